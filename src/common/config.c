@@ -1,0 +1,127 @@
+/*
+ * config.c - the TPX_* settings, parsed once from the environment.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+enum { CFG_INT, CFG_STR };
+#define INT CFG_INT
+#define STR CFG_STR
+
+typedef struct {
+    const char *env;
+    int type;
+    const char *def;
+    int64_t min, max;
+    const char *doc;
+} cfg_desc_t;
+
+static const cfg_desc_t cfg_desc[TPX_CFG__COUNT] = {
+#define TPX_CONFIG_X(name, type, def, min, max, doc) {"TPX_" #name, type, def, min, max, doc},
+#include "config_table.h"
+#undef TPX_CONFIG_X
+};
+#undef INT
+#undef STR
+
+static int64_t cfg_int[TPX_CFG__COUNT];
+static const char *cfg_str[TPX_CFG__COUNT];
+static tpx_status_t cfg_status = TPX_OK;
+static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
+
+int tpx__parse_size(const char *s, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s)
+        return -1;
+    int64_t mul = 1;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': mul = 1024; end++; break;
+    case 'm': case 'M': mul = 1024 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024 * 1024 * 1024; end++; break;
+    default: return -1;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+    if (*end != '\0')
+        return -1;
+    if (v < 0 ? v < LLONG_MIN / mul : v > LLONG_MAX / mul)
+        return -1;
+    *out = (int64_t)v * mul;
+    return 0;
+}
+
+static void cfg_load_once(void)
+{
+    int level = TPX_LOG_WARN;
+    for (int i = 0; i < TPX_CFG__COUNT; i++) {
+        const cfg_desc_t *d = &cfg_desc[i];
+        const char *v = getenv(d->env);
+        int from_env = (v != NULL && *v != '\0');
+        if (!from_env)
+            v = d->def;
+        cfg_str[i] = v;
+        if (d->type != CFG_INT)
+            continue;
+        int64_t x;
+        if (tpx__parse_size(v, &x) != 0 || x < d->min || x > d->max) {
+            TPX_ERROR("%s=%s is not valid: expected an integer in [%lld, %lld]", d->env, v,
+                      (long long)d->min, (long long)d->max);
+            cfg_status = TPX_ERR_CONFIG;
+            tpx__parse_size(d->def, &x);
+        }
+        cfg_int[i] = x;
+    }
+    level = tpx__log_level_parse(cfg_str[TPX_CFG_LOG_LEVEL]);
+    if (level < 0) {
+        TPX_ERROR("TPX_LOG_LEVEL=%s is not valid: expected none, error, warn, info, debug or trace",
+                  cfg_str[TPX_CFG_LOG_LEVEL]);
+        cfg_status = TPX_ERR_CONFIG;
+        level = TPX_LOG_WARN;
+    }
+    tpx__log_configure(level, cfg_str[TPX_CFG_LOG_FILE]);
+}
+
+tpx_status_t tpx__config_load(void)
+{
+    pthread_once(&cfg_once, cfg_load_once);
+    return cfg_status;
+}
+
+int64_t tpx__config_int(tpx_cfg_id_t id)
+{
+    tpx__config_load();
+    return cfg_int[id];
+}
+
+const char *tpx__config_str(tpx_cfg_id_t id)
+{
+    tpx__config_load();
+    return cfg_str[id];
+}
+
+void tpx__config_print(FILE *f, int format)
+{
+    tpx__config_load();
+    if (format == 1) {
+        fprintf(f, "| Variable | Default | Meaning |\n|---|---|---|\n");
+        for (int i = 0; i < TPX_CFG__COUNT; i++)
+            fprintf(f, "| `%s` | `%s` | %s |\n", cfg_desc[i].env,
+                    cfg_desc[i].def[0] ? cfg_desc[i].def : "(empty)", cfg_desc[i].doc);
+        return;
+    }
+    for (int i = 0; i < TPX_CFG__COUNT; i++)
+        fprintf(f, "%s=%s\n    %s\n", cfg_desc[i].env, cfg_str[i], cfg_desc[i].doc);
+}

@@ -1,0 +1,35 @@
+/*
+ * config_table.h - every TPX_* environment variable, in one place.
+ *
+ * X(name, type, default, min, max, doc): `type` is INT (a decimal integer,
+ * K/M/G suffixes allowed, checked against [min, max]) or STR. This table is
+ * the source of `--print-config` and of the README's configuration table
+ * (a test keeps the two in sync).
+ */
+TPX_CONFIG_X(LOG_LEVEL, STR, "warn", 0, 0,
+             "Log verbosity: none, error, warn, info, debug or trace.")
+TPX_CONFIG_X(LOG_FILE, STR, "", 0, 0,
+             "Write log lines to this file instead of stderr (`%p` expands to the pid).")
+TPX_CONFIG_X(SOCKET_IFNAME, STR, "", 0, 0,
+             "Interfaces the built-in transport uses: comma list of prefixes, `^` excludes, "
+             "`=` matches exactly (e.g. `eth1,eth2`, `^docker`, `=lo`). Default: every interface "
+             "that is up except loopback and docker/virtual bridges; `lo` only when named.")
+TPX_CONFIG_X(SOCKET_FAMILY, STR, "", 0, 0,
+             "Address family of the built-in transport: `4`, `6`, or empty for IPv4 first.")
+TPX_CONFIG_X(SOCKET_SPEED_MBPS, INT, "100000", 1, 100000000,
+             "Link speed (Mb/s) reported for interfaces whose driver reports none (lo, veth).")
+TPX_CONFIG_X(NSOCKS, INT, "4", 1, 16,
+             "Data connections per comm of the built-in transport.")
+TPX_CONFIG_X(NTHREADS, INT, "0", 0, 16,
+             "Helper threads per comm of the built-in transport (0: one per data connection).")
+TPX_CONFIG_X(MAX_REQUESTS, INT, "32", 1, 256,
+             "Requests a comm of the built-in transport accepts in flight; one more is an error.")
+TPX_CONFIG_X(PIECE_BYTES, INT, "1M", 65536, 67108864,
+             "Largest piece a data connection takes at once; pieces shrink toward 64 KiB as a "
+             "message nears its end, so a slow connection never holds the tail.")
+TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "0", 0, 1073741824,
+             "SO_SNDBUF/SO_RCVBUF of data connections (0: kernel autotuning).")
+TPX_CONFIG_X(CONNECT_TIMEOUT_MS, INT, "30000", 1, 86400000,
+             "Deadline for establishing a connection (TCP connect, handshake, accept).")
+TPX_CONFIG_X(CLOSE_LINGER_MS, INT, "10000", 0, 86400000,
+             "How long closing a send comm waits for queued data to leave.")

@@ -1,0 +1,197 @@
+/*
+ * sock.h - private interface of tpx's built-in TCP transport ("sock").
+ *
+ * The transport is an ncclNet plugin and nothing else: it knows nothing of
+ * the tpx engine. It promises:
+ *  - a comm is one control connection plus `nsocks` data connections, served
+ *    by helper threads; all socket I/O happens in those threads;
+ *  - each message is cut into pieces that free data connections take as
+ *    they become free (guided self-scheduling: large pieces first, shrinking
+ *    toward 64 KiB at the end of a message), so a slow connection never sets
+ *    the pace;
+ *  - isend/irecv/test never block and never make system calls except one
+ *    eventfd write to wake a sleeping helper; test() only reads counters;
+ *  - every failure (peer close, reset, malformed data, a message larger than
+ *    the receive) is sticky on the comm and reported by test(), never turned
+ *    into "not done".
+ *
+ * Threading: the calls on one comm (isend/irecv/test/close) must come from
+ * one thread at a time, as NCCL's proxy does; different comms are
+ * independent.
+ */
+#ifndef TPX_SOCK_H
+#define TPX_SOCK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/log.h"
+#include "sock_wire.h"
+#include "tpx/ncclnet.h"
+
+#define TPX_SOCK_MIN_PIECE (64u * 1024)
+#define TPX_SOCK_MAX_REQS 256
+#define TPX_SOCK_MAX_DEVS 64
+#define TPX_SOCK_MAX_PENDING 64 /* half-open connections a listener holds */
+
+/* ---- logging: through NCCL's logger when one was given to init() ------- */
+extern tpx_nccl_logger_t tpx__sock_logger;
+#define SOCK_LOG(tpxlvl, ncclvl, ...)                                                              \
+    do {                                                                                           \
+        if (tpx__sock_logger != NULL)                                                              \
+            tpx__sock_logger((ncclvl), TPX_NCCL_LOG_NET, __FILE__, __LINE__, __VA_ARGS__);         \
+        else                                                                                       \
+            TPX_LOG((tpxlvl), __VA_ARGS__);                                                        \
+    } while (0)
+#define SOCK_WARN(...) SOCK_LOG(TPX_LOG_WARN, TPX_NCCL_LOG_WARN, "NET/tpx: " __VA_ARGS__)
+#define SOCK_INFO(...) SOCK_LOG(TPX_LOG_INFO, TPX_NCCL_LOG_INFO, "NET/tpx: " __VA_ARGS__)
+#define SOCK_DEBUG(...) SOCK_LOG(TPX_LOG_DEBUG, TPX_NCCL_LOG_TRACE, "NET/tpx: " __VA_ARGS__)
+
+/* ---- devices (sock_dev.c) ---------------------------------------------- */
+typedef struct {
+    char name[64];        /* interface name */
+    tpx_sock_addr_t addr; /* the address we listen on / connect from */
+    char *pci_path;       /* realpath of /sys/class/net/IF/device, or NULL */
+    int speed_mbps;
+    int numa_node; /* -1 if unknown */
+} tpx_sock_dev_t;
+
+/* Settings read once at init. */
+typedef struct {
+    int nsocks, nthreads, max_reqs;
+    uint64_t piece_bytes;
+    int sock_buf;
+    int connect_timeout_ms;
+} tpx_sock_params_t;
+
+extern tpx_sock_params_t tpx__sock_params;
+
+tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev);
+/* Discover once into the process-wide device table (from init). */
+tpx_status_t tpx__sock_dev_init(void);
+int tpx__sock_ndev(void);
+const tpx_sock_dev_t *tpx__sock_dev(int dev);
+
+/* NCCL-style interface list match (sock_ifname.c): "eth,ib", "^docker",
+ * "=eth0", "^=lo". Returns 1 if `ifname` is selected by `list`. */
+int tpx__sock_ifname_match(const char *list, const char *ifname);
+
+/* ---- requests and comms ------------------------------------------------ */
+typedef enum { SOCK_REQ_FREE = 0, SOCK_REQ_POSTED = 1 } tpx_sock_req_state_t;
+#define SOCK_TOTAL_UNKNOWN UINT64_MAX
+
+struct tpx_sock_comm;
+
+/* One posted isend/irecv. Lives in the comm's ring; slot = seq % max_reqs. */
+typedef struct {
+    struct tpx_sock_comm *comm;
+    _Atomic uint64_t seq; /* message number */
+    char *buf;
+    uint64_t size;        /* posted size (send: message size; recv: capacity) */
+    int tag;
+    int state;            /* tpx_sock_req_state_t, API thread only */
+    /* Progress, written by helper threads. A message is complete when
+     * `done` == max(total, 1): zero-byte messages count one unit. */
+    _Atomic uint64_t done;
+    _Atomic uint64_t total;   /* recv: sender's size once the first piece arrived */
+    _Atomic uint64_t claimed; /* recv: bytes announced by piece headers */
+} tpx_sock_req_t;
+
+/* Per data connection progress, owned by one helper thread. */
+typedef struct {
+    int fd;
+    int active;            /* a piece is in progress */
+    int parked;            /* recv: header read, message not posted yet */
+    int want_write;        /* send: the last write would block */
+    tpx_sock_piece_t piece;
+    unsigned char hdr[TPX_SOCK_PIECE_WIRE_SIZE];
+    uint32_t hdr_done;     /* header bytes moved */
+    uint32_t data_done;    /* payload bytes moved */
+    tpx_sock_req_t *req;
+    uint64_t bytes;        /* payload bytes moved in total (stats) */
+} tpx_sock_chan_t;
+
+typedef struct {
+    struct tpx_sock_comm *comm;
+    pthread_t thread;
+    int started;
+    int efd;               /* eventfd: wake-up from the API thread */
+    _Atomic int sleeping;  /* 1 while blocked in poll() waiting for work */
+    _Atomic int parked_wait; /* recv: asleep with a parked piece */
+    int first, stride;     /* serves chans first, first+stride, ... */
+} tpx_sock_worker_t;
+
+typedef enum { SOCK_COMM_SEND = 1, SOCK_COMM_RECV = 2 } tpx_sock_comm_kind_t;
+
+typedef struct tpx_sock_comm {
+    uint32_t magic; /* SOCK_COMM_MAGIC_SEND / _RECV while alive */
+    tpx_sock_comm_kind_t kind;
+    int dev;
+    int ctrl_fd;
+    int nsocks, nthreads, max_reqs;
+    uint64_t conn_id;
+    tpx_sock_chan_t chans[TPX_SOCK_MAX_SOCKS];
+    tpx_sock_worker_t workers[TPX_SOCK_MAX_SOCKS];
+
+    tpx_sock_req_t *reqs;         /* ring of max_reqs */
+    _Atomic uint64_t posted;      /* messages posted (API thread writes) */
+    _Atomic uint64_t finished;    /* messages whose bytes have all moved */
+
+    /* send: the piece scheduler, shared by the helper threads */
+    pthread_mutex_t sched_lock;
+    uint64_t sched_seq, sched_off;
+
+    _Atomic int error;    /* sticky tpx_status_t; 0 while healthy */
+    _Atomic int closing;  /* set by close: helpers exit */
+    _Atomic int eof_chans; /* recv: data connections the sender closed */
+} tpx_sock_comm_t;
+
+#define SOCK_COMM_MAGIC_SEND 0x53454e44u /* "SEND" */
+#define SOCK_COMM_MAGIC_RECV 0x52454356u /* "RECV" */
+
+/* Memory registration handle. */
+typedef struct {
+    uint32_t magic;
+    int type;
+    uintptr_t base;
+    size_t size;
+} tpx_sock_mr_t;
+#define SOCK_MR_MAGIC 0x4d52544bu
+
+/* ---- sock_conn.c: listen / connect / accept ----------------------------- */
+tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm);
+tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm);
+tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm);
+tpx_status_t tpx__sock_close_listen(void *listen_comm);
+
+/* ---- sock_io.c: helper threads ------------------------------------------ */
+/* Allocate the ring and start the helpers of a fully connected comm. */
+tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c);
+/* Stop helpers, close sockets, free. Safe on a partly built comm. */
+void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
+/* Wake helpers that sleep (after a post). */
+void tpx__sock_comm_wake(tpx_sock_comm_t *c, int only_sleeping);
+/* Record the first error of a comm (sticky) and wake everyone. */
+void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why);
+tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks);
+
+/* Socket options common to every data/control connection. */
+void tpx__sock_setopts(int fd, int data);
+
+/* ---- sock_req.c: the request API ---------------------------------------- */
+tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void *mh,
+                             void **request);
+tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
+                             void **mh, void **request);
+tpx_status_t tpx__sock_test(void *request, int *done, size_t *size);
+tpx_status_t tpx__sock_regmr(void *comm, void *data, size_t size, int type, void **mh);
+tpx_status_t tpx__sock_deregmr(void *comm, void *mh);
+tpx_status_t tpx__sock_close(void *comm, tpx_sock_comm_kind_t kind);
+
+/* ---- sock_plugin.c ------------------------------------------------------ */
+tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger);
+tpx_nccl_result_t tpx__sock_result(tpx_status_t st);
+
+#endif

@@ -1,0 +1,611 @@
+/*
+ * sock_conn.c - listen, connect and accept, as non-blocking state machines.
+ *
+ * connect() and accept() never block: each call advances the set-up as far
+ * as it can without waiting and returns a NULL comm until the comm is
+ * complete (the ncclNet contract). Each has a deadline
+ * (TPX_CONNECT_TIMEOUT_MS) after which it fails with TPX_ERR_TIMED_OUT.
+ *
+ * A listener holds half-open connections until their hello arrives; a
+ * connection with a malformed hello, a wrong nonce or no hello before the
+ * deadline is closed and logged, and the listener keeps serving. The
+ * sockets of one comm are grouped by the random conn_id of their hellos;
+ * accept() returns the first group that is complete (control + all data).
+ *
+ * The connector keeps its progress in a process-local table; the handle's
+ * private bytes hold the id of the entry (NCCL requires connect to be
+ * polled with the same handle buffer), never a pointer, so a stale or
+ * forged handle cannot make us dereference garbage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/tcp.h>
+
+#include "common/config.h"
+#include "sock.h"
+
+#define SOCK_LISTEN_MAGIC 0x4c49534eu /* "LISN" */
+#define SOCK_MAX_GROUPS 8
+#define SOCK_REFUSED_RETRY_MS 2000 /* retry ECONNREFUSED this long */
+
+typedef struct {
+    int fd;
+    uint32_t got;
+    uint64_t deadline_ns;
+    tpx_sock_addr_t peer;
+    unsigned char buf[TPX_SOCK_HELLO_WIRE_SIZE];
+} pending_t;
+
+typedef struct {
+    uint64_t conn_id;
+    int nsocks; /* 0 until a hello told us */
+    int ctrl_fd;
+    int data_fds[TPX_SOCK_MAX_SOCKS];
+    int ndata;
+    uint64_t deadline_ns;
+} group_t;
+
+typedef struct {
+    uint32_t magic;
+    int dev;
+    int fd;
+    uint64_t nonce;
+    tpx_sock_addr_t addr;
+    uint64_t accept_deadline_ns; /* 0: no accept() waiting */
+    pending_t pend[TPX_SOCK_MAX_PENDING];
+    int npend;
+    group_t groups[SOCK_MAX_GROUPS];
+    int ngroups;
+} listen_comm_t;
+
+void tpx__sock_setopts(int fd, int data)
+{
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (data && tpx__sock_params.sock_buf > 0) {
+        int sz = tpx__sock_params.sock_buf;
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    }
+}
+
+static uint64_t deadline_after_ms(int ms) { return tpx__now_ns() + (uint64_t)ms * 1000000ull; }
+
+/* ---- listen ---------------------------------------------------------------- */
+
+tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
+{
+    const tpx_sock_dev_t *d = tpx__sock_dev(dev);
+    if (d == NULL || handle == NULL || listen_comm == NULL) {
+        SOCK_WARN("listen: invalid argument (dev %d of %d, handle %p)", dev, tpx__sock_ndev(),
+                  handle);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_status_t st;
+    char a[96];
+    listen_comm_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return TPX_ERR_NO_MEMORY;
+    l->magic = SOCK_LISTEN_MAGIC;
+    l->dev = dev;
+    l->addr = d->addr;
+    l->addr.sin.sin_port = 0; /* same offset in sin and sin6 */
+    l->fd = socket(l->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (l->fd < 0) {
+        st = tpx__status_from_errno(errno);
+        SOCK_WARN("listen on %s: socket: %s", d->name, strerror(errno));
+        goto err_free;
+    }
+    int one = 1;
+    (void)setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(l->fd, &l->addr.sa, tpx__sock_addr_len(&l->addr)) != 0 ||
+        listen(l->fd, 256) != 0) {
+        st = tpx__status_from_errno(errno);
+        SOCK_WARN("listen on %s (%s): %s", d->name, tpx__sock_addr_str(&l->addr, a, sizeof(a)),
+                  strerror(errno));
+        goto err_close;
+    }
+    socklen_t len = sizeof(l->addr);
+    if (getsockname(l->fd, &l->addr.sa, &len) != 0) {
+        st = tpx__status_from_errno(errno);
+        SOCK_WARN("listen: getsockname: %s", strerror(errno));
+        goto err_close;
+    }
+    TPX_CHECK_GOTO(tpx__random_bytes(&l->nonce, sizeof(l->nonce)), st, err_close);
+    tpx_sock_handle_t h = {.addr = l->addr, .nonce = l->nonce};
+    tpx__sock_handle_encode(&h, handle);
+    SOCK_DEBUG("listening on %s (%s)", d->name, tpx__sock_addr_str(&l->addr, a, sizeof(a)));
+    *listen_comm = l;
+    return TPX_OK;
+
+err_close:
+    close(l->fd);
+err_free:
+    free(l);
+    return st;
+}
+
+tpx_status_t tpx__sock_close_listen(void *listen_comm)
+{
+    listen_comm_t *l = listen_comm;
+    if (l == NULL || l->magic != SOCK_LISTEN_MAGIC) {
+        SOCK_WARN("closeListen: not a listen comm (%p)", listen_comm);
+        return TPX_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < l->npend; i++)
+        close(l->pend[i].fd);
+    for (int g = 0; g < l->ngroups; g++) {
+        if (l->groups[g].ctrl_fd >= 0)
+            close(l->groups[g].ctrl_fd);
+        for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
+            if (l->groups[g].data_fds[i] >= 0)
+                close(l->groups[g].data_fds[i]);
+    }
+    close(l->fd);
+    l->magic = 0;
+    free(l);
+    return TPX_OK;
+}
+
+/* ---- accept ------------------------------------------------------------------ */
+
+static void group_close(group_t *g)
+{
+    if (g->ctrl_fd >= 0)
+        close(g->ctrl_fd);
+    for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
+        if (g->data_fds[i] >= 0)
+            close(g->data_fds[i]);
+}
+
+static void group_remove(listen_comm_t *l, int gi)
+{
+    l->groups[gi] = l->groups[--l->ngroups];
+}
+
+/* Take a valid hello's socket into its group. Returns 0, or -1 if the
+ * hello contradicts its group (the socket is then the caller's to close). */
+static int group_add(listen_comm_t *l, const tpx_sock_hello_t *h, int fd, const char *peer)
+{
+    group_t *g = NULL;
+    for (int i = 0; i < l->ngroups; i++)
+        if (l->groups[i].conn_id == h->conn_id)
+            g = &l->groups[i];
+    if (g == NULL) {
+        if (l->ngroups == SOCK_MAX_GROUPS) {
+            SOCK_WARN("listener: too many connections being set up; rejecting %s", peer);
+            return -1;
+        }
+        g = &l->groups[l->ngroups++];
+        memset(g, 0, sizeof(*g));
+        g->conn_id = h->conn_id;
+        g->ctrl_fd = -1;
+        for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
+            g->data_fds[i] = -1;
+        g->deadline_ns = deadline_after_ms(tpx__sock_params.connect_timeout_ms);
+    }
+    if (g->nsocks != 0 && g->nsocks != h->nsocks) {
+        SOCK_WARN("listener: %s announces %u data sockets, its comm %u; rejected", peer,
+                  h->nsocks, g->nsocks);
+        return -1;
+    }
+    g->nsocks = h->nsocks;
+    if (h->kind == TPX_SOCK_HELLO_CTRL) {
+        if (g->ctrl_fd >= 0) {
+            SOCK_WARN("listener: duplicate control connection from %s; rejected", peer);
+            return -1;
+        }
+        g->ctrl_fd = fd;
+    } else {
+        if (g->data_fds[h->index] >= 0) {
+            SOCK_WARN("listener: duplicate data connection %u from %s; rejected", h->index, peer);
+            return -1;
+        }
+        g->data_fds[h->index] = fd;
+        g->ndata++;
+    }
+    return 0;
+}
+
+/* Read what a pending connection has sent. Returns 1 when it left the
+ * pending list (grouped or rejected), 0 if it is still waiting. */
+static int pending_advance(listen_comm_t *l, pending_t *p, uint64_t now)
+{
+    char a[96];
+    tpx__sock_addr_str(&p->peer, a, sizeof(a));
+    while (p->got < TPX_SOCK_HELLO_WIRE_SIZE) {
+        ssize_t n = recv(p->fd, p->buf + p->got, TPX_SOCK_HELLO_WIRE_SIZE - p->got, MSG_DONTWAIT);
+        if (n > 0) {
+            p->got += (uint32_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (now < p->deadline_ns)
+                return 0;
+            SOCK_WARN("listener: %s sent no complete hello within %d ms; closed", a,
+                      tpx__sock_params.connect_timeout_ms);
+        } else {
+            SOCK_WARN("listener: %s closed before its hello (%s); dropped", a,
+                      n == 0 ? "EOF" : strerror(errno));
+        }
+        goto reject;
+    }
+    tpx_sock_hello_t h;
+    if (tpx__sock_hello_decode(p->buf, &h) != TPX_OK) {
+        SOCK_WARN("listener: %s sent a malformed hello (bad magic, version or fields); rejected",
+                  a);
+        goto reject;
+    }
+    if (h.nonce != l->nonce) {
+        SOCK_WARN("listener: %s presented a wrong nonce (a handle of another listener?); "
+                  "rejected", a);
+        goto reject;
+    }
+    if (group_add(l, &h, p->fd, a) != 0)
+        goto reject;
+    return 1;
+reject:
+    close(p->fd);
+    return 1;
+}
+
+static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t **out)
+{
+    tpx_sock_comm_t *c = tpx__sock_comm_alloc(SOCK_COMM_RECV, l->dev, g->nsocks);
+    if (c == NULL)
+        return TPX_ERR_NO_MEMORY;
+    c->conn_id = g->conn_id;
+    c->ctrl_fd = g->ctrl_fd;
+    g->ctrl_fd = -1;
+    for (int i = 0; i < g->nsocks; i++) {
+        c->chans[i].fd = g->data_fds[i];
+        g->data_fds[i] = -1;
+    }
+    tpx_status_t st = tpx__sock_comm_start(c);
+    if (st != TPX_OK) {
+        tpx__sock_comm_destroy(c);
+        return st;
+    }
+    *out = c;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
+{
+    listen_comm_t *l = listen_comm;
+    if (l == NULL || l->magic != SOCK_LISTEN_MAGIC || recv_comm == NULL) {
+        SOCK_WARN("accept: not a listen comm (%p)", listen_comm);
+        return TPX_ERR_INVALID_ARG;
+    }
+    *recv_comm = NULL;
+    uint64_t now = tpx__now_ns();
+    if (l->accept_deadline_ns == 0)
+        l->accept_deadline_ns = now + (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
+
+    /* New connections. */
+    while (l->npend < TPX_SOCK_MAX_PENDING) {
+        pending_t *p = &l->pend[l->npend];
+        socklen_t alen = sizeof(p->peer);
+        int fd = accept4(l->fd, &p->peer.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                SOCK_WARN("accept: %s", strerror(errno)); /* e.g. EMFILE: retried next call */
+            break;
+        }
+        tpx__sock_setopts(fd, 1);
+        p->fd = fd;
+        p->got = 0;
+        p->deadline_ns = now + (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
+        l->npend++;
+    }
+    /* Hellos. */
+    for (int i = 0; i < l->npend;) {
+        if (pending_advance(l, &l->pend[i], now))
+            l->pend[i] = l->pend[--l->npend];
+        else
+            i++;
+    }
+    /* Complete or expired groups. */
+    for (int gi = 0; gi < l->ngroups;) {
+        group_t *g = &l->groups[gi];
+        if (g->ctrl_fd >= 0 && g->ndata == g->nsocks) {
+            tpx_sock_comm_t *c;
+            tpx_status_t st = group_to_comm(l, g, &c);
+            group_close(g);
+            group_remove(l, gi);
+            if (st != TPX_OK)
+                return st;
+            l->accept_deadline_ns = 0;
+            *recv_comm = c;
+            return TPX_OK;
+        }
+        if (now >= g->deadline_ns) {
+            SOCK_WARN("listener: connection %016llx incomplete after %d ms (%d of %d data "
+                      "sockets, control %s); dropped",
+                      (unsigned long long)g->conn_id, tpx__sock_params.connect_timeout_ms,
+                      g->ndata, g->nsocks, g->ctrl_fd >= 0 ? "present" : "missing");
+            group_close(g);
+            group_remove(l, gi);
+            continue;
+        }
+        gi++;
+    }
+    if (now >= l->accept_deadline_ns) {
+        l->accept_deadline_ns = 0;
+        SOCK_WARN("accept: no peer completed a connection within %d ms "
+                  "(TPX_CONNECT_TIMEOUT_MS)", tpx__sock_params.connect_timeout_ms);
+        return TPX_ERR_TIMED_OUT;
+    }
+    return TPX_OK;
+}
+
+/* ---- connect --------------------------------------------------------------- */
+
+enum { CS_NEW = 0, CS_CONNECTING, CS_HELLO, CS_DONE };
+
+typedef struct {
+    int fd;
+    int stage;
+    uint32_t sent;
+    uint64_t retry_at_ns; /* CS_NEW: not before this time (after a refusal) */
+    unsigned char hello[TPX_SOCK_HELLO_WIRE_SIZE];
+} csock_t;
+
+typedef struct connecting {
+    uint64_t id;
+    struct connecting *next;
+    tpx_sock_comm_t *comm;
+    tpx_sock_handle_t h;
+    tpx_sock_addr_t local; /* bind address (the device's), port 0 */
+    int bind_local;
+    csock_t socks[1 + TPX_SOCK_MAX_SOCKS]; /* [0] control, [1..] data */
+    int nsocks;
+    uint64_t deadline_ns;
+    uint64_t first_refused_ns; /* 0 until a connection was refused */
+} connecting_t;
+
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static connecting_t *conn_list;
+
+static uint64_t handle_stage_get(const void *handle)
+{
+    uint64_t id;
+    memcpy(&id, (const char *)handle + TPX_SOCK_HANDLE_STAGE_OFF, sizeof(id));
+    return id;
+}
+
+static void handle_stage_set(void *handle, uint64_t id)
+{
+    memcpy((char *)handle + TPX_SOCK_HANDLE_STAGE_OFF, &id, sizeof(id));
+}
+
+static connecting_t *conn_take(uint64_t id)
+{
+    pthread_mutex_lock(&conn_lock);
+    connecting_t **pp = &conn_list, *s = NULL;
+    for (; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->id == id) {
+            s = *pp;
+            *pp = s->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&conn_lock);
+    return s;
+}
+
+static void conn_put(connecting_t *s)
+{
+    pthread_mutex_lock(&conn_lock);
+    s->next = conn_list;
+    conn_list = s;
+    pthread_mutex_unlock(&conn_lock);
+}
+
+static void conn_free(connecting_t *s)
+{
+    for (int i = 0; i <= s->nsocks; i++)
+        if (s->socks[i].fd >= 0)
+            close(s->socks[i].fd);
+    if (s->comm != NULL)
+        tpx__sock_comm_destroy(s->comm);
+    free(s);
+}
+
+/* Advance one socket. Returns TPX_OK (maybe not finished), or an error. */
+static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
+{
+    char a[96];
+    for (;;) {
+        switch (k->stage) {
+        case CS_NEW:
+            if (now < k->retry_at_ns)
+                return TPX_OK; /* backing off after a refusal */
+            k->fd = socket(s->h.addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (k->fd < 0) {
+                SOCK_WARN("connect: socket: %s", strerror(errno));
+                return tpx__status_from_errno(errno);
+            }
+            tpx__sock_setopts(k->fd, k != &s->socks[0]);
+            if (s->bind_local && bind(k->fd, &s->local.sa, tpx__sock_addr_len(&s->local)) != 0)
+                SOCK_DEBUG("connect: bind to device address failed (%s); using routing",
+                           strerror(errno));
+            if (connect(k->fd, &s->h.addr.sa, tpx__sock_addr_len(&s->h.addr)) == 0) {
+                k->stage = CS_HELLO;
+                continue;
+            }
+            if (errno == EINPROGRESS || errno == EINTR) {
+                k->stage = CS_CONNECTING;
+                return TPX_OK;
+            }
+            goto failed;
+        case CS_CONNECTING: {
+            struct pollfd pfd = {.fd = k->fd, .events = POLLOUT};
+            if (poll(&pfd, 1, 0) <= 0)
+                return TPX_OK;
+            int err = 0;
+            socklen_t len = sizeof(err);
+            if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+                err = errno;
+            if (err == 0) {
+                k->stage = CS_HELLO;
+                continue;
+            }
+            errno = err;
+            goto failed;
+        }
+        case CS_HELLO: {
+            ssize_t n = send(k->fd, k->hello + k->sent, sizeof(k->hello) - k->sent,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                    return TPX_OK;
+                goto failed;
+            }
+            k->sent += (uint32_t)n;
+            if (k->sent == sizeof(k->hello))
+                k->stage = CS_DONE;
+            continue;
+        }
+        default:
+            return TPX_OK;
+        }
+    }
+failed:
+    if (errno == ECONNREFUSED) {
+        /* A listener whose backlog overflowed refuses too: retry briefly. */
+        if (s->first_refused_ns == 0)
+            s->first_refused_ns = now;
+        if (now < s->deadline_ns && now - s->first_refused_ns < SOCK_REFUSED_RETRY_MS * 1000000ull) {
+            close(k->fd);
+            k->fd = -1;
+            k->stage = CS_NEW;
+            k->retry_at_ns = now + 50 * 1000000ull;
+            return TPX_OK;
+        }
+    }
+    SOCK_WARN("connect to %s: %s", tpx__sock_addr_str(&s->h.addr, a, sizeof(a)), strerror(errno));
+    return tpx__status_from_errno(errno);
+}
+
+static tpx_status_t conn_begin(int dev, const void *handle, connecting_t **out)
+{
+    tpx_status_t st;
+    const tpx_sock_dev_t *d = tpx__sock_dev(dev);
+    if (d == NULL) {
+        SOCK_WARN("connect: invalid device %d (have %d)", dev, tpx__sock_ndev());
+        return TPX_ERR_INVALID_ARG;
+    }
+    connecting_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return TPX_ERR_NO_MEMORY;
+    for (int i = 0; i <= TPX_SOCK_MAX_SOCKS; i++)
+        s->socks[i].fd = -1;
+    if (tpx__sock_handle_decode(handle, &s->h) != TPX_OK) {
+        SOCK_WARN("connect: the handle is not a tpx handle (bad magic, version or address)");
+        st = TPX_ERR_INVALID_ARG;
+        goto err_free;
+    }
+    s->local = d->addr;
+    s->local.sin.sin_port = 0;
+    s->bind_local = d->addr.sa.sa_family == s->h.addr.sa.sa_family;
+    s->nsocks = tpx__sock_params.nsocks;
+    s->comm = tpx__sock_comm_alloc(SOCK_COMM_SEND, dev, s->nsocks);
+    if (s->comm == NULL) {
+        st = TPX_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    TPX_CHECK_GOTO(tpx__random_bytes(&s->comm->conn_id, sizeof(uint64_t)), st, err_free);
+    do {
+        TPX_CHECK_GOTO(tpx__random_bytes(&s->id, sizeof(s->id)), st, err_free);
+    } while (s->id == 0);
+    for (int i = 0; i <= s->nsocks; i++) {
+        tpx_sock_hello_t hello = {
+            .kind = i == 0 ? TPX_SOCK_HELLO_CTRL : TPX_SOCK_HELLO_DATA,
+            .index = (uint16_t)(i == 0 ? 0 : i - 1),
+            .nsocks = (uint16_t)s->nsocks,
+            .nonce = s->h.nonce,
+            .conn_id = s->comm->conn_id,
+        };
+        tpx__sock_hello_encode(&hello, s->socks[i].hello);
+    }
+    s->deadline_ns = deadline_after_ms(tpx__sock_params.connect_timeout_ms);
+    *out = s;
+    return TPX_OK;
+
+err_free:
+    conn_free(s);
+    return st;
+}
+
+tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm)
+{
+    if (handle == NULL || send_comm == NULL) {
+        SOCK_WARN("connect: NULL handle or comm pointer");
+        return TPX_ERR_INVALID_ARG;
+    }
+    *send_comm = NULL;
+    tpx_status_t st;
+    connecting_t *s;
+    uint64_t id = handle_stage_get(handle);
+    if (id != 0) {
+        s = conn_take(id);
+        if (s == NULL) {
+            SOCK_WARN("connect: the handle carries the state of a connect that is not in "
+                      "progress (copied or reused handle?)");
+            return TPX_ERR_INVALID_ARG;
+        }
+    } else {
+        TPX_CHECK_GOTO(conn_begin(dev, handle, &s), st, out);
+    }
+
+    uint64_t now = tpx__now_ns();
+    int done = 1;
+    for (int i = 0; i <= s->nsocks; i++) {
+        TPX_CHECK_GOTO(csock_advance(s, &s->socks[i], now), st, err_conn);
+        done &= s->socks[i].stage == CS_DONE;
+    }
+    if (done) {
+        tpx_sock_comm_t *c = s->comm;
+        c->ctrl_fd = s->socks[0].fd;
+        for (int i = 0; i < s->nsocks; i++)
+            c->chans[i].fd = s->socks[i + 1].fd;
+        for (int i = 0; i <= s->nsocks; i++)
+            s->socks[i].fd = -1;
+        s->comm = NULL;
+        conn_free(s);
+        handle_stage_set(handle, 0);
+        st = tpx__sock_comm_start(c);
+        if (st != TPX_OK) {
+            tpx__sock_comm_destroy(c);
+            return st;
+        }
+        *send_comm = c;
+        return TPX_OK;
+    }
+    if (now >= s->deadline_ns) {
+        char a[96];
+        SOCK_WARN("connect to %s: not established within %d ms (TPX_CONNECT_TIMEOUT_MS)",
+                  tpx__sock_addr_str(&s->h.addr, a, sizeof(a)),
+                  tpx__sock_params.connect_timeout_ms);
+        st = TPX_ERR_TIMED_OUT;
+        goto err_conn;
+    }
+    handle_stage_set(handle, s->id);
+    conn_put(s);
+    return TPX_OK;
+
+err_conn:
+    handle_stage_set(handle, 0);
+    conn_free(s);
+out:
+    return st;
+}

@@ -1,0 +1,323 @@
+/*
+ * sock_plugin.c - the ncclNet v7..v10 entry points of the built-in transport.
+ *
+ * One implementation (size_t sizes, tpx_status_t results) and one thin
+ * adapter per ABI difference: int sizes in v7/v8, the profiler handle in
+ * v10, the properties layouts. tpx_status_t becomes ncclResult_t here and
+ * nowhere else.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "sock.h"
+#include "sock_tables.h"
+
+tpx_nccl_logger_t tpx__sock_logger;
+tpx_sock_params_t tpx__sock_params;
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_done;
+static tpx_status_t init_status;
+
+tpx_nccl_result_t tpx__sock_result(tpx_status_t st)
+{
+    switch (st) {
+    case TPX_OK:
+    case TPX_INPROGRESS: return TPX_NCCL_SUCCESS;
+    case TPX_ERR_CONN_RESET:
+    case TPX_ERR_CONN_REFUSED:
+    case TPX_ERR_TIMED_OUT:
+    case TPX_ERR_UNREACHABLE:
+    case TPX_ERR_ADDR_IN_USE:
+    case TPX_ERR_IO: return TPX_NCCL_SYSTEM_ERROR;
+    case TPX_ERR_INVALID_ARG:
+    case TPX_ERR_CONFIG: return TPX_NCCL_INVALID_ARGUMENT;
+    case TPX_ERR_INVALID_STATE: return TPX_NCCL_INVALID_USAGE;
+    default: return TPX_NCCL_INTERNAL_ERROR; /* NO_RESOURCE, TRUNCATED, PROTOCOL, ... */
+    }
+}
+
+tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
+{
+    pthread_mutex_lock(&init_lock);
+    if (init_done) {
+        pthread_mutex_unlock(&init_lock);
+        return init_status;
+    }
+    tpx__sock_logger = logger;
+    tpx_status_t st = tpx__config_load();
+    if (st == TPX_OK) {
+        tpx__sock_params = (tpx_sock_params_t){
+            .nsocks = (int)tpx__config_int(TPX_CFG_NSOCKS),
+            .nthreads = (int)tpx__config_int(TPX_CFG_NTHREADS),
+            .max_reqs = (int)tpx__config_int(TPX_CFG_MAX_REQUESTS),
+            .piece_bytes = (uint64_t)tpx__config_int(TPX_CFG_PIECE_BYTES),
+            .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
+            .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
+        };
+        st = tpx__sock_dev_init();
+    } else {
+        SOCK_WARN("init: invalid TPX_* setting (see the error above)");
+    }
+    if (st == TPX_OK)
+        SOCK_INFO("built-in TCP transport: %d device(s), %d data socket(s) per comm, "
+                  "%d request(s) per comm", tpx__sock_ndev(), tpx__sock_params.nsocks,
+                  tpx__sock_params.max_reqs);
+    init_status = st;
+    init_done = 1;
+    pthread_mutex_unlock(&init_lock);
+    return st;
+}
+
+tpx_nccl_result_t tpx__sock_v7_init(tpx_nccl_logger_t logger)
+{
+    return tpx__sock_result(tpx__sock_init(logger));
+}
+
+tpx_nccl_result_t tpx__sock_v10_init(tpx_nccl_logger_t logger, tpx_nccl_profiler_cb_t prof)
+{
+    (void)prof;
+    return tpx__sock_result(tpx__sock_init(logger));
+}
+
+static int initialized(const char *fn)
+{
+    if (init_done && init_status == TPX_OK)
+        return 1;
+    SOCK_WARN("%s called before a successful init()", fn);
+    return 0;
+}
+
+tpx_nccl_result_t tpx__sock_devices(int *ndev)
+{
+    if (ndev == NULL || !initialized("devices"))
+        return TPX_NCCL_INVALID_ARGUMENT;
+    *ndev = tpx__sock_ndev();
+    return TPX_NCCL_SUCCESS;
+}
+
+/* Fill the newest layout; older ones copy from it. */
+static tpx_nccl_result_t props_fill(int dev, tpx_ncclnet_props_v9_t *p)
+{
+    if (p == NULL || !initialized("getProperties"))
+        return TPX_NCCL_INVALID_ARGUMENT;
+    const tpx_sock_dev_t *d = tpx__sock_dev(dev);
+    if (d == NULL) {
+        SOCK_WARN("getProperties: no device %d (have %d)", dev, tpx__sock_ndev());
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
+    memset(p, 0, sizeof(*p));
+    p->name = (char *)d->name;
+    p->pciPath = d->pci_path;
+    p->guid = (uint64_t)dev;
+    p->ptrSupport = TPX_NCCL_PTR_HOST;
+    p->regIsGlobal = 0;
+    p->forceFlush = 0;
+    p->speed = d->speed_mbps;
+    p->port = 0;
+    p->latency = 0;
+    p->maxComms = 65536;
+    p->maxRecvs = 1;
+    p->netDeviceType = TPX_NCCL_NET_DEVICE_HOST;
+    p->netDeviceVersion = TPX_NCCL_NET_DEVICE_INVALID_VERSION;
+    p->vProps.ndevs = 1;
+    p->vProps.devs[0] = dev;
+    /* test() reports sizes as int: never let a single message exceed it. */
+    p->maxP2pBytes = INT_MAX;
+    p->maxCollBytes = INT_MAX;
+    return TPX_NCCL_SUCCESS;
+}
+
+tpx_nccl_result_t tpx__sock_v9_props(int dev, tpx_ncclnet_props_v9_t *props)
+{
+    return props_fill(dev, props);
+}
+
+tpx_nccl_result_t tpx__sock_v8_props(int dev, tpx_ncclnet_props_v8_t *props)
+{
+    tpx_ncclnet_props_v9_t p;
+    tpx_nccl_result_t r = props_fill(dev, &p);
+    if (r != TPX_NCCL_SUCCESS || props == NULL)
+        return r;
+    *props = (tpx_ncclnet_props_v8_t){p.name, p.pciPath, p.guid, p.ptrSupport, p.regIsGlobal,
+                                      p.speed, p.port, p.latency, p.maxComms, p.maxRecvs,
+                                      p.netDeviceType, p.netDeviceVersion};
+    return r;
+}
+
+tpx_nccl_result_t tpx__sock_v7_props(int dev, tpx_ncclnet_props_v7_t *props)
+{
+    tpx_ncclnet_props_v9_t p;
+    tpx_nccl_result_t r = props_fill(dev, &p);
+    if (r != TPX_NCCL_SUCCESS || props == NULL)
+        return r;
+    *props = (tpx_ncclnet_props_v7_t){p.name, p.pciPath, p.guid, p.ptrSupport, p.speed, p.port,
+                                      p.latency, p.maxComms, p.maxRecvs, p.netDeviceType,
+                                      p.netDeviceVersion};
+    return r;
+}
+
+tpx_nccl_result_t tpx__sock_v_listen(int dev, void *handle, void **listen_comm)
+{
+    if (!initialized("listen"))
+        return TPX_NCCL_INVALID_USAGE;
+    return tpx__sock_result(tpx__sock_listen(dev, handle, listen_comm));
+}
+
+tpx_nccl_result_t tpx__sock_v7_connect(int dev, void *handle, void **send_comm,
+                                       tpx_ncclnet_dev_handle_t **dev_comm)
+{
+    (void)dev_comm; /* no device offload: NCCL's request for one is declined */
+    if (!initialized("connect"))
+        return TPX_NCCL_INVALID_USAGE;
+    return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm));
+}
+
+tpx_nccl_result_t tpx__sock_v10_connect(int dev, tpx_ncclnet_comm_config_t *config, void *handle,
+                                        void **send_comm, tpx_ncclnet_dev_handle_t **dev_comm)
+{
+    (void)config; /* traffic classes are not used by this transport */
+    return tpx__sock_v7_connect(dev, handle, send_comm, dev_comm);
+}
+
+tpx_nccl_result_t tpx__sock_v_accept(void *listen_comm, void **recv_comm,
+                                     tpx_ncclnet_dev_handle_t **dev_comm)
+{
+    (void)dev_comm;
+    return tpx__sock_result(tpx__sock_accept(listen_comm, recv_comm));
+}
+
+tpx_nccl_result_t tpx__sock_v8_regmr(void *comm, void *data, size_t size, int type, void **mh)
+{
+    return tpx__sock_result(tpx__sock_regmr(comm, data, size, type, mh));
+}
+
+tpx_nccl_result_t tpx__sock_v7_regmr(void *comm, void *data, int size, int type, void **mh)
+{
+    if (size < 0) {
+        SOCK_WARN("regMr: negative size %d", size);
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
+    return tpx__sock_v8_regmr(comm, data, (size_t)size, type, mh);
+}
+
+tpx_nccl_result_t tpx__sock_v_regmr_dmabuf(void *comm, void *data, size_t size, int type,
+                                           uint64_t offset, int fd, void **mh)
+{
+    (void)offset;
+    (void)fd;
+    if (type != TPX_NCCL_PTR_HOST) {
+        SOCK_WARN("regMrDmaBuf: DMA-BUF registration is not supported by this transport");
+        return TPX_NCCL_INTERNAL_ERROR;
+    }
+    return tpx__sock_v8_regmr(comm, data, size, type, mh);
+}
+
+tpx_nccl_result_t tpx__sock_v_deregmr(void *comm, void *mh)
+{
+    return tpx__sock_result(tpx__sock_deregmr(comm, mh));
+}
+
+tpx_nccl_result_t tpx__sock_v9_isend(void *comm, void *data, size_t size, int tag, void *mh,
+                                     void **request)
+{
+    return tpx__sock_result(tpx__sock_isend(comm, data, size, tag, mh, request));
+}
+
+tpx_nccl_result_t tpx__sock_v7_isend(void *comm, void *data, int size, int tag, void *mh,
+                                     void **request)
+{
+    if (size < 0) {
+        SOCK_WARN("isend: negative size %d", size);
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
+    return tpx__sock_v9_isend(comm, data, (size_t)size, tag, mh, request);
+}
+
+tpx_nccl_result_t tpx__sock_v10_isend(void *comm, void *data, size_t size, int tag, void *mh,
+                                      void *phandle, void **request)
+{
+    (void)phandle;
+    return tpx__sock_v9_isend(comm, data, size, tag, mh, request);
+}
+
+tpx_nccl_result_t tpx__sock_v9_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
+                                     void **mh, void **request)
+{
+    return tpx__sock_result(tpx__sock_irecv(comm, n, data, sizes, tags, mh, request));
+}
+
+tpx_nccl_result_t tpx__sock_v7_irecv(void *comm, int n, void **data, int *sizes, int *tags,
+                                     void **mh, void **request)
+{
+    if (n != 1 || sizes == NULL) /* the core reports n != 1 */
+        return tpx__sock_v9_irecv(comm, n, data, NULL, tags, mh, request);
+    if (sizes[0] < 0) {
+        SOCK_WARN("irecv: negative size %d", sizes[0]);
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
+    size_t sz = (size_t)sizes[0];
+    return tpx__sock_v9_irecv(comm, n, data, &sz, tags, mh, request);
+}
+
+tpx_nccl_result_t tpx__sock_v10_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
+                                      void **mh, void **phandles, void **request)
+{
+    (void)phandles;
+    return tpx__sock_v9_irecv(comm, n, data, sizes, tags, mh, request);
+}
+
+tpx_nccl_result_t tpx__sock_v_iflush(void *comm, int n, void **data, int *sizes, void **mh,
+                                     void **request)
+{
+    /* Host memory written by recv() is visible once test() says done. */
+    (void)comm, (void)n, (void)data, (void)sizes, (void)mh;
+    if (request != NULL)
+        *request = NULL;
+    return TPX_NCCL_SUCCESS;
+}
+
+tpx_nccl_result_t tpx__sock_v_test(void *request, int *done, int *sizes)
+{
+    size_t sz = 0;
+    tpx_status_t st = tpx__sock_test(request, done, &sz);
+    if (st == TPX_OK && *done && sizes != NULL)
+        *sizes = sz > INT_MAX ? INT_MAX : (int)sz;
+    return tpx__sock_result(st);
+}
+
+tpx_nccl_result_t tpx__sock_v_close_send(void *comm)
+{
+    return tpx__sock_result(tpx__sock_close(comm, SOCK_COMM_SEND));
+}
+
+tpx_nccl_result_t tpx__sock_v_close_recv(void *comm)
+{
+    return tpx__sock_result(tpx__sock_close(comm, SOCK_COMM_RECV));
+}
+
+tpx_nccl_result_t tpx__sock_v_close_listen(void *comm)
+{
+    return tpx__sock_result(tpx__sock_close_listen(comm));
+}
+
+tpx_nccl_result_t tpx__sock_v_get_device_mr(void *comm, void *mh, void **dptr)
+{
+    (void)comm, (void)mh;
+    if (dptr != NULL)
+        *dptr = NULL; /* no device-side offload */
+    return TPX_NCCL_SUCCESS;
+}
+
+tpx_nccl_result_t tpx__sock_v_irecv_consumed(void *comm, int n, void *request)
+{
+    (void)comm, (void)n, (void)request; /* HOST device type: nothing to release */
+    return TPX_NCCL_SUCCESS;
+}
+
+const tpx_ncclnet_v7_t tpx__sock_net_v7 = TPX_SOCK_NET_V7_INIT;
+const tpx_ncclnet_v8_t tpx__sock_net_v8 = TPX_SOCK_NET_V8_INIT;
+const tpx_ncclnet_v9_t tpx__sock_net_v9 = TPX_SOCK_NET_V9_INIT;
+const tpx_ncclnet_v10_t tpx__sock_net_v10 = TPX_SOCK_NET_V10_INIT;

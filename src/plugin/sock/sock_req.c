@@ -1,0 +1,174 @@
+/*
+ * sock_req.c - isend, irecv, test, memory registration and close.
+ *
+ * These run on the caller's thread and never block: posting fills a slot
+ * of the comm's request ring and wakes a sleeping helper; test reads the
+ * counters the helpers publish. A request is freed by the test() that
+ * reports it done.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sock.h"
+
+static tpx_sock_comm_t *comm_check(void *comm, tpx_sock_comm_kind_t kind, const char *fn)
+{
+    tpx_sock_comm_t *c = comm;
+    uint32_t want = kind == SOCK_COMM_SEND ? SOCK_COMM_MAGIC_SEND : SOCK_COMM_MAGIC_RECV;
+    if (c == NULL || c->magic != want) {
+        SOCK_WARN("%s: %p is not a %s comm", fn, comm, kind == SOCK_COMM_SEND ? "send" : "recv");
+        return NULL;
+    }
+    return c;
+}
+
+static tpx_status_t mr_check(void *mh, const void *data, size_t size, const char *fn)
+{
+    if (mh == NULL)
+        return TPX_OK; /* unregistered host memory is allowed, as in NCCL's socket transport */
+    const tpx_sock_mr_t *mr = mh;
+    if (mr->magic != SOCK_MR_MAGIC) {
+        SOCK_WARN("%s: invalid memory handle %p", fn, mh);
+        return TPX_ERR_INVALID_ARG;
+    }
+    uintptr_t p = (uintptr_t)data;
+    if (p < mr->base || size > mr->size || p - mr->base > mr->size - size) {
+        SOCK_WARN("%s: buffer %p+%zu is outside its registration %p+%zu", fn, data, size,
+                  (void *)mr->base, mr->size);
+        return TPX_ERR_INVALID_ARG;
+    }
+    return TPX_OK;
+}
+
+static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, void **request,
+                         const char *fn)
+{
+    int err = atomic_load_explicit(&c->error, memory_order_relaxed);
+    if (err != 0)
+        return (tpx_status_t)err; /* logged when it happened */
+    uint64_t seq = atomic_load_explicit(&c->posted, memory_order_relaxed);
+    tpx_sock_req_t *r = &c->reqs[seq % (uint64_t)c->max_reqs];
+    if (r->state != SOCK_REQ_FREE) {
+        SOCK_WARN("%s: unable to allocate requests: %d already in flight on this comm "
+                  "(TPX_MAX_REQUESTS); test() the oldest first", fn, c->max_reqs);
+        return TPX_ERR_NO_RESOURCE;
+    }
+    r->buf = data;
+    r->size = size;
+    r->tag = tag;
+    r->state = SOCK_REQ_POSTED;
+    atomic_store_explicit(&r->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->claimed, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->total, c->kind == SOCK_COMM_SEND ? size : SOCK_TOTAL_UNKNOWN,
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
+    /* seq_cst: pairs with the helper's store of `sleeping` (see sock_io.c). */
+    atomic_store(&c->posted, seq + 1);
+    tpx__sock_comm_wake(c, 1);
+    *request = r;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void *mh,
+                             void **request)
+{
+    tpx_sock_comm_t *c = comm_check(comm, SOCK_COMM_SEND, "isend");
+    if (c == NULL || request == NULL || (data == NULL && size > 0)) {
+        if (c != NULL)
+            SOCK_WARN("isend: NULL %s", request == NULL ? "request pointer" : "buffer");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_status_t st = mr_check(mh, data, size, "isend");
+    if (st != TPX_OK)
+        return st;
+    return post(c, data, size, tag, request, "isend");
+}
+
+tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
+                             void **mh, void **request)
+{
+    tpx_sock_comm_t *c = comm_check(comm, SOCK_COMM_RECV, "irecv");
+    if (c == NULL)
+        return TPX_ERR_INVALID_ARG;
+    if (n != 1) {
+        SOCK_WARN("irecv: n = %d, but this transport receives one buffer per request "
+                  "(maxRecvs = 1)", n);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (request == NULL || data == NULL || sizes == NULL || tags == NULL ||
+        (data[0] == NULL && sizes[0] > 0)) {
+        SOCK_WARN("irecv: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_status_t st = mr_check(mh ? mh[0] : NULL, data[0], sizes[0], "irecv");
+    if (st != TPX_OK)
+        return st;
+    return post(c, data[0], sizes[0], tags[0], request, "irecv");
+}
+
+tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
+{
+    tpx_sock_req_t *r = request;
+    if (r == NULL || done == NULL || r->comm == NULL ||
+        (r->comm->magic != SOCK_COMM_MAGIC_SEND && r->comm->magic != SOCK_COMM_MAGIC_RECV) ||
+        r->state != SOCK_REQ_POSTED) {
+        SOCK_WARN("test: %p is not a request in flight", request);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_sock_comm_t *c = r->comm;
+    uint64_t total = atomic_load_explicit(&r->total, memory_order_acquire);
+    uint64_t moved = atomic_load_explicit(&r->done, memory_order_acquire);
+    if (total != SOCK_TOTAL_UNKNOWN && moved == (total ? total : 1)) {
+        r->state = SOCK_REQ_FREE;
+        *done = 1;
+        if (size != NULL)
+            *size = total;
+        return TPX_OK;
+    }
+    *done = 0;
+    int err = atomic_load_explicit(&c->error, memory_order_acquire);
+    return (tpx_status_t)err; /* 0 (TPX_OK) while healthy; logged at the origin */
+}
+
+tpx_status_t tpx__sock_regmr(void *comm, void *data, size_t size, int type, void **mh)
+{
+    tpx_sock_comm_t *c = comm;
+    if (c == NULL || (c->magic != SOCK_COMM_MAGIC_SEND && c->magic != SOCK_COMM_MAGIC_RECV) ||
+        mh == NULL || (data == NULL && size > 0)) {
+        SOCK_WARN("regMr: invalid argument (comm %p, data %p, size %zu)", comm, data, size);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (type != TPX_NCCL_PTR_HOST) {
+        SOCK_WARN("regMr: pointer type %d is not supported by this transport (host memory only)",
+                  type);
+        return TPX_ERR_UNSUPPORTED;
+    }
+    tpx_sock_mr_t *mr = malloc(sizeof(*mr));
+    if (mr == NULL)
+        return TPX_ERR_NO_MEMORY;
+    *mr = (tpx_sock_mr_t){.magic = SOCK_MR_MAGIC, .type = type, .base = (uintptr_t)data,
+                          .size = size};
+    *mh = mr;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__sock_deregmr(void *comm, void *mh)
+{
+    tpx_sock_mr_t *mr = mh;
+    if (mr == NULL || mr->magic != SOCK_MR_MAGIC) {
+        SOCK_WARN("deregMr: invalid memory handle %p", mh);
+        return TPX_ERR_INVALID_ARG;
+    }
+    mr->magic = 0;
+    free(mr);
+    return TPX_OK;
+}
+
+tpx_status_t tpx__sock_close(void *comm, tpx_sock_comm_kind_t kind)
+{
+    tpx_sock_comm_t *c = comm_check(comm, kind, kind == SOCK_COMM_SEND ? "closeSend" : "closeRecv");
+    if (c == NULL)
+        return TPX_ERR_INVALID_ARG;
+    tpx__sock_comm_destroy(c);
+    return TPX_OK;
+}

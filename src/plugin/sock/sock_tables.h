@@ -1,0 +1,85 @@
+/*
+ * sock_tables.h - the built-in transport's ncclNet tables.
+ *
+ * The same functions are published twice: as hidden tables that libtpx
+ * uses directly (tpx__sock_net_vN), and, in libnccl-net-tpx.so only, under
+ * the names NCCL looks up (ncclNetPlugin_vN, see sock_export.c).
+ */
+#ifndef TPX_SOCK_TABLES_H
+#define TPX_SOCK_TABLES_H
+
+#include "tpx/ncclnet.h"
+
+#define TPX_SOCK_NET_NAME "tpx"
+
+/* The per-version entry points (sock_plugin.c). */
+tpx_nccl_result_t tpx__sock_v7_init(tpx_nccl_logger_t logger);
+tpx_nccl_result_t tpx__sock_v10_init(tpx_nccl_logger_t logger, tpx_nccl_profiler_cb_t prof);
+tpx_nccl_result_t tpx__sock_devices(int *ndev);
+tpx_nccl_result_t tpx__sock_v7_props(int dev, tpx_ncclnet_props_v7_t *props);
+tpx_nccl_result_t tpx__sock_v8_props(int dev, tpx_ncclnet_props_v8_t *props);
+tpx_nccl_result_t tpx__sock_v9_props(int dev, tpx_ncclnet_props_v9_t *props);
+tpx_nccl_result_t tpx__sock_v_listen(int dev, void *handle, void **listen_comm);
+tpx_nccl_result_t tpx__sock_v7_connect(int dev, void *handle, void **send_comm,
+                                       tpx_ncclnet_dev_handle_t **dev_comm);
+tpx_nccl_result_t tpx__sock_v10_connect(int dev, tpx_ncclnet_comm_config_t *config, void *handle,
+                                        void **send_comm, tpx_ncclnet_dev_handle_t **dev_comm);
+tpx_nccl_result_t tpx__sock_v_accept(void *listen_comm, void **recv_comm,
+                                     tpx_ncclnet_dev_handle_t **dev_comm);
+tpx_nccl_result_t tpx__sock_v7_regmr(void *comm, void *data, int size, int type, void **mh);
+tpx_nccl_result_t tpx__sock_v8_regmr(void *comm, void *data, size_t size, int type, void **mh);
+tpx_nccl_result_t tpx__sock_v_regmr_dmabuf(void *comm, void *data, size_t size, int type,
+                                           uint64_t offset, int fd, void **mh);
+tpx_nccl_result_t tpx__sock_v_deregmr(void *comm, void *mh);
+tpx_nccl_result_t tpx__sock_v7_isend(void *comm, void *data, int size, int tag, void *mh,
+                                     void **request);
+tpx_nccl_result_t tpx__sock_v9_isend(void *comm, void *data, size_t size, int tag, void *mh,
+                                     void **request);
+tpx_nccl_result_t tpx__sock_v10_isend(void *comm, void *data, size_t size, int tag, void *mh,
+                                      void *phandle, void **request);
+tpx_nccl_result_t tpx__sock_v7_irecv(void *comm, int n, void **data, int *sizes, int *tags,
+                                     void **mh, void **request);
+tpx_nccl_result_t tpx__sock_v9_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
+                                     void **mh, void **request);
+tpx_nccl_result_t tpx__sock_v10_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
+                                      void **mh, void **phandles, void **request);
+tpx_nccl_result_t tpx__sock_v_iflush(void *comm, int n, void **data, int *sizes, void **mh,
+                                     void **request);
+tpx_nccl_result_t tpx__sock_v_test(void *request, int *done, int *sizes);
+tpx_nccl_result_t tpx__sock_v_close_send(void *comm);
+tpx_nccl_result_t tpx__sock_v_close_recv(void *comm);
+tpx_nccl_result_t tpx__sock_v_close_listen(void *comm);
+tpx_nccl_result_t tpx__sock_v_get_device_mr(void *comm, void *mh, void **dptr);
+tpx_nccl_result_t tpx__sock_v_irecv_consumed(void *comm, int n, void *request);
+
+#define TPX_SOCK_NET_V7_INIT                                                                       \
+    {TPX_SOCK_NET_NAME, tpx__sock_v7_init, tpx__sock_devices, tpx__sock_v7_props,                 \
+     tpx__sock_v_listen, tpx__sock_v7_connect, tpx__sock_v_accept, tpx__sock_v7_regmr,             \
+     tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v7_isend, tpx__sock_v7_irecv,        \
+     tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed}
+#define TPX_SOCK_NET_V8_INIT                                                                       \
+    {TPX_SOCK_NET_NAME, tpx__sock_v7_init, tpx__sock_devices, tpx__sock_v8_props,                 \
+     tpx__sock_v_listen, tpx__sock_v7_connect, tpx__sock_v_accept, tpx__sock_v8_regmr,             \
+     tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v7_isend, tpx__sock_v7_irecv,        \
+     tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed}
+#define TPX_SOCK_NET_V9_INIT                                                                       \
+    {TPX_SOCK_NET_NAME, tpx__sock_v7_init, tpx__sock_devices, tpx__sock_v9_props,                 \
+     tpx__sock_v_listen, tpx__sock_v7_connect, tpx__sock_v_accept, tpx__sock_v8_regmr,             \
+     tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v9_isend, tpx__sock_v9_irecv,        \
+     tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed, NULL}
+#define TPX_SOCK_NET_V10_INIT                                                                      \
+    {TPX_SOCK_NET_NAME, tpx__sock_v10_init, tpx__sock_devices, tpx__sock_v9_props,                \
+     tpx__sock_v_listen, tpx__sock_v10_connect, tpx__sock_v_accept, tpx__sock_v8_regmr,            \
+     tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v10_isend, tpx__sock_v10_irecv,      \
+     tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed, NULL}
+
+extern const tpx_ncclnet_v7_t tpx__sock_net_v7;
+extern const tpx_ncclnet_v8_t tpx__sock_net_v8;
+extern const tpx_ncclnet_v9_t tpx__sock_net_v9;
+extern const tpx_ncclnet_v10_t tpx__sock_net_v10;
+
+#endif

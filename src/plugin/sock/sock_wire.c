@@ -1,0 +1,147 @@
+/*
+ * sock_wire.c - encoding and checked decoding of the transport's wire data.
+ */
+#include "sock_wire.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <stdio.h>
+#include <string.h>
+
+static void put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
+static void put32(unsigned char *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
+static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
+static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
+static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
+
+void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128)
+{
+    unsigned char *p = buf128;
+    memset(p, 0, TPX_SOCK_HANDLE_SIZE);
+    put32(p + 0, TPX_SOCK_HANDLE_MAGIC);
+    put16(p + 4, TPX_SOCK_WIRE_VERSION);
+    if (h->addr.sa.sa_family == AF_INET6) {
+        put16(p + 6, 6);
+        put16(p + 8, ntohs(h->addr.sin6.sin6_port));
+        memcpy(p + 12, &h->addr.sin6.sin6_addr, 16);
+        put32(p + 28, h->addr.sin6.sin6_scope_id);
+    } else {
+        put16(p + 6, 4);
+        put16(p + 8, ntohs(h->addr.sin.sin_port));
+        memcpy(p + 12, &h->addr.sin.sin_addr, 4);
+    }
+    put64(p + 32, h->nonce);
+}
+
+tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
+{
+    const unsigned char *p = buf128;
+    if (get32(p) != TPX_SOCK_HANDLE_MAGIC || get16(p + 4) != TPX_SOCK_WIRE_VERSION)
+        return TPX_ERR_INVALID_ARG;
+    tpx_sock_handle_t h;
+    memset(&h, 0, sizeof(h));
+    uint16_t fam = get16(p + 6), port = get16(p + 8);
+    if (port == 0)
+        return TPX_ERR_INVALID_ARG;
+    if (fam == 4) {
+        h.addr.sin.sin_family = AF_INET;
+        h.addr.sin.sin_port = htons(port);
+        memcpy(&h.addr.sin.sin_addr, p + 12, 4);
+    } else if (fam == 6) {
+        h.addr.sin6.sin6_family = AF_INET6;
+        h.addr.sin6.sin6_port = htons(port);
+        memcpy(&h.addr.sin6.sin6_addr, p + 12, 16);
+        h.addr.sin6.sin6_scope_id = get32(p + 28);
+    } else {
+        return TPX_ERR_INVALID_ARG;
+    }
+    h.nonce = get64(p + 32);
+    *out = h;
+    return TPX_OK;
+}
+
+void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf)
+{
+    unsigned char *p = buf;
+    put32(p + 0, TPX_SOCK_HELLO_MAGIC);
+    put16(p + 4, TPX_SOCK_WIRE_VERSION);
+    put16(p + 6, h->kind);
+    put16(p + 8, h->index);
+    put16(p + 10, h->nsocks);
+    put16(p + 12, h->flags);
+    put16(p + 14, 0);
+    put64(p + 16, h->nonce);
+    put64(p + 24, h->conn_id);
+}
+
+tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
+{
+    const unsigned char *p = buf;
+    if (get32(p) != TPX_SOCK_HELLO_MAGIC || get16(p + 4) != TPX_SOCK_WIRE_VERSION)
+        return TPX_ERR_PROTOCOL;
+    tpx_sock_hello_t h = {
+        .kind = get16(p + 6),
+        .index = get16(p + 8),
+        .nsocks = get16(p + 10),
+        .flags = get16(p + 12),
+        .nonce = get64(p + 16),
+        .conn_id = get64(p + 24),
+    };
+    if (h.kind != TPX_SOCK_HELLO_CTRL && h.kind != TPX_SOCK_HELLO_DATA)
+        return TPX_ERR_PROTOCOL;
+    if (h.nsocks < 1 || h.nsocks > TPX_SOCK_MAX_SOCKS || h.index >= h.nsocks || h.flags != 0)
+        return TPX_ERR_PROTOCOL;
+    *out = h;
+    return TPX_OK;
+}
+
+void tpx__sock_piece_encode(const tpx_sock_piece_t *pc, void *buf)
+{
+    unsigned char *p = buf;
+    put32(p + 0, TPX_SOCK_PIECE_MAGIC);
+    put32(p + 4, pc->tag);
+    put32(p + 8, pc->len);
+    put32(p + 12, 0);
+    put64(p + 16, pc->seq);
+    put64(p + 24, pc->total);
+    put64(p + 32, pc->offset);
+}
+
+tpx_status_t tpx__sock_piece_decode(const void *buf, tpx_sock_piece_t *out)
+{
+    const unsigned char *p = buf;
+    if (get32(p) != TPX_SOCK_PIECE_MAGIC || get32(p + 12) != 0)
+        return TPX_ERR_PROTOCOL;
+    tpx_sock_piece_t pc = {
+        .tag = get32(p + 4),
+        .len = get32(p + 8),
+        .seq = get64(p + 16),
+        .total = get64(p + 24),
+        .offset = get64(p + 32),
+    };
+    if (pc.offset > pc.total || pc.len > pc.total - pc.offset)
+        return TPX_ERR_PROTOCOL;
+    if (pc.len == 0 && pc.total != 0)
+        return TPX_ERR_PROTOCOL;
+    *out = pc;
+    return TPX_OK;
+}
+
+socklen_t tpx__sock_addr_len(const tpx_sock_addr_t *a)
+{
+    return a->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+const char *tpx__sock_addr_str(const tpx_sock_addr_t *a, char *buf, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (a->sa.sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &a->sin6.sin6_addr, ip, sizeof(ip));
+        snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6.sin6_port));
+    } else {
+        inet_ntop(AF_INET, &a->sin.sin_addr, ip, sizeof(ip));
+        snprintf(buf, len, "%s:%u", ip, ntohs(a->sin.sin_port));
+    }
+    return buf;
+}

@@ -1,0 +1,97 @@
+/*
+ * sock_wire.h - the built-in transport's wire formats and connect handle.
+ *
+ * Everything that crosses a process boundary is encoded here, in network
+ * byte order, with a magic and a version, and decoded with every field
+ * checked. Encoders never fail; decoders return TPX_OK or
+ * TPX_ERR_PROTOCOL / TPX_ERR_INVALID_ARG and leave outputs untouched.
+ *
+ * Connection set-up (sender = connector, receiver = listener):
+ *   sender -> receiver, on the control socket:  hello{kind=CTRL, nsocks}
+ *   sender -> receiver, on each data socket:    hello{kind=DATA, index}
+ * Data sockets then carry pieces: piece header + `len` payload bytes. A
+ * message (one isend) is one or more pieces, possibly on different data
+ * sockets; a zero-byte message is one piece with len 0.
+ */
+#ifndef TPX_SOCK_WIRE_H
+#define TPX_SOCK_WIRE_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "tpx/status.h"
+
+#define TPX_SOCK_WIRE_VERSION 1
+#define TPX_SOCK_HANDLE_MAGIC 0x54505848u /* "TPXH" */
+#define TPX_SOCK_HELLO_MAGIC 0x5450584cu  /* "TPXL" */
+#define TPX_SOCK_PIECE_MAGIC 0x54505844u  /* "TPXD" */
+#define TPX_SOCK_MAX_SOCKS 16
+#define TPX_SOCK_HANDLE_SIZE 128
+
+/* An IPv4 or IPv6 socket address. */
+typedef union {
+    struct sockaddr sa;
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
+} tpx_sock_addr_t;
+
+/* What a listener publishes: where to connect and the nonce to present. */
+typedef struct {
+    tpx_sock_addr_t addr; /* family, address and port of the listener */
+    uint64_t nonce;       /* random per listen; a hello must carry it */
+} tpx_sock_handle_t;
+
+/*
+ * Handle layout (128 bytes, caller memory):
+ *   0  u32 magic   4 u16 version   6 u16 family   8 u16 port  10 u16 pad
+ *  12  u8[16] address (IPv4 in the first 4 bytes)  28 u32 scope id
+ *  32  u64 nonce
+ *  40..63 reserved (zero)
+ *  64..127 connector-private: the in-progress connect's id (see
+ *          sock_conn.c); zero in a handle fresh from listen().
+ */
+#define TPX_SOCK_HANDLE_STAGE_OFF 64
+
+void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128);
+tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out);
+
+typedef enum {
+    TPX_SOCK_HELLO_CTRL = 1,
+    TPX_SOCK_HELLO_DATA = 2,
+} tpx_sock_hello_kind_t;
+
+/* First bytes on every connection, sender to receiver. */
+typedef struct {
+    uint16_t kind;    /* tpx_sock_hello_kind_t */
+    uint16_t index;   /* DATA: which data socket, < nsocks */
+    uint16_t nsocks;  /* data sockets of this comm, 1..16 */
+    uint16_t flags;   /* reserved, 0 */
+    uint64_t nonce;   /* the listener's nonce from the handle */
+    uint64_t conn_id; /* random per connect; groups the sockets of one comm */
+} tpx_sock_hello_t;
+
+#define TPX_SOCK_HELLO_WIRE_SIZE 32
+void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf);
+/* Checks magic, version, kind, index < nsocks <= 16. */
+tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out);
+
+/* Header of one piece of a message on a data socket. */
+typedef struct {
+    uint32_t tag;    /* the isend tag */
+    uint32_t len;    /* payload bytes following the header */
+    uint64_t seq;    /* message number on this comm, from 0 */
+    uint64_t total;  /* message size */
+    uint64_t offset; /* where the payload goes in the message */
+} tpx_sock_piece_t;
+
+#define TPX_SOCK_PIECE_WIRE_SIZE 40
+void tpx__sock_piece_encode(const tpx_sock_piece_t *p, void *buf);
+/* Checks magic and offset + len <= total (no overflow). */
+tpx_status_t tpx__sock_piece_decode(const void *buf, tpx_sock_piece_t *out);
+
+/* "a.b.c.d:port" / "[v6]:port" into buf (>= 64 bytes). */
+const char *tpx__sock_addr_str(const tpx_sock_addr_t *a, char *buf, size_t len);
+socklen_t tpx__sock_addr_len(const tpx_sock_addr_t *a);
+
+#endif
