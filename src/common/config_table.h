@@ -31,5 +31,3 @@ TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "0", 0, 1073741824,
              "SO_SNDBUF/SO_RCVBUF of data connections (0: kernel autotuning).")
 TPX_CONFIG_X(CONNECT_TIMEOUT_MS, INT, "30000", 1, 86400000,
              "Deadline for establishing a connection (TCP connect, handshake, accept).")
-TPX_CONFIG_X(CLOSE_LINGER_MS, INT, "10000", 0, 86400000,
-             "How long closing a send comm waits for queued data to leave.")

@@ -1,0 +1,46 @@
+/* Size parsing, defaults, and rejection of malformed TPX_* values. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "common/config.h"
+#include "tpx/tpx.h"
+
+int main(int argc, char **argv)
+{
+    int64_t v = 0;
+    CHECK(tpx__parse_size("0", &v) == 0 && v == 0);
+    CHECK(tpx__parse_size("64K", &v) == 0 && v == 65536);
+    CHECK(tpx__parse_size("64KiB", &v) == 0 && v == 65536);
+    CHECK(tpx__parse_size("1M", &v) == 0 && v == 1048576);
+    CHECK(tpx__parse_size("2g", &v) == 0 && v == 2147483648LL);
+    CHECK(tpx__parse_size("", &v) != 0);
+    CHECK(tpx__parse_size("abc", &v) != 0);
+    CHECK(tpx__parse_size("12Q", &v) != 0);
+    CHECK(tpx__parse_size("1K2", &v) != 0);
+    CHECK(tpx__parse_size("99999999999999999999", &v) != 0);
+    CHECK(tpx__parse_size("9000000000G", &v) != 0);
+
+    if (argc > 1 && strcmp(argv[1], "bad") == 0) {
+        /* Run by ctest with TPX_NSOCKS=abc: the check must fail cleanly. */
+        CHECK_EQ(tpx_config_check(), TPX_ERR_CONFIG);
+        CHECK_EQ(tpx__config_int(TPX_CFG_NSOCKS), 4); /* falls back to the default */
+        CHECK_DONE();
+    }
+    if (argc > 1 && strcmp(argv[1], "range") == 0) {
+        CHECK_EQ(tpx_config_check(), TPX_ERR_CONFIG); /* TPX_NSOCKS=17 */
+        CHECK_DONE();
+    }
+    setenv("TPX_NSOCKS", "8", 1);
+    setenv("TPX_PIECE_BYTES", "2M", 1);
+    unsetenv("TPX_LOG_LEVEL");
+    CHECK_EQ(tpx_config_check(), TPX_OK);
+    CHECK_EQ(tpx__config_int(TPX_CFG_NSOCKS), 8);
+    CHECK_EQ(tpx__config_int(TPX_CFG_PIECE_BYTES), 2 << 20);
+    CHECK_EQ(tpx__config_int(TPX_CFG_MAX_REQUESTS), 32);
+    CHECK(strcmp(tpx__config_str(TPX_CFG_LOG_LEVEL), "warn") == 0);
+    /* Read once: later changes are not seen. */
+    setenv("TPX_NSOCKS", "2", 1);
+    CHECK_EQ(tpx__config_int(TPX_CFG_NSOCKS), 8);
+    CHECK_DONE();
+}
