@@ -46,27 +46,27 @@
 
 #include "tpx/tpx.h"
 
-#define NB_PROG "tpx-netbench"
-#define NB_DEFAULT_PORT 18515
-#define NB_DEFAULT_SIZE (256ull << 20)
-#define NB_DEFAULT_WINDOW 8
+#define NB_PROG              "tpx-netbench"
+#define NB_DEFAULT_PORT      18515
+#define NB_DEFAULT_SIZE      (256ull << 20)
+#define NB_DEFAULT_WINDOW    8
 #define NB_DEFAULT_TIMEOUT_S 60
-#define NB_MAX_SIZES 64
-#define NB_MAX_NSOCKS 32
-#define NB_MAX_SIZE (16ull << 30)
+#define NB_MAX_SIZES         64
+#define NB_MAX_NSOCKS        32
+#define NB_MAX_SIZE          (16ull << 30)
 /* Largest single isend when --chunk is not given: fits test()'s int sizes. */
 #define NB_MAX_CHUNK (1ull << 30)
 /* Buffer memory of one side; the window is reduced to stay under it. */
 #define NB_MEM_BUDGET (1ull << 30)
 /* Automatic --iters: every row moves at least this much (5 .. 100000 iterations). */
-#define NB_AUTO_BYTES (1ull << 30)
+#define NB_AUTO_BYTES     (1ull << 30)
 #define NB_AUTO_MIN_ITERS 5
 #define NB_AUTO_MAX_ITERS 100000
-#define NB_AUTO ((uint64_t)-1)
+#define NB_AUTO           ((uint64_t)-1)
 
 /* Exit statuses. */
-#define NB_EXIT_OK 0
-#define NB_EXIT_FAIL 1  /* the transport, the data or the peer failed */
+#define NB_EXIT_OK    0
+#define NB_EXIT_FAIL  1 /* the transport, the data or the peer failed */
 #define NB_EXIT_USAGE 2 /* bad command line */
 
 typedef enum { NB_MODE_LOOPBACK, NB_MODE_SERVER, NB_MODE_CLIENT } nb_mode_t;
@@ -79,7 +79,7 @@ typedef enum { NB_RECV, NB_SEND } nb_role_t;
  */
 typedef struct {
     uint64_t nsizes;
-    uint64_t sizes[NB_MAX_SIZES];  /* message sizes, bytes */
+    uint64_t sizes[NB_MAX_SIZES]; /* message sizes, bytes */
     uint64_t nnsocks;
     uint64_t nsocks[NB_MAX_NSOCKS]; /* TPX_NSOCKS per configuration; 0: environment */
     uint64_t iters;                 /* timed iterations; NB_AUTO: per size */
@@ -96,21 +96,36 @@ typedef struct {
  * writes it; uint64_t fields first (sent as big-endian words), then the name.
  */
 typedef struct {
-    uint64_t cfg;          /* index into params.nsocks */
-    uint64_t nsocks;       /* effective TPX_NSOCKS of the receiver */
-    uint64_t nthreads;     /* effective TPX_NTHREADS of the receiver */
-    uint64_t peer_nsocks;  /* effective TPX_NSOCKS of the sender */
+    uint64_t cfg;         /* index into params.nsocks */
+    uint64_t nsocks;      /* effective TPX_NSOCKS of the receiver */
+    uint64_t nthreads;    /* effective TPX_NTHREADS of the receiver */
+    uint64_t peer_nsocks; /* effective TPX_NSOCKS of the sender */
     uint64_t size, iters, warmup, window, chunk, nchunks, nbuf;
-    uint64_t time_ns;      /* receiver: barrier release to last completion */
-    uint64_t send_time_ns; /* sender: barrier release to its last completion */
+    uint64_t time_ns;                   /* receiver: barrier release to last completion */
+    uint64_t send_time_ns;              /* sender: barrier release to its last completion */
     uint64_t rcpu_user_ns, rcpu_sys_ns; /* receiver process, timed phase */
     uint64_t scpu_user_ns, scpu_sys_ns; /* sender process, timed phase */
-    uint64_t verified;     /* 1: every byte of every iteration was checked */
-    uint64_t checksum;     /* of the timed iterations' received bytes */
+    uint64_t verified;                  /* 1: every byte of every iteration was checked */
+    uint64_t checksum;                  /* of the timed iterations' received bytes */
+    /* Receiver: time between consecutive message completions in the timed
+     * phase (the first from the release): min, median, 99th percentile, max. */
+    uint64_t gap_min_ns, gap_p50_ns, gap_p99_ns, gap_max_ns;
     uint64_t dev, speed_mbps;
     char dev_name[32];
 } nb_row_t;
 #define NB_ROW_WORDS (offsetof(nb_row_t, dev_name) / 8)
+
+/* What a worker tells its parent through the result pipe: a row, or the
+ * text of its first error (so the summary and the JSON name the cause). One
+ * write() each: records stay whole because they are below PIPE_BUF. */
+typedef struct {
+    uint32_t kind; /* NB_REC_ROW or NB_REC_ERROR */
+    char who[12];
+    char msg[512];
+    nb_row_t row;
+} nb_rec_t;
+enum { NB_REC_ROW = 1, NB_REC_ERROR = 2 };
+_Static_assert(sizeof(nb_rec_t) <= PIPE_BUF, "a record is one atomic pipe write");
 _Static_assert(sizeof(nb_params_t) % 8 == 0, "params are 64-bit words");
 _Static_assert(offsetof(nb_row_t, dev_name) % 8 == 0, "row words");
 
@@ -176,11 +191,25 @@ static int nb_parse_size(const char *s, uint64_t *out)
         return -1;
     uint64_t mul = 1;
     switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    default: break;
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        mul = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1ull << 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'i' && end[1] == 'B' && mul > 1)
         end += 2;
@@ -223,7 +252,9 @@ static uint64_t nb_iters_for(const nb_params_t *p, uint64_t size)
     if (p->iters != NB_AUTO)
         return p->iters;
     uint64_t n = size == 0 ? NB_AUTO_MAX_ITERS : NB_AUTO_BYTES / size;
-    return n < NB_AUTO_MIN_ITERS ? NB_AUTO_MIN_ITERS : n > NB_AUTO_MAX_ITERS ? NB_AUTO_MAX_ITERS : n;
+    return n < NB_AUTO_MIN_ITERS   ? NB_AUTO_MIN_ITERS
+           : n > NB_AUTO_MAX_ITERS ? NB_AUTO_MAX_ITERS
+                                   : n;
 }
 
 static uint64_t nb_warmup_for(const nb_params_t *p, uint64_t iters)
@@ -328,9 +359,9 @@ static int nb_check(const unsigned char *buf, uint64_t size, uint64_t iter, uint
  * `arg` names the phase or row a barrier message belongs to; both sides
  * check it, so a message from a wrong step is an error, not a silent skew.
  */
-#define NB_MAGIC 0x54504E42u /* "TPNB" */
+#define NB_MAGIC   0x54504E42u /* "TPNB" */
 #define NB_VERSION 1
-#define NB_HDR 16
+#define NB_HDR     16
 #define NB_MSG_MAX 4096
 enum {
     NB_MSG_HELLO = 1, /* client -> server: empty */
@@ -347,8 +378,8 @@ _Static_assert(sizeof(nb_row_t) <= NB_MSG_MAX, "row fits a message");
 
 static const char *nb_msg_name(unsigned t)
 {
-    static const char *n[] = {"?", "HELLO", "PARAMS", "HANDLE", "READY", "GO", "SRES", "ROW",
-                              "ERROR"};
+    static const char *n[] = {"?",  "HELLO", "PARAMS", "HANDLE", "READY",
+                              "GO", "SRES",  "ROW",    "ERROR"};
     return t < sizeof(n) / sizeof(n[0]) ? n[t] : "?";
 }
 
@@ -368,7 +399,7 @@ static int nb_send_all(int fd, const void *buf, size_t len)
 }
 
 /* Read exactly len bytes by `deadline_ns`: 0, -1 (errno set; ETIMEDOUT, or
- * ECONNRESET for end of stream). */
+ * ENOTCONN for end of stream). */
 static int nb_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns)
 {
     char *p = buf;
@@ -393,7 +424,7 @@ static int nb_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns)
         if (n < 0)
             return -1;
         if (n == 0) {
-            errno = ECONNRESET;
+            errno = ENOTCONN; /* end of stream */
             return -1;
         }
         p += n;
@@ -430,8 +461,9 @@ static int nb_msg_recv(int fd, unsigned want, uint32_t arg, void *buf, uint32_t 
             snprintf(err, errlen, "no %s message from the %s within %.0f s", nb_msg_name(want),
                      peer, (double)timeout_ns / 1e9);
         else
-            snprintf(err, errlen, "the %s closed the control connection (%s) while %s was awaited",
-                     peer, strerror(errno), nb_msg_name(want));
+            snprintf(err, errlen, "the %s closed the control connection%s%s%s while %s was awaited",
+                     peer, errno == ENOTCONN ? "" : " (", errno == ENOTCONN ? "" : strerror(errno),
+                     errno == ENOTCONN ? "" : ")", nb_msg_name(want));
         return -1;
     }
     uint32_t magic = ntohl(v[0]), vt = ntohl(v[1]), mlen = ntohl(v[2]), marg = ntohl(v[3]);
@@ -449,11 +481,12 @@ static int nb_msg_recv(int fd, unsigned want, uint32_t arg, void *buf, uint32_t 
     }
     if (type == NB_MSG_ERROR) {
         body[mlen] = '\0';
-        snprintf(err, errlen, "the %s failed: %s", peer, body);
+        snprintf(err, errlen, "the %s failed: %.400s", peer, body);
         return -1;
     }
     if (type != want || marg != arg || mlen != len) {
-        snprintf(err, errlen, "protocol: expected %s(%u, %u bytes) from the %s, got %s(%u, %u bytes)",
+        snprintf(err, errlen,
+                 "protocol: expected %s(%u, %u bytes) from the %s, got %s(%u, %u bytes)",
                  nb_msg_name(want), arg, len, peer, nb_msg_name(type), marg, mlen);
         return -1;
     }
@@ -475,15 +508,16 @@ typedef struct {
     const tpx_ncclnet_v10_t *net;
     const nb_params_t *p;
     nb_role_t role;
-    const char *who;   /* "receiver" / "sender" */
-    const char *peer;  /* the other one */
-    int ctl;           /* control stream to the peer */
-    int out;           /* rows for the parent, or -1 */
+    const char *who;  /* "receiver" / "sender" */
+    const char *peer; /* the other one */
+    int ctl;          /* control stream to the peer */
+    int out;          /* records for the parent, or -1 */
+    int out_rows;     /* this side reports the rows (the other reports only errors) */
     int dev;
     uint64_t cfg;
-    int progress;      /* draw a progress line on stderr */
-    void *comm;        /* recvComm or sendComm */
-    void *lcomm;       /* receiver: listenComm */
+    int progress; /* draw a progress line on stderr */
+    void *comm;   /* recvComm or sendComm */
+    void *lcomm;  /* receiver: listenComm */
     tpx_ncclnet_props_v10_t props;
     int64_t nsocks, nthreads; /* effective, from tpx_config_print() */
     int failed;
@@ -497,6 +531,7 @@ typedef struct {
     void **mh;
     void **req;
     uint64_t checksum;
+    uint64_t *done_ns; /* receiver: completion time of each timed message */
 } nb_sized_t;
 
 /* Report the first failure of this worker (once) to stderr and to the peer. */
@@ -514,19 +549,33 @@ static void nb_fail(nb_worker_t *w, const char *fmt, ...)
     if (w->progress)
         fputs("\r\033[K", stderr);
     fprintf(stderr, "%s: %s: %s\n", NB_PROG, w->who, msg);
+    if (w->out >= 0) {
+        nb_rec_t rec = {.kind = NB_REC_ERROR};
+        snprintf(rec.who, sizeof(rec.who), "%s", w->who);
+        snprintf(rec.msg, sizeof(rec.msg), "%s", msg);
+        ssize_t r = write(w->out, &rec, sizeof(rec));
+        (void)r; /* the parent also sees the exit status */
+    }
     nb_msg_send(w->ctl, NB_MSG_ERROR, 0, msg, (uint32_t)strlen(msg));
 }
 
 static const char *nb_rc_string(tpx_nccl_result_t rc)
 {
     switch (rc) {
-    case TPX_NCCL_SUCCESS: return "ncclSuccess";
-    case TPX_NCCL_UNHANDLED_CUDA_ERROR: return "ncclUnhandledCudaError";
-    case TPX_NCCL_SYSTEM_ERROR: return "ncclSystemError: peer closed or connection broken";
-    case TPX_NCCL_INTERNAL_ERROR: return "ncclInternalError";
-    case TPX_NCCL_INVALID_ARGUMENT: return "ncclInvalidArgument";
-    case TPX_NCCL_INVALID_USAGE: return "ncclInvalidUsage";
-    case TPX_NCCL_REMOTE_ERROR: return "ncclRemoteError";
+    case TPX_NCCL_SUCCESS:
+        return "ncclSuccess";
+    case TPX_NCCL_UNHANDLED_CUDA_ERROR:
+        return "ncclUnhandledCudaError";
+    case TPX_NCCL_SYSTEM_ERROR:
+        return "ncclSystemError: peer closed or connection broken";
+    case TPX_NCCL_INTERNAL_ERROR:
+        return "ncclInternalError";
+    case TPX_NCCL_INVALID_ARGUMENT:
+        return "ncclInvalidArgument";
+    case TPX_NCCL_INVALID_USAGE:
+        return "ncclInvalidUsage";
+    case TPX_NCCL_REMOTE_ERROR:
+        return "ncclRemoteError";
     }
     return "unknown ncclResult_t";
 }
@@ -577,7 +626,8 @@ static int64_t nb_config_int(const char *name)
             uint64_t x;
             char val[32];
             size_t k = 0;
-            for (const char *s = line + nl + 1; *s != '\0' && *s != '\n' && k + 1 < sizeof(val); s++)
+            for (const char *s = line + nl + 1; *s != '\0' && *s != '\n' && k + 1 < sizeof(val);
+                 s++)
                 val[k++] = *s;
             val[k] = '\0';
             if (nb_parse_size(val, &x) == 0 && x <= INT64_MAX)
@@ -593,8 +643,8 @@ static int64_t nb_config_int(const char *name)
 }
 
 /* Wait for the peer; also an error if it hung up. 0 or -1 (already reported). */
-static int nb_check_alive(nb_worker_t *w, uint64_t now, uint64_t *next_check, uint64_t last_progress,
-                          const char *what)
+static int nb_check_alive(nb_worker_t *w, uint64_t now, uint64_t *next_check,
+                          uint64_t last_progress, const char *what)
 {
     if (now < *next_check)
         return 0;
@@ -609,7 +659,9 @@ static int nb_check_alive(nb_worker_t *w, uint64_t now, uint64_t *next_check, ui
         /* The peer may have said why before it left. */
         nb_msg_recv(w->ctl, NB_MSG_ERROR, 0, NULL, 0, 200000000ull, w->peer, err, sizeof(err));
         nb_fail(w, "%s: the %s went away (%s)", what, w->peer,
-                strncmp(err, "the ", 4) == 0 && strstr(err, "failed:") ? err : "control connection closed");
+                strncmp(err, "the ", 4) == 0 && strstr(err, "failed:")
+                    ? err
+                    : "control connection closed");
         return -1;
     }
     return 0;
@@ -621,7 +673,8 @@ static int nb_sized_alloc(nb_worker_t *w, nb_sized_t *s)
     s->buf = calloc(s->nbuf, sizeof(*s->buf));
     s->mh = calloc(s->nbuf, sizeof(*s->mh));
     s->req = calloc(s->window, sizeof(*s->req));
-    if (s->buf == NULL || s->mh == NULL || s->req == NULL) {
+    s->done_ns = calloc(s->iters, sizeof(*s->done_ns));
+    if (s->buf == NULL || s->mh == NULL || s->req == NULL || s->done_ns == NULL) {
         nb_fail(w, "out of memory");
         return -1;
     }
@@ -656,6 +709,8 @@ static void nb_sized_free(nb_worker_t *w, nb_sized_t *s)
     free(s->buf);
     free(s->mh);
     free(s->req);
+    free(s->done_ns);
+    s->done_ns = NULL;
     s->buf = NULL;
     s->mh = NULL;
     s->req = NULL;
@@ -705,7 +760,8 @@ static int nb_phase(nb_worker_t *w, nb_sized_t *s, uint64_t iters, uint64_t iter
     const int verify = (int)w->p->verify;
 
     if (w->role == NB_RECV) {
-        if (nb_msg_recv(w->ctl, NB_MSG_READY, phase, NULL, 0, tmo, w->peer, err, sizeof(err)) != 0) {
+        if (nb_msg_recv(w->ctl, NB_MSG_READY, phase, NULL, 0, tmo, w->peer, err, sizeof(err)) !=
+            0) {
             nb_fail(w, "%s", err);
             return -1;
         }
@@ -779,8 +835,9 @@ static int nb_phase(nb_worker_t *w, nb_sized_t *s, uint64_t iters, uint64_t iter
                 uint64_t off = c * s->chunk;
                 uint64_t len = s->size - off < s->chunk ? s->size - off : s->chunk;
                 if (w->role == NB_RECV && (got < 0 || (uint64_t)got != len)) {
-                    nb_fail(w, "test() reported %d bytes received, expected %" PRIu64
-                               " (iteration %" PRIu64 ", piece %" PRIu64 ")",
+                    nb_fail(w,
+                            "test() reported %d bytes received, expected %" PRIu64
+                            " (iteration %" PRIu64 ", piece %" PRIu64 ")",
                             got, len, iter0 + done / s->nchunks, c);
                     return -1;
                 }
@@ -789,10 +846,13 @@ static int nb_phase(nb_worker_t *w, nb_sized_t *s, uint64_t iters, uint64_t iter
                 progressed = 1;
                 if (w->role == NB_RECV && done % s->nchunks == 0) {
                     uint64_t m = done / s->nchunks - 1, bad = 0, scratch = 0;
+                    if (timed)
+                        s->done_ns[m] = nb_now_ns();
                     if (verify && nb_check(s->buf[m % s->nbuf], s->size, iter0 + m,
                                            timed ? &s->checksum : &scratch, &bad) != 0) {
-                        nb_fail(w, "DATA MISMATCH: size %" PRIu64 ", iteration %" PRIu64
-                                   ", first wrong byte at offset %" PRIu64 " (piece %" PRIu64 ")",
+                        nb_fail(w,
+                                "DATA MISMATCH: size %" PRIu64 ", iteration %" PRIu64
+                                ", first wrong byte at offset %" PRIu64 " (piece %" PRIu64 ")",
                                 s->size, iter0 + m, bad, bad / s->chunk);
                         return -1;
                     }
@@ -807,8 +867,9 @@ static int nb_phase(nb_worker_t *w, nb_sized_t *s, uint64_t iters, uint64_t iter
                 drawn = 1;
                 double el = (double)(now - ph->t0) / 1e9;
                 char hb[32];
-                fprintf(stderr, "\r\033[K  nsocks %" PRId64 "  size %s  iter %" PRIu64 "/%" PRIu64
-                                "  %.2f GB/s",
+                fprintf(stderr,
+                        "\r\033[K  nsocks %" PRId64 "  size %s  iter %" PRIu64 "/%" PRIu64
+                        "  %.2f GB/s",
                         w->nsocks, nb_human(s->size, hb, sizeof(hb)), done / s->nchunks, iters,
                         el > 0 ? (double)(done / s->nchunks) * (double)s->size / el / 1e9 : 0.0);
             }
@@ -828,6 +889,28 @@ fail:
     return -1;
 }
 
+static int nb_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* min, p50, p99, max of the gaps between timed completions (sorts done_ns). */
+static void nb_gaps(nb_sized_t *s, uint64_t t0, uint64_t out[4])
+{
+    uint64_t prev = t0;
+    for (uint64_t i = 0; i < s->iters; i++) {
+        uint64_t t = s->done_ns[i];
+        s->done_ns[i] = t - prev;
+        prev = t;
+    }
+    qsort(s->done_ns, s->iters, sizeof(uint64_t), nb_cmp_u64);
+    out[0] = s->done_ns[0];
+    out[1] = s->done_ns[(s->iters - 1) / 2];
+    out[2] = s->done_ns[(s->iters * 99 + 99) / 100 - 1];
+    out[3] = s->done_ns[s->iters - 1];
+}
+
 /* Run one message size on an established comm: warm-up, timed phase, row. */
 static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
 {
@@ -843,8 +926,9 @@ static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
     if (s.chunk == 0)
         s.chunk = 1; /* a zero-byte message is one zero-byte request */
     if (s.chunk > w->props.maxP2pBytes) {
-        nb_fail(w, "a request of %" PRIu64 " bytes exceeds the device's maxP2pBytes %zu: "
-                   "use --chunk",
+        nb_fail(w,
+                "a request of %" PRIu64 " bytes exceeds the device's maxP2pBytes %zu: "
+                "use --chunk",
                 s.chunk, w->props.maxP2pBytes);
         return -1;
     }
@@ -884,12 +968,12 @@ static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
             nb_fail(w, "%s", err);
             goto out;
         }
-        if (w->out >= 0) {
-            nb_row_t row;
-            nb_words_in(&row, wire, NB_ROW_WORDS);
-            memcpy(row.dev_name, wire + 8 * NB_ROW_WORDS, sizeof(row.dev_name));
-            row.dev_name[sizeof(row.dev_name) - 1] = '\0';
-            if (write(w->out, &row, sizeof(row)) != (ssize_t)sizeof(row)) {
+        if (w->out >= 0 && w->out_rows) {
+            nb_rec_t rec = {.kind = NB_REC_ROW};
+            nb_words_in(&rec.row, wire, NB_ROW_WORDS);
+            memcpy(rec.row.dev_name, wire + 8 * NB_ROW_WORDS, sizeof(rec.row.dev_name));
+            rec.row.dev_name[sizeof(rec.row.dev_name) - 1] = '\0';
+            if (write(w->out, &rec, sizeof(rec)) != (ssize_t)sizeof(rec)) {
                 nb_fail(w, "cannot pass the result to the parent: %s", strerror(errno));
                 goto out;
             }
@@ -901,6 +985,8 @@ static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
             goto out;
         }
         nb_words_in(sres, wire, 4);
+        uint64_t gaps[4];
+        nb_gaps(&s, timed.t0, gaps);
         nb_row_t row = {
             .cfg = w->cfg,
             .nsocks = (uint64_t)w->nsocks,
@@ -921,6 +1007,10 @@ static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
             .scpu_sys_ns = sres[2],
             .verified = p->verify ? 1 : 0,
             .checksum = p->verify ? s.checksum : 0,
+            .gap_min_ns = gaps[0],
+            .gap_p50_ns = gaps[1],
+            .gap_p99_ns = gaps[2],
+            .gap_max_ns = gaps[3],
             .dev = (uint64_t)w->dev,
             .speed_mbps = w->props.speed > 0 ? (uint64_t)w->props.speed : 0,
         };
@@ -932,9 +1022,12 @@ static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
             nb_fail(w, "cannot send the result to the %s: %s", w->peer, strerror(errno));
             goto out;
         }
-        if (w->out >= 0 && write(w->out, &row, sizeof(row)) != (ssize_t)sizeof(row)) {
-            nb_fail(w, "cannot pass the result to the parent: %s", strerror(errno));
-            goto out;
+        if (w->out >= 0 && w->out_rows) {
+            nb_rec_t rec = {.kind = NB_REC_ROW, .row = row};
+            if (write(w->out, &rec, sizeof(rec)) != (ssize_t)sizeof(rec)) {
+                nb_fail(w, "cannot pass the result to the parent: %s", strerror(errno));
+                goto out;
+            }
         }
     }
     rc = 0;
@@ -961,6 +1054,18 @@ static int nb_worker(nb_worker_t *w)
     }
     w->nsocks = nb_config_int("TPX_NSOCKS");
     w->nthreads = nb_config_int("TPX_NTHREADS");
+    if (w->nsocks < 0) /* tpx_config_print() changed its format: say what we asked for */
+        w->nsocks = (int64_t)p->nsocks[w->cfg];
+    if (w->nthreads < 0)
+        w->nthreads = p->nthreads != NB_AUTO ? (int64_t)p->nthreads : 0;
+    int64_t max_reqs = nb_config_int("TPX_MAX_REQUESTS");
+    if (max_reqs > 0 && (int64_t)p->window > max_reqs) {
+        nb_fail(w,
+                "--window %" PRIu64 " exceeds TPX_MAX_REQUESTS=%" PRId64
+                " (requests a comm accepts in flight): lower --window or raise TPX_MAX_REQUESTS",
+                p->window, max_reqs);
+        return -1;
+    }
     w->net = tpx_net_builtin();
     NB_CALL(w, fail, init, nb_nccl_log, NULL);
     NB_CALL(w, fail, devices, &ndev);
@@ -1022,8 +1127,8 @@ static int nb_worker(nb_worker_t *w)
 
 fail:
     if (w->comm != NULL) {
-        tpx_nccl_result_t rc = w->role == NB_SEND ? w->net->closeSend(w->comm)
-                                                  : w->net->closeRecv(w->comm);
+        tpx_nccl_result_t rc =
+            w->role == NB_SEND ? w->net->closeSend(w->comm) : w->net->closeRecv(w->comm);
         if (rc != TPX_NCCL_SUCCESS)
             nb_fail(w, "%s() failed: rc %d (%s)", w->role == NB_SEND ? "closeSend" : "closeRecv",
                     (int)rc, nb_rc_string(rc));
@@ -1075,7 +1180,8 @@ static double nb_row_gbps(const nb_row_t *r)
 static double nb_row_cpu_per_gb(const nb_row_t *r)
 {
     double bytes = (double)r->size * (double)r->iters;
-    double cpu = (double)(r->rcpu_user_ns + r->rcpu_sys_ns + r->scpu_user_ns + r->scpu_sys_ns) / 1e9;
+    double cpu =
+        (double)(r->rcpu_user_ns + r->rcpu_sys_ns + r->scpu_user_ns + r->scpu_sys_ns) / 1e9;
     return bytes > 0 ? cpu / (bytes / 1e9) : 0.0;
 }
 
@@ -1101,7 +1207,8 @@ static void nb_print_header(nb_main_t *m)
         snprintf(it, sizeof(it), "%" PRIu64, p->iters);
     if (p->warmup != NB_AUTO)
         snprintf(wu, sizeof(wu), "%" PRIu64, p->warmup);
-    printf("  iters %s  warmup %s  window %" PRIu64 "  chunk %s  verify %s  timeout %" PRIu64 " s\n",
+    printf("  iters %s  warmup %s  window %" PRIu64 "  chunk %s  verify %s  timeout %" PRIu64
+           " s\n",
            it, wu, p->window, p->chunk ? nb_human(p->chunk, hb, sizeof(hb)) : "whole message",
            p->verify ? "on" : "off", p->timeout_s);
     const char *ifn = getenv("TPX_SOCKET_IFNAME");
@@ -1141,11 +1248,21 @@ static void nb_json_str(FILE *f, const char *s)
     fputc('"', f);
     for (const unsigned char *c = (const unsigned char *)s; c != NULL && *c != '\0'; c++) {
         switch (*c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
         default:
             if (*c < 0x20)
                 fprintf(f, "\\u%04x", *c);
@@ -1165,8 +1282,6 @@ static void nb_json_dbl(FILE *f, const char *key, double v, int comma)
 {
     fprintf(f, "\"%s\": %.9g%s", key, v, comma ? ", " : "");
 }
-
-extern char **environ;
 
 static int nb_write_json(nb_main_t *m)
 {
@@ -1197,9 +1312,11 @@ static int nb_write_json(nb_main_t *m)
     else
         fputs("null", f);
     fprintf(f, ", \"port\": %d, \"dev\": %d,\n", m->port, m->dev);
-    fprintf(f, "  \"units\": {\"GBps\": \"1e9 bytes per second, receiver side, barrier release to "
-               "last completion\", \"time_ms\": \"milliseconds\", \"cpu_s_per_GB\": \"user+sys CPU "
-               "seconds of sender and receiver processes per 1e9 bytes\"},\n");
+    fprintf(
+        f, "  \"units\": {\"GBps\": \"1e9 bytes per second, receiver side, barrier release to "
+           "last completion\", \"time_ms\": \"milliseconds\", \"cpu_s_per_GB\": \"user+sys CPU "
+           "seconds of sender and receiver processes per 1e9 bytes\", \"gap_ms\": \"receiver: time "
+           "between consecutive message completions of the timed phase\"},\n");
     fprintf(f, "  \"params\": {\"sizes\": [");
     for (uint64_t i = 0; i < p->nsizes; i++)
         fprintf(f, "%s%" PRIu64, i ? ", " : "", p->sizes[i]);
@@ -1265,6 +1382,10 @@ static int nb_write_json(nb_main_t *m)
         nb_json_dbl(f, "time_ms_total", (double)r->time_ns / 1e6, 1);
         nb_json_dbl(f, "time_ms", (double)r->time_ns / 1e6 / (double)(r->iters ? r->iters : 1), 1);
         nb_json_dbl(f, "GBps", nb_row_gbps(r), 1);
+        nb_json_dbl(f, "gap_ms_min", (double)r->gap_min_ns / 1e6, 1);
+        nb_json_dbl(f, "gap_ms_p50", (double)r->gap_p50_ns / 1e6, 1);
+        nb_json_dbl(f, "gap_ms_p99", (double)r->gap_p99_ns / 1e6, 1);
+        nb_json_dbl(f, "gap_ms_max", (double)r->gap_max_ns / 1e6, 1);
         nb_json_dbl(f, "sender_time_ms_total", (double)r->send_time_ns / 1e6, 1);
         nb_json_dbl(f, "cpu_recv_user_s", (double)r->rcpu_user_ns / 1e9, 1);
         nb_json_dbl(f, "cpu_recv_sys_s", (double)r->rcpu_sys_ns / 1e9, 1);
@@ -1317,7 +1438,7 @@ static void nb_env_apply(const nb_params_t *p, uint64_t cfg)
 }
 
 /* Fork one worker; in the child it never returns. */
-static pid_t nb_spawn(nb_main_t *m, nb_role_t role, int ctl, int out, uint64_t cfg,
+static pid_t nb_spawn(nb_main_t *m, nb_role_t role, int ctl, int out, int out_rows, uint64_t cfg,
                       const int *close_fds, int nclose)
 {
     fflush(stdout);
@@ -1336,6 +1457,7 @@ static pid_t nb_spawn(nb_main_t *m, nb_role_t role, int ctl, int out, uint64_t c
         .peer = role == NB_RECV ? "sender" : "receiver",
         .ctl = ctl,
         .out = out,
+        .out_rows = out_rows,
         .dev = m->dev,
         .cfg = cfg,
         .progress = role == NB_RECV && m->progress,
@@ -1350,9 +1472,9 @@ static pid_t nb_spawn(nb_main_t *m, nb_role_t role, int ctl, int out, uint64_t c
  */
 static int nb_collect(nb_main_t *m, int res, pid_t *pids, const char **names, int n, size_t want)
 {
-    int alive = n, open = 1, failed = 0;
+    int alive = n, open = 1, failed = 0, exit_bad[2] = {0, 0};
     size_t got = 0, have = 0;
-    nb_row_t row;
+    nb_rec_t rec;
     uint64_t first_exit = 0;
     const uint64_t grace = (m->p.timeout_s + 15) * 1000000000ull;
     while (open || alive > 0) {
@@ -1360,20 +1482,25 @@ static int nb_collect(nb_main_t *m, int res, pid_t *pids, const char **names, in
             struct pollfd pfd = {.fd = res, .events = POLLIN};
             int r = poll(&pfd, 1, 100);
             if (r > 0) {
-                ssize_t k = read(res, (char *)&row + have, sizeof(row) - have);
+                ssize_t k = read(res, (char *)&rec + have, sizeof(rec) - have);
                 if (k < 0 && errno == EINTR)
                     continue;
                 if (k <= 0) {
                     open = 0;
-                } else if ((have += (size_t)k) == sizeof(row)) {
+                } else if ((have += (size_t)k) == sizeof(rec)) {
                     have = 0;
+                    if (rec.kind == NB_REC_ERROR) {
+                        rec.who[sizeof(rec.who) - 1] = rec.msg[sizeof(rec.msg) - 1] = '\0';
+                        nb_set_error(m, "%s: %s", rec.who, rec.msg);
+                        continue;
+                    }
                     got++;
                     nb_row_t *nr = realloc(m->rows, (m->nrows + 1) * sizeof(*nr));
                     if (nr != NULL) {
                         m->rows = nr;
-                        m->rows[m->nrows++] = row;
+                        m->rows[m->nrows++] = rec.row;
                     }
-                    nb_print_row(m, &row);
+                    nb_print_row(m, &rec.row);
                 }
             }
         } else {
@@ -1396,22 +1523,22 @@ static int nb_collect(nb_main_t *m, int res, pid_t *pids, const char **names, in
                         names[i], (int)r, WTERMSIG(st), strsignal(WTERMSIG(st)));
                 nb_set_error(m, "the %s was killed by signal %d (%s)", names[i], WTERMSIG(st),
                              strsignal(WTERMSIG(st)));
-            } else if (bad && !failed) {
-                nb_set_error(m, "the %s failed (exit %d; its message is above)", names[i],
-                             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+            } else if (bad) {
+                exit_bad[i] = 1;
             }
             if (bad && !failed) {
                 failed = 1;
                 for (int j = 0; j < n; j++)
                     if (pids[j] > 0)
-                        kill(pids[j], SIGTERM);
+                        kill(pids[j], SIGTERM), kill(pids[j], SIGCONT);
             }
         }
         if (first_exit != 0 && alive > 0 && nb_now_ns() - first_exit > grace) {
             for (int j = 0; j < n; j++)
                 if (pids[j] > 0) {
-                    fprintf(stderr, "%s: the %s (pid %d) did not exit %" PRIu64
-                                    " s after its peer: killed (stuck in a close call?)\n",
+                    fprintf(stderr,
+                            "%s: the %s (pid %d) did not exit %" PRIu64
+                            " s after its peer: killed (stuck in a close call?)\n",
                             NB_PROG, names[j], (int)pids[j], m->p.timeout_s + 15);
                     kill(pids[j], SIGKILL);
                 }
@@ -1420,6 +1547,9 @@ static int nb_collect(nb_main_t *m, int res, pid_t *pids, const char **names, in
             first_exit = nb_now_ns(); /* reap on the next turns */
         }
     }
+    if (exit_bad[0] || exit_bad[1]) /* when no error record told why */
+        nb_set_error(m, "the %s%s%s failed (see above)", exit_bad[0] ? names[0] : "",
+                     exit_bad[0] && exit_bad[1] ? " and the " : "", exit_bad[1] ? names[1] : "");
     if (!failed && got != want) {
         nb_set_error(m, "expected %zu result rows, got %zu", want, got);
         failed = 1;
@@ -1449,11 +1579,11 @@ static int nb_run_configs(nb_main_t *m, int boot)
                 close(res[1]);
                 return -1;
             }
-            int cr[] = {sv[1], res[0]}, cs[] = {sv[0], res[0], res[1]};
-            pids[n] = nb_spawn(m, NB_RECV, sv[0], res[1], cfg, cr, 2);
+            int cr[] = {sv[1], res[0]}, cs[] = {sv[0], res[0]};
+            pids[n] = nb_spawn(m, NB_RECV, sv[0], res[1], 1, cfg, cr, 2);
             names[n++] = "receiver";
             if (pids[0] > 0) {
-                pids[n] = nb_spawn(m, NB_SEND, sv[1], -1, cfg, cs, 3);
+                pids[n] = nb_spawn(m, NB_SEND, sv[1], res[1], 0, cfg, cs, 2);
                 names[n++] = "sender";
             }
             close(sv[0]);
@@ -1461,7 +1591,7 @@ static int nb_run_configs(nb_main_t *m, int boot)
         } else {
             int cl[] = {res[0]};
             nb_role_t role = m->mode == NB_MODE_SERVER ? NB_RECV : NB_SEND;
-            pids[n] = nb_spawn(m, role, boot, res[1], cfg, cl, 1);
+            pids[n] = nb_spawn(m, role, boot, res[1], 1, cfg, cl, 1);
             names[n++] = role == NB_RECV ? "receiver" : "sender";
         }
         close(res[1]);
@@ -1569,7 +1699,8 @@ static int nb_boot_connect(const char *host, int port, char *err, size_t errlen)
     }
     freeaddrinfo(ai);
     snprintf(err, errlen, "cannot connect to %s port %d: %s%s", host, port, strerror(last),
-             last == ECONNREFUSED ? " (is `" NB_PROG " server` running there, on this --port?)" : "");
+             last == ECONNREFUSED ? " (is `" NB_PROG " server` running there, on this --port?)"
+                                  : "");
     return -1;
 }
 
@@ -1585,7 +1716,6 @@ static int nb_run_server(nb_main_t *m)
     int lfd = nb_boot_listen(m->port, err, sizeof(err));
     if (lfd < 0) {
         nb_set_error(m, "%s", err);
-        fprintf(stderr, "%s: %s\n", NB_PROG, err);
         return -1;
     }
     if (!nb_quiet)
@@ -1599,7 +1729,6 @@ static int nb_run_server(nb_main_t *m)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             nb_set_error(m, "accept on port %d: %s", m->port, strerror(errno));
-            fprintf(stderr, "%s: %s\n", NB_PROG, m->error);
             close(lfd);
             return -1;
         }
@@ -1609,7 +1738,8 @@ static int nb_run_server(nb_main_t *m)
         if (nb_msg_recv(cfd, NB_MSG_HELLO, 0, NULL, 0, 10000000000ull, "client", err,
                         sizeof(err)) != 0) {
             /* Not one of ours: drop it and keep listening. */
-            fprintf(stderr, "%s: server: dropped a connection from %s: %s\n", NB_PROG, hostbuf, err);
+            fprintf(stderr, "%s: server: dropped a connection from %s: %s\n", NB_PROG, hostbuf,
+                    err);
             const char *msg = "not a tpx-netbench client of this version";
             nb_msg_send(cfd, NB_MSG_ERROR, 0, msg, (uint32_t)strlen(msg));
             close(cfd);
@@ -1625,7 +1755,6 @@ static int nb_run_server(nb_main_t *m)
     int rc = -1;
     if (nb_msg_send(cfd, NB_MSG_PARAMS, 0, wire, sizeof(wire)) != 0) {
         nb_set_error(m, "cannot send the parameters to the client: %s", strerror(errno));
-        fprintf(stderr, "%s: %s\n", NB_PROG, m->error);
     } else {
         nb_print_header(m);
         rc = nb_run_configs(m, cfd);
@@ -1640,7 +1769,6 @@ static int nb_run_client(nb_main_t *m)
     int fd = nb_boot_connect(m->host, m->port, err, sizeof(err));
     if (fd < 0) {
         nb_set_error(m, "%s", err);
-        fprintf(stderr, "%s: %s\n", NB_PROG, err);
         return -1;
     }
     nb_boot_tune(fd);
@@ -1651,7 +1779,6 @@ static int nb_run_client(nb_main_t *m)
         if (err[0] == '\0')
             snprintf(err, sizeof(err), "cannot talk to the server: %s", strerror(errno));
         nb_set_error(m, "%s", err);
-        fprintf(stderr, "%s: %s\n", NB_PROG, err);
         close(fd);
         return -1;
     }
@@ -1660,14 +1787,12 @@ static int nb_run_client(nb_main_t *m)
     if (p.nsizes == 0 || p.nsizes > NB_MAX_SIZES || p.nnsocks == 0 || p.nnsocks > NB_MAX_NSOCKS ||
         p.window == 0 || p.window > 256 || p.timeout_s == 0) {
         nb_set_error(m, "the server sent parameters out of range");
-        fprintf(stderr, "%s: %s\n", NB_PROG, m->error);
         close(fd);
         return -1;
     }
     for (uint64_t i = 0; i < p.nsizes; i++)
         if (p.sizes[i] > NB_MAX_SIZE) {
             nb_set_error(m, "the server asked for a size out of range");
-            fprintf(stderr, "%s: %s\n", NB_PROG, m->error);
             close(fd);
             return -1;
         }
@@ -1686,97 +1811,97 @@ static int nb_run_client(nb_main_t *m)
 static void nb_usage(FILE *f)
 {
     fprintf(f,
-"NAME\n"
-"    %1$s - throughput of tpx's built-in TCP transport (ncclNet v10 table)\n"
-"\n"
-"SYNOPSIS\n"
-"    %1$s [--loopback] [OPTIONS]\n"
-"    %1$s server [--port P] [OPTIONS]\n"
-"    %1$s client HOST [--port P] [--dev N] [--json FILE] [--quiet]\n"
-"    %1$s --print-config | --help | --version\n"
-"\n"
-"DESCRIPTION\n"
-"    Moves host memory through the transport that libtpx embeds (the same\n"
-"    code as libnccl-net-tpx.so), using only its ncclNet v10 function table,\n"
-"    and prints bandwidth in a table like nccl-tests.\n"
-"\n"
-"    Every configuration (each --nsocks value) runs in a fresh receiver\n"
-"    process and a fresh sender process, because the transport reads its\n"
-"    TPX_* settings once per process. For each message size: --warmup\n"
-"    untimed iterations, then a barrier (the receiver posts its receives, then\n"
-"    releases the sender), then --iters timed iterations. One iteration is one\n"
-"    message of SIZE bytes, sent as one isend (or several, see --chunk).\n"
-"\n"
-"    Columns: nsocks (TPX_NSOCKS in effect), size (bytes), iters, time(ms)\n"
-"    (per iteration), GB/s (1e9 bytes per second, receiver side: barrier\n"
-"    release to last completion), cpu(s/GB) (user+sys CPU time of both\n"
-"    processes, all threads, per 1e9 bytes), verified, checksum (of the\n"
-"    received bytes of the timed iterations: FNV-1a over 8-byte words in four\n"
-"    lanes, folded per message). A final line names the best row.\n"
-"\n"
-"ROLES\n"
-"    --loopback\n"
-"        Receiver and sender on this host (the default when no role is given).\n"
-"        TPX_SOCKET_IFNAME defaults to \"lo\" in this mode.\n"
-"    server\n"
-"        The receiver side on two machines. Waits on the bootstrap --port for\n"
-"        one client, sends it the run parameters (this side's options decide\n"
-"        them) and the listen handle, runs, prints, exits.\n"
-"    client HOST\n"
-"        The sender side: connects to HOST's bootstrap --port (retrying for\n"
-"        10 s), takes the run parameters from the server, prints the same table.\n"
-"\n"
-"OPTIONS\n"
-"    --port P         bootstrap TCP port of server/client (default %2$d)\n"
-"    --dev N          transport device to use on this side (default 0; devices\n"
-"                     are the interfaces TPX_SOCKET_IFNAME selects)\n"
-"    --size N         one message size (default 256M). K, M, G = 2^10, 2^20, 2^30\n"
-"    --sizes A:B      sizes from A to B, doubling (e.g. 64K:1G); or a comma list\n"
-"                     of sizes and ranges (e.g. 4K,1M:64M). At most %3$d sizes\n"
-"    --iters N        timed iterations per size (default: 5, or more for small\n"
-"                     sizes so that each row moves at least 1 GiB; at most %4$d)\n"
-"    --warmup N       untimed iterations before them (default: iters/10, at least 1)\n"
-"    --nsocks LIST    TPX_NSOCKS values, one configuration each, e.g. 1,2,4,8,16\n"
-"                     (default: TPX_NSOCKS from the environment, or the transport's\n"
-"                     default)\n"
-"    --nthreads N     TPX_NTHREADS for every configuration (default: environment)\n"
-"    --window W       requests in flight per comm (default %5$d, at most 256; the\n"
-"                     transport accepts TPX_MAX_REQUESTS). Buffers: enough messages\n"
-"                     to fill the window, at most 1 GiB per side, at least one\n"
-"    --chunk BYTES    cut each message into isends of at most BYTES (default:\n"
-"                     the whole message in one isend, up to 1 GiB)\n"
-"    --verify         fill every message with a pattern seeded by its iteration\n"
-"                     (sender) and check every byte (receiver); the fill and the\n"
-"                     check are part of the timed loop. Default: on in loopback\n"
-"                     mode, off for server/client\n"
-"    --no-verify      do not fill or check: pure transport throughput\n"
-"    --timeout SEC    a wait without progress this long is an error (default %6$d)\n"
-"    --json FILE      also write every number and the configuration to FILE\n"
-"    -q, --quiet      print only the final \"best\" line (and errors)\n"
-"    --print-config   print every TPX_* setting with its value and meaning\n"
-"    -V, --version    print the version\n"
-"    -h, --help       print this text\n"
-"\n"
-"ENVIRONMENT\n"
-"    The transport's TPX_* variables apply (TPX_SOCKET_IFNAME, TPX_NSOCKS,\n"
-"    TPX_NTHREADS, TPX_PIECE_BYTES, TPX_SOCK_BUF_BYTES, TPX_LOG_LEVEL, ...);\n"
-"    `%1$s --print-config` lists them all with defaults and meanings.\n"
-"    --nsocks and --nthreads set TPX_NSOCKS and TPX_NTHREADS per configuration.\n"
-"\n"
-"EXAMPLES\n"
-"    %1$s\n"
-"        loopback, 256 MiB messages, verified: the quick demo\n"
-"    %1$s --sizes 64K:1G --nsocks 1,2,4,8,16 --no-verify --json sweep.json\n"
-"        the full sweep, pure throughput, with a JSON record\n"
-"    TPX_SOCKET_IFNAME=eth1 %1$s server --nsocks 4,8 --sizes 1M:256M\n"
-"    TPX_SOCKET_IFNAME=eth1 %1$s client 10.0.0.2\n"
-"        two machines\n"
-"\n"
-"EXIT STATUS\n"
-"    0  every configuration ran and (with --verify) every byte was right\n"
-"    1  the transport returned an error, data did not match, a peer went away\n"
-"       or stopped making progress, or the bootstrap failed\n"
-"    2  bad command line\n",
+            "NAME\n"
+            "    %1$s - throughput of tpx's built-in TCP transport (ncclNet v10 table)\n"
+            "\n"
+            "SYNOPSIS\n"
+            "    %1$s [--loopback] [OPTIONS]\n"
+            "    %1$s server [--port P] [OPTIONS]\n"
+            "    %1$s client HOST [--port P] [--dev N] [--json FILE] [--quiet]\n"
+            "    %1$s --print-config | --help | --version\n"
+            "\n"
+            "DESCRIPTION\n"
+            "    Moves host memory through the transport that libtpx embeds (the same\n"
+            "    code as libnccl-net-tpx.so), using only its ncclNet v10 function table,\n"
+            "    and prints bandwidth in a table like nccl-tests.\n"
+            "\n"
+            "    Every configuration (each --nsocks value) runs in a fresh receiver\n"
+            "    process and a fresh sender process, because the transport reads its\n"
+            "    TPX_* settings once per process. For each message size: --warmup\n"
+            "    untimed iterations, then a barrier (the receiver posts its receives, then\n"
+            "    releases the sender), then --iters timed iterations. One iteration is one\n"
+            "    message of SIZE bytes, sent as one isend (or several, see --chunk).\n"
+            "\n"
+            "    Columns: nsocks (TPX_NSOCKS in effect), size (bytes), iters, time(ms)\n"
+            "    (per iteration), GB/s (1e9 bytes per second, receiver side: barrier\n"
+            "    release to last completion), cpu(s/GB) (user+sys CPU time of both\n"
+            "    processes, all threads, per 1e9 bytes), verified, checksum (of the\n"
+            "    received bytes of the timed iterations: FNV-1a over 8-byte words in four\n"
+            "    lanes, folded per message). A final line names the best row.\n"
+            "\n"
+            "ROLES\n"
+            "    --loopback\n"
+            "        Receiver and sender on this host (the default when no role is given).\n"
+            "        TPX_SOCKET_IFNAME defaults to \"lo\" in this mode.\n"
+            "    server\n"
+            "        The receiver side on two machines. Waits on the bootstrap --port for\n"
+            "        one client, sends it the run parameters (this side's options decide\n"
+            "        them) and the listen handle, runs, prints, exits.\n"
+            "    client HOST\n"
+            "        The sender side: connects to HOST's bootstrap --port (retrying for\n"
+            "        10 s), takes the run parameters from the server, prints the same table.\n"
+            "\n"
+            "OPTIONS\n"
+            "    --port P         bootstrap TCP port of server/client (default %2$d)\n"
+            "    --dev N          transport device to use on this side (default 0; devices\n"
+            "                     are the interfaces TPX_SOCKET_IFNAME selects)\n"
+            "    --size N         one message size (default 256M). K, M, G = 2^10, 2^20, 2^30\n"
+            "    --sizes A:B      sizes from A to B, doubling (e.g. 64K:1G); or a comma list\n"
+            "                     of sizes and ranges (e.g. 4K,1M:64M). At most %3$d sizes\n"
+            "    --iters N        timed iterations per size (default: 5, or more for small\n"
+            "                     sizes so that each row moves at least 1 GiB, up to %4$d)\n"
+            "    --warmup N       untimed iterations before them (default: iters/10, at least 1)\n"
+            "    --nsocks LIST    TPX_NSOCKS values, one configuration each, e.g. 1,2,4,8,16\n"
+            "                     (default: TPX_NSOCKS from the environment, or the transport's\n"
+            "                     default)\n"
+            "    --nthreads N     TPX_NTHREADS for every configuration (default: environment)\n"
+            "    --window W       requests in flight per comm (default %5$d, at most 256; the\n"
+            "                     transport accepts TPX_MAX_REQUESTS). Buffers: enough messages\n"
+            "                     to fill the window, at most 1 GiB per side, at least one\n"
+            "    --chunk BYTES    cut each message into isends of at most BYTES (default:\n"
+            "                     the whole message in one isend, up to 1 GiB)\n"
+            "    --verify         fill every message with a pattern seeded by its iteration\n"
+            "                     (sender) and check every byte (receiver); the fill and the\n"
+            "                     check are part of the timed loop. Default: on in loopback\n"
+            "                     mode, off for server/client\n"
+            "    --no-verify      do not fill or check: pure transport throughput\n"
+            "    --timeout SEC    a wait without progress this long is an error (default %6$d)\n"
+            "    --json FILE      also write every number and the configuration to FILE\n"
+            "    -q, --quiet      print only the final \"best\" line (and errors)\n"
+            "    --print-config   print every TPX_* setting with its value and meaning\n"
+            "    -V, --version    print the version\n"
+            "    -h, --help       print this text\n"
+            "\n"
+            "ENVIRONMENT\n"
+            "    The transport's TPX_* variables apply (TPX_SOCKET_IFNAME, TPX_NSOCKS,\n"
+            "    TPX_NTHREADS, TPX_PIECE_BYTES, TPX_SOCK_BUF_BYTES, TPX_LOG_LEVEL, ...);\n"
+            "    `%1$s --print-config` lists them all with defaults and meanings.\n"
+            "    --nsocks and --nthreads set TPX_NSOCKS and TPX_NTHREADS per configuration.\n"
+            "\n"
+            "EXAMPLES\n"
+            "    %1$s\n"
+            "        loopback, 256 MiB messages, verified: the quick demo\n"
+            "    %1$s --sizes 64K:1G --nsocks 1,2,4,8,16 --no-verify --json sweep.json\n"
+            "        the full sweep, pure throughput, with a JSON record\n"
+            "    TPX_SOCKET_IFNAME=eth1 %1$s server --nsocks 4,8 --sizes 1M:256M\n"
+            "    TPX_SOCKET_IFNAME=eth1 %1$s client 10.0.0.2\n"
+            "        two machines\n"
+            "\n"
+            "EXIT STATUS\n"
+            "    0  every configuration ran and (with --verify) every byte was right\n"
+            "    1  the transport returned an error, data did not match, a peer went away\n"
+            "       or stopped making progress, or the bootstrap failed\n"
+            "    2  bad command line\n",
             NB_PROG, NB_DEFAULT_PORT, NB_MAX_SIZES, NB_AUTO_MAX_ITERS, NB_DEFAULT_WINDOW,
             NB_DEFAULT_TIMEOUT_S);
 }
@@ -1845,8 +1970,22 @@ static int nb_parse_nsocks(const char *arg, nb_params_t *p)
 int main(int argc, char **argv)
 {
     enum {
-        O_LOOPBACK = 256, O_PORT, O_DEV, O_SIZE, O_SIZES, O_ITERS, O_WARMUP, O_NSOCKS, O_NTHREADS,
-        O_WINDOW, O_CHUNK, O_VERIFY, O_NOVERIFY, O_JSON, O_TIMEOUT, O_PRINTCFG,
+        O_LOOPBACK = 256,
+        O_PORT,
+        O_DEV,
+        O_SIZE,
+        O_SIZES,
+        O_ITERS,
+        O_WARMUP,
+        O_NSOCKS,
+        O_NTHREADS,
+        O_WINDOW,
+        O_CHUNK,
+        O_VERIFY,
+        O_NOVERIFY,
+        O_JSON,
+        O_TIMEOUT,
+        O_PRINTCFG,
     };
     static const struct option opts[] = {
         {"loopback", no_argument, NULL, O_LOOPBACK},
@@ -1890,7 +2029,9 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "hqV", opts, NULL)) != -1) {
         switch (c) {
-        case O_LOOPBACK: loopback_flag = 1; break;
+        case O_LOOPBACK:
+            loopback_flag = 1;
+            break;
         case O_PORT:
             if (nb_parse_uint(optarg, 1, 65535, &v) != 0)
                 return nb_usage_error("--port: '%s' is not a port (1..65535)", optarg);
@@ -1903,8 +2044,8 @@ int main(int argc, char **argv)
             break;
         case O_SIZE:
             if (nb_parse_size(optarg, &v) != 0 || v > NB_MAX_SIZE)
-                return nb_usage_error("--size: bad size '%s' (e.g. 4096, 64K, 256M, 1G; at most 16G)",
-                                      optarg);
+                return nb_usage_error(
+                    "--size: bad size '%s' (e.g. 4096, 64K, 256M, 1G; at most 16G)", optarg);
             p->nsizes = 1;
             p->sizes[0] = v;
             run_opts = 1;
@@ -1912,7 +2053,8 @@ int main(int argc, char **argv)
         case O_SIZES:
             if (nb_parse_sizes(optarg, p) != 0)
                 return nb_usage_error("--sizes: bad list '%s' (e.g. 64K:1G or 4K,1M:64M; "
-                                      "at most %d sizes of at most 16G)", optarg, NB_MAX_SIZES);
+                                      "at most %d sizes of at most 16G)",
+                                      optarg, NB_MAX_SIZES);
             run_opts = 1;
             break;
         case O_ITERS:
@@ -1930,7 +2072,8 @@ int main(int argc, char **argv)
         case O_NSOCKS:
             if (nb_parse_nsocks(optarg, p) != 0)
                 return nb_usage_error("--nsocks: bad list '%s' (values 1..16, e.g. 1,2,4,8,16; "
-                                      "at most %d)", optarg, NB_MAX_NSOCKS);
+                                      "at most %d)",
+                                      optarg, NB_MAX_NSOCKS);
             run_opts = 1;
             break;
         case O_NTHREADS:
@@ -1951,15 +2094,25 @@ int main(int argc, char **argv)
             p->chunk = v;
             run_opts = 1;
             break;
-        case O_VERIFY: verify = 1; run_opts = 1; break;
-        case O_NOVERIFY: verify = 0; run_opts = 1; break;
-        case O_JSON: m.json = optarg; break;
+        case O_VERIFY:
+            verify = 1;
+            run_opts = 1;
+            break;
+        case O_NOVERIFY:
+            verify = 0;
+            run_opts = 1;
+            break;
+        case O_JSON:
+            m.json = optarg;
+            break;
         case O_TIMEOUT:
             if (nb_parse_uint(optarg, 1, 86400, &v) != 0)
                 return nb_usage_error("--timeout: '%s' is not in 1..86400 seconds", optarg);
             p->timeout_s = v;
             break;
-        case 'q': nb_quiet = 1; break;
+        case 'q':
+            nb_quiet = 1;
+            break;
         case O_PRINTCFG:
             tpx_config_print(stdout, 0);
             return NB_EXIT_OK;

@@ -317,7 +317,7 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
     for (int gi = 0; gi < l->ngroups;) {
         group_t *g = &l->groups[gi];
         if (g->ctrl_fd >= 0 && g->ndata == g->nsocks) {
-            tpx_sock_comm_t *c;
+            tpx_sock_comm_t *c = NULL;
             tpx_status_t st = group_to_comm(l, g, &c);
             group_close(g);
             group_remove(l, gi);
