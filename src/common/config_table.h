@@ -31,3 +31,24 @@ TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "0", 0, 1073741824,
              "SO_SNDBUF/SO_RCVBUF of data connections (0: kernel autotuning).")
 TPX_CONFIG_X(CONNECT_TIMEOUT_MS, INT, "30000", 1, 86400000,
              "Deadline for establishing a connection (TCP connect, handshake, accept).")
+TPX_CONFIG_X(NET_PLUGIN, STR, "builtin", 0, 0,
+             "ncclNet plugin the engine drives: `builtin` (tpx's TCP transport), a name NAME "
+             "(loads libnccl-net-NAME.so) or a path.")
+TPX_CONFIG_X(CHANNELS, INT, "4", 1, 32,
+             "Channels per peer connection; each is one plugin comm per direction.")
+TPX_CONFIG_X(CHUNK_BYTES, INT, "512K", 4096, 4194304,
+             "Transfers are cut into chunks of this size, dealt round-robin over the channels.")
+TPX_CONFIG_X(WINDOW, INT, "16", 1, 32,
+             "Requests in flight per plugin comm (TCPX allows 16).")
+TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,
+             "Deadline of a transfer: it fails with `timed out` if not complete by then.")
+TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
+             "How long a plugin may report `peer closed` (rc 2) without completing before the "
+             "transfer fails.")
+TPX_CONFIG_X(PORT_BASE, INT, "20000", 1, 65535,
+             "Bootstrap port of an engine is this plus its GPU index (unless a port is given).")
+TPX_CONFIG_X(AUTH_TOKEN, STR, "", 0, 0,
+             "Shared secret: peers prove knowledge of it with an HMAC-SHA256 challenge; it is "
+             "never sent. Empty: no authentication.")
+TPX_CONFIG_X(NIC_MAP, STR, "", 0, 0,
+             "GPU to NIC map overriding sysfs topology, e.g. `0,1:eth1;2,3:eth2;4,5:eth3;6,7:eth4`.")

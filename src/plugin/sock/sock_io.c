@@ -91,14 +91,13 @@ static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
 {
     char why[96];
     snprintf(why, sizeof(why), "the %s closed the connection", who);
-    if (atomic_load(&c->finished) == atomic_load(&c->posted)) {
-        int expected = 0;
-        if (atomic_compare_exchange_strong(&c->error, &expected, TPX_ERR_CONN_RESET))
-            SOCK_DEBUG("comm %p: %s (no message in flight)", (void *)c, why);
-        tpx__sock_comm_wake(c, 0);
-        return;
-    }
-    tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET, why);
+    /* Between pieces: no byte was lost. Whether the receives still posted
+     * matter is the caller's call (test() reports rc 2); say it quietly. */
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&c->error, &expected, TPX_ERR_CONN_RESET))
+        SOCK_INFO("comm %p: %s (%llu message(s) posted and not complete)", (void *)c, why,
+                  (unsigned long long)(atomic_load(&c->posted) - atomic_load(&c->finished)));
+    tpx__sock_comm_wake(c, 0);
 }
 
 /* ---- sending ---------------------------------------------------------------- */

@@ -1,0 +1,229 @@
+/*
+ * engine.c - engine life cycle and the progress loop.
+ *
+ * Progress is one function (tpx__engine_progress_locked) that never blocks:
+ * it drives every comm of every ready peer (drain the window head, post
+ * what fits, drain again) and sweeps deadlines and peer liveness every
+ * 10 ms. It is called by tpx_progress() in caller-driven mode, by
+ * tpx_xfer_wait()/poll() when there is no progress thread, or by the
+ * progress thread, which sleeps on a condition variable while nothing is
+ * in flight so an idle engine costs no CPU.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "engine.h"
+
+TPX_API void tpx_engine_params_init(tpx_engine_params_t *p)
+{
+    if (p == NULL)
+        return;
+    memset(p, 0, sizeof(*p));
+    p->gpu = -1;
+    p->port = TPX_PORT_DEFAULT;
+    p->progress_thread = 1;
+    p->progress_cpu = -1;
+}
+
+int tpx__engine_progress_locked(tpx_engine_t *e)
+{
+    uint64_t before = e->ncompleted;
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        if (p->state != PEER_READY)
+            continue;
+        (void)tpx__comm_progress(p->ctrl_recv);
+        (void)tpx__comm_progress(p->ctrl_send);
+        for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
+            (void)tpx__comm_progress(p->send[k]);
+            (void)tpx__comm_progress(p->recv[k]);
+        }
+    }
+    tpx__engine_sweep(e);
+    return (int)(e->ncompleted - before);
+}
+
+TPX_API int tpx_progress(tpx_engine_t *e)
+{
+    if (e == NULL)
+        return 0;
+    uint64_t v;
+    ssize_t r = read(e->efd, &v, sizeof(v)); /* the fd is level-triggered: clear it */
+    (void)r;
+    if (e->progress_thread)
+        return 0;
+    pthread_mutex_lock(&e->lock);
+    int n = tpx__engine_progress_locked(e);
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
+static void *progress_main(void *arg)
+{
+    tpx_engine_t *e = arg;
+    if (e->progress_cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(e->progress_cpu, &set);
+        int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+        if (rc != 0)
+            TPX_WARN("cannot pin the progress thread to CPU %d: %s", e->progress_cpu,
+                     strerror(rc));
+    }
+    pthread_setname_np(pthread_self(), "tpx-progress");
+    pthread_mutex_lock(&e->lock);
+    while (!atomic_load(&e->stop)) {
+        if (e->inflight == 0) {
+            /* Idle: sleep until work is posted; wake every 100 ms to take
+             * in control messages and check peers. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+            (void)tpx__engine_progress_locked(e);
+            continue;
+        }
+        int n = tpx__engine_progress_locked(e);
+        pthread_mutex_unlock(&e->lock);
+        if (n == 0)
+            sched_yield(); /* share the core with the plugin's threads; no sleep */
+        pthread_mutex_lock(&e->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_engine_t **out)
+{
+    tpx_engine_params_t def;
+    if (params == NULL) {
+        tpx_engine_params_init(&def);
+        params = &def;
+    }
+    if (out == NULL) {
+        TPX_ERROR("tpx_engine_create: NULL output pointer");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_status_t st = tpx__config_load();
+    if (st != TPX_OK)
+        return st;
+    if (params->channels < 0 || params->channels > TPX_MAX_CHANNELS ||
+        params->chunk_bytes > 4u * 1024 * 1024 || (params->chunk_bytes && params->chunk_bytes < 4096) ||
+        params->window < 0 || params->window > TPX_WINDOW_MAX || params->timeout_ms < 0 ||
+        params->port < TPX_PORT_EPHEMERAL || params->port > 65535) {
+        TPX_ERROR("tpx_engine_create: parameter out of range (channels 0..%d, chunk_bytes "
+                  "4 KiB..4 MiB, window 0..%d, port -2..65535)", TPX_MAX_CHANNELS,
+                  TPX_WINDOW_MAX);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_engine_t *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return TPX_ERR_NO_MEMORY;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    e->efd = e->bs_fd = e->bs_wake = -1;
+    e->bs_port = -1;
+    e->gpu = params->gpu;
+    e->nchan = params->channels ? params->channels : (int)tpx__config_int(TPX_CFG_CHANNELS);
+    e->chunk = (uint32_t)(params->chunk_bytes ? params->chunk_bytes
+                                              : (size_t)tpx__config_int(TPX_CFG_CHUNK_BYTES));
+    e->window = params->window ? params->window : (int)tpx__config_int(TPX_CFG_WINDOW);
+    e->timeout_ms = params->timeout_ms ? params->timeout_ms
+                                       : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
+    e->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
+    e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
+    e->progress_thread = params->progress_thread != 0;
+    e->progress_cpu = params->progress_cpu;
+    snprintf(e->auth_token, sizeof(e->auth_token), "%s",
+             params->auth_token ? params->auth_token : tpx__config_str(TPX_CFG_AUTH_TOKEN));
+
+    TPX_CHECK_GOTO(tpx__random_bytes(&e->id, sizeof(e->id)), st, err_free);
+    TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);
+    if (e->net->is_tcpx && e->window > 16) {
+        TPX_WARN("TCPX allows 16 requests per comm: window %d lowered to 16", e->window);
+        e->window = 16;
+    }
+    TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
+    TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
+    if (e->props.max_recvs < 1) {
+        TPX_ERROR("plugin %s reports maxRecvs %d", e->net->name, e->props.max_recvs);
+        st = TPX_ERR_PLUGIN;
+        goto err_free;
+    }
+    e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->efd < 0) {
+        st = tpx__status_from_errno(errno);
+        TPX_ERROR("eventfd: %s", strerror(errno));
+        goto err_free;
+    }
+    if (params->port != TPX_PORT_NONE) {
+        int port = params->port == TPX_PORT_EPHEMERAL ? 0
+                   : params->port == TPX_PORT_DEFAULT
+                       ? (int)tpx__config_int(TPX_CFG_PORT_BASE) + (e->gpu > 0 ? e->gpu : 0)
+                       : params->port;
+        if (port > 65535) {
+            TPX_ERROR("bootstrap port %d (TPX_PORT_BASE + gpu) is out of range", port);
+            st = TPX_ERR_INVALID_ARG;
+            goto err_free;
+        }
+        TPX_CHECK_GOTO(tpx__bs_listen(params->bind_addr, port, &e->bs_fd, &e->bs_port), st,
+                       err_free);
+        TPX_CHECK_GOTO(tpx__bs_thread_start(e), st, err_free);
+    }
+    if (e->progress_thread) {
+        int rc = pthread_create(&e->progress_tid, NULL, progress_main, e);
+        if (rc != 0) {
+            TPX_ERROR("cannot start the progress thread: %s", strerror(rc));
+            st = TPX_ERR_NO_RESOURCE;
+            goto err_free;
+        }
+        e->progress_started = 1;
+    }
+    TPX_INFO("engine %016llx: plugin %s, gpu %d, %d channel(s) of %u-byte chunks, window %d, "
+             "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->gpu, e->nchan,
+             e->chunk, e->window, e->bs_port);
+    *out = e;
+    return TPX_OK;
+
+err_free:
+    tpx_engine_destroy(e);
+    return st;
+}
+
+TPX_API void tpx_engine_destroy(tpx_engine_t *e)
+{
+    if (e == NULL)
+        return;
+    atomic_store(&e->stop, 1);
+    tpx__bs_thread_stop(e);
+    if (e->progress_started) {
+        pthread_mutex_lock(&e->lock);
+        pthread_cond_broadcast(&e->cond);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(e->progress_tid, NULL);
+    }
+    while (e->peers != NULL)
+        tpx__peer_destroy(e->peers);
+    while (e->regions != NULL)
+        tpx__region_release(e->regions);
+    if (e->bs_fd >= 0)
+        close(e->bs_fd);
+    if (e->efd >= 0)
+        close(e->efd);
+    pthread_cond_destroy(&e->cond);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+TPX_API int tpx_engine_port(const tpx_engine_t *e) { return e ? e->bs_port : -1; }
+
+TPX_API int tpx_engine_fd(tpx_engine_t *e) { return e ? e->efd : -1; }

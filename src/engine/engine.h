@@ -1,0 +1,231 @@
+/*
+ * engine.h - private structures of the tpx engine.
+ *
+ * Data path, top to bottom: a transfer (xfer.c) is cut into chunks dealt
+ * round-robin over a peer's data channels in an order both sides derive
+ * from the transfer sequence; each channel is one plugin comm per
+ * direction (peer.c); a comm posts chunks into its window (window.c) and
+ * tests only the window's head; a completed receive is unpacked (devmem
+ * plugins) before irecvConsumed releases its slot; when a transfer's last
+ * chunk is released the transfer completes.
+ *
+ * Locking: one mutex per engine (e->lock) guards every structure here and
+ * serialises all plugin calls of the engine. Completion waiters use
+ * e->cond; the eventfd e->efd is written once per completed transfer.
+ */
+#ifndef TPX_ENGINE_H
+#define TPX_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "common/log.h"
+#include "net/net.h"
+#include "tpx/tpx.h"
+
+#define TPX_MAX_CHANNELS 32
+#define TPX_WINDOW_MAX 32
+#define TPX_CTRL_MSG_SIZE 64      /* every control message has exactly this size */
+#define TPX_DEVH_STORAGE 512      /* device-handle storage per comm */
+#define TPX_MAX_UNEXPECTED 4096   /* send headers held while no receive is posted */
+
+typedef struct tpx_comm tpx_comm_t;
+
+/* What a window slot carries. */
+typedef enum { SLOT_DATA = 1, SLOT_CTRL = 2 } tpx_slot_kind_t;
+
+typedef struct {
+    void *req;          /* the plugin's request */
+    tpx_xfer_t *x;      /* SLOT_DATA: the transfer */
+    uint32_t len;       /* bytes posted */
+    uint8_t kind;       /* tpx_slot_kind_t */
+    uint16_t ctrl;      /* SLOT_CTRL: index of the control buffer */
+} tpx_slot_t;
+
+/* A per-comm FIFO of requests in flight: posted >= done, slot = n % cap. */
+typedef struct {
+    tpx_slot_t slots[TPX_WINDOW_MAX];
+    uint64_t posted, done;
+    int cap;
+} tpx_window_t;
+
+struct tpx_comm {
+    tpx_peer_t *peer;
+    void *comm;          /* plugin comm */
+    int is_send;
+    int is_ctrl;
+    int chan;            /* data channel index (ctrl: -1) */
+    int id;              /* engine-wide id: index into regions' handle arrays */
+    int dev;             /* plugin device */
+    tpx_window_t win;
+    /* SLOT_DATA lanes waiting for window space (intrusive list through the
+     * transfers' lane[chan]). */
+    tpx_xfer_t *q_head, *q_tail;
+    uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
+    _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
+};
+
+/* A control message waiting for a send slot, and the transfer it belongs to. */
+typedef struct {
+    unsigned char msg[TPX_CTRL_MSG_SIZE];
+    tpx_xfer_t *owner;
+} tpx_ctrl_out_t;
+
+typedef enum { XF_QUEUED = 0, XF_ACTIVE = 1, XF_DONE = 2 } tpx_xfer_state_t;
+typedef enum { XK_SEND = 1, XK_RECV = 2 } tpx_xfer_kind_t;
+
+typedef struct {
+    tpx_xfer_t *next;    /* next transfer in the comm's queue */
+    uint32_t next_chunk; /* next chunk of this transfer for that channel */
+    uint8_t queued;
+} tpx_lane_t;
+
+struct tpx_xfer {
+    tpx_engine_t *e;
+    tpx_peer_t *peer;
+    tpx_region_t *region;
+    tpx_xfer_kind_t kind;
+    tpx_xfer_state_t state;
+    tpx_status_t status;     /* final status once DONE */
+    uint64_t off, cap, len;  /* region offset, recv capacity, bytes of the message */
+    uint64_t seq;
+    uint32_t nchunks, chunks_done;
+    int hdr_pending;         /* send: the header message has not completed */
+    int first_chan;
+    int drain;               /* recv: message larger than the buffer, discard it */
+    int canceled, released;
+    uint64_t deadline_ns;
+    tpx_xfer_t *next, *prev; /* peer's list of transfers not DONE */
+    tpx_lane_t lane[];       /* one per data channel */
+};
+
+typedef enum {
+    PEER_SETUP = 0, /* bootstrap and channel establishment in progress */
+    PEER_READY = 1,
+    PEER_FAILED = 2,
+    PEER_CLOSED = 3,
+} tpx_peer_state_t;
+
+struct tpx_peer {
+    tpx_engine_t *e;
+    tpx_peer_t *next;     /* engine's list */
+    tpx_peer_state_t state;
+    tpx_status_t error;   /* why it failed */
+    char name[96];        /* the peer's address, for logs */
+    tpx_bs_conn_t *bs;    /* bootstrap connection, kept open for liveness */
+    int nchan;
+    uint32_t chunk;
+    tpx_comm_t *ctrl_send, *ctrl_recv;
+    tpx_comm_t *send[TPX_MAX_CHANNELS], *recv[TPX_MAX_CHANNELS];
+    /* two-sided ordering */
+    uint64_t send_seq, recv_seq;
+    int send_cursor, recv_cursor;
+    tpx_xfer_t *active;               /* transfers not DONE (doubly linked) */
+    tpx_xfer_t **recv_pending;        /* posted receives waiting for a header */
+    uint32_t recv_pending_n, recv_pending_cap;
+    unsigned char (*unexpected)[TPX_CTRL_MSG_SIZE]; /* headers waiting for a receive */
+    uint32_t unexpected_head, unexpected_n, unexpected_cap;
+    /* control buffers: [0, window) receive, [window, 2*window) send */
+    unsigned char *ctrl_buf;
+    tpx_region_t *ctrl_region;
+    uint32_t ctrl_send_free[TPX_WINDOW_MAX];
+    int ctrl_send_nfree;
+    tpx_ctrl_out_t *outbox;          /* control messages waiting for a send slot */
+    uint32_t outbox_head, outbox_n, outbox_cap;
+    tpx_xfer_t *ctrl_send_owner[TPX_WINDOW_MAX]; /* transfer of each posted message */
+    /* discard buffer for drained (truncated) receives */
+    void *scratch;
+    tpx_region_t *scratch_region;
+    int accepted;         /* server side: handed out by tpx_peer_accept */
+    /* setup state (peer.c) */
+    void *setup;
+};
+
+struct tpx_region {
+    tpx_engine_t *e;
+    tpx_region_t *next;
+    uintptr_t base;
+    size_t len;
+    tpx_mem_type_t type;
+    int refs;          /* user references */
+    int xfers;         /* transfers using it */
+    int dead;          /* deregistered by the user, waiting for xfers */
+    int internal;      /* engine-owned (control, scratch) */
+    int nmh;
+    void **mh;         /* plugin memory handle per comm id (NULL: not yet) */
+};
+
+struct tpx_engine {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;       /* completions, new peers, progress-thread work */
+    tpx_net_t *net;
+    tpx_net_props_t props;     /* of devs[0] */
+    int gpu;
+    int nchan;
+    uint32_t chunk;
+    int window;
+    int timeout_ms;
+    int close_grace_ms;
+    int connect_timeout_ms;
+    char auth_token[256];
+    int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
+    int ndevs;
+    uint64_t id;               /* random engine id */
+    int efd;                   /* eventfd: transfer completions */
+    /* peers and memory */
+    tpx_peer_t *peers;
+    tpx_region_t *regions;
+    int next_comm_id;
+    uint64_t inflight;         /* transfers ACTIVE or QUEUED on a comm */
+    uint64_t ncompleted;       /* transfers completed, ever */
+    /* progress thread */
+    int progress_thread;
+    int progress_cpu;
+    pthread_t progress_tid;
+    int progress_started;
+    /* bootstrap listener */
+    int bs_fd, bs_port;
+    int bs_wake;               /* eventfd to wake the bootstrap thread */
+    pthread_t bs_tid;
+    int bs_started;
+    _Atomic int stop;
+    uint64_t sweep_ns;         /* last deadline/liveness sweep */
+};
+
+/* window.c */
+int tpx__comm_progress(tpx_comm_t *c);
+void tpx__comm_kick(tpx_comm_t *c);
+
+/* xfer.c */
+void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st);
+void tpx__xfer_chunk_done(tpx_xfer_t *x);
+tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
+                                 tpx_xfer_t *owner);
+void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg);
+void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx);
+void tpx__ctrl_bye(unsigned char msg[TPX_CTRL_MSG_SIZE]);
+/* Post the next queued item of comm c (data chunk or control message).
+ * 1 posted, 0 nothing to post / plugin busy, -1 the peer failed. */
+int tpx__comm_post_next(tpx_comm_t *c);
+void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
+void tpx__engine_sweep(tpx_engine_t *e);
+
+/* mem.c */
+tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, void **mh);
+tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
+                                int internal, tpx_region_t **out);
+void tpx__region_release(tpx_region_t *r);
+void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c);
+
+/* peer.c */
+tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
+void tpx__bs_thread_stop(tpx_engine_t *e);
+void tpx__peer_destroy(tpx_peer_t *p);
+int tpx__engine_progress_locked(tpx_engine_t *e);
+
+/* topo.c */
+tpx_status_t tpx__topo_devs(tpx_engine_t *e);
+
+#endif

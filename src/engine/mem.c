@@ -1,0 +1,158 @@
+/*
+ * mem.c - memory regions: registration, the per-comm handle cache, and the
+ * address-range cache of the public API.
+ *
+ * A region is registered with the plugin lazily, once per comm that moves
+ * its bytes (plugins whose registrations are not global need one handle per
+ * comm). For v7 plugins (int sizes) a region over 1 GiB would need several
+ * registrations; that split is not implemented yet and such regions are
+ * refused on v7 plugins with a clear error.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
+                                int internal, tpx_region_t **out)
+{
+    tpx_region_t *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return TPX_ERR_NO_MEMORY;
+    r->e = e;
+    r->base = (uintptr_t)addr;
+    r->len = len;
+    r->type = type;
+    r->refs = 1;
+    r->internal = internal;
+    r->next = e->regions;
+    e->regions = r;
+    *out = r;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, void **mh)
+{
+    tpx_engine_t *e = r->e;
+    if (c->id < r->nmh && r->mh[c->id] != NULL) {
+        *mh = r->mh[c->id];
+        return TPX_OK;
+    }
+    if (c->id >= r->nmh) {
+        int n = TPX_MAX(c->id + 1, r->nmh * 2);
+        void **nb = realloc(r->mh, (size_t)n * sizeof(*nb));
+        if (nb == NULL)
+            return TPX_ERR_NO_MEMORY;
+        memset(nb + r->nmh, 0, (size_t)(n - r->nmh) * sizeof(*nb));
+        r->mh = nb;
+        r->nmh = n;
+    }
+    int type = r->type == TPX_MEM_CUDA ? TPX_NCCL_PTR_CUDA : TPX_NCCL_PTR_HOST;
+    void *h = NULL;
+    tpx_status_t st = tpx__net_regmr(e->net, c->comm, (void *)r->base, r->len, type, &h);
+    if (st != TPX_OK) {
+        TPX_ERROR("registering %zu bytes at %p with plugin %s failed", r->len, (void *)r->base,
+                  e->net->name);
+        return st;
+    }
+    r->mh[c->id] = h;
+    *mh = h;
+    return TPX_OK;
+}
+
+/* Deregister r's handle on comm c, if any. */
+static void region_drop_comm(tpx_region_t *r, tpx_comm_t *c)
+{
+    if (c->id < r->nmh && r->mh[c->id] != NULL) {
+        (void)tpx__net_deregmr(r->e->net, c->comm, r->mh[c->id]);
+        r->mh[c->id] = NULL;
+    }
+}
+
+void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c)
+{
+    for (tpx_region_t *r = e->regions; r != NULL; r = r->next)
+        region_drop_comm(r, c);
+}
+
+static void peer_comms_each(tpx_peer_t *p, tpx_region_t *r)
+{
+    tpx_comm_t *all[2 + 2 * TPX_MAX_CHANNELS];
+    int n = 0;
+    all[n++] = p->ctrl_send;
+    all[n++] = p->ctrl_recv;
+    for (int k = 0; k < p->nchan; k++) {
+        all[n++] = p->send[k];
+        all[n++] = p->recv[k];
+    }
+    for (int i = 0; i < n; i++)
+        if (all[i] != NULL && all[i]->comm != NULL)
+            region_drop_comm(r, all[i]);
+}
+
+void tpx__region_release(tpx_region_t *r)
+{
+    tpx_engine_t *e = r->e;
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+        peer_comms_each(p, r);
+    for (tpx_region_t **pp = &e->regions; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    }
+    free(r->mh);
+    free(r);
+}
+
+TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
+                                      tpx_mem_type_t type, tpx_region_t **out)
+{
+    if (e == NULL || addr == NULL || len == 0 || out == NULL ||
+        (type != TPX_MEM_HOST && type != TPX_MEM_CUDA)) {
+        TPX_ERROR("tpx_mem_register: invalid argument (engine %p, addr %p, len %zu, type %d)",
+                  (void *)e, addr, len, (int)type);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (type == TPX_MEM_CUDA && ((uintptr_t)addr % 4096) != 0) {
+        TPX_ERROR("tpx_mem_register: CUDA memory must be 4096-byte aligned (%p is not)", addr);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (type == TPX_MEM_CUDA && !(e->props.ptr_support & TPX_NCCL_PTR_CUDA)) {
+        TPX_ERROR("tpx_mem_register: plugin %s does not take CUDA memory", e->net->name);
+        return TPX_ERR_UNSUPPORTED;
+    }
+    if (e->net->abi == 7 && len > (1ull << 30)) {
+        TPX_ERROR("tpx_mem_register: plugin %s (ncclNet v7) registers at most 1 GiB at once",
+                  e->net->name);
+        return TPX_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_lock(&e->lock);
+    uintptr_t a = (uintptr_t)addr;
+    for (tpx_region_t *r = e->regions; r != NULL; r = r->next) {
+        if (!r->internal && !r->dead && r->type == type && a >= r->base &&
+            len <= r->len && a - r->base <= r->len - len) {
+            r->refs++;
+            pthread_mutex_unlock(&e->lock);
+            *out = r;
+            return TPX_OK;
+        }
+    }
+    tpx_status_t st = tpx__region_create(e, addr, len, type, 0, out);
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+TPX_API void tpx_mem_deregister(tpx_region_t *r)
+{
+    if (r == NULL)
+        return;
+    tpx_engine_t *e = r->e;
+    pthread_mutex_lock(&e->lock);
+    if (r->refs > 0 && --r->refs == 0) {
+        r->dead = 1;
+        if (r->xfers == 0)
+            tpx__region_release(r);
+    }
+    pthread_mutex_unlock(&e->lock);
+}

@@ -1,0 +1,555 @@
+/*
+ * peer.c - establishing, accepting and closing peers.
+ *
+ * A peer is set up in stages over its bootstrap connection (a state
+ * machine that never blocks, so the bootstrap thread serves many peers at
+ * once and a stalled one only wastes its own deadline):
+ *
+ *   HANDSHAKE  framing + optional HMAC authentication (bootstrap module)
+ *   INFO       both sides send {engine id, plugin, chunk, window, the
+ *              ncclNet listen handles of their control + data channels};
+ *              both adopt the smaller channel count and chunk size
+ *   CONNECT    poll connect() on the peer's handles and accept() on ours
+ *              until every comm exists (TCPX may return NULL comms for a
+ *              while; connect is re-called with the same handle buffer)
+ *   READY      both say so; control receives are posted; the peer is live
+ *
+ * The bootstrap connection stays open afterwards: its EOF tells us the
+ * peer process is gone even when a plugin would keep quiet.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+#define MSG_READY (TPX_BS_TYPE_USER + 1)
+#define MAX_SETUPS 64
+
+enum { ST_HANDSHAKE = 0, ST_INFO, ST_CONNECT, ST_READY_WAIT, ST_DONE };
+
+typedef struct {
+    int stage;
+    uint64_t deadline_ns;
+    int nlisten;
+    void *listen[1 + TPX_MAX_CHANNELS];
+    unsigned char their[1 + TPX_MAX_CHANNELS][TPX_BS_HANDLE_SIZE];
+    int ready_sent;
+} setup_t;
+
+static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, int dev)
+{
+    tpx_comm_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->peer = p;
+    c->is_send = is_send;
+    c->is_ctrl = is_ctrl;
+    c->chan = chan;
+    c->dev = dev;
+    c->win.cap = p->e->window;
+    c->id = p->e->next_comm_id++;
+    return c;
+}
+
+static int chan_dev(tpx_engine_t *e, int i) { return e->devs[i % e->ndevs]; }
+
+static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
+{
+    tpx_engine_t *e = p->e;
+    tpx_bs_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.engine_id = e->id;
+    info.gpu = e->gpu;
+    info.chunk_bytes = e->chunk;
+    info.window = (uint16_t)e->window;
+    snprintf(info.plugin, sizeof(info.plugin), "%s", e->net->name);
+    s->nlisten = 1 + e->nchan;
+    info.nhandles = (uint16_t)s->nlisten;
+    tpx_status_t st = TPX_OK;
+    pthread_mutex_lock(&e->lock);
+    for (int i = 0; i < s->nlisten && st == TPX_OK; i++)
+        st = tpx__net_listen(e->net, chan_dev(e, i == 0 ? 0 : i - 1), info.handles[i],
+                             &s->listen[i]);
+    pthread_mutex_unlock(&e->lock);
+    if (st != TPX_OK) {
+        TPX_ERROR("peer %s: listen on plugin %s failed", p->name, e->net->name);
+        return st;
+    }
+    unsigned char buf[TPX_BS_INFO_MAX_SIZE];
+    uint32_t len;
+    st = tpx__bs_info_encode(&info, buf, sizeof(buf), &len);
+    if (st == TPX_OK)
+        st = tpx__bs_send(p->bs, TPX_BS_MSG_INFO, buf, len);
+    return st;
+}
+
+static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
+{
+    tpx_engine_t *e = p->e;
+    unsigned char buf[TPX_BS_INFO_MAX_SIZE];
+    uint16_t type;
+    uint32_t len;
+    tpx_status_t st = tpx__bs_recv(p->bs, &type, buf, sizeof(buf), &len);
+    if (st != TPX_OK)
+        return st;
+    tpx_bs_info_t info;
+    if (type != TPX_BS_MSG_INFO || tpx__bs_info_decode(buf, len, &info) != TPX_OK ||
+        info.nhandles < 2) {
+        TPX_ERROR("peer %s: malformed INFO message", p->name);
+        return TPX_ERR_PROTOCOL;
+    }
+    if (strcmp(info.plugin, e->net->name) != 0) {
+        TPX_ERROR("peer %s uses net plugin '%s', this engine '%s': both sides must use the same",
+                  p->name, info.plugin, e->net->name);
+        return TPX_ERR_PROTOCOL;
+    }
+    if (info.chunk_bytes < 4096 || info.chunk_bytes > 4u * 1024 * 1024) {
+        TPX_ERROR("peer %s: chunk size %u out of range", p->name, info.chunk_bytes);
+        return TPX_ERR_PROTOCOL;
+    }
+    /* Both sides compute the same agreement. */
+    p->nchan = TPX_MIN(e->nchan, info.nhandles - 1);
+    p->chunk = TPX_MIN(e->chunk, info.chunk_bytes);
+    memcpy(s->their, info.handles, (size_t)(1 + p->nchan) * TPX_BS_HANDLE_SIZE);
+    pthread_mutex_lock(&e->lock);
+    p->ctrl_send = comm_new(p, 1, 1, -1, chan_dev(e, 0));
+    p->ctrl_recv = comm_new(p, 0, 1, -1, chan_dev(e, 0));
+    for (int k = 0; k < p->nchan; k++) {
+        p->send[k] = comm_new(p, 1, 0, k, chan_dev(e, k));
+        p->recv[k] = comm_new(p, 0, 0, k, chan_dev(e, k));
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (p->ctrl_send == NULL || p->ctrl_recv == NULL)
+        return TPX_ERR_NO_MEMORY;
+    for (int k = 0; k < p->nchan; k++)
+        if (p->send[k] == NULL || p->recv[k] == NULL)
+            return TPX_ERR_NO_MEMORY;
+    return TPX_OK;
+}
+
+/* One pass of connect/accept over every comm; TPX_OK when all exist. */
+static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
+{
+    tpx_engine_t *e = p->e;
+    tpx_status_t st = TPX_OK;
+    int all = 1;
+    pthread_mutex_lock(&e->lock);
+    for (int i = 0; i <= p->nchan && st == TPX_OK; i++) {
+        tpx_comm_t *sc = i == 0 ? p->ctrl_send : p->send[i - 1];
+        tpx_comm_t *rc = i == 0 ? p->ctrl_recv : p->recv[i - 1];
+        if (sc->comm == NULL) {
+            tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)sc->devh;
+            st = tpx__net_connect(e->net, sc->dev, s->their[i], &sc->comm, &dh);
+            all &= sc->comm != NULL;
+        }
+        if (st == TPX_OK && rc->comm == NULL) {
+            tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)rc->devh;
+            st = tpx__net_accept(e->net, s->listen[i], &rc->comm, &dh);
+            all &= rc->comm != NULL;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (st != TPX_OK) {
+        TPX_ERROR("peer %s: establishing the plugin's connections failed (%s)", p->name,
+                  tpx_status_string(st));
+        return st;
+    }
+    return all ? TPX_OK : TPX_INPROGRESS;
+}
+
+/* Control buffers, scratch, and the always-posted control receives. */
+static tpx_status_t peer_go_live(tpx_peer_t *p)
+{
+    tpx_engine_t *e = p->e;
+    size_t nbuf = 2 * (size_t)e->window;
+    p->ctrl_buf = aligned_alloc(4096, TPX_MAX(4096, nbuf * TPX_CTRL_MSG_SIZE));
+    p->scratch = aligned_alloc(4096, p->chunk);
+    if (p->ctrl_buf == NULL || p->scratch == NULL)
+        return TPX_ERR_NO_MEMORY;
+    memset(p->ctrl_buf, 0, nbuf * TPX_CTRL_MSG_SIZE);
+    tpx_status_t st;
+    TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_MSG_SIZE, TPX_MEM_HOST, 1,
+                                      &p->ctrl_region), st, out);
+    TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, p->chunk, TPX_MEM_HOST, 1,
+                                      &p->scratch_region), st, out);
+    for (int i = 0; i < e->window; i++)
+        p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->window - 1 - i);
+    tpx_comm_t *c = p->ctrl_recv;
+    void *mh;
+    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, &mh), st, out);
+    for (int i = 0; i < e->window; i++) {
+        tpx_slot_t *sl = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
+        sl->req = NULL;
+        TPX_CHECK_GOTO(tpx__net_irecv(e->net, c->comm, p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE,
+                                      TPX_CTRL_MSG_SIZE, 0, mh, &sl->req), st, out);
+        if (sl->req == NULL) {
+            TPX_ERROR("peer %s: plugin refused a control receive", p->name);
+            return TPX_ERR_PLUGIN;
+        }
+        sl->kind = SLOT_CTRL;
+        sl->ctrl = (uint16_t)i;
+        sl->len = TPX_CTRL_MSG_SIZE;
+        sl->x = NULL;
+        c->win.posted++;
+    }
+    p->state = PEER_READY;
+out:
+    return st;
+}
+
+static void setup_close_listens(tpx_engine_t *e, setup_t *s)
+{
+    for (int i = 0; i < s->nlisten; i++) {
+        tpx__net_close_listen(e->net, s->listen[i]);
+        s->listen[i] = NULL;
+    }
+}
+
+/* Advance a peer's set-up; TPX_OK once it is READY. Engine lock not held. */
+static tpx_status_t setup_advance(tpx_peer_t *p)
+{
+    setup_t *s = p->setup;
+    tpx_engine_t *e = p->e;
+    tpx_status_t st = TPX_INPROGRESS;
+    for (;;) {
+        if (tpx__now_ns() >= s->deadline_ns && s->stage != ST_HANDSHAKE) {
+            TPX_ERROR("peer %s: set-up not finished within %d ms (TPX_CONNECT_TIMEOUT_MS)",
+                      p->name, e->connect_timeout_ms);
+            return TPX_ERR_TIMED_OUT;
+        }
+        switch (s->stage) {
+        case ST_HANDSHAKE:
+            st = tpx__bs_advance(p->bs); /* has its own deadline */
+            if (st != TPX_OK)
+                return st;
+            snprintf(p->name, sizeof(p->name), "%s", tpx__bs_peer_str(p->bs));
+            if ((st = setup_begin(p, s)) != TPX_OK)
+                return st;
+            s->stage = ST_INFO;
+            continue;
+        case ST_INFO:
+            st = tpx__bs_flush(p->bs);
+            if (st < 0)
+                return st;
+            st = setup_info(p, s);
+            if (st != TPX_OK)
+                return st;
+            s->stage = ST_CONNECT;
+            continue;
+        case ST_CONNECT:
+            st = setup_connect(p, s);
+            if (st != TPX_OK)
+                return st;
+            if ((st = tpx__bs_send(p->bs, MSG_READY, NULL, 0)) != TPX_OK)
+                return st;
+            s->stage = ST_READY_WAIT;
+            continue;
+        case ST_READY_WAIT: {
+            uint16_t type;
+            uint32_t len;
+            unsigned char b[8];
+            st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
+            if (st != TPX_OK)
+                return st;
+            if (type != MSG_READY) {
+                TPX_ERROR("peer %s: unexpected bootstrap message %u", p->name, type);
+                return TPX_ERR_PROTOCOL;
+            }
+            pthread_mutex_lock(&e->lock);
+            st = peer_go_live(p);
+            setup_close_listens(e, s);
+            pthread_mutex_unlock(&e->lock);
+            if (st != TPX_OK)
+                return st;
+            s->stage = ST_DONE;
+            free(s);
+            p->setup = NULL;
+            TPX_INFO("peer %s: ready, %d channel(s), %u-byte chunks", p->name, p->nchan,
+                     p->chunk);
+            return TPX_OK;
+        }
+        default:
+            return TPX_ERR_INTERNAL;
+        }
+    }
+}
+
+static tpx_status_t peer_new(tpx_engine_t *e, tpx_bs_conn_t *bs, tpx_peer_t **out)
+{
+    tpx_peer_t *p = calloc(1, sizeof(*p));
+    setup_t *s = calloc(1, sizeof(*s));
+    if (p == NULL || s == NULL) {
+        free(p);
+        free(s);
+        return TPX_ERR_NO_MEMORY;
+    }
+    p->e = e;
+    p->bs = bs;
+    p->state = PEER_SETUP;
+    p->setup = s;
+    snprintf(p->name, sizeof(p->name), "%s", tpx__bs_peer_str(bs));
+    s->deadline_ns = tpx__now_ns() + (uint64_t)e->connect_timeout_ms * 1000000ull;
+    *out = p;
+    return TPX_OK;
+}
+
+static void peer_link(tpx_peer_t *p)
+{
+    tpx_engine_t *e = p->e;
+    pthread_mutex_lock(&e->lock);
+    p->next = e->peers;
+    e->peers = p;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
+{
+    if (c == NULL)
+        return;
+    if (c->comm != NULL) {
+        tpx__regions_forget_comm(e, c);
+        if (c->is_send)
+            tpx__net_close_send(e->net, c->comm);
+        else
+            tpx__net_close_recv(e->net, c->comm);
+    }
+    free(c);
+}
+
+void tpx__peer_destroy(tpx_peer_t *p)
+{
+    tpx_engine_t *e = p->e;
+    pthread_mutex_lock(&e->lock);
+    if (p->state == PEER_READY) {
+        /* Tell the peer, best effort, bounded: a BYE that cannot leave
+         * within 100 ms is dropped (the bootstrap EOF says it too). */
+        unsigned char msg[TPX_CTRL_MSG_SIZE];
+        tpx__ctrl_bye(msg);
+        if (tpx__peer_ctrl_post(p, msg, NULL) == TPX_OK) {
+            uint64_t until = tpx__now_ns() + 100 * 1000000ull;
+            while (p->state == PEER_READY && p->outbox_n > 0 && tpx__now_ns() < until) {
+                (void)tpx__comm_progress(p->ctrl_send);
+                if (p->outbox_n > 0) {
+                    pthread_mutex_unlock(&e->lock);
+                    sched_yield();
+                    pthread_mutex_lock(&e->lock);
+                }
+            }
+            (void)tpx__comm_progress(p->ctrl_send);
+        }
+    }
+    if (p->state == PEER_READY || p->state == PEER_SETUP) {
+        p->state = PEER_READY; /* let tpx__peer_fail end the transfers */
+        tpx__peer_fail(p, TPX_ERR_CANCELED, "closed by the application");
+    }
+    p->state = PEER_CLOSED;
+    for (tpx_peer_t **pp = &e->peers; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    if (p->ctrl_region)
+        tpx__region_release(p->ctrl_region);
+    if (p->scratch_region)
+        tpx__region_release(p->scratch_region);
+    comm_close(e, p->ctrl_send);
+    comm_close(e, p->ctrl_recv);
+    for (int k = 0; k < p->nchan; k++) {
+        comm_close(e, p->send[k]);
+        comm_close(e, p->recv[k]);
+    }
+    if (p->setup != NULL) {
+        setup_close_listens(e, p->setup);
+        free(p->setup);
+    }
+    pthread_mutex_unlock(&e->lock);
+    tpx__bs_close(p->bs);
+    free(p->ctrl_buf);
+    free(p->scratch);
+    free(p->recv_pending);
+    free(p->unexpected);
+    free(p->outbox);
+    free(p);
+}
+
+/* ---- client --------------------------------------------------------------------- */
+
+TPX_API tpx_status_t tpx_peer_connect(tpx_engine_t *e, const char *host, int port,
+                                      int timeout_ms, tpx_peer_t **out)
+{
+    if (e == NULL || host == NULL || out == NULL || port <= 0 || port > 65535 || timeout_ms < 0) {
+        TPX_ERROR("tpx_peer_connect: invalid argument (host %s, port %d)",
+                  host ? host : "(null)", port);
+        return TPX_ERR_INVALID_ARG;
+    }
+    int ms = timeout_ms ? timeout_ms : e->connect_timeout_ms;
+    uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
+    tpx_bs_conn_t *bs;
+    tpx_status_t st = tpx__bs_client_start(host, port, e->auth_token, deadline, &bs);
+    if (st != TPX_OK)
+        return st;
+    tpx_peer_t *p;
+    st = peer_new(e, bs, &p);
+    if (st != TPX_OK) {
+        tpx__bs_close(bs);
+        return st;
+    }
+    ((setup_t *)p->setup)->deadline_ns = deadline;
+    for (;;) {
+        st = setup_advance(p);
+        if (st != TPX_INPROGRESS)
+            break;
+        struct pollfd pfd = {.fd = tpx__bs_fd(p->bs), .events = tpx__bs_events(p->bs)};
+        int stage = ((setup_t *)p->setup)->stage;
+        (void)poll(&pfd, 1, stage == ST_CONNECT ? 0 : 10);
+        if (stage == ST_CONNECT)
+            sched_yield();
+    }
+    if (st != TPX_OK) {
+        tpx__peer_destroy(p);
+        return st;
+    }
+    p->accepted = 1;
+    peer_link(p);
+    *out = p;
+    return TPX_OK;
+}
+
+TPX_API void tpx_peer_close(tpx_peer_t *p)
+{
+    if (p != NULL)
+        tpx__peer_destroy(p);
+}
+
+/* ---- server: the bootstrap thread ------------------------------------------------- */
+
+static void *bs_main(void *arg)
+{
+    tpx_engine_t *e = arg;
+    tpx_peer_t *setups[MAX_SETUPS];
+    int n = 0;
+    pthread_setname_np(pthread_self(), "tpx-bootstrap");
+    while (!atomic_load(&e->stop)) {
+        struct pollfd pfd[2 + MAX_SETUPS];
+        int np = 0, connecting = 0;
+        pfd[np++] = (struct pollfd){.fd = e->bs_wake, .events = POLLIN};
+        pfd[np++] = (struct pollfd){.fd = e->bs_fd, .events = n < MAX_SETUPS ? POLLIN : 0};
+        for (int i = 0; i < n; i++) {
+            setup_t *s = setups[i]->setup;
+            connecting |= s->stage == ST_CONNECT;
+            pfd[np++] = (struct pollfd){.fd = tpx__bs_fd(setups[i]->bs),
+                                        .events = tpx__bs_events(setups[i]->bs)};
+        }
+        (void)poll(pfd, (nfds_t)np, connecting ? 1 : 50);
+        if (pfd[0].revents & POLLIN) {
+            uint64_t v;
+            ssize_t r = read(e->bs_wake, &v, sizeof(v));
+            (void)r;
+        }
+        while (n < MAX_SETUPS) {
+            int fd;
+            if (tpx__bs_accept(e->bs_fd, &fd) != TPX_OK)
+                break;
+            uint64_t deadline = tpx__now_ns() + (uint64_t)e->connect_timeout_ms * 1000000ull;
+            tpx_bs_conn_t *bs;
+            if (tpx__bs_server_start(fd, e->auth_token, deadline, &bs) != TPX_OK) {
+                close(fd);
+                continue;
+            }
+            if (peer_new(e, bs, &setups[n]) != TPX_OK) {
+                tpx__bs_close(bs);
+                continue;
+            }
+            n++;
+        }
+        for (int i = 0; i < n;) {
+            tpx_status_t st = setup_advance(setups[i]);
+            if (st == TPX_INPROGRESS) {
+                i++;
+                continue;
+            }
+            if (st == TPX_OK)
+                peer_link(setups[i]);
+            else
+                tpx__peer_destroy(setups[i]); /* the cause was logged */
+            setups[i] = setups[--n];
+        }
+    }
+    for (int i = 0; i < n; i++)
+        tpx__peer_destroy(setups[i]);
+    return NULL;
+}
+
+tpx_status_t tpx__bs_thread_start(tpx_engine_t *e)
+{
+    e->bs_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->bs_wake < 0) {
+        TPX_ERROR("eventfd: %s", strerror(errno));
+        return tpx__status_from_errno(errno);
+    }
+    int rc = pthread_create(&e->bs_tid, NULL, bs_main, e);
+    if (rc != 0) {
+        TPX_ERROR("cannot start the bootstrap thread: %s", strerror(rc));
+        return TPX_ERR_NO_RESOURCE;
+    }
+    e->bs_started = 1;
+    return TPX_OK;
+}
+
+void tpx__bs_thread_stop(tpx_engine_t *e)
+{
+    if (e->bs_started) {
+        uint64_t one = 1;
+        ssize_t r = write(e->bs_wake, &one, sizeof(one));
+        (void)r;
+        pthread_join(e->bs_tid, NULL);
+        e->bs_started = 0;
+    }
+    if (e->bs_wake >= 0)
+        close(e->bs_wake);
+    e->bs_wake = -1;
+}
+
+TPX_API tpx_status_t tpx_peer_accept(tpx_engine_t *e, int timeout_ms, tpx_peer_t **out)
+{
+    if (e == NULL || out == NULL) {
+        TPX_ERROR("tpx_peer_accept: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (e->bs_fd < 0) {
+        TPX_ERROR("tpx_peer_accept: this engine has no bootstrap listener (port TPX_PORT_NONE)");
+        return TPX_ERR_INVALID_STATE;
+    }
+    int ms = timeout_ms < 0 ? e->connect_timeout_ms : timeout_ms;
+    uint64_t limit = tpx__now_ns() + (uint64_t)ms * 1000000ull;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+            if (!p->accepted && p->state != PEER_CLOSED) {
+                p->accepted = 1;
+                pthread_mutex_unlock(&e->lock);
+                *out = p;
+                return TPX_OK;
+            }
+        }
+        uint64_t now = tpx__now_ns();
+        if (now >= limit) {
+            pthread_mutex_unlock(&e->lock);
+            return ms == 0 ? TPX_INPROGRESS : TPX_ERR_TIMED_OUT;
+        }
+        uint64_t until = TPX_MIN(limit, now + 100 * 1000000ull);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (until - now);
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+    }
+}

@@ -1,0 +1,90 @@
+/*
+ * topo.c - which plugin devices (NICs) an engine's channels use.
+ *
+ * TPX_NIC_MAP ("0,1:eth1;2,3:eth2") names the NICs of each GPU; channel i
+ * uses the (i mod n)-th of them. Without a map, or for a host-memory engine
+ * (gpu -1) that is not in the map, every device of the plugin is used.
+ * (Choosing by PCI distance to the GPU needs the GPU's PCI path: issue #4.)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "engine.h"
+
+static int dev_by_name(tpx_engine_t *e, const char *name, size_t len)
+{
+    for (int d = 0; d < e->net->ndev; d++) {
+        tpx_net_props_t p;
+        if (tpx__net_props(e->net, d, &p) == TPX_OK && strlen(p.name) == len &&
+            strncmp(p.name, name, len) == 0)
+            return d;
+    }
+    return -1;
+}
+
+/* Parse the map; fill devs for `gpu`. 0 if gpu is not in it, -1 on error. */
+static int map_lookup(tpx_engine_t *e, const char *map, int gpu, int *devs, int *ndevs)
+{
+    const char *s = map;
+    while (*s) {
+        size_t glen = strcspn(s, ";");
+        const char *colon = memchr(s, ':', glen);
+        if (colon == NULL) {
+            TPX_ERROR("TPX_NIC_MAP=%s: group '%.*s' has no ':'", map, (int)glen, s);
+            return -1;
+        }
+        int hit = 0;
+        for (const char *g = s; g < colon;) {
+            char *end;
+            long v = strtol(g, &end, 10);
+            if (end == g || (end < colon && *end != ',')) {
+                TPX_ERROR("TPX_NIC_MAP=%s: bad GPU list '%.*s'", map, (int)(colon - s), s);
+                return -1;
+            }
+            hit |= v == gpu;
+            g = end < colon ? end + 1 : end;
+        }
+        if (hit) {
+            const char *n = colon + 1, *gend = s + glen;
+            *ndevs = 0;
+            while (n < gend && *ndevs < TPX_MAX_CHANNELS) {
+                size_t nl = strcspn(n, ",;");
+                if ((size_t)(gend - n) < nl)
+                    nl = (size_t)(gend - n);
+                int d = dev_by_name(e, n, nl);
+                if (d < 0) {
+                    TPX_ERROR("TPX_NIC_MAP: NIC '%.*s' of GPU %d is not a device of plugin %s",
+                              (int)nl, n, gpu, e->net->name);
+                    return -1;
+                }
+                devs[(*ndevs)++] = d;
+                n += nl + (n + nl < gend);
+            }
+            if (*ndevs == 0) {
+                TPX_ERROR("TPX_NIC_MAP: GPU %d has no NIC", gpu);
+                return -1;
+            }
+            return 1;
+        }
+        s += glen + (s[glen] == ';');
+    }
+    return 0;
+}
+
+tpx_status_t tpx__topo_devs(tpx_engine_t *e)
+{
+    const char *map = tpx__config_str(TPX_CFG_NIC_MAP);
+    if (map[0] != '\0' && e->gpu >= 0) {
+        int r = map_lookup(e, map, e->gpu, e->devs, &e->ndevs);
+        if (r < 0)
+            return TPX_ERR_CONFIG;
+        if (r > 0)
+            return TPX_OK;
+    }
+    e->ndevs = TPX_MIN(e->net->ndev, TPX_MAX_CHANNELS);
+    for (int d = 0; d < e->ndevs; d++)
+        e->devs[d] = d;
+    return TPX_OK;
+}

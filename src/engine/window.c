@@ -1,0 +1,112 @@
+/*
+ * window.c - a plugin comm's window of requests in flight, and its progress.
+ *
+ * Only the head of the FIFO is tested (TCPX rejects anything else). A
+ * completed receive on a devmem (UNPACK) plugin is unpacked, and only then
+ * released with irecvConsumed; its slot is free after that. After every
+ * post the comm is drained again, so a request never waits for the window
+ * to fill up before it is tested. Three outcomes of test: released, not
+ * ready, error; an error is never taken for "not ready" -- except rc 2
+ * ("peer closed") without done, which TCPX reports transiently at the end
+ * of a peer's life: it is polled for TPX_CLOSE_GRACE_MS, then it fails.
+ */
+#include <stdio.h>
+
+#include "engine.h"
+
+static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s)
+{
+    tpx_engine_t *e = c->peer->e;
+    if (!c->is_send && e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK) {
+        /* The payload sits in the plugin's bounce buffer: gather it into
+         * the destination (the unpack step, issue #4) before the slot may
+         * be reused; irecvConsumed must follow the copy. */
+        tpx_status_t st = tpx__net_consumed(e->net, c->comm, s->req);
+        if (st != TPX_OK)
+            return st;
+    }
+    return TPX_OK;
+}
+
+int tpx__comm_progress(tpx_comm_t *c)
+{
+    tpx_peer_t *p = c->peer;
+    tpx_engine_t *e = p->e;
+    tpx_window_t *w = &c->win;
+    int completed = 0;
+    for (;;) {
+        while (w->done < w->posted) {
+            tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
+            int done = 0, size = 0, rc = 0;
+            tpx_status_t st = tpx__net_test(e->net, s->req, &done, &size, &rc);
+            if (st != TPX_OK && rc == TPX_NCCL_SYSTEM_ERROR && done)
+                st = TPX_OK; /* the data arrived, then the peer closed: fine */
+            if (st != TPX_OK) {
+                if (rc == TPX_NCCL_SYSTEM_ERROR) {
+                    uint64_t now = tpx__now_ns();
+                    if (c->rc2_since_ns == 0)
+                        c->rc2_since_ns = now;
+                    if (now - c->rc2_since_ns < (uint64_t)e->close_grace_ms * 1000000ull)
+                        return completed;
+                    tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
+                } else {
+                    char why[96];
+                    snprintf(why, sizeof(why), "plugin test() failed with ncclResult %d", rc);
+                    tpx__peer_fail(p, st, why);
+                }
+                return completed;
+            }
+            c->rc2_since_ns = 0;
+            if (!done)
+                break;
+            st = slot_release(c, s);
+            if (st != TPX_OK) {
+                tpx__peer_fail(p, st, "releasing a receive (irecvConsumed) failed");
+                return completed;
+            }
+            w->done++;
+            completed++;
+            if (s->kind == SLOT_DATA) {
+                tpx__xfer_chunk_done(s->x);
+            } else if (c->is_send) {
+                tpx__peer_ctrl_sent(p, s->ctrl);
+            } else {
+                tpx__peer_ctrl_received(p, p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE);
+                if (p->state != PEER_READY)
+                    return completed;
+                /* Re-post the same buffer: control receives are always up. */
+                void *mh;
+                void *buf = p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE;
+                uint16_t idx = s->ctrl;
+                tpx_slot_t *ns = &w->slots[w->posted % (uint64_t)w->cap];
+                st = tpx__region_mh(p->ctrl_region, c, &mh);
+                if (st == TPX_OK)
+                    st = tpx__net_irecv(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &ns->req);
+                if (st != TPX_OK || ns->req == NULL) {
+                    tpx__peer_fail(p, st != TPX_OK ? st : TPX_ERR_PLUGIN,
+                                   "re-posting a control receive failed");
+                    return completed;
+                }
+                ns->kind = SLOT_CTRL;
+                ns->ctrl = idx;
+                ns->len = TPX_CTRL_MSG_SIZE;
+                ns->x = NULL;
+                w->posted++;
+            }
+            if (p->state != PEER_READY)
+                return completed;
+        }
+        if (w->posted - w->done >= (uint64_t)w->cap || p->state != PEER_READY)
+            return completed;
+        int r = tpx__comm_post_next(c);
+        if (r <= 0)
+            return completed;
+        /* posted: drain again before posting more */
+    }
+}
+
+void tpx__comm_kick(tpx_comm_t *c)
+{
+    if (c != NULL && c->peer->state == PEER_READY)
+        (void)tpx__comm_progress(c);
+}

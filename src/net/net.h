@@ -1,0 +1,76 @@
+/*
+ * net.h - one internal view of any ncclNet plugin (v7..v10).
+ *
+ * tpx__net_open() loads a plugin (a path, a name resolved as
+ * libnccl-net-NAME.so, or "builtin"), picks the newest table it exports
+ * among v10..v7, and calls its init() once per process. The wrappers below
+ * take size_t sizes and return tpx_status_t; the version differences are
+ * handled inside (int sizes in v7/v8 are range-checked, never truncated).
+ *
+ * A tpx_net_t is shared by every engine of the process that names the same
+ * plugin and lives until the process ends (plugins cannot be finalised).
+ */
+#ifndef TPX_NET_H
+#define TPX_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/ncclnet.h"
+#include "tpx/status.h"
+
+typedef struct {
+    char name[64];         /* interface name */
+    char pci_path[256];    /* "" if none */
+    int ptr_support;       /* TPX_NCCL_PTR_* */
+    int speed_mbps;
+    int max_comms, max_recvs;
+    int dev_type;          /* tpx_nccl_net_device_type_t */
+    int dev_version;
+    int reg_is_global;
+    uint64_t max_p2p_bytes;
+} tpx_net_props_t;
+
+typedef struct tpx_net {
+    char label[256];   /* what was asked for ("builtin", a name or a path) */
+    const char *name;  /* the plugin's own name */
+    int abi;           /* 7..10 */
+    void *dl;          /* dlopen handle, NULL for builtin */
+    const void *table; /* tpx_ncclnet_vN_t */
+    int ndev;
+    int is_tcpx;       /* Google's GPUDirect-TCPX: 16 requests per comm, FIFO test */
+} tpx_net_t;
+
+/* Load and initialise. Errors say why (not found, no symbol, init failed). */
+tpx_status_t tpx__net_open(const char *which, tpx_net_t **out);
+
+tpx_status_t tpx__net_props(tpx_net_t *n, int dev, tpx_net_props_t *out);
+tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_comm);
+/* Non-blocking: *comm stays NULL until established; call again with the
+ * same handle / dev_handle storage. dev_handle: >= 32 bytes, 16-aligned,
+ * owned by the caller for the life of the comm. */
+tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
+                              tpx_ncclnet_dev_handle_t **dev_handle);
+tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
+                             tpx_ncclnet_dev_handle_t **dev_handle);
+tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, int type,
+                            void **mh);
+tpx_status_t tpx__net_deregmr(tpx_net_t *n, void *comm, void *mh);
+tpx_status_t tpx__net_isend(tpx_net_t *n, void *comm, void *data, size_t size, int tag, void *mh,
+                            void **req);
+tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, int tag, void *mh,
+                            void **req);
+/* The plugin's raw ncclResult_t is kept in *rc for callers that must tell
+ * rc 2 (peer closed) from other errors. */
+tpx_status_t tpx__net_test(tpx_net_t *n, void *req, int *done, int *size, int *rc);
+tpx_status_t tpx__net_consumed(tpx_net_t *n, void *comm, void *req);
+void tpx__net_close_send(tpx_net_t *n, void *comm);
+void tpx__net_close_recv(tpx_net_t *n, void *comm);
+void tpx__net_close_listen(tpx_net_t *n, void *comm);
+
+/* The NCCL logger handed to plugins: routes into tpx's log with levels and
+ * rate-limits repeats. */
+void tpx__net_log(tpx_nccl_log_level_t level, unsigned long flags, const char *file, int line,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#endif
