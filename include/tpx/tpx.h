@@ -67,6 +67,7 @@ typedef enum {
 #define TPX_PORT_DEFAULT 0   /* TPX_PORT_BASE + gpu (gpu < 0: TPX_PORT_BASE) */
 #define TPX_PORT_NONE (-1)   /* no bootstrap listener: this engine only connects */
 #define TPX_PORT_EPHEMERAL (-2) /* any free port; see tpx_engine_port() */
+#define TPX_CPU_NUMA_LOCAL (-2) /* tpx_engine_params_t.progress_cpu */
 
 typedef struct {
     const char *plugin;     /* NULL: TPX_NET_PLUGIN ("builtin", a name or a path) */
@@ -78,7 +79,8 @@ typedef struct {
     const char *bind_addr;  /* bootstrap listen address; NULL: all addresses */
     int port;               /* TPX_PORT_DEFAULT, TPX_PORT_NONE, TPX_PORT_EPHEMERAL or a port */
     int progress_thread;    /* 1: an engine thread drives progress; 0: call tpx_progress() */
-    int progress_cpu;       /* CPU to pin the progress thread to; -1: none */
+    int progress_cpu;       /* CPU for the progress thread; -1: not pinned;
+                               TPX_CPU_NUMA_LOCAL: a CPU of the NIC's NUMA node */
     const char *auth_token; /* NULL: TPX_AUTH_TOKEN; "" : no authentication */
 } tpx_engine_params_t;
 

@@ -52,3 +52,8 @@ TPX_CONFIG_X(AUTH_TOKEN, STR, "", 0, 0,
              "never sent. Empty: no authentication.")
 TPX_CONFIG_X(NIC_MAP, STR, "", 0, 0,
              "GPU to NIC map overriding sysfs topology, e.g. `0,1:eth1;2,3:eth2;4,5:eth3;6,7:eth4`.")
+TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 1,
+             "1: the built-in transport behaves exactly like Google's GPUDirect-TCPX plugin "
+             "(16 requests, FIFO test and consume, tags ignored, devmem-style delivery into a "
+             "bounce buffer that the caller must unpack, NULL comms from connect/accept at "
+             "first). For testing engines without TCPX hardware.")

@@ -154,6 +154,11 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     }
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
+    if (e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK &&
+        e->window > TPX_NCCL_UNPACK_QUEUE_DEPTH) {
+        /* one fragment-queue row per request in flight */
+        e->window = TPX_NCCL_UNPACK_QUEUE_DEPTH;
+    }
     if (e->props.max_recvs < 1) {
         TPX_ERROR("plugin %s reports maxRecvs %d", e->net->name, e->props.max_recvs);
         st = TPX_ERR_PLUGIN;
@@ -178,6 +183,11 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         TPX_CHECK_GOTO(tpx__bs_listen(params->bind_addr, port, &e->bs_fd, &e->bs_port), st,
                        err_free);
         TPX_CHECK_GOTO(tpx__bs_thread_start(e), st, err_free);
+    }
+    if (e->progress_cpu == TPX_CPU_NUMA_LOCAL) {
+        e->progress_cpu = tpx__topo_local_cpu(e);
+        if (e->progress_cpu < 0)
+            TPX_INFO("NIC %s has no known NUMA node: progress thread not pinned", e->props.name);
     }
     if (e->progress_thread) {
         int rc = pthread_create(&e->progress_tid, NULL, progress_main, e);

@@ -38,6 +38,7 @@ typedef enum { SLOT_DATA = 1, SLOT_CTRL = 2 } tpx_slot_kind_t;
 
 typedef struct {
     void *req;          /* the plugin's request */
+    void *dst;          /* receive: where the bytes go (NULL: discard) */
     tpx_xfer_t *x;      /* SLOT_DATA: the transfer */
     uint32_t len;       /* bytes posted */
     uint8_t kind;       /* tpx_slot_kind_t */
@@ -227,5 +228,6 @@ int tpx__engine_progress_locked(tpx_engine_t *e);
 
 /* topo.c */
 tpx_status_t tpx__topo_devs(tpx_engine_t *e);
+int tpx__topo_local_cpu(tpx_engine_t *e);
 
 #endif

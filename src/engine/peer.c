@@ -192,6 +192,7 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
             return TPX_ERR_PLUGIN;
         }
         sl->kind = SLOT_CTRL;
+        sl->dst = p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE;
         sl->ctrl = (uint16_t)i;
         sl->len = TPX_CTRL_MSG_SIZE;
         sl->x = NULL;

@@ -88,3 +88,44 @@ tpx_status_t tpx__topo_devs(tpx_engine_t *e)
         e->devs[d] = d;
     return TPX_OK;
 }
+
+/* A CPU on the NUMA node of the engine's first NIC, for the progress
+ * thread; -1 if unknown. Picks the node's last CPU: the first ones tend to
+ * take interrupts and housekeeping. */
+int tpx__topo_local_cpu(tpx_engine_t *e)
+{
+    if (e->props.pci_path[0] == '\0')
+        return -1;
+    char path[512], buf[1024];
+    snprintf(path, sizeof(path), "%s/numa_node", e->props.pci_path);
+    FILE *f = fopen(path, "r");
+    int node = -1;
+    if (f != NULL) {
+        if (fscanf(f, "%d", &node) != 1)
+            node = -1;
+        fclose(f);
+    }
+    if (node < 0)
+        return -1;
+    snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char *s = fgets(buf, sizeof(buf), f);
+    fclose(f);
+    if (s == NULL)
+        return -1;
+    /* "0-15,32-47": take the last number. */
+    int last = -1;
+    for (char *p = buf; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        last = (int)v;
+        p = end;
+    }
+    return last;
+}

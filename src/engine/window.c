@@ -13,19 +13,43 @@
 #include <stdio.h>
 
 #include "engine.h"
+#include "unpack/unpack.h"
 
-static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s)
+/* A receive is done: on a devmem plugin its payload still sits in the
+ * plugin's bounce buffer. Gather it into the destination, then (only then)
+ * release the plugin's slot with irecvConsumed, in FIFO order. */
+static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
 {
     tpx_engine_t *e = c->peer->e;
-    if (!c->is_send && e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK) {
-        /* The payload sits in the plugin's bounce buffer: gather it into
-         * the destination (the unpack step, issue #4) before the slot may
-         * be reused; irecvConsumed must follow the copy. */
-        tpx_status_t st = tpx__net_consumed(e->net, c->comm, s->req);
-        if (st != TPX_OK)
-            return st;
+    if (c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
+        return TPX_OK;
+    const tpx_ncclnet_dev_handle_t *dh = (const tpx_ncclnet_dev_handle_t *)c->devh;
+    const tpx_nccl_unpack_handle_t *uh = dh->handle;
+    if (dh->netDeviceType != TPX_NCCL_NET_DEVICE_UNPACK || uh == NULL || uh->meta == NULL) {
+        TPX_ERROR("peer %s: plugin %s announced devmem delivery but gave no unpack handle",
+                  c->peer->name, e->net->name);
+        return TPX_ERR_PLUGIN;
     }
-    return TPX_OK;
+    uint32_t slot = (uint32_t)(n % TPX_NCCL_UNPACK_QUEUE_DEPTH);
+    uint64_t nfrags = uh->meta->cnt[slot];
+    if (nfrags > TPX_NCCL_UNPACK_MAX_PAGES) {
+        TPX_ERROR("peer %s: plugin %s published %llu fragments for one receive (max %u)",
+                  c->peer->name, e->net->name, (unsigned long long)nfrags,
+                  TPX_NCCL_UNPACK_MAX_PAGES);
+        return TPX_ERR_PLUGIN;
+    }
+    const tpx_nccl_load_meta_t *frags = uh->meta->mem[slot];
+    for (uint64_t i = 0; i < nfrags; i++) {
+        if ((uint64_t)frags[i].f.dst_off + frags[i].f.len > s->len) {
+            TPX_ERROR("peer %s: plugin %s: fragment [%llu, +%u) outside the %u-byte receive",
+                      c->peer->name, e->net->name, (unsigned long long)frags[i].f.dst_off,
+                      frags[i].f.len, s->len);
+            return TPX_ERR_PLUGIN;
+        }
+    }
+    if (s->dst != NULL) /* NULL: a drained (truncated) message, discarded */
+        (void)tpx__unpack_cpu(s->dst, uh->bounce_buf, frags, nfrags);
+    return tpx__net_consumed(e->net, c->comm, s->req);
 }
 
 int tpx__comm_progress(tpx_comm_t *c)
@@ -59,7 +83,7 @@ int tpx__comm_progress(tpx_comm_t *c)
             c->rc2_since_ns = 0;
             if (!done)
                 break;
-            st = slot_release(c, s);
+            st = slot_release(c, s, w->done);
             if (st != TPX_OK) {
                 tpx__peer_fail(p, st, "releasing a receive (irecvConsumed) failed");
                 return completed;
@@ -88,6 +112,7 @@ int tpx__comm_progress(tpx_comm_t *c)
                     return completed;
                 }
                 ns->kind = SLOT_CTRL;
+                ns->dst = buf;
                 ns->ctrl = idx;
                 ns->len = TPX_CTRL_MSG_SIZE;
                 ns->x = NULL;

@@ -169,6 +169,7 @@ static int post_data(tpx_comm_t *c)
     if (s->req == NULL)
         return 0; /* the plugin is busy: retry on the next progress call */
     s->kind = SLOT_DATA;
+    s->dst = x->drain ? NULL : buf;
     s->x = x;
     s->len = len;
     c->win.posted++;
@@ -205,6 +206,7 @@ static int post_ctrl(tpx_comm_t *c)
     p->outbox_head = (p->outbox_head + 1) % p->outbox_cap;
     p->outbox_n--;
     s->kind = SLOT_CTRL;
+    s->dst = NULL;
     s->ctrl = (uint16_t)idx;
     s->len = TPX_CTRL_MSG_SIZE;
     s->x = NULL;

@@ -23,6 +23,7 @@
 #define TPX_SOCK_H
 
 #include <pthread.h>
+#include <sys/uio.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,7 +65,14 @@ typedef struct {
     uint64_t piece_bytes;
     int sock_buf;
     int connect_timeout_ms;
+    int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
 } tpx_sock_params_t;
+
+/* Strict TCPX mode: limits of Google's plugin. */
+#define SOCK_TCPX_MAX_REQS TPX_NCCL_UNPACK_QUEUE_DEPTH /* 16 */
+#define SOCK_TCPX_MAX_RECV TPX_NCCL_UNPACK_MAX_SLICE_SIZE /* 4 MiB per irecv */
+#define SOCK_TCPX_NULL_POLLS 3 /* connect/accept return NULL comms this often first */
+#define SOCK_TCPX_SLOT_BYTES ((size_t)TPX_NCCL_UNPACK_MAX_PAGES * TPX_NCCL_UNPACK_PAGE_SIZE)
 
 extern tpx_sock_params_t tpx__sock_params;
 
@@ -79,7 +87,11 @@ const tpx_sock_dev_t *tpx__sock_dev(int dev);
 int tpx__sock_ifname_match(const char *list, const char *ifname);
 
 /* ---- requests and comms ------------------------------------------------ */
-typedef enum { SOCK_REQ_FREE = 0, SOCK_REQ_POSTED = 1 } tpx_sock_req_state_t;
+typedef enum {
+    SOCK_REQ_FREE = 0,
+    SOCK_REQ_POSTED = 1,
+    SOCK_REQ_UNCONSUMED = 2, /* strict TCPX: test said done, irecvConsumed not yet */
+} tpx_sock_req_state_t;
 #define SOCK_TOTAL_UNKNOWN UINT64_MAX
 
 struct tpx_sock_comm;
@@ -146,6 +158,17 @@ typedef struct tpx_sock_comm {
     _Atomic int error;    /* sticky tpx_status_t; 0 while healthy */
     _Atomic int closing;  /* set by close: helpers exit */
     _Atomic int eof_chans; /* recv: data connections the sender closed */
+
+    /* strict TCPX mode */
+    int tcpx;
+    _Atomic int hung;          /* a data connection failed: TCPX's test() never ends */
+    uint64_t test_head;        /* next request test() may be called on */
+    uint64_t consume_head;     /* next receive irecvConsumed() may release */
+    uint32_t nfrags[SOCK_TCPX_MAX_REQS]; /* recv: fragments laid out per slot */
+    tpx_nccl_unpack_meta_t *meta;        /* recv: the published fragment queue */
+    unsigned char *bounce;               /* recv: 16 slots of SOCK_TCPX_SLOT_BYTES */
+    tpx_nccl_unpack_handle_t unpack;     /* what the device handle points to */
+    uint64_t rng;
 } tpx_sock_comm_t;
 
 #define SOCK_COMM_MAGIC_SEND 0x53454e44u /* "SEND" */
@@ -189,6 +212,15 @@ tpx_status_t tpx__sock_test(void *request, int *done, size_t *size);
 tpx_status_t tpx__sock_regmr(void *comm, void *data, size_t size, int type, void **mh);
 tpx_status_t tpx__sock_deregmr(void *comm, void *mh);
 tpx_status_t tpx__sock_close(void *comm, tpx_sock_comm_kind_t kind);
+tpx_status_t tpx__sock_consumed(void *comm, int n, void *request);
+/* Strict TCPX: where in the bounce buffer [msg_off, msg_off+len) of the
+ * receive in `slot` lands, as iovecs (at most max); returns the count. */
+tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c);
+void tpx__sock_tcpx_comm_free(tpx_sock_comm_t *c);
+void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size);
+void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total);
+int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint64_t len,
+                       struct iovec *iov, int max);
 
 /* ---- sock_plugin.c ------------------------------------------------------ */
 tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger);

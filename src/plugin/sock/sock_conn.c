@@ -56,6 +56,7 @@ typedef struct {
     uint64_t nonce;
     tpx_sock_addr_t addr;
     uint64_t accept_deadline_ns; /* 0: no accept() waiting */
+    int polls;                   /* strict TCPX: accept() calls since the last comm */
     pending_t pend[TPX_SOCK_MAX_PENDING];
     int npend;
     group_t groups[SOCK_MAX_GROUPS];
@@ -313,10 +314,12 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
         else
             i++;
     }
-    /* Complete or expired groups. */
+    /* Complete or expired groups. Strict TCPX mode hands out NULL comms for
+     * the first few calls, as Google's plugin does while it sets up. */
+    int hold = tpx__sock_params.tcpx && ++l->polls <= SOCK_TCPX_NULL_POLLS;
     for (int gi = 0; gi < l->ngroups;) {
         group_t *g = &l->groups[gi];
-        if (g->ctrl_fd >= 0 && g->ndata == g->nsocks) {
+        if (!hold && g->ctrl_fd >= 0 && g->ndata == g->nsocks) {
             tpx_sock_comm_t *c = NULL;
             tpx_status_t st = group_to_comm(l, g, &c);
             group_close(g);
@@ -324,6 +327,7 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
             if (st != TPX_OK)
                 return st;
             l->accept_deadline_ns = 0;
+            l->polls = 0;
             *recv_comm = c;
             return TPX_OK;
         }
@@ -370,6 +374,7 @@ typedef struct connecting {
     int nsocks;
     uint64_t deadline_ns;
     uint64_t first_refused_ns; /* 0 until a connection was refused */
+    int polls;                 /* connect() calls so far */
 } connecting_t;
 
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -568,7 +573,7 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm)
     }
 
     uint64_t now = tpx__now_ns();
-    int done = 1;
+    int done = !tpx__sock_params.tcpx || ++s->polls > SOCK_TCPX_NULL_POLLS;
     for (int i = 0; i <= s->nsocks; i++) {
         TPX_CHECK_GOTO(csock_advance(s, &s->socks[i], now), st, err_conn);
         done &= s->socks[i].stage == CS_DONE;

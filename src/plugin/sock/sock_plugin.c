@@ -44,6 +44,10 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
     pthread_mutex_lock(&init_lock);
     if (init_done) {
         pthread_mutex_unlock(&init_lock);
+        if (tpx__sock_params.tcpx) {
+            SOCK_WARN("init called twice: TCPX must be initialised once per process");
+            return TPX_ERR_INVALID_STATE;
+        }
         return init_status;
     }
     tpx__sock_logger = logger;
@@ -56,15 +60,17 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .piece_bytes = (uint64_t)tpx__config_int(TPX_CFG_PIECE_BYTES),
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
+            .tcpx = (int)tpx__config_int(TPX_CFG_SOCK_TCPX),
         };
         st = tpx__sock_dev_init();
     } else {
         SOCK_WARN("init: invalid TPX_* setting (see the error above)");
     }
     if (st == TPX_OK)
-        SOCK_INFO("built-in TCP transport: %d device(s), %d data socket(s) per comm, "
-                  "%d request(s) per comm", tpx__sock_ndev(), tpx__sock_params.nsocks,
-                  tpx__sock_params.max_reqs);
+        SOCK_INFO("built-in TCP transport%s: %d device(s), %d data socket(s) per comm, "
+                  "%d request(s) per comm", tpx__sock_params.tcpx ? " (strict TCPX mode)" : "",
+                  tpx__sock_ndev(), tpx__sock_params.nsocks,
+                  tpx__sock_params.tcpx ? SOCK_TCPX_MAX_REQS : tpx__sock_params.max_reqs);
     init_status = st;
     init_done = 1;
     pthread_mutex_unlock(&init_lock);
@@ -122,6 +128,10 @@ static tpx_nccl_result_t props_fill(int dev, tpx_ncclnet_props_v9_t *p)
     p->maxRecvs = 1;
     p->netDeviceType = TPX_NCCL_NET_DEVICE_HOST;
     p->netDeviceVersion = TPX_NCCL_NET_DEVICE_INVALID_VERSION;
+    if (tpx__sock_params.tcpx) {
+        p->netDeviceType = TPX_NCCL_NET_DEVICE_UNPACK;
+        p->netDeviceVersion = TPX_NCCL_NET_DEVICE_UNPACK_VERSION;
+    }
     p->vProps.ndevs = 1;
     p->vProps.devs[0] = dev;
     /* test() reports sizes as int: never let a single message exceed it. */
@@ -185,12 +195,33 @@ tpx_nccl_result_t tpx__sock_v10_connect(int dev, tpx_ncclnet_comm_config_t *conf
 tpx_nccl_result_t tpx__sock_v_accept(void *listen_comm, void **recv_comm,
                                      tpx_ncclnet_dev_handle_t **dev_comm)
 {
-    (void)dev_comm;
-    return tpx__sock_result(tpx__sock_accept(listen_comm, recv_comm));
+    if (tpx__sock_params.tcpx && (dev_comm == NULL || *dev_comm == NULL)) {
+        SOCK_WARN("accept: TCPX writes a device handle into storage the caller provides; "
+                  "none given (Google's plugin would crash later)");
+        return TPX_NCCL_INTERNAL_ERROR;
+    }
+    tpx_status_t st = tpx__sock_accept(listen_comm, recv_comm);
+    if (st == TPX_OK && tpx__sock_params.tcpx && recv_comm != NULL && *recv_comm != NULL) {
+        tpx_sock_comm_t *c = *recv_comm;
+        **dev_comm = (tpx_ncclnet_dev_handle_t){
+            .netDeviceType = TPX_NCCL_NET_DEVICE_UNPACK,
+            .netDeviceVersion = TPX_NCCL_NET_DEVICE_UNPACK_VERSION,
+            .handle = &c->unpack,
+            .size = sizeof(c->unpack),
+            .needsProxyProgress = 1,
+        };
+    }
+    return tpx__sock_result(st);
 }
 
 tpx_nccl_result_t tpx__sock_v8_regmr(void *comm, void *data, size_t size, int type, void **mh)
 {
+    if (tpx__sock_params.tcpx && type == TPX_NCCL_PTR_CUDA &&
+        (((uintptr_t)data & 4095) != 0 || size > INT_MAX)) {
+        SOCK_WARN("regMr: TCPX needs 4096-byte aligned CUDA buffers of < 2 GiB (%p, %zu)", data,
+                  size);
+        return TPX_NCCL_INTERNAL_ERROR;
+    }
     return tpx__sock_result(tpx__sock_regmr(comm, data, size, type, mh));
 }
 
@@ -274,6 +305,10 @@ tpx_nccl_result_t tpx__sock_v_iflush(void *comm, int n, void **data, int *sizes,
 {
     /* Host memory written by recv() is visible once test() says done. */
     (void)comm, (void)n, (void)data, (void)sizes, (void)mh;
+    if (tpx__sock_params.tcpx) {
+        SOCK_WARN("iflush: must not be called on TCPX (its iflush dereferences the request)");
+        return TPX_NCCL_INTERNAL_ERROR;
+    }
     if (request != NULL)
         *request = NULL;
     return TPX_NCCL_SUCCESS;
@@ -283,7 +318,7 @@ tpx_nccl_result_t tpx__sock_v_test(void *request, int *done, int *sizes)
 {
     size_t sz = 0;
     tpx_status_t st = tpx__sock_test(request, done, &sz);
-    if (st == TPX_OK && *done && sizes != NULL)
+    if (st == TPX_OK && *done && sizes != NULL && !tpx__sock_params.tcpx) /* TCPX never does */
         *sizes = sz > INT_MAX ? INT_MAX : (int)sz;
     return tpx__sock_result(st);
 }
@@ -313,8 +348,7 @@ tpx_nccl_result_t tpx__sock_v_get_device_mr(void *comm, void *mh, void **dptr)
 
 tpx_nccl_result_t tpx__sock_v_irecv_consumed(void *comm, int n, void *request)
 {
-    (void)comm, (void)n, (void)request; /* HOST device type: nothing to release */
-    return TPX_NCCL_SUCCESS;
+    return tpx__sock_result(tpx__sock_consumed(comm, n, request));
 }
 
 const tpx_ncclnet_v7_t tpx__sock_net_v7 = TPX_SOCK_NET_V7_INIT;

@@ -53,6 +53,14 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
                   "(TPX_MAX_REQUESTS); test() the oldest first", fn, c->max_reqs);
         return TPX_ERR_NO_RESOURCE;
     }
+    if (c->tcpx && c->kind == SOCK_COMM_RECV) {
+        if (size > SOCK_TCPX_MAX_RECV) {
+            SOCK_WARN("%s: %zu bytes: TCPX receives at most %u bytes per request", fn, size,
+                      SOCK_TCPX_MAX_RECV);
+            return TPX_ERR_INVALID_ARG;
+        }
+        tpx__sock_tcpx_layout(c, (uint32_t)(seq % (uint64_t)c->max_reqs), size);
+    }
     r->buf = data;
     r->size = size;
     r->tag = tag;
@@ -106,6 +114,40 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
     return post(c, data[0], sizes[0], tags[0], request, "irecv");
 }
 
+/* Strict TCPX test(): head only, sizes never written, receives stay taken
+ * until irecvConsumed, "peer closed" (rc 2) reported while data may still
+ * arrive, and a failed data connection never reported at all. */
+static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
+{
+    uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    if (seq != c->test_head) {
+        SOCK_WARN("test: request %llu is not the head of its comm (%llu): TCPX tests in FIFO "
+                  "order only", (unsigned long long)seq, (unsigned long long)c->test_head);
+        return TPX_ERR_INTERNAL;
+    }
+    uint64_t total = atomic_load_explicit(&r->total, memory_order_acquire);
+    uint64_t moved = atomic_load_explicit(&r->done, memory_order_acquire);
+    int closed = atomic_load(&c->eof_chans) > 0;
+    *done = 0;
+    if (total != SOCK_TOTAL_UNKNOWN && moved == (total ? total : 1)) {
+        *done = 1;
+        c->test_head++;
+        if (c->kind == SOCK_COMM_RECV) {
+            tpx__sock_tcpx_publish(c, (uint32_t)(seq % (uint64_t)c->max_reqs), total);
+            r->state = SOCK_REQ_UNCONSUMED;
+        } else {
+            r->state = SOCK_REQ_FREE;
+        }
+        return closed ? TPX_ERR_CONN_RESET : TPX_OK; /* rc 2 with done = 1: fine */
+    }
+    if (atomic_load(&c->hung))
+        return TPX_OK;
+    int err = atomic_load_explicit(&c->error, memory_order_acquire);
+    if (closed || err == TPX_ERR_CONN_RESET)
+        return TPX_ERR_CONN_RESET; /* rc 2, done = 0 */
+    return (tpx_status_t)err;
+}
+
 tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
 {
     tpx_sock_req_t *r = request;
@@ -113,9 +155,12 @@ tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
         (r->comm->magic != SOCK_COMM_MAGIC_SEND && r->comm->magic != SOCK_COMM_MAGIC_RECV) ||
         r->state != SOCK_REQ_POSTED) {
         SOCK_WARN("test: %p is not a request in flight", request);
-        return TPX_ERR_INVALID_ARG;
+        return r != NULL && r->state == SOCK_REQ_UNCONSUMED ? TPX_ERR_INTERNAL
+                                                             : TPX_ERR_INVALID_ARG;
     }
     tpx_sock_comm_t *c = r->comm;
+    if (c->tcpx)
+        return test_tcpx(c, r, done);
     uint64_t total = atomic_load_explicit(&r->total, memory_order_acquire);
     uint64_t moved = atomic_load_explicit(&r->done, memory_order_acquire);
     if (total != SOCK_TOTAL_UNKNOWN && moved == (total ? total : 1)) {
@@ -128,6 +173,32 @@ tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
     *done = 0;
     int err = atomic_load_explicit(&c->error, memory_order_acquire);
     return (tpx_status_t)err; /* 0 (TPX_OK) while healthy; logged at the origin */
+}
+
+tpx_status_t tpx__sock_consumed(void *comm, int n, void *request)
+{
+    tpx_sock_comm_t *c = comm_check(comm, SOCK_COMM_RECV, "irecvConsumed");
+    tpx_sock_req_t *r = request;
+    if (c == NULL)
+        return TPX_ERR_INVALID_ARG;
+    if (!c->tcpx)
+        return TPX_OK; /* host delivery: nothing held */
+    if (n != 1 || r == NULL || r->comm != c) {
+        SOCK_WARN("irecvConsumed: invalid arguments (n %d, request %p)", n, request);
+        return TPX_ERR_INVALID_ARG;
+    }
+    uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    if (r->state != SOCK_REQ_UNCONSUMED || seq != c->consume_head) {
+        SOCK_WARN("irecvConsumed: request %llu is not the oldest completed receive (%llu): "
+                  "TCPX releases receives in FIFO order, after test() said done",
+                  (unsigned long long)seq, (unsigned long long)c->consume_head);
+        return TPX_ERR_INTERNAL;
+    }
+    c->meta->cnt[seq % (uint64_t)c->max_reqs] = 0;
+    c->consume_head++;
+    c->unpack.head = c->consume_head;
+    r->state = SOCK_REQ_FREE;
+    return TPX_OK;
 }
 
 tpx_status_t tpx__sock_regmr(void *comm, void *data, size_t size, int type, void **mh)

@@ -1,0 +1,148 @@
+/*
+ * sock_tcpx.c - devmem-style delivery of the strict TCPX mode.
+ *
+ * With GPUDirect-TCPX a received payload does not land in the user buffer:
+ * the NIC writes it into the plugin's bounce buffer in 4 KiB pages, and the
+ * plugin publishes, per request slot, a list of fragments {src_off, len,
+ * dst_off} that the consumer must gather into the destination ("unpack")
+ * before irecvConsumed(). This file reproduces that faithfully enough that
+ * an engine passing against it works against the real plugin:
+ *  - every receive slot owns 2048 bounce pages; a message is cut into
+ *    fragments of at most 4 KiB (some split further, at random lengths),
+ *    each placed at a random page and a random offset inside it, so the
+ *    unpack sees any alignment and no order;
+ *  - the fragment list is published in shuffled order, with its count,
+ *    only when test() reports the receive done;
+ *  - the layout of a slot is not touched again until irecvConsumed.
+ * The bounce buffer is reserved address space (MAP_NORESERVE); only pages
+ * that receive data take memory.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "sock.h"
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
+{
+    c->tcpx = 1;
+    if (tpx__random_bytes(&c->rng, sizeof(c->rng)) != TPX_OK || c->rng == 0)
+        c->rng = 0x9e3779b97f4a7c15ull;
+    if (c->kind != SOCK_COMM_RECV)
+        return TPX_OK;
+    size_t bytes = SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES;
+    void *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (b == MAP_FAILED) {
+        SOCK_WARN("TCPX emulation: cannot reserve a %zu-byte bounce buffer: %s", bytes,
+                  strerror(errno));
+        return TPX_ERR_NO_MEMORY;
+    }
+    c->bounce = b;
+    c->meta = aligned_alloc(4096, sizeof(*c->meta));
+    if (c->meta == NULL)
+        return TPX_ERR_NO_MEMORY;
+    memset(c->meta, 0, sizeof(*c->meta));
+    c->unpack = (tpx_nccl_unpack_handle_t){.meta = c->meta, .bounce_buf = c->bounce, .head = 0};
+    return TPX_OK;
+}
+
+void tpx__sock_tcpx_comm_free(tpx_sock_comm_t *c)
+{
+    if (c->bounce != NULL)
+        munmap(c->bounce, SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES);
+    free(c->meta);
+    c->bounce = NULL;
+    c->meta = NULL;
+}
+
+/* Lay out a receive of up to `size` bytes in slot `slot` (API thread, at
+ * irecv time; the slot is free). Fragments are kept in message order here
+ * so helpers can find them; publish() shuffles the list. */
+void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size)
+{
+    enum { PAGES = TPX_NCCL_UNPACK_MAX_PAGES, PAGE = TPX_NCCL_UNPACK_PAGE_SIZE };
+    static _Thread_local uint16_t perm[PAGES];
+    for (uint32_t i = 0; i < PAGES; i++)
+        perm[i] = (uint16_t)i;
+    tpx_nccl_load_meta_t *m = c->meta->mem[slot];
+    uint64_t npages = (size + PAGE - 1) / PAGE;
+    uint64_t budget = PAGES - npages; /* extra fragments we may create by splitting */
+    uint64_t pos = 0;
+    uint32_t n = 0;
+    uint32_t base = slot * (uint32_t)SOCK_TCPX_SLOT_BYTES;
+    while (pos < size) {
+        uint32_t len = (uint32_t)TPX_MIN((uint64_t)PAGE, size - pos);
+        uint64_t r = rng_next(&c->rng);
+        if (budget > 0 && len > 1 && (r & 7) == 0) {
+            len = 1 + (uint32_t)((r >> 8) % len);
+            budget--;
+        }
+        /* a random unused page: partial Fisher-Yates */
+        uint32_t j = n + (uint32_t)((r >> 24) % (PAGES - n));
+        uint16_t page = perm[j];
+        perm[j] = perm[n];
+        perm[n] = page;
+        uint32_t in_page = len < PAGE ? (uint32_t)((r >> 40) % (PAGE - len + 1)) : 0;
+        m[n].f.src_off = base + (uint32_t)page * PAGE + in_page;
+        m[n].f.len = len;
+        m[n].f.dst_off = pos;
+        pos += len;
+        n++;
+    }
+    c->nfrags[slot] = n;
+}
+
+int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint64_t len,
+                       struct iovec *iov, int max)
+{
+    const tpx_nccl_load_meta_t *m = c->meta->mem[slot];
+    uint32_t lo = 0, hi = c->nfrags[slot];
+    while (hi - lo > 1) { /* last fragment starting at or before msg_off */
+        uint32_t mid = (lo + hi) / 2;
+        if (m[mid].f.dst_off <= msg_off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    int k = 0;
+    for (uint32_t i = lo; i < c->nfrags[slot] && len > 0 && k < max; i++) {
+        uint64_t skip = msg_off - m[i].f.dst_off;
+        uint64_t take = TPX_MIN((uint64_t)m[i].f.len - skip, len);
+        iov[k++] = (struct iovec){c->bounce + m[i].f.src_off + skip, take};
+        msg_off += take;
+        len -= take;
+    }
+    return k;
+}
+
+/* The receive in `slot` is complete with `total` bytes: publish the
+ * fragments that hold them, in random order, and their count. */
+void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total)
+{
+    tpx_nccl_load_meta_t *m = c->meta->mem[slot];
+    uint32_t k = 0;
+    while (k < c->nfrags[slot] && m[k].f.dst_off < total)
+        k++;
+    if (k > 0 && m[k - 1].f.dst_off + m[k - 1].f.len > total)
+        m[k - 1].f.len = (uint32_t)(total - m[k - 1].f.dst_off);
+    for (uint32_t i = k; i > 1; i--) {
+        uint32_t j = (uint32_t)(rng_next(&c->rng) % i);
+        tpx_nccl_load_meta_t t = m[i - 1];
+        m[i - 1] = m[j];
+        m[j] = t;
+    }
+    c->nfrags[slot] = 0; /* the layout is the consumer's until irecvConsumed */
+    atomic_thread_fence(memory_order_release);
+    c->meta->cnt[slot] = k;
+}
