@@ -18,6 +18,8 @@
  *  - Errors are logged once, where they are decided, and are sticky: after
  *    a failure every call on that connection returns the same status
  *    without logging again. Only tpx__bs_close() is left to do.
+ *  - A connection is used by one thread at a time; different connections
+ *    are independent (no global state anywhere in the module).
  *  - No dependency on the engine or any transport; only src/common.
  *
  * Wire format. Every frame is a 12-byte header in network byte order
@@ -38,6 +40,15 @@
  * CSPRNG on every connection, so a recorded AUTH is useless on another.
  * The client checks the server's mac before it sends its own, so a server
  * that does not know the token learns no mac of the client's.
+ *
+ * What the token does not do: messages after the handshake are neither
+ * encrypted nor authenticated, and nothing binds the handshake to the TCP
+ * connection, so an on-path attacker could relay a handshake and then
+ * rewrite traffic. The token keeps strangers (and misconfigured jobs) out
+ * of the bootstrap port; it is not TLS.
+ *
+ * Files: bs_wire.c (codecs), bs_conn.c (listen, accept, connections),
+ * sha256.c (SHA-256, HMAC).
  */
 #ifndef TPX_BOOTSTRAP_H
 #define TPX_BOOTSTRAP_H
@@ -46,13 +57,13 @@
 
 #include "tpx/status.h"
 
-#define TPX_BS_MAGIC 0x54505842u /* "TPXB" */
-#define TPX_BS_VERSION 1
-#define TPX_BS_HDR_SIZE 12
-#define TPX_BS_MAX_MSG (64u * 1024u) /* largest payload of any frame */
-#define TPX_BS_MAX_QUEUED (1u << 20) /* bytes tpx__bs_send() may leave unsent */
+#define TPX_BS_MAGIC      0x54505842u /* "TPXB" */
+#define TPX_BS_VERSION    1
+#define TPX_BS_HDR_SIZE   12
+#define TPX_BS_MAX_MSG    (64u * 1024u) /* largest payload of any frame */
+#define TPX_BS_MAX_QUEUED (1u << 20)    /* bytes tpx__bs_send() may leave unsent */
 #define TPX_BS_NONCE_SIZE 32
-#define TPX_BS_MAC_SIZE 32
+#define TPX_BS_MAC_SIZE   32
 
 /* Frame types. 1..15 belong to the handshake and are rejected after it;
  * the engine's own messages use TPX_BS_TYPE_USER and up. */
@@ -115,10 +126,12 @@ tpx_status_t tpx__bs_challenge_decode(const void *buf, uint32_t len, tpx_bs_chal
 void tpx__bs_auth_encode(const tpx_bs_auth_t *in, void *buf);
 tpx_status_t tpx__bs_auth_decode(const void *buf, uint32_t len, tpx_bs_auth_t *out);
 
-/* Which mac of the handshake to compute. */
+/* Which mac of the handshake to compute:
+ *   SERVER: HMAC(token, "tpx-server" || n1 || n2), n1 = client nonce, n2 = server nonce
+ *   CLIENT: HMAC(token, "tpx-client" || n1 || n2), n1 = server nonce, n2 = client nonce */
 typedef enum {
-    TPX_BS_MAC_SERVER = 0, /* HMAC(token, "tpx-server" || n1 || n2), n1 = client, n2 = server nonce */
-    TPX_BS_MAC_CLIENT = 1, /* HMAC(token, "tpx-client" || n1 || n2), n1 = server, n2 = client nonce */
+    TPX_BS_MAC_SERVER = 0,
+    TPX_BS_MAC_CLIENT = 1,
 } tpx_bs_mac_role_t;
 
 /* The handshake mac keyed with the token (strlen(token) bytes, not NUL).
@@ -129,17 +142,17 @@ void tpx__bs_handshake_mac(const char *token, tpx_bs_mac_role_t role,
 
 /* ---- peer INFO payload --------------------------------------------------- */
 
-#define TPX_BS_MAX_HANDLES 33
-#define TPX_BS_HANDLE_SIZE 128 /* an ncclNet connect handle (NCCL_NET_HANDLE_MAXSIZE) */
+#define TPX_BS_MAX_HANDLES      33
+#define TPX_BS_HANDLE_SIZE      128 /* an ncclNet connect handle (NCCL_NET_HANDLE_MAXSIZE) */
 #define TPX_BS_PLUGIN_NAME_SIZE 64
 
 /* What an engine tells its peer about itself after the handshake. */
 typedef struct {
-    uint64_t engine_id;   /* random per engine instance: tells restarts apart */
-    int32_t gpu;          /* the sender's GPU index, -1 for host-only */
-    uint32_t chunk_bytes; /* the sender's TPX_CHUNK_BYTES */
-    uint16_t nhandles;    /* handles[] entries in use, 1..TPX_BS_MAX_HANDLES */
-    uint16_t window;      /* the sender's per-comm request window */
+    uint64_t engine_id;                   /* random per engine instance: tells restarts apart */
+    int32_t gpu;                          /* the sender's GPU index, -1 for host-only */
+    uint32_t chunk_bytes;                 /* the sender's TPX_CHUNK_BYTES */
+    uint16_t nhandles;                    /* handles[] entries in use, 1..TPX_BS_MAX_HANDLES */
+    uint16_t window;                      /* the sender's per-comm request window */
     char plugin[TPX_BS_PLUGIN_NAME_SIZE]; /* NUL-terminated net plugin name */
     unsigned char handles[TPX_BS_MAX_HANDLES][TPX_BS_HANDLE_SIZE]; /* listen handles, opaque */
 } tpx_bs_info_t;
@@ -148,8 +161,8 @@ typedef struct {
  * 16 u16 nhandles  18 u16 window  20 plugin[64] (NUL, then zero padding)
  * 84 handles[nhandles][128]. Only the used handles travel. */
 #define TPX_BS_INFO_FIXED_SIZE 84
-#define TPX_BS_INFO_SIZE(n) (TPX_BS_INFO_FIXED_SIZE + (uint32_t)(n) * TPX_BS_HANDLE_SIZE)
-#define TPX_BS_INFO_MAX_SIZE TPX_BS_INFO_SIZE(TPX_BS_MAX_HANDLES)
+#define TPX_BS_INFO_SIZE(n)    (TPX_BS_INFO_FIXED_SIZE + (uint32_t)(n)*TPX_BS_HANDLE_SIZE)
+#define TPX_BS_INFO_MAX_SIZE   TPX_BS_INFO_SIZE(TPX_BS_MAX_HANDLES)
 
 /* Encode into buf[cap]; *len = TPX_BS_INFO_SIZE(in->nhandles).
  * TPX_ERR_INVALID_ARG if nhandles is not in 1..33, plugin has no NUL or cap
@@ -174,9 +187,11 @@ typedef struct tpx_bs_conn tpx_bs_conn_t;
 tpx_status_t tpx__bs_listen(const char *bind_addr, int port, int *fd_out, int *port_out);
 
 /* Accept one pending connection from a listening socket, non-blocking and
- * close-on-exec. TPX_OK with *fd_out set; TPX_INPROGRESS when none is
- * pending (or one vanished before accept); TPX_ERR_NO_RESOURCE when out of
- * fds (logged); other errors logged. */
+ * close-on-exec, TCP_NODELAY. TPX_OK with *fd_out set; TPX_INPROGRESS when
+ * none is pending (or one vanished before accept); TPX_ERR_NO_RESOURCE when
+ * out of fds (logged; the connection stays queued and the listening fd
+ * stays readable, so back off before polling it again); other errors
+ * logged. */
 tpx_status_t tpx__bs_accept(int listen_fd, int *fd_out);
 
 /* Server side of the handshake on an accepted socket. `token` is the
@@ -241,8 +256,7 @@ tpx_status_t tpx__bs_flush(tpx_bs_conn_t *c);
  * closed (logged at debug level between messages: it may be expected),
  * TPX_ERR_PROTOCOL on a bad header, a handshake type, or a length over
  * `cap` or over TPX_BS_MAX_MSG (logged). Also writes queued output. */
-tpx_status_t tpx__bs_recv(tpx_bs_conn_t *c, uint16_t *type, void *buf, uint32_t cap,
-                          uint32_t *len);
+tpx_status_t tpx__bs_recv(tpx_bs_conn_t *c, uint16_t *type, void *buf, uint32_t cap, uint32_t *len);
 
 /* Blocking helpers with a deadline (TPX_ERR_TIMED_OUT, logged, when it
  * passes; a timeout is not sticky). send_wait queues and flushes

@@ -13,12 +13,12 @@
  * message expected, so an unauthenticated peer can make us hold no more
  * than a few dozen bytes.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,11 +31,11 @@
 #include "common/log.h"
 #include "sha256.h"
 
-#define BS_MAX_ADDRS 8           /* resolved addresses a client tries */
-#define BS_RETRY_MIN_MS 50       /* connect retry delay: 50..100 ms */
+#define BS_MAX_ADDRS       8  /* resolved addresses a client tries */
+#define BS_RETRY_MIN_MS    50 /* connect retry delay: 50..100 ms */
 #define BS_RETRY_JITTER_MS 50
-#define BS_PEER_STR_SIZE 320     /* host (<= 255) + brackets + ":65535" */
-#define BS_SMALL_IN 128          /* inline input buffer: every handshake message fits */
+#define BS_PEER_STR_SIZE   320 /* host (<= 255) + brackets + ":65535" */
+#define BS_SMALL_IN        128 /* inline input buffer: every handshake message fits */
 
 _Static_assert(TPX_BS_CHALLENGE_SIZE <= BS_SMALL_IN, "handshake messages fit the inline buffer");
 
@@ -53,8 +53,8 @@ typedef enum {
 } bs_state_t;
 
 static const char *const bs_state_names[BS__NSTATES] = {
-    "CONNECTING", "BACKOFF", "WAIT_CHALLENGE", "WAIT_WELCOME", "WAIT_HELLO",
-    "WAIT_AUTH",  "WELCOMING", "READY",        "FAILED",
+    "CONNECTING", "BACKOFF",   "WAIT_CHALLENGE", "WAIT_WELCOME", "WAIT_HELLO",
+    "WAIT_AUTH",  "WELCOMING", "READY",          "FAILED",
 };
 
 struct tpx_bs_conn {
@@ -63,7 +63,7 @@ struct tpx_bs_conn {
     bs_state_t state;
     tpx_status_t err; /* why, once FAILED */
     uint64_t start_ns, deadline_ns;
-    char *token;      /* NULL: no token; else a private copy, wiped on close */
+    char *token; /* NULL: no token; else a private copy, wiped on close */
     int authenticated;
     uint8_t my_nonce[TPX_BS_NONCE_SIZE];
     uint8_t peer_nonce[TPX_BS_NONCE_SIZE];
@@ -73,7 +73,7 @@ struct tpx_bs_conn {
     struct sockaddr_storage addrs[BS_MAX_ADDRS];
     socklen_t addrlens[BS_MAX_ADDRS];
     int naddrs, next_addr, attempts;
-    int last_errno;   /* of the last failed connect attempt */
+    int last_errno; /* of the last failed connect attempt */
     uint64_t retry_at_ns;
     char target[BS_PEER_STR_SIZE]; /* "host:port" as the caller gave it */
 
@@ -117,13 +117,21 @@ static uint32_t be32_at(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-static double ms_since(uint64_t t0) { return (double)(tpx__now_ns() - t0) / 1e6; }
+static double ms_since(uint64_t t0)
+{
+    return (double)(tpx__now_ns() - t0) / 1e6;
+}
 
 static void addr_str(const struct sockaddr *sa, char *buf, size_t len)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
     if (sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) { /* an IPv4 peer of a dual-stack listener */
+            inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], ip, sizeof(ip));
+            snprintf(buf, len, "%s:%u", ip, ntohs(s6->sin6_port));
+            return;
+        }
         inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
         snprintf(buf, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
     } else if (sa->sa_family == AF_INET) {
@@ -154,7 +162,10 @@ static void set_nodelay(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* fails on AF_UNIX: fine */
 }
 
-static int has_token(const tpx_bs_conn_t *c) { return c->token != NULL; }
+static int has_token(const tpx_bs_conn_t *c)
+{
+    return c->token != NULL;
+}
 
 static tpx_bs_conn_t *conn_new(int is_client, const char *token, uint64_t deadline_ns)
 {
@@ -219,7 +230,10 @@ static tpx_status_t out_append(tpx_bs_conn_t *c, uint16_t type, const void *payl
     return TPX_OK;
 }
 
-static int in_handshake(const tpx_bs_conn_t *c) { return c->state != BS_READY; }
+static int in_handshake(const tpx_bs_conn_t *c)
+{
+    return c->state != BS_READY;
+}
 
 /* Write queued bytes: TPX_OK when empty, TPX_INPROGRESS when the socket is
  * full, else fails the connection (logged). */
@@ -284,8 +298,8 @@ static tpx_status_t in_read(tpx_bs_conn_t *c, unsigned char *p, size_t len, size
             continue;
         if (e == EAGAIN || e == EWOULDBLOCK)
             return TPX_INPROGRESS;
-        BS_FAIL(c, tpx__status_from_errno(e), TPX_LOG_WARN, "bootstrap: peer %s: receive failed: %s",
-                c->peer, strerror(e));
+        BS_FAIL(c, tpx__status_from_errno(e), TPX_LOG_WARN,
+                "bootstrap: peer %s: receive failed: %s", c->peer, strerror(e));
         return c->err;
     }
 }
@@ -484,7 +498,8 @@ static tpx_status_t h_connecting(tpx_bs_conn_t *c)
 
 static tpx_status_t h_wait_challenge(tpx_bs_conn_t *c)
 {
-    tpx_status_t st = in_handshake_frame(c, TPX_BS_MSG_CHALLENGE, TPX_BS_CHALLENGE_SIZE, "CHALLENGE");
+    tpx_status_t st =
+        in_handshake_frame(c, TPX_BS_MSG_CHALLENGE, TPX_BS_CHALLENGE_SIZE, "CHALLENGE");
     if (st != TPX_OK)
         return st;
     tpx_bs_challenge_t ch;
@@ -555,8 +570,7 @@ static tpx_status_t h_wait_hello(tpx_bs_conn_t *c)
     tpx_bs_hello_t hello;
     if (tpx__bs_hello_decode(c->in, c->h.len, &hello) != TPX_OK) {
         BS_FAIL(c, TPX_ERR_PROTOCOL, TPX_LOG_WARN,
-                "bootstrap: peer %s sent a malformed HELLO (%u bytes): dropped", c->peer,
-                c->h.len);
+                "bootstrap: peer %s sent a malformed HELLO (%u bytes): dropped", c->peer, c->h.len);
         return c->err;
     }
     in_reset(c);
@@ -704,17 +718,24 @@ tpx_status_t tpx__bs_advance(tpx_bs_conn_t *c)
     }
 }
 
-int tpx__bs_fd(const tpx_bs_conn_t *c) { return c->fd; }
+int tpx__bs_fd(const tpx_bs_conn_t *c)
+{
+    return c->fd;
+}
 
 short tpx__bs_events(const tpx_bs_conn_t *c)
 {
     short out = c->out_off < c->out_len ? POLLOUT : 0;
     switch (c->state) {
-    case BS_CONNECTING: return POLLOUT;
+    case BS_CONNECTING:
+        return POLLOUT;
     case BS_BACKOFF:
-    case BS_FAILED: return 0;
-    case BS_WELCOMING: return out;
-    default: return (short)(POLLIN | out);
+    case BS_FAILED:
+        return 0;
+    case BS_WELCOMING:
+        return out;
+    default:
+        return (short)(POLLIN | out);
     }
 }
 
@@ -728,9 +749,15 @@ int tpx__bs_timeout_ms(const tpx_bs_conn_t *c)
     return tpx__ms_left(t);
 }
 
-int tpx__bs_authenticated(const tpx_bs_conn_t *c) { return c->authenticated; }
+int tpx__bs_authenticated(const tpx_bs_conn_t *c)
+{
+    return c->authenticated;
+}
 
-const char *tpx__bs_peer_str(const tpx_bs_conn_t *c) { return c->peer; }
+const char *tpx__bs_peer_str(const tpx_bs_conn_t *c)
+{
+    return c->peer;
+}
 
 tpx_status_t tpx__bs_handshake_wait(tpx_bs_conn_t *c)
 {
@@ -873,8 +900,7 @@ tpx_status_t tpx__bs_flush(tpx_bs_conn_t *c)
     return out_flush(c);
 }
 
-tpx_status_t tpx__bs_recv(tpx_bs_conn_t *c, uint16_t *type, void *buf, uint32_t cap,
-                          uint32_t *len)
+tpx_status_t tpx__bs_recv(tpx_bs_conn_t *c, uint16_t *type, void *buf, uint32_t cap, uint32_t *len)
 {
     tpx_status_t st = need_ready(c);
     if (st != TPX_OK)
@@ -1073,13 +1099,15 @@ tpx_status_t tpx__bs_accept(int listen_fd, int *fd_out)
         socklen_t sl = sizeof(ss);
         int fd = accept4(listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            set_nodelay(fd);
+            int one = 1;
+            (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
             *fd_out = fd;
             return TPX_OK;
         }
         int e = errno;
         switch (e) {
-        case EINTR: continue;
+        case EINTR:
+            continue;
         case EAGAIN:
 #if EWOULDBLOCK != EAGAIN
         case EWOULDBLOCK:
@@ -1093,7 +1121,8 @@ tpx_status_t tpx__bs_accept(int listen_fd, int *fd_out)
         case EHOSTDOWN:
         case ENONET:
         case EHOSTUNREACH:
-        case ENETUNREACH: return TPX_INPROGRESS;
+        case ENETUNREACH:
+            return TPX_INPROGRESS;
         case EMFILE:
         case ENFILE:
             TPX_WARN("bootstrap: cannot accept a connection: out of file descriptors");

@@ -13,16 +13,19 @@
 
 _Static_assert(TPX_BS_INFO_MAX_SIZE <= TPX_BS_MAX_MSG, "INFO must fit in one frame");
 _Static_assert(TPX_BS_HELLO_SIZE == TPX_BS_NONCE_SIZE + 4, "HELLO layout");
-_Static_assert(TPX_BS_CHALLENGE_SIZE == TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE + 4, "CHALLENGE layout");
+_Static_assert(TPX_BS_CHALLENGE_SIZE == TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE + 4,
+               "CHALLENGE layout");
 _Static_assert(TPX_BS_AUTH_SIZE == TPX_BS_MAC_SIZE, "AUTH layout");
 _Static_assert(TPX_BS_INFO_FIXED_SIZE == 20 + TPX_BS_PLUGIN_NAME_SIZE, "INFO layout");
 
+/* clang-format off */
 static void put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
 static void put32(unsigned char *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
 static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
 static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
 static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
+/* clang-format on */
 
 static int all_zero(const unsigned char *p, size_t n)
 {

@@ -12,15 +12,15 @@
 #include <stdint.h>
 
 #define TPX_SHA256_DIGEST_SIZE 32
-#define TPX_SHA256_BLOCK_SIZE 64
+#define TPX_SHA256_BLOCK_SIZE  64
 
 /* Streaming SHA-256 state. Initialise with tpx__sha256_init(); the fields
  * are private to sha256.c. */
 typedef struct {
-    uint32_t h[8];                          /* chaining value */
-    uint64_t nbytes;                        /* message bytes absorbed so far */
-    uint8_t block[TPX_SHA256_BLOCK_SIZE];   /* partial block */
-    size_t nblock;                          /* bytes used in `block`, < 64 */
+    uint32_t h[8];                        /* chaining value */
+    uint64_t nbytes;                      /* message bytes absorbed so far */
+    uint8_t block[TPX_SHA256_BLOCK_SIZE]; /* partial block */
+    size_t nblock;                        /* bytes used in `block`, < 64 */
 } tpx_sha256_ctx_t;
 
 void tpx__sha256_init(tpx_sha256_ctx_t *ctx);
@@ -34,7 +34,7 @@ void tpx__sha256(const void *data, size_t len, uint8_t out[TPX_SHA256_DIGEST_SIZ
 /* Streaming HMAC-SHA256 state: inner hash plus the outer padded key. */
 typedef struct {
     tpx_sha256_ctx_t inner;
-    uint8_t okey[TPX_SHA256_BLOCK_SIZE];    /* key XOR 0x5c, private */
+    uint8_t okey[TPX_SHA256_BLOCK_SIZE]; /* key XOR 0x5c, private */
 } tpx_hmac_sha256_ctx_t;
 
 /* Keys longer than 64 bytes are hashed first (RFC 2104). */
