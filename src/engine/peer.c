@@ -441,7 +441,7 @@ static void *bs_main(void *arg)
         struct pollfd pfd[2 + MAX_SETUPS];
         int np = 0, connecting = 0;
         pfd[np++] = (struct pollfd){.fd = e->bs_wake, .events = POLLIN};
-        pfd[np++] = (struct pollfd){.fd = e->bs_fd, .events = n < MAX_SETUPS ? POLLIN : 0};
+        pfd[np++] = (struct pollfd){.fd = e->bs_fd, .events = POLLIN};
         for (int i = 0; i < n; i++) {
             setup_t *s = setups[i]->setup;
             connecting |= s->stage == ST_CONNECT;
@@ -454,10 +454,30 @@ static void *bs_main(void *arg)
             ssize_t r = read(e->bs_wake, &v, sizeof(v));
             (void)r;
         }
-        while (n < MAX_SETUPS) {
+        for (;;) {
             int fd;
             if (tpx__bs_accept(e->bs_fd, &fd) != TPX_OK)
                 break;
+            if (n == MAX_SETUPS) {
+                /* Full (a slowloris?): make room by dropping the oldest
+                 * connection that has not even authenticated yet, so a
+                 * flood of stalled connections cannot lock out good peers. */
+                int victim = -1;
+                for (int i = 0; i < n; i++)
+                    if (((setup_t *)setups[i]->setup)->stage == ST_HANDSHAKE &&
+                        (victim < 0 || ((setup_t *)setups[i]->setup)->deadline_ns <
+                                           ((setup_t *)setups[victim]->setup)->deadline_ns))
+                        victim = i;
+                if (victim < 0) {
+                    TPX_WARN("bootstrap: %d peers being set up; refusing another", n);
+                    close(fd);
+                    continue;
+                }
+                TPX_INFO("bootstrap: too many connections being set up; dropping %s, which "
+                         "has not authenticated", setups[victim]->name);
+                tpx__peer_destroy(setups[victim]);
+                setups[victim] = setups[--n];
+            }
             uint64_t deadline = tpx__now_ns() + (uint64_t)e->connect_timeout_ms * 1000000ull;
             tpx_bs_conn_t *bs;
             if (tpx__bs_server_start(fd, e->auth_token, deadline, &bs) != TPX_OK) {
