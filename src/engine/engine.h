@@ -29,7 +29,7 @@
 #define TPX_WINDOW_MAX 32
 #define TPX_CTRL_MSG_SIZE 64      /* every control message has exactly this size */
 #define TPX_DEVH_STORAGE 512      /* device-handle storage per comm */
-#define TPX_MAX_UNEXPECTED 4096   /* send headers held while no receive is posted */
+#define TPX_MAX_UNEXPECTED 1024   /* early send headers held before flow control stops the peer */
 
 typedef struct tpx_comm tpx_comm_t;
 
@@ -132,6 +132,8 @@ struct tpx_peer {
     unsigned char *ctrl_buf;
     tpx_region_t *ctrl_region;
     uint32_t ctrl_send_free[TPX_WINDOW_MAX];
+    uint16_t ctrl_idle[TPX_WINDOW_MAX]; /* receive buffers not posted (flow control) */
+    int ctrl_nidle;
     int ctrl_send_nfree;
     tpx_ctrl_out_t *outbox;          /* control messages waiting for a send slot */
     uint32_t outbox_head, outbox_n, outbox_cap;
@@ -198,6 +200,7 @@ struct tpx_engine {
 /* window.c */
 int tpx__comm_progress(tpx_comm_t *c);
 void tpx__comm_kick(tpx_comm_t *c);
+int tpx__ctrl_repost(tpx_comm_t *c);
 
 /* xfer.c */
 void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st);

@@ -98,25 +98,13 @@ int tpx__comm_progress(tpx_comm_t *c)
                 tpx__peer_ctrl_received(p, p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE);
                 if (p->state != PEER_READY)
                     return completed;
-                /* Re-post the same buffer: control receives are always up. */
-                void *mh;
-                void *buf = p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE;
-                uint16_t idx = s->ctrl;
-                tpx_slot_t *ns = &w->slots[w->posted % (uint64_t)w->cap];
-                st = tpx__region_mh(p->ctrl_region, c, &mh);
-                if (st == TPX_OK)
-                    st = tpx__net_irecv(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &ns->req);
-                if (st != TPX_OK || ns->req == NULL) {
-                    tpx__peer_fail(p, st != TPX_OK ? st : TPX_ERR_PLUGIN,
-                                   "re-posting a control receive failed");
+                /* Re-post the buffer, unless the peer is far ahead of our
+                 * receives: then the control stream is left to stall (the
+                 * plugin's flow control holds the sender back) until
+                 * tpx_recv() takes early headers off the queue. */
+                p->ctrl_idle[p->ctrl_nidle++] = s->ctrl;
+                if (p->unexpected_n < TPX_MAX_UNEXPECTED && tpx__ctrl_repost(c) < 0)
                     return completed;
-                }
-                ns->kind = SLOT_CTRL;
-                ns->dst = buf;
-                ns->ctrl = idx;
-                ns->len = TPX_CTRL_MSG_SIZE;
-                ns->x = NULL;
-                w->posted++;
             }
             if (p->state != PEER_READY)
                 return completed;
@@ -128,6 +116,37 @@ int tpx__comm_progress(tpx_comm_t *c)
             return completed;
         /* posted: drain again before posting more */
     }
+}
+
+/* Post control receives on the idle buffers. -1 if the peer failed. */
+int tpx__ctrl_repost(tpx_comm_t *c)
+{
+    tpx_peer_t *p = c->peer;
+    tpx_engine_t *e = p->e;
+    tpx_window_t *w = &c->win;
+    while (p->ctrl_nidle > 0 && w->posted - w->done < (uint64_t)w->cap) {
+        uint16_t idx = p->ctrl_idle[p->ctrl_nidle - 1];
+        void *mh, *buf = p->ctrl_buf + (size_t)idx * TPX_CTRL_MSG_SIZE;
+        tpx_slot_t *ns = &w->slots[w->posted % (uint64_t)w->cap];
+        ns->req = NULL;
+        tpx_status_t st = tpx__region_mh(p->ctrl_region, c, &mh);
+        if (st == TPX_OK)
+            st = tpx__net_irecv(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &ns->req);
+        if (st != TPX_OK) {
+            tpx__peer_fail(p, st, "posting a control receive failed");
+            return -1;
+        }
+        if (ns->req == NULL)
+            return 0; /* plugin busy: retried by the next post or progress */
+        ns->kind = SLOT_CTRL;
+        ns->dst = buf;
+        ns->ctrl = idx;
+        ns->len = TPX_CTRL_MSG_SIZE;
+        ns->x = NULL;
+        w->posted++;
+        p->ctrl_nidle--;
+    }
+    return 0;
 }
 
 void tpx__comm_kick(tpx_comm_t *c)

@@ -306,11 +306,6 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
         recv_match(p, x, &m);
         return;
     }
-    if (p->unexpected_n == TPX_MAX_UNEXPECTED) {
-        tpx__peer_fail(p, TPX_ERR_NO_RESOURCE,
-                       "too many messages arrived with no receive posted for them");
-        return;
-    }
     if (p->unexpected_n == p->unexpected_cap) {
         uint32_t cap = p->unexpected_cap ? p->unexpected_cap * 2 : 64;
         unsigned char(*nb)[TPX_CTRL_MSG_SIZE] = malloc(cap * sizeof(*nb));
@@ -538,6 +533,8 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
         recv_match(p, x, &m);
         for (int k = 0; k < p->nchan && k < (int)x->nchunks; k++)
             tpx__comm_kick(p->recv[(x->first_chan + k) % p->nchan]);
+        if (p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED)
+            (void)tpx__ctrl_repost(p->ctrl_recv);
     } else {
         p->recv_pending[p->recv_pending_n++] = x;
     }

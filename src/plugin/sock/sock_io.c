@@ -54,8 +54,17 @@ void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why)
     tpx__sock_comm_wake(c, 0);
 }
 
+static void comm_peer_closed(tpx_sock_comm_t *c, const char *who);
+
 static void comm_fail_errno(tpx_sock_comm_t *c, int err, const char *what)
 {
+    if ((err == ECONNRESET || err == EPIPE) &&
+        atomic_load(&c->finished) == atomic_load(&c->posted)) {
+        /* A reset with nothing in flight: the peer closed with data of ours
+         * unread (a goodbye). No byte of a message was lost. */
+        comm_peer_closed(c, "peer (reset)");
+        return;
+    }
     if (c->tcpx) {
         /* Google's plugin only ends its helper thread: test() keeps saying
          * "not done" and the caller must give up on its own deadline. */

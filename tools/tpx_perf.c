@@ -1,0 +1,1547 @@
+/*
+ * tpx_perf.c - tpx-perf: throughput and latency of the tpx engine (tpx/tpx.h:
+ * tpx_engine_*, tpx_peer_*, tpx_mem_*, tpx_send/tpx_recv, tpx_xfer_*).
+ *
+ * What it promises: the numbers are the engine's, through its public API
+ * only, and the bytes they count arrived intact (--verify). Two processes
+ * run the two sides, a "server" whose engine listens and a "client" whose
+ * engine connects; --direction says which way data flows (client -> server,
+ * server -> client, or both at once over the same peer). The parent process
+ * never touches the engine: it forks the side(s), collects result rows
+ * through a pipe and prints them (bench_common.h).
+ *
+ * Each message size runs untimed warm-up iterations, then timed ones. One
+ * iteration is --batch transfers of --size bytes each. Before each phase
+ * the receiving side posts its tpx_recv()s and only then releases the
+ * sender through the control stream (the barrier); up to `depth` iterations
+ * are in flight at once, each in its own buffers. The time reported is the
+ * receiver's, from its release to its last completion (both directions:
+ * the slower side's). Latency is per transfer, from tpx_send()/tpx_recv() to
+ * the completion seen by tpx_xfer_poll() on the side that posted it. Every
+ * wait has a deadline; a peer that dies ends the run with an error.
+ *
+ * Roles: --loopback (both sides on this host: the default), or `server` and
+ * `client HOST`. Server and client meet on a small TCP control connection
+ * of this tool (--port) that carries the run parameters, the engine's
+ * bootstrap port, the barriers and the results; in loopback mode a
+ * socketpair does the same job.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+#include "tpx/tpx.h"
+
+#define PF_PROG              "tpx-perf"
+#define PF_DEFAULT_PORT      18516
+#define PF_DEFAULT_SIZE      (256ull << 20)
+#define PF_DEFAULT_TIMEOUT_S 60
+#define PF_MAX_SIZES         64
+#define PF_MAX_SIZE          (16ull << 30)
+#define PF_MAX_BATCH         100000
+/* Automatic depth: at most this many iterations and PF_MAX_INFLIGHT
+ * transfers in flight, so that a sender does not run thousands of messages
+ * ahead of the receives posted for them (today's engine fails the peer with
+ * TPX_ERR_NO_RESOURCE beyond 4096 such messages instead of holding back). */
+#define PF_MAX_DEPTH    64
+#define PF_MAX_INFLIGHT 1024
+/* Buffer memory of one direction on one side; depth is reduced to stay under it. */
+#define PF_MEM_BUDGET (1ull << 30)
+/* Latency samples kept per stream and row (beyond: every k-th). */
+#define PF_LAT_CAP (1u << 20)
+
+/* Data direction: send = client -> server, recv = server -> client. */
+enum { PF_DIR_SEND = 0, PF_DIR_RECV = 1, PF_DIR_BIDIR = 2 };
+enum { PF_PROGRESS_THREAD = 0, PF_PROGRESS_CALLER = 1 };
+
+/*
+ * The run parameters. The server (or, in loopback mode, the command line)
+ * decides them and the client receives them; engine settings are resolved
+ * to explicit values first, so both engines use the same. Only uint64_t
+ * fields: the wire form is this struct as big-endian 64-bit words.
+ */
+typedef struct {
+    uint64_t nsizes;
+    uint64_t sizes[PF_MAX_SIZES];     /* transfer sizes, bytes */
+    uint64_t iters;                   /* timed iterations; BENCH_AUTO: per size */
+    uint64_t warmup;                  /* untimed iterations; BENCH_AUTO: iters / 10, >= 1 */
+    uint64_t batch;                   /* transfers per iteration */
+    uint64_t depth;                   /* iterations in flight; 0: automatic */
+    uint64_t direction;               /* PF_DIR_* */
+    uint64_t verify;                  /* fill a pattern and check every byte */
+    uint64_t timeout_s;               /* no progress for this long: error */
+    uint64_t channels, chunk, window; /* the engines' settings */
+    uint64_t progress;                /* PF_PROGRESS_* */
+} pf_params_t;
+
+/* Post-to-completion latency of one stream's transfers in the timed phase. */
+typedef struct {
+    uint64_t n; /* transfers */
+    uint64_t avg_ns, min_ns, p50_ns, p99_ns, max_ns;
+} pf_lat_t;
+
+/* What one side measured in the timed phase of one size (uint64_t words). */
+typedef struct {
+    uint64_t time_ns; /* its barrier release to its last completion */
+    uint64_t cpu_user_ns, cpu_sys_ns;
+    pf_lat_t tx, rx;   /* its sends, its receives (n = 0: none) */
+    uint64_t verified; /* 1: every byte it received was checked */
+    uint64_t checksum; /* of the bytes it received (bench_check()) */
+} pf_side_res_t;
+
+/* One result row: one size. Both sides build it from the two pf_side_res_t. */
+typedef struct {
+    uint64_t size, batch, iters, warmup, depth, direction;
+    uint64_t bytes;   /* moved in the timed phase, every direction */
+    uint64_t time_ns; /* the receiver's time (both directions: the slower side's) */
+    pf_side_res_t srv, cli;
+} pf_row_t;
+#define PF_SIDE_WORDS (sizeof(pf_side_res_t) / 8)
+
+typedef struct {
+    bench_rec_hdr_t h;
+    pf_row_t row;
+} pf_rec_t;
+_Static_assert(sizeof(pf_rec_t) <= PIPE_BUF, "a record is one atomic pipe write");
+_Static_assert(sizeof(pf_params_t) % 8 == 0, "params are 64-bit words");
+_Static_assert(sizeof(pf_row_t) % 8 == 0, "rows are 64-bit words");
+
+/* ---- the control stream ----------------------------------------------------- */
+
+#define PF_MAGIC   0x54505046u /* "TPPF" */
+#define PF_VERSION 1
+enum {
+    PF_MSG_HELLO = 1, /* client -> server: empty */
+    PF_MSG_PARAMS,    /* server -> client: pf_params_t */
+    PF_MSG_PORT,      /* server -> client: the engine's bootstrap port (one word) */
+    PF_MSG_GO,        /* either way: receives posted, ready for phase `arg` */
+    PF_MSG_RES,       /* either way: pf_side_res_t of row `arg` */
+    PF_MSG_ERROR,     /* either way: a text, then the sender of it exits */
+};
+_Static_assert(sizeof(pf_params_t) <= BENCH_MSG_MAX, "params fit a message");
+static const char *const pf_msg_names[] = {"?", "HELLO", "PARAMS", "PORT", "GO", "RES", "ERROR"};
+static const bench_proto_t pf_proto = {PF_MAGIC, PF_VERSION, PF_MSG_ERROR, pf_msg_names,
+                                       sizeof(pf_msg_names) / sizeof(pf_msg_names[0])};
+
+static const char *pf_dir_name(uint64_t d)
+{
+    return d == PF_DIR_SEND ? "send" : d == PF_DIR_RECV ? "recv" : "bidir";
+}
+
+static const char *pf_dir_text(uint64_t d)
+{
+    return d == PF_DIR_SEND   ? "client -> server"
+           : d == PF_DIR_RECV ? "server -> client"
+                              : "both ways at once";
+}
+
+/* ---- the worker: one side, in its own process ---------------------------------- */
+
+/* The transfers of one direction on one side, for one size. */
+typedef struct {
+    int active;   /* this side moves data this way */
+    int is_send;  /* tpx_send (else tpx_recv) */
+    uint64_t dir; /* key bit of the pattern: 0 client -> server, 1 server -> client */
+    unsigned char *mem;
+    size_t mem_len;
+    tpx_region_t *region;
+    tpx_xfer_t **x;    /* [depth * batch]: slot = (iteration % depth) * batch + k */
+    uint64_t *post_ns; /* post time of each slot */
+    uint64_t posted;   /* iterations posted */
+    uint64_t done;     /* iterations complete */
+    uint64_t kdone;    /* transfers of iteration `done` complete */
+    uint64_t *lat;     /* timed latency samples */
+    uint64_t nlat, lat_every, lat_seen, lat_sum, lat_min, lat_max;
+    uint64_t checksum;
+} pf_stream_t;
+
+/* One size: its geometry and its streams. */
+typedef struct {
+    uint64_t size, stride, batch, depth, iters, warmup;
+    pf_stream_t tx, rx;
+} pf_sized_t;
+
+typedef struct {
+    const pf_params_t *p;
+    int is_server;
+    bench_side_t side; /* who, peer, control stream, result pipe, progress line, failed */
+    int out_rows;      /* this side reports rows to its parent */
+    const char *host;  /* client: the server's engine host */
+    int engine_port;   /* server: the engine's port (TPX_PORT_EPHEMERAL or a port) */
+    const char *plugin;
+    tpx_engine_t *e;
+    tpx_peer_t *peer;
+    int efd;
+} pf_worker_t;
+
+typedef struct {
+    uint64_t t0, t1, user0, sys0, user1, sys1;
+} pf_phase_t;
+
+static int pf_msg_send(pf_worker_t *w, unsigned type, uint32_t arg, const void *buf, uint32_t len)
+{
+    if (bench_msg_send(&pf_proto, w->side.ctl, type, arg, buf, len) != 0) {
+        bench_fail(&w->side, "cannot send %s to the %s: %s", pf_msg_names[type], w->side.peer,
+                   strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int pf_msg_recv(pf_worker_t *w, unsigned want, uint32_t arg, void *buf, uint32_t len)
+{
+    char err[512];
+    if (bench_msg_recv(&pf_proto, w->side.ctl, want, arg, buf, len, w->p->timeout_s * 1000000000ull,
+                       w->side.peer, err, sizeof(err)) != 0) {
+        bench_fail(&w->side, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The pattern key of transfer k of iteration `iter` in direction `dir`. */
+static uint64_t pf_key(uint64_t dir, uint64_t iter, uint64_t batch, uint64_t k)
+{
+    return dir << 62 ^ ((iter * batch + k) & ((1ull << 62) - 1));
+}
+
+static int pf_stream_alloc(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s)
+{
+    uint64_t nslots = z->depth * z->batch;
+    s->mem_len = (size_t)(nslots * z->stride);
+    s->x = calloc(nslots, sizeof(*s->x));
+    s->post_ns = calloc(nslots, sizeof(*s->post_ns));
+    uint64_t total = z->iters * z->batch;
+    s->lat_every = (total + PF_LAT_CAP - 1) / PF_LAT_CAP;
+    s->lat = calloc(total < PF_LAT_CAP ? total : PF_LAT_CAP, sizeof(*s->lat));
+    if (s->x == NULL || s->post_ns == NULL || s->lat == NULL) {
+        bench_fail(&w->side, "out of memory");
+        return -1;
+    }
+    void *b = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) {
+        bench_fail(&w->side, "cannot map %zu bytes of buffers: %s", s->mem_len, strerror(errno));
+        return -1;
+    }
+    s->mem = b;
+    madvise(b, s->mem_len, MADV_HUGEPAGE); /* best effort: fewer TLB misses in the copies */
+    memset(b, 0, s->mem_len);              /* fault every page in before timing */
+    tpx_status_t st = tpx_mem_register(w->e, b, s->mem_len, TPX_MEM_HOST, &s->region);
+    if (st != TPX_OK) {
+        bench_fail(&w->side, "tpx_mem_register(%zu bytes of host memory): %s", s->mem_len,
+                   tpx_strerror(st));
+        return -1;
+    }
+    return 0;
+}
+
+static void pf_stream_free(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s)
+{
+    for (uint64_t i = 0; s->x != NULL && i < z->depth * z->batch; i++)
+        if (s->x[i] != NULL)
+            tpx_xfer_release(s->x[i]); /* after a failure: cancels what still runs */
+    if (s->region != NULL)
+        tpx_mem_deregister(s->region);
+    if (s->mem != NULL)
+        munmap(s->mem, s->mem_len);
+    free(s->x);
+    free(s->post_ns);
+    free(s->lat);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Post every transfer of the stream's next iteration (iteration iter0 + posted). */
+static int pf_post_iter(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t iter0)
+{
+    uint64_t it = iter0 + s->posted, set = s->posted % z->depth;
+    for (uint64_t k = 0; k < z->batch; k++) {
+        uint64_t slot = set * z->batch + k;
+        size_t off = (size_t)(slot * z->stride);
+        if (s->is_send && w->p->verify)
+            bench_fill(s->mem + off, z->size, pf_key(s->dir, it, z->batch, k));
+        s->post_ns[slot] = bench_now_ns();
+        tpx_status_t st = s->is_send
+                              ? tpx_send(w->peer, s->region, off, (size_t)z->size, &s->x[slot])
+                              : tpx_recv(w->peer, s->region, off, (size_t)z->size, &s->x[slot]);
+        if (st != TPX_OK) {
+            s->x[slot] = NULL;
+            bench_fail(&w->side,
+                       "%s(%" PRIu64 " bytes; iteration %" PRIu64 ", transfer %" PRIu64 "): %s",
+                       s->is_send ? "tpx_send" : "tpx_recv", z->size, it, k, tpx_strerror(st));
+            return -1;
+        }
+    }
+    s->posted++;
+    return 0;
+}
+
+/*
+ * Take in the completions of the stream, oldest first (a receive's buffer
+ * is checked before its set is posted again). 1 if any, 0 if none, -1 if a
+ * transfer failed or its data was wrong.
+ */
+static int pf_drain(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t iter0, int timed)
+{
+    int any = 0;
+    while (s->done < s->posted) {
+        uint64_t slot = (s->done % z->depth) * z->batch + s->kdone;
+        uint64_t it = iter0 + s->done, k = s->kdone;
+        size_t bytes = 0;
+        tpx_status_t st = tpx_xfer_poll(s->x[slot], &bytes);
+        if (st == TPX_INPROGRESS)
+            break;
+        uint64_t now = bench_now_ns();
+        tpx_xfer_release(s->x[slot]);
+        s->x[slot] = NULL;
+        const char *op = s->is_send ? "tpx_send" : "tpx_recv";
+        if (st != TPX_OK) {
+            bench_fail(&w->side,
+                       "%s of %" PRIu64 " bytes failed (iteration %" PRIu64 ", transfer %" PRIu64
+                       "): %s",
+                       op, z->size, it, k, tpx_strerror(st));
+            return -1;
+        }
+        if (!s->is_send && bytes != z->size) {
+            bench_fail(&w->side,
+                       "tpx_recv reported %zu bytes received, expected %" PRIu64
+                       " (iteration %" PRIu64 ", transfer %" PRIu64 ")",
+                       bytes, z->size, it, k);
+            return -1;
+        }
+        if (timed) {
+            uint64_t d = now - s->post_ns[slot];
+            s->lat_sum += d;
+            s->lat_min = s->lat_seen == 0 || d < s->lat_min ? d : s->lat_min;
+            s->lat_max = d > s->lat_max ? d : s->lat_max;
+            if (s->lat_seen++ % s->lat_every == 0)
+                s->lat[s->nlat++] = d;
+        }
+        uint64_t scratch = BENCH_FNV_BASIS, bad = 0;
+        if (!s->is_send && w->p->verify &&
+            bench_check(s->mem + slot * z->stride, z->size, pf_key(s->dir, it, z->batch, k),
+                        timed ? &s->checksum : &scratch, &bad) != 0) {
+            bench_fail(&w->side,
+                       "DATA MISMATCH: size %" PRIu64 ", iteration %" PRIu64 ", transfer %" PRIu64
+                       ", first wrong byte at offset %" PRIu64 " (chunk %" PRIu64
+                       " of the transfer)",
+                       z->size, it, k, bad, w->p->chunk ? bad / w->p->chunk : 0);
+            return -1;
+        }
+        any = 1;
+        if (++s->kdone == z->batch) {
+            s->kdone = 0;
+            s->done++;
+        }
+    }
+    return any;
+}
+
+/*
+ * One phase: `iters` iterations, numbered iter0... `phase` is the barrier id
+ * both sides agree on. The receiving direction posts first, then both sides
+ * exchange GO; a side that sends starts its clock when the peer's GO
+ * arrives, a side that only receives when it releases the sender.
+ */
+static int pf_phase(pf_worker_t *w, pf_sized_t *z, uint64_t iters, uint64_t iter0, uint32_t phase,
+                    int timed, pf_phase_t *ph)
+{
+    pf_stream_t *streams[2] = {&z->rx, &z->tx};
+    for (int i = 0; i < 2; i++) {
+        streams[i]->posted = streams[i]->done = streams[i]->kdone = 0;
+        if (streams[i]->active)
+            streams[i]->checksum = BENCH_FNV_BASIS;
+    }
+    while (z->rx.active && z->rx.posted < iters && z->rx.posted < z->depth)
+        if (pf_post_iter(w, z, &z->rx, iter0) != 0)
+            return -1;
+    if (!z->tx.active) {
+        bench_cpu_ns(&ph->user0, &ph->sys0);
+        ph->t0 = bench_now_ns();
+    }
+    if (pf_msg_send(w, PF_MSG_GO, phase, NULL, 0) != 0 ||
+        pf_msg_recv(w, PF_MSG_GO, phase, NULL, 0) != 0)
+        return -1;
+    if (z->tx.active) {
+        bench_cpu_ns(&ph->user0, &ph->sys0);
+        ph->t0 = bench_now_ns();
+    }
+
+    const int caller = w->p->progress == PF_PROGRESS_CALLER;
+    uint64_t now = ph->t0, last_progress = now, next_check = now;
+    bench_progress_t line = {.on = w->side.progress && timed};
+    bench_progress_start(&line, ph->t0);
+    for (;;) {
+        /* Caller mode: this drives the engine. Thread mode: it only clears
+         * the completion fd, so that poll() below sleeps until the next one. */
+        int progressed = tpx_progress(w->e) > 0, finished = 1;
+        for (int i = 0; i < 2; i++) {
+            pf_stream_t *s = streams[i];
+            if (!s->active)
+                continue;
+            int r = pf_drain(w, z, s, iter0, timed);
+            if (r < 0)
+                return -1;
+            progressed |= r;
+            while (s->posted < iters && s->posted - s->done < z->depth) {
+                if (pf_post_iter(w, z, s, iter0) != 0)
+                    return -1;
+                progressed = 1;
+            }
+            finished &= s->done == iters;
+        }
+        if (finished)
+            break;
+        now = bench_now_ns();
+        if (progressed) {
+            last_progress = now;
+            if (bench_progress_due(&line, now)) {
+                pf_stream_t *s = z->rx.active ? &z->rx : &z->tx;
+                double el = (double)(now - ph->t0) / 1e9;
+                char hb[32];
+                bench_progress_draw(
+                    &line, "  size %s  count %" PRIu64 "  iter %" PRIu64 "/%" PRIu64 "  %.2f GB/s",
+                    bench_human(z->size, hb, sizeof(hb)), z->batch, s->done, iters,
+                    el > 0 ? (double)(s->done * z->batch * z->size) / el / 1e9 : 0.0);
+            }
+            continue;
+        }
+        int hup = 0;
+        if (caller) {
+            sched_yield();
+        } else {
+            struct pollfd pfd[2] = {{.fd = w->efd, .events = POLLIN},
+                                    {.fd = w->side.ctl, .events = POLLRDHUP}};
+            if (poll(pfd, 2, 100) > 0)
+                hup = pfd[1].revents != 0;
+        }
+        now = bench_now_ns();
+        if (bench_check_alive(&w->side, w->p->timeout_s, now, &next_check, last_progress, hup,
+                              z->tx.active && z->rx.active ? "tpx_send/tpx_recv"
+                              : z->tx.active               ? "tpx_send"
+                                                           : "tpx_recv") != 0)
+            return -1;
+    }
+    ph->t1 = bench_now_ns();
+    bench_cpu_ns(&ph->user1, &ph->sys1);
+    bench_progress_clear(&line);
+    return 0;
+}
+
+static void pf_lat_stats(pf_stream_t *s, pf_lat_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!s->active || s->lat_seen == 0)
+        return;
+    uint64_t q[4];
+    bench_percentiles(s->lat, s->nlat, q);
+    out->n = s->lat_seen;
+    out->avg_ns = s->lat_sum / s->lat_seen;
+    out->min_ns = s->lat_min;
+    out->p50_ns = q[1];
+    out->p99_ns = q[2];
+    out->max_ns = s->lat_max;
+}
+
+/* Bytes of one direction's timed phase, and the row's totals. */
+static void pf_row_finish(pf_row_t *r)
+{
+    uint64_t one = r->size * r->batch * r->iters;
+    r->bytes = r->direction == PF_DIR_BIDIR ? 2 * one : one;
+    r->time_ns = r->direction == PF_DIR_SEND       ? r->srv.time_ns
+                 : r->direction == PF_DIR_RECV     ? r->cli.time_ns
+                 : r->srv.time_ns > r->cli.time_ns ? r->srv.time_ns
+                                                   : r->cli.time_ns;
+}
+
+/* Run one size on the connected peer: buffers, warm-up, timed phase, row. */
+static int pf_run_size(pf_worker_t *w, uint64_t row_idx, uint64_t size)
+{
+    const pf_params_t *p = w->p;
+    pf_sized_t z = {.size = size, .batch = p->batch};
+    int rc = -1;
+
+    z.stride = size < 64 ? 64 : (size + 63) / 64 * 64; /* cache-line aligned transfers */
+    z.iters = p->iters != BENCH_AUTO ? p->iters : bench_auto_iters(size * p->batch);
+    z.warmup = p->warmup != BENCH_AUTO ? p->warmup : bench_auto_warmup(z.iters);
+    if (p->depth != 0) {
+        z.depth = p->depth;
+    } else {
+        /* Enough iterations to fill every channel's window, plus one being
+         * filled or checked; within the memory budget and the limits. */
+        uint64_t set = z.stride * z.batch, pipe = p->channels * p->window * p->chunk;
+        uint64_t want = (pipe + set - 1) / set + 1, fit = PF_MEM_BUDGET / set;
+        uint64_t most = PF_MAX_INFLIGHT / z.batch;
+        z.depth = want < fit ? want : fit;
+        z.depth = z.depth < most ? z.depth : most;
+        z.depth = z.depth < PF_MAX_DEPTH ? z.depth : PF_MAX_DEPTH;
+    }
+    uint64_t total = z.iters > z.warmup ? z.iters : z.warmup;
+    if (z.depth > total)
+        z.depth = total;
+    if (z.depth == 0)
+        z.depth = 1;
+    int srv = w->is_server, dir = (int)p->direction;
+    z.tx.active = dir == PF_DIR_BIDIR || (srv ? dir == PF_DIR_RECV : dir == PF_DIR_SEND);
+    z.rx.active = dir == PF_DIR_BIDIR || (srv ? dir == PF_DIR_SEND : dir == PF_DIR_RECV);
+    z.tx.is_send = 1;
+    z.tx.dir = srv ? 1 : 0; /* the server sends server -> client */
+    z.rx.dir = srv ? 0 : 1;
+    if ((z.tx.active && pf_stream_alloc(w, &z, &z.tx) != 0) ||
+        (z.rx.active && pf_stream_alloc(w, &z, &z.rx) != 0))
+        goto out;
+
+    uint32_t phase = (uint32_t)(row_idx * 2);
+    pf_phase_t warm, timed;
+    if (z.warmup > 0 && pf_phase(w, &z, z.warmup, 0, phase, 0, &warm) != 0)
+        goto out;
+    if (pf_phase(w, &z, z.iters, z.warmup, phase + 1, 1, &timed) != 0)
+        goto out;
+
+    pf_side_res_t mine = {
+        .time_ns = timed.t1 - timed.t0,
+        .cpu_user_ns = timed.user1 - timed.user0,
+        .cpu_sys_ns = timed.sys1 - timed.sys0,
+        .verified = z.rx.active && p->verify,
+        .checksum = z.rx.active && p->verify ? z.rx.checksum : 0,
+    };
+    pf_lat_stats(&z.tx, &mine.tx);
+    pf_lat_stats(&z.rx, &mine.rx);
+    unsigned char wire[sizeof(pf_side_res_t)];
+    pf_side_res_t theirs;
+    bench_words_out(wire, &mine, PF_SIDE_WORDS);
+    if (pf_msg_send(w, PF_MSG_RES, (uint32_t)row_idx, wire, sizeof(wire)) != 0 ||
+        pf_msg_recv(w, PF_MSG_RES, (uint32_t)row_idx, wire, sizeof(wire)) != 0)
+        goto out;
+    bench_words_in(&theirs, wire, PF_SIDE_WORDS);
+    pf_rec_t rec = {.row = {.size = size,
+                            .batch = z.batch,
+                            .iters = z.iters,
+                            .warmup = z.warmup,
+                            .depth = z.depth,
+                            .direction = p->direction,
+                            .srv = srv ? mine : theirs,
+                            .cli = srv ? theirs : mine}};
+    pf_row_finish(&rec.row);
+    if (w->out_rows && bench_put_row(&w->side, &rec) != 0)
+        goto out;
+    rc = 0;
+out:
+    pf_stream_free(w, &z, &z.tx);
+    pf_stream_free(w, &z, &z.rx);
+    return w->side.failed ? -1 : rc;
+}
+
+/* Create the engine, meet the peer, run every size, tear down. */
+static int pf_worker(pf_worker_t *w)
+{
+    const pf_params_t *p = w->p;
+    const int tmo_ms = (int)(p->timeout_s * 1000 < INT_MAX ? p->timeout_s * 1000 : INT_MAX);
+    tpx_status_t st;
+    unsigned char word[8];
+
+    if (tpx_config_check() != TPX_OK) {
+        bench_fail(&w->side, "a TPX_* setting is malformed (see above; `%s --print-config`)",
+                   PF_PROG);
+        return -1;
+    }
+    tpx_engine_params_t ep;
+    tpx_engine_params_init(&ep);
+    ep.plugin = w->plugin;
+    ep.channels = (int)p->channels;
+    ep.chunk_bytes = (size_t)p->chunk;
+    ep.window = (int)p->window;
+    ep.timeout_ms = tmo_ms;
+    ep.port = w->is_server ? w->engine_port : TPX_PORT_NONE;
+    ep.progress_thread = p->progress == PF_PROGRESS_THREAD;
+    st = tpx_engine_create(&ep, &w->e);
+    if (st != TPX_OK) {
+        bench_fail(&w->side,
+                   "tpx_engine_create(plugin %s, %" PRIu64 " channels, chunk %" PRIu64
+                   ", window %" PRIu64 "): %s",
+                   w->plugin ? w->plugin : "from TPX_NET_PLUGIN", p->channels, p->chunk, p->window,
+                   tpx_strerror(st));
+        return -1;
+    }
+    w->efd = tpx_engine_fd(w->e);
+
+    if (w->is_server) {
+        bench_put64(word, (uint64_t)tpx_engine_port(w->e));
+        if (pf_msg_send(w, PF_MSG_PORT, 0, word, 8) != 0)
+            goto out;
+        uint64_t now = bench_now_ns(), next_check = now, start = now;
+        for (;;) {
+            st = tpx_peer_accept(w->e, 100, &w->peer);
+            if (st == TPX_OK)
+                break;
+            if (st != TPX_ERR_TIMED_OUT && st != TPX_INPROGRESS) {
+                bench_fail(&w->side, "tpx_peer_accept: %s", tpx_strerror(st));
+                goto out;
+            }
+            if (bench_check_alive(&w->side, w->p->timeout_s, bench_now_ns(), &next_check, start, 0,
+                                  "tpx_peer_accept") != 0)
+                goto out;
+        }
+    } else {
+        if (pf_msg_recv(w, PF_MSG_PORT, 0, word, 8) != 0)
+            goto out;
+        int port = (int)bench_get64(word);
+        st = tpx_peer_connect(w->e, w->host, port, tmo_ms, &w->peer);
+        if (st != TPX_OK) {
+            bench_fail(&w->side, "tpx_peer_connect(%s, port %d): %s", w->host, port,
+                       tpx_strerror(st));
+            goto out;
+        }
+    }
+    for (uint64_t i = 0; i < p->nsizes; i++)
+        if (pf_run_size(w, i, p->sizes[i]) != 0)
+            goto out;
+out:
+    if (w->peer != NULL)
+        tpx_peer_close(w->peer);
+    tpx_engine_destroy(w->e);
+    return w->side.failed ? -1 : 0;
+}
+
+/* ---- the parent: children, the table, JSON, the transport comparison ------------ */
+
+typedef struct {
+    double engine_gbps, transport_gbps;
+    uint64_t size;
+} pf_cmp_t;
+
+typedef struct {
+    bench_mode_t mode;
+    pf_params_t p;
+    int port, engine_port;
+    const char *host;
+    const char *json;
+    const char *plugin;
+    int compare;
+    int progress;
+    int user_set_run_opts; /* client: run options given, but the server decides */
+    pf_row_t *rows;
+    size_t nrows;
+    char error[512];
+    int header_done;
+    char started[64];
+    const char *argv0;
+    char cmp_cmd[1024];
+    pf_cmp_t cmp[PF_MAX_SIZES];
+    size_t ncmp;
+} pf_main_t;
+
+#define pf_set_error(m, ...) bench_set_error((m)->error, sizeof((m)->error), __VA_ARGS__)
+
+static double pf_row_gbps(const pf_row_t *r)
+{
+    return r->time_ns > 0 ? (double)r->bytes / (double)r->time_ns : 0.0;
+}
+
+static double pf_row_cpu_per_gb(const pf_row_t *r)
+{
+    double cpu =
+        (double)(r->srv.cpu_user_ns + r->srv.cpu_sys_ns + r->cli.cpu_user_ns + r->cli.cpu_sys_ns) /
+        1e9;
+    return r->bytes > 0 ? cpu / ((double)r->bytes / 1e9) : 0.0;
+}
+
+/* The latency the table shows: the senders' (both directions: the slower one's). */
+static pf_lat_t pf_row_lat(const pf_row_t *r)
+{
+    if (r->direction == PF_DIR_SEND)
+        return r->cli.tx;
+    if (r->direction == PF_DIR_RECV)
+        return r->srv.tx;
+    pf_lat_t a = r->srv.tx, b = r->cli.tx;
+    a.avg_ns = (a.avg_ns + b.avg_ns) / 2;
+    a.p50_ns = a.p50_ns > b.p50_ns ? a.p50_ns : b.p50_ns;
+    a.p99_ns = a.p99_ns > b.p99_ns ? a.p99_ns : b.p99_ns;
+    a.max_ns = a.max_ns > b.max_ns ? a.max_ns : b.max_ns;
+    a.min_ns = a.min_ns < b.min_ns ? a.min_ns : b.min_ns;
+    a.n += b.n;
+    return a;
+}
+
+static int pf_row_verified(const pf_row_t *r)
+{
+    return r->direction == PF_DIR_SEND   ? (int)r->srv.verified
+           : r->direction == PF_DIR_RECV ? (int)r->cli.verified
+                                         : (int)(r->srv.verified && r->cli.verified);
+}
+
+static const char *pf_plugin_name(const pf_main_t *m)
+{
+    const char *env = getenv("TPX_NET_PLUGIN");
+    return m->plugin != NULL ? m->plugin : env != NULL && *env != '\0' ? env : "builtin";
+}
+
+static void pf_print_header(pf_main_t *m)
+{
+    const pf_params_t *p = &m->p;
+    char hb[32], hc[32];
+    if (bench_quiet)
+        return;
+    printf("# %s %s: the tpx engine, plugin \"%s\", %s mode, %ld cores\n", PF_PROG,
+           tpx_version_string(), pf_plugin_name(m), bench_mode_name(m->mode),
+           sysconf(_SC_NPROCESSORS_ONLN));
+    printf("# sizes");
+    for (uint64_t i = 0; i < p->nsizes; i++)
+        printf(" %s", bench_human(p->sizes[i], hb, sizeof(hb)));
+    char it[24] = "auto", wu[24] = "auto", dp[24] = "auto";
+    if (p->iters != BENCH_AUTO)
+        snprintf(it, sizeof(it), "%" PRIu64, p->iters);
+    if (p->warmup != BENCH_AUTO)
+        snprintf(wu, sizeof(wu), "%" PRIu64, p->warmup);
+    if (p->depth != 0)
+        snprintf(dp, sizeof(dp), "%" PRIu64, p->depth);
+    printf("  count %" PRIu64 "  iters %s  warmup %s  depth %s\n", p->batch, it, wu, dp);
+    printf("# direction %s (%s)  memory host  verify %s  timeout %" PRIu64 " s\n",
+           pf_dir_name(p->direction), pf_dir_text(p->direction), p->verify ? "on" : "off",
+           p->timeout_s);
+    const char *ifn = getenv("TPX_SOCKET_IFNAME");
+    printf("# engine: channels %" PRIu64 "  chunk %s  window %" PRIu64
+           "  progress %s  TPX_SOCKET_IFNAME=%s\n",
+           p->channels, bench_human(p->chunk, hc, sizeof(hc)), p->window,
+           p->progress == PF_PROGRESS_THREAD ? "thread" : "caller", ifn ? ifn : "(unset)");
+    printf("# GB/s = 1e9 bytes/s: bytes of the timed iterations (count x size each) over the\n"
+           "#   receiver's time from the barrier release (receives posted) to its last\n"
+           "#   completion (bidir: both directions over the slower side's time); warm-up not\n"
+           "#   timed; time(ms) = that time / iters; lat = one transfer, post to completion,\n"
+           "#   as seen by the sender (us); cpu(s/GB) = user+sys CPU of both processes (all\n"
+           "#   threads) per 1e9 bytes\n");
+    fflush(stdout);
+}
+
+static const bench_col_t pf_cols[] = {
+    {"size", 12},        {"count", 6},    {"iters", 7},    {"time(ms)", 10},  {"GB/s", 8},
+    {"lat-avg(us)", 11}, {"p50(us)", 10}, {"p99(us)", 10}, {"cpu(s/GB)", 10}, {"verified", 0},
+};
+#define PF_NCOLS ((int)(sizeof(pf_cols) / sizeof(pf_cols[0])))
+
+static void pf_print_row(pf_main_t *m, const pf_row_t *r)
+{
+    if (bench_quiet)
+        return;
+    if (!m->header_done) {
+        m->header_done = 1;
+        printf("#\n");
+        bench_table_header(stdout, pf_cols, PF_NCOLS);
+    }
+    pf_lat_t l = pf_row_lat(r);
+    char c[PF_NCOLS][BENCH_CELL];
+    snprintf(c[0], BENCH_CELL, "%" PRIu64, r->size);
+    snprintf(c[1], BENCH_CELL, "%" PRIu64, r->batch);
+    snprintf(c[2], BENCH_CELL, "%" PRIu64, r->iters);
+    snprintf(c[3], BENCH_CELL, "%.3f", (double)r->time_ns / 1e6 / (double)r->iters);
+    snprintf(c[4], BENCH_CELL, "%.3f", pf_row_gbps(r));
+    snprintf(c[5], BENCH_CELL, "%.1f", (double)l.avg_ns / 1e3);
+    snprintf(c[6], BENCH_CELL, "%.1f", (double)l.p50_ns / 1e3);
+    snprintf(c[7], BENCH_CELL, "%.1f", (double)l.p99_ns / 1e3);
+    snprintf(c[8], BENCH_CELL, "%.3f", pf_row_cpu_per_gb(r));
+    snprintf(c[9], BENCH_CELL, "%s", pf_row_verified(r) ? "yes" : "no");
+    bench_table_row(stdout, pf_cols, PF_NCOLS, c);
+    fflush(stdout);
+}
+
+static void pf_json_lat(FILE *f, const char *key, const pf_lat_t *l, int comma)
+{
+    fprintf(f, "\"%s\": ", key);
+    if (l->n == 0) {
+        fprintf(f, "null%s", comma ? ", " : "");
+        return;
+    }
+    fputc('{', f);
+    bench_json_u64(f, "transfers", l->n, 1);
+    bench_json_dbl(f, "avg_us", (double)l->avg_ns / 1e3, 1);
+    bench_json_dbl(f, "min_us", (double)l->min_ns / 1e3, 1);
+    bench_json_dbl(f, "p50_us", (double)l->p50_ns / 1e3, 1);
+    bench_json_dbl(f, "p99_us", (double)l->p99_ns / 1e3, 1);
+    bench_json_dbl(f, "max_us", (double)l->max_ns / 1e3, 0);
+    fprintf(f, "}%s", comma ? ", " : "");
+}
+
+static void pf_json_side(FILE *f, const char *key, const pf_side_res_t *s)
+{
+    fprintf(f, "\"%s\": {", key);
+    bench_json_dbl(f, "time_ms_total", (double)s->time_ns / 1e6, 1);
+    bench_json_dbl(f, "cpu_user_s", (double)s->cpu_user_ns / 1e9, 1);
+    bench_json_dbl(f, "cpu_sys_s", (double)s->cpu_sys_ns / 1e9, 1);
+    pf_json_lat(f, "send_latency", &s->tx, 1);
+    pf_json_lat(f, "recv_latency", &s->rx, 1);
+    fprintf(f, "\"verified\": %s, \"checksum\": ", s->verified ? "true" : "false");
+    if (s->verified)
+        fprintf(f, "\"0x%016" PRIx64 "\"}", s->checksum);
+    else
+        fputs("null}", f);
+}
+
+static void pf_json_count(FILE *f, const char *key, uint64_t v, uint64_t autov)
+{
+    fprintf(f, "\"%s\": ", key);
+    if (v == autov)
+        fputs("\"auto\", ", f);
+    else
+        fprintf(f, "%" PRIu64 ", ", v);
+}
+
+static int pf_write_json(pf_main_t *m)
+{
+    const pf_params_t *p = &m->p;
+    FILE *f = fopen(m->json, "w");
+    if (f == NULL) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", PF_PROG, m->json, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\n  \"tool\": \"%s\", \"version\": ", PF_PROG);
+    bench_json_str(f, tpx_version_string());
+    fprintf(f, ", \"mode\": \"%s\", \"started\": ", bench_mode_name(m->mode));
+    bench_json_str(f, m->started);
+    fprintf(f, ", ");
+    bench_json_sysinfo(f);
+    fprintf(f, ",\n  \"peer\": ");
+    bench_json_str(f, m->host);
+    fprintf(f, ", \"port\": %d,\n", m->port);
+    fprintf(f, "  \"units\": {\"GBps\": \"1e9 bytes per second: timed bytes (every direction) "
+               "over the receiver's time from the barrier release to its last completion "
+               "(bidir: the slower side's)\", \"time_ms\": \"milliseconds\", \"latency\": "
+               "\"microseconds from tpx_send/tpx_recv to the completion seen by tpx_xfer_poll, "
+               "on the side that posted\", \"cpu_s_per_GB\": \"user+sys CPU seconds of both "
+               "processes per 1e9 bytes\"},\n");
+    fprintf(f, "  \"config\": {\"mem\": \"host\", \"plugin\": ");
+    bench_json_str(f, pf_plugin_name(m));
+    fprintf(f, ", \"sizes\": [");
+    for (uint64_t i = 0; i < p->nsizes; i++)
+        fprintf(f, "%s%" PRIu64, i ? ", " : "", p->sizes[i]);
+    fprintf(f, "], ");
+    pf_json_count(f, "iters", p->iters, BENCH_AUTO);
+    pf_json_count(f, "warmup", p->warmup, BENCH_AUTO);
+    pf_json_count(f, "depth", p->depth, 0);
+    bench_json_u64(f, "batch", p->batch, 1);
+    fprintf(f, "\"direction\": \"%s\", \"verify\": %s, ", pf_dir_name(p->direction),
+            p->verify ? "true" : "false");
+    bench_json_u64(f, "channels", p->channels, 1);
+    bench_json_u64(f, "chunk", p->chunk, 1);
+    bench_json_u64(f, "window", p->window, 1);
+    fprintf(f, "\"progress\": \"%s\", ", p->progress == PF_PROGRESS_THREAD ? "thread" : "caller");
+    bench_json_u64(f, "timeout_s", p->timeout_s, 0);
+    fprintf(f, "},\n  \"env\": ");
+    bench_json_env(f, NULL);
+    fprintf(f, ",\n  \"results\": [");
+    const pf_row_t *best = NULL;
+    for (size_t i = 0; i < m->nrows; i++) {
+        const pf_row_t *r = &m->rows[i];
+        if (best == NULL || pf_row_gbps(r) > pf_row_gbps(best))
+            best = r;
+        pf_lat_t l = pf_row_lat(r);
+        fprintf(f, "%s\n    {", i ? "," : "");
+        bench_json_u64(f, "size", r->size, 1);
+        bench_json_u64(f, "batch", r->batch, 1);
+        bench_json_u64(f, "iters", r->iters, 1);
+        bench_json_u64(f, "warmup", r->warmup, 1);
+        bench_json_u64(f, "depth", r->depth, 1);
+        fprintf(f, "\"direction\": \"%s\", ", pf_dir_name(r->direction));
+        bench_json_u64(f, "bytes", r->bytes, 1);
+        bench_json_dbl(f, "time_ms_total", (double)r->time_ns / 1e6, 1);
+        bench_json_dbl(f, "time_ms", (double)r->time_ns / 1e6 / (double)r->iters, 1);
+        bench_json_dbl(f, "GBps", pf_row_gbps(r), 1);
+        bench_json_dbl(f, "lat_us_avg", (double)l.avg_ns / 1e3, 1);
+        bench_json_dbl(f, "lat_us_p50", (double)l.p50_ns / 1e3, 1);
+        bench_json_dbl(f, "lat_us_p99", (double)l.p99_ns / 1e3, 1);
+        bench_json_dbl(f, "cpu_s_per_GB", pf_row_cpu_per_gb(r), 1);
+        fprintf(f, "\"verified\": %s,\n     ", pf_row_verified(r) ? "true" : "false");
+        pf_json_side(f, "server", &r->srv);
+        fprintf(f, ",\n     ");
+        pf_json_side(f, "client", &r->cli);
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ],\n  \"best\": ");
+    if (best != NULL)
+        fprintf(f, "{\"GBps\": %.9g, \"size\": %" PRIu64 ", \"batch\": %" PRIu64 "}",
+                pf_row_gbps(best), best->size, best->batch);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"compare_transport\": ");
+    if (m->compare && m->cmp_cmd[0] != '\0') {
+        fprintf(f, "{\"command\": ");
+        bench_json_str(f, m->cmp_cmd);
+        fprintf(f, ", \"results\": [");
+        for (size_t i = 0; i < m->ncmp; i++) {
+            const pf_cmp_t *c = &m->cmp[i];
+            fprintf(f, "%s{", i ? ", " : "");
+            bench_json_u64(f, "size", c->size, 1);
+            bench_json_dbl(f, "engine_GBps", c->engine_gbps, 1);
+            bench_json_dbl(f, "transport_GBps", c->transport_gbps, 1);
+            bench_json_dbl(f, "engine_over_transport",
+                           c->transport_gbps > 0 ? c->engine_gbps / c->transport_gbps : 0.0, 0);
+            fputc('}', f);
+        }
+        fprintf(f, "]}");
+    } else {
+        fputs("null", f);
+    }
+    fprintf(f, ",\n  \"ok\": %s, \"error\": ", m->error[0] ? "false" : "true");
+    bench_json_str(f, m->error[0] ? m->error : NULL);
+    fputs("\n}\n", f);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", PF_PROG, m->json, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Fork one side (0: server, 1: client); in the child it never returns. */
+static pid_t pf_spawn(void *ctx, int side, int ctl, int out, int out_rows, const int *close_fds,
+                      int nclose)
+{
+    pf_main_t *m = ctx;
+    int is_server = side == 0;
+    pid_t pid = bench_fork(close_fds, nclose);
+    if (pid != 0)
+        return pid;
+    pf_worker_t w = {
+        .p = &m->p,
+        .is_server = is_server,
+        .side =
+            {
+                .who = is_server ? "server" : "client",
+                .peer = is_server ? "client" : "server",
+                .ctl = ctl,
+                .out = out,
+                .rec_size = sizeof(pf_rec_t),
+                .proto = &pf_proto,
+                .progress = out_rows && m->progress,
+            },
+        .out_rows = out_rows,
+        .host = m->mode == BENCH_MODE_CLIENT ? m->host : "127.0.0.1",
+        .engine_port = m->mode == BENCH_MODE_LOOPBACK ? TPX_PORT_EPHEMERAL : m->engine_port,
+        .plugin = m->plugin,
+    };
+    _exit(pf_worker(&w) == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL);
+}
+
+static void pf_on_row(void *ctx, const void *rec)
+{
+    pf_main_t *m = ctx;
+    const pf_rec_t *r = rec;
+    pf_row_t *nr = realloc(m->rows, (m->nrows + 1) * sizeof(*nr));
+    if (nr != NULL) {
+        m->rows = nr;
+        m->rows[m->nrows++] = r->row;
+    }
+    pf_print_row(m, &r->row);
+}
+
+/* Fork the side(s) and collect their rows. `ctl`: the control socket (server/client). */
+static int pf_run(pf_main_t *m, int ctl)
+{
+    static const char *const names[2] = {"server", "client"};
+    int rc = bench_run_sides(m->mode, ctl, pf_spawn, m, names, sizeof(pf_rec_t), pf_on_row,
+                             m->p.timeout_s + 15, m->error, sizeof(m->error));
+    if (rc == 0 && m->nrows != m->p.nsizes) {
+        pf_set_error(m, "expected %" PRIu64 " result rows, got %zu", m->p.nsizes, m->nrows);
+        rc = -1;
+    }
+    return rc != 0 || m->error[0] != '\0' ? -1 : 0;
+}
+
+static int pf_run_server(pf_main_t *m)
+{
+    char err[512] = "";
+    unsigned char wire[sizeof(pf_params_t)];
+    bench_words_out(wire, &m->p, sizeof(pf_params_t) / 8);
+    int cfd =
+        bench_server_start(&pf_proto, m->port, PF_MSG_HELLO, PF_MSG_PARAMS, wire, sizeof(wire),
+                           "not a tpx-perf client of this version", err, sizeof(err));
+    if (cfd < 0) {
+        pf_set_error(m, "%s", err);
+        return -1;
+    }
+    pf_print_header(m);
+    int rc = pf_run(m, cfd);
+    close(cfd);
+    return rc;
+}
+
+/* Parameters from a server: never trusted further than the command line would be. */
+static int pf_params_ok(const pf_params_t *p)
+{
+    if (p->nsizes == 0 || p->nsizes > PF_MAX_SIZES || p->batch == 0 || p->batch > PF_MAX_BATCH ||
+        p->depth > PF_MAX_DEPTH || p->direction > PF_DIR_BIDIR || p->timeout_s == 0 ||
+        p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 || p->chunk < 4096 ||
+        p->chunk > (4u << 20) || p->window == 0 || p->window > 32 ||
+        p->progress > PF_PROGRESS_CALLER || p->verify > 1)
+        return 0;
+    for (uint64_t i = 0; i < p->nsizes; i++)
+        if (p->sizes[i] > PF_MAX_SIZE)
+            return 0;
+    return 1;
+}
+
+static int pf_run_client(pf_main_t *m)
+{
+    char err[512] = "";
+    unsigned char wire[sizeof(pf_params_t)];
+    int fd = bench_client_start(
+        &pf_proto, m->host, m->port, PF_MSG_HELLO, PF_MSG_PARAMS, wire, sizeof(wire),
+        " (is `" PF_PROG " server` running there, on this --port?)", err, sizeof(err));
+    if (fd < 0) {
+        pf_set_error(m, "%s", err);
+        return -1;
+    }
+    pf_params_t p;
+    bench_words_in(&p, wire, sizeof(pf_params_t) / 8);
+    if (!pf_params_ok(&p)) {
+        pf_set_error(m, "the server sent parameters out of range");
+        close(fd);
+        return -1;
+    }
+    m->p = p;
+    if (m->user_set_run_opts && !bench_quiet)
+        fprintf(stderr, "%s: client: run options come from the server; yours are ignored\n",
+                PF_PROG);
+    pf_print_header(m);
+    int rc = pf_run(m, fd);
+    close(fd);
+    return rc;
+}
+
+/* ---- --compare-transport: tpx-netbench on the same sizes ---------------------------- */
+
+/* The "GBps" of each entry of tpx-netbench's "results", by "size". */
+static int pf_parse_netbench(const char *path, pf_main_t *m)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char *text = NULL;
+    size_t cap = 0;
+    ssize_t len = getdelim(&text, &cap, '\0', f);
+    fclose(f);
+    if (len <= 0) {
+        free(text);
+        return -1;
+    }
+    const char *s = strstr(text, "\"results\": [");
+    const char *end = s != NULL ? strstr(s, "\n  ]") : NULL;
+    for (const char *o = s;
+         o != NULL && end != NULL && (o = strstr(o, "\n    {")) != NULL && o < end; o++) {
+        const char *sz = strstr(o, "\"size\": "), *gb = strstr(o, "\"GBps\": ");
+        if (sz == NULL || gb == NULL || gb > end)
+            break;
+        uint64_t size = strtoull(sz + 8, NULL, 10);
+        double gbps = strtod(gb + 8, NULL);
+        for (size_t i = 0; i < m->ncmp; i++)
+            if (m->cmp[i].size == size)
+                m->cmp[i].transport_gbps = gbps;
+    }
+    free(text);
+    return 0;
+}
+
+static int pf_compare_transport(pf_main_t *m)
+{
+    const pf_params_t *p = &m->p;
+    char nb[PATH_MAX], tmp[] = "/tmp/tpx-perf-netbench-XXXXXX.json", sizes[1024] = "";
+    char iters[32], warmup[32], timeout[32];
+    int fd = mkstemps(tmp, 5);
+    if (fd < 0) {
+        pf_set_error(m, "--compare-transport: cannot create a temporary file: %s", strerror(errno));
+        return -1;
+    }
+    close(fd);
+    bench_sibling_path(m->argv0, "tpx-netbench", nb, sizeof(nb));
+    for (uint64_t i = 0; i < p->nsizes; i++) {
+        size_t l = strlen(sizes);
+        snprintf(sizes + l, sizeof(sizes) - l, "%s%" PRIu64, i ? "," : "", p->sizes[i]);
+    }
+    snprintf(iters, sizeof(iters), "%" PRIu64, p->iters);
+    snprintf(warmup, sizeof(warmup), "%" PRIu64, p->warmup);
+    snprintf(timeout, sizeof(timeout), "%" PRIu64, p->timeout_s);
+    /* Same sizes, iteration counts, verification and timeout; the rest is
+     * the transport's own default (one isend per message). */
+    const char *argv[16] = {
+        nb,      "--loopback", "--sizes", sizes, "--timeout",
+        timeout, "--quiet",    "--json",  tmp,   p->verify ? "--verify" : "--no-verify"};
+    int a = 10;
+    if (p->iters != BENCH_AUTO) {
+        argv[a++] = "--iters";
+        argv[a++] = iters;
+    }
+    if (p->warmup != BENCH_AUTO) {
+        argv[a++] = "--warmup";
+        argv[a++] = warmup;
+    }
+    argv[a] = NULL;
+    m->cmp_cmd[0] = '\0';
+    for (int i = 0; i < a; i++) {
+        size_t l = strlen(m->cmp_cmd);
+        snprintf(m->cmp_cmd + l, sizeof(m->cmp_cmd) - l, "%s%s", i ? " " : "", argv[i]);
+    }
+    if (!bench_quiet) {
+        printf("# transport alone: %s\n", m->cmp_cmd);
+        fflush(stdout);
+    }
+    int st = bench_run_tool(argv);
+    if (st != 0) {
+        pf_set_error(m, "--compare-transport: %s %s (see above)", nb,
+                     st < 0 ? "could not be run" : "failed");
+        unlink(tmp);
+        return -1;
+    }
+    m->ncmp = 0;
+    for (size_t i = 0; i < m->nrows && i < PF_MAX_SIZES; i++)
+        m->cmp[m->ncmp++] =
+            (pf_cmp_t){.size = m->rows[i].size, .engine_gbps = pf_row_gbps(&m->rows[i])};
+    int rc = pf_parse_netbench(tmp, m);
+    unlink(tmp);
+    for (size_t i = 0; rc == 0 && i < m->ncmp; i++)
+        if (m->cmp[i].transport_gbps <= 0)
+            rc = -1;
+    if (rc != 0) {
+        pf_set_error(m, "--compare-transport: no result for every size in %s's JSON", nb);
+        return -1;
+    }
+    for (size_t i = 0; i < m->ncmp; i++) {
+        char hb[32];
+        printf("# engine/transport = %.3f at %s (engine %.3f GB/s, transport %.3f GB/s)\n",
+               m->cmp[i].engine_gbps / m->cmp[i].transport_gbps,
+               bench_human(m->cmp[i].size, hb, sizeof(hb)), m->cmp[i].engine_gbps,
+               m->cmp[i].transport_gbps);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* ---- command line ---------------------------------------------------------------- */
+
+static void pf_usage(FILE *f)
+{
+    fprintf(f,
+            "NAME\n"
+            "    %1$s - throughput and latency of the tpx engine (tpx/tpx.h)\n"
+            "\n"
+            "SYNOPSIS\n"
+            "    %1$s [--loopback] [OPTIONS]\n"
+            "    %1$s server [--port P] [--engine-port Q] [OPTIONS]\n"
+            "    %1$s client HOST [--port P] [--plugin P] [--json FILE] [--quiet]\n"
+            "    %1$s --print-config | --help | --version\n"
+            "\n"
+            "DESCRIPTION\n"
+            "    Moves memory between two tpx engines with tpx_send()/tpx_recv() through\n"
+            "    the public API only, and prints bandwidth and latency in a table like\n"
+            "    nccl-tests. The \"server\" side's engine listens, the \"client\" side's\n"
+            "    engine connects (tpx_peer_connect); each side is its own process.\n"
+            "\n"
+            "    For each size: --warmup untimed iterations, then a barrier (the receiving\n"
+            "    side posts its tpx_recv()s, then releases the sender over the control\n"
+            "    connection), then --iters timed iterations. One iteration is --batch\n"
+            "    transfers of SIZE bytes each (batch 1: one transfer). Up to `depth`\n"
+            "    iterations are in flight, each in its own registered buffers.\n"
+            "\n"
+            "    Columns: size (bytes per transfer), count (transfers per iteration),\n"
+            "    iters, time(ms) (per iteration), GB/s (1e9 bytes per second: the timed\n"
+            "    bytes over the receiver's time from the barrier release to its last\n"
+            "    completion; bidir: both directions' bytes over the slower side's time),\n"
+            "    lat-avg/p50/p99(us) (one transfer, from tpx_send() to the completion that\n"
+            "    tpx_xfer_poll() reports on the sending side; bidir: the slower side),\n"
+            "    cpu(s/GB) (user+sys CPU time of both processes, all threads, per 1e9\n"
+            "    bytes), verified. A final line names the best row. --json has the\n"
+            "    receivers' latencies, each side's time and CPU, and the checksums too.\n"
+            "\n"
+            "ROLES\n"
+            "    --loopback\n"
+            "        Both sides on this host (the default when no role is given): the\n"
+            "        server's engine takes an ephemeral port and tells the client over a\n"
+            "        socketpair; the client connects to 127.0.0.1. TPX_SOCKET_IFNAME\n"
+            "        defaults to \"lo\" in this mode.\n"
+            "    server\n"
+            "        Waits on the control --port for one client, sends it the run\n"
+            "        parameters (this side's options decide them, engine settings\n"
+            "        included) and its engine's port, runs, prints, exits.\n"
+            "    client HOST\n"
+            "        Connects to HOST's control --port (retrying for 10 s), takes the run\n"
+            "        parameters from the server, connects its engine, prints the same table.\n"
+            "\n"
+            "OPTIONS\n"
+            "    --port P          control TCP port of server/client (default %2$d)\n"
+            "    --engine-port Q   server: the engine's bootstrap port (default: any free\n"
+            "                      port, sent to the client; set it when a firewall is on)\n"
+            "    --mem host        memory to move: host (the only kind supported yet; cuda\n"
+            "                      comes later)\n"
+            "    --size N          one transfer size (default 256M). K, M, G = 2^10, 2^20, 2^30\n"
+            "    --sizes A:B       sizes from A to B, doubling (e.g. 4K:1G); or a comma list of\n"
+            "                      sizes and ranges (e.g. 16K,1M:64M). At most %3$d sizes\n"
+            "    --batch N         transfers per iteration (default 1), e.g. 1000 with --size\n"
+            "                      16K: the KV-cache shape. At most %4$d\n"
+            "    --iters N         timed iterations per size (default: 5, or more so that each\n"
+            "                      row moves at least 1 GiB, up to %5$d)\n"
+            "    --warmup N        untimed iterations before them (default: iters/10, >= 1)\n"
+            "    --depth N         iterations in flight, each in its own buffers (default:\n"
+            "                      enough to fill channels x window x chunk, plus one; at\n"
+            "                      most 1 GiB of buffers per direction and side, %6$d\n"
+            "                      iterations and %7$d transfers)\n"
+            "    --direction D     send: client -> server (default); recv: server -> client;\n"
+            "                      bidir: both at once over the same peer\n"
+            "    --chunk BYTES     the engines' chunk size (params.chunk_bytes, 4K..4M;\n"
+            "                      default TPX_CHUNK_BYTES)\n"
+            "    --channels N      channels per peer (params.channels, 1..32; default\n"
+            "                      TPX_CHANNELS)\n"
+            "    --window W        requests in flight per plugin comm (params.window, 1..32;\n"
+            "                      default TPX_WINDOW)\n"
+            "    --plugin P        ncclNet plugin of this side: builtin, a name (loads\n"
+            "                      libnccl-net-P.so) or a path (default TPX_NET_PLUGIN)\n"
+            "    --progress M      thread: the engine's progress thread drives transfers\n"
+            "                      (default); caller: no thread, this tool calls\n"
+            "                      tpx_progress() in its loop\n"
+            "    --verify          fill every transfer with a pattern seeded by its\n"
+            "                      direction, iteration and index (sender) and check every\n"
+            "                      byte (receiver); the fill and the check are part of the\n"
+            "                      timed loop. Default: on in loopback mode, off otherwise\n"
+            "    --no-verify       do not fill or check: pure engine throughput\n"
+            "    --timeout SEC     no progress for this long is an error; also each\n"
+            "                      transfer's deadline (params.timeout_ms; default %8$d)\n"
+            "    --compare-transport\n"
+            "                      loopback, one direction: afterwards run tpx-netbench (the\n"
+            "                      transport alone, from the same folder as this binary) on\n"
+            "                      the same sizes and print engine/transport per size\n"
+            "    --json FILE       also write every number and the configuration to FILE\n"
+            "    -q, --quiet       print only the final lines (best, engine/transport) and\n"
+            "                      errors\n"
+            "    --print-config    print every TPX_* setting with its value and meaning\n"
+            "    -V, --version     print the version\n"
+            "    -h, --help        print this text\n"
+            "\n"
+            "ENVIRONMENT\n"
+            "    The engine's and the built-in transport's TPX_* variables apply\n"
+            "    (TPX_SOCKET_IFNAME, TPX_NET_PLUGIN, TPX_CHANNELS, TPX_CHUNK_BYTES,\n"
+            "    TPX_WINDOW, TPX_NSOCKS, TPX_AUTH_TOKEN, TPX_LOG_LEVEL, ...);\n"
+            "    `%1$s --print-config` lists them all with defaults and meanings.\n"
+            "    Options given here override them for both engines.\n"
+            "\n"
+            "EXAMPLES\n"
+            "    %1$s\n"
+            "        loopback, 256 MiB transfers, verified: the quick demo\n"
+            "    %1$s --size 256M --compare-transport\n"
+            "        the engine next to the transport alone, same sizes, same run\n"
+            "    %1$s --size 16K --batch 1000 --direction bidir\n"
+            "        many small transfers both ways: the KV-cache shape\n"
+            "    %1$s --sizes 4K:1G --no-verify --json sweep.json\n"
+            "        a sweep, pure throughput, with a JSON record\n"
+            "    TPX_SOCKET_IFNAME=eth1 %1$s server --sizes 1M:256M\n"
+            "    TPX_SOCKET_IFNAME=eth1 %1$s client 10.0.0.2\n"
+            "        two machines\n"
+            "\n"
+            "EXIT STATUS\n"
+            "    0  every size ran and (with --verify) every byte was right\n"
+            "    1  an engine call returned an error (printed with tpx_strerror()), data\n"
+            "       did not match, a peer went away or stopped making progress, or the\n"
+            "       control connection or --compare-transport failed\n"
+            "    2  bad command line\n",
+            PF_PROG, PF_DEFAULT_PORT, PF_MAX_SIZES, PF_MAX_BATCH, BENCH_AUTO_MAX_ITERS,
+            PF_MAX_DEPTH, PF_MAX_INFLIGHT, PF_DEFAULT_TIMEOUT_S);
+}
+
+int main(int argc, char **argv)
+{
+    enum {
+        O_LOOPBACK = 256,
+        O_PORT,
+        O_ENGINE_PORT,
+        O_MEM,
+        O_SIZE,
+        O_SIZES,
+        O_BATCH,
+        O_ITERS,
+        O_WARMUP,
+        O_DEPTH,
+        O_DIRECTION,
+        O_CHUNK,
+        O_CHANNELS,
+        O_WINDOW,
+        O_PLUGIN,
+        O_PROGRESS,
+        O_VERIFY,
+        O_NOVERIFY,
+        O_TIMEOUT,
+        O_COMPARE,
+        O_JSON,
+        O_PRINTCFG,
+    };
+    static const struct option opts[] = {
+        {"loopback", no_argument, NULL, O_LOOPBACK},
+        {"port", required_argument, NULL, O_PORT},
+        {"engine-port", required_argument, NULL, O_ENGINE_PORT},
+        {"mem", required_argument, NULL, O_MEM},
+        {"size", required_argument, NULL, O_SIZE},
+        {"sizes", required_argument, NULL, O_SIZES},
+        {"batch", required_argument, NULL, O_BATCH},
+        {"iters", required_argument, NULL, O_ITERS},
+        {"warmup", required_argument, NULL, O_WARMUP},
+        {"depth", required_argument, NULL, O_DEPTH},
+        {"direction", required_argument, NULL, O_DIRECTION},
+        {"chunk", required_argument, NULL, O_CHUNK},
+        {"channels", required_argument, NULL, O_CHANNELS},
+        {"window", required_argument, NULL, O_WINDOW},
+        {"plugin", required_argument, NULL, O_PLUGIN},
+        {"progress", required_argument, NULL, O_PROGRESS},
+        {"verify", no_argument, NULL, O_VERIFY},
+        {"no-verify", no_argument, NULL, O_NOVERIFY},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"compare-transport", no_argument, NULL, O_COMPARE},
+        {"json", required_argument, NULL, O_JSON},
+        {"quiet", no_argument, NULL, 'q'},
+        {"print-config", no_argument, NULL, O_PRINTCFG},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static pf_main_t m;
+    pf_params_t *p = &m.p;
+    int loopback_flag = 0, verify = -1, run_opts = 0;
+    uint64_t v;
+
+    bench_prog = PF_PROG;
+    m.argv0 = argv[0];
+    m.mode = BENCH_MODE_LOOPBACK;
+    m.port = PF_DEFAULT_PORT;
+    m.engine_port = TPX_PORT_EPHEMERAL;
+    p->nsizes = 1;
+    p->sizes[0] = PF_DEFAULT_SIZE;
+    p->iters = BENCH_AUTO;
+    p->warmup = BENCH_AUTO;
+    p->batch = 1;
+    p->direction = PF_DIR_SEND;
+    p->timeout_s = PF_DEFAULT_TIMEOUT_S;
+    p->progress = PF_PROGRESS_THREAD;
+
+    int c;
+    while ((c = getopt_long(argc, argv, "hqV", opts, NULL)) != -1) {
+        switch (c) {
+        case O_LOOPBACK:
+            loopback_flag = 1;
+            break;
+        case O_PORT:
+            if (bench_parse_uint(optarg, 1, 65535, &v) != 0)
+                return bench_usage_error("--port: '%s' is not a port (1..65535)", optarg);
+            m.port = (int)v;
+            break;
+        case O_ENGINE_PORT:
+            if (bench_parse_uint(optarg, 1, 65535, &v) != 0)
+                return bench_usage_error("--engine-port: '%s' is not a port (1..65535)", optarg);
+            m.engine_port = (int)v;
+            break;
+        case O_MEM:
+            if (strcmp(optarg, "cuda") == 0) {
+                fprintf(stderr,
+                        "%s: --mem cuda: not supported yet (this version moves host "
+                        "memory only: --mem host)\n",
+                        PF_PROG);
+                return BENCH_EXIT_USAGE;
+            }
+            if (strcmp(optarg, "host") != 0)
+                return bench_usage_error("--mem: '%s' is not host or cuda", optarg);
+            break;
+        case O_SIZE:
+            if (bench_parse_size(optarg, &v) != 0 || v > PF_MAX_SIZE)
+                return bench_usage_error(
+                    "--size: bad size '%s' (e.g. 4096, 64K, 256M, 1G; at most 16G)", optarg);
+            p->nsizes = 1;
+            p->sizes[0] = v;
+            run_opts = 1;
+            break;
+        case O_SIZES:
+            if (bench_parse_sizes(optarg, p->sizes, PF_MAX_SIZES, PF_MAX_SIZE, &p->nsizes) != 0)
+                return bench_usage_error("--sizes: bad list '%s' (e.g. 4K:1G or 16K,1M:64M; "
+                                         "at most %d sizes of at most 16G)",
+                                         optarg, PF_MAX_SIZES);
+            run_opts = 1;
+            break;
+        case O_BATCH:
+            if (bench_parse_uint(optarg, 1, PF_MAX_BATCH, &v) != 0)
+                return bench_usage_error("--batch: '%s' is not in 1..%d", optarg, PF_MAX_BATCH);
+            p->batch = v;
+            run_opts = 1;
+            break;
+        case O_ITERS:
+            if (bench_parse_uint(optarg, 1, 100000000, &v) != 0)
+                return bench_usage_error("--iters: '%s' is not a count >= 1", optarg);
+            p->iters = v;
+            run_opts = 1;
+            break;
+        case O_WARMUP:
+            if (bench_parse_uint(optarg, 0, 100000000, &v) != 0)
+                return bench_usage_error("--warmup: '%s' is not a count", optarg);
+            p->warmup = v;
+            run_opts = 1;
+            break;
+        case O_DEPTH:
+            if (bench_parse_uint(optarg, 1, PF_MAX_DEPTH, &v) != 0)
+                return bench_usage_error("--depth: '%s' is not in 1..%d", optarg, PF_MAX_DEPTH);
+            p->depth = v;
+            run_opts = 1;
+            break;
+        case O_DIRECTION:
+            if (strcmp(optarg, "send") == 0)
+                p->direction = PF_DIR_SEND;
+            else if (strcmp(optarg, "recv") == 0)
+                p->direction = PF_DIR_RECV;
+            else if (strcmp(optarg, "bidir") == 0)
+                p->direction = PF_DIR_BIDIR;
+            else
+                return bench_usage_error("--direction: '%s' is not send, recv or bidir", optarg);
+            run_opts = 1;
+            break;
+        case O_CHUNK:
+            if (bench_parse_size(optarg, &v) != 0 || v < 4096 || v > (4u << 20))
+                return bench_usage_error("--chunk: bad size '%s' (4K .. 4M)", optarg);
+            p->chunk = v;
+            run_opts = 1;
+            break;
+        case O_CHANNELS:
+            if (bench_parse_uint(optarg, 1, 32, &v) != 0)
+                return bench_usage_error("--channels: '%s' is not in 1..32", optarg);
+            p->channels = v;
+            run_opts = 1;
+            break;
+        case O_WINDOW:
+            if (bench_parse_uint(optarg, 1, 32, &v) != 0)
+                return bench_usage_error("--window: '%s' is not in 1..32", optarg);
+            p->window = v;
+            run_opts = 1;
+            break;
+        case O_PLUGIN:
+            m.plugin = optarg;
+            break;
+        case O_PROGRESS:
+            if (strcmp(optarg, "thread") == 0)
+                p->progress = PF_PROGRESS_THREAD;
+            else if (strcmp(optarg, "caller") == 0)
+                p->progress = PF_PROGRESS_CALLER;
+            else
+                return bench_usage_error("--progress: '%s' is not thread or caller", optarg);
+            run_opts = 1;
+            break;
+        case O_VERIFY:
+            verify = 1;
+            run_opts = 1;
+            break;
+        case O_NOVERIFY:
+            verify = 0;
+            run_opts = 1;
+            break;
+        case O_TIMEOUT:
+            if (bench_parse_uint(optarg, 1, 86400, &v) != 0)
+                return bench_usage_error("--timeout: '%s' is not in 1..86400 seconds", optarg);
+            p->timeout_s = v;
+            break;
+        case O_COMPARE:
+            m.compare = 1;
+            break;
+        case O_JSON:
+            m.json = optarg;
+            break;
+        case 'q':
+            bench_quiet = 1;
+            break;
+        case O_PRINTCFG:
+            tpx_config_print(stdout, 0);
+            return BENCH_EXIT_OK;
+        case 'V':
+            printf("%s %s (libtpx %s)\n", PF_PROG, tpx_version_string(), tpx_version_string());
+            return BENCH_EXIT_OK;
+        case 'h':
+            pf_usage(stdout);
+            return BENCH_EXIT_OK;
+        default:
+            fprintf(stderr, "Try '%s --help'.\n", PF_PROG);
+            return BENCH_EXIT_USAGE;
+        }
+    }
+    int role_rc = bench_parse_role(argc, argv, optind, loopback_flag, &m.mode, &m.host);
+    if (role_rc != BENCH_EXIT_OK)
+        return role_rc;
+    if (m.compare && m.mode != BENCH_MODE_LOOPBACK)
+        return bench_usage_error("--compare-transport runs in loopback mode only");
+    if (m.compare && p->direction == PF_DIR_BIDIR)
+        return bench_usage_error("--compare-transport measures one direction: use --direction "
+                                 "send or recv");
+    for (uint64_t i = 0; i < p->nsizes; i++)
+        if (p->sizes[i] * p->batch > PF_MAX_SIZE)
+            return bench_usage_error("--batch %" PRIu64 " x size %" PRIu64
+                                     " is more than 16 GiB per iteration",
+                                     p->batch, p->sizes[i]);
+    p->verify = verify >= 0 ? (uint64_t)verify : m.mode == BENCH_MODE_LOOPBACK;
+    m.user_set_run_opts = run_opts && m.mode == BENCH_MODE_CLIENT;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (m.mode == BENCH_MODE_LOOPBACK && getenv("TPX_SOCKET_IFNAME") == NULL)
+        setenv("TPX_SOCKET_IFNAME", "lo", 1);
+    if (tpx_config_check() != TPX_OK) {
+        fprintf(stderr, "%s: a TPX_* setting is malformed (see above; `%s --print-config`)\n",
+                PF_PROG, PF_PROG);
+        return BENCH_EXIT_FAIL;
+    }
+    /* Both engines get explicit settings: this side's environment decides. */
+    if (p->channels == 0)
+        p->channels = (uint64_t)bench_config_int("TPX_CHANNELS");
+    if (p->chunk == 0)
+        p->chunk = (uint64_t)bench_config_int("TPX_CHUNK_BYTES");
+    if (p->window == 0)
+        p->window = (uint64_t)bench_config_int("TPX_WINDOW");
+    if (m.mode != BENCH_MODE_CLIENT && !pf_params_ok(p)) {
+        fprintf(stderr,
+                "%s: cannot read TPX_CHANNELS, TPX_CHUNK_BYTES or TPX_WINDOW from "
+                "tpx_config_print(): set --channels, --chunk and --window\n",
+                PF_PROG);
+        return BENCH_EXIT_FAIL;
+    }
+    m.progress = !bench_quiet && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
+    bench_started(m.started, sizeof(m.started));
+
+    int rc;
+    if (m.mode == BENCH_MODE_SERVER) {
+        rc = pf_run_server(&m);
+    } else if (m.mode == BENCH_MODE_CLIENT) {
+        rc = pf_run_client(&m);
+    } else {
+        pf_print_header(&m);
+        rc = pf_run(&m, -1);
+    }
+    if (m.error[0] != '\0')
+        rc = -1;
+
+    const pf_row_t *best = NULL;
+    int all_verified = m.nrows > 0;
+    for (size_t i = 0; i < m.nrows; i++) {
+        if (best == NULL || pf_row_gbps(&m.rows[i]) > pf_row_gbps(best))
+            best = &m.rows[i];
+        all_verified &= pf_row_verified(&m.rows[i]);
+    }
+    if (best != NULL) {
+        char hb[32];
+        printf("# best: %.3f GB/s at size %" PRIu64 " (%s), count %" PRIu64 ", %s%s%s\n",
+               pf_row_gbps(best), best->size, bench_human(best->size, hb, sizeof(hb)), best->batch,
+               pf_dir_name(best->direction), all_verified ? "; all data verified" : "",
+               rc != 0 ? "; run FAILED (see above)" : "");
+        fflush(stdout);
+    }
+    if (rc == 0 && m.compare && pf_compare_transport(&m) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, "%s: FAILED: %s\n", PF_PROG, m.error[0] ? m.error : "see above");
+    if (m.json != NULL && pf_write_json(&m) != 0 && rc == 0)
+        rc = -1;
+    free(m.rows);
+    return rc == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
+}
