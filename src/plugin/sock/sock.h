@@ -158,6 +158,8 @@ typedef struct tpx_sock_comm {
     _Atomic int error;    /* sticky tpx_status_t; 0 while healthy */
     _Atomic int closing;  /* set by close: helpers exit */
     _Atomic int eof_chans; /* recv: data connections the sender closed */
+    _Atomic int peer_gone; /* send: the receiver closed; helpers are stopping */
+    _Atomic int helpers_stopped; /* send: helpers that saw peer_gone */
 
     /* strict TCPX mode */
     int tcpx;

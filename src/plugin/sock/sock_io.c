@@ -103,18 +103,31 @@ static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t un
         atomic_fetch_add_explicit(&c->finished, 1, memory_order_relaxed);
 }
 
-/* The peer went away. An error only if a message was still in flight. */
-static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
+/* Set the "peer closed" error, quietly: between pieces no byte was lost,
+ * and whether the requests still posted matter is the caller's call. */
+static void comm_closed_error(tpx_sock_comm_t *c, const char *why)
 {
-    char why[96];
-    snprintf(why, sizeof(why), "the %s closed the connection", who);
-    /* Between pieces: no byte was lost. Whether the receives still posted
-     * matter is the caller's call (test() reports rc 2); say it quietly. */
     int expected = 0;
     if (atomic_compare_exchange_strong(&c->error, &expected, TPX_ERR_CONN_RESET))
         SOCK_INFO("comm %p: %s (%llu message(s) posted and not complete)", (void *)c, why,
                   (unsigned long long)(atomic_load(&c->posted) - atomic_load(&c->finished)));
     tpx__sock_comm_wake(c, 0);
+}
+
+/* The peer went away. On a send comm another helper may have written the
+ * last bytes of a message and not yet published them: the error is set
+ * only when every helper has stopped (see worker_main), so a message the
+ * peer fully received is never reported as failed. */
+static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
+{
+    if (c->kind == SOCK_COMM_SEND) {
+        atomic_store(&c->peer_gone, 1);
+        tpx__sock_comm_wake(c, 0);
+        return;
+    }
+    char why[96];
+    snprintf(why, sizeof(why), "the %s closed the connection", who);
+    comm_closed_error(c, why);
 }
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -171,6 +184,8 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     int moved = 0;
     for (;;) {
+        if (atomic_load_explicit(&c->closing, memory_order_relaxed))
+            return CH_IDLE;
         if (!ch->active && !sched_take(c, ch))
             return moved ? CH_PROGRESS : CH_IDLE;
         struct iovec iov[2];
@@ -284,6 +299,8 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     int moved = 0;
     for (;;) {
+        if (atomic_load_explicit(&c->closing, memory_order_relaxed))
+            return CH_IDLE;
         if (ch->parked) {
             if (atomic_load_explicit(&c->posted, memory_order_acquire) <= ch->piece.seq)
                 return moved ? CH_PROGRESS : CH_PARKED;
@@ -363,8 +380,14 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), name);
 
     struct pollfd pfd[1 + TPX_SOCK_MAX_SOCKS];
+    int stopped = 0;
     while (!atomic_load_explicit(&c->closing, memory_order_acquire)) {
-        int healthy = atomic_load_explicit(&c->error, memory_order_relaxed) == 0;
+        if (!stopped && atomic_load(&c->peer_gone)) {
+            stopped = 1; /* everything this helper moved is published */
+            if (atomic_fetch_add(&c->helpers_stopped, 1) + 1 == c->nthreads)
+                comm_closed_error(c, "the receiver closed the connection");
+        }
+        int healthy = atomic_load_explicit(&c->error, memory_order_relaxed) == 0 && !stopped;
         int progress = 0, parked = 0;
         if (healthy) {
             for (int i = w->first; i < c->nsocks; i += w->stride) {
@@ -488,13 +511,14 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
         return;
     atomic_store(&c->closing, 1);
     tpx__sock_comm_wake(c, 0);
-    for (int t = 0; t < TPX_SOCK_MAX_SOCKS; t++) {
-        tpx_sock_worker_t *w = &c->workers[t];
-        if (w->started)
-            pthread_join(w->thread, NULL);
-        if (w->efd >= 0)
-            close(w->efd);
-    }
+    /* Join every helper before closing any eventfd: a helper may still wake
+     * the others while it stops. */
+    for (int t = 0; t < TPX_SOCK_MAX_SOCKS; t++)
+        if (c->workers[t].started)
+            pthread_join(c->workers[t].thread, NULL);
+    for (int t = 0; t < TPX_SOCK_MAX_SOCKS; t++)
+        if (c->workers[t].efd >= 0)
+            close(c->workers[t].efd);
     for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
         if (c->chans[i].fd >= 0)
             close(c->chans[i].fd);

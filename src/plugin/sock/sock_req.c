@@ -120,6 +120,8 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
 static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
 {
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    int err = atomic_load_explicit(&c->error, memory_order_acquire);
+    int closed = atomic_load(&c->eof_chans) > 0;
     if (seq != c->test_head) {
         SOCK_WARN("test: request %llu is not the head of its comm (%llu): TCPX tests in FIFO "
                   "order only", (unsigned long long)seq, (unsigned long long)c->test_head);
@@ -127,7 +129,6 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
     }
     uint64_t total = atomic_load_explicit(&r->total, memory_order_acquire);
     uint64_t moved = atomic_load_explicit(&r->done, memory_order_acquire);
-    int closed = atomic_load(&c->eof_chans) > 0;
     *done = 0;
     if (total != SOCK_TOTAL_UNKNOWN && moved == (total ? total : 1)) {
         *done = 1;
@@ -142,7 +143,6 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
     }
     if (atomic_load(&c->hung))
         return TPX_OK;
-    int err = atomic_load_explicit(&c->error, memory_order_acquire);
     if (closed || err == TPX_ERR_CONN_RESET)
         return TPX_ERR_CONN_RESET; /* rc 2, done = 0 */
     return (tpx_status_t)err;
@@ -161,6 +161,9 @@ tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
     tpx_sock_comm_t *c = r->comm;
     if (c->tcpx)
         return test_tcpx(c, r, done);
+    /* The error first: everything published before it was set is visible
+     * below, so a message that completed is never reported as failed. */
+    int err = atomic_load_explicit(&c->error, memory_order_acquire);
     uint64_t total = atomic_load_explicit(&r->total, memory_order_acquire);
     uint64_t moved = atomic_load_explicit(&r->done, memory_order_acquire);
     if (total != SOCK_TOTAL_UNKNOWN && moved == (total ? total : 1)) {
@@ -171,7 +174,6 @@ tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
         return TPX_OK;
     }
     *done = 0;
-    int err = atomic_load_explicit(&c->error, memory_order_acquire);
     return (tpx_status_t)err; /* 0 (TPX_OK) while healthy; logged at the origin */
 }
 

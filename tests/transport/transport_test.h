@@ -1,0 +1,131 @@
+/*
+ * transport_test.h - the two-process harness shared by the transport test
+ * scenarios (test_transport.c: the harness, the transfer scenarios and the
+ * supervisor; test_faults.c: the failure scenarios).
+ *
+ * A scenario is a pair of roles, each a function run in its own forked
+ * process: the receiver and the sender. A role returns 0 when its half
+ * passed; FAIL/CHECK print where and why and return 1. The roles talk over
+ * a socketpair (handles, one-byte sync tokens); a role that exits closes its
+ * end, which the other sees as EOF.
+ */
+#ifndef TPX_TESTS_TRANSPORT_TEST_H
+#define TPX_TESTS_TRANSPORT_TEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nettest.h"
+
+#define HANDLE_SIZE  TPX_NCCL_NET_HANDLE_MAXSIZE
+#define CONN_MS      40000 /* connect/accept deadline (the transport's own is 30 s) */
+#define IO_MS        30000 /* deadline of one transfer */
+#define PEERCLOSE_MS 10000 /* a dead peer must be reported within this */
+#define KiB          ((size_t)1024)
+#define MiB          (1024 * KiB)
+#define GiB          (1024 * MiB)
+
+/* One role's view: the loaded table and its link to the peer. */
+typedef struct {
+    nt_t nt;
+    int fd;     /* this role's end of the socketpair to the peer role */
+    int inited; /* init() was called (once per process) */
+} role_t;
+
+typedef int (*role_fn)(role_t *r);
+
+/* A request in flight and what test() reported for it. */
+typedef struct {
+    void *req;
+    int done;
+    int size;
+} slot_t;
+
+/* ---- reporting ------------------------------------------------------------ */
+
+/* "[tag pid] message" on stderr. */
+void tt_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        tt_say("FAIL at %s:%d", __FILE__, __LINE__);                                               \
+        tt_say(__VA_ARGS__);                                                                       \
+        return 1;                                                                                  \
+    } while (0)
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            FAIL(__VA_ARGS__);                                                                     \
+    } while (0)
+#define CHECK_RC(call)                                                                             \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != 0)                                                                              \
+            FAIL("%s returned rc %d", #call, rc_);                                                 \
+    } while (0)
+/* A helper that failed has already said why. */
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        if ((call) != 0)                                                                           \
+            return 1;                                                                              \
+    } while (0)
+
+double tt_secs(uint64_t t0);
+/* A distinct data seed per (scenario, a, b): a wrong message is a mismatch. */
+uint64_t tt_seed(unsigned scen, unsigned a, unsigned b);
+
+/* ---- the link between the roles ---------------------------------------------- */
+
+int tt_link_put(role_t *r, const void *buf, size_t n);
+/* 0, or -1 on EOF (the peer is gone), error or timeout. */
+int tt_link_get(role_t *r, void *buf, size_t n, int timeout_ms);
+int tt_sync_put(role_t *r, char c);
+int tt_sync_get(role_t *r, char want, int timeout_ms);
+/* Wait until the peer role has exited (EOF on the link). */
+int tt_wait_peer_exit(role_t *r, int timeout_ms);
+
+/* ---- set-up --------------------------------------------------------------------- */
+
+/* init() once per process, and at least one device. */
+int tt_role_init(role_t *r);
+/* Receiver: listen n times on device 0, hand the handles over, accept all. */
+int tt_recv_open(role_t *r, int n, void **lcomm, void **rcomm);
+/* Sender: read n handles, init (the first time), connect to each. */
+int tt_send_open(role_t *r, int n, void **scomm);
+int tt_recv_close(role_t *r, int n, void **lcomm, void **rcomm);
+/* A scenario without expected errors must not make the plugin warn. */
+int tt_expect_no_warnings(void);
+
+/* ---- transfers ------------------------------------------------------------------- */
+
+/* isend `size` bytes of nt_fill(seed) from buf and wait for it. */
+int tt_send_one(role_t *r, void *comm, void *buf, size_t size, int tag, void *mh, uint64_t seed);
+/* irecv into buf with capacity `posted`, expect `size` bytes of nt_fill(seed)
+ * and the bytes after them (up to `posted`) untouched. */
+int tt_recv_one(role_t *r, void *comm, unsigned char *buf, size_t posted, size_t size, int tag,
+                void *mh, uint64_t seed);
+/* test() every request until all are done; any rc is a failure. */
+int tt_wait_all(role_t *r, slot_t *s, int n, uint64_t deadline, const char *what);
+
+/* ---- the failure scenarios (test_faults.c) ------------------------------------- */
+
+int tagmismatch_recv(role_t *r);
+int tagmismatch_send(role_t *r);
+int peerclose_recv(role_t *r);
+int peerclose_send(role_t *r);
+int peerclose_recv_side_dies(role_t *r);
+int peerclose_send_side_survives(role_t *r);
+int closebusy_recv(role_t *r);
+int closebusy_send(role_t *r);
+int latepost_recv(role_t *r);
+int latepost_send(role_t *r);
+int garbage_recv(role_t *r);
+int garbage_send(role_t *r);
+int closerace_recv(role_t *r);
+int closerace_send(role_t *r);
+int recvsmall_recv(role_t *r);
+int recvsmall_send(role_t *r);
+int badargs_recv(role_t *r);
+int badargs_send(role_t *r);
+
+#endif
