@@ -55,10 +55,13 @@ tpx_status_t tpx__cuda_check(CUresult r, const char *call, const char *file, int
                       tpx__cuda_error_name(r), (int)r, text ? text : "no description");
     }
     switch (r) {
-    case CUDA_ERROR_OUT_OF_MEMORY: return TPX_ERR_NO_MEMORY;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+        return TPX_ERR_NO_MEMORY;
     case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_INVALID_DEVICE: return TPX_ERR_NO_DEVICE;
-    default: return TPX_ERR_CUDA;
+    case CUDA_ERROR_INVALID_DEVICE:
+        return TPX_ERR_NO_DEVICE;
+    default:
+        return TPX_ERR_CUDA;
     }
 }
 
@@ -141,11 +144,20 @@ tpx_status_t tpx__cuda_init(void)
     return init_status;
 }
 
-const char *tpx__cuda_error_reason(void) { return init_reason; }
+const char *tpx__cuda_error_reason(void)
+{
+    return init_reason;
+}
 
-int tpx__cuda_device_count(void) { return init_status == TPX_OK ? device_count : 0; }
+int tpx__cuda_device_count(void)
+{
+    return init_status == TPX_OK ? device_count : 0;
+}
 
-int tpx__cuda_driver_version(void) { return init_status == TPX_OK ? driver_version : 0; }
+int tpx__cuda_driver_version(void)
+{
+    return init_status == TPX_OK ? driver_version : 0;
+}
 
 /* ---- devices -------------------------------------------------------------------------- */
 
@@ -330,9 +342,9 @@ tpx_status_t tpx__cuda_host_alloc(int dev, size_t size, void **host, CUdeviceptr
     tpx_status_t st = tpx__cuda_ctx_enter(dev, &pushed);
     if (st < 0)
         return st;
-    TPX_CHECK_GOTO(TPX_CU(cuMemHostAlloc, &h, size,
-                          CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
-                   st, out_leave);
+    TPX_CHECK_GOTO(
+        TPX_CU(cuMemHostAlloc, &h, size, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE), st,
+        out_leave);
     TPX_CHECK_GOTO(TPX_CU(cuMemHostGetDevicePointer, &d, h, 0), st, err_free);
     *host = h;
     if (dev_ptr)
@@ -420,7 +432,10 @@ void tpx__cuda_event_destroy(int dev, CUevent e)
     tpx__cuda_ctx_leave(pushed);
 }
 
-tpx_status_t tpx__cuda_event_record(CUevent e, CUstream s) { return TPX_CU(cuEventRecord, e, s); }
+tpx_status_t tpx__cuda_event_record(CUevent e, CUstream s)
+{
+    return TPX_CU(cuEventRecord, e, s);
+}
 
 tpx_status_t tpx__cuda_event_query(CUevent e)
 {
@@ -430,7 +445,10 @@ tpx_status_t tpx__cuda_event_query(CUevent e)
     return tpx__cuda_check(r, "cuEventQuery", __FILE__, __LINE__);
 }
 
-tpx_status_t tpx__cuda_event_sync(CUevent e) { return TPX_CU(cuEventSynchronize, e); }
+tpx_status_t tpx__cuda_event_sync(CUevent e)
+{
+    return TPX_CU(cuEventSynchronize, e);
+}
 
 tpx_status_t tpx__cuda_module_load(int dev, const void *image, CUmodule *out)
 {

@@ -10,6 +10,7 @@
 #include "unpack/unpack_gpu.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "gpu/cuda.h"
@@ -95,34 +96,64 @@ void tpx__unpack_gpu_fini(int device)
     pthread_mutex_unlock(&gpu_lock);
 }
 
-tpx_status_t tpx__unpack_gpu_launch(int device, const tpx_unpack_job_t *jobs, uint32_t njobs,
-                                    uint32_t max_frags, void *stream)
+/* Both launch flavours: `args` holds the jobs or points at them. */
+static tpx_status_t launch(int device, tpx__unpack_gpu_args_t *args, uint32_t max_frags,
+                           void *stream)
 {
-    if (njobs == 0 || max_frags == 0)
+    if (args->njobs == 0 || max_frags == 0)
         return TPX_OK;
     if (TPX_UNLIKELY(device < 0 || device >= TPX_CUDA_MAX_DEVICES ||
                      gpu_dev[device].kernel == NULL)) {
         TPX_ERROR("unpack kernel: not initialised on cuda device %d", device);
         return TPX_ERR_INVALID_STATE;
     }
-    if (TPX_UNLIKELY(njobs > TPX__UNPACK_GPU_MAX_JOBS)) {
-        TPX_ERROR("unpack kernel: %u jobs in one launch (at most %u)", njobs,
+    if (TPX_UNLIKELY(args->njobs > TPX__UNPACK_GPU_MAX_JOBS)) {
+        TPX_ERROR("unpack kernel: %u jobs in one launch (at most %u)", args->njobs,
                   TPX__UNPACK_GPU_MAX_JOBS);
         return TPX_ERR_INVALID_ARG;
     }
-    /* Enough blocks that the largest job gets one per fragment group; the
-     * kernel strides, so a cap would cost speed, never correctness. */
-    unsigned int groups = (unsigned int)((max_frags + (uint64_t)TPX__UNPACK_GPU_FRAGS_PER_BLOCK - 1) /
-                                         TPX__UNPACK_GPU_FRAGS_PER_BLOCK);
-    void *args[] = {(void *)&jobs, (void *)&njobs};
+    /* One block per fragment group of the largest job; the kernel strides,
+     * so a smaller grid would cost speed, never correctness. */
+    unsigned int groups =
+        (unsigned int)(((uint64_t)max_frags + TPX__UNPACK_GPU_FRAGS_PER_BLOCK - 1) /
+                       TPX__UNPACK_GPU_FRAGS_PER_BLOCK);
+    void *params[] = {args};
     int pushed;
     tpx_status_t st = tpx__cuda_ctx_enter(device, &pushed);
     if (st < 0)
         return st;
-    st = TPX_CU(cuLaunchKernel, gpu_dev[device].kernel, groups, njobs, 1,
-                TPX__UNPACK_GPU_THREADS, 1, 1, 0, (CUstream)stream, args, NULL);
+    st = TPX_CU(cuLaunchKernel, gpu_dev[device].kernel, groups, args->njobs, 1,
+                TPX__UNPACK_GPU_THREADS, 1, 1, 0, (CUstream)stream, params, NULL);
     tpx__cuda_ctx_leave(pushed);
     return st;
+}
+
+tpx_status_t tpx__unpack_gpu_launch(int device, const tpx_unpack_job_t *jobs, uint32_t njobs,
+                                    uint32_t max_frags, void *stream)
+{
+    tpx__unpack_gpu_args_t args;
+    args.jobs = jobs;
+    args.njobs = njobs;
+    args.inline_jobs = 0;
+    /* The kernel reads only what it is told to; `inl` is passed as is. */
+    memset(args.inl, 0, sizeof(args.inl));
+    return launch(device, &args, max_frags, stream);
+}
+
+tpx_status_t tpx__unpack_gpu_launch_inline(int device, const tpx_unpack_job_t *jobs, uint32_t njobs,
+                                           uint32_t max_frags, void *stream)
+{
+    if (TPX_UNLIKELY(njobs > TPX__UNPACK_GPU_INLINE_JOBS)) {
+        TPX_ERROR("unpack kernel: %u inline jobs (at most %u)", njobs, TPX__UNPACK_GPU_INLINE_JOBS);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx__unpack_gpu_args_t args;
+    args.jobs = NULL;
+    args.njobs = njobs;
+    args.inline_jobs = 1;
+    memcpy(args.inl, jobs, njobs * sizeof(*jobs));
+    memset(args.inl + njobs, 0, (TPX__UNPACK_GPU_INLINE_JOBS - njobs) * sizeof(*jobs));
+    return launch(device, &args, max_frags, stream);
 }
 
 tpx_status_t tpx__unpack_gpu_d2d(int device, void *dst, const void *bounce,

@@ -49,13 +49,28 @@ _Static_assert(sizeof(tpx_unpack_job_t) == 32, "tpx_unpack_job_t layout");
 /* Launch shape, shared by the kernel and the launcher: each block copies up
  * to TPX__UNPACK_GPU_FRAGS_PER_BLOCK fragments of one job, each warp
  * TPX__UNPACK_GPU_FRAGS_PER_WARP whole fragments, one after the other. */
-#define TPX__UNPACK_GPU_THREADS 256
+#define TPX__UNPACK_GPU_THREADS        256
 #define TPX__UNPACK_GPU_FRAGS_PER_WARP 2
-#define TPX__UNPACK_GPU_FRAGS_PER_BLOCK (TPX__UNPACK_GPU_THREADS / 32 * TPX__UNPACK_GPU_FRAGS_PER_WARP)
+#define TPX__UNPACK_GPU_FRAGS_PER_BLOCK                                                            \
+    (TPX__UNPACK_GPU_THREADS / 32 * TPX__UNPACK_GPU_FRAGS_PER_WARP)
 /* Jobs per launch (the grid's y dimension). */
 #define TPX__UNPACK_GPU_MAX_JOBS 65535u
+/* Jobs tpx__unpack_gpu_launch_inline() passes by value, in the launch's
+ * parameters: one window of TCPX receives. */
+#define TPX__UNPACK_GPU_INLINE_JOBS TPX_NCCL_UNPACK_QUEUE_DEPTH
 /* The kernel's symbol in the fatbin. */
 #define TPX__UNPACK_GPU_KERNEL "tpx_unpack_kernel"
+
+/* The kernel's one parameter (528 bytes, well inside the 4 KiB limit).
+ * Jobs come either from `jobs` (device-visible memory, read by every warp
+ * that needs one: one round trip over PCIe when host-mapped) or, when
+ * `inline_jobs` is 1, from `inl` (the constant bank: no memory access). */
+typedef struct {
+    const tpx_unpack_job_t *jobs; /* when inline_jobs == 0 */
+    uint32_t njobs;
+    uint32_t inline_jobs;
+    tpx_unpack_job_t inl[TPX__UNPACK_GPU_INLINE_JOBS];
+} tpx__unpack_gpu_args_t;
 
 #ifndef __CUDACC__
 /* Load the embedded kernel into `device`'s primary context (retaining it).
@@ -81,6 +96,15 @@ int tpx__unpack_gpu_built(void);
  */
 tpx_status_t tpx__unpack_gpu_launch(int device, const tpx_unpack_job_t *jobs, uint32_t njobs,
                                     uint32_t max_frags, void *stream);
+
+/*
+ * The same with the jobs passed by value: `jobs` is a host array of at
+ * most TPX__UNPACK_GPU_INLINE_JOBS entries, copied into the launch (it may
+ * be reused as soon as this returns). Saves the kernel one dependent read
+ * of the job array, a PCIe round trip when that array is host-mapped.
+ */
+tpx_status_t tpx__unpack_gpu_launch_inline(int device, const tpx_unpack_job_t *jobs, uint32_t njobs,
+                                           uint32_t max_frags, void *stream);
 
 /*
  * The d2d mode: one cuMemcpyDtoDAsync per fragment on `stream`. `frags` is

@@ -5,9 +5,11 @@
  * (x, y) copies fragment groups x, x + gridDim.x, ... of job y, a group
  * being TPX__UNPACK_GPU_FRAGS_PER_BLOCK consecutive descriptors; each warp
  * copies TPX__UNPACK_GPU_FRAGS_PER_WARP whole fragments one after the
- * other. Descriptors and jobs are read where they lie (host-mapped memory
- * included): lanes 0..FRAGS_PER_WARP-1 each load one 16-byte descriptor and
- * the warp shares them by shuffles, so a warp pays one round trip for them.
+ * other. Jobs come inline in the launch parameters (the constant bank) or
+ * from a device-visible array; descriptors are read where they lie
+ * (host-mapped memory included): lanes 0..FRAGS_PER_WARP-1 each load one
+ * 16-byte descriptor and the warp shares them by shuffles, so a warp pays
+ * one round trip for them.
  *
  * Copying a fragment: the destination is first brought to a 16-byte
  * boundary (at most 15 bytes, copied bytewise together with the at most 15
@@ -27,7 +29,8 @@
 
 #include "unpack/unpack_gpu.h"
 
-namespace {
+namespace
+{
 
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -123,47 +126,67 @@ __device__ __forceinline__ void copy_fragment(char *dst, const char *src, uint32
     const uint4 *base = reinterpret_cast<const uint4 *>(s - mis);
     const unsigned rbits = (mis & 3u) * 8u;
     switch (mis >> 2) {
-    case 0: copy_shifted<0>(d, base, body, rbits, lane); break;
-    case 1: copy_shifted<1>(d, base, body, rbits, lane); break;
-    case 2: copy_shifted<2>(d, base, body, rbits, lane); break;
-    default: copy_shifted<3>(d, base, body, rbits, lane); break;
+    case 0:
+        copy_shifted<0>(d, base, body, rbits, lane);
+        break;
+    case 1:
+        copy_shifted<1>(d, base, body, rbits, lane);
+        break;
+    case 2:
+        copy_shifted<2>(d, base, body, rbits, lane);
+        break;
+    default:
+        copy_shifted<3>(d, base, body, rbits, lane);
+        break;
     }
 }
 
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(TPX__UNPACK_GPU_THREADS)
-    tpx_unpack_kernel(const tpx_unpack_job_t *jobs, uint32_t njobs)
+    tpx_unpack_kernel(const __grid_constant__ tpx__unpack_gpu_args_t args)
 {
     const uint32_t j = blockIdx.y;
-    if (j >= njobs)
+    if (j >= args.njobs)
         return;
     const int lane = (int)(threadIdx.x & (kWarp - 1));
     const int warp = (int)(threadIdx.x / kWarp);
 
-    /* Every lane reads the same 32 bytes: one transaction per warp. */
-    const tpx_nccl_load_meta_t *frags = jobs[j].frags;
-    const char *bounce = jobs[j].bounce;
-    char *dst = jobs[j].dst;
-    const uint64_t nfrags = jobs[j].nfrags;
+    /* From the constant bank, or the same 32 bytes read by every lane (one
+     * transaction per warp). */
+    const tpx_nccl_load_meta_t *frags;
+    const char *bounce;
+    char *dst;
+    uint64_t nfrags;
+    if (args.inline_jobs) {
+        frags = args.inl[j].frags;
+        bounce = args.inl[j].bounce;
+        dst = args.inl[j].dst;
+        nfrags = args.inl[j].nfrags;
+    } else {
+        frags = args.jobs[j].frags;
+        bounce = args.jobs[j].bounce;
+        dst = args.jobs[j].dst;
+        nfrags = args.jobs[j].nfrags;
+    }
     const ulonglong2 *meta = reinterpret_cast<const ulonglong2 *>(frags);
 
+    /* Lanes 0..kFragsPerWarp-1 each load one descriptor: r64[0] = src_off |
+     * len << 32, r64[1] = dst_off. .cv: fetched afresh, never from a cache
+     * line of an earlier launch that read this (reused) row. (Prefetching
+     * the next iteration's descriptors across the copy made ptxas spill the
+     * carried registers right after the load, which waits for it anyway;
+     * with the default grid a warp rarely loops.) */
     const uint64_t stride = (uint64_t)gridDim.x * kFragsPerBlock;
-    for (uint64_t first = (uint64_t)blockIdx.x * kFragsPerBlock + (uint64_t)warp * kFragsPerWarp;
-         first < nfrags; first += stride) {
-        /* r64[0] = src_off | len << 32, r64[1] = dst_off */
-        unsigned long long m0 = 0, m1 = 0;
-        if (lane < kFragsPerWarp && first + (uint64_t)lane < nfrags) {
-            /* .cv: fetched afresh, never from a cache line of an earlier
-             * launch that read this (reused) row */
-            const ulonglong2 m = __ldcv(meta + first + (uint64_t)lane);
-            m0 = m.x;
-            m1 = m.y;
-        }
+    uint64_t first = (uint64_t)blockIdx.x * kFragsPerBlock + (uint64_t)warp * kFragsPerWarp;
+    for (; first < nfrags; first += stride) {
+        ulonglong2 cur = make_ulonglong2(0, 0);
+        if (lane < kFragsPerWarp && first + (uint64_t)lane < nfrags)
+            cur = __ldcv(meta + first + (uint64_t)lane);
 #pragma unroll
         for (int k = 0; k < kFragsPerWarp; k++) {
-            const unsigned long long a = __shfl_sync(kFullMask, m0, k);
-            const unsigned long long b = __shfl_sync(kFullMask, m1, k);
+            const unsigned long long a = __shfl_sync(kFullMask, cur.x, k);
+            const unsigned long long b = __shfl_sync(kFullMask, cur.y, k);
             if (first + (uint64_t)k >= nfrags) /* the same for every lane */
                 break;
             copy_fragment(dst + b, bounce + (uint32_t)a, (uint32_t)(a >> 32), lane);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh - build tpx on a GPU host and run everything GPU-side in
+# one go, ending with the result tables.
+#
+# Usage: bench/gpu/run.sh          (from anywhere inside a copy of the repo)
+#
+# Builds with the release preset (build/release; nvcc must be found: on PATH,
+# $CUDA_HOME/bin or /usr/local/cuda/bin), then runs:
+#   1. test_unpack_gpu: unpack kernel + d2d correctness on random fragment
+#      lists, then throughput of 64 MiB of 4 KiB fragments next to
+#      cuMemcpyDtoD of the same bytes.
+# Environment: DEVICE=0  ROUNDS=200 (random correctness rounds)
+#              ITERS=50 (timed iterations per throughput row)
+#              OUT=DIR  (also keep the full log there)
+# Exits non-zero if a step fails or is skipped (no GPU, no kernel).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+DEVICE=${DEVICE:-0}
+ROUNDS=${ROUNDS:-200}
+ITERS=${ITERS:-50}
+BUILD=build/release
+LOG=$(mktemp /tmp/tpx-gpu-bench.XXXXXX)
+trap 'rm -f "$LOG"' EXIT
+
+echo "== host: $(uname -n), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total \
+  --format=csv,noheader 2>/dev/null || echo "(nvidia-smi not available)"
+
+echo "== build (release preset)"
+cmake --preset release >/dev/null
+if ! grep -q '^TPX_NVCC:FILEPATH=/' "$BUILD/CMakeCache.txt"; then
+  echo "nvcc not found: the unpack kernel would not be built" >&2
+  exit 1
+fi
+# Only what the steps below run, so work in progress elsewhere cannot stop it.
+cmake --build --preset release -j "$(nproc)" --target test_unpack_gpu tpx-netbench tpx-perf >/dev/null
+
+step() { # step NAME COMMAND...: run, log, fail on error or skip (77)
+  local name=$1 rc=0
+  shift
+  echo "== $name: $*"
+  "$@" 2>&1 | tee -a "$LOG" || rc=$? # pipefail: the command's status
+  if [ "$rc" -eq 77 ]; then
+    echo "$name: SKIPPED (see above)" >&2
+    exit 1
+  elif [ "$rc" -ne 0 ]; then
+    echo "$name: FAILED (exit $rc)" >&2
+    exit "$rc"
+  fi
+}
+
+step unpack "$BUILD/bin/test_unpack_gpu" --device "$DEVICE" --rounds "$ROUNDS" --iters "$ITERS"
+
+# The host's CPU side: the transport alone over loopback for 1..16 data
+# sockets (this picks TPX_NSOCKS' default), and the engine next to it.
+if [ "${CPU_BENCH:-1}" = 1 ]; then
+  export TPX_SOCKET_IFNAME=lo
+  step netbench "$BUILD/bin/tpx-netbench" --loopback --sizes 4M:256M --nsocks 1,2,4,8,16 \
+    --iters 10 --no-verify --quiet --json "${OUT:-/tmp}/netbench.json"
+  for ch in 1 2 4; do
+    step "perf-ch$ch" "$BUILD/bin/tpx-perf" --loopback --size 256M --iters 10 --no-verify \
+      --channels "$ch" --compare-transport --quiet
+  done
+fi
+
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" && cp "$LOG" "$OUT/gpu-bench.log"; fi
+echo
+echo "================ results ================"
+sed -n '/^GPU [0-9]*:/p' "$LOG" | head -1
+sed -n '/^== unpack throughput/,/^kernel 16x1024x4K (1 launch/p' "$LOG"
+echo "---- transport alone (GB/s, 1e9 B/s) ----"
+grep -E '^ +[0-9]+ +[0-9]+ ' "$LOG" | head -40 || true
+grep -E 'engine/transport' "$LOG" || true

@@ -1,0 +1,65 @@
+# gpu.cmake - the CUDA pieces of tpx, all optional at build time.
+#
+# Defines the object library `tpx_gpu`: the run-time CUDA driver loader
+# (src/gpu/cuda.c: dlopen("libcuda.so.1"), never linked) and the unpack
+# launcher (src/unpack/unpack_gpu.c). When nvcc is found, the unpack kernel
+# is compiled to a fatbin (sm_80, sm_90 and compute_90 PTX) and embedded in
+# the library as a byte array; without nvcc the library builds all the same
+# and tpx__unpack_gpu_init() returns TPX_ERR_UNSUPPORTED.
+#
+# Include it from the top-level CMakeLists.txt (include(cmake/gpu.cmake))
+# and add $<TARGET_OBJECTS:tpx_gpu> to the libraries.
+
+option(TPX_WITH_NVCC "Compile and embed the CUDA unpack kernel when nvcc is found" ON)
+set(TPX_CUDA_GENCODE
+    -gencode arch=compute_80,code=sm_80
+    -gencode arch=compute_90,code=sm_90
+    -gencode arch=compute_90,code=compute_90
+    CACHE STRING "nvcc -gencode options for the unpack kernel")
+
+if(TPX_WITH_NVCC)
+  find_program(TPX_NVCC nvcc
+               HINTS ENV CUDA_HOME ENV CUDA_PATH
+               PATH_SUFFIXES bin
+               PATHS /usr/local/cuda/bin /usr/local/cuda)
+endif()
+
+set(TPX_GPU_SOURCES src/gpu/cuda.c src/unpack/unpack_gpu.c)
+
+if(TPX_WITH_NVCC AND TPX_NVCC)
+  set(_tpx_gen ${PROJECT_BINARY_DIR}/gen)
+  set(_tpx_fatbin ${_tpx_gen}/unpack_kernel.fatbin)
+  set(_tpx_fatbin_c ${_tpx_gen}/unpack_kernel_fatbin.c)
+  add_custom_command(
+    OUTPUT ${_tpx_fatbin}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_tpx_gen}
+    COMMAND ${TPX_NVCC} -fatbin -std=c++17 -O3 -Werror all-warnings
+            -Xcompiler=-Wall,-Wextra ${TPX_CUDA_GENCODE}
+            -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/src
+            -o ${_tpx_fatbin} ${PROJECT_SOURCE_DIR}/src/unpack/unpack_kernel.cu
+    DEPENDS ${PROJECT_SOURCE_DIR}/src/unpack/unpack_kernel.cu
+            ${PROJECT_SOURCE_DIR}/src/unpack/unpack_gpu.h
+            ${PROJECT_SOURCE_DIR}/include/tpx/ncclnet.h
+            ${PROJECT_SOURCE_DIR}/include/tpx/status.h
+    COMMENT "nvcc: unpack kernel -> fatbin (sm_80, sm_90, compute_90 PTX)"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT ${_tpx_fatbin_c}
+    COMMAND ${CMAKE_COMMAND} -DIN=${_tpx_fatbin} -DOUT=${_tpx_fatbin_c}
+            -DSYMBOL=tpx__unpack_fatbin -P ${PROJECT_SOURCE_DIR}/cmake/bin2c.cmake
+    DEPENDS ${_tpx_fatbin} ${PROJECT_SOURCE_DIR}/cmake/bin2c.cmake
+    COMMENT "embedding the unpack kernel fatbin"
+    VERBATIM)
+  list(APPEND TPX_GPU_SOURCES ${_tpx_fatbin_c})
+  set(TPX_HAVE_UNPACK_KERNEL ON)
+  message(STATUS "tpx: CUDA unpack kernel enabled (${TPX_NVCC})")
+else()
+  set(TPX_HAVE_UNPACK_KERNEL OFF)
+  message(STATUS "tpx: nvcc not found or TPX_WITH_NVCC=OFF: building without the CUDA unpack kernel")
+endif()
+
+add_library(tpx_gpu OBJECT ${TPX_GPU_SOURCES})
+target_include_directories(tpx_gpu PUBLIC include src)
+if(TPX_HAVE_UNPACK_KERNEL)
+  target_compile_definitions(tpx_gpu PRIVATE TPX_HAVE_UNPACK_FATBIN=1)
+endif()
