@@ -57,7 +57,7 @@ step unpack "$BUILD/bin/test_unpack_gpu" --device "$DEVICE" --rounds "$ROUNDS" -
 if [ "${CPU_BENCH:-1}" = 1 ]; then
   export TPX_SOCKET_IFNAME=lo
   step netbench "$BUILD/bin/tpx-netbench" --loopback --sizes 4M:256M --nsocks 1,2,4,8,16 \
-    --iters 10 --no-verify --quiet --json "${OUT:-/tmp}/netbench.json"
+    --iters 10 --no-verify --json "${OUT:-/tmp}/netbench.json"
   for ch in 1 2 4; do
     step "perf-ch$ch" "$BUILD/bin/tpx-perf" --loopback --size 256M --iters 10 --no-verify \
       --channels "$ch" --compare-transport --quiet
