@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "sock.h"
@@ -62,6 +63,10 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = (int)tpx__config_int(TPX_CFG_SOCK_TCPX),
         };
+        if (tpx__sock_params.nsocks == 0) {
+            long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+            tpx__sock_params.nsocks = (int)TPX_MIN(8, TPX_MAX(2, ncpu / 2));
+        }
         st = tpx__sock_dev_init();
     } else {
         SOCK_WARN("init: invalid TPX_* setting (see the error above)");
