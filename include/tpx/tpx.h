@@ -84,7 +84,8 @@ typedef struct {
     const char *auth_token; /* NULL: TPX_AUTH_TOKEN; "" : no authentication */
 } tpx_engine_params_t;
 
-/* Defaults: everything from the environment, gpu -1, progress thread on. */
+/* Defaults: everything from the environment, gpu -1, progress thread on.
+ * tpx_engine_create(NULL, ...) uses these defaults. */
 TPX_API void tpx_engine_params_init(tpx_engine_params_t *params);
 
 TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_engine_t **engine);
@@ -94,10 +95,13 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *engine);
 /* The bootstrap port (after TPX_PORT_EPHEMERAL), or -1 if none. */
 TPX_API int tpx_engine_port(const tpx_engine_t *engine);
 /* A file descriptor that becomes readable when a transfer completes: poll
- * it, then call tpx_progress()/tpx_xfer_poll(). Owned by the engine. */
+ * it, then look at your transfers with tpx_xfer_poll() (or call
+ * tpx_progress()). Each of tpx_progress(), tpx_xfer_poll() and
+ * tpx_xfer_wait() clears it. Owned by the engine. */
 TPX_API int tpx_engine_fd(tpx_engine_t *engine);
-/* Drive the plugin without blocking; returns the number of transfers
- * completed (>= 0). In progress-thread mode it is a harmless no-op. */
+/* Drive the plugin without blocking (caller-driven mode; with a progress
+ * thread it only reports). Returns the number of transfers that completed
+ * since the previous call, wherever they completed. */
 TPX_API int tpx_progress(tpx_engine_t *engine);
 
 /* Connect to the engine listening at host:port; retries until timeout_ms
@@ -111,11 +115,15 @@ TPX_API tpx_status_t tpx_peer_accept(tpx_engine_t *engine, int timeout_ms, tpx_p
 TPX_API void tpx_peer_close(tpx_peer_t *peer);
 
 /* Register memory. Registering a range inside an existing region returns
- * that region with a reference added (a cache keyed by address range). CUDA
- * memory must be 4 KiB aligned. */
+ * that region with a reference added (a cache keyed by address range):
+ * offsets given to tpx_send()/tpx_recv() always count from the start of
+ * the region, which may then lie before `addr` (see tpx_region_base()).
+ * CUDA memory must be 4 KiB aligned. */
 TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *engine, void *addr, size_t len,
                                       tpx_mem_type_t type, tpx_region_t **region);
 TPX_API void tpx_mem_deregister(tpx_region_t *region);
+/* The first byte of the region (offset 0 of transfers). */
+TPX_API void *tpx_region_base(const tpx_region_t *region);
 
 /* Two-sided transfers: send `len` bytes at region+offset to the peer; the
  * peer's matching tpx_recv() (FIFO order per peer) receives them into a

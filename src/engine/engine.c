@@ -10,6 +10,7 @@
  * in flight so an idle engine costs no CPU.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,17 +52,25 @@ int tpx__engine_progress_locked(tpx_engine_t *e)
     return (int)(e->ncompleted - before);
 }
 
+void tpx__engine_fd_clear(tpx_engine_t *e)
+{
+    uint64_t v;
+    ssize_t r = read(e->efd, &v, sizeof(v)); /* the fd is level-triggered */
+    (void)r;
+}
+
 TPX_API int tpx_progress(tpx_engine_t *e)
 {
     if (e == NULL)
         return 0;
-    uint64_t v;
-    ssize_t r = read(e->efd, &v, sizeof(v)); /* the fd is level-triggered: clear it */
-    (void)r;
-    if (e->progress_thread)
-        return 0;
+    tpx__engine_fd_clear(e);
     pthread_mutex_lock(&e->lock);
-    int n = tpx__engine_progress_locked(e);
+    if (!e->progress_thread)
+        (void)tpx__engine_progress_locked(e);
+    /* Every completion since the last call, wherever it happened (posts
+     * and polls drive progress too). */
+    int n = (int)TPX_MIN(e->ncompleted - e->nreported, (uint64_t)INT32_MAX);
+    e->nreported += (uint64_t)n;
     pthread_mutex_unlock(&e->lock);
     return n;
 }
@@ -95,7 +104,25 @@ static void *progress_main(void *arg)
             (void)tpx__engine_progress_locked(e);
             continue;
         }
+        uint64_t before = e->nmoves;
         int n = tpx__engine_progress_locked(e);
+        uint64_t now = tpx__now_ns();
+        if (n > 0 || e->nmoves != before)
+            e->last_move_ns = now;
+        if (now - e->last_move_ns > 2 * 1000000ull) {
+            /* Nothing has moved for 2 ms (a receive waiting for a sender
+             * that is not there yet): poll every 200 us instead of
+             * spinning; a new post wakes us at once. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+            continue;
+        }
         pthread_mutex_unlock(&e->lock);
         if (n == 0)
             sched_yield(); /* share the core with the plugin's threads; no sleep */
@@ -226,6 +253,10 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     }
     while (e->peers != NULL)
         tpx__peer_destroy(e->peers);
+    pthread_mutex_lock(&e->lock);
+    atomic_store(&e->stop, 1);
+    tpx__engine_reap(e); /* client-side abandoned connects: freed */
+    pthread_mutex_unlock(&e->lock);
     while (e->regions != NULL)
         tpx__region_release(e->regions);
     if (e->bs_fd >= 0)

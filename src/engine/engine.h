@@ -58,6 +58,7 @@ struct tpx_comm {
     int is_send;
     int is_ctrl;
     int chan;            /* data channel index (ctrl: -1) */
+    int connecting;      /* connect() called, not finished */
     int id;              /* engine-wide id: index into regions' handle arrays */
     int dev;             /* plugin device */
     tpx_window_t win;
@@ -156,8 +157,9 @@ struct tpx_region {
     int xfers;         /* transfers using it */
     int dead;          /* deregistered by the user, waiting for xfers */
     int internal;      /* engine-owned (control, scratch) */
-    int nmh;
-    void **mh;         /* plugin memory handle per comm id (NULL: not yet) */
+    int npieces;       /* registrations per comm (v7 plugins: <= 1 GiB each) */
+    int nmh;           /* comm ids with room in mh */
+    void **mh;         /* [comm id * npieces + piece]: plugin handle (NULL: not yet) */
 };
 
 struct tpx_engine {
@@ -183,6 +185,9 @@ struct tpx_engine {
     int next_comm_id;
     uint64_t inflight;         /* transfers ACTIVE or QUEUED on a comm */
     uint64_t ncompleted;       /* transfers completed, ever */
+    uint64_t nreported;        /* of which tpx_progress() has reported */
+    uint64_t nmoves;           /* plugin requests completed, ever (progress-thread backoff) */
+    uint64_t last_move_ns;     /* progress thread: last completion or post */
     /* progress thread */
     int progress_thread;
     int progress_cpu;
@@ -195,6 +200,7 @@ struct tpx_engine {
     int bs_started;
     _Atomic int stop;
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
+    void *reap;                /* abandoned connects still being driven (peer.c) */
 };
 
 /* window.c */
@@ -217,7 +223,8 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
 void tpx__engine_sweep(tpx_engine_t *e);
 
 /* mem.c */
-tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, void **mh);
+/* The plugin handle of r on comm c covering bytes from `off` (4 MiB fit). */
+tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void **mh);
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
                                 int internal, tpx_region_t **out);
 void tpx__region_release(tpx_region_t *r);
@@ -228,6 +235,8 @@ tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
 void tpx__bs_thread_stop(tpx_engine_t *e);
 void tpx__peer_destroy(tpx_peer_t *p);
 int tpx__engine_progress_locked(tpx_engine_t *e);
+void tpx__engine_fd_clear(tpx_engine_t *e);
+void tpx__engine_reap(tpx_engine_t *e);
 
 /* topo.c */
 tpx_status_t tpx__topo_devs(tpx_engine_t *e);

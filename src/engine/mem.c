@@ -4,10 +4,12 @@
  *
  * A region is registered with the plugin lazily, once per comm that moves
  * its bytes (plugins whose registrations are not global need one handle per
- * comm). For v7 plugins (int sizes) a region over 1 GiB would need several
- * registrations; that split is not implemented yet and such regions are
- * refused on v7 plugins with a clear error.
+ * comm). A v7 plugin takes `int` sizes, so a large region is registered as
+ * pieces of at most 1 GiB that overlap by 4 MiB: every chunk (<= 4 MiB)
+ * lies wholly inside one piece, found by its offset.
  */
+#define PIECE_MAX (1ull << 30)
+#define PIECE_STRIDE (PIECE_MAX - 4ull * 1024 * 1024)
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,47 +27,60 @@ tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem
     r->type = type;
     r->refs = 1;
     r->internal = internal;
+    r->npieces = 1;
+    if (e->net->abi == 7 && len > PIECE_MAX)
+        r->npieces = (int)((len - PIECE_MAX + PIECE_STRIDE - 1) / PIECE_STRIDE) + 1;
     r->next = e->regions;
     e->regions = r;
     *out = r;
     return TPX_OK;
 }
 
-tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, void **mh)
+tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void **mh)
 {
     tpx_engine_t *e = r->e;
-    if (c->id < r->nmh && r->mh[c->id] != NULL) {
-        *mh = r->mh[c->id];
+    int piece = r->npieces > 1 ? (int)TPX_MIN(off / PIECE_STRIDE, (uint64_t)r->npieces - 1) : 0;
+    size_t k = (size_t)c->id * (size_t)r->npieces + (size_t)piece;
+    if (c->id < r->nmh && r->mh[k] != NULL) {
+        *mh = r->mh[k];
         return TPX_OK;
     }
     if (c->id >= r->nmh) {
         int n = TPX_MAX(c->id + 1, r->nmh * 2);
-        void **nb = realloc(r->mh, (size_t)n * sizeof(*nb));
+        void **nb = realloc(r->mh, (size_t)n * (size_t)r->npieces * sizeof(*nb));
         if (nb == NULL)
             return TPX_ERR_NO_MEMORY;
-        memset(nb + r->nmh, 0, (size_t)(n - r->nmh) * sizeof(*nb));
+        memset(nb + (size_t)r->nmh * (size_t)r->npieces, 0,
+               (size_t)(n - r->nmh) * (size_t)r->npieces * sizeof(*nb));
         r->mh = nb;
         r->nmh = n;
     }
     int type = r->type == TPX_MEM_CUDA ? TPX_NCCL_PTR_CUDA : TPX_NCCL_PTR_HOST;
+    uint64_t pstart = (uint64_t)piece * PIECE_STRIDE;
+    uint64_t plen = r->npieces > 1 ? TPX_MIN(PIECE_MAX, r->len - pstart) : r->len;
     void *h = NULL;
-    tpx_status_t st = tpx__net_regmr(e->net, c->comm, (void *)r->base, r->len, type, &h);
+    tpx_status_t st = tpx__net_regmr(e->net, c->comm, (void *)(r->base + pstart), plen, type, &h);
     if (st != TPX_OK) {
-        TPX_ERROR("registering %zu bytes at %p with plugin %s failed", r->len, (void *)r->base,
-                  e->net->name);
+        TPX_ERROR("registering %llu bytes at %p with plugin %s failed", (unsigned long long)plen,
+                  (void *)(r->base + pstart), e->net->name);
         return st;
     }
-    r->mh[c->id] = h;
+    r->mh[k] = h;
     *mh = h;
     return TPX_OK;
 }
 
-/* Deregister r's handle on comm c, if any. */
+/* Deregister r's handles on comm c, if any. */
 static void region_drop_comm(tpx_region_t *r, tpx_comm_t *c)
 {
-    if (c->id < r->nmh && r->mh[c->id] != NULL) {
-        (void)tpx__net_deregmr(r->e->net, c->comm, r->mh[c->id]);
-        r->mh[c->id] = NULL;
+    if (c->id >= r->nmh)
+        return;
+    for (int i = 0; i < r->npieces; i++) {
+        void **h = &r->mh[(size_t)c->id * (size_t)r->npieces + (size_t)i];
+        if (*h != NULL) {
+            (void)tpx__net_deregmr(r->e->net, c->comm, *h);
+            *h = NULL;
+        }
     }
 }
 
@@ -122,11 +137,6 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
         TPX_ERROR("tpx_mem_register: plugin %s does not take CUDA memory", e->net->name);
         return TPX_ERR_UNSUPPORTED;
     }
-    if (e->net->abi == 7 && len > (1ull << 30)) {
-        TPX_ERROR("tpx_mem_register: plugin %s (ncclNet v7) registers at most 1 GiB at once",
-                  e->net->name);
-        return TPX_ERR_UNSUPPORTED;
-    }
     pthread_mutex_lock(&e->lock);
     uintptr_t a = (uintptr_t)addr;
     for (tpx_region_t *r = e->regions; r != NULL; r = r->next) {
@@ -155,4 +165,9 @@ TPX_API void tpx_mem_deregister(tpx_region_t *r)
             tpx__region_release(r);
     }
     pthread_mutex_unlock(&e->lock);
+}
+
+TPX_API void *tpx_region_base(const tpx_region_t *r)
+{
+    return r ? (void *)r->base : NULL;
 }

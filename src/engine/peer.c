@@ -32,6 +32,16 @@
 
 enum { ST_HANDSHAKE = 0, ST_INFO, ST_CONNECT, ST_READY_WAIT, ST_DONE };
 
+/* A connect() the engine no longer wants. The ncclNet ABI cannot cancel
+ * one, so it is driven (with its own handle buffer) until the plugin ends
+ * it, and a comm it yields is closed. */
+typedef struct tpx_reap {
+    struct tpx_reap *next;
+    int dev;
+    unsigned char handle[TPX_BS_HANDLE_SIZE];
+    _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
+} tpx_reap_t;
+
 typedef struct {
     int stage;
     uint64_t deadline_ns;
@@ -144,7 +154,10 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
         tpx_comm_t *rc = i == 0 ? p->ctrl_recv : p->recv[i - 1];
         if (sc->comm == NULL) {
             tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)sc->devh;
+            sc->connecting = 1;
             st = tpx__net_connect(e->net, sc->dev, s->their[i], &sc->comm, &dh);
+            if (st != TPX_OK)
+                sc->connecting = 0; /* the plugin ended it */
             all &= sc->comm != NULL;
         }
         if (st == TPX_OK && rc->comm == NULL) {
@@ -181,7 +194,7 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
         p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->window - 1 - i);
     tpx_comm_t *c = p->ctrl_recv;
     void *mh;
-    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, &mh), st, out);
+    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, 0, &mh), st, out);
     for (int i = 0; i < e->window; i++) {
         tpx_slot_t *sl = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
         sl->req = NULL;
@@ -309,6 +322,40 @@ static void peer_link(tpx_peer_t *p)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* Hand a comm whose connect() is in progress to the reaper. */
+static void comm_abandon_connect(tpx_engine_t *e, tpx_peer_t *p, tpx_comm_t *c, int i)
+{
+    setup_t *s = p->setup;
+    if (s == NULL || c == NULL || c->comm != NULL || !c->connecting)
+        return;
+    tpx_reap_t *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return;
+    r->dev = c->dev;
+    memcpy(r->handle, s->their[i], TPX_BS_HANDLE_SIZE);
+    r->next = e->reap;
+    e->reap = r;
+}
+
+/* Drive abandoned connects; engine lock held. */
+void tpx__engine_reap(tpx_engine_t *e)
+{
+    for (tpx_reap_t **pp = (tpx_reap_t **)&e->reap; *pp != NULL;) {
+        tpx_reap_t *r = *pp;
+        void *comm = NULL;
+        tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)r->devh;
+        tpx_status_t st = tpx__net_connect(e->net, r->dev, r->handle, &comm, &dh);
+        if (st == TPX_OK && comm == NULL && !atomic_load(&e->stop)) {
+            pp = &r->next;
+            continue;
+        }
+        if (comm != NULL)
+            tpx__net_close_send(e->net, comm);
+        *pp = r->next;
+        free(r);
+    }
+}
+
 static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
 {
     if (c == NULL)
@@ -356,16 +403,23 @@ void tpx__peer_destroy(tpx_peer_t *p)
             break;
         }
     }
-    if (p->ctrl_region)
-        tpx__region_release(p->ctrl_region);
-    if (p->scratch_region)
-        tpx__region_release(p->scratch_region);
+    if (p->setup != NULL) {
+        comm_abandon_connect(e, p, p->ctrl_send, 0);
+        for (int k = 0; k < p->nchan; k++)
+            comm_abandon_connect(e, p, p->send[k], k + 1);
+    }
+    /* Closing a comm first drops every region's handles on it (the
+     * internal regions' included), then the internal regions go. */
     comm_close(e, p->ctrl_send);
     comm_close(e, p->ctrl_recv);
     for (int k = 0; k < p->nchan; k++) {
         comm_close(e, p->send[k]);
         comm_close(e, p->recv[k]);
     }
+    if (p->ctrl_region)
+        tpx__region_release(p->ctrl_region);
+    if (p->scratch_region)
+        tpx__region_release(p->scratch_region);
     if (p->setup != NULL) {
         setup_close_listens(e, p->setup);
         free(p->setup);
@@ -490,6 +544,12 @@ static void *bs_main(void *arg)
             }
             n++;
         }
+        if (e->reap != NULL) {
+            connecting = 1;
+            pthread_mutex_lock(&e->lock);
+            tpx__engine_reap(e);
+            pthread_mutex_unlock(&e->lock);
+        }
         for (int i = 0; i < n;) {
             tpx_status_t st = setup_advance(setups[i]);
             if (st == TPX_INPROGRESS) {
@@ -505,6 +565,9 @@ static void *bs_main(void *arg)
     }
     for (int i = 0; i < n; i++)
         tpx__peer_destroy(setups[i]);
+    pthread_mutex_lock(&e->lock);
+    tpx__engine_reap(e); /* with e->stop set: one last call each, then freed */
+    pthread_mutex_unlock(&e->lock);
     return NULL;
 }
 

@@ -2,9 +2,10 @@
  * topo.c - which plugin devices (NICs) an engine's channels use.
  *
  * TPX_NIC_MAP ("0,1:eth1;2,3:eth2") names the NICs of each GPU; channel i
- * uses the (i mod n)-th of them. Without a map, or for a host-memory engine
- * (gpu -1) that is not in the map, every device of the plugin is used.
- * (Choosing by PCI distance to the GPU needs the GPU's PCI path: issue #4.)
+ * uses the (i mod n)-th of them. Without a map, a GPU engine uses the NICs
+ * nearest its GPU in the PCI tree (the longest common sysfs path: same
+ * switch beats same root complex beats same host), and a host-memory engine
+ * (gpu -1), or one whose GPU or NICs have no PCI path, uses every device.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "common/config.h"
 #include "engine.h"
+#include "gpu/cuda.h"
 
 static int dev_by_name(tpx_engine_t *e, const char *name, size_t len)
 {
@@ -73,6 +75,50 @@ static int map_lookup(tpx_engine_t *e, const char *map, int gpu, int *devs, int 
     return 0;
 }
 
+/* Path components two sysfs device paths share. */
+static int pci_common(const char *a, const char *b)
+{
+    int common = 0;
+    while (*a && *a == *b) {
+        if (*a == '/')
+            common++;
+        a++, b++;
+    }
+    if ((*a == '\0' || *a == '/') && (*b == '\0' || *b == '/'))
+        common++;
+    return common;
+}
+
+/* The NICs closest to `gpu` in the PCI tree; 0 if it cannot tell. */
+static int pci_nearest(tpx_engine_t *e, int gpu, int *devs, int *ndevs)
+{
+    char bus[32], link[64], gpath[512];
+    if (tpx__cuda_init() != TPX_OK || gpu >= tpx__cuda_device_count() ||
+        tpx__cuda_device_pci_bus_id(gpu, bus, sizeof(bus)) != TPX_OK)
+        return 0;
+    snprintf(link, sizeof(link), "/sys/bus/pci/devices/%s", bus);
+    if (realpath(link, gpath) == NULL)
+        return 0;
+    int best = -1;
+    *ndevs = 0;
+    for (int d = 0; d < e->net->ndev && *ndevs < TPX_MAX_CHANNELS; d++) {
+        tpx_net_props_t p;
+        if (tpx__net_props(e->net, d, &p) != TPX_OK || p.pci_path[0] == '\0')
+            continue;
+        int c = pci_common(gpath, p.pci_path);
+        if (c > best) {
+            best = c;
+            *ndevs = 0;
+        }
+        if (c == best)
+            devs[(*ndevs)++] = d;
+    }
+    if (*ndevs > 0)
+        TPX_INFO("GPU %d (%s): %d nearest NIC(s) by PCI path, first is device %d", gpu, gpath,
+                 *ndevs, devs[0]);
+    return *ndevs > 0;
+}
+
 tpx_status_t tpx__topo_devs(tpx_engine_t *e)
 {
     const char *map = tpx__config_str(TPX_CFG_NIC_MAP);
@@ -83,6 +129,8 @@ tpx_status_t tpx__topo_devs(tpx_engine_t *e)
         if (r > 0)
             return TPX_OK;
     }
+    if (e->gpu >= 0 && pci_nearest(e, e->gpu, e->devs, &e->ndevs))
+        return TPX_OK;
     e->ndevs = TPX_MIN(e->net->ndev, TPX_MAX_CHANNELS);
     for (int d = 0; d < e->ndevs; d++)
         e->devs[d] = d;

@@ -90,6 +90,7 @@ int tpx__comm_progress(tpx_comm_t *c)
             }
             w->done++;
             completed++;
+            e->nmoves++;
             if (s->kind == SLOT_DATA) {
                 tpx__xfer_chunk_done(s->x);
             } else if (c->is_send) {
@@ -129,7 +130,7 @@ int tpx__ctrl_repost(tpx_comm_t *c)
         void *mh, *buf = p->ctrl_buf + (size_t)idx * TPX_CTRL_MSG_SIZE;
         tpx_slot_t *ns = &w->slots[w->posted % (uint64_t)w->cap];
         ns->req = NULL;
-        tpx_status_t st = tpx__region_mh(p->ctrl_region, c, &mh);
+        tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
         if (st == TPX_OK)
             st = tpx__net_irecv(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &ns->req);
         if (st != TPX_OK) {

@@ -156,7 +156,7 @@ static int post_data(tpx_comm_t *c)
     tpx_region_t *r = x->drain ? p->scratch_region : x->region;
     char *buf = x->drain ? (char *)p->scratch : (char *)x->region->base + x->off + off;
     void *mh;
-    tpx_status_t st = tpx__region_mh(r, c, &mh);
+    tpx_status_t st = tpx__region_mh(r, c, x->drain ? 0 : x->off + off, &mh);
     tpx_slot_t *s = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
     s->req = NULL;
     if (st == TPX_OK)
@@ -192,7 +192,7 @@ static int post_ctrl(tpx_comm_t *c)
     void *mh;
     tpx_slot_t *s = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
     s->req = NULL;
-    tpx_status_t st = tpx__region_mh(p->ctrl_region, c, &mh);
+    tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
     if (st == TPX_OK)
         st = tpx__net_isend(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &s->req);
     if (st != TPX_OK) {
@@ -394,6 +394,8 @@ void tpx__engine_sweep(tpx_engine_t *e)
     if (now - e->sweep_ns < 10 * 1000000ull)
         return;
     e->sweep_ns = now;
+    if (e->reap != NULL && !e->bs_started)
+        tpx__engine_reap(e);
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
         if (p->state == PEER_READY)
             peer_sweep(p, now);
@@ -402,10 +404,10 @@ void tpx__engine_sweep(tpx_engine_t *e)
 /* ---- the API ------------------------------------------------------------------------ */
 
 static tpx_status_t xfer_new(tpx_peer_t *p, tpx_region_t *r, size_t offset, size_t len,
-                             tpx_xfer_kind_t kind, tpx_xfer_t **out)
+                             tpx_xfer_kind_t kind, tpx_xfer_t **user_out, tpx_xfer_t **out)
 {
     const char *fn = kind == XK_SEND ? "tpx_send" : "tpx_recv";
-    if (p == NULL || r == NULL || out == NULL) {
+    if (p == NULL || r == NULL || user_out == NULL) {
         TPX_ERROR("%s: NULL %s", fn, p == NULL ? "peer" : r == NULL ? "region" : "xfer pointer");
         return TPX_ERR_INVALID_ARG;
     }
@@ -465,7 +467,7 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
                               tpx_xfer_t **out)
 {
     tpx_xfer_t *x;
-    tpx_status_t st = xfer_new(p, r, offset, len, XK_SEND, &x);
+    tpx_status_t st = xfer_new(p, r, offset, len, XK_SEND, out, &x);
     if (st != TPX_OK)
         return st;
     tpx_engine_t *e = p->e;
@@ -505,7 +507,7 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
                               tpx_xfer_t **out)
 {
     tpx_xfer_t *x;
-    tpx_status_t st = xfer_new(p, r, offset, len, XK_RECV, &x);
+    tpx_status_t st = xfer_new(p, r, offset, len, XK_RECV, out, &x);
     if (st != TPX_OK)
         return st;
     tpx_engine_t *e = p->e;
@@ -565,6 +567,7 @@ TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
         return TPX_ERR_INVALID_ARG;
     }
     tpx_engine_t *e = x->e;
+    tpx__engine_fd_clear(e);
     pthread_mutex_lock(&e->lock);
     if (x->state != XF_DONE && !e->progress_thread)
         (void)tpx__engine_progress_locked(e);
@@ -609,6 +612,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
     }
     tpx_status_t st = xfer_result(x, bytes);
     pthread_mutex_unlock(&e->lock);
+    tpx__engine_fd_clear(e);
     return st;
 }
 

@@ -862,6 +862,19 @@ static const scenario_t scenarios[] = {
     {"recvsmall", recvsmall_recv, recvsmall_send, 0, 0},
     {"badargs", badargs_recv, badargs_send, 0, 0},
     {"props", props_role, NULL, 0, 0},
+    /* strict TCPX mode (TPX_SOCK_TCPX=1), test_tcpx.c */
+    {"tcpx_props", tcpx_props_role, NULL, 0, 0},
+    {"tcpx_nullcomm", tcpx_nullcomm_recv, tcpx_nullcomm_send, 0, 0},
+    {"tcpx_devhandle", tcpx_devhandle_recv, tcpx_devhandle_send, 0, 0},
+    {"tcpx_unpack", tcpx_unpack_recv, tcpx_unpack_send, 0, 0},
+    {"tcpx_17th", tcpx_17th_recv, tcpx_17th_send, 0, 0},
+    {"tcpx_nonhead", tcpx_nonhead_recv, tcpx_nonhead_send, 0, 0},
+    {"tcpx_consume_order", tcpx_consume_order_recv, tcpx_consume_order_send, 0, 0},
+    {"tcpx_tags", tcpx_tags_recv, tcpx_tags_send, 0, 0},
+    {"tcpx_peerclose", tcpx_peerclose_recv, tcpx_peerclose_send, 0, SIGKILL},
+    {"tcpx_iflush", tcpx_iflush_recv, tcpx_iflush_send, 0, 0},
+    {"tcpx_init_twice", tcpx_init_twice_recv, tcpx_init_twice_send, 0, 0},
+    {"tcpx_bigrecv", tcpx_bigrecv_recv, tcpx_bigrecv_send, 0, 0},
 };
 
 /* Fork a role on `fd` (its end of the socketpair); `other` is closed in it. */

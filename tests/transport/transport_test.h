@@ -1,7 +1,8 @@
 /*
  * transport_test.h - the two-process harness shared by the transport test
  * scenarios (test_transport.c: the harness, the transfer scenarios and the
- * supervisor; test_faults.c: the failure scenarios).
+ * supervisor; test_faults.c: the failure scenarios; test_tcpx.c: the
+ * strict-TCPX scenarios).
  *
  * A scenario is a pair of roles, each a function run in its own forked
  * process: the receiver and the sender. A role returns 0 when its half
@@ -127,5 +128,31 @@ int recvsmall_recv(role_t *r);
 int recvsmall_send(role_t *r);
 int badargs_recv(role_t *r);
 int badargs_send(role_t *r);
+
+/* ---- the strict-TCPX scenarios (test_tcpx.c, TPX_SOCK_TCPX=1) ------------------- */
+
+int tcpx_props_role(role_t *r);
+int tcpx_nullcomm_recv(role_t *r);
+int tcpx_nullcomm_send(role_t *r);
+int tcpx_devhandle_recv(role_t *r);
+int tcpx_devhandle_send(role_t *r);
+int tcpx_unpack_recv(role_t *r);
+int tcpx_unpack_send(role_t *r);
+int tcpx_17th_recv(role_t *r);
+int tcpx_17th_send(role_t *r);
+int tcpx_nonhead_recv(role_t *r);
+int tcpx_nonhead_send(role_t *r);
+int tcpx_consume_order_recv(role_t *r);
+int tcpx_consume_order_send(role_t *r);
+int tcpx_tags_recv(role_t *r);
+int tcpx_tags_send(role_t *r);
+int tcpx_peerclose_recv(role_t *r);
+int tcpx_peerclose_send(role_t *r);
+int tcpx_iflush_recv(role_t *r);
+int tcpx_iflush_send(role_t *r);
+int tcpx_init_twice_recv(role_t *r);
+int tcpx_init_twice_send(role_t *r);
+int tcpx_bigrecv_recv(role_t *r);
+int tcpx_bigrecv_send(role_t *r);
 
 #endif

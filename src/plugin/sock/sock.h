@@ -150,6 +150,10 @@ typedef struct tpx_sock_comm {
     tpx_sock_req_t *reqs;         /* ring of max_reqs */
     _Atomic uint64_t posted;      /* messages posted (API thread writes) */
     _Atomic uint64_t finished;    /* messages whose bytes have all moved */
+    /* Messages the helpers may move: `posted`, except in strict TCPX mode,
+     * where only test() makes progress: there it is what `posted` was at
+     * the last test() call. */
+    _Atomic uint64_t movable;
 
     /* send: the piece scheduler, shared by the helper threads */
     pthread_mutex_t sched_lock;

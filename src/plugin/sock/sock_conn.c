@@ -407,6 +407,33 @@ static connecting_t *conn_take(uint64_t id)
     return s;
 }
 
+static void conn_free(connecting_t *s);
+
+/* A caller may abandon a connect (NCCL has no call to cancel one): free
+ * states nobody has advanced past their deadline, with their sockets. */
+static void conn_sweep(uint64_t now)
+{
+    connecting_t *dead = NULL;
+    pthread_mutex_lock(&conn_lock);
+    for (connecting_t **pp = &conn_list; *pp != NULL;) {
+        connecting_t *s = *pp;
+        if (now > s->deadline_ns + 1000000000ull) {
+            *pp = s->next;
+            s->next = dead;
+            dead = s;
+        } else {
+            pp = &s->next;
+        }
+    }
+    pthread_mutex_unlock(&conn_lock);
+    while (dead != NULL) {
+        connecting_t *s = dead;
+        dead = s->next;
+        SOCK_DEBUG("dropping a connect abandoned by its caller");
+        conn_free(s);
+    }
+}
+
 static void conn_put(connecting_t *s)
 {
     pthread_mutex_lock(&conn_lock);
@@ -560,6 +587,7 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm)
     *send_comm = NULL;
     tpx_status_t st;
     connecting_t *s;
+    conn_sweep(tpx__now_ns());
     uint64_t id = handle_stage_get(handle);
     if (id != 0) {
         s = conn_take(id);

@@ -140,7 +140,7 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     int got = 0;
     pthread_mutex_lock(&c->sched_lock);
-    if (c->sched_seq < atomic_load_explicit(&c->posted, memory_order_acquire)) {
+    if (c->sched_seq < atomic_load_explicit(&c->movable, memory_order_acquire)) {
         tpx_sock_req_t *r = &c->reqs[c->sched_seq % (uint64_t)c->max_reqs];
         uint64_t left = r->size - c->sched_off;
         uint64_t len = left / (uint64_t)c->nsocks;
@@ -175,7 +175,7 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 static int sched_has_work(tpx_sock_comm_t *c)
 {
     pthread_mutex_lock(&c->sched_lock);
-    int has = c->sched_seq < atomic_load(&c->posted);
+    int has = c->sched_seq < atomic_load(&c->movable);
     pthread_mutex_unlock(&c->sched_lock);
     return has;
 }
@@ -302,7 +302,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         if (atomic_load_explicit(&c->closing, memory_order_relaxed))
             return CH_IDLE;
         if (ch->parked) {
-            if (atomic_load_explicit(&c->posted, memory_order_acquire) <= ch->piece.seq)
+            if (atomic_load_explicit(&c->movable, memory_order_acquire) <= ch->piece.seq)
                 return moved ? CH_PROGRESS : CH_PARKED;
             ch->parked = 0;
             if (chan_attach(c, ch) == CH_ERROR)
@@ -350,7 +350,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "malformed piece header from the sender");
                 return CH_ERROR;
             }
-            if (atomic_load_explicit(&c->posted, memory_order_acquire) <= ch->piece.seq) {
+            if (atomic_load_explicit(&c->movable, memory_order_acquire) <= ch->piece.seq) {
                 ch->parked = 1;
                 continue;
             }
@@ -439,7 +439,7 @@ static void *worker_main(void *arg)
         } else if (healthy && parked) {
             for (int i = w->first; i < c->nsocks; i += w->stride)
                 recheck |= c->chans[i].parked &&
-                           atomic_load(&c->posted) > c->chans[i].piece.seq;
+                           atomic_load(&c->movable) > c->chans[i].piece.seq;
         }
         if (!recheck && !atomic_load(&c->closing))
             (void)poll(pfd, (nfds_t)n, 1000);

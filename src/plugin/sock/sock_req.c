@@ -72,7 +72,10 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
     atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
     /* seq_cst: pairs with the helper's store of `sleeping` (see sock_io.c). */
     atomic_store(&c->posted, seq + 1);
-    tpx__sock_comm_wake(c, 1);
+    if (!c->tcpx) {
+        atomic_store(&c->movable, seq + 1);
+        tpx__sock_comm_wake(c, 1);
+    }
     *request = r;
     return TPX_OK;
 }
@@ -119,6 +122,13 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
  * arrive, and a failed data connection never reported at all. */
 static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
 {
+    /* Google's plugin moves data only from test(): requests posted since
+     * the last call start moving now. */
+    uint64_t posted = atomic_load(&c->posted);
+    if (atomic_load(&c->movable) != posted) {
+        atomic_store(&c->movable, posted);
+        tpx__sock_comm_wake(c, 1);
+    }
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
     int err = atomic_load_explicit(&c->error, memory_order_acquire);
     int closed = atomic_load(&c->eof_chans) > 0;
