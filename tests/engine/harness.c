@@ -173,8 +173,8 @@ void ht_guard_fill(void *buf, size_t len, uint64_t tag)
 
 int ht_guard_check(const void *buf, size_t len, uint64_t tag, const char *what)
 {
-    char w[256];
-    snprintf(w, sizeof(w), "%s: GUARD BYTES (%zu) overwritten", what, len);
+    char w[320];
+    snprintf(w, sizeof(w), "%.200s: GUARD BYTES (%zu) overwritten", what, len);
     return ht_verify(buf, len, 0x6a09e667f3bcc908ull ^ tag, 0, w);
 }
 
