@@ -24,7 +24,7 @@ if(TPX_WITH_NVCC)
                PATHS /usr/local/cuda/bin /usr/local/cuda)
 endif()
 
-set(TPX_GPU_SOURCES src/gpu/cuda.c src/unpack/unpack_gpu.c)
+set(TPX_GPU_SOURCES src/gpu/gpu_api.c src/unpack/unpack_gpu.c)
 
 if(TPX_WITH_NVCC AND TPX_NVCC)
   set(_tpx_gen ${PROJECT_BINARY_DIR}/gen)
@@ -58,6 +58,9 @@ else()
   message(STATUS "tpx: nvcc not found or TPX_WITH_NVCC=OFF: building without the CUDA unpack kernel")
 endif()
 
+# The driver loader alone: also linked into the plugin (CUDA staging).
+add_library(tpx_cuda OBJECT src/gpu/cuda.c)
+target_include_directories(tpx_cuda PUBLIC include src)
 add_library(tpx_gpu OBJECT ${TPX_GPU_SOURCES})
 target_include_directories(tpx_gpu PUBLIC include src)
 if(TPX_HAVE_UNPACK_KERNEL)

@@ -147,6 +147,20 @@ TPX_API tpx_status_t tpx_xfer_cancel(tpx_xfer_t *xfer);
  * when it ends. */
 TPX_API void tpx_xfer_release(tpx_xfer_t *xfer);
 
+/* ==== GPU memory helpers ===================================================
+ * For tools and tests that need device buffers without linking CUDA
+ * themselves; they use the same run-time driver as the engine. Without a
+ * driver or GPU they return TPX_ERR_NO_DEVICE. */
+
+/* Number of CUDA devices (0 and TPX_ERR_NO_DEVICE if none). */
+TPX_API tpx_status_t tpx_gpu_count(int *count);
+/* `len` bytes of device memory on `gpu`, 4 KiB aligned. */
+TPX_API tpx_status_t tpx_gpu_alloc(int gpu, size_t len, void **ptr);
+/* Free what tpx_gpu_alloc() returned (NULL is ignored). */
+TPX_API void tpx_gpu_free(void *ptr);
+/* Copy between host and device memory (any direction), synchronously. */
+TPX_API tpx_status_t tpx_gpu_copy(void *dst, const void *src, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -180,8 +180,9 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
     size_t nbuf = 2 * (size_t)e->window;
-    p->ctrl_buf = aligned_alloc(4096, TPX_MAX(4096, nbuf * TPX_CTRL_MSG_SIZE));
-    p->scratch = aligned_alloc(4096, p->chunk);
+    /* aligned_alloc wants the size to be a multiple of the alignment */
+    p->ctrl_buf = aligned_alloc(4096, (nbuf * TPX_CTRL_MSG_SIZE + 4095) & ~(size_t)4095);
+    p->scratch = aligned_alloc(4096, ((size_t)p->chunk + 4095) & ~(size_t)4095);
     if (p->ctrl_buf == NULL || p->scratch == NULL)
         return TPX_ERR_NO_MEMORY;
     memset(p->ctrl_buf, 0, nbuf * TPX_CTRL_MSG_SIZE);

@@ -95,6 +95,7 @@ typedef enum {
 #define SOCK_TOTAL_UNKNOWN UINT64_MAX
 
 struct tpx_sock_comm;
+typedef struct tpx_sock_cuda_chan tpx_sock_cuda_chan_t; /* sock_cuda.c */
 
 /* One posted isend/irecv. Lives in the comm's ring; slot = seq % max_reqs. */
 typedef struct {
@@ -104,6 +105,7 @@ typedef struct {
     uint64_t size;        /* posted size (send: message size; recv: capacity) */
     int tag;
     int state;            /* tpx_sock_req_state_t, API thread only */
+    int cuda_dev;         /* device of a CUDA buffer (moved through staging); -1: host */
     /* Progress, written by helper threads. A message is complete when
      * `done` == max(total, 1): zero-byte messages count one unit. */
     _Atomic uint64_t done;
@@ -123,6 +125,8 @@ typedef struct {
     uint32_t data_done;    /* payload bytes moved */
     tpx_sock_req_t *req;
     uint64_t bytes;        /* payload bytes moved in total (stats) */
+    uint32_t copy_done;    /* CUDA send: payload bytes copied to staging */
+    tpx_sock_cuda_chan_t *cu; /* CUDA staging of this connection, made on first use */
 } tpx_sock_chan_t;
 
 typedef struct {
@@ -184,6 +188,7 @@ typedef struct tpx_sock_comm {
 typedef struct {
     uint32_t magic;
     int type;
+    int dev;         /* CUDA: the buffer's device */
     uintptr_t base;
     size_t size;
 } tpx_sock_mr_t;
@@ -227,6 +232,16 @@ void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size);
 void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total);
 int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint64_t len,
                        struct iovec *iov, int max);
+
+/* ---- sock_cuda.c: CUDA buffers through pinned staging --------------------- */
+int tpx__sock_cuda_available(void);
+tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev);
+tpx_status_t tpx__sock_cuda_retain(int dev);
+void tpx__sock_cuda_release(int dev);
+void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
+/* 1: piece payload complete, 0: would block, -1: failed (errno 0: CUDA). */
+int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
+int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
 
 /* ---- sock_plugin.c ------------------------------------------------------ */
 tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger);

@@ -167,6 +167,7 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         tpx__sock_piece_encode(&ch->piece, ch->hdr);
         ch->hdr_done = 0;
         ch->data_done = 0;
+        ch->copy_done = 0;
         ch->active = 1;
     }
     return got;
@@ -188,12 +189,29 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return CH_IDLE;
         if (!ch->active && !sched_take(c, ch))
             return moved ? CH_PROGRESS : CH_IDLE;
+        if (ch->req->cuda_dev >= 0 && ch->hdr_done == TPX_SOCK_PIECE_WIRE_SIZE) {
+            int prog = 0, r = tpx__sock_cuda_send(ch, &prog);
+            moved |= prog;
+            if (r < 0) {
+                if (errno == 0)
+                    tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a CUDA buffer to staging failed");
+                else
+                    comm_fail_errno(c, errno, "send to peer failed");
+                return CH_ERROR;
+            }
+            if (r == 0)
+                return moved ? CH_PROGRESS : CH_BLOCKED;
+            ch->active = 0;
+            ch->bytes += ch->piece.len;
+            piece_done(c, ch->req, ch->piece.len, ch->piece.total);
+            continue;
+        }
         struct iovec iov[2];
         int n_iov = 0;
         if (ch->hdr_done < TPX_SOCK_PIECE_WIRE_SIZE)
             iov[n_iov++] = (struct iovec){ch->hdr + ch->hdr_done,
                                           TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done};
-        if (ch->data_done < ch->piece.len)
+        if (ch->data_done < ch->piece.len && ch->req->cuda_dev < 0)
             iov[n_iov++] = (struct iovec){ch->req->buf + ch->piece.offset + ch->data_done,
                                           ch->piece.len - ch->data_done};
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
@@ -217,7 +235,8 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             ch->hdr_done = TPX_SOCK_PIECE_WIRE_SIZE;
             ch->data_done += (uint32_t)((size_t)n - hdr_left);
         }
-        if (ch->hdr_done == TPX_SOCK_PIECE_WIRE_SIZE && ch->data_done == ch->piece.len) {
+        if (ch->hdr_done == TPX_SOCK_PIECE_WIRE_SIZE && ch->data_done == ch->piece.len &&
+            ch->req->cuda_dev < 0) {
             ch->active = 0;
             ch->bytes += ch->piece.len;
             piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
@@ -308,6 +327,23 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             if (chan_attach(c, ch) == CH_ERROR)
                 return CH_ERROR;
             moved = 1;
+            continue;
+        }
+        if (ch->active && ch->req->cuda_dev >= 0) {
+            int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
+            moved |= prog;
+            if (r < 0) {
+                if (errno == 0)
+                    tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
+                else
+                    comm_fail_errno(c, errno, "receive from peer failed");
+                return CH_ERROR;
+            }
+            if (r == 0)
+                return moved ? CH_PROGRESS : CH_BLOCKED;
+            ch->active = 0;
+            ch->bytes += ch->piece.len;
+            piece_done(c, ch->req, ch->piece.len, ch->piece.total);
             continue;
         }
         struct iovec iov[64];
@@ -519,9 +555,11 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
     for (int t = 0; t < TPX_SOCK_MAX_SOCKS; t++)
         if (c->workers[t].efd >= 0)
             close(c->workers[t].efd);
-    for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
+    for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
+        tpx__sock_cuda_chan_free(&c->chans[i]);
         if (c->chans[i].fd >= 0)
             close(c->chans[i].fd);
+    }
     if (c->ctrl_fd >= 0)
         close(c->ctrl_fd);
     if (c->reqs != NULL) {

@@ -19,6 +19,7 @@ tpx_nccl_logger_t tpx__sock_logger;
 tpx_sock_params_t tpx__sock_params;
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sock_cuda; /* CUDA buffers accepted (a GPU is present, not strict mode) */
 static int init_done;
 static tpx_status_t init_status;
 
@@ -68,6 +69,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             tpx__sock_params.nsocks = (int)TPX_MIN(8, TPX_MAX(2, ncpu / 2));
         }
         st = tpx__sock_dev_init();
+        sock_cuda = st == TPX_OK && !tpx__sock_params.tcpx && tpx__sock_cuda_available();
     } else {
         SOCK_WARN("init: invalid TPX_* setting (see the error above)");
     }
@@ -123,7 +125,7 @@ static tpx_nccl_result_t props_fill(int dev, tpx_ncclnet_props_v9_t *p)
     p->name = (char *)d->name;
     p->pciPath = d->pci_path;
     p->guid = (uint64_t)dev;
-    p->ptrSupport = TPX_NCCL_PTR_HOST;
+    p->ptrSupport = TPX_NCCL_PTR_HOST | (sock_cuda ? TPX_NCCL_PTR_CUDA : 0);
     p->regIsGlobal = 0;
     p->forceFlush = 0;
     p->speed = d->speed_mbps;

@@ -40,8 +40,8 @@ static tpx_status_t mr_check(void *mh, const void *data, size_t size, const char
     return TPX_OK;
 }
 
-static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, void **request,
-                         const char *fn)
+static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, void *mh,
+                         void **request, const char *fn)
 {
     int err = atomic_load_explicit(&c->error, memory_order_relaxed);
     if (err != 0)
@@ -64,6 +64,9 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
     r->buf = data;
     r->size = size;
     r->tag = tag;
+    r->cuda_dev = mh != NULL && ((tpx_sock_mr_t *)mh)->type == TPX_NCCL_PTR_CUDA
+                      ? ((tpx_sock_mr_t *)mh)->dev
+                      : -1;
     r->state = SOCK_REQ_POSTED;
     atomic_store_explicit(&r->done, 0, memory_order_relaxed);
     atomic_store_explicit(&r->claimed, 0, memory_order_relaxed);
@@ -92,7 +95,7 @@ tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void 
     tpx_status_t st = mr_check(mh, data, size, "isend");
     if (st != TPX_OK)
         return st;
-    return post(c, data, size, tag, request, "isend");
+    return post(c, data, size, tag, mh, request, "isend");
 }
 
 tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
@@ -114,7 +117,7 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
     tpx_status_t st = mr_check(mh ? mh[0] : NULL, data[0], sizes[0], "irecv");
     if (st != TPX_OK)
         return st;
-    return post(c, data[0], sizes[0], tags[0], request, "irecv");
+    return post(c, data[0], sizes[0], tags[0], mh ? mh[0] : NULL, request, "irecv");
 }
 
 /* Strict TCPX test(): head only, sizes never written, receives stay taken
@@ -221,16 +224,31 @@ tpx_status_t tpx__sock_regmr(void *comm, void *data, size_t size, int type, void
         SOCK_WARN("regMr: invalid argument (comm %p, data %p, size %zu)", comm, data, size);
         return TPX_ERR_INVALID_ARG;
     }
-    if (type != TPX_NCCL_PTR_HOST) {
-        SOCK_WARN("regMr: pointer type %d is not supported by this transport (host memory only)",
-                  type);
+    int dev = -1;
+    if (type == TPX_NCCL_PTR_CUDA) {
+        if (c->tcpx || !tpx__sock_cuda_available()) {
+            SOCK_WARN("regMr: CUDA memory is not supported %s",
+                      c->tcpx ? "in strict TCPX mode (host delivery only)" : "here: no GPU");
+            return TPX_ERR_UNSUPPORTED;
+        }
+        if (tpx__sock_cuda_ptr_dev(data, &dev) != TPX_OK || dev < 0) {
+            SOCK_WARN("regMr: %p is not CUDA device memory", data);
+            return TPX_ERR_INVALID_ARG;
+        }
+        if (tpx__sock_cuda_retain(dev) != TPX_OK)
+            return TPX_ERR_CUDA;
+    } else if (type != TPX_NCCL_PTR_HOST) {
+        SOCK_WARN("regMr: pointer type %d is not supported by this transport", type);
         return TPX_ERR_UNSUPPORTED;
     }
     tpx_sock_mr_t *mr = malloc(sizeof(*mr));
-    if (mr == NULL)
+    if (mr == NULL) {
+        if (dev >= 0)
+            tpx__sock_cuda_release(dev);
         return TPX_ERR_NO_MEMORY;
-    *mr = (tpx_sock_mr_t){.magic = SOCK_MR_MAGIC, .type = type, .base = (uintptr_t)data,
-                          .size = size};
+    }
+    *mr = (tpx_sock_mr_t){.magic = SOCK_MR_MAGIC, .type = type, .dev = dev,
+                          .base = (uintptr_t)data, .size = size};
     *mh = mr;
     return TPX_OK;
 }
@@ -243,6 +261,8 @@ tpx_status_t tpx__sock_deregmr(void *comm, void *mh)
         return TPX_ERR_INVALID_ARG;
     }
     mr->magic = 0;
+    if (mr->type == TPX_NCCL_PTR_CUDA)
+        tpx__sock_cuda_release(mr->dev);
     free(mr);
     return TPX_OK;
 }

@@ -49,7 +49,7 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
         return TPX_ERR_NO_MEMORY;
     }
     c->bounce = b;
-    c->meta = aligned_alloc(4096, sizeof(*c->meta));
+    c->meta = aligned_alloc(4096, (sizeof(*c->meta) + 4095) & ~(size_t)4095);
     if (c->meta == NULL)
         return TPX_ERR_NO_MEMORY;
     memset(c->meta, 0, sizeof(*c->meta));
