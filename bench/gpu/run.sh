@@ -34,7 +34,7 @@ if ! grep -q '^TPX_NVCC:FILEPATH=/' "$BUILD/CMakeCache.txt"; then
   exit 1
 fi
 # Only what the steps below run, so work in progress elsewhere cannot stop it.
-cmake --build --preset release -j "$(nproc)" --target test_unpack_gpu tpx-netbench tpx-perf >/dev/null
+cmake --build --preset release -j "$(nproc)" --target test_unpack_gpu test_engine_gpu tpx-netbench tpx-perf nccl-net-tpx >/dev/null
 
 step() { # step NAME COMMAND...: run, log, fail on error or skip (77)
   local name=$1 rc=0
@@ -51,6 +51,14 @@ step() { # step NAME COMMAND...: run, log, fail on error or skip (77)
 }
 
 step unpack "$BUILD/bin/test_unpack_gpu" --device "$DEVICE" --rounds "$ROUNDS" --iters "$ITERS"
+
+# GPU0 -> GPU1 through the engine (two GPUs), next to NCCL's socket transport
+# and NCCL over our plugin.
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NGPU" -ge 2 ]; then
+  step engine-gpu env TPX_SOCKET_IFNAME=lo "$BUILD/bin/test_engine_gpu" --sizes 1M,16M,256M,1G --iters 10
+  step nccl python3 bench/gpu/nccl_plugin.py "$BUILD/lib/libnccl-net-tpx.so" 1048576,16777216,268435456
+fi
 
 # The host's CPU side: the transport alone over loopback for 1..16 data
 # sockets (this picks TPX_NSOCKS' default), and the engine next to it.
@@ -72,3 +80,8 @@ sed -n '/^== unpack throughput/,/^kernel 16x1024x4K (1 launch/p' "$LOG"
 echo "---- transport alone (GB/s, 1e9 B/s) ----"
 grep -E '^ +[0-9]+ +[0-9]+ ' "$LOG" | head -40 || true
 grep -E 'engine/transport' "$LOG" || true
+if [ "$NGPU" -ge 2 ]; then
+  echo "---- GPU0 -> GPU1 through the engine ----"
+  sed -n '/^# GPU0 -> GPU1/,/^$/p' "$LOG" | grep -E '^[0-9#b]' | head -8
+  sed -n '/^==== NCCL send\/recv/,$p' "$LOG" | head -6
+fi
