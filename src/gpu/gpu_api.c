@@ -50,7 +50,12 @@ TPX_API tpx_status_t tpx_gpu_alloc(int gpu, size_t len, void **ptr)
     alloc_t *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return TPX_ERR_NO_MEMORY;
-    st = tpx__cuda_mem_alloc(gpu, len, &a->m);
+    st = tpx__cuda_ctx_retain(gpu, NULL); /* held while the allocation lives */
+    if (st == TPX_OK) {
+        st = tpx__cuda_mem_alloc(gpu, len, &a->m);
+        if (st != TPX_OK)
+            tpx__cuda_ctx_release(gpu);
+    }
     if (st != TPX_OK) {
         free(a);
         return st;
@@ -81,7 +86,9 @@ TPX_API void tpx_gpu_free(void *ptr)
         TPX_WARN("tpx_gpu_free: %p was not allocated by tpx_gpu_alloc", ptr);
         return;
     }
+    int dev = a->m.dev;
     tpx__cuda_mem_free(&a->m);
+    tpx__cuda_ctx_release(dev);
     free(a);
 }
 

@@ -155,8 +155,16 @@ int main(int argc, char **argv)
         if (*end != ',' && *end != '\0')
             break;
     }
-    int ngpu = 0;
-    if (tpx_gpu_count(&ngpu) != TPX_OK || ngpu < 1 || (src != dst && ngpu < 2)) {
+    /* Count GPUs in a child: CUDA must not be initialised before fork. */
+    pid_t probe = fork();
+    if (probe == 0) {
+        int n = 0;
+        _exit(tpx_gpu_count(&n) == TPX_OK ? (n > 100 ? 100 : n) : 0);
+    }
+    int ps, ngpu = 0;
+    if (waitpid(probe, &ps, 0) == probe && WIFEXITED(ps))
+        ngpu = WEXITSTATUS(ps);
+    if (ngpu < 1 || src >= ngpu || dst >= ngpu) {
         printf("SKIP: needs GPUs %d and %d (%d present)\n", src, dst, ngpu);
         return 77;
     }
