@@ -7,6 +7,7 @@
  * switch beats same root complex beats same host), and a host-memory engine
  * (gpu -1), or one whose GPU or NICs have no PCI path, uses every device.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +93,7 @@ static int pci_common(const char *a, const char *b)
 /* The NICs closest to `gpu` in the PCI tree; 0 if it cannot tell. */
 static int pci_nearest(tpx_engine_t *e, int gpu, int *devs, int *ndevs)
 {
-    char bus[32], link[64], gpath[512];
+    char bus[32], link[64], gpath[PATH_MAX];
     if (tpx__cuda_init() != TPX_OK || gpu >= tpx__cuda_device_count() ||
         tpx__cuda_device_pci_bus_id(gpu, bus, sizeof(bus)) != TPX_OK)
         return 0;
