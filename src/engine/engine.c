@@ -38,10 +38,13 @@ int tpx__engine_progress_locked(tpx_engine_t *e)
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         if (p->state != PEER_READY)
             continue;
-        if (p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED &&
-            tpx__ctrl_repost(p->ctrl_recv) < 0)
-            continue;
-        (void)tpx__comm_progress(p->ctrl_recv);
+        if (!p->remote_closed) {
+            if (p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED &&
+                tpx__ctrl_repost(p->ctrl_recv) < 0 && p->state != PEER_READY)
+                continue;
+            if (!p->remote_closed)
+                (void)tpx__comm_progress(p->ctrl_recv);
+        }
         (void)tpx__comm_progress(p->ctrl_send);
         for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
             (void)tpx__comm_progress(p->send[k]);

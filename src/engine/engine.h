@@ -143,6 +143,9 @@ struct tpx_peer {
     void *scratch;
     tpx_region_t *scratch_region;
     int accepted;         /* server side: handed out by tpx_peer_accept */
+    uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */
+    int remote_closed;    /* the peer said goodbye / its control stream ended:
+                             no new message will come; data in flight still may */
     /* setup state (peer.c) */
     void *setup;
 };
@@ -220,6 +223,8 @@ void tpx__ctrl_bye(unsigned char msg[TPX_CTRL_MSG_SIZE]);
  * 1 posted, 0 nothing to post / plugin busy, -1 the peer failed. */
 int tpx__comm_post_next(tpx_comm_t *c);
 void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
+/* The peer closed its side cleanly: fail what can no longer complete. */
+void tpx__peer_remote_closed(tpx_peer_t *p, const char *why);
 void tpx__engine_sweep(tpx_engine_t *e);
 
 /* mem.c */

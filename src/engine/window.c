@@ -66,6 +66,12 @@ int tpx__comm_progress(tpx_comm_t *c)
             if (st != TPX_OK && rc == TPX_NCCL_SYSTEM_ERROR && done)
                 st = TPX_OK; /* the data arrived, then the peer closed: fine */
             if (st != TPX_OK) {
+                if (rc == TPX_NCCL_SYSTEM_ERROR && c->is_ctrl && !c->is_send) {
+                    /* The control stream ended: no new message will come,
+                     * data already announced may still arrive. */
+                    tpx__peer_remote_closed(p, "the peer's control stream ended");
+                    return completed;
+                }
                 if (rc == TPX_NCCL_SYSTEM_ERROR) {
                     uint64_t now = tpx__now_ns();
                     if (c->rc2_since_ns == 0)
@@ -133,6 +139,10 @@ int tpx__ctrl_repost(tpx_comm_t *c)
         tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
         if (st == TPX_OK)
             st = tpx__net_irecv(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &ns->req);
+        if (st == TPX_ERR_CONN_RESET) {
+            tpx__peer_remote_closed(p, "the peer's control stream ended");
+            return -1;
+        }
         if (st != TPX_OK) {
             tpx__peer_fail(p, st, "posting a control receive failed");
             return -1;

@@ -100,6 +100,8 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     pthread_cond_broadcast(&e->cond);
     if (x->released)
         xfer_free(x);
+    if (p->remote_closed && p->active == NULL && p->state == PEER_READY)
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
 }
 
 static void xfer_maybe_done(tpx_xfer_t *x)
@@ -286,7 +288,7 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
         return;
     }
     if (m.type == CTRL_BYE) {
-        tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
+        tpx__peer_remote_closed(p, "the peer closed the connection");
         return;
     }
     if (m.seq != p->recv_seq) {
@@ -328,6 +330,25 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
 
 /* ---- failure, deadlines, liveness -------------------------------------------------- */
 
+void tpx__peer_remote_closed(tpx_peer_t *p, const char *why)
+{
+    if (p->state != PEER_READY || p->remote_closed)
+        return;
+    p->remote_closed = 1;
+    /* Messages already announced are still delivered; receives waiting for
+     * a message the peer will never send end now. */
+    uint32_t n = p->recv_pending_n;
+    p->recv_pending_n = 0;
+    if (n > 0)
+        TPX_WARN("peer %s: %s with %u receive(s) waiting for a message", p->name, why, n);
+    else
+        TPX_INFO("peer %s: %s", p->name, why);
+    for (uint32_t i = 0; i < n; i++)
+        tpx__xfer_complete(p->recv_pending[i], TPX_ERR_CONN_RESET);
+    if (p->active == NULL)
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+}
+
 void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
 {
     if (p->state != PEER_READY)
@@ -356,16 +377,20 @@ static void peer_sweep(tpx_peer_t *p, uint64_t now)
 {
     /* The bootstrap connection stays open for the peer's life: EOF on it
      * means the peer process is gone, whatever the plugin reports. */
-    if (p->bs != NULL) {
+    if (p->bs != NULL && p->bs_eof_ns == 0) {
         uint16_t type;
         unsigned char buf[64];
         uint32_t len;
         tpx_status_t st = tpx__bs_recv(p->bs, &type, buf, sizeof(buf), &len);
-        if (st != TPX_INPROGRESS && st != TPX_OK) {
-            tpx__peer_fail(p, TPX_ERR_CONN_RESET,
-                           "the peer's bootstrap connection closed (process gone?)");
-            return;
-        }
+        if (st != TPX_INPROGRESS && st != TPX_OK)
+            p->bs_eof_ns = now;
+    }
+    /* A peer that closes says goodbye on the control stream first; a
+     * bootstrap EOF with no goodbye within 200 ms is a process that died. */
+    if (p->bs_eof_ns != 0 && !p->remote_closed && now - p->bs_eof_ns > 200 * 1000000ull) {
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET,
+                       "the peer's bootstrap connection closed without a goodbye (process gone?)");
+        return;
     }
     for (uint32_t i = 0; i < p->recv_pending_n;) {
         tpx_xfer_t *x = p->recv_pending[i];
@@ -449,6 +474,10 @@ static void xfer_attach(tpx_xfer_t *x)
 
 static tpx_status_t peer_usable(tpx_peer_t *p, const char *fn)
 {
+    if (p->state == PEER_READY && p->remote_closed) {
+        TPX_ERROR("%s: peer %s has closed the connection", fn, p->name);
+        return TPX_ERR_CONN_RESET;
+    }
     if (p->state == PEER_READY)
         return TPX_OK;
     if (p->state == PEER_FAILED)
