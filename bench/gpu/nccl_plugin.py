@@ -69,7 +69,10 @@ if __name__ == "__main__":
     common = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
     cfgs = [
         ("nccl-socket-default", {"NCCL_NET": "Socket"}),
+        ("nccl-socket-2x4", {"NCCL_NET": "Socket", "NCCL_NSOCKS_PERTHREAD": "2", "NCCL_SOCKET_NTHREADS": "4"}),
         ("nccl-socket-4x4", {"NCCL_NET": "Socket", "NCCL_NSOCKS_PERTHREAD": "4", "NCCL_SOCKET_NTHREADS": "4"}),
+        ("nccl-socket-4x8", {"NCCL_NET": "Socket", "NCCL_NSOCKS_PERTHREAD": "4", "NCCL_SOCKET_NTHREADS": "8"}),
+        ("nccl-socket-8x8", {"NCCL_NET": "Socket", "NCCL_NSOCKS_PERTHREAD": "8", "NCCL_SOCKET_NTHREADS": "8"}),
         ("tpx-plugin", {"NCCL_NET_PLUGIN": plugin, "NCCL_NET": "tpx", "TPX_SOCKET_IFNAME": "lo",
                         "LD_LIBRARY_PATH": os.path.dirname(plugin) + ":" + os.environ.get("LD_LIBRARY_PATH", "")}),
     ]

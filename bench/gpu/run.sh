@@ -57,6 +57,8 @@ step unpack "$BUILD/bin/test_unpack_gpu" --device "$DEVICE" --rounds "$ROUNDS" -
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NGPU" -ge 2 ]; then
   step engine-gpu env TPX_SOCKET_IFNAME=lo "$BUILD/bin/test_engine_gpu" --sizes 1M,16M,256M,1G --iters 10
+  step engine-gpu-4M env TPX_SOCKET_IFNAME=lo TPX_CHUNK_BYTES=4M TPX_NSOCKS=4 \
+    "$BUILD/bin/test_engine_gpu" --sizes 1M,16M,256M,1G --iters 10
   step nccl python3 bench/gpu/nccl_plugin.py "$BUILD/lib/libnccl-net-tpx.so" 1048576,16777216,268435456
 fi
 
@@ -82,6 +84,6 @@ grep -E '^ +[0-9]+ +[0-9]+ ' "$LOG" | head -40 || true
 grep -E 'engine/transport' "$LOG" || true
 if [ "$NGPU" -ge 2 ]; then
   echo "---- GPU0 -> GPU1 through the engine ----"
-  sed -n '/^# GPU0 -> GPU1/,/^$/p' "$LOG" | grep -E '^[0-9#b]' | head -8
+  grep -E '^(# GPU0|[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +verified)' "$LOG" | head -12
   sed -n '/^==== NCCL send\/recv/,$p' "$LOG" | head -6
 fi

@@ -144,7 +144,9 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         tpx_sock_req_t *r = &c->reqs[c->sched_seq % (uint64_t)c->max_reqs];
         uint64_t left = r->size - c->sched_off;
         uint64_t len = left / (uint64_t)c->nsocks;
-        len = TPX_MAX(len, TPX_SOCK_MIN_PIECE);
+        /* CUDA pieces go through staging, where each piece costs a copy
+         * round trip: keep them larger. */
+        len = TPX_MAX(len, r->cuda_dev >= 0 ? 4 * TPX_SOCK_MIN_PIECE : TPX_SOCK_MIN_PIECE);
         len = TPX_MIN(len, tpx__sock_params.piece_bytes);
         len = TPX_MIN(len, left);
         ch->piece = (tpx_sock_piece_t){
