@@ -59,3 +59,7 @@ TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 1,
              "(16 requests, FIFO test and consume, tags ignored, devmem-style delivery into a "
              "bounce buffer that the caller must unpack, NULL comms from connect/accept at "
              "first). For testing engines without TCPX hardware.")
+TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
+             "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
+             "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "
+             "(gathered by the CPU, then copied), `none` (no copy: ablation only, data is lost).")

@@ -164,6 +164,22 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
     e->efd = e->bs_fd = e->bs_wake = -1;
+    e->unpack_dev = -1;
+    {
+        static const char *const modes[] = {"kernel", "d2d", "host", "none"};
+        const char *m = tpx__config_str(TPX_CFG_UNPACK);
+        e->unpack_mode = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcmp(m, modes[i]) == 0)
+                e->unpack_mode = i;
+        if (e->unpack_mode < 0) {
+            TPX_ERROR("TPX_UNPACK=%s is not valid: expected kernel, d2d, host or none", m);
+            pthread_cond_destroy(&e->cond);
+            pthread_mutex_destroy(&e->lock);
+            free(e);
+            return TPX_ERR_CONFIG;
+        }
+    }
     e->bs_port = -1;
     e->gpu = params->gpu;
     e->nchan = params->channels ? params->channels : (int)tpx__config_int(TPX_CFG_CHANNELS);
@@ -262,6 +278,7 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     pthread_mutex_unlock(&e->lock);
     while (e->regions != NULL)
         tpx__region_release(e->regions);
+    tpx__engine_unpack_fini(e);
     if (e->bs_fd >= 0)
         close(e->bs_fd);
     if (e->efd >= 0)

@@ -42,6 +42,9 @@ typedef struct {
     tpx_xfer_t *x;      /* SLOT_DATA: the transfer */
     uint32_t len;       /* bytes posted */
     uint8_t kind;       /* tpx_slot_kind_t */
+    uint8_t tested;     /* test() said done (it must not be called again) */
+    uint8_t launched;   /* the GPU unpack of this receive was launched */
+    int8_t dst_dev;     /* CUDA device of dst; -1: host memory */
     uint16_t ctrl;      /* SLOT_CTRL: index of the control buffer */
 } tpx_slot_t;
 
@@ -66,6 +69,7 @@ struct tpx_comm {
      * transfers' lane[chan]). */
     tpx_xfer_t *q_head, *q_tail;
     uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
+    void *unpack_ev[TPX_WINDOW_MAX]; /* CUevent per slot for GPU unpacks (lazy) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
 
@@ -156,6 +160,7 @@ struct tpx_region {
     uintptr_t base;
     size_t len;
     tpx_mem_type_t type;
+    int cuda_dev;      /* TPX_MEM_CUDA: the device; -1 otherwise */
     int refs;          /* user references */
     int xfers;         /* transfers using it */
     int dead;          /* deregistered by the user, waiting for xfers */
@@ -204,9 +209,18 @@ struct tpx_engine {
     _Atomic int stop;
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
     void *reap;                /* abandoned connects still being driven (peer.c) */
+    /* GPU unpack of devmem receives (window.c) */
+    int unpack_mode;           /* TPX_UNPACK_KERNEL .. NONE */
+    int unpack_dev;            /* device the module/stream live on; -1: not set up */
+    void *unpack_stream;       /* CUstream */
+    void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
 };
 
+enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };
+
 /* window.c */
+void tpx__engine_unpack_fini(tpx_engine_t *e);
+void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c);
 int tpx__comm_progress(tpx_comm_t *c);
 void tpx__comm_kick(tpx_comm_t *c);
 int tpx__ctrl_repost(tpx_comm_t *c);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "gpu/cuda.h"
 
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
                                 int internal, tpx_region_t **out)
@@ -27,6 +28,7 @@ tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem
     r->type = type;
     r->refs = 1;
     r->internal = internal;
+    r->cuda_dev = -1;
     r->npieces = 1;
     if (e->net->abi == 7 && len > PIECE_MAX)
         r->npieces = (int)((len - PIECE_MAX + PIECE_STRIDE - 1) / PIECE_STRIDE) + 1;
@@ -148,7 +150,15 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
             return TPX_OK;
         }
     }
+    int dev = -1;
+    if (type == TPX_MEM_CUDA && (tpx__cuda_ptr_device(addr, &dev) != TPX_OK || dev < 0)) {
+        pthread_mutex_unlock(&e->lock);
+        TPX_ERROR("tpx_mem_register: %p is not CUDA device memory", addr);
+        return TPX_ERR_INVALID_ARG;
+    }
     tpx_status_t st = tpx__region_create(e, addr, len, type, 0, out);
+    if (st == TPX_OK)
+        (*out)->cuda_dev = dev;
     pthread_mutex_unlock(&e->lock);
     return st;
 }

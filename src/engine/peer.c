@@ -206,6 +206,8 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
             return TPX_ERR_PLUGIN;
         }
         sl->kind = SLOT_CTRL;
+        sl->tested = sl->launched = 0;
+        sl->dst_dev = -1;
         sl->dst = p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE;
         sl->ctrl = (uint16_t)i;
         sl->len = TPX_CTRL_MSG_SIZE;
@@ -361,6 +363,7 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
 {
     if (c == NULL)
         return;
+    tpx__comm_unpack_fini(e, c);
     if (c->comm != NULL) {
         tpx__regions_forget_comm(e, c);
         if (c->is_send)

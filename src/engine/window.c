@@ -13,11 +13,116 @@
 #include <stdio.h>
 
 #include "engine.h"
+#include "gpu/cuda.h"
 #include "unpack/unpack.h"
+#include "unpack/unpack_gpu.h"
+
+/* Module and stream for GPU unpacks on `dev` (first use). */
+static tpx_status_t unpack_gpu_ready(tpx_engine_t *e, int dev)
+{
+    if (e->unpack_dev == dev)
+        return TPX_OK;
+    if (e->unpack_dev >= 0) {
+        TPX_ERROR("receives into two GPUs (%d, %d) on one engine are not supported",
+                  e->unpack_dev, dev);
+        return TPX_ERR_UNSUPPORTED;
+    }
+    tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
+    if (st != TPX_OK)
+        return st;
+    CUstream s;
+    if ((st = tpx__unpack_gpu_init(dev)) != TPX_OK ||
+        (st = tpx__cuda_stream_create(dev, &s)) != TPX_OK) {
+        tpx__cuda_ctx_release(dev);
+        return st;
+    }
+    e->unpack_stream = s;
+    e->unpack_dev = dev;
+    return TPX_OK;
+}
+
+void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c)
+{
+    for (int i = 0; i < TPX_WINDOW_MAX; i++)
+        if (c->unpack_ev[i] != NULL) {
+            tpx__cuda_event_destroy(e->unpack_dev, (CUevent)c->unpack_ev[i]);
+            c->unpack_ev[i] = NULL;
+        }
+}
+
+void tpx__engine_unpack_fini(tpx_engine_t *e)
+{
+    if (e->unpack_dev < 0)
+        return;
+    int pushed = 0;
+    if (tpx__cuda_ctx_enter(e->unpack_dev, &pushed) == TPX_OK) {
+        (void)TPX_CU(cuStreamSynchronize, (CUstream)e->unpack_stream);
+        tpx__cuda_ctx_leave(pushed);
+    }
+    tpx__cuda_stream_destroy(e->unpack_dev, (CUstream)e->unpack_stream);
+    if (e->unpack_hstage != NULL)
+        tpx__cuda_host_free(e->unpack_dev, e->unpack_hstage);
+    tpx__unpack_gpu_fini(e->unpack_dev);
+    tpx__cuda_ctx_release(e->unpack_dev);
+    e->unpack_dev = -1;
+}
+
+/* Gather a receive into GPU memory on the engine's stream and record an
+ * event; the caller waits for it before irecvConsumed. */
+static tpx_status_t unpack_gpu_launch(tpx_comm_t *c, tpx_slot_t *s, uint32_t wslot,
+                                      const tpx_nccl_unpack_handle_t *uh,
+                                      const tpx_nccl_load_meta_t *frags, uint64_t nfrags)
+{
+    tpx_engine_t *e = c->peer->e;
+    tpx_status_t st = unpack_gpu_ready(e, s->dst_dev);
+    if (st != TPX_OK)
+        return st;
+    int pushed = 0;
+    if ((st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed)) != TPX_OK)
+        return st;
+    CUstream stream = (CUstream)e->unpack_stream;
+    if (c->unpack_ev[wslot] == NULL) {
+        CUevent ev;
+        if ((st = tpx__cuda_event_create(e->unpack_dev, 0, &ev)) != TPX_OK)
+            goto out;
+        c->unpack_ev[wslot] = ev;
+    }
+    switch (e->unpack_mode) {
+    case TPX_UNPACK_KERNEL: {
+        tpx_unpack_job_t job = {.frags = frags, .bounce = uh->bounce_buf, .dst = s->dst,
+                                .nfrags = (uint32_t)nfrags};
+        st = tpx__unpack_gpu_launch_inline(e->unpack_dev, &job, 1, (uint32_t)nfrags, stream);
+        break;
+    }
+    case TPX_UNPACK_D2D:
+        st = tpx__unpack_gpu_d2d(e->unpack_dev, s->dst, uh->bounce_buf, frags, nfrags, stream);
+        break;
+    case TPX_UNPACK_HOST:
+        if (e->unpack_hstage == NULL &&
+            (st = tpx__cuda_host_alloc(e->unpack_dev, TPX_NCCL_UNPACK_MAX_SLICE_SIZE,
+                                       &e->unpack_hstage, NULL)) != TPX_OK)
+            goto out;
+        /* the staging buffer is reused: finish the previous copy first */
+        if ((st = TPX_CU(cuStreamSynchronize, stream)) != TPX_OK)
+            goto out;
+        (void)tpx__unpack_cpu(e->unpack_hstage, uh->bounce_buf, frags, nfrags);
+        st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->unpack_hstage, s->len,
+                    stream);
+        break;
+    default: /* none: ablation only, the data is not delivered */
+        break;
+    }
+    if (st == TPX_OK)
+        st = tpx__cuda_event_record((CUevent)c->unpack_ev[wslot], stream);
+out:
+    tpx__cuda_ctx_leave(pushed);
+    return st;
+}
 
 /* A receive is done: on a devmem plugin its payload still sits in the
  * plugin's bounce buffer. Gather it into the destination, then (only then)
- * release the plugin's slot with irecvConsumed, in FIFO order. */
+ * release the plugin's slot with irecvConsumed, in FIFO order. A GPU
+ * gather is asynchronous: TPX_INPROGRESS until its event has completed. */
 static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
 {
     tpx_engine_t *e = c->peer->e;
@@ -47,8 +152,25 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
             return TPX_ERR_PLUGIN;
         }
     }
-    if (s->dst != NULL) /* NULL: a drained (truncated) message, discarded */
-        (void)tpx__unpack_cpu(s->dst, uh->bounce_buf, frags, nfrags);
+    uint32_t wslot = (uint32_t)(n % (uint64_t)c->win.cap);
+    if (s->dst != NULL && s->dst_dev >= 0) {
+        if (!s->launched) {
+            tpx_status_t st = unpack_gpu_launch(c, s, wslot, uh, frags, nfrags);
+            if (st != TPX_OK)
+                return st;
+            s->launched = 1;
+        }
+        int pushed = 0;
+        tpx_status_t st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed);
+        if (st == TPX_OK)
+            st = tpx__cuda_event_query((CUevent)c->unpack_ev[wslot]);
+        tpx__cuda_ctx_leave(pushed);
+        if (st != TPX_OK)
+            return st; /* TPX_INPROGRESS: the gather is still running */
+    } else if (s->dst != NULL) { /* NULL: a drained (truncated) message, discarded */
+        if (e->unpack_mode != TPX_UNPACK_NONE)
+            (void)tpx__unpack_cpu(s->dst, uh->bounce_buf, frags, nfrags);
+    }
     return tpx__net_consumed(e->net, c->comm, s->req);
 }
 
@@ -61,8 +183,8 @@ int tpx__comm_progress(tpx_comm_t *c)
     for (;;) {
         while (w->done < w->posted) {
             tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
-            int done = 0, size = 0, rc = 0;
-            tpx_status_t st = tpx__net_test(e->net, s->req, &done, &size, &rc);
+            int done = s->tested, size = 0, rc = 0;
+            tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);
             if (st != TPX_OK && rc == TPX_NCCL_SYSTEM_ERROR && done)
                 st = TPX_OK; /* the data arrived, then the peer closed: fine */
             if (st != TPX_OK) {
@@ -89,7 +211,10 @@ int tpx__comm_progress(tpx_comm_t *c)
             c->rc2_since_ns = 0;
             if (!done)
                 break;
+            s->tested = 1;
             st = slot_release(c, s, w->done);
+            if (st == TPX_INPROGRESS)
+                return completed; /* the GPU gather of the head is running */
             if (st != TPX_OK) {
                 tpx__peer_fail(p, st, "releasing a receive (irecvConsumed) failed");
                 return completed;
@@ -150,6 +275,8 @@ int tpx__ctrl_repost(tpx_comm_t *c)
         if (ns->req == NULL)
             return 0; /* plugin busy: retried by the next post or progress */
         ns->kind = SLOT_CTRL;
+        ns->tested = ns->launched = 0;
+        ns->dst_dev = -1;
         ns->dst = buf;
         ns->ctrl = idx;
         ns->len = TPX_CTRL_MSG_SIZE;

@@ -171,6 +171,8 @@ static int post_data(tpx_comm_t *c)
     if (s->req == NULL)
         return 0; /* the plugin is busy: retry on the next progress call */
     s->kind = SLOT_DATA;
+    s->tested = s->launched = 0;
+    s->dst_dev = x->drain ? -1 : (int8_t)x->region->cuda_dev;
     s->dst = x->drain ? NULL : buf;
     s->x = x;
     s->len = len;
@@ -208,6 +210,8 @@ static int post_ctrl(tpx_comm_t *c)
     p->outbox_head = (p->outbox_head + 1) % p->outbox_cap;
     p->outbox_n--;
     s->kind = SLOT_CTRL;
+    s->tested = s->launched = 0;
+    s->dst_dev = -1;
     s->dst = NULL;
     s->ctrl = (uint16_t)idx;
     s->len = TPX_CTRL_MSG_SIZE;

@@ -72,7 +72,10 @@ typedef struct {
 #define SOCK_TCPX_MAX_REQS TPX_NCCL_UNPACK_QUEUE_DEPTH /* 16 */
 #define SOCK_TCPX_MAX_RECV TPX_NCCL_UNPACK_MAX_SLICE_SIZE /* 4 MiB per irecv */
 #define SOCK_TCPX_NULL_POLLS 3 /* connect/accept return NULL comms this often first */
-#define SOCK_TCPX_SLOT_BYTES ((size_t)TPX_NCCL_UNPACK_MAX_PAGES * TPX_NCCL_UNPACK_PAGE_SIZE)
+/* Bounce pages per receive slot: a 4 MiB receive takes 1024 pages, the
+ * rest allow fragments split at random lengths (each takes a page). */
+#define SOCK_TCPX_SLOT_PAGES 1280
+#define SOCK_TCPX_SLOT_BYTES ((size_t)SOCK_TCPX_SLOT_PAGES * TPX_NCCL_UNPACK_PAGE_SIZE)
 
 extern tpx_sock_params_t tpx__sock_params;
 
@@ -177,6 +180,7 @@ typedef struct tpx_sock_comm {
     uint32_t nfrags[SOCK_TCPX_MAX_REQS]; /* recv: fragments laid out per slot */
     tpx_nccl_unpack_meta_t *meta;        /* recv: the published fragment queue */
     unsigned char *bounce;               /* recv: 16 slots of SOCK_TCPX_SLOT_BYTES */
+    int mapped;                          /* bounce + meta are CUDA host-mapped memory */
     tpx_nccl_unpack_handle_t unpack;     /* what the device handle points to */
     uint64_t rng;
 } tpx_sock_comm_t;
@@ -241,6 +245,8 @@ void tpx__sock_cuda_release(int dev);
 void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
 /* 1: piece payload complete, 0: would block, -1: failed (errno 0: CUDA). */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
+tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out);
+void tpx__sock_cuda_host_free(void *p);
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
 
 /* ---- sock_plugin.c ------------------------------------------------------ */

@@ -222,3 +222,26 @@ out:
     tpx__cuda_ctx_leave(pushed);
     return rc;
 }
+
+/* Pinned host memory mapped into the GPUs (strict TCPX bounce buffers).
+ * Needs a context: device 0's primary context is retained for it. */
+tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out)
+{
+    tpx_status_t st = tpx__cuda_ctx_retain(0, NULL);
+    if (st != TPX_OK)
+        return st;
+    st = tpx__cuda_host_alloc(0, len, out, NULL);
+    if (st != TPX_OK)
+        tpx__cuda_ctx_release(0);
+    else
+        memset(*out, 0, len);
+    return st;
+}
+
+void tpx__sock_cuda_host_free(void *p)
+{
+    if (p == NULL)
+        return;
+    tpx__cuda_host_free(0, p);
+    tpx__cuda_ctx_release(0);
+}

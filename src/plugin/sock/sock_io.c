@@ -331,7 +331,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             moved = 1;
             continue;
         }
-        if (ch->active && ch->req->cuda_dev >= 0) {
+        if (ch->active && ch->req->cuda_dev >= 0 && !c->tcpx) { /* TCPX: into the bounce */
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
             moved |= prog;
             if (r < 0) {

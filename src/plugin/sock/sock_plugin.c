@@ -69,7 +69,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             tpx__sock_params.nsocks = (int)TPX_MIN(8, TPX_MAX(2, ncpu / 2));
         }
         st = tpx__sock_dev_init();
-        sock_cuda = st == TPX_OK && !tpx__sock_params.tcpx && tpx__sock_cuda_available();
+        sock_cuda = st == TPX_OK && tpx__sock_cuda_available();
     } else {
         SOCK_WARN("init: invalid TPX_* setting (see the error above)");
     }

@@ -226,9 +226,8 @@ tpx_status_t tpx__sock_regmr(void *comm, void *data, size_t size, int type, void
     }
     int dev = -1;
     if (type == TPX_NCCL_PTR_CUDA) {
-        if (c->tcpx || !tpx__sock_cuda_available()) {
-            SOCK_WARN("regMr: CUDA memory is not supported %s",
-                      c->tcpx ? "in strict TCPX mode (host delivery only)" : "here: no GPU");
+        if (!tpx__sock_cuda_available()) {
+            SOCK_WARN("regMr: CUDA memory is not supported here: no GPU");
             return TPX_ERR_UNSUPPORTED;
         }
         if (tpx__sock_cuda_ptr_dev(data, &dev) != TPX_OK || dev < 0) {

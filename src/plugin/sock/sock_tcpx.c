@@ -41,17 +41,33 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
     if (c->kind != SOCK_COMM_RECV)
         return TPX_OK;
     size_t bytes = SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES;
-    void *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (b == MAP_FAILED) {
-        SOCK_WARN("TCPX emulation: cannot reserve a %zu-byte bounce buffer: %s", bytes,
-                  strerror(errno));
-        return TPX_ERR_NO_MEMORY;
+    if (tpx__sock_cuda_available()) {
+        /* With a GPU, like the real plugin: the fragment queue and the
+         * bounce pages are host memory mapped into the GPU, so a kernel can
+         * gather straight into device buffers. */
+        void *b = NULL, *m = NULL;
+        if (tpx__sock_cuda_host_alloc(bytes, &b) != TPX_OK ||
+            tpx__sock_cuda_host_alloc(sizeof(*c->meta), &m) != TPX_OK) {
+            if (b != NULL)
+                tpx__sock_cuda_host_free(b);
+            return TPX_ERR_NO_MEMORY;
+        }
+        c->bounce = b;
+        c->meta = m;
+        c->mapped = 1;
+    } else {
+        void *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (b == MAP_FAILED) {
+            SOCK_WARN("TCPX emulation: cannot reserve a %zu-byte bounce buffer: %s", bytes,
+                      strerror(errno));
+            return TPX_ERR_NO_MEMORY;
+        }
+        c->bounce = b;
+        c->meta = aligned_alloc(4096, (sizeof(*c->meta) + 4095) & ~(size_t)4095);
+        if (c->meta == NULL)
+            return TPX_ERR_NO_MEMORY;
     }
-    c->bounce = b;
-    c->meta = aligned_alloc(4096, (sizeof(*c->meta) + 4095) & ~(size_t)4095);
-    if (c->meta == NULL)
-        return TPX_ERR_NO_MEMORY;
     memset(c->meta, 0, sizeof(*c->meta));
     c->unpack = (tpx_nccl_unpack_handle_t){.meta = c->meta, .bounce_buf = c->bounce, .head = 0};
     return TPX_OK;
@@ -59,9 +75,14 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
 
 void tpx__sock_tcpx_comm_free(tpx_sock_comm_t *c)
 {
-    if (c->bounce != NULL)
-        munmap(c->bounce, SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES);
-    free(c->meta);
+    if (c->mapped) {
+        tpx__sock_cuda_host_free(c->bounce);
+        tpx__sock_cuda_host_free(c->meta);
+    } else {
+        if (c->bounce != NULL)
+            munmap(c->bounce, SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES);
+        free(c->meta);
+    }
     c->bounce = NULL;
     c->meta = NULL;
 }
@@ -71,7 +92,8 @@ void tpx__sock_tcpx_comm_free(tpx_sock_comm_t *c)
  * so helpers can find them; publish() shuffles the list. */
 void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size)
 {
-    enum { PAGES = TPX_NCCL_UNPACK_MAX_PAGES, PAGE = TPX_NCCL_UNPACK_PAGE_SIZE };
+    enum { PAGES = SOCK_TCPX_SLOT_PAGES, PAGE = TPX_NCCL_UNPACK_PAGE_SIZE };
+    _Static_assert(SOCK_TCPX_SLOT_PAGES <= TPX_NCCL_UNPACK_MAX_PAGES, "fragment queue row");
     static _Thread_local uint16_t perm[PAGES];
     for (uint32_t i = 0; i < PAGES; i++)
         perm[i] = (uint16_t)i;
