@@ -59,6 +59,13 @@ if [ "$NGPU" -ge 2 ]; then
   step engine-gpu env TPX_SOCKET_IFNAME=lo "$BUILD/bin/test_engine_gpu" --sizes 1M,16M,256M,1G --iters 10
   step engine-gpu-4M env TPX_SOCKET_IFNAME=lo TPX_CHUNK_BYTES=4M TPX_NSOCKS=4 \
     "$BUILD/bin/test_engine_gpu" --sizes 1M,16M,256M,1G --iters 10
+  # strict TCPX mode: devmem-style delivery, gathered by the unpack kernel
+  for m in kernel d2d host; do
+    step "engine-gpu-tcpx-$m" env TPX_SOCKET_IFNAME=lo TPX_SOCK_TCPX=1 TPX_UNPACK=$m \
+      "$BUILD/bin/test_engine_gpu" --sizes 1M,16M,256M --iters 5
+  done
+  step engine-gpu-tcpx-4M env TPX_SOCKET_IFNAME=lo TPX_SOCK_TCPX=1 TPX_CHUNK_BYTES=4M \
+    TPX_NSOCKS=4 "$BUILD/bin/test_engine_gpu" --sizes 256M,1G --iters 10
   step nccl python3 bench/gpu/nccl_plugin.py "$BUILD/lib/libnccl-net-tpx.so" 1048576,16777216,268435456
 fi
 
@@ -84,6 +91,6 @@ grep -E '^ +[0-9]+ +[0-9]+ ' "$LOG" | head -40 || true
 grep -E 'engine/transport' "$LOG" || true
 if [ "$NGPU" -ge 2 ]; then
   echo "---- GPU0 -> GPU1 through the engine ----"
-  grep -E '^(# GPU0|[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +verified)' "$LOG" | head -12
+  grep -E '^(== engine-gpu|[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +verified)' "$LOG" | head -30
   sed -n '/^==== NCCL send\/recv/,$p' "$LOG" | head -6
 fi
