@@ -45,6 +45,7 @@ typedef struct {
     uint8_t tested;     /* test() said done (it must not be called again) */
     uint8_t launched;   /* the GPU unpack of this receive was launched */
     int8_t dst_dev;     /* CUDA device of dst; -1: host memory */
+    uint8_t ev_wslot;   /* window slot whose unpack event covers this receive */
     uint16_t ctrl;      /* SLOT_CTRL: index of the control buffer */
 } tpx_slot_t;
 

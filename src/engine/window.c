@@ -69,6 +69,74 @@ void tpx__engine_unpack_fini(tpx_engine_t *e)
 
 /* Gather a receive into GPU memory on the engine's stream and record an
  * event; the caller waits for it before irecvConsumed. */
+/* One GPU gather for the receives in window positions [n0, n0 + k): all in
+ * ONE kernel launch, tracked by one event (recorded in the last one's
+ * window slot, which every slot of the batch points to). */
+static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, const tpx_nccl_unpack_handle_t *uh,
+                                     uint64_t n0, uint32_t k)
+{
+    tpx_engine_t *e = c->peer->e;
+    tpx_window_t *w = &c->win;
+    tpx_slot_t *first = &w->slots[n0 % (uint64_t)w->cap];
+    uint32_t wlast = (uint32_t)((n0 + k - 1) % (uint64_t)w->cap);
+    tpx_status_t st = unpack_gpu_ready(e, first->dst_dev);
+    if (st != TPX_OK)
+        return st;
+    tpx_unpack_job_t jobs[TPX__UNPACK_GPU_INLINE_JOBS];
+    uint32_t max_frags = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        tpx_slot_t *s = &w->slots[(n0 + i) % (uint64_t)w->cap];
+        uint32_t row = (uint32_t)((n0 + i) % TPX_NCCL_UNPACK_QUEUE_DEPTH);
+        jobs[i] = (tpx_unpack_job_t){.frags = uh->meta->mem[row], .bounce = uh->bounce_buf,
+                                     .dst = s->dst, .nfrags = (uint32_t)uh->meta->cnt[row]};
+        max_frags = TPX_MAX(max_frags, jobs[i].nfrags);
+    }
+    int pushed = 0;
+    if ((st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed)) != TPX_OK)
+        return st;
+    CUstream stream = (CUstream)e->unpack_stream;
+    if (c->unpack_ev[wlast] == NULL) {
+        CUevent ev;
+        if ((st = tpx__cuda_event_create(e->unpack_dev, 0, &ev)) != TPX_OK)
+            goto out;
+        c->unpack_ev[wlast] = ev;
+    }
+    for (uint32_t i = 0; i < k && st == TPX_OK; i++) {
+        tpx_slot_t *s = &w->slots[(n0 + i) % (uint64_t)w->cap];
+        switch (e->unpack_mode) {
+        case TPX_UNPACK_KERNEL:
+            if (i == 0) /* the whole batch, one launch */
+                st = tpx__unpack_gpu_launch_inline(e->unpack_dev, jobs, k, max_frags, stream);
+            break;
+        case TPX_UNPACK_D2D:
+            st = tpx__unpack_gpu_d2d(e->unpack_dev, s->dst, uh->bounce_buf, jobs[i].frags,
+                                     jobs[i].nfrags, stream);
+            break;
+        case TPX_UNPACK_HOST:
+            if (e->unpack_hstage == NULL &&
+                (st = tpx__cuda_host_alloc(e->unpack_dev, TPX_NCCL_UNPACK_MAX_SLICE_SIZE,
+                                           &e->unpack_hstage, NULL)) != TPX_OK)
+                break;
+            /* the staging buffer is reused: finish the previous copy first */
+            if ((st = TPX_CU(cuStreamSynchronize, stream)) != TPX_OK)
+                break;
+            (void)tpx__unpack_cpu(e->unpack_hstage, uh->bounce_buf, jobs[i].frags, jobs[i].nfrags);
+            st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->unpack_hstage,
+                        s->len, stream);
+            break;
+        default: /* none: ablation only, the data is not delivered */
+            break;
+        }
+        s->launched = 1;
+        s->ev_wslot = (uint8_t)wlast;
+    }
+    if (st == TPX_OK)
+        st = tpx__cuda_event_record((CUevent)c->unpack_ev[wlast], stream);
+out:
+    tpx__cuda_ctx_leave(pushed);
+    return st;
+}
+
 static tpx_status_t unpack_gpu_launch(tpx_comm_t *c, tpx_slot_t *s, uint32_t wslot,
                                       const tpx_nccl_unpack_handle_t *uh,
                                       const tpx_nccl_load_meta_t *frags, uint64_t nfrags)
@@ -155,15 +223,39 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     uint32_t wslot = (uint32_t)(n % (uint64_t)c->win.cap);
     if (s->dst != NULL && s->dst_dev >= 0) {
         if (!s->launched) {
-            tpx_status_t st = unpack_gpu_launch(c, s, wslot, uh, frags, nfrags);
+            /* Batch: every receive behind this one that is done too goes
+             * into the same launch (test each as it becomes the head). */
+            uint32_t k = 1;
+            tpx_window_t *w = &c->win;
+            while (k < TPX__UNPACK_GPU_INLINE_JOBS && n + k < w->posted) {
+                tpx_slot_t *t = &w->slots[(n + k) % (uint64_t)w->cap];
+                if (!t->tested) {
+                    int done = 0, size = 0, rc = 0;
+                    if (tpx__net_test(e->net, t->req, &done, &size, &rc) != TPX_OK &&
+                        !(rc == TPX_NCCL_SYSTEM_ERROR && done))
+                        break; /* seen again when it is the head */
+                    if (!done)
+                        break;
+                    t->tested = 1;
+                }
+                if (t->dst == NULL || t->dst_dev != s->dst_dev || t->launched)
+                    break;
+                k++;
+            }
+            tpx_status_t st = e->unpack_mode == TPX_UNPACK_KERNEL
+                                  ? unpack_gpu_batch(c, uh, n, k)
+                                  : unpack_gpu_launch(c, s, wslot, uh, frags, nfrags);
             if (st != TPX_OK)
                 return st;
-            s->launched = 1;
+            if (e->unpack_mode != TPX_UNPACK_KERNEL) {
+                s->launched = 1;
+                s->ev_wslot = (uint8_t)wslot;
+            }
         }
         int pushed = 0;
         tpx_status_t st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed);
         if (st == TPX_OK)
-            st = tpx__cuda_event_query((CUevent)c->unpack_ev[wslot]);
+            st = tpx__cuda_event_query((CUevent)c->unpack_ev[s->ev_wslot]);
         tpx__cuda_ctx_leave(pushed);
         if (st != TPX_OK)
             return st; /* TPX_INPROGRESS: the gather is still running */
