@@ -8,8 +8,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 enum { CFG_INT, CFG_STR };
 #define INT CFG_INT
@@ -83,6 +85,15 @@ static void cfg_load_once(void)
             tpx__parse_size(d->def, &x);
         }
         cfg_int[i] = x;
+    }
+    /* TPX_NSOCKS=0: half the CPUs, at least 2, at most 8 (see the table).
+     * Resolved here so that every reader, and --print-config, sees it. */
+    if (cfg_int[TPX_CFG_NSOCKS] == 0) {
+        static char auto_nsocks[8];
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg_int[TPX_CFG_NSOCKS] = TPX_MIN(8, TPX_MAX(2, ncpu / 2));
+        snprintf(auto_nsocks, sizeof(auto_nsocks), "%lld", (long long)cfg_int[TPX_CFG_NSOCKS]);
+        cfg_str[TPX_CFG_NSOCKS] = auto_nsocks;
     }
     level = tpx__log_level_parse(cfg_str[TPX_CFG_LOG_LEVEL]);
     if (level < 0) {
