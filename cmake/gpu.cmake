@@ -28,12 +28,18 @@ set(TPX_GPU_SOURCES src/gpu/gpu_api.c src/unpack/unpack_gpu.c)
 
 if(TPX_WITH_NVCC AND TPX_NVCC)
   set(_tpx_gen ${PROJECT_BINARY_DIR}/gen)
+  set(TPX_UNPACK_THREADS 256 CACHE STRING "threads per block of the unpack kernel")
+  set(TPX_UNPACK_FRAGS_PER_WARP 2 CACHE STRING "fragments a warp copies per step")
+  set(_tpx_unpack_defs -DTPX__UNPACK_GPU_THREADS=${TPX_UNPACK_THREADS}
+                       -DTPX__UNPACK_GPU_FRAGS_PER_WARP=${TPX_UNPACK_FRAGS_PER_WARP})
+  add_compile_definitions(TPX__UNPACK_GPU_THREADS=${TPX_UNPACK_THREADS}
+                          TPX__UNPACK_GPU_FRAGS_PER_WARP=${TPX_UNPACK_FRAGS_PER_WARP})
   set(_tpx_fatbin ${_tpx_gen}/unpack_kernel.fatbin)
   set(_tpx_fatbin_c ${_tpx_gen}/unpack_kernel_fatbin.c)
   add_custom_command(
     OUTPUT ${_tpx_fatbin}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_tpx_gen}
-    COMMAND ${TPX_NVCC} -fatbin -std=c++17 -O3 -Werror all-warnings
+    COMMAND ${TPX_NVCC} -fatbin -std=c++17 -O3 -Werror all-warnings ${_tpx_unpack_defs}
             -Xcompiler=-Wall,-Wextra ${TPX_CUDA_GENCODE}
             -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/src
             -o ${_tpx_fatbin} ${PROJECT_SOURCE_DIR}/src/unpack/unpack_kernel.cu

@@ -49,8 +49,12 @@ _Static_assert(sizeof(tpx_unpack_job_t) == 32, "tpx_unpack_job_t layout");
 /* Launch shape, shared by the kernel and the launcher: each block copies up
  * to TPX__UNPACK_GPU_FRAGS_PER_BLOCK fragments of one job, each warp
  * TPX__UNPACK_GPU_FRAGS_PER_WARP whole fragments, one after the other. */
-#define TPX__UNPACK_GPU_THREADS        256
+#ifndef TPX__UNPACK_GPU_THREADS /* tunable at configure time: -DTPX_UNPACK_THREADS=N */
+#define TPX__UNPACK_GPU_THREADS 256
+#endif
+#ifndef TPX__UNPACK_GPU_FRAGS_PER_WARP /* -DTPX_UNPACK_FRAGS_PER_WARP=N */
 #define TPX__UNPACK_GPU_FRAGS_PER_WARP 2
+#endif
 #define TPX__UNPACK_GPU_FRAGS_PER_BLOCK                                                            \
     (TPX__UNPACK_GPU_THREADS / 32 * TPX__UNPACK_GPU_FRAGS_PER_WARP)
 /* Jobs per launch (the grid's y dimension). */
