@@ -317,7 +317,7 @@ static void in_reset(tpx_bs_conn_t *c)
 static tpx_status_t in_frame(tpx_bs_conn_t *c, uint32_t max_len)
 {
     tpx_status_t st;
-    size_t n;
+    size_t n = 0;
     while (!c->have_hdr) {
         st = in_read(c, c->hdr + c->hdr_got, TPX_BS_HDR_SIZE - c->hdr_got, &n);
         if (st != TPX_OK)
@@ -971,7 +971,7 @@ tpx_status_t tpx__bs_recv_wait(tpx_bs_conn_t *c, uint16_t type, void *buf, uint3
 {
     uint64_t t0 = tpx__now_ns();
     for (;;) {
-        uint16_t got_type;
+        uint16_t got_type = 0;
         tpx_status_t st = tpx__bs_recv(c, &got_type, buf, cap, len);
         if (st == TPX_OK) {
             if (got_type == type)
