@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -1068,4 +1070,93 @@ int bench_run_tool(const char *const argv[])
         if (errno != EINTR)
             return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- --plot ------------------------------------------------------------------------ */
+
+int bench_gnuplot_find(char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/usr/bin:/bin";
+    while (*path != '\0') {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && path[0] == '/') {
+            char cand[PATH_MAX];
+            int w = snprintf(cand, sizeof(cand), "%.*s/gnuplot", (int)n, path);
+            if (w > 0 && (size_t)w < sizeof(cand) && access(cand, X_OK) == 0) {
+                snprintf(out, len, "%s", cand);
+                return 0;
+            }
+        }
+        path += n;
+        path += *path == ':';
+    }
+    return -1;
+}
+
+int bench_plot(const char *png, const char *title, const bench_point_t *pts, size_t n)
+{
+    char gp[PATH_MAX], exe[PATH_MAX];
+    if (bench_gnuplot_find(exe, sizeof(exe)) != 0) {
+        fprintf(stderr, "%s: --plot: gnuplot is not installed (Debian: apt-get install "
+                        "gnuplot-nox)\n", bench_prog);
+        return -1;
+    }
+    if (n == 0) {
+        fprintf(stderr, "%s: --plot: no result to plot\n", bench_prog);
+        return -1;
+    }
+    int w = snprintf(gp, sizeof(gp), "%s.gp", png);
+    if (w < 0 || (size_t)w >= sizeof(gp) || strchr(png, '"') != NULL) {
+        fprintf(stderr, "%s: --plot: unusable file name '%s'\n", bench_prog, png);
+        return -1;
+    }
+    FILE *f = fopen(gp, "w");
+    if (f == NULL) {
+        fprintf(stderr, "%s: --plot: cannot write %s: %s\n", bench_prog, gp, strerror(errno));
+        return -1;
+    }
+    /* Labels in order of first appearance; one inline data block each. */
+    const char *labels[256];
+    size_t nl = 0;
+    for (size_t i = 0; i < n && nl < 256; i++) {
+        size_t j = 0;
+        while (j < nl && strcmp(labels[j], pts[i].label) != 0)
+            j++;
+        if (j == nl)
+            labels[nl++] = pts[i].label;
+    }
+    fprintf(f, "# written by %s --plot; run `gnuplot %s` to redraw\n", bench_prog, gp);
+    fprintf(f, "set terminal png size 1000,600\nset output \"%s\"\n", png);
+    fprintf(f, "set title ");
+    bench_json_str(f, title); /* a JSON string is a valid gnuplot double-quoted string */
+    fprintf(f, " noenhanced\nset xlabel \"message size (bytes)\"\n"
+               "set ylabel \"GB/s (1e9 bytes/s)\"\nset logscale x 2\nset grid\n"
+               "set key left top noenhanced\nset yrange [0:*]\n"
+               "set format x \"%%.0b%%BB\"\n");
+    for (size_t j = 0; j < nl; j++) {
+        fprintf(f, "$d%zu << EOD\n", j);
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(pts[i].label, labels[j]) == 0 && pts[i].size > 0)
+                fprintf(f, "%" PRIu64 " %.6f\n", pts[i].size, pts[i].gbps);
+        fprintf(f, "EOD\n");
+    }
+    fprintf(f, "plot ");
+    for (size_t j = 0; j < nl; j++) {
+        fprintf(f, "%s$d%zu using 1:2 with linespoints lw 2 title ", j ? ", \\\n     " : "", j);
+        bench_json_str(f, labels[j]);
+    }
+    fprintf(f, "\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, "%s: --plot: cannot write %s: %s\n", bench_prog, gp, strerror(errno));
+        return -1;
+    }
+    const char *argv[] = {exe, gp, NULL};
+    int rc = bench_run_tool(argv);
+    if (rc != 0) {
+        fprintf(stderr, "%s: --plot: gnuplot %s failed (status %d)\n", bench_prog, gp, rc);
+        return -1;
+    }
+    return 0;
 }

@@ -305,4 +305,23 @@ void bench_json_sysinfo(FILE *f);
 /* {"TPX_...": "...", ...}: every TPX_* environment variable but `skip`. */
 void bench_json_env(FILE *f, const char *skip);
 
+/* ---- --plot: GB/s against size, through gnuplot ------------------------------ */
+
+/* One measured point of a sweep; points with the same `label` are one line. */
+typedef struct {
+    char label[64];
+    uint64_t size;
+    double gbps;
+} bench_point_t;
+
+/* The path of gnuplot on PATH into `out`: 0, or -1 (not installed). */
+int bench_gnuplot_find(char *out, size_t len);
+/*
+ * Write FILE.png.gp (the data inline, one block per label in the order
+ * labels first appear) and run gnuplot on it: a PNG of GB/s (1e9 bytes/s)
+ * against the message size on a log2 axis, one line per label. 0, or -1
+ * after saying why on stderr.
+ */
+int bench_plot(const char *png, const char *title, const bench_point_t *pts, size_t n);
+
 #endif

@@ -717,6 +717,7 @@ typedef struct {
     int port;
     const char *host;
     const char *json;
+    const char *plot;
     int progress;
     int user_set_run_opts; /* client: run options given, but the server decides */
     nb_row_t *rows;
@@ -1060,6 +1061,32 @@ static int nb_run_client(nb_main_t *m)
 
 /* ---- command line -------------------------------------------------------- */
 
+/* --plot: one line per configuration (TPX_NSOCKS in effect). */
+static int nb_plot(const nb_main_t *m)
+{
+    bench_point_t *pts = calloc(m->nrows, sizeof(*pts));
+    if (pts == NULL)
+        return -1;
+    char title[128];
+    snprintf(title, sizeof(title), "tpx-netbench %s: %s transport alone", bench_mode_name(m->mode),
+             tpx_net_builtin()->name);
+    for (size_t i = 0; i < m->nrows; i++) {
+        const nb_row_t *r = &m->rows[i];
+        if (r->nthreads > 0)
+            snprintf(pts[i].label, sizeof(pts[i].label), "nsocks %" PRIu64 ", nthreads %" PRIu64,
+                     r->nsocks, r->nthreads);
+        else
+            snprintf(pts[i].label, sizeof(pts[i].label), "nsocks %" PRIu64, r->nsocks);
+        pts[i].size = r->size;
+        pts[i].gbps = nb_row_gbps(r);
+    }
+    int rc = bench_plot(m->plot, title, pts, m->nrows);
+    free(pts);
+    if (rc == 0 && !bench_quiet)
+        printf("# plot: %s (gnuplot script %s.gp)\n", m->plot, m->plot);
+    return rc;
+}
+
 static void nb_usage(FILE *f)
 {
     fprintf(f,
@@ -1129,6 +1156,10 @@ static void nb_usage(FILE *f)
             "    --no-verify      do not fill or check: pure transport throughput\n"
             "    --timeout SEC    a wait without progress this long is an error (default %6$d)\n"
             "    --json FILE      also write every number and the configuration to FILE\n"
+            "    --plot FILE.png  also plot GB/s against size (log2 axis), one line per\n"
+            "                     --nsocks value, with gnuplot (Debian: gnuplot-nox); the\n"
+            "                     script is kept as FILE.png.gp. An error before the run\n"
+            "                     if gnuplot is missing\n"
             "    -q, --quiet      print only the final \"best\" line (and errors)\n"
             "    --print-config   print every TPX_* setting with its value and meaning\n"
             "    -V, --version    print the version\n"
@@ -1192,6 +1223,7 @@ int main(int argc, char **argv)
         O_VERIFY,
         O_NOVERIFY,
         O_JSON,
+        O_PLOT,
         O_TIMEOUT,
         O_PRINTCFG,
     };
@@ -1210,6 +1242,7 @@ int main(int argc, char **argv)
         {"verify", no_argument, NULL, O_VERIFY},
         {"no-verify", no_argument, NULL, O_NOVERIFY},
         {"json", required_argument, NULL, O_JSON},
+        {"plot", required_argument, NULL, O_PLOT},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"quiet", no_argument, NULL, 'q'},
         {"print-config", no_argument, NULL, O_PRINTCFG},
@@ -1314,6 +1347,9 @@ int main(int argc, char **argv)
         case O_JSON:
             m.json = optarg;
             break;
+        case O_PLOT:
+            m.plot = optarg;
+            break;
         case O_TIMEOUT:
             if (bench_parse_uint(optarg, 1, 86400, &v) != 0)
                 return bench_usage_error("--timeout: '%s' is not in 1..86400 seconds", optarg);
@@ -1340,6 +1376,15 @@ int main(int argc, char **argv)
     if (role_rc != BENCH_EXIT_OK)
         return role_rc;
     p->verify = verify >= 0 ? (uint64_t)verify : m.mode == BENCH_MODE_LOOPBACK;
+    if (m.plot != NULL) {
+        char gnuplot[PATH_MAX];
+        if (bench_gnuplot_find(gnuplot, sizeof(gnuplot)) != 0) {
+            fprintf(stderr, "%s: --plot needs gnuplot, which is not on PATH: install it "
+                            "(Debian: apt-get install gnuplot-nox) or drop --plot\n",
+                    NB_PROG);
+            return BENCH_EXIT_FAIL;
+        }
+    }
     m.user_set_run_opts = run_opts && m.mode == BENCH_MODE_CLIENT;
 
     signal(SIGPIPE, SIG_IGN);
@@ -1377,6 +1422,8 @@ int main(int argc, char **argv)
     if (rc != 0)
         fprintf(stderr, "%s: FAILED: %s\n", NB_PROG, m.error[0] ? m.error : "see above");
     if (m.json != NULL && nb_write_json(&m) != 0 && rc == 0)
+        rc = -1;
+    if (m.plot != NULL && m.nrows > 0 && nb_plot(&m) != 0 && rc == 0)
         rc = -1;
     free(m.rows);
     return rc == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;

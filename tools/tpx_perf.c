@@ -626,6 +626,7 @@ typedef struct {
     int port, engine_port;
     const char *host;
     const char *json;
+    const char *plot;
     const char *plugin;
     int compare;
     int progress;
@@ -1125,6 +1126,38 @@ static int pf_compare_transport(pf_main_t *m)
 
 /* ---- command line ---------------------------------------------------------------- */
 
+/* --plot: the engine's rows, and the transport alone after --compare-transport. */
+static int pf_plot(const pf_main_t *m)
+{
+    const pf_params_t *p = &m->p;
+    size_t n = m->nrows + m->ncmp;
+    bench_point_t *pts = calloc(n, sizeof(*pts));
+    if (pts == NULL)
+        return -1;
+    char hc[32], title[256];
+    snprintf(title, sizeof(title), "tpx-perf %s: %s, %" PRIu64 " channels, chunk %s, window %" PRIu64,
+             bench_mode_name(m->mode), pf_plugin_name(m), p->channels,
+             bench_human(p->chunk, hc, sizeof(hc)), p->window);
+    for (size_t i = 0; i < m->nrows; i++) {
+        const pf_row_t *r = &m->rows[i];
+        snprintf(pts[i].label, sizeof(pts[i].label), "engine, %s, batch %" PRIu64,
+                 pf_dir_name(r->direction), r->batch);
+        pts[i].size = r->size;
+        pts[i].gbps = pf_row_gbps(r);
+    }
+    for (size_t i = 0; i < m->ncmp; i++) {
+        bench_point_t *pt = &pts[m->nrows + i];
+        snprintf(pt->label, sizeof(pt->label), "transport alone (tpx-netbench)");
+        pt->size = m->cmp[i].size;
+        pt->gbps = m->cmp[i].transport_gbps;
+    }
+    int rc = bench_plot(m->plot, title, pts, n);
+    free(pts);
+    if (rc == 0 && !bench_quiet)
+        printf("# plot: %s (gnuplot script %s.gp)\n", m->plot, m->plot);
+    return rc;
+}
+
 static void pf_usage(FILE *f)
 {
     fprintf(f,
@@ -1216,6 +1249,10 @@ static void pf_usage(FILE *f)
             "                      transport alone, from the same folder as this binary) on\n"
             "                      the same sizes and print engine/transport per size\n"
             "    --json FILE       also write every number and the configuration to FILE\n"
+            "    --plot FILE.png   also plot GB/s against size (log2 axis) with gnuplot\n"
+            "                      (Debian: gnuplot-nox); the script is kept as FILE.png.gp.\n"
+            "                      With --compare-transport the transport alone is a second\n"
+            "                      line. An error before the run if gnuplot is missing\n"
             "    -q, --quiet       print only the final lines (best, engine/transport) and\n"
             "                      errors\n"
             "    --print-config    print every TPX_* setting with its value and meaning\n"
@@ -1276,6 +1313,7 @@ int main(int argc, char **argv)
         O_TIMEOUT,
         O_COMPARE,
         O_JSON,
+        O_PLOT,
         O_PRINTCFG,
     };
     static const struct option opts[] = {
@@ -1300,6 +1338,7 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"compare-transport", no_argument, NULL, O_COMPARE},
         {"json", required_argument, NULL, O_JSON},
+        {"plot", required_argument, NULL, O_PLOT},
         {"quiet", no_argument, NULL, 'q'},
         {"print-config", no_argument, NULL, O_PRINTCFG},
         {"version", no_argument, NULL, 'V'},
@@ -1451,6 +1490,9 @@ int main(int argc, char **argv)
         case O_JSON:
             m.json = optarg;
             break;
+        case O_PLOT:
+            m.plot = optarg;
+            break;
         case 'q':
             bench_quiet = 1;
             break;
@@ -1482,6 +1524,15 @@ int main(int argc, char **argv)
                                      " is more than 16 GiB per iteration",
                                      p->batch, p->sizes[i]);
     p->verify = verify >= 0 ? (uint64_t)verify : m.mode == BENCH_MODE_LOOPBACK;
+    if (m.plot != NULL) {
+        char gnuplot[PATH_MAX];
+        if (bench_gnuplot_find(gnuplot, sizeof(gnuplot)) != 0) {
+            fprintf(stderr, "%s: --plot needs gnuplot, which is not on PATH: install it "
+                            "(Debian: apt-get install gnuplot-nox) or drop --plot\n",
+                    PF_PROG);
+            return BENCH_EXIT_FAIL;
+        }
+    }
     m.user_set_run_opts = run_opts && m.mode == BENCH_MODE_CLIENT;
 
     signal(SIGPIPE, SIG_IGN);
@@ -1541,6 +1592,8 @@ int main(int argc, char **argv)
     if (rc != 0)
         fprintf(stderr, "%s: FAILED: %s\n", PF_PROG, m.error[0] ? m.error : "see above");
     if (m.json != NULL && pf_write_json(&m) != 0 && rc == 0)
+        rc = -1;
+    if (m.plot != NULL && m.nrows > 0 && pf_plot(&m) != 0 && rc == 0)
         rc = -1;
     free(m.rows);
     return rc == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;

@@ -165,6 +165,7 @@ struct tpx_region {
     int refs;          /* user references */
     int xfers;         /* transfers using it */
     int dead;          /* deregistered by the user, waiting for xfers */
+    int guard;         /* being deregistered: not released from under the caller */
     int internal;      /* engine-owned (control, scratch) */
     int npieces;       /* registrations per comm (v7 plugins: <= 1 GiB each) */
     int nmh;           /* comm ids with room in mh */
@@ -254,6 +255,9 @@ void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c);
 tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
 void tpx__bs_thread_stop(tpx_engine_t *e);
 void tpx__peer_destroy(tpx_peer_t *p);
+/* Close a failed peer's plugin comms now (their threads stop touching user
+ * memory); the peer object stays until tpx_peer_close(). Lock held. */
+void tpx__peer_close_comms(tpx_peer_t *p);
 int tpx__engine_progress_locked(tpx_engine_t *e);
 void tpx__engine_fd_clear(tpx_engine_t *e);
 void tpx__engine_reap(tpx_engine_t *e);

@@ -163,6 +163,15 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
     return st;
 }
 
+/* Does a transfer of peer p still have r's bytes with the plugin? */
+static int peer_uses(tpx_peer_t *p, tpx_region_t *r)
+{
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next)
+        if (x->region == r)
+            return 1;
+    return 0;
+}
+
 TPX_API void tpx_mem_deregister(tpx_region_t *r)
 {
     if (r == NULL)
@@ -171,6 +180,21 @@ TPX_API void tpx_mem_deregister(tpx_region_t *r)
     pthread_mutex_lock(&e->lock);
     if (r->refs > 0 && --r->refs == 0) {
         r->dead = 1;
+        if (r->xfers > 0) {
+            /* Transfers still have chunks of this memory with the plugin. A
+             * FIFO-matching plugin cannot take them back, so their peers are
+             * failed and their comms closed: after that no plugin thread
+             * touches the memory, and the caller may free it. */
+            r->guard = 1;
+            for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+                if (p->state == PEER_READY && peer_uses(p, r)) {
+                    tpx__peer_fail(p, TPX_ERR_CANCELED,
+                                   "memory of a transfer in flight was deregistered");
+                    tpx__peer_close_comms(p);
+                }
+            }
+            r->guard = 0;
+        }
         if (r->xfers == 0)
             tpx__region_release(r);
     }

@@ -374,6 +374,19 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
     free(c);
 }
 
+void tpx__peer_close_comms(tpx_peer_t *p)
+{
+    tpx_engine_t *e = p->e;
+    comm_close(e, p->ctrl_send);
+    comm_close(e, p->ctrl_recv);
+    p->ctrl_send = p->ctrl_recv = NULL;
+    for (int k = 0; k < p->nchan; k++) {
+        comm_close(e, p->send[k]);
+        comm_close(e, p->recv[k]);
+        p->send[k] = p->recv[k] = NULL;
+    }
+}
+
 void tpx__peer_destroy(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;

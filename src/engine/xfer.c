@@ -91,7 +91,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     x->region = NULL;
     if (r != NULL) {
         r->xfers--;
-        if (r->dead && r->xfers == 0 && r->refs == 0)
+        if (r->dead && r->xfers == 0 && r->refs == 0 && !r->guard)
             tpx__region_release(r);
     }
     uint64_t one = 1;
