@@ -311,7 +311,7 @@ static void dr_collect_ifs(dr_t *d)
             continue;
         dr_if_t *it = &d->ifs[d->nifs++];
         memset(it, 0, sizeof(*it));
-        snprintf(it->name, sizeof(it->name), "%s", e->d_name);
+        snprintf(it->name, sizeof(it->name), "%.*s", (int)sizeof(it->name) - 1, e->d_name);
     }
     if (dir != NULL)
         closedir(dir);
