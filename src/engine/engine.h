@@ -71,6 +71,8 @@ struct tpx_comm {
     tpx_xfer_t *q_head, *q_tail;
     uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
     void *unpack_ev[TPX_WINDOW_MAX]; /* CUevent per slot for GPU unpacks (lazy) */
+    int bounce_dev;      /* where the plugin's bounce buffer lives: CUDA device, -1 host,
+                            -2 not known yet */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
 

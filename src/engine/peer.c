@@ -62,6 +62,7 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     c->chan = chan;
     c->dev = dev;
     c->win.cap = p->e->window;
+    c->bounce_dev = -2;
     c->id = p->e->next_comm_id++;
     return c;
 }

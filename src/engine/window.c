@@ -259,9 +259,37 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
         tpx__cuda_ctx_leave(pushed);
         if (st != TPX_OK)
             return st; /* TPX_INPROGRESS: the gather is still running */
-    } else if (s->dst != NULL) { /* NULL: a drained (truncated) message, discarded */
-        if (e->unpack_mode != TPX_UNPACK_NONE)
+    } else if (s->dst != NULL && e->unpack_mode != TPX_UNPACK_NONE) {
+        /* Host destination (NULL dst: a drained message, discarded). The
+         * real TCPX plugin's bounce buffer is GPU memory: the CPU cannot
+         * read it, so fragments are copied down one by one (control
+         * messages: one small fragment). */
+        if (c->bounce_dev == -2) {
+            int dev = -1;
+            c->bounce_dev = tpx__cuda_init() == TPX_OK &&
+                                    tpx__cuda_ptr_device(uh->bounce_buf, &dev) == TPX_OK
+                                ? dev
+                                : -1;
+        }
+        if (c->bounce_dev < 0) {
             (void)tpx__unpack_cpu(s->dst, uh->bounce_buf, frags, nfrags);
+        } else {
+            int pushed = 0;
+            tpx_status_t st = tpx__cuda_ctx_retain(c->bounce_dev, NULL);
+            if (st != TPX_OK)
+                return st;
+            if ((st = tpx__cuda_ctx_enter(c->bounce_dev, &pushed)) == TPX_OK) {
+                for (uint64_t i = 0; i < nfrags && st == TPX_OK; i++)
+                    st = TPX_CU(cuMemcpyDtoH, (char *)s->dst + frags[i].f.dst_off,
+                                (CUdeviceptr)(uintptr_t)((const char *)uh->bounce_buf +
+                                                         frags[i].f.src_off),
+                                frags[i].f.len);
+                tpx__cuda_ctx_leave(pushed);
+            }
+            tpx__cuda_ctx_release(c->bounce_dev);
+            if (st != TPX_OK)
+                return st;
+        }
     }
     return tpx__net_consumed(e->net, c->comm, s->req);
 }
