@@ -25,6 +25,13 @@
  * of this tool (--port) that carries the run parameters, the engine's
  * bootstrap port, the barriers and the results; in loopback mode a
  * socketpair does the same job.
+ *
+ * Memory (--mem, --gpu) is each process's own choice, not a run parameter:
+ * host memory, or device memory from tpx_gpu_alloc() registered as
+ * TPX_MEM_CUDA. GPUs are counted in a child process before the sides are
+ * forked (CUDA must not be initialised before fork), as in
+ * tests/gpu/test_engine_gpu.c; with device memory, --verify fills and checks
+ * through host copies outside the timed loop (pf_gpu_stage/pf_gpu_check).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_common.h"
@@ -64,6 +72,9 @@
 /* Data direction: send = client -> server, recv = server -> client. */
 enum { PF_DIR_SEND = 0, PF_DIR_RECV = 1, PF_DIR_BIDIR = 2 };
 enum { PF_PROGRESS_THREAD = 0, PF_PROGRESS_CALLER = 1 };
+/* Where this process's buffers live (--mem): each side decides its own. */
+enum { PF_MEM_HOST = 0, PF_MEM_CUDA = 1 };
+#define PF_MAX_GPU 1023 /* highest --gpu index accepted on the command line */
 
 /*
  * The run parameters. The server (or, in loopback mode, the command line)
@@ -153,8 +164,10 @@ typedef struct {
     int active;   /* this side moves data this way */
     int is_send;  /* tpx_send (else tpx_recv) */
     uint64_t dir; /* key bit of the pattern: 0 client -> server, 1 server -> client */
-    unsigned char *mem;
+    unsigned char *mem; /* the registered buffers: host memory, or device memory (--mem cuda) */
     size_t mem_len;
+    int on_gpu;           /* mem came from tpx_gpu_alloc() */
+    unsigned char *stage; /* --mem cuda --verify: host copy of mem, filled or checked here */
     tpx_region_t *region;
     tpx_xfer_t **x;    /* [depth * batch]: slot = (iteration % depth) * batch + k */
     uint64_t *post_ns; /* post time of each slot */
@@ -180,6 +193,8 @@ typedef struct {
     const char *host;  /* client: the server's engine host */
     int engine_port;   /* server: the engine's port (TPX_PORT_EPHEMERAL or a port) */
     const char *plugin;
+    int cuda; /* --mem cuda: buffers in device memory of `gpu` */
+    int gpu;  /* params.gpu of this side's engine (-1: none) */
     tpx_engine_t *e;
     tpx_peer_t *peer;
     int efd;
@@ -229,6 +244,30 @@ static int pf_stream_alloc(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s)
         bench_fail(&w->side, "out of memory");
         return -1;
     }
+    if (w->cuda) {
+        /* Device memory, as tests/gpu/test_engine_gpu.c does it. With
+         * --verify the pattern goes through a host copy (pf_gpu_stage()). */
+        void *d = NULL;
+        tpx_status_t st = tpx_gpu_alloc(w->gpu, s->mem_len, &d);
+        if (st != TPX_OK) {
+            bench_fail(&w->side, "tpx_gpu_alloc(GPU %d, %zu bytes): %s", w->gpu, s->mem_len,
+                       tpx_strerror(st));
+            return -1;
+        }
+        s->mem = d;
+        s->on_gpu = 1;
+        if (w->p->verify && (s->stage = malloc(s->mem_len)) == NULL) {
+            bench_fail(&w->side, "out of memory (%zu bytes of host staging)", s->mem_len);
+            return -1;
+        }
+        st = tpx_mem_register(w->e, d, s->mem_len, TPX_MEM_CUDA, &s->region);
+        if (st != TPX_OK) {
+            bench_fail(&w->side, "tpx_mem_register(%zu bytes of GPU %d memory): %s", s->mem_len,
+                       w->gpu, tpx_strerror(st));
+            return -1;
+        }
+        return 0;
+    }
     void *b = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED) {
         bench_fail(&w->side, "cannot map %zu bytes of buffers: %s", s->mem_len, strerror(errno));
@@ -253,8 +292,11 @@ static void pf_stream_free(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s)
             tpx_xfer_release(s->x[i]); /* after a failure: cancels what still runs */
     if (s->region != NULL)
         tpx_mem_deregister(s->region);
-    if (s->mem != NULL)
+    if (s->on_gpu)
+        tpx_gpu_free(s->mem);
+    else if (s->mem != NULL)
         munmap(s->mem, s->mem_len);
+    free(s->stage);
     free(s->x);
     free(s->post_ns);
     free(s->lat);
@@ -268,7 +310,7 @@ static int pf_post_iter(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t 
     for (uint64_t k = 0; k < z->batch; k++) {
         uint64_t slot = set * z->batch + k;
         size_t off = (size_t)(slot * z->stride);
-        if (s->is_send && w->p->verify)
+        if (s->is_send && w->p->verify && !s->on_gpu)
             bench_fill(s->mem + off, z->size, pf_key(s->dir, it, z->batch, k));
         s->post_ns[slot] = bench_now_ns();
         tpx_status_t st = s->is_send
@@ -328,7 +370,7 @@ static int pf_drain(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t iter
                 s->lat[s->nlat++] = d;
         }
         uint64_t scratch = BENCH_FNV_BASIS, bad = 0;
-        if (!s->is_send && w->p->verify &&
+        if (!s->is_send && w->p->verify && !s->on_gpu &&
             bench_check(s->mem + slot * z->stride, z->size, pf_key(s->dir, it, z->batch, k),
                         timed ? &s->checksum : &scratch, &bad) != 0) {
             bench_fail(&w->side,
@@ -348,6 +390,71 @@ static int pf_drain(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t iter
 }
 
 /*
+ * --mem cuda --verify, outside the timed section: the device buffers are
+ * not read or written by this process's CPU in the loop. Before a phase the
+ * sender writes a pattern into every slot the phase uses (set s, transfer
+ * k: the key of iteration iter0 + s; every later iteration through that
+ * slot sends the same bytes) and the receiver clears its slots; after the
+ * phase the receiver copies its slots back and checks them, each holding
+ * what the last iteration through it delivered. The host copies go through
+ * tpx_gpu_copy(), as in tests/gpu/test_engine_gpu.c.
+ */
+static uint64_t pf_gpu_slots(const pf_sized_t *z, uint64_t iters)
+{
+    return (iters < z->depth ? iters : z->depth) * z->batch;
+}
+
+static int pf_gpu_stage(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t iters,
+                        uint64_t iter0)
+{
+    uint64_t nslots = pf_gpu_slots(z, iters);
+    size_t len = (size_t)(nslots * z->stride);
+    if (s->is_send) {
+        for (uint64_t slot = 0; slot < nslots; slot++)
+            bench_fill(s->stage + slot * z->stride, z->size,
+                       pf_key(s->dir, iter0 + slot / z->batch, z->batch, slot % z->batch));
+    } else {
+        memset(s->stage, 0, len);
+    }
+    tpx_status_t st = tpx_gpu_copy(s->mem, s->stage, len);
+    if (st != TPX_OK) {
+        bench_fail(&w->side, "tpx_gpu_copy(%zu bytes host -> GPU %d, %s): %s", len, w->gpu,
+                   s->is_send ? "the pattern" : "clearing the receive buffers", tpx_strerror(st));
+        return -1;
+    }
+    return 0;
+}
+
+static int pf_gpu_check(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t iters,
+                        uint64_t iter0, int timed)
+{
+    uint64_t nslots = pf_gpu_slots(z, iters), scratch = BENCH_FNV_BASIS;
+    size_t len = (size_t)(nslots * z->stride);
+    tpx_status_t st = tpx_gpu_copy(s->stage, s->mem, len);
+    if (st != TPX_OK) {
+        bench_fail(&w->side, "tpx_gpu_copy(%zu bytes GPU %d -> host, to check them): %s", len,
+                   w->gpu, tpx_strerror(st));
+        return -1;
+    }
+    for (uint64_t slot = 0; slot < nslots; slot++) {
+        uint64_t set = slot / z->batch, k = slot % z->batch, bad = 0;
+        if (bench_check(s->stage + slot * z->stride, z->size,
+                        pf_key(s->dir, iter0 + set, z->batch, k), timed ? &s->checksum : &scratch,
+                        &bad) != 0) {
+            uint64_t last = iter0 + set + (iters - 1 - set) / z->depth * z->depth;
+            bench_fail(&w->side,
+                       "DATA MISMATCH (GPU %d memory, checked after the phase): size %" PRIu64
+                       ", iteration %" PRIu64 ", transfer %" PRIu64
+                       ", first wrong byte at offset %" PRIu64 " (chunk %" PRIu64
+                       " of the transfer)",
+                       w->gpu, z->size, last, k, bad, w->p->chunk ? bad / w->p->chunk : 0);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/*
  * One phase: `iters` iterations, numbered iter0... `phase` is the barrier id
  * both sides agree on. The receiving direction posts first, then both sides
  * exchange GO; a side that sends starts its clock when the peer's GO
@@ -361,6 +468,9 @@ static int pf_phase(pf_worker_t *w, pf_sized_t *z, uint64_t iters, uint64_t iter
         streams[i]->posted = streams[i]->done = streams[i]->kdone = 0;
         if (streams[i]->active)
             streams[i]->checksum = BENCH_FNV_BASIS;
+        if (streams[i]->active && streams[i]->stage != NULL &&
+            pf_gpu_stage(w, z, streams[i], iters, iter0) != 0)
+            return -1;
     }
     while (z->rx.active && z->rx.posted < iters && z->rx.posted < z->depth)
         if (pf_post_iter(w, z, &z->rx, iter0) != 0)
@@ -435,6 +545,9 @@ static int pf_phase(pf_worker_t *w, pf_sized_t *z, uint64_t iters, uint64_t iter
     ph->t1 = bench_now_ns();
     bench_cpu_ns(&ph->user1, &ph->sys1);
     bench_progress_clear(&line);
+    if (z->rx.active && z->rx.stage != NULL &&
+        pf_gpu_check(w, z, &z->rx, iters, iter0, timed) != 0)
+        return -1;
     return 0;
 }
 
@@ -564,13 +677,14 @@ static int pf_worker(pf_worker_t *w)
     ep.timeout_ms = tmo_ms;
     ep.port = w->is_server ? w->engine_port : TPX_PORT_NONE;
     ep.progress_thread = p->progress == PF_PROGRESS_THREAD;
+    ep.gpu = w->gpu;
     st = tpx_engine_create(&ep, &w->e);
     if (st != TPX_OK) {
         bench_fail(&w->side,
-                   "tpx_engine_create(plugin %s, %" PRIu64 " channels, chunk %" PRIu64
+                   "tpx_engine_create(plugin %s, gpu %d, %" PRIu64 " channels, chunk %" PRIu64
                    ", window %" PRIu64 "): %s",
-                   w->plugin ? w->plugin : "from TPX_NET_PLUGIN", p->channels, p->chunk, p->window,
-                   tpx_strerror(st));
+                   w->plugin ? w->plugin : "from TPX_NET_PLUGIN", w->gpu, p->channels, p->chunk,
+                   p->window, tpx_strerror(st));
         return -1;
     }
     w->efd = tpx_engine_fd(w->e);
@@ -628,6 +742,8 @@ typedef struct {
     const char *json;
     const char *plot;
     const char *plugin;
+    int mem;    /* PF_MEM_*: this process's buffers (loopback: both sides') */
+    int gpu[2]; /* params.gpu of the server's and the client's engine; -1: none */
     int compare;
     int progress;
     int user_set_run_opts; /* client: run options given, but the server decides */
@@ -687,6 +803,33 @@ static const char *pf_plugin_name(const pf_main_t *m)
     return m->plugin != NULL ? m->plugin : env != NULL && *env != '\0' ? env : "builtin";
 }
 
+/* The GPUs of the sides this process runs, as "server GPU 0, client GPU 1". */
+static void pf_gpu_text(const pf_main_t *m, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < 2; i++) {
+        if (m->mode == (i == 0 ? BENCH_MODE_CLIENT : BENCH_MODE_SERVER))
+            continue; /* the other process's side */
+        size_t l = strlen(buf);
+        if (m->gpu[i] >= 0)
+            snprintf(buf + l, len - l, "%s%s GPU %d", l ? ", " : "", i == 0 ? "server" : "client",
+                     m->gpu[i]);
+        else
+            snprintf(buf + l, len - l, "%s%s no GPU", l ? ", " : "", i == 0 ? "server" : "client");
+    }
+}
+
+/* "host", "host (server GPU 0, ...)" (--gpu: the NIC choice) or "cuda (server GPU 0, ...)". */
+static void pf_mem_text(const pf_main_t *m, char *buf, size_t len)
+{
+    char g[64];
+    pf_gpu_text(m, g, sizeof(g));
+    if (m->mem == PF_MEM_HOST && m->gpu[0] < 0 && m->gpu[1] < 0)
+        snprintf(buf, len, "host");
+    else
+        snprintf(buf, len, "%s (%s)", m->mem == PF_MEM_CUDA ? "cuda" : "host", g);
+}
+
 static void pf_print_header(pf_main_t *m)
 {
     const pf_params_t *p = &m->p;
@@ -707,9 +850,11 @@ static void pf_print_header(pf_main_t *m)
     if (p->depth != 0)
         snprintf(dp, sizeof(dp), "%" PRIu64, p->depth);
     printf("  count %" PRIu64 "  iters %s  warmup %s  depth %s\n", p->batch, it, wu, dp);
-    printf("# direction %s (%s)  memory host  verify %s  timeout %" PRIu64 " s\n",
-           pf_dir_name(p->direction), pf_dir_text(p->direction), p->verify ? "on" : "off",
-           p->timeout_s);
+    char mem[96];
+    pf_mem_text(m, mem, sizeof(mem));
+    printf("# direction %s (%s)  memory %s  verify %s%s  timeout %" PRIu64 " s\n",
+           pf_dir_name(p->direction), pf_dir_text(p->direction), mem, p->verify ? "on" : "off",
+           p->verify && m->mem == PF_MEM_CUDA ? " (outside the timed loop)" : "", p->timeout_s);
     const char *ifn = getenv("TPX_SOCKET_IFNAME");
     printf("# engine: channels %" PRIu64 "  chunk %s  window %" PRIu64
            "  progress %s  TPX_SOCKET_IFNAME=%s\n",
@@ -819,7 +964,18 @@ static int pf_write_json(pf_main_t *m)
                "\"microseconds from tpx_send/tpx_recv to the completion seen by tpx_xfer_poll, "
                "on the side that posted\", \"cpu_s_per_GB\": \"user+sys CPU seconds of both "
                "processes per 1e9 bytes\"},\n");
-    fprintf(f, "  \"config\": {\"mem\": \"host\", \"plugin\": ");
+    fprintf(f, "  \"config\": {\"mem\": \"%s\", \"gpu\": {",
+            m->mem == PF_MEM_CUDA ? "cuda" : "host");
+    for (int i = 0, n = 0; i < 2; i++) {
+        if (m->mode == (i == 0 ? BENCH_MODE_CLIENT : BENCH_MODE_SERVER))
+            continue; /* the other process's side: not known here */
+        fprintf(f, "%s\"%s\": ", n++ ? ", " : "", i == 0 ? "server" : "client");
+        if (m->gpu[i] >= 0)
+            fprintf(f, "%d", m->gpu[i]);
+        else
+            fputs("null", f);
+    }
+    fprintf(f, "}, \"plugin\": ");
     bench_json_str(f, pf_plugin_name(m));
     fprintf(f, ", \"sizes\": [");
     for (uint64_t i = 0; i < p->nsizes; i++)
@@ -927,6 +1083,8 @@ static pid_t pf_spawn(void *ctx, int side, int ctl, int out, int out_rows, const
         .host = m->mode == BENCH_MODE_CLIENT ? m->host : "127.0.0.1",
         .engine_port = m->mode == BENCH_MODE_LOOPBACK ? TPX_PORT_EPHEMERAL : m->engine_port,
         .plugin = m->plugin,
+        .cuda = m->mem == PF_MEM_CUDA,
+        .gpu = m->gpu[is_server ? 0 : 1],
     };
     _exit(pf_worker(&w) == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL);
 }
@@ -1134,9 +1292,11 @@ static int pf_plot(const pf_main_t *m)
     bench_point_t *pts = calloc(n, sizeof(*pts));
     if (pts == NULL)
         return -1;
-    char hc[32], title[256];
-    snprintf(title, sizeof(title), "tpx-perf %s: %s, %" PRIu64 " channels, chunk %s, window %" PRIu64,
-             bench_mode_name(m->mode), pf_plugin_name(m), p->channels,
+    char hc[32], mem[96], title[256];
+    pf_mem_text(m, mem, sizeof(mem));
+    snprintf(title, sizeof(title),
+             "tpx-perf %s: %s, memory %s, %" PRIu64 " channels, chunk %s, window %" PRIu64,
+             bench_mode_name(m->mode), pf_plugin_name(m), mem, p->channels,
              bench_human(p->chunk, hc, sizeof(hc)), p->window);
     for (size_t i = 0; i < m->nrows; i++) {
         const pf_row_t *r = &m->rows[i];
@@ -1158,6 +1318,79 @@ static int pf_plot(const pf_main_t *m)
     return rc;
 }
 
+/* --gpu N (returns 1, out[0] = N) or A,B (returns 2); 0: malformed. */
+static int pf_parse_gpus(const char *arg, int out[2])
+{
+    char a[32];
+    const char *comma = strchr(arg, ',');
+    uint64_t x, y;
+    if (comma == NULL) {
+        if (bench_parse_uint(arg, 0, PF_MAX_GPU, &x) != 0)
+            return 0;
+        out[0] = (int)x;
+        return 1;
+    }
+    size_t l = (size_t)(comma - arg);
+    if (l >= sizeof(a))
+        return 0;
+    memcpy(a, arg, l);
+    a[l] = '\0';
+    if (bench_parse_uint(a, 0, PF_MAX_GPU, &x) != 0 ||
+        bench_parse_uint(comma + 1, 0, PF_MAX_GPU, &y) != 0)
+        return 0;
+    out[0] = (int)x;
+    out[1] = (int)y;
+    return 2;
+}
+
+/*
+ * The number of CUDA devices, counted in a child process: CUDA must not be
+ * initialised in this one, which forks the sides later (the way
+ * tests/gpu/test_engine_gpu.c counts them). 0 or less: none; `why` says why.
+ */
+static int pf_probe_gpus(char *why, size_t len)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(why, len, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    pid_t pid = bench_fork(NULL, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        int32_t res[2] = {0, 0};
+        int n = 0;
+        res[0] = (int32_t)tpx_gpu_count(&n);
+        res[1] = n;
+        _exit(write(fds[1], res, sizeof(res)) == (ssize_t)sizeof(res) ? 0 : 1);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        snprintf(why, len, "fork: %s", strerror(errno));
+        close(fds[0]);
+        return -1;
+    }
+    int32_t res[2];
+    ssize_t got;
+    do
+        got = read(fds[0], res, sizeof(res));
+    while (got < 0 && errno == EINTR);
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got != (ssize_t)sizeof(res)) {
+        snprintf(why, len, "the process counting GPUs died");
+        return -1;
+    }
+    if (res[0] != TPX_OK || res[1] <= 0) {
+        snprintf(why, len, "tpx_gpu_count: %s",
+                 res[0] != TPX_OK ? tpx_strerror((tpx_status_t)res[0]) : "0 devices");
+        return 0;
+    }
+    return res[1];
+}
+
 static void pf_usage(FILE *f)
 {
     fprintf(f,
@@ -1165,9 +1398,11 @@ static void pf_usage(FILE *f)
             "    %1$s - throughput and latency of the tpx engine (tpx/tpx.h)\n"
             "\n"
             "SYNOPSIS\n"
-            "    %1$s [--loopback] [OPTIONS]\n"
-            "    %1$s server [--port P] [--engine-port Q] [OPTIONS]\n"
-            "    %1$s client HOST [--port P] [--plugin P] [--json FILE] [--quiet]\n"
+            "    %1$s [--loopback] [--mem host|cuda] [--gpu A,B] [OPTIONS]\n"
+            "    %1$s server [--port P] [--engine-port Q] [--mem host|cuda] [--gpu N]\n"
+            "           [OPTIONS]\n"
+            "    %1$s client HOST [--port P] [--plugin P] [--mem host|cuda] [--gpu N]\n"
+            "           [--json FILE] [--quiet]\n"
             "    %1$s --print-config | --help | --version\n"
             "\n"
             "DESCRIPTION\n"
@@ -1210,8 +1445,17 @@ static void pf_usage(FILE *f)
             "    --port P          control TCP port of server/client (default %2$d)\n"
             "    --engine-port Q   server: the engine's bootstrap port (default: any free\n"
             "                      port, sent to the client; set it when a firewall is on)\n"
-            "    --mem host        memory to move: host (the only kind supported yet; cuda\n"
-            "                      comes later)\n"
+            "    --mem host|cuda   where this process's buffers live (default host). cuda:\n"
+            "                      device memory from tpx_gpu_alloc(), registered as\n"
+            "                      TPX_MEM_CUDA, on the GPU of --gpu. Without a CUDA GPU\n"
+            "                      --mem cuda fails at once (exit 1). In server/client mode\n"
+            "                      each side chooses its own --mem and --gpu\n"
+            "    --gpu N           this process's GPU: the engine's params.gpu (NIC choice)\n"
+            "                      and, with --mem cuda, where the buffers live (default:\n"
+            "                      0 with --mem cuda, none with --mem host)\n"
+            "    --gpu A,B         --loopback: the server side on GPU A, the client side on\n"
+            "                      GPU B (default with --mem cuda: 0,1 when the host has two\n"
+            "                      or more GPUs, else 0,0); --gpu N is N,N\n"
             "    --size N          one transfer size (default 256M). K, M, G = 2^10, 2^20, 2^30\n"
             "    --sizes A:B       sizes from A to B, doubling (e.g. 4K:1G); or a comma list of\n"
             "                      sizes and ranges (e.g. 16K,1M:64M). At most %3$d sizes\n"
@@ -1240,14 +1484,20 @@ static void pf_usage(FILE *f)
             "    --verify          fill every transfer with a pattern seeded by its\n"
             "                      direction, iteration and index (sender) and check every\n"
             "                      byte (receiver); the fill and the check are part of the\n"
-            "                      timed loop. Default: on in loopback mode, off otherwise\n"
+            "                      timed loop. --mem cuda: outside it, through host copies\n"
+            "                      (tpx_gpu_copy): before each phase the sender fills each\n"
+            "                      buffer slot it uses and the receiver clears its own;\n"
+            "                      after it the receiver checks every byte of each slot,\n"
+            "                      i.e. of the last transfer through it. Default: on in\n"
+            "                      loopback mode, off otherwise\n"
             "    --no-verify       do not fill or check: pure engine throughput\n"
             "    --timeout SEC     no progress for this long is an error; also each\n"
             "                      transfer's deadline (params.timeout_ms; default %8$d)\n"
             "    --compare-transport\n"
             "                      loopback, one direction: afterwards run tpx-netbench (the\n"
             "                      transport alone, from the same folder as this binary) on\n"
-            "                      the same sizes and print engine/transport per size\n"
+            "                      the same sizes and print engine/transport per size (host\n"
+            "                      memory only)\n"
             "    --json FILE       also write every number and the configuration to FILE\n"
             "    --plot FILE.png   also plot GB/s against size (log2 axis) with gnuplot\n"
             "                      (Debian: gnuplot-nox); the script is kept as FILE.png.gp.\n"
@@ -1275,6 +1525,11 @@ static void pf_usage(FILE *f)
             "        many small transfers both ways: the KV-cache shape\n"
             "    %1$s --sizes 4K:1G --no-verify --json sweep.json\n"
             "        a sweep, pure throughput, with a JSON record\n"
+            "    %1$s --mem cuda --gpu 0,1 --sizes 1M:1G\n"
+            "        GPU 0 -> GPU 1 through the engine on this host\n"
+            "    %1$s server --mem cuda --gpu 3   (and on the other host)\n"
+            "    %1$s client 10.0.0.2 --mem cuda --gpu 3\n"
+            "        GPU memory between two machines\n"
             "    TPX_SOCKET_IFNAME=eth1 %1$s server --sizes 1M:256M\n"
             "    TPX_SOCKET_IFNAME=eth1 %1$s client 10.0.0.2\n"
             "        two machines\n"
@@ -1282,8 +1537,9 @@ static void pf_usage(FILE *f)
             "EXIT STATUS\n"
             "    0  every size ran and (with --verify) every byte was right\n"
             "    1  an engine call returned an error (printed with tpx_strerror()), data\n"
-            "       did not match, a peer went away or stopped making progress, or the\n"
-            "       control connection or --compare-transport failed\n"
+            "       did not match, a peer went away or stopped making progress, the\n"
+            "       control connection or --compare-transport failed, or --mem cuda found\n"
+            "       no CUDA GPU\n"
             "    2  bad command line\n",
             PF_PROG, PF_DEFAULT_PORT, PF_MAX_SIZES, PF_MAX_BATCH, BENCH_AUTO_MAX_ITERS,
             PF_MAX_DEPTH, PF_MAX_INFLIGHT, PF_DEFAULT_TIMEOUT_S);
@@ -1296,6 +1552,7 @@ int main(int argc, char **argv)
         O_PORT,
         O_ENGINE_PORT,
         O_MEM,
+        O_GPU,
         O_SIZE,
         O_SIZES,
         O_BATCH,
@@ -1321,6 +1578,7 @@ int main(int argc, char **argv)
         {"port", required_argument, NULL, O_PORT},
         {"engine-port", required_argument, NULL, O_ENGINE_PORT},
         {"mem", required_argument, NULL, O_MEM},
+        {"gpu", required_argument, NULL, O_GPU},
         {"size", required_argument, NULL, O_SIZE},
         {"sizes", required_argument, NULL, O_SIZES},
         {"batch", required_argument, NULL, O_BATCH},
@@ -1347,7 +1605,7 @@ int main(int argc, char **argv)
     };
     static pf_main_t m;
     pf_params_t *p = &m.p;
-    int loopback_flag = 0, verify = -1, run_opts = 0;
+    int loopback_flag = 0, verify = -1, run_opts = 0, ngpu_arg = 0;
     uint64_t v;
 
     bench_prog = PF_PROG;
@@ -1355,6 +1613,8 @@ int main(int argc, char **argv)
     m.mode = BENCH_MODE_LOOPBACK;
     m.port = PF_DEFAULT_PORT;
     m.engine_port = TPX_PORT_EPHEMERAL;
+    m.mem = PF_MEM_HOST;
+    m.gpu[0] = m.gpu[1] = -1;
     p->nsizes = 1;
     p->sizes[0] = PF_DEFAULT_SIZE;
     p->iters = BENCH_AUTO;
@@ -1381,15 +1641,18 @@ int main(int argc, char **argv)
             m.engine_port = (int)v;
             break;
         case O_MEM:
-            if (strcmp(optarg, "cuda") == 0) {
-                fprintf(stderr,
-                        "%s: --mem cuda: not supported yet (this version moves host "
-                        "memory only: --mem host)\n",
-                        PF_PROG);
-                return BENCH_EXIT_USAGE;
-            }
-            if (strcmp(optarg, "host") != 0)
+            if (strcmp(optarg, "cuda") == 0)
+                m.mem = PF_MEM_CUDA;
+            else if (strcmp(optarg, "host") == 0)
+                m.mem = PF_MEM_HOST;
+            else
                 return bench_usage_error("--mem: '%s' is not host or cuda", optarg);
+            break;
+        case O_GPU:
+            if ((ngpu_arg = pf_parse_gpus(optarg, m.gpu)) == 0)
+                return bench_usage_error("--gpu: '%s' is not a GPU index N or a pair A,B "
+                                         "(0..%d)",
+                                         optarg, PF_MAX_GPU);
             break;
         case O_SIZE:
             if (bench_parse_size(optarg, &v) != 0 || v > PF_MAX_SIZE)
@@ -1515,6 +1778,13 @@ int main(int argc, char **argv)
         return role_rc;
     if (m.compare && m.mode != BENCH_MODE_LOOPBACK)
         return bench_usage_error("--compare-transport runs in loopback mode only");
+    if (ngpu_arg == 2 && m.mode != BENCH_MODE_LOOPBACK)
+        return bench_usage_error("--gpu A,B (server on A, client on B) is for --loopback; "
+                                 "%s runs one side: --gpu N",
+                                 bench_mode_name(m.mode));
+    if (m.compare && m.mem == PF_MEM_CUDA)
+        return bench_usage_error("--compare-transport compares host memory only (tpx-netbench "
+                                 "moves host memory): drop it or use --mem host");
     if (m.compare && p->direction == PF_DIR_BIDIR)
         return bench_usage_error("--compare-transport measures one direction: use --direction "
                                  "send or recv");
@@ -1534,6 +1804,25 @@ int main(int argc, char **argv)
         }
     }
     m.user_set_run_opts = run_opts && m.mode == BENCH_MODE_CLIENT;
+    if (ngpu_arg == 1) /* --gpu N: this process's side(s) */
+        m.gpu[1] = m.gpu[0];
+    if (m.mem == PF_MEM_CUDA) {
+        char why[160];
+        int ngpu = pf_probe_gpus(why, sizeof(why));
+        if (ngpu <= 0) {
+            fprintf(stderr, "%s: --mem cuda: no CUDA GPU on this host (%s); use --mem host\n",
+                    PF_PROG, why);
+            return BENCH_EXIT_FAIL;
+        }
+        if (ngpu_arg == 0) { /* loopback: server on 0, client on 1 when there are two */
+            m.gpu[0] = 0;
+            m.gpu[1] = m.mode == BENCH_MODE_LOOPBACK && ngpu >= 2 ? 1 : 0;
+        }
+        for (int i = 0; i < 2; i++)
+            if (m.gpu[i] >= ngpu)
+                return bench_usage_error("--gpu %d: this host has %d GPU%s (0..%d)", m.gpu[i],
+                                         ngpu, ngpu == 1 ? "" : "s", ngpu - 1);
+    }
 
     signal(SIGPIPE, SIG_IGN);
     if (m.mode == BENCH_MODE_LOOPBACK && getenv("TPX_SOCKET_IFNAME") == NULL)
