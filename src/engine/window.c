@@ -137,56 +137,6 @@ out:
     return st;
 }
 
-static tpx_status_t unpack_gpu_launch(tpx_comm_t *c, tpx_slot_t *s, uint32_t wslot,
-                                      const tpx_nccl_unpack_handle_t *uh,
-                                      const tpx_nccl_load_meta_t *frags, uint64_t nfrags)
-{
-    tpx_engine_t *e = c->peer->e;
-    tpx_status_t st = unpack_gpu_ready(e, s->dst_dev);
-    if (st != TPX_OK)
-        return st;
-    int pushed = 0;
-    if ((st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed)) != TPX_OK)
-        return st;
-    CUstream stream = (CUstream)e->unpack_stream;
-    if (c->unpack_ev[wslot] == NULL) {
-        CUevent ev;
-        if ((st = tpx__cuda_event_create(e->unpack_dev, 0, &ev)) != TPX_OK)
-            goto out;
-        c->unpack_ev[wslot] = ev;
-    }
-    switch (e->unpack_mode) {
-    case TPX_UNPACK_KERNEL: {
-        tpx_unpack_job_t job = {.frags = frags, .bounce = uh->bounce_buf, .dst = s->dst,
-                                .nfrags = (uint32_t)nfrags};
-        st = tpx__unpack_gpu_launch_inline(e->unpack_dev, &job, 1, (uint32_t)nfrags, stream);
-        break;
-    }
-    case TPX_UNPACK_D2D:
-        st = tpx__unpack_gpu_d2d(e->unpack_dev, s->dst, uh->bounce_buf, frags, nfrags, stream);
-        break;
-    case TPX_UNPACK_HOST:
-        if (e->unpack_hstage == NULL &&
-            (st = tpx__cuda_host_alloc(e->unpack_dev, TPX_NCCL_UNPACK_MAX_SLICE_SIZE,
-                                       &e->unpack_hstage, NULL)) != TPX_OK)
-            goto out;
-        /* the staging buffer is reused: finish the previous copy first */
-        if ((st = TPX_CU(cuStreamSynchronize, stream)) != TPX_OK)
-            goto out;
-        (void)tpx__unpack_cpu(e->unpack_hstage, uh->bounce_buf, frags, nfrags);
-        st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->unpack_hstage, s->len,
-                    stream);
-        break;
-    default: /* none: ablation only, the data is not delivered */
-        break;
-    }
-    if (st == TPX_OK)
-        st = tpx__cuda_event_record((CUevent)c->unpack_ev[wslot], stream);
-out:
-    tpx__cuda_ctx_leave(pushed);
-    return st;
-}
-
 /* A receive is done: on a devmem plugin its payload still sits in the
  * plugin's bounce buffer. Gather it into the destination, then (only then)
  * release the plugin's slot with irecvConsumed, in FIFO order. A GPU
@@ -220,7 +170,6 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
             return TPX_ERR_PLUGIN;
         }
     }
-    uint32_t wslot = (uint32_t)(n % (uint64_t)c->win.cap);
     if (s->dst != NULL && s->dst_dev >= 0) {
         if (!s->launched) {
             /* Batch: every receive behind this one that is done too goes
@@ -242,15 +191,11 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
                     break;
                 k++;
             }
-            tpx_status_t st = e->unpack_mode == TPX_UNPACK_KERNEL
-                                  ? unpack_gpu_batch(c, uh, n, k)
-                                  : unpack_gpu_launch(c, s, wslot, uh, frags, nfrags);
+            /* d2d and host gather one receive at a time (debugging modes) */
+            tpx_status_t st =
+                unpack_gpu_batch(c, uh, n, e->unpack_mode == TPX_UNPACK_KERNEL ? k : 1);
             if (st != TPX_OK)
                 return st;
-            if (e->unpack_mode != TPX_UNPACK_KERNEL) {
-                s->launched = 1;
-                s->ev_wslot = (uint8_t)wslot;
-            }
         }
         int pushed = 0;
         tpx_status_t st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed);
