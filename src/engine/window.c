@@ -253,18 +253,20 @@ int tpx__comm_progress(tpx_comm_t *c)
             if (st != TPX_OK && rc == TPX_NCCL_SYSTEM_ERROR && done)
                 st = TPX_OK; /* the data arrived, then the peer closed: fine */
             if (st != TPX_OK) {
-                if (rc == TPX_NCCL_SYSTEM_ERROR && c->is_ctrl && !c->is_send) {
-                    /* The control stream ended: no new message will come,
-                     * data already announced may still arrive. */
-                    tpx__peer_remote_closed(p, "the peer's control stream ended");
-                    return completed;
-                }
                 if (rc == TPX_NCCL_SYSTEM_ERROR) {
+                    /* Transient at a peer's close (TCPX): messages may still
+                     * arrive on its other sockets. Poll on until the grace. */
                     uint64_t now = tpx__now_ns();
                     if (c->rc2_since_ns == 0)
                         c->rc2_since_ns = now;
                     if (now - c->rc2_since_ns < (uint64_t)e->close_grace_ms * 1000000ull)
                         return completed;
+                    if (c->is_ctrl && !c->is_send) {
+                        /* The control stream ended: no new message will
+                         * come, data already announced may still arrive. */
+                        tpx__peer_remote_closed(p, "the peer's control stream ended");
+                        return completed;
+                    }
                     tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
                 } else {
                     char why[96];
