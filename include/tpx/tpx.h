@@ -99,6 +99,22 @@ TPX_API int tpx_engine_port(const tpx_engine_t *engine);
  * tpx_progress()). Each of tpx_progress(), tpx_xfer_poll() and
  * tpx_xfer_wait() clears it. Owned by the engine. */
 TPX_API int tpx_engine_fd(tpx_engine_t *engine);
+/* What an engine settled on, for tools and logs. */
+#define TPX_INFO_MAX_NICS 8
+typedef struct {
+    char plugin[64];        /* the plugin's own name ("tpx", "GPUDirectTCPX", ...) */
+    int abi;                /* ncclNet version used (7..10) */
+    int gpu;                /* -1: host memory only */
+    int channels;           /* data channels per direction per peer (upper bound) */
+    size_t chunk_bytes;
+    int window;
+    int port;               /* bootstrap port, -1 if none */
+    int nnics;              /* plugin devices the channels use, in channel order */
+    char nic[TPX_INFO_MAX_NICS][64]; /* their names (interface names for TCP plugins) */
+    int nic_speed_mbps[TPX_INFO_MAX_NICS];
+} tpx_engine_info_t;
+
+TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *engine, tpx_engine_info_t *info);
 /* Drive the plugin without blocking (caller-driven mode; with a progress
  * thread it only reports). Returns the number of transfers that completed
  * since the previous call, wherever they completed. */

@@ -1,0 +1,33 @@
+/*
+ * info.c - what an engine settled on (tpx_engine_info), for tools and logs.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine.h"
+
+TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *info)
+{
+    if (e == NULL || info == NULL) {
+        TPX_ERROR("tpx_engine_info: NULL %s", e == NULL ? "engine" : "info");
+        return TPX_ERR_INVALID_ARG;
+    }
+    memset(info, 0, sizeof(*info));
+    snprintf(info->plugin, sizeof(info->plugin), "%s", e->net->name);
+    info->abi = e->net->abi;
+    info->gpu = e->gpu;
+    info->channels = e->nchan;
+    info->chunk_bytes = e->chunk;
+    info->window = e->window;
+    info->port = e->bs_port;
+    int n = TPX_MIN(e->ndevs, TPX_INFO_MAX_NICS);
+    for (int i = 0; i < n; i++) {
+        tpx_net_props_t props;
+        if (tpx__net_props(e->net, e->devs[i], &props) != TPX_OK)
+            continue;
+        snprintf(info->nic[info->nnics], sizeof(info->nic[0]), "%s", props.name);
+        info->nic_speed_mbps[info->nnics] = props.speed_mbps;
+        info->nnics++;
+    }
+    return TPX_OK;
+}
