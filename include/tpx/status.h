@@ -40,6 +40,8 @@ typedef enum {
     TPX_ERR_UNREACHABLE = -25,
     TPX_ERR_ADDR_IN_USE = -26,
     TPX_ERR_NO_DEVICE = -27, /* no usable interface / GPU */
+    TPX_ERR_ACCESS = -28,    /* the peer refused: outside its exported memory, wrong key */
+    TPX_ERR_OVERFLOW = -29,  /* a bounded queue overflowed: something was dropped */
 
     /* system and internal errors */
     TPX_ERR_IO = -40,       /* an unexpected system-call failure */

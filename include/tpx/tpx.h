@@ -11,6 +11,8 @@
 #ifndef TPX_TPX_H
 #define TPX_TPX_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tpx/ncclnet.h"
@@ -82,6 +84,9 @@ typedef struct {
     int progress_cpu;       /* CPU for the progress thread; -1: not pinned;
                                TPX_CPU_NUMA_LOCAL: a CPU of the NIC's NUMA node */
     const char *auth_token; /* NULL: TPX_AUTH_TOKEN; "" : no authentication */
+    const char *name;       /* this engine's name, shown to peers with its notifications
+                               (< 64 bytes); NULL: "<hostname>:<pid>:<gpu>" */
+    int notif_queue;        /* bound of the notification queue; 0: 4096 */
 } tpx_engine_params_t;
 
 /* Defaults: everything from the environment, gpu -1, progress thread on.
@@ -162,6 +167,149 @@ TPX_API tpx_status_t tpx_xfer_cancel(tpx_xfer_t *xfer);
 /* Free the handle; a transfer still running is canceled first and freed
  * when it ends. */
 TPX_API void tpx_xfer_release(tpx_xfer_t *xfer);
+
+/* ==== one-sided transfers (the KV-cache API) ================================
+ *
+ * The peer's memory is READ or WRITTEN without the peer posting anything:
+ * tpx builds this on the two-sided plugin (a control message tells the
+ * owner what to post; both sides derive the same chunk order). The owner's
+ * memory is only ever touched inside ranges it exported with
+ * tpx_region_export(); every request is checked against its table of
+ * exports (range inside, key matches, region still registered) before any
+ * byte moves. A rejected request ends with TPX_ERR_ACCESS and moves nothing.
+ *
+ * Mapping to NIXL's agent API: registerMem = tpx_mem_register +
+ * tpx_region_export; getLocalMD/loadRemoteMD = tpx_engine_get_metadata /
+ * tpx_engine_load_remote; prepXferDlist+makeXferReq = tpx_xfer_prepare;
+ * postXferReq = tpx_xfer_post; getXferStatus = tpx_xfer_poll; genNotif =
+ * tpx_notif_send; getNotifs = tpx_get_notifs. See the README.
+ */
+typedef struct tpx_remote tpx_remote_t;
+typedef struct tpx_prep tpx_prep_t;
+
+/* ---- metadata: who an engine is and where to reach it ---- */
+
+#define TPX_METADATA_MAX 2048 /* a metadata blob is never larger */
+
+/* Write this engine's metadata blob (versioned, checksummed: engine id and
+ * name, bootstrap addresses and port, plugin, GPU, channels, NICs) into
+ * buf[*len]; *len = its size. TPX_ERR_INVALID_ARG if *len is too small (it
+ * is then set to the size needed). The engine must have a bootstrap port.
+ * Addresses advertised: params.bind_addr if it names one address, else
+ * every up interface's address (loopback last). */
+TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *engine, void *buf, size_t *len);
+
+/* Accept a peer engine's blob (length-checked and verified; TPX_ERR_PROTOCOL
+ * if malformed). Nothing is connected yet: the first transfer connects, or
+ * tpx_remote_connect(). Loading the same engine twice returns the same
+ * remote with a reference added. A peer that connected to us from that
+ * engine is used in both directions (no second connection). */
+TPX_API tpx_status_t tpx_engine_load_remote(tpx_engine_t *engine, const void *blob, size_t len,
+                                            tpx_remote_t **remote);
+/* Drop a reference; the last one closes the remote's connection (its
+ * transfers end with TPX_ERR_CANCELED) and frees it. Prepared transfers of
+ * the remote must be released first. */
+TPX_API void tpx_remote_forget(tpx_remote_t *remote);
+/* Connect now (waits up to timeout_ms; 0: TPX_CONNECT_TIMEOUT_MS). After
+ * the connection failed (peer restarted, link lost) the next transfer, or
+ * this call, connects again: a new epoch. */
+TPX_API tpx_status_t tpx_remote_connect(tpx_remote_t *remote, int timeout_ms);
+/* The remote engine's name (from its metadata). */
+TPX_API const char *tpx_remote_name(const tpx_remote_t *remote);
+
+/* ---- exported memory ---- */
+
+#define TPX_RDESC_SIZE 48
+/* A region descriptor: plain bytes, safe to copy, store and send as they
+ * are. It names the owner engine, an address range and a random key. */
+typedef struct {
+    unsigned char bytes[TPX_RDESC_SIZE];
+} tpx_rdesc_t;
+
+/* Export bytes [offset, offset + len) of a region (len 0: to its end) for
+ * peers to READ and WRITE; the descriptor carries a fresh random key. The
+ * export lives until the region is deregistered. */
+TPX_API tpx_status_t tpx_region_export(tpx_region_t *region, size_t offset, size_t len,
+                                       tpx_rdesc_t *desc);
+/* What a descriptor says: the owner's virtual address of its first byte and
+ * its length (for address-based APIs such as NIXL's). TPX_ERR_PROTOCOL if
+ * the bytes are not a valid descriptor. Either output may be NULL. */
+TPX_API tpx_status_t tpx_rdesc_info(const tpx_rdesc_t *desc, uint64_t *addr, uint64_t *len);
+
+/* ---- READ / WRITE of descriptor lists ---- */
+
+typedef enum { TPX_OP_READ = 1, TPX_OP_WRITE = 2 } tpx_op_t;
+
+/* One block: `len` bytes between the local region at local_offset and the
+ * exported range `remote` at remote_offset (offsets count from the start
+ * of the region and of the exported range). */
+typedef struct {
+    tpx_region_t *local;
+    size_t local_offset;
+    const tpx_rdesc_t *remote;
+    size_t remote_offset;
+    size_t len;
+} tpx_iov_t;
+
+#define TPX_RMA_MAX_IOVS (1u << 20) /* blocks per transfer */
+
+/* Check and prepare a transfer once, post it many times: the list is
+ * validated (local ranges inside their regions, remote ranges inside their
+ * descriptors, descriptors of this remote), adjacent blocks are coalesced
+ * (local and remote both contiguous), and the request is encoded. Nothing
+ * is sent. The iov array and descriptors are copied (not kept); the local
+ * regions must stay registered while the preparation is used. */
+TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *remote, tpx_op_t op, const tpx_iov_t *iov,
+                                      size_t n, tpx_prep_t **prep);
+/* Start a prepared transfer. `notif` (may be NULL; at most TPX_NOTIF_MAX
+ * bytes) is delivered to the remote engine's tpx_get_notifs() once every
+ * byte is in place: for WRITE after the data landed in its memory, for
+ * READ after this side has all of it. timeout_ms: the transfer's deadline
+ * (0: TPX_TIMEOUT_MS). Connects first if needed (waiting up to
+ * TPX_CONNECT_TIMEOUT_MS). The result is a transfer like tpx_send()'s:
+ * poll/wait/cancel/release; TPX_ERR_ACCESS if the owner refused. */
+TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *prep, const void *notif, size_t notif_len,
+                                   int timeout_ms, tpx_xfer_t **xfer);
+/* Free a preparation; posts still running keep what they need. */
+TPX_API void tpx_prep_release(tpx_prep_t *prep);
+/* prepare + post + release in one call. */
+TPX_API tpx_status_t tpx_rma(tpx_remote_t *remote, tpx_op_t op, const tpx_iov_t *iov, size_t n,
+                             const void *notif, size_t notif_len, tpx_xfer_t **xfer);
+
+/* ---- notifications ---- */
+
+#define TPX_NOTIF_MAX 1024
+#define TPX_NAME_MAX 64
+
+typedef struct {
+    char from[TPX_NAME_MAX];           /* the sending engine's name */
+    size_t len;
+    unsigned char msg[TPX_NOTIF_MAX];
+} tpx_notif_t;
+
+/* Send a message on its own (ordered after every transfer to that remote
+ * that has completed on this side). */
+TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *remote, const void *msg, size_t len);
+/* Move up to `max` received notifications, oldest first, into out[];
+ * *n = how many. The queue is bounded (TPX_NOTIF_QUEUE): notifications
+ * arriving at a full queue are dropped and counted; the next call then
+ * returns TPX_ERR_OVERFLOW -- with *n and out[] filled as usual -- once. */
+TPX_API tpx_status_t tpx_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size_t max,
+                                    size_t *n);
+
+/* ---- counters ---- */
+
+typedef struct {
+    uint64_t rma_served;      /* READ/WRITE requests of peers carried out */
+    uint64_t rma_rejected;    /* ... refused (range, key, deregistered) */
+    uint64_t rma_bytes_out;   /* bytes peers read from us */
+    uint64_t rma_bytes_in;    /* bytes peers wrote to us */
+    uint64_t notifs_received;
+    uint64_t notifs_dropped;  /* the queue was full */
+    uint64_t peers_connected; /* peers set up, ever (both directions) */
+} tpx_engine_counters_t;
+
+TPX_API tpx_status_t tpx_engine_counters(tpx_engine_t *engine, tpx_engine_counters_t *out);
 
 /* ==== GPU memory helpers ===================================================
  * For tools and tests that need device buffers without linking CUDA

@@ -154,22 +154,23 @@ typedef struct {
     uint16_t nhandles;                    /* handles[] entries in use, 1..TPX_BS_MAX_HANDLES */
     uint16_t window;                      /* the sender's per-comm request window */
     char plugin[TPX_BS_PLUGIN_NAME_SIZE]; /* NUL-terminated net plugin name */
+    char name[TPX_BS_PLUGIN_NAME_SIZE];   /* NUL-terminated engine name */
     unsigned char handles[TPX_BS_MAX_HANDLES][TPX_BS_HANDLE_SIZE]; /* listen handles, opaque */
 } tpx_bs_info_t;
 
 /* Wire layout (big-endian): 0 u64 engine_id  8 i32 gpu  12 u32 chunk_bytes
  * 16 u16 nhandles  18 u16 window  20 plugin[64] (NUL, then zero padding)
- * 84 handles[nhandles][128]. Only the used handles travel. */
-#define TPX_BS_INFO_FIXED_SIZE 84
+ * 84 name[64] (same)  148 handles[nhandles][128]. Only the used handles travel. */
+#define TPX_BS_INFO_FIXED_SIZE 148
 #define TPX_BS_INFO_SIZE(n)    (TPX_BS_INFO_FIXED_SIZE + (uint32_t)(n)*TPX_BS_HANDLE_SIZE)
 #define TPX_BS_INFO_MAX_SIZE   TPX_BS_INFO_SIZE(TPX_BS_MAX_HANDLES)
 
 /* Encode into buf[cap]; *len = TPX_BS_INFO_SIZE(in->nhandles).
- * TPX_ERR_INVALID_ARG if nhandles is not in 1..33, plugin has no NUL or cap
+ * TPX_ERR_INVALID_ARG if nhandles is not in 1..33, plugin or name has no NUL or cap
  * is too small. Bytes after the plugin name's NUL are sent as zeros. */
 tpx_status_t tpx__bs_info_encode(const tpx_bs_info_t *in, void *buf, uint32_t cap, uint32_t *len);
 /* Decode; TPX_ERR_PROTOCOL unless nhandles is in 1..33, len is exactly
- * TPX_BS_INFO_SIZE(nhandles), plugin holds a NUL and only zeros after it.
+ * TPX_BS_INFO_SIZE(nhandles), plugin and name hold a NUL and only zeros after it.
  * Unused handles[] and padding of *out are zero; *out is written only on success.
  * Values (gpu, chunk_bytes, window) are the engine's to judge. */
 tpx_status_t tpx__bs_info_decode(const void *buf, uint32_t len, tpx_bs_info_t *out);

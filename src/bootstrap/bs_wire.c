@@ -16,7 +16,7 @@ _Static_assert(TPX_BS_HELLO_SIZE == TPX_BS_NONCE_SIZE + 4, "HELLO layout");
 _Static_assert(TPX_BS_CHALLENGE_SIZE == TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE + 4,
                "CHALLENGE layout");
 _Static_assert(TPX_BS_AUTH_SIZE == TPX_BS_MAC_SIZE, "AUTH layout");
-_Static_assert(TPX_BS_INFO_FIXED_SIZE == 20 + TPX_BS_PLUGIN_NAME_SIZE, "INFO layout");
+_Static_assert(TPX_BS_INFO_FIXED_SIZE == 20 + 2 * TPX_BS_PLUGIN_NAME_SIZE, "INFO layout");
 
 /* clang-format off */
 static void put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
@@ -156,7 +156,8 @@ tpx_status_t tpx__bs_info_encode(const tpx_bs_info_t *in, void *buf, uint32_t ca
     if (in->nhandles < 1 || in->nhandles > TPX_BS_MAX_HANDLES)
         return TPX_ERR_INVALID_ARG;
     const char *nul = memchr(in->plugin, '\0', TPX_BS_PLUGIN_NAME_SIZE);
-    if (nul == NULL)
+    const char *nul2 = memchr(in->name, '\0', TPX_BS_PLUGIN_NAME_SIZE);
+    if (nul == NULL || nul2 == NULL)
         return TPX_ERR_INVALID_ARG;
     uint32_t need = TPX_BS_INFO_SIZE(in->nhandles);
     if (cap < need)
@@ -170,6 +171,8 @@ tpx_status_t tpx__bs_info_encode(const tpx_bs_info_t *in, void *buf, uint32_t ca
     size_t namelen = (size_t)(nul - in->plugin);
     memset(p + 20, 0, TPX_BS_PLUGIN_NAME_SIZE);
     memcpy(p + 20, in->plugin, namelen);
+    memset(p + 84, 0, TPX_BS_PLUGIN_NAME_SIZE);
+    memcpy(p + 84, in->name, (size_t)(nul2 - in->name));
     memcpy(p + TPX_BS_INFO_FIXED_SIZE, in->handles, (size_t)in->nhandles * TPX_BS_HANDLE_SIZE);
     *len = need;
     return TPX_OK;
@@ -190,6 +193,10 @@ tpx_status_t tpx__bs_info_decode(const void *buf, uint32_t len, tpx_bs_info_t *o
     size_t namelen = (size_t)(nul - name);
     if (!all_zero(nul, TPX_BS_PLUGIN_NAME_SIZE - namelen))
         return TPX_ERR_PROTOCOL;
+    const unsigned char *ename = p + 84;
+    const unsigned char *nul2 = memchr(ename, '\0', TPX_BS_PLUGIN_NAME_SIZE);
+    if (nul2 == NULL || !all_zero(nul2, TPX_BS_PLUGIN_NAME_SIZE - (size_t)(nul2 - ename)))
+        return TPX_ERR_PROTOCOL;
     /* Built in a zeroed copy so that padding and unused handles are
      * deterministic, then copied out whole. */
     tpx_bs_info_t t;
@@ -200,6 +207,7 @@ tpx_status_t tpx__bs_info_decode(const void *buf, uint32_t len, tpx_bs_info_t *o
     t.nhandles = n;
     t.window = get16(p + 18);
     memcpy(t.plugin, name, TPX_BS_PLUGIN_NAME_SIZE);
+    memcpy(t.name, ename, TPX_BS_PLUGIN_NAME_SIZE);
     memcpy(t.handles, p + TPX_BS_INFO_FIXED_SIZE, (size_t)n * TPX_BS_HANDLE_SIZE);
     memcpy(out, &t, sizeof(t));
     return TPX_OK;

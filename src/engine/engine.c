@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "engine.h"
+#include "remote.h"
 
 TPX_API void tpx_engine_params_init(tpx_engine_params_t *p)
 {
@@ -95,16 +96,27 @@ static void *progress_main(void *arg)
     while (!atomic_load(&e->stop)) {
         if (e->inflight == 0) {
             /* Idle: sleep until work is posted; wake every 100 ms to take
-             * in control messages and check peers. */
+             * in control messages and check peers. An engine that serves
+             * one-sided requests (it exported memory or talks to remotes)
+             * cannot be told that a request came, so it polls: every
+             * 200 us for a second after the last activity, then every
+             * 2 ms. */
+            uint64_t now = tpx__now_ns();
+            long nap = 100 * 1000000L;
+            if (e->nexports > 0 || e->remotes != NULL)
+                nap = now - e->last_move_ns < 1000000000ull ? 200 * 1000L : 2 * 1000000L;
+            uint64_t before = e->nmoves, seen = e->ncompleted;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000000L;
+            ts.tv_nsec += nap;
             if (ts.tv_nsec >= 1000000000L) {
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
             }
             pthread_cond_timedwait(&e->cond, &e->lock, &ts);
             (void)tpx__engine_progress_locked(e);
+            if (e->nmoves != before || e->ncompleted != seen)
+                e->last_move_ns = tpx__now_ns();
             continue;
         }
         uint64_t before = e->nmoves;
@@ -194,6 +206,21 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->progress_cpu = params->progress_cpu;
     snprintf(e->auth_token, sizeof(e->auth_token), "%s",
              params->auth_token ? params->auth_token : tpx__config_str(TPX_CFG_AUTH_TOKEN));
+    if (params->name != NULL && (params->name[0] == '\0' || strlen(params->name) >= 64)) {
+        TPX_ERROR("tpx_engine_create: the engine name must have 1..63 bytes");
+        st = TPX_ERR_INVALID_ARG;
+        goto err_free;
+    }
+    if (params->name != NULL) {
+        snprintf(e->name, sizeof(e->name), "%s", params->name);
+    } else {
+        char host[64] = "host";
+        (void)gethostname(host, sizeof(host) - 1);
+        host[sizeof(host) - 1] = '\0';
+        snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
+    }
+    snprintf(e->bind_addr, sizeof(e->bind_addr), "%s", params->bind_addr ? params->bind_addr : "");
+    e->notif_limit = params->notif_queue > 0 ? (uint32_t)params->notif_queue : 4096;
 
     TPX_CHECK_GOTO(tpx__random_bytes(&e->id, sizeof(e->id)), st, err_free);
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);
@@ -276,8 +303,10 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     atomic_store(&e->stop, 1);
     tpx__engine_reap(e); /* client-side abandoned connects: freed */
     pthread_mutex_unlock(&e->lock);
+    tpx__remotes_fini(e);
     while (e->regions != NULL)
         tpx__region_release(e->regions);
+    tpx__engine_rma_fini(e);
     tpx__engine_unpack_fini(e);
     if (e->bs_fd >= 0)
         close(e->bs_fd);

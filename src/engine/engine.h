@@ -23,6 +23,7 @@
 #include "bootstrap/bootstrap.h"
 #include "common/log.h"
 #include "net/net.h"
+#include "wire.h"
 #include "tpx/tpx.h"
 
 #define TPX_MAX_CHANNELS 32
@@ -47,6 +48,7 @@ typedef struct {
     int8_t dst_dev;     /* CUDA device of dst; -1: host memory */
     uint8_t ev_wslot;   /* window slot whose unpack event covers this receive */
     uint16_t ctrl;      /* SLOT_CTRL: index of the control buffer */
+    uint32_t chunk;     /* SLOT_DATA: chunk index within its stream */
 } tpx_slot_t;
 
 /* A per-comm FIFO of requests in flight: posted >= done, slot = n % cap. */
@@ -62,6 +64,7 @@ struct tpx_comm {
     int is_send;
     int is_ctrl;
     int chan;            /* data channel index (ctrl: -1) */
+    int lane;            /* index into transfers' lane[]: send chan, recv nchan + chan */
     int connecting;      /* connect() called, not finished */
     int id;              /* engine-wide id: index into regions' handle arrays */
     int dev;             /* plugin device */
@@ -83,31 +86,81 @@ typedef struct {
 } tpx_ctrl_out_t;
 
 typedef enum { XF_QUEUED = 0, XF_ACTIVE = 1, XF_DONE = 2 } tpx_xfer_state_t;
-typedef enum { XK_SEND = 1, XK_RECV = 2 } tpx_xfer_kind_t;
+typedef enum {
+    XK_SEND = 1,  /* two-sided */
+    XK_RECV = 2,
+    XK_WRITE = 3, /* one-sided, this side asked (rma.c) */
+    XK_READ = 4,
+    XK_TWRITE = 5, /* one-sided, the peer asked: carried out here (internal) */
+    XK_TREAD = 6,
+} tpx_xfer_kind_t;
 
 typedef struct {
     tpx_xfer_t *next;    /* next transfer in the comm's queue */
     uint32_t next_chunk; /* next chunk of this transfer for that channel */
+    uint32_t seg;        /* segment of the last payload chunk posted (a cursor) */
     uint8_t queued;
 } tpx_lane_t;
+
+/* Where payload bytes live: payload chunk k lies in the segment with the
+ * largest chunk0 <= k. region NULL: discarded (a receive drained). */
+typedef struct {
+    tpx_region_t *region;
+    uint64_t off, len;   /* region offset and length */
+    uint32_t chunk0;     /* index of the segment's first payload chunk */
+} tpx_seg_t;
+
+/* A transfer's chunks in one direction (out: on the send comms, in: on the
+ * receive comms). Chunks [0, nlist) carry the request list (one-sided),
+ * the rest the payload segments. Chunks from `gate` on are not posted
+ * until the gate opens (the owner has not checked the list yet). */
+typedef struct {
+    uint32_t nchunks, nlist, gate;
+    int first_chan;
+} tpx_stream_t;
+
+typedef struct tpx_listbuf tpx_listbuf_t;
 
 struct tpx_xfer {
     tpx_engine_t *e;
     tpx_peer_t *peer;
-    tpx_region_t *region;
+    tpx_region_t *region;    /* two-sided: the user's region */
     tpx_xfer_kind_t kind;
     tpx_xfer_state_t state;
     tpx_status_t status;     /* final status once DONE */
+    tpx_status_t err;        /* one-sided: the owner's refusal, reported at the end */
     uint64_t off, cap, len;  /* region offset, recv capacity, bytes of the message */
     uint64_t seq;
-    uint32_t nchunks, chunks_done;
-    int hdr_pending;         /* send: the header message has not completed */
-    int first_chan;
+    uint32_t nchunks, chunks_done; /* over both streams */
+    int hdr_pending;         /* the header message has not been sent yet */
+    int resp_pending;        /* one-sided request: the owner's answer has not come */
     int drain;               /* recv: message larger than the buffer, discard it */
     int canceled, released;
     uint64_t deadline_ns;
     tpx_xfer_t *next, *prev; /* peer's list of transfers not DONE */
-    tpx_lane_t lane[];       /* one per data channel */
+    /* chunks */
+    tpx_stream_t out, in;
+    tpx_seg_t *segs;         /* payload segments; two-sided: &seg1 */
+    uint32_t nsegs;
+    int segs_owned;
+    tpx_seg_t seg1;
+    tpx_region_t **regions;  /* regions whose bytes move (xfers counted); two-sided: &region */
+    uint32_t nregions;
+    /* one-sided */
+    uint64_t rid;            /* the requester's id of the transfer */
+    uint64_t total;          /* payload bytes */
+    unsigned char *list;     /* the request list (requester: the prep's) */
+    uint64_t list_len;
+    tpx_region_t *list_region;
+    uint32_t list_done;      /* owner: list chunks received */
+    tpx_listbuf_t *lb;       /* owner: pool buffer holding the list */
+    tpx_prep_t *prep;
+    unsigned char *notif;    /* sent to the owner when the transfer completed */
+    uint32_t notif_len;
+    int has_notif;
+    uint32_t want_nent, want_nchunks; /* owner: what the RMA_REQ announced */
+    tpx_xfer_t *rnext, *rprev; /* peer's requests waiting for an answer */
+    tpx_lane_t lane[];       /* 2 * nchan: send lanes, then receive lanes */
 };
 
 typedef enum {
@@ -149,8 +202,18 @@ struct tpx_peer {
     /* discard buffer for drained (truncated) receives */
     void *scratch;
     tpx_region_t *scratch_region;
-    int accepted;         /* server side: handed out by tpx_peer_accept */
+    int accepted;         /* handed out (tpx_peer_connect/accept) or taken by a remote */
+    uint64_t remote_id;   /* the peer engine's id and name (bootstrap INFO) */
+    char remote_name[64];
+    tpx_remote_t *remote; /* the remote that owns this connection, if any */
+    /* one-sided (rma.c) */
+    uint64_t next_rid;
+    tpx_xfer_t *rma_head, *rma_tail; /* requests waiting for an answer, oldest first */
+    tpx_listbuf_t *listbufs;         /* free registered buffers for incoming lists */
+    unsigned char notif_buf[1024];   /* a notification being reassembled */
+    uint32_t notif_got, notif_total;
     uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */
+    uint64_t failed_ns;   /* when it failed */
     int remote_closed;    /* the peer said goodbye / its control stream ended:
                              no new message will come; data in flight still may */
     /* setup state (peer.c) */
@@ -167,6 +230,8 @@ struct tpx_region {
     int refs;          /* user references */
     int xfers;         /* transfers using it */
     int dead;          /* deregistered by the user, waiting for xfers */
+    int holds;         /* preparations naming it (keep the struct, not the memory) */
+    struct tpx_export *exports; /* its exports (export.c) */
     int guard;         /* being deregistered: not released from under the caller */
     int internal;      /* engine-owned (control, scratch) */
     int npieces;       /* registrations per comm (v7 plugins: <= 1 GiB each) */
@@ -211,6 +276,17 @@ struct tpx_engine {
     pthread_t bs_tid;
     int bs_started;
     _Atomic int stop;
+    char name[64];             /* shown to peers */
+    char bind_addr[64];        /* params.bind_addr ("" none) */
+    /* one-sided: exports, remotes, notifications, counters */
+    void *xtab;                /* export table (export.c) */
+    uint32_t nexports;
+    tpx_remote_t *remotes;
+    void **notifs;             /* ring of received notifications */
+    uint32_t notif_head, notif_n, notif_cap;
+    uint32_t notif_limit;      /* the queue's bound (TPX_NOTIF_QUEUE) */
+    int notif_overflow;        /* dropped since the last tpx_get_notifs() */
+    tpx_engine_counters_t ctr;
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
     void *reap;                /* abandoned connects still being driven (peer.c) */
     /* GPU unpack of devmem receives (window.c) */
@@ -231,12 +307,13 @@ int tpx__ctrl_repost(tpx_comm_t *c);
 
 /* xfer.c */
 void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st);
-void tpx__xfer_chunk_done(tpx_xfer_t *x);
+void tpx__xfer_chunk_done(tpx_xfer_t *x, int is_send, uint32_t chunk);
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
                                  tpx_xfer_t *owner);
+/* Encode and queue m with the next control sequence number. */
+tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner);
 void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg);
 void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx);
-void tpx__ctrl_bye(unsigned char msg[TPX_CTRL_MSG_SIZE]);
 /* Post the next queued item of comm c (data chunk or control message).
  * 1 posted, 0 nothing to post / plugin busy, -1 the peer failed. */
 int tpx__comm_post_next(tpx_comm_t *c);
@@ -245,7 +322,37 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
 void tpx__peer_remote_closed(tpx_peer_t *p, const char *why);
 void tpx__engine_sweep(tpx_engine_t *e);
 
+/* xfer.c (shared with rma.c) */
+tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind);
+void tpx__xfer_attach(tpx_xfer_t *x);
+void tpx__xfer_maybe_done(tpx_xfer_t *x);
+void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
+tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
+void tpx__progress_kick(tpx_engine_t *e);
+
+/* rma.c */
+void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m);
+void tpx__rma_list_chunk_done(tpx_xfer_t *x);
+tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m);
+void tpx__rma_completed(tpx_xfer_t *x);
+void tpx__rma_notif_part(tpx_peer_t *p, const tpx_ctrl_t *m);
+void tpx__peer_listbufs_free(tpx_peer_t *p);
+void tpx__engine_rma_fini(tpx_engine_t *e);
+
+/* export.c */
+struct tpx_export {
+    struct tpx_export *next_in_region;
+    uint64_t key;
+    tpx_region_t *region;
+    uint64_t off, len; /* the exported bytes of the region */
+};
+struct tpx_export *tpx__export_find(tpx_engine_t *e, uint64_t key);
+void tpx__region_exports_drop(tpx_region_t *r);
+void tpx__exports_fini(tpx_engine_t *e);
+
 /* mem.c */
+/* Free r once nothing needs it (deregistered, no transfer, no preparation). */
+void tpx__region_maybe_release(tpx_region_t *r);
 /* The plugin handle of r on comm c covering bytes from `off` (4 MiB fit). */
 tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void **mh);
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,

@@ -110,6 +110,7 @@ static void peer_comms_each(tpx_peer_t *p, tpx_region_t *r)
 void tpx__region_release(tpx_region_t *r)
 {
     tpx_engine_t *e = r->e;
+    tpx__region_exports_drop(r);
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
         peer_comms_each(p, r);
     for (tpx_region_t **pp = &e->regions; *pp != NULL; pp = &(*pp)->next) {
@@ -163,12 +164,19 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
     return st;
 }
 
+void tpx__region_maybe_release(tpx_region_t *r)
+{
+    if (r->dead && r->xfers == 0 && r->refs == 0 && r->holds == 0 && !r->guard)
+        tpx__region_release(r);
+}
+
 /* Does a transfer of peer p still have r's bytes with the plugin? */
 static int peer_uses(tpx_peer_t *p, tpx_region_t *r)
 {
     for (tpx_xfer_t *x = p->active; x != NULL; x = x->next)
-        if (x->region == r)
-            return 1;
+        for (uint32_t i = 0; i < x->nregions; i++)
+            if (x->regions[i] == r)
+                return 1;
     return 0;
 }
 
@@ -195,8 +203,7 @@ TPX_API void tpx_mem_deregister(tpx_region_t *r)
             }
             r->guard = 0;
         }
-        if (r->xfers == 0)
-            tpx__region_release(r);
+        tpx__region_maybe_release(r);
     }
     pthread_mutex_unlock(&e->lock);
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "remote.h"
 
 #define MSG_READY (TPX_BS_TYPE_USER + 1)
 #define MAX_SETUPS 64
@@ -62,6 +63,7 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     c->chan = chan;
     c->dev = dev;
     c->win.cap = p->e->window;
+    c->lane = is_ctrl ? -1 : is_send ? chan : p->nchan + chan;
     c->bounce_dev = -2;
     c->id = p->e->next_comm_id++;
     return c;
@@ -79,6 +81,7 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     info.chunk_bytes = e->chunk;
     info.window = (uint16_t)e->window;
     snprintf(info.plugin, sizeof(info.plugin), "%s", e->net->name);
+    snprintf(info.name, sizeof(info.name), "%s", e->name);
     s->nlisten = 1 + e->nchan;
     info.nhandles = (uint16_t)s->nlisten;
     tpx_status_t st = TPX_OK;
@@ -123,6 +126,8 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
         TPX_ERROR("peer %s: chunk size %u out of range", p->name, info.chunk_bytes);
         return TPX_ERR_PROTOCOL;
     }
+    p->remote_id = info.engine_id;
+    snprintf(p->remote_name, sizeof(p->remote_name), "%s", info.name);
     /* Both sides compute the same agreement. */
     p->nchan = TPX_MIN(e->nchan, info.nhandles - 1);
     p->chunk = TPX_MIN(e->chunk, info.chunk_bytes);
@@ -395,9 +400,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
     if (p->state == PEER_READY) {
         /* Tell the peer, best effort, bounded: a BYE that cannot leave
          * within 100 ms is dropped (the bootstrap EOF says it too). */
-        unsigned char msg[TPX_CTRL_MSG_SIZE];
-        tpx__ctrl_bye(msg);
-        if (tpx__peer_ctrl_post(p, msg, NULL) == TPX_OK) {
+        if (tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_BYE}, NULL) == TPX_OK) {
             uint64_t until = tpx__now_ns() + 100 * 1000000ull;
             while (p->state == PEER_READY && p->outbox_n > 0 && tpx__now_ns() < until) {
                 (void)tpx__comm_progress(p->ctrl_send);
@@ -415,6 +418,8 @@ void tpx__peer_destroy(tpx_peer_t *p)
         tpx__peer_fail(p, TPX_ERR_CANCELED, "closed by the application");
     }
     p->state = PEER_CLOSED;
+    if (p->remote != NULL && p->remote->peer == p)
+        p->remote->peer = NULL;
     for (tpx_peer_t **pp = &e->peers; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == p) {
             *pp = p->next;
@@ -434,6 +439,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         comm_close(e, p->send[k]);
         comm_close(e, p->recv[k]);
     }
+    tpx__peer_listbufs_free(p);
     if (p->ctrl_region)
         tpx__region_release(p->ctrl_region);
     if (p->scratch_region)
@@ -562,6 +568,19 @@ static void *bs_main(void *arg)
             }
             n++;
         }
+        /* A peer nobody took (tpx_peer_accept or a remote) that failed
+         * long ago is freed: servers of one-sided requests never accept. */
+        pthread_mutex_lock(&e->lock);
+        tpx_peer_t *stale = NULL;
+        for (tpx_peer_t *q = e->peers; q != NULL && stale == NULL; q = q->next)
+            if (!q->accepted && q->state == PEER_FAILED &&
+                tpx__now_ns() - q->failed_ns > 30 * 1000000000ull)
+                stale = q;
+        if (stale != NULL)
+            stale->accepted = 1; /* ours now */
+        pthread_mutex_unlock(&e->lock);
+        if (stale != NULL)
+            tpx__peer_destroy(stale);
         if (e->reap != NULL) {
             connecting = 1;
             pthread_mutex_lock(&e->lock);

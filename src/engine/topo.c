@@ -6,6 +6,14 @@
  * nearest its GPU in the PCI tree (the longest common sysfs path: same
  * switch beats same root complex beats same host), and a host-memory engine
  * (gpu -1), or one whose GPU or NICs have no PCI path, uses every device.
+ *
+ * Then TPX_NIC_FUSE: a channel's comm lives on one plugin device, and the
+ * engine deals chunks round-robin, so with one NIC per channel the slowest
+ * link paces all. Fused, the NICs become one virtual device (makeVDevice,
+ * NCCL's vNIC; groups of at most 4) that every channel uses, and the plugin
+ * spreads each comm over all the links (the built-in transport gives a slow
+ * link fewer pieces). TCPX has no virtual devices (v7), nor does a devmem
+ * (UNPACK) plugin such as the built-in strict TCPX mode.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -120,7 +128,8 @@ static int pci_nearest(tpx_engine_t *e, int gpu, int *devs, int *ndevs)
     return *ndevs > 0;
 }
 
-tpx_status_t tpx__topo_devs(tpx_engine_t *e)
+/* The NICs of the engine, before fusing. */
+static tpx_status_t topo_nics(tpx_engine_t *e)
 {
     const char *map = tpx__config_str(TPX_CFG_NIC_MAP);
     if (map[0] != '\0' && e->gpu >= 0) {
@@ -136,6 +145,96 @@ tpx_status_t tpx__topo_devs(tpx_engine_t *e)
     for (int d = 0; d < e->ndevs; d++)
         e->devs[d] = d;
     return TPX_OK;
+}
+
+/* TPX_NIC_FUSE: -1 auto, 0 off, 1 required; -2 if malformed (said). */
+static int fuse_mode(void)
+{
+    const char *v = tpx__config_str(TPX_CFG_NIC_FUSE);
+    if (strcmp(v, "auto") == 0)
+        return -1;
+    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+        return v[0] - '0';
+    TPX_ERROR("TPX_NIC_FUSE=%s is not valid: expected auto, 0 or 1", v);
+    return -2;
+}
+
+/* Replace e->devs by virtual devices of at most TPX_NCCL_NET_MAX_DEVS_PER_NIC
+ * NICs each, in even groups (8 NICs: 2 x 4; 5: 3 + 2). */
+static tpx_status_t topo_fuse(tpx_engine_t *e, int required)
+{
+    enum { MAXM = TPX_NCCL_NET_MAX_DEVS_PER_NIC };
+    /* The physical devices behind the chosen ones (a plugin may list
+     * virtual devices already), each once. */
+    int phys[TPX_MAX_CHANNELS * MAXM], nphys = 0;
+    for (int i = 0; i < e->ndevs; i++) {
+        tpx_net_props_t p;
+        tpx_status_t st = tpx__net_props(e->net, e->devs[i], &p);
+        if (st != TPX_OK)
+            return st;
+        for (int m = 0; m < p.nmembers; m++) {
+            int dup = 0;
+            for (int k = 0; k < nphys; k++)
+                dup |= phys[k] == p.members[m];
+            if (!dup && nphys < (int)(sizeof(phys) / sizeof(phys[0])))
+                phys[nphys++] = p.members[m];
+        }
+    }
+    int ngroups = (nphys + MAXM - 1) / MAXM;
+    int vdevs[TPX_MAX_CHANNELS];
+    if (ngroups > TPX_MAX_CHANNELS)
+        ngroups = TPX_MAX_CHANNELS;
+    for (int g = 0; g < ngroups; g++) {
+        int lo = g * nphys / ngroups, hi = (g + 1) * nphys / ngroups;
+        tpx_status_t st = tpx__net_make_vdev(e->net, phys + lo, hi - lo, &vdevs[g]);
+        if (st != TPX_OK) {
+            if (required) {
+                TPX_ERROR("TPX_NIC_FUSE=1: plugin %s could not fuse %d NIC(s) into a virtual "
+                          "device (see above)", e->net->name, hi - lo);
+                return st;
+            }
+            TPX_WARN("TPX_NIC_FUSE=auto: plugin %s could not fuse the NICs (see above); each "
+                     "channel uses one NIC", e->net->name);
+            return TPX_OK;
+        }
+    }
+    for (int g = 0; g < ngroups; g++) {
+        tpx_net_props_t p;
+        if (tpx__net_props(e->net, vdevs[g], &p) == TPX_OK)
+            TPX_INFO("channels use virtual device %d: %s, %d NIC(s), %d Mb/s", vdevs[g], p.name,
+                     p.nmembers, p.speed_mbps);
+        e->devs[g] = vdevs[g];
+    }
+    e->ndevs = ngroups;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__topo_devs(tpx_engine_t *e)
+{
+    int mode = fuse_mode();
+    if (mode == -2)
+        return TPX_ERR_CONFIG;
+    tpx_status_t st = topo_nics(e);
+    if (st != TPX_OK || mode == 0)
+        return st;
+    tpx_net_props_t p;
+    st = tpx__net_props(e->net, e->devs[0], &p);
+    if (st != TPX_OK)
+        return st;
+    int devmem = e->net->is_tcpx || p.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
+    if (mode < 0)
+        return e->ndevs > 1 && !devmem && tpx__net_has_vdev(e->net) ? topo_fuse(e, 0) : TPX_OK;
+    if (devmem) {
+        TPX_ERROR("TPX_NIC_FUSE=1: plugin %s delivers devmem receives (TCPX), which has no "
+                  "virtual devices; use TPX_NIC_FUSE=auto or 0", e->net->name);
+        return TPX_ERR_UNSUPPORTED;
+    }
+    if (!tpx__net_has_vdev(e->net)) {
+        TPX_ERROR("TPX_NIC_FUSE=1: plugin %s (ncclNet v%d) has no makeVDevice (virtual devices "
+                  "need v9+); use TPX_NIC_FUSE=auto or 0", e->net->name, e->net->abi);
+        return TPX_ERR_UNSUPPORTED;
+    }
+    return topo_fuse(e, 1);
 }
 
 /* A CPU on the NUMA node of the engine's first NIC, for the progress

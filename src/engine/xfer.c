@@ -20,53 +20,27 @@
 
 #include "engine.h"
 
-#define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 1
-enum { CTRL_SEND_HDR = 1, CTRL_BYE = 2 };
-
-typedef struct {
-    uint16_t type;
-    uint64_t seq, len;
-} ctrl_msg_t;
-
-static void put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
-static void put32(unsigned char *p, uint32_t v) { put16(p, (uint16_t)(v >> 16)); put16(p + 2, (uint16_t)v); }
-static void put64(unsigned char *p, uint64_t v) { put32(p, (uint32_t)(v >> 32)); put32(p + 4, (uint32_t)v); }
-static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint32_t get32(const unsigned char *p) { return (uint32_t)get16(p) << 16 | get16(p + 2); }
-static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
-
-static void ctrl_encode(const ctrl_msg_t *m, unsigned char out[TPX_CTRL_MSG_SIZE])
+/* Send a control message (its seq is assigned here, in posting order). */
+tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner)
 {
-    memset(out, 0, TPX_CTRL_MSG_SIZE);
-    put32(out, CTRL_MAGIC);
-    put16(out + 4, CTRL_VERSION);
-    put16(out + 6, m->type);
-    put64(out + 8, m->seq);
-    put64(out + 16, m->len);
-}
-
-static tpx_status_t ctrl_decode(const unsigned char *in, ctrl_msg_t *m)
-{
-    if (get32(in) != CTRL_MAGIC || get16(in + 4) != CTRL_VERSION)
-        return TPX_ERR_PROTOCOL;
-    m->type = get16(in + 6);
-    m->seq = get64(in + 8);
-    m->len = get64(in + 16);
-    if (m->type != CTRL_SEND_HDR && m->type != CTRL_BYE)
-        return TPX_ERR_PROTOCOL;
-    return TPX_OK;
-}
-
-void tpx__ctrl_bye(unsigned char msg[TPX_CTRL_MSG_SIZE])
-{
-    ctrl_encode(&(ctrl_msg_t){.type = CTRL_BYE}, msg);
+    unsigned char msg[TPX_CTRL_MSG_SIZE];
+    m->seq = p->send_seq;
+    tpx__ctrl_encode(m, msg);
+    tpx_status_t st = tpx__peer_ctrl_post(p, msg, owner);
+    if (st == TPX_OK)
+        p->send_seq++;
+    return st;
 }
 
 /* ---- completion ---------------------------------------------------------------- */
 
 static void xfer_free(tpx_xfer_t *x)
 {
+    if (x->segs_owned) {
+        free(x->segs);
+        free(x->regions);
+    }
+    free(x->notif);
     free(x);
 }
 
@@ -76,6 +50,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
         return;
     tpx_engine_t *e = x->e;
     tpx_peer_t *p = x->peer;
+    int was_active = x->state == XF_ACTIVE || x->kind == XK_RECV;
     x->state = XF_DONE;
     x->status = x->canceled && st == TPX_OK ? TPX_ERR_CANCELED : st;
     if (x->prev)
@@ -85,15 +60,18 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     if (x->next)
         x->next->prev = x->prev;
     x->next = x->prev = NULL;
+    (void)was_active;
     e->inflight--;
     e->ncompleted++;
-    tpx_region_t *r = x->region;
-    x->region = NULL;
-    if (r != NULL) {
+    if (x->kind >= XK_WRITE)
+        tpx__rma_completed(x);
+    for (uint32_t i = 0; i < x->nregions; i++) {
+        tpx_region_t *r = x->regions[i];
         r->xfers--;
-        if (r->dead && r->xfers == 0 && r->refs == 0 && !r->guard)
-            tpx__region_release(r);
+        tpx__region_maybe_release(r);
     }
+    x->nregions = 0;
+    x->region = NULL;
     uint64_t one = 1;
     ssize_t n = write(e->efd, &one, sizeof(one));
     (void)n;
@@ -104,45 +82,91 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
 }
 
-static void xfer_maybe_done(tpx_xfer_t *x)
+void tpx__xfer_maybe_done(tpx_xfer_t *x)
 {
-    if (x->state == XF_ACTIVE && x->chunks_done == x->nchunks && !x->hdr_pending)
-        tpx__xfer_complete(x, x->drain ? TPX_ERR_TRUNCATED : TPX_OK);
+    if (x->state == XF_ACTIVE && x->chunks_done == x->nchunks && !x->hdr_pending &&
+        !x->resp_pending)
+        tpx__xfer_complete(x, x->drain ? TPX_ERR_TRUNCATED : x->err);
 }
 
-void tpx__xfer_chunk_done(tpx_xfer_t *x)
+void tpx__xfer_chunk_done(tpx_xfer_t *x, int is_send, uint32_t chunk)
 {
     x->chunks_done++;
-    xfer_maybe_done(x);
+    if (!is_send && chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD))
+        tpx__rma_list_chunk_done(x);
+    tpx__xfer_maybe_done(x);
 }
 
 /* ---- lanes: the chunks of a transfer on one data comm ----------------------------- */
 
-static void lanes_enqueue(tpx_xfer_t *x, tpx_comm_t **comms)
+/* Queue stream st of x on the send (or receive) comms: chunk j goes to
+ * channel (first_chan + j) % nchan. */
+void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send)
 {
     tpx_peer_t *p = x->peer;
+    tpx_comm_t **comms = is_send ? p->send : p->recv;
     for (int k = 0; k < p->nchan; k++) {
-        uint32_t j0 = (uint32_t)((k - x->first_chan + p->nchan) % p->nchan);
-        if (j0 >= x->nchunks)
+        uint32_t j0 = (uint32_t)((k - st->first_chan + p->nchan) % p->nchan);
+        if (j0 >= st->nchunks)
             continue;
         tpx_comm_t *c = comms[k];
-        x->lane[k] = (tpx_lane_t){.next = NULL, .next_chunk = j0, .queued = 1};
+        x->lane[c->lane] = (tpx_lane_t){.next = NULL, .next_chunk = j0, .seg = 0, .queued = 1};
         if (c->q_tail)
-            c->q_tail->lane[k].next = x;
+            c->q_tail->lane[c->lane].next = x;
         else
             c->q_head = x;
         c->q_tail = x;
     }
 }
 
+static void stream_kick(tpx_xfer_t *x, const tpx_stream_t *st, int is_send)
+{
+    tpx_peer_t *p = x->peer;
+    for (int k = 0; k < p->nchan && k < (int)st->nchunks; k++)
+        tpx__comm_kick((is_send ? p->send : p->recv)[(st->first_chan + k) % p->nchan]);
+}
+
 static void lane_pop(tpx_comm_t *c)
 {
     tpx_xfer_t *x = c->q_head;
-    c->q_head = x->lane[c->chan].next;
+    c->q_head = x->lane[c->lane].next;
     if (c->q_head == NULL)
         c->q_tail = NULL;
-    x->lane[c->chan].next = NULL;
-    x->lane[c->chan].queued = 0;
+    x->lane[c->lane].next = NULL;
+    x->lane[c->lane].queued = 0;
+}
+
+/* Chunk j of a stream: its buffer, length, region and region offset
+ * (region NULL: the peer's scratch buffer, the bytes are discarded). */
+typedef struct {
+    char *buf;
+    uint32_t len;
+    tpx_region_t *region;
+    uint64_t roff;
+} chunk_at_t;
+
+static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, uint32_t j,
+                         chunk_at_t *out)
+{
+    tpx_peer_t *p = x->peer;
+    uint64_t chunk = p->chunk;
+    if (j < st->nlist) {
+        uint64_t o = (uint64_t)j * chunk;
+        out->buf = (char *)x->list + o;
+        out->len = (uint32_t)TPX_MIN(chunk, x->list_len - o);
+        out->region = x->list_region;
+        out->roff = (uint64_t)((uintptr_t)x->list - x->list_region->base) + o;
+        return;
+    }
+    uint32_t k = j - st->nlist;
+    while (l->seg + 1 < x->nsegs && x->segs[l->seg + 1].chunk0 <= k)
+        l->seg++;
+    const tpx_seg_t *g = &x->segs[l->seg];
+    uint64_t o = (uint64_t)(k - g->chunk0) * chunk;
+    out->len = (uint32_t)TPX_MIN(chunk, g->len - o);
+    out->region = g->region;
+    out->roff = g->off + o;
+    out->buf = g->region ? (char *)g->region->base + g->off + o : NULL;
 }
 
 static int post_data(tpx_comm_t *c)
@@ -152,18 +176,23 @@ static int post_data(tpx_comm_t *c)
     tpx_xfer_t *x = c->q_head;
     if (x == NULL)
         return 0;
-    tpx_lane_t *l = &x->lane[c->chan];
-    uint64_t off = (uint64_t)l->next_chunk * p->chunk;
-    uint32_t len = (uint32_t)TPX_MIN((uint64_t)p->chunk, x->len - off);
-    tpx_region_t *r = x->drain ? p->scratch_region : x->region;
-    char *buf = x->drain ? (char *)p->scratch : (char *)x->region->base + x->off + off;
+    tpx_lane_t *l = &x->lane[c->lane];
+    const tpx_stream_t *stm = c->is_send ? &x->out : &x->in;
+    uint32_t j = l->next_chunk;
+    if (j >= stm->gate)
+        return 0; /* the owner has not checked the request list yet */
+    chunk_at_t at;
+    chunk_locate(x, stm, l, j, &at);
+    int discard = at.region == NULL;
+    tpx_region_t *r = discard ? p->scratch_region : at.region;
+    char *buf = discard ? (char *)p->scratch : at.buf;
     void *mh;
-    tpx_status_t st = tpx__region_mh(r, c, x->drain ? 0 : x->off + off, &mh);
+    tpx_status_t st = tpx__region_mh(r, c, discard ? 0 : at.roff, &mh);
     tpx_slot_t *s = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
     s->req = NULL;
     if (st == TPX_OK)
-        st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, len, 0, mh, &s->req)
-                        : tpx__net_irecv(e->net, c->comm, buf, len, 0, mh, &s->req);
+        st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, at.len, 0, mh, &s->req)
+                        : tpx__net_irecv(e->net, c->comm, buf, at.len, 0, mh, &s->req);
     if (st != TPX_OK) {
         tpx__peer_fail(p, st, c->is_send ? "posting a send failed" : "posting a receive failed");
         return -1;
@@ -172,13 +201,14 @@ static int post_data(tpx_comm_t *c)
         return 0; /* the plugin is busy: retry on the next progress call */
     s->kind = SLOT_DATA;
     s->tested = s->launched = 0;
-    s->dst_dev = x->drain ? -1 : (int8_t)x->region->cuda_dev;
-    s->dst = x->drain ? NULL : buf;
+    s->dst_dev = discard ? -1 : (int8_t)r->cuda_dev;
+    s->dst = discard ? NULL : buf;
     s->x = x;
-    s->len = len;
+    s->len = at.len;
+    s->chunk = j;
     c->win.posted++;
     l->next_chunk += (uint32_t)p->nchan;
-    if (l->next_chunk >= x->nchunks)
+    if (l->next_chunk >= stm->nchunks)
         lane_pop(c);
     return 1;
 }
@@ -258,67 +288,87 @@ void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx)
     p->ctrl_send_free[p->ctrl_send_nfree++] = idx;
     if (owner != NULL) {
         owner->hdr_pending = 0;
-        xfer_maybe_done(owner);
+        tpx__xfer_maybe_done(owner);
     }
 }
 
 /* Start receiving the message announced by `m` into receive `x`. */
-static void recv_match(tpx_peer_t *p, tpx_xfer_t *x, const ctrl_msg_t *m)
+static void recv_match(tpx_peer_t *p, tpx_xfer_t *x, const tpx_ctrl_t *m)
 {
     x->len = m->len;
     x->seq = m->seq;
+    x->seg1 = (tpx_seg_t){.region = x->region, .off = x->off, .len = m->len, .chunk0 = 0};
     if (m->len > x->cap) {
         x->drain = 1;
+        x->seg1.region = NULL;
         TPX_WARN("peer %s: message %llu of %llu bytes is larger than the receive of %llu bytes: "
                  "discarded (TPX_ERR_TRUNCATED)", p->name, (unsigned long long)m->seq,
                  (unsigned long long)m->len, (unsigned long long)x->cap);
     }
     x->nchunks = (uint32_t)((m->len + p->chunk - 1) / p->chunk);
-    x->first_chan = p->recv_cursor;
+    x->in = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
+                           .first_chan = p->recv_cursor};
     p->recv_cursor = (int)((p->recv_cursor + x->nchunks) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     if (x->nchunks == 0) {
-        xfer_maybe_done(x);
+        tpx__xfer_maybe_done(x);
         return;
     }
-    lanes_enqueue(x, p->recv);
+    tpx__stream_enqueue(x, &x->in, 0);
 }
 
-void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
+/* Does `m` carry data on the data channels (so it takes its turn in the
+ * chunk order)? */
+static int ctrl_has_data(const tpx_ctrl_t *m)
 {
-    ctrl_msg_t m;
-    if (ctrl_decode(msg, &m) != TPX_OK) {
-        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "malformed control message");
-        return;
-    }
-    if (m.type == CTRL_BYE) {
-        tpx__peer_remote_closed(p, "the peer closed the connection");
-        return;
-    }
-    if (m.seq != p->recv_seq) {
-        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "control messages out of sequence");
-        return;
-    }
-    p->recv_seq++;
-    if (m.len > ((uint64_t)1 << 48)) {
-        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "announced message size is absurd");
-        return;
-    }
-    if (p->recv_pending_n > 0) {
+    return m->type == TPX_CTRL_SEND_HDR || m->type == TPX_CTRL_RMA_REQ ||
+           (m->type == TPX_CTRL_RMA_RESP && m->nchunks > 0);
+}
+
+/* Start a message that carries data, in arrival order. 0: it must wait
+ * for a tpx_recv() (a two-sided message with no receive posted). */
+static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    switch (m->type) {
+    case TPX_CTRL_SEND_HDR: {
+        if (p->recv_pending_n == 0)
+            return 0;
         tpx_xfer_t *x = p->recv_pending[0];
         memmove(p->recv_pending, p->recv_pending + 1,
                 (p->recv_pending_n - 1) * sizeof(*p->recv_pending));
         p->recv_pending_n--;
-        recv_match(p, x, &m);
-        return;
+        recv_match(p, x, m);
+        return 1;
     }
+    case TPX_CTRL_RMA_REQ:
+        tpx__rma_target_begin(p, m);
+        return 1;
+    default:
+        (void)tpx__rma_resp(p, m);
+        return 1;
+    }
+}
+
+/* Start queued messages from the head while they can start. */
+static void peer_drain_queue(tpx_peer_t *p)
+{
+    while (p->unexpected_n > 0 && p->state == PEER_READY) {
+        tpx_ctrl_t m;
+        (void)tpx__ctrl_decode(p->unexpected[p->unexpected_head], &m); /* checked on arrival */
+        if (!peer_start_data(p, &m))
+            return;
+        p->unexpected_head = (p->unexpected_head + 1) % p->unexpected_cap;
+        p->unexpected_n--;
+    }
+}
+
+static tpx_status_t peer_queue(tpx_peer_t *p, const unsigned char *msg)
+{
     if (p->unexpected_n == p->unexpected_cap) {
         uint32_t cap = p->unexpected_cap ? p->unexpected_cap * 2 : 64;
         unsigned char(*nb)[TPX_CTRL_MSG_SIZE] = malloc(cap * sizeof(*nb));
-        if (nb == NULL) {
-            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for an early message header");
-            return;
-        }
+        if (nb == NULL)
+            return TPX_ERR_NO_MEMORY;
         for (uint32_t i = 0; i < p->unexpected_n; i++)
             memcpy(nb[i], p->unexpected[(p->unexpected_head + i) % p->unexpected_cap],
                    TPX_CTRL_MSG_SIZE);
@@ -330,6 +380,42 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
     memcpy(p->unexpected[(p->unexpected_head + p->unexpected_n) % p->unexpected_cap], msg,
            TPX_CTRL_MSG_SIZE);
     p->unexpected_n++;
+    return TPX_OK;
+}
+
+void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
+{
+    tpx_ctrl_t m;
+    if (tpx__ctrl_decode(msg, &m) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "malformed control message");
+        return;
+    }
+    if (m.seq != p->recv_seq) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "control messages out of sequence");
+        return;
+    }
+    p->recv_seq++;
+    if (m.type == TPX_CTRL_BYE) {
+        tpx__peer_remote_closed(p, "the peer closed the connection");
+        return;
+    }
+    if (m.type == TPX_CTRL_SEND_HDR && m.len > ((uint64_t)1 << 48)) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "announced message size is absurd");
+        return;
+    }
+    if (m.type == TPX_CTRL_NOTIF) {
+        tpx__rma_notif_part(p, &m);
+        return;
+    }
+    if (!ctrl_has_data(&m)) {
+        (void)tpx__rma_resp(p, &m); /* an answer without data: not in the chunk order */
+        return;
+    }
+    /* Messages with data start in arrival order: behind any that wait. */
+    if (p->unexpected_n == 0 && peer_start_data(p, &m))
+        return;
+    if (peer_queue(p, msg) != TPX_OK)
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for an early message header");
 }
 
 /* ---- failure, deadlines, liveness -------------------------------------------------- */
@@ -359,6 +445,7 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
         return;
     p->state = PEER_FAILED;
     p->error = st;
+    p->failed_ns = tpx__now_ns();
     if (p->active != NULL || p->recv_pending_n > 0)
         TPX_WARN("peer %s: %s (%s); its transfers end with this error", p->name, why,
                  tpx_status_string(st));
@@ -432,6 +519,23 @@ void tpx__engine_sweep(tpx_engine_t *e)
 
 /* ---- the API ------------------------------------------------------------------------ */
 
+tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind)
+{
+    tpx_xfer_t *x = calloc(1, sizeof(*x) + 2 * (size_t)p->nchan * sizeof(tpx_lane_t));
+    if (x == NULL)
+        return NULL;
+    x->e = p->e;
+    x->peer = p;
+    x->kind = kind;
+    x->status = TPX_INPROGRESS;
+    x->out.gate = x->in.gate = UINT32_MAX;
+    x->segs = &x->seg1;
+    x->nsegs = 1;
+    x->regions = &x->region;
+    x->deadline_ns = tpx__now_ns() + (uint64_t)p->e->timeout_ms * 1000000ull;
+    return x;
+}
+
 static tpx_status_t xfer_new(tpx_peer_t *p, tpx_region_t *r, size_t offset, size_t len,
                              tpx_xfer_kind_t kind, tpx_xfer_t **user_out, tpx_xfer_t **out)
 {
@@ -449,26 +553,24 @@ static tpx_status_t xfer_new(tpx_peer_t *p, tpx_region_t *r, size_t offset, size
                   offset, offset + len, r->len);
         return TPX_ERR_INVALID_ARG;
     }
-    tpx_xfer_t *x = calloc(1, sizeof(*x) + (size_t)p->nchan * sizeof(tpx_lane_t));
+    tpx_xfer_t *x = tpx__xfer_alloc(p, kind);
     if (x == NULL)
         return TPX_ERR_NO_MEMORY;
-    x->e = p->e;
-    x->peer = p;
-    x->kind = kind;
     x->region = r;
+    x->nregions = 1;
     x->off = offset;
     x->cap = len;
     x->len = len;
-    x->status = TPX_INPROGRESS;
-    x->deadline_ns = tpx__now_ns() + (uint64_t)p->e->timeout_ms * 1000000ull;
+    x->seg1 = (tpx_seg_t){.region = r, .off = offset, .len = len, .chunk0 = 0};
     *out = x;
     return TPX_OK;
 }
 
-static void xfer_attach(tpx_xfer_t *x)
+void tpx__xfer_attach(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
-    x->region->xfers++;
+    for (uint32_t i = 0; i < x->nregions; i++)
+        x->regions[i]->xfers++;
     x->next = p->active;
     if (p->active)
         p->active->prev = x;
@@ -476,7 +578,7 @@ static void xfer_attach(tpx_xfer_t *x)
     p->e->inflight++;
 }
 
-static tpx_status_t peer_usable(tpx_peer_t *p, const char *fn)
+tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn)
 {
     /* After the peer's goodbye, a receive can still take a message it
      * announced before leaving (its data may sit in the kernel's buffers). */
@@ -493,7 +595,7 @@ static tpx_status_t peer_usable(tpx_peer_t *p, const char *fn)
     return TPX_ERR_INVALID_STATE;
 }
 
-static void progress_kick(tpx_engine_t *e)
+void tpx__progress_kick(tpx_engine_t *e)
 {
     if (e->progress_thread)
         pthread_cond_broadcast(&e->cond);
@@ -508,34 +610,31 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
         return st;
     tpx_engine_t *e = p->e;
     pthread_mutex_lock(&e->lock);
-    st = peer_usable(p, "tpx_send");
+    st = tpx__peer_usable(p, "tpx_send");
     if (st != TPX_OK)
         goto err_unlock;
     x->seq = p->send_seq;
     x->nchunks = (uint32_t)((len + p->chunk - 1) / p->chunk);
-    x->first_chan = p->send_cursor;
+    x->out = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
+                            .first_chan = p->send_cursor};
     x->hdr_pending = 1;
-    unsigned char msg[TPX_CTRL_MSG_SIZE];
-    ctrl_encode(&(ctrl_msg_t){.type = CTRL_SEND_HDR, .seq = x->seq, .len = len}, msg);
-    st = tpx__peer_ctrl_post(p, msg, x);
+    st = tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_SEND_HDR, .len = len}, x);
     if (st != TPX_OK)
         goto err_unlock;
-    p->send_seq++;
     p->send_cursor = (int)((p->send_cursor + x->nchunks) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
-    xfer_attach(x);
-    lanes_enqueue(x, p->send);
+    tpx__xfer_attach(x);
+    tpx__stream_enqueue(x, &x->out, 1);
     tpx__comm_kick(p->ctrl_send);
-    for (int k = 0; k < p->nchan && k < (int)x->nchunks; k++)
-        tpx__comm_kick(p->send[(x->first_chan + k) % p->nchan]);
-    progress_kick(e);
+    stream_kick(x, &x->out, 1);
+    tpx__progress_kick(e);
     pthread_mutex_unlock(&e->lock);
     *out = x;
     return TPX_OK;
 
 err_unlock:
     pthread_mutex_unlock(&e->lock);
-    free(x);
+    xfer_free(x);
     return st;
 }
 
@@ -548,7 +647,7 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
         return st;
     tpx_engine_t *e = p->e;
     pthread_mutex_lock(&e->lock);
-    st = peer_usable(p, "tpx_recv");
+    st = tpx__peer_usable(p, "tpx_recv");
     if (st != TPX_OK)
         goto err_unlock;
     if (p->recv_pending_n == p->recv_pending_cap) {
@@ -562,28 +661,23 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
         p->recv_pending_cap = cap;
     }
     x->state = XF_QUEUED;
-    xfer_attach(x);
+    tpx__xfer_attach(x);
+    p->recv_pending[p->recv_pending_n++] = x;
     if (p->unexpected_n > 0) {
-        ctrl_msg_t m;
-        (void)ctrl_decode(p->unexpected[p->unexpected_head], &m); /* checked on arrival */
-        p->unexpected_head = (p->unexpected_head + 1) % p->unexpected_cap;
-        p->unexpected_n--;
-        recv_match(p, x, &m);
-        for (int k = 0; k < p->nchan && k < (int)x->nchunks; k++)
-            tpx__comm_kick(p->recv[(x->first_chan + k) % p->nchan]);
-        if (p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED)
+        peer_drain_queue(p);
+        if (x->state != XF_QUEUED)
+            stream_kick(x, &x->in, 0);
+        if (p->state == PEER_READY && p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED)
             (void)tpx__ctrl_repost(p->ctrl_recv);
-    } else {
-        p->recv_pending[p->recv_pending_n++] = x;
     }
-    progress_kick(e);
+    tpx__progress_kick(e);
     pthread_mutex_unlock(&e->lock);
     *out = x;
     return TPX_OK;
 
 err_unlock:
     pthread_mutex_unlock(&e->lock);
-    free(x);
+    xfer_free(x);
     return st;
 }
 

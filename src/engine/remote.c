@@ -1,0 +1,315 @@
+/*
+ * remote.c - metadata blobs and remotes.
+ *
+ * tpx_engine_get_metadata() describes this engine (identity, where its
+ * bootstrap listens, plugin, GPU, channels, NICs); a peer loads the blob
+ * with tpx_engine_load_remote() and gets a remote. A remote connects on
+ * first use: it takes a connection the remote engine already opened to us
+ * (one connection serves both directions), or connects to the advertised
+ * addresses in order, checking that the engine reached is the one the blob
+ * names. A failed connection is replaced on the next use (a new epoch).
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remote.h"
+
+/* ---- metadata ------------------------------------------------------------------------- */
+
+static int addr_is_wildcard(const char *a)
+{
+    return a[0] == '\0' || strcmp(a, "0.0.0.0") == 0 || strcmp(a, "::") == 0 ||
+           strcmp(a, "*") == 0;
+}
+
+/* Every up interface's address, IPv4 first, loopback last. */
+static void md_addrs(const tpx_engine_t *e, tpx_md_t *md)
+{
+    if (!addr_is_wildcard(e->bind_addr)) {
+        snprintf(md->addr[0], sizeof(md->addr[0]), "%s", e->bind_addr);
+        md->naddrs = 1;
+        return;
+    }
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) != 0)
+        ifa = NULL;
+    for (int pass = 0; pass < 4; pass++) {
+        int want_lo = pass >= 2, want_v4 = pass % 2 == 0;
+        for (struct ifaddrs *i = ifa; i != NULL && md->naddrs < TPX_MD_MAX_ADDRS; i = i->ifa_next) {
+            if (i->ifa_addr == NULL || !(i->ifa_flags & IFF_UP) ||
+                !!(i->ifa_flags & IFF_LOOPBACK) != want_lo)
+                continue;
+            int fam = i->ifa_addr->sa_family;
+            if (fam != (want_v4 ? AF_INET : AF_INET6))
+                continue;
+            if (fam == AF_INET6 &&
+                IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr))
+                continue;
+            char host[NI_MAXHOST];
+            socklen_t sl = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+            if (getnameinfo(i->ifa_addr, sl, host, sizeof(host), NULL, 0, NI_NUMERICHOST) != 0 ||
+                strlen(host) >= TPX_MD_STR)
+                continue;
+            snprintf(md->addr[md->naddrs++], TPX_MD_STR, "%s", host);
+        }
+    }
+    if (ifa != NULL)
+        freeifaddrs(ifa);
+    if (md->naddrs == 0) {
+        snprintf(md->addr[0], TPX_MD_STR, "127.0.0.1");
+        md->naddrs = 1;
+    }
+}
+
+TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *e, void *buf, size_t *len)
+{
+    if (e == NULL || len == NULL || (buf == NULL && *len > 0)) {
+        TPX_ERROR("tpx_engine_get_metadata: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (e->bs_port < 0) {
+        TPX_ERROR("tpx_engine_get_metadata: the engine has no bootstrap port (TPX_PORT_NONE): "
+                  "peers could not reach it");
+        return TPX_ERR_INVALID_STATE;
+    }
+    static tpx_md_t zero;
+    tpx_md_t md = zero;
+    md.engine_id = e->id;
+    md.gpu = e->gpu;
+    md.chunk = e->chunk;
+    md.channels = (uint16_t)e->nchan;
+    md.port = (uint16_t)e->bs_port;
+    snprintf(md.name, sizeof(md.name), "%s", e->name);
+    snprintf(md.plugin, sizeof(md.plugin), "%s", e->net->name);
+    for (int i = 0; i < e->ndevs && md.nnics < TPX_MD_MAX_NICS; i++) {
+        tpx_net_props_t props;
+        if (tpx__net_props(e->net, e->devs[i], &props) != TPX_OK)
+            continue;
+        snprintf(md.nic[md.nnics], TPX_MD_STR, "%.63s", props.name);
+        md.nic_speed[md.nnics++] = (uint32_t)(props.speed_mbps > 0 ? props.speed_mbps : 0);
+    }
+    md_addrs(e, &md);
+    size_t need = 0;
+    tpx_status_t st = tpx__md_encode(&md, buf, *len, &need);
+    if (st != TPX_OK) {
+        if (need > *len) {
+            TPX_ERROR("tpx_engine_get_metadata: the buffer of %zu bytes is too small (%zu needed)",
+                      *len, need);
+            *len = need;
+        } else {
+            TPX_ERROR("tpx_engine_get_metadata: cannot encode the metadata");
+        }
+        return TPX_ERR_INVALID_ARG;
+    }
+    *len = need;
+    return TPX_OK;
+}
+
+/* ---- remotes ------------------------------------------------------------------------------ */
+
+TPX_API tpx_status_t tpx_engine_load_remote(tpx_engine_t *e, const void *blob, size_t len,
+                                            tpx_remote_t **out)
+{
+    if (e == NULL || blob == NULL || out == NULL) {
+        TPX_ERROR("tpx_engine_load_remote: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_md_t md;
+    if (tpx__md_decode(blob, len, &md) != TPX_OK) {
+        TPX_ERROR("tpx_engine_load_remote: the %zu bytes are not a valid tpx metadata blob "
+                  "(damaged, truncated or of another version)", len);
+        return TPX_ERR_PROTOCOL;
+    }
+    if (strcmp(md.plugin, e->net->name) != 0) {
+        TPX_ERROR("tpx_engine_load_remote: engine %s uses net plugin '%s', this engine '%s': "
+                  "both sides must use the same", md.name, md.plugin, e->net->name);
+        return TPX_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&e->lock);
+    for (tpx_remote_t *r = e->remotes; r != NULL; r = r->next) {
+        if (r->md.engine_id == md.engine_id) {
+            r->refs++;
+            pthread_mutex_unlock(&e->lock);
+            *out = r;
+            return TPX_OK;
+        }
+    }
+    tpx_remote_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        pthread_mutex_unlock(&e->lock);
+        return TPX_ERR_NO_MEMORY;
+    }
+    r->e = e;
+    r->refs = 1;
+    r->md = md;
+    pthread_mutex_init(&r->conn_lock, NULL);
+    r->next = e->remotes;
+    e->remotes = r;
+    pthread_mutex_unlock(&e->lock);
+    TPX_INFO("remote %s (engine %016llx, %s port %u) loaded", md.name,
+             (unsigned long long)md.engine_id, md.addr[0], md.port);
+    *out = r;
+    return TPX_OK;
+}
+
+TPX_API const char *tpx_remote_name(const tpx_remote_t *rm)
+{
+    return rm ? rm->md.name : "";
+}
+
+static int peer_live(const tpx_peer_t *p)
+{
+    return p != NULL && p->state == PEER_READY && !p->remote_closed;
+}
+
+/* Connect to the advertised addresses in order. */
+static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
+{
+    tpx_engine_t *e = rm->e;
+    int total = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    uint64_t deadline = tpx__now_ns() + (uint64_t)total * 1000000ull;
+    tpx_status_t st = TPX_ERR_UNREACHABLE;
+    for (int i = 0; i < rm->md.naddrs; i++) {
+        int left = tpx__ms_left(deadline);
+        if (left <= 0)
+            return TPX_ERR_TIMED_OUT;
+        /* later addresses keep a share of the time */
+        int ms = i + 1 < rm->md.naddrs ? TPX_MAX(left / (rm->md.naddrs - i), 1000) : left;
+        tpx_peer_t *p;
+        st = tpx_peer_connect(e, rm->md.addr[i], rm->md.port, TPX_MIN(ms, left), &p);
+        if (st != TPX_OK)
+            continue;
+        if (p->remote_id != rm->md.engine_id) {
+            TPX_WARN("remote %s: %s port %u is engine %016llx (%s), not %016llx: trying the "
+                     "next address", rm->md.name, rm->md.addr[i], rm->md.port,
+                     (unsigned long long)p->remote_id, p->remote_name,
+                     (unsigned long long)rm->md.engine_id);
+            tpx_peer_close(p);
+            st = TPX_ERR_UNREACHABLE;
+            continue;
+        }
+        *out = p;
+        return TPX_OK;
+    }
+    TPX_ERROR("remote %s: no advertised address reached it (%d tried, last: %s)", rm->md.name,
+              rm->md.naddrs, tpx_status_string(st));
+    return st;
+}
+
+tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
+{
+    tpx_engine_t *e = rm->e;
+    pthread_mutex_lock(&rm->conn_lock);
+    pthread_mutex_lock(&e->lock);
+    if (rm->refs == 0) {
+        pthread_mutex_unlock(&e->lock);
+        pthread_mutex_unlock(&rm->conn_lock);
+        TPX_ERROR("remote %s was forgotten (tpx_remote_forget)", rm->md.name);
+        return TPX_ERR_INVALID_STATE;
+    }
+    tpx_peer_t *p = rm->peer;
+    if (peer_live(p)) {
+        pthread_mutex_unlock(&e->lock);
+        pthread_mutex_unlock(&rm->conn_lock);
+        *out = p;
+        return TPX_OK;
+    }
+    /* The old connection is done with: close it (its transfers ended). */
+    tpx_peer_t *old = p;
+    rm->peer = NULL;
+    /* A connection the remote engine opened to us serves both directions. */
+    for (p = e->peers; p != NULL; p = p->next)
+        if (p != old && peer_live(p) && p->remote_id == rm->md.engine_id && !p->accepted)
+            break;
+    if (p != NULL) {
+        p->accepted = 1;
+        p->remote = rm;
+        rm->peer = p;
+        rm->epoch++;
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (old != NULL)
+        tpx_peer_close(old);
+    tpx_status_t st = TPX_OK;
+    if (p == NULL) {
+        st = remote_dial(rm, timeout_ms, &p);
+        if (st == TPX_OK) {
+            pthread_mutex_lock(&e->lock);
+            p->remote = rm;
+            rm->peer = p;
+            rm->epoch++;
+            pthread_mutex_unlock(&e->lock);
+            if (rm->epoch > 1)
+                TPX_INFO("remote %s: connected again (epoch %llu)", rm->md.name,
+                         (unsigned long long)rm->epoch);
+        }
+    }
+    pthread_mutex_unlock(&rm->conn_lock);
+    if (st == TPX_OK)
+        *out = p;
+    return st;
+}
+
+TPX_API tpx_status_t tpx_remote_connect(tpx_remote_t *rm, int timeout_ms)
+{
+    if (rm == NULL || timeout_ms < 0) {
+        TPX_ERROR("tpx_remote_connect: invalid argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_peer_t *p;
+    return tpx__remote_peer(rm, timeout_ms, &p);
+}
+
+TPX_API void tpx_remote_forget(tpx_remote_t *rm)
+{
+    if (rm == NULL)
+        return;
+    tpx_engine_t *e = rm->e;
+    pthread_mutex_lock(&rm->conn_lock);
+    pthread_mutex_lock(&e->lock);
+    if (--rm->refs > 0) {
+        pthread_mutex_unlock(&e->lock);
+        pthread_mutex_unlock(&rm->conn_lock);
+        return;
+    }
+    for (tpx_remote_t **pp = &e->remotes; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == rm) {
+            *pp = rm->next;
+            break;
+        }
+    }
+    tpx_peer_t *p = rm->peer;
+    rm->peer = NULL;
+    if (p != NULL)
+        p->remote = NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (p != NULL)
+        tpx_peer_close(p);
+    pthread_mutex_unlock(&rm->conn_lock);
+    pthread_mutex_lock(&e->lock);
+    int last = rm->nprep == 0; /* else the last tpx_prep_release() frees it */
+    pthread_mutex_unlock(&e->lock);
+    if (last)
+        tpx__remote_free(rm);
+}
+
+void tpx__remote_free(tpx_remote_t *rm)
+{
+    pthread_mutex_destroy(&rm->conn_lock);
+    free(rm);
+}
+
+void tpx__remotes_fini(tpx_engine_t *e)
+{
+    while (e->remotes != NULL) {
+        tpx_remote_t *rm = e->remotes;
+        e->remotes = rm->next;
+        pthread_mutex_destroy(&rm->conn_lock);
+        free(rm);
+    }
+}

@@ -1,0 +1,31 @@
+/*
+ * remote.h - peer engines known by their metadata (remote.c): lazy
+ * connection, reconnection after a failure (a new epoch), and reuse of a
+ * connection the peer opened to us.
+ */
+#ifndef TPX_ENGINE_REMOTE_H
+#define TPX_ENGINE_REMOTE_H
+
+#include "engine.h"
+
+struct tpx_remote {
+    tpx_engine_t *e;
+    tpx_remote_t *next;         /* engine's list */
+    int refs;                   /* tpx_engine_load_remote() calls not forgotten */
+    int nprep;                  /* preparations not released */
+    tpx_md_t md;
+    tpx_peer_t *peer;           /* the connection in use (owned: peer->remote == this) */
+    uint64_t epoch;             /* connections made so far */
+    pthread_mutex_t conn_lock;  /* one connect at a time; taken before e->lock */
+};
+
+/* A ready connection to the remote: the current one, one the remote engine
+ * opened to us, or a new one (timeout_ms 0: TPX_CONNECT_TIMEOUT_MS). A
+ * failed connection is closed and replaced. Engine lock NOT held. */
+tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out);
+/* Free a forgotten remote (refs 0, no preparation left). */
+void tpx__remote_free(tpx_remote_t *rm);
+/* Free every remote at engine destruction (peers already destroyed). */
+void tpx__remotes_fini(tpx_engine_t *e);
+
+#endif

@@ -1,0 +1,830 @@
+/*
+ * rma.c - one-sided READ and WRITE on a two-sided plugin, and notifications.
+ *
+ * The requester sends RMA_REQ on the control comm and the request list
+ * (wire.h) as the first chunks of a message on the data comms; a WRITE's
+ * payload follows in the same chunk stream. Both sides cut the list into
+ * chunks of the peer's chunk size and every entry into chunks of its own,
+ * so they post identical sizes in identical order (FIFO plugins).
+ *
+ * The owner (a "target" transfer, XK_TWRITE / XK_TREAD) posts receives for
+ * the list; the payload receives of a WRITE wait behind a gate. When the
+ * list is in, it is checked (wire.c) and every entry is looked up in the
+ * export table: key known, range inside the export, region registered.
+ * Only then does data move: a WRITE's gate opens (a refused WRITE is
+ * received into scratch and discarded), a READ answers RMA_RESP and sends
+ * the bytes. A WRITE is answered with RMA_RESP once its bytes are in place.
+ * The requester's transfer completes when all its chunks are done and the
+ * answer came; then, and only then, its notification is sent, so the owner
+ * sees it after the data (WRITE) or after the requester has it (READ).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "remote.h"
+
+_Static_assert(TPX_RDESC_SIZE == TPX_WIRE_RDESC_SIZE, "descriptor size");
+_Static_assert(TPX_NOTIF_MAX == TPX_WIRE_NOTIF_MAX, "notification size");
+_Static_assert(TPX_RMA_MAX_IOVS == TPX_LIST_MAX_ENTRIES, "list entries");
+_Static_assert(TPX_CTRL_MSG_SIZE == TPX_CTRL_SIZE, "control message size");
+
+#define LISTBUF_MIN (64 * 1024)
+
+struct tpx_listbuf {
+    tpx_listbuf_t *next;
+    unsigned char *buf;
+    size_t cap;
+    tpx_region_t *region;
+};
+
+struct tpx_prep {
+    tpx_remote_t *rm;
+    tpx_op_t op;
+    int refs;               /* the user's + one per post running */
+    uint32_t chunk;
+    tpx_seg_t *segs;        /* local side, coalesced */
+    uint32_t nsegs;
+    uint32_t npayload;      /* payload chunks */
+    uint64_t total;
+    unsigned char *list;    /* the encoded request list */
+    size_t list_len;
+    uint32_t nlist;         /* its chunks */
+    tpx_region_t *list_region;
+    tpx_region_t **regions; /* distinct local regions (held) */
+    uint32_t nregions;
+};
+
+static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* ---- buffers for incoming request lists (per peer, reused) ------------------------------ */
+
+static tpx_listbuf_t *listbuf_get(tpx_peer_t *p, size_t len)
+{
+    for (tpx_listbuf_t **pp = &p->listbufs; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->cap >= len) {
+            tpx_listbuf_t *b = *pp;
+            *pp = b->next;
+            b->next = NULL;
+            return b;
+        }
+    }
+    size_t cap = LISTBUF_MIN;
+    while (cap < len)
+        cap *= 2;
+    tpx_listbuf_t *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return NULL;
+    b->buf = aligned_alloc(4096, cap);
+    if (b->buf == NULL ||
+        tpx__region_create(p->e, b->buf, cap, TPX_MEM_HOST, 1, &b->region) != TPX_OK) {
+        free(b->buf);
+        free(b);
+        return NULL;
+    }
+    b->cap = cap;
+    return b;
+}
+
+static void listbuf_put(tpx_peer_t *p, tpx_listbuf_t *b)
+{
+    b->next = p->listbufs;
+    p->listbufs = b;
+}
+
+void tpx__peer_listbufs_free(tpx_peer_t *p)
+{
+    while (p->listbufs != NULL) {
+        tpx_listbuf_t *b = p->listbufs;
+        p->listbufs = b->next;
+        tpx__region_release(b->region);
+        free(b->buf);
+        free(b);
+    }
+}
+
+/* ---- a small map (key -> index) for preparing lists --------------------------------------- */
+
+typedef struct {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint32_t cap;
+} umap_t;
+
+static tpx_status_t umap_init(umap_t *m, size_t n)
+{
+    m->cap = 16;
+    while (m->cap < 2 * n)
+        m->cap *= 2;
+    m->keys = calloc(m->cap, sizeof(*m->keys));
+    m->vals = calloc(m->cap, sizeof(*m->vals));
+    return m->keys && m->vals ? TPX_OK : TPX_ERR_NO_MEMORY;
+}
+
+static void umap_fini(umap_t *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+/* The index stored for key k (k != 0), or `fresh` stored now; *added = 1 then. */
+static uint32_t umap_get(umap_t *m, uint64_t k, uint32_t fresh, int *added)
+{
+    uint64_t h = k * 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = (uint32_t)(h >> 32) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == k) {
+            *added = 0;
+            return m->vals[i];
+        }
+        if (m->keys[i] == 0) {
+            m->keys[i] = k;
+            m->vals[i] = fresh;
+            *added = 1;
+            return fresh;
+        }
+    }
+}
+
+/* ---- preparing ------------------------------------------------------------------------- */
+
+static void prep_free(tpx_prep_t *pp)
+{
+    for (uint32_t i = 0; i < pp->nregions; i++) {
+        pp->regions[i]->holds--;
+        tpx__region_maybe_release(pp->regions[i]);
+    }
+    if (pp->list_region != NULL)
+        tpx__region_release(pp->list_region);
+    free(pp->list);
+    free(pp->segs);
+    free(pp->regions);
+    free(pp);
+}
+
+static void prep_unref(tpx_prep_t *pp)
+{
+    if (--pp->refs == 0)
+        prep_free(pp);
+}
+
+typedef struct {
+    tpx_region_t *r;
+    uint64_t loff, roff, len, key;
+} centry_t;
+
+/* Check one block; *key = the descriptor's key. */
+static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, uint64_t *key)
+{
+    tpx_region_t *r = v->local;
+    tpx_rdesc_fields_t f;
+    if (r == NULL || v->remote == NULL || v->len == 0) {
+        TPX_ERROR("tpx_xfer_prepare: block %zu: %s", i,
+                  r == NULL ? "NULL local region" : v->remote == NULL ? "NULL remote descriptor"
+                                                                      : "zero length");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (r->e != rm->e || r->dead || r->internal) {
+        TPX_ERROR("tpx_xfer_prepare: block %zu: the local region is %s", i,
+                  r->e != rm->e ? "of another engine" : "deregistered");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (v->local_offset > r->len || v->len > r->len - v->local_offset) {
+        TPX_ERROR("tpx_xfer_prepare: block %zu: local bytes [%zu, +%zu) are outside the region "
+                  "of %zu bytes", i, v->local_offset, v->len, r->len);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (tpx__rdesc_decode(v->remote->bytes, &f) != TPX_OK) {
+        TPX_ERROR("tpx_xfer_prepare: block %zu: the remote descriptor is not valid", i);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (f.engine_id != rm->md.engine_id) {
+        TPX_ERROR("tpx_xfer_prepare: block %zu: the descriptor belongs to engine %016llx, not "
+                  "to remote %s (%016llx)", i, (unsigned long long)f.engine_id, rm->md.name,
+                  (unsigned long long)rm->md.engine_id);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (v->remote_offset > f.len || v->len > f.len - v->remote_offset) {
+        TPX_ERROR("tpx_xfer_prepare: block %zu: remote bytes [%zu, +%zu) are outside the "
+                  "exported %llu bytes", i, v->remote_offset, v->len, (unsigned long long)f.len);
+        return TPX_ERR_INVALID_ARG;
+    }
+    *key = f.key;
+    return TPX_OK;
+}
+
+/* Coalesce, number keys and regions, encode the list. Engine lock held. */
+static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
+{
+    tpx_engine_t *e = pp->rm->e;
+    umap_t keys = {0}, regs = {0};
+    centry_t *ce = malloc(n * sizeof(*ce));
+    tpx_status_t st = TPX_ERR_NO_MEMORY;
+    if (ce == NULL || umap_init(&keys, n) != TPX_OK || umap_init(&regs, n) != TPX_OK)
+        goto out;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key;
+        if ((st = iov_check(pp->rm, &iov[i], i, &key)) != TPX_OK)
+            goto out;
+        centry_t *last = m > 0 ? &ce[m - 1] : NULL;
+        if (last && last->r == iov[i].local && last->key == key &&
+            last->loff + last->len == iov[i].local_offset &&
+            last->roff + last->len == iov[i].remote_offset) {
+            last->len += iov[i].len;
+            continue;
+        }
+        ce[m++] = (centry_t){.r = iov[i].local, .loff = iov[i].local_offset,
+                             .roff = iov[i].remote_offset, .len = iov[i].len, .key = key};
+    }
+    pp->segs = malloc(m * sizeof(*pp->segs));
+    pp->regions = malloc(m * sizeof(*pp->regions));
+    uint64_t *keyv = malloc(m * sizeof(*keyv));
+    uint32_t *keyi = malloc(m * sizeof(*keyi));
+    if (pp->segs == NULL || pp->regions == NULL || keyv == NULL || keyi == NULL) {
+        free(keyv);
+        free(keyi);
+        st = TPX_ERR_NO_MEMORY;
+        goto out;
+    }
+    uint32_t nkeys = 0;
+    uint64_t chunk0 = 0;
+    for (size_t i = 0; i < m; i++) {
+        int added;
+        keyi[i] = umap_get(&keys, ce[i].key, nkeys, &added);
+        if (added)
+            keyv[nkeys++] = ce[i].key;
+        (void)umap_get(&regs, (uint64_t)(uintptr_t)ce[i].r, pp->nregions, &added);
+        if (added)
+            pp->regions[pp->nregions++] = ce[i].r;
+        pp->segs[i] = (tpx_seg_t){.region = ce[i].r, .off = ce[i].loff, .len = ce[i].len,
+                                  .chunk0 = (uint32_t)chunk0};
+        chunk0 += div_up(ce[i].len, pp->chunk);
+        pp->total += ce[i].len;
+        if (chunk0 > UINT32_MAX) {
+            TPX_ERROR("tpx_xfer_prepare: the transfer has more than 2^32 chunks");
+            free(keyv);
+            free(keyi);
+            st = TPX_ERR_INVALID_ARG;
+            goto out;
+        }
+    }
+    pp->nsegs = (uint32_t)m;
+    pp->npayload = (uint32_t)chunk0;
+    pp->list_len = TPX_LIST_SIZE(nkeys, m);
+    pp->list = aligned_alloc(4096, (pp->list_len + 4095) & ~(size_t)4095);
+    if (pp->list == NULL) {
+        free(keyv);
+        free(keyi);
+        st = TPX_ERR_NO_MEMORY;
+        goto out;
+    }
+    tpx_list_hdr_t h = {.op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
+                        .nkeys = nkeys, .nent = (uint32_t)m, .total = pp->total};
+    tpx__list_put_hdr(pp->list, &h);
+    for (uint32_t k = 0; k < nkeys; k++)
+        tpx__list_put_key(pp->list, k, keyv[k]);
+    for (size_t i = 0; i < m; i++)
+        tpx__list_put_entry(pp->list, nkeys, (uint32_t)i, keyi[i], ce[i].roff, ce[i].len);
+    free(keyv);
+    free(keyi);
+    pp->nlist = div_up(pp->list_len, pp->chunk);
+    st = tpx__region_create(e, pp->list, pp->list_len, TPX_MEM_HOST, 1, &pp->list_region);
+    if (st != TPX_OK)
+        goto out;
+    for (uint32_t i = 0; i < pp->nregions; i++)
+        pp->regions[i]->holds++;
+out:
+    umap_fini(&keys);
+    umap_fini(&regs);
+    free(ce);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
+                                      size_t n, tpx_prep_t **out)
+{
+    if (rm == NULL || iov == NULL || out == NULL || n == 0 || n > TPX_RMA_MAX_IOVS ||
+        (op != TPX_OP_READ && op != TPX_OP_WRITE)) {
+        TPX_ERROR("tpx_xfer_prepare: invalid argument (remote %p, op %d, %zu blocks, at most "
+                  "%u)", (void *)rm, (int)op, n, TPX_RMA_MAX_IOVS);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_engine_t *e = rm->e;
+    tpx_prep_t *pp = calloc(1, sizeof(*pp));
+    if (pp == NULL)
+        return TPX_ERR_NO_MEMORY;
+    pp->rm = rm;
+    pp->op = op;
+    pp->refs = 1;
+    pp->chunk = TPX_MIN(e->chunk, rm->md.chunk);
+    pthread_mutex_lock(&e->lock);
+    tpx_status_t st = prep_build(pp, iov, n);
+    if (st != TPX_OK) {
+        prep_free(pp);
+        pthread_mutex_unlock(&e->lock);
+        return st;
+    }
+    rm->nprep++;
+    pthread_mutex_unlock(&e->lock);
+    *out = pp;
+    return TPX_OK;
+}
+
+TPX_API void tpx_prep_release(tpx_prep_t *pp)
+{
+    if (pp == NULL)
+        return;
+    tpx_engine_t *e = pp->rm->e;
+    pthread_mutex_lock(&e->lock);
+    tpx_remote_t *rm = pp->rm;
+    int free_rm = --rm->nprep == 0 && rm->refs == 0;
+    prep_unref(pp);
+    pthread_mutex_unlock(&e->lock);
+    if (free_rm)
+        tpx__remote_free(rm); /* forgotten while this preparation lived */
+}
+
+/* ---- posting ----------------------------------------------------------------------------- */
+
+static tpx_status_t notif_post(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
+{
+    uint32_t off = 0;
+    do {
+        tpx_ctrl_t m = {.type = TPX_CTRL_NOTIF, .notif_total = (uint16_t)len,
+                        .notif_off = (uint16_t)off};
+        m.part_len = (uint8_t)TPX_MIN(len - off, (uint32_t)TPX_CTRL_NOTIF_PART);
+        memcpy(m.part, msg + off, m.part_len);
+        tpx_status_t st = tpx__peer_ctrl_send(p, &m, NULL);
+        if (st != TPX_OK)
+            return st;
+        off += m.part_len;
+    } while (off < len);
+    return TPX_OK;
+}
+
+TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t notif_len,
+                                   int timeout_ms, tpx_xfer_t **out)
+{
+    if (pp == NULL || out == NULL || notif_len > TPX_NOTIF_MAX ||
+        (notif == NULL && notif_len > 0) || timeout_ms < 0) {
+        TPX_ERROR("tpx_xfer_post: invalid argument (notification of %zu bytes, at most %d)",
+                  notif_len, TPX_NOTIF_MAX);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_remote_t *rm = pp->rm;
+    tpx_engine_t *e = rm->e;
+    tpx_peer_t *p;
+    tpx_status_t st = tpx__remote_peer(rm, 0, &p);
+    if (st != TPX_OK)
+        return st;
+    pthread_mutex_lock(&e->lock);
+    for (uint32_t i = 0; i < pp->nregions; i++) {
+        if (pp->regions[i]->dead) {
+            TPX_ERROR("tpx_xfer_post: a local region of the prepared transfer was deregistered");
+            st = TPX_ERR_INVALID_STATE;
+            goto err_unlock;
+        }
+    }
+    if ((st = tpx__peer_usable(p, "tpx_xfer_post")) != TPX_OK)
+        goto err_unlock;
+    if (p->chunk != pp->chunk) {
+        TPX_ERROR("tpx_xfer_post: peer %s agreed on %u-byte chunks, the preparation assumed %u",
+                  p->name, p->chunk, pp->chunk);
+        st = TPX_ERR_PROTOCOL;
+        goto err_unlock;
+    }
+    tpx_xfer_t *x = tpx__xfer_alloc(p, pp->op == TPX_OP_READ ? XK_READ : XK_WRITE);
+    if (x == NULL) {
+        st = TPX_ERR_NO_MEMORY;
+        goto err_unlock;
+    }
+    if (notif != NULL) {
+        x->notif = malloc(notif_len ? notif_len : 1);
+        if (x->notif == NULL) {
+            free(x);
+            st = TPX_ERR_NO_MEMORY;
+            goto err_unlock;
+        }
+        memcpy(x->notif, notif, notif_len);
+        x->notif_len = (uint32_t)notif_len;
+        x->has_notif = 1;
+    }
+    if (timeout_ms > 0)
+        x->deadline_ns = tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    x->prep = pp;
+    x->segs = pp->segs;
+    x->nsegs = pp->nsegs;
+    x->regions = pp->regions;
+    x->nregions = pp->nregions;
+    x->list = pp->list;
+    x->list_len = pp->list_len;
+    x->list_region = pp->list_region;
+    x->rid = p->next_rid++;
+    x->total = x->len = pp->total;
+    if (pp->op == TPX_OP_WRITE) {
+        x->out = (tpx_stream_t){.nchunks = pp->nlist + pp->npayload, .nlist = pp->nlist,
+                                .gate = UINT32_MAX, .first_chan = p->send_cursor};
+    } else {
+        x->out = (tpx_stream_t){.nchunks = pp->nlist, .nlist = pp->nlist, .gate = UINT32_MAX,
+                                .first_chan = p->send_cursor};
+        x->in = (tpx_stream_t){.nchunks = pp->npayload, .gate = UINT32_MAX};
+    }
+    x->nchunks = pp->nlist + pp->npayload;
+    x->hdr_pending = x->resp_pending = 1;
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_REQ, .rid = x->rid,
+                    .op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
+                    .nent = pp->nsegs, .total = pp->total, .list_len = pp->list_len,
+                    .nchunks = pp->npayload};
+    if ((st = tpx__peer_ctrl_send(p, &m, x)) != TPX_OK) {
+        free(x->notif);
+        free(x);
+        goto err_unlock;
+    }
+    pp->refs++;
+    p->send_cursor = (int)((p->send_cursor + x->out.nchunks) % (uint32_t)p->nchan);
+    x->state = XF_ACTIVE;
+    tpx__xfer_attach(x);
+    x->rprev = p->rma_tail;
+    if (p->rma_tail)
+        p->rma_tail->rnext = x;
+    else
+        p->rma_head = x;
+    p->rma_tail = x;
+    tpx__stream_enqueue(x, &x->out, 1);
+    tpx__comm_kick(p->ctrl_send);
+    for (int k = 0; k < p->nchan && k < (int)x->out.nchunks; k++)
+        tpx__comm_kick(p->send[(x->out.first_chan + k) % p->nchan]);
+    tpx__progress_kick(e);
+    pthread_mutex_unlock(&e->lock);
+    *out = x;
+    return TPX_OK;
+
+err_unlock:
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_rma(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov, size_t n,
+                             const void *notif, size_t notif_len, tpx_xfer_t **out)
+{
+    tpx_prep_t *pp;
+    tpx_status_t st = tpx_xfer_prepare(rm, op, iov, n, &pp);
+    if (st != TPX_OK)
+        return st;
+    st = tpx_xfer_post(pp, notif, notif_len, 0, out);
+    tpx_prep_release(pp);
+    return st;
+}
+
+/* ---- the requester's side of the exchange ------------------------------------------------ */
+
+static void rma_unlink(tpx_peer_t *p, tpx_xfer_t *x)
+{
+    if (x->rprev)
+        x->rprev->rnext = x->rnext;
+    else if (p->rma_head == x)
+        p->rma_head = x->rnext;
+    else
+        return; /* not linked */
+    if (x->rnext)
+        x->rnext->rprev = x->rprev;
+    else
+        p->rma_tail = x->rprev;
+    x->rnext = x->rprev = NULL;
+}
+
+tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    if (m->type != TPX_CTRL_RMA_RESP) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "unexpected control message");
+        return TPX_ERR_PROTOCOL;
+    }
+    tpx_xfer_t *x = p->rma_head;
+    while (x != NULL && x->rid != m->rid)
+        x = x->rnext;
+    if (x == NULL || (m->nchunks > 0 && x->kind != XK_READ) ||
+        (m->status == 0 && x->kind == XK_READ &&
+         (m->nchunks != x->in.nchunks || m->total != x->total))) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "an answer that matches no request");
+        return TPX_ERR_PROTOCOL;
+    }
+    rma_unlink(p, x);
+    x->resp_pending = 0;
+    if (m->status != 0) {
+        x->err = (tpx_status_t)m->status;
+        if (x->kind == XK_READ) {
+            x->nchunks -= x->in.nchunks;
+            x->in.nchunks = 0;
+        }
+    } else if (x->kind == XK_READ) {
+        x->in.first_chan = p->recv_cursor;
+        p->recv_cursor = (int)((p->recv_cursor + x->in.nchunks) % (uint32_t)p->nchan);
+        tpx__stream_enqueue(x, &x->in, 0);
+    }
+    tpx__xfer_maybe_done(x);
+    return TPX_OK;
+}
+
+/* ---- the owner's side ------------------------------------------------------------------- */
+
+void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    tpx_xfer_t *x = tpx__xfer_alloc(p, m->op == TPX_WIRE_OP_WRITE ? XK_TWRITE : XK_TREAD);
+    tpx_listbuf_t *lb = x ? listbuf_get(p, m->list_len) : NULL;
+    if (lb == NULL) {
+        free(x);
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a request list");
+        return;
+    }
+    x->released = 1; /* internal: freed when done */
+    x->nsegs = 0;
+    x->nregions = 0;
+    x->rid = m->rid;
+    x->total = x->len = m->total;
+    x->want_nent = m->nent;
+    x->want_nchunks = m->nchunks;
+    x->lb = lb;
+    x->list = lb->buf;
+    x->list_len = m->list_len;
+    x->list_region = lb->region;
+    uint32_t nlist = div_up(m->list_len, p->chunk);
+    x->in = (tpx_stream_t){.nlist = nlist, .first_chan = p->recv_cursor,
+                           .nchunks = nlist + (x->kind == XK_TWRITE ? m->nchunks : 0),
+                           .gate = x->kind == XK_TWRITE ? nlist : UINT32_MAX};
+    x->nchunks = x->in.nchunks;
+    p->recv_cursor = (int)((p->recv_cursor + x->in.nchunks) % (uint32_t)p->nchan);
+    x->state = XF_ACTIVE;
+    tpx__xfer_attach(x);
+    tpx__stream_enqueue(x, &x->in, 0);
+}
+
+/* Check the list against the exports; map it to segments of our regions. */
+static void target_check(tpx_xfer_t *x)
+{
+    tpx_peer_t *p = x->peer;
+    tpx_engine_t *e = p->e;
+    tpx_list_hdr_t h;
+    uint32_t nchunks;
+    uint8_t op = x->kind == XK_TWRITE ? TPX_WIRE_OP_WRITE : TPX_WIRE_OP_READ;
+    if (tpx__list_check(x->list, x->list_len, p->chunk, &h, &nchunks) != TPX_OK || h.op != op ||
+        h.nent != x->want_nent || h.total != x->total || nchunks != x->want_nchunks) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "malformed request list");
+        return;
+    }
+    tpx_seg_t *segs = malloc(h.nent * sizeof(*segs));
+    tpx_region_t **regs = malloc(h.nkeys * sizeof(*regs));
+    struct tpx_export **xp = malloc(h.nkeys * sizeof(*xp));
+    if (segs == NULL || regs == NULL || xp == NULL) {
+        free(segs);
+        free(regs);
+        free(xp);
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory to check a request");
+        return;
+    }
+    uint32_t nregs = 0;
+    for (uint32_t k = 0; k < h.nkeys; k++) {
+        xp[k] = tpx__export_find(e, tpx__list_key(x->list, k));
+        if (xp[k] == NULL || xp[k]->region->dead)
+            continue;
+        uint32_t i = 0;
+        while (i < nregs && regs[i] != xp[k]->region)
+            i++;
+        if (i == nregs)
+            regs[nregs++] = xp[k]->region;
+    }
+    tpx_status_t verdict = TPX_OK;
+    const char *why = NULL;
+    uint32_t bad = 0;
+    uint64_t chunk0 = 0;
+    for (uint32_t i = 0; i < h.nent; i++) {
+        uint32_t k;
+        uint64_t off, len;
+        tpx__list_entry(x->list, h.nkeys, i, &k, &off, &len);
+        const struct tpx_export *ex = xp[k];
+        if (verdict == TPX_OK) {
+            why = ex == NULL                ? "unknown key"
+                  : ex->region->dead        ? "region deregistered"
+                  : off > ex->len || len > ex->len - off ? "range outside the export"
+                                                         : NULL;
+            if (why != NULL) {
+                verdict = TPX_ERR_ACCESS;
+                bad = i;
+            }
+        }
+        segs[i] = (tpx_seg_t){.region = ex ? ex->region : NULL, .off = ex ? ex->off + off : 0,
+                              .len = len, .chunk0 = (uint32_t)chunk0};
+        chunk0 += div_up(len, p->chunk);
+    }
+    free(xp);
+    listbuf_put(p, x->lb);
+    x->lb = NULL;
+    x->segs = segs;
+    x->nsegs = h.nent;
+    x->segs_owned = 1;
+    x->regions = regs;
+    if (verdict != TPX_OK) {
+        for (uint32_t i = 0; i < h.nent; i++)
+            segs[i].region = NULL; /* nothing of ours is read or written */
+        x->err = verdict;
+        e->ctr.rma_rejected++;
+        TPX_WARN("peer %s: %s request %llu refused: entry %u: %s",
+                 p->remote_name[0] ? p->remote_name : p->name,
+                 op == TPX_WIRE_OP_WRITE ? "WRITE" : "READ", (unsigned long long)x->rid, bad,
+                 why);
+    } else {
+        x->nregions = nregs;
+        for (uint32_t i = 0; i < nregs; i++)
+            regs[i]->xfers++;
+    }
+    if (x->kind == XK_TWRITE) {
+        x->in.gate = UINT32_MAX; /* receive the payload (into scratch if refused) */
+        return;
+    }
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rid, .status = verdict};
+    if (verdict == TPX_OK) {
+        m.nchunks = x->want_nchunks;
+        m.total = x->total;
+    }
+    if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+        return;
+    }
+    if (verdict == TPX_OK) {
+        x->out = (tpx_stream_t){.nchunks = x->want_nchunks, .gate = UINT32_MAX,
+                                .first_chan = p->send_cursor};
+        p->send_cursor = (int)((p->send_cursor + x->out.nchunks) % (uint32_t)p->nchan);
+        x->nchunks += x->out.nchunks;
+        tpx__stream_enqueue(x, &x->out, 1);
+    }
+}
+
+void tpx__rma_list_chunk_done(tpx_xfer_t *x)
+{
+    if (++x->list_done == x->in.nlist)
+        target_check(x);
+}
+
+/* Transfer x (one-sided, either side) is DONE: answer, notify, count. */
+void tpx__rma_completed(tpx_xfer_t *x)
+{
+    tpx_peer_t *p = x->peer;
+    tpx_engine_t *e = x->e;
+    int live = p->state == PEER_READY && !p->remote_closed;
+    switch (x->kind) {
+    case XK_WRITE:
+    case XK_READ:
+        rma_unlink(p, x);
+        if (x->status == TPX_OK && x->has_notif && live &&
+            notif_post(p, x->notif, x->notif_len) != TPX_OK)
+            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
+        if (x->prep != NULL)
+            prep_unref(x->prep);
+        x->prep = NULL;
+        break;
+    case XK_TWRITE:
+        if (live) {
+            tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rid, .status = x->status};
+            if (x->status > 0 || x->status == TPX_ERR_TRUNCATED)
+                m.status = TPX_ERR_INTERNAL;
+            if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK)
+                tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+        }
+        /* fall through */
+    case XK_TREAD:
+        if (x->status == TPX_OK) {
+            e->ctr.rma_served++;
+            if (x->kind == XK_TWRITE)
+                e->ctr.rma_bytes_in += x->total;
+            else
+                e->ctr.rma_bytes_out += x->total;
+        }
+        if (x->lb != NULL)
+            listbuf_put(p, x->lb);
+        x->lb = NULL;
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- notifications ------------------------------------------------------------------------ */
+
+typedef struct {
+    char from[TPX_NAME_MAX];
+    size_t len;
+    unsigned char msg[];
+} notif_entry_t;
+
+static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
+{
+    tpx_engine_t *e = p->e;
+    e->ctr.notifs_received++;
+    if (e->notif_cap == 0) {
+        e->notifs = calloc(e->notif_limit, sizeof(*e->notifs));
+        if (e->notifs != NULL)
+            e->notif_cap = e->notif_limit;
+    }
+    notif_entry_t *n = e->notif_n < e->notif_cap ? malloc(sizeof(*n) + len) : NULL;
+    if (n == NULL) {
+        e->ctr.notifs_dropped++;
+        if (!e->notif_overflow)
+            TPX_WARN("notification queue full (%u, TPX_NOTIF_QUEUE): notifications from %s and "
+                     "others are dropped until tpx_get_notifs() makes room", e->notif_cap,
+                     p->remote_name);
+        e->notif_overflow = 1;
+        return;
+    }
+    snprintf(n->from, sizeof(n->from), "%s", p->remote_name);
+    n->len = len;
+    memcpy(n->msg, msg, len);
+    e->notifs[(e->notif_head + e->notif_n) % e->notif_cap] = n;
+    e->notif_n++;
+    pthread_cond_broadcast(&e->cond);
+}
+
+void tpx__rma_notif_part(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    if (m->notif_off != p->notif_got || (p->notif_got > 0 && m->notif_total != p->notif_total)) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "notification parts out of order");
+        return;
+    }
+    p->notif_total = m->notif_total;
+    memcpy(p->notif_buf + p->notif_got, m->part, m->part_len);
+    p->notif_got += m->part_len;
+    if (p->notif_got == p->notif_total) {
+        notif_deliver(p, p->notif_buf, p->notif_total);
+        p->notif_got = 0;
+    }
+}
+
+TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t len)
+{
+    if (rm == NULL || (msg == NULL && len > 0) || len > TPX_NOTIF_MAX) {
+        TPX_ERROR("tpx_notif_send: invalid argument (%zu bytes, at most %d)", len, TPX_NOTIF_MAX);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_peer_t *p;
+    tpx_status_t st = tpx__remote_peer(rm, 0, &p);
+    if (st != TPX_OK)
+        return st;
+    tpx_engine_t *e = rm->e;
+    pthread_mutex_lock(&e->lock);
+    st = tpx__peer_usable(p, "tpx_notif_send");
+    if (st == TPX_OK)
+        st = notif_post(p, msg, (uint32_t)len);
+    if (st == TPX_OK) {
+        tpx__comm_kick(p->ctrl_send);
+        tpx__progress_kick(e);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_get_notifs(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n)
+{
+    if (e == NULL || n == NULL || (out == NULL && max > 0)) {
+        TPX_ERROR("tpx_get_notifs: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&e->lock);
+    if (!e->progress_thread)
+        (void)tpx__engine_progress_locked(e);
+    size_t k = 0;
+    while (k < max && e->notif_n > 0) {
+        notif_entry_t *ne = e->notifs[e->notif_head];
+        e->notif_head = (e->notif_head + 1) % e->notif_cap;
+        e->notif_n--;
+        memcpy(out[k].from, ne->from, sizeof(out[k].from));
+        out[k].len = ne->len;
+        memcpy(out[k].msg, ne->msg, ne->len);
+        free(ne);
+        k++;
+    }
+    tpx_status_t st = e->notif_overflow ? TPX_ERR_OVERFLOW : TPX_OK;
+    e->notif_overflow = 0;
+    pthread_mutex_unlock(&e->lock);
+    *n = k;
+    return st;
+}
+
+TPX_API tpx_status_t tpx_engine_counters(tpx_engine_t *e, tpx_engine_counters_t *out)
+{
+    if (e == NULL || out == NULL) {
+        TPX_ERROR("tpx_engine_counters: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&e->lock);
+    *out = e->ctr;
+    pthread_mutex_unlock(&e->lock);
+    return TPX_OK;
+}
+
+void tpx__engine_rma_fini(tpx_engine_t *e)
+{
+    for (uint32_t i = 0; i < e->notif_n; i++)
+        free(e->notifs[(e->notif_head + i) % e->notif_cap]);
+    free(e->notifs);
+    e->notifs = NULL;
+    e->notif_n = e->notif_cap = 0;
+    tpx__exports_fini(e);
+}

@@ -1,0 +1,343 @@
+/*
+ * wire.c - encoders and checked decoders of the engine's wire formats
+ * (layouts in wire.h).
+ */
+#include <string.h>
+
+#include "common/bytes.h"
+#include "wire.h"
+
+#define CTRL_MAGIC 0x54505843u /* "TPXC" */
+#define CTRL_VERSION 2
+#define LIST_MAGIC 0x5450584cu /* "TPXL" */
+#define LIST_VERSION 1
+#define RDESC_MAGIC 0x54505844u /* "TPXD" */
+#define RDESC_VERSION 1
+#define MD_MAGIC 0x5450584du /* "TPXM" */
+#define MD_VERSION 1
+
+/* ---- control messages --------------------------------------------------------------- */
+
+void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
+{
+    memset(out, 0, TPX_CTRL_SIZE);
+    tpx__put32(out, CTRL_MAGIC);
+    tpx__put16(out + 4, CTRL_VERSION);
+    tpx__put16(out + 6, m->type);
+    tpx__put64(out + 8, m->seq);
+    switch (m->type) {
+    case TPX_CTRL_SEND_HDR:
+        tpx__put64(out + 16, m->len);
+        break;
+    case TPX_CTRL_RMA_REQ:
+        tpx__put64(out + 16, m->rid);
+        out[24] = m->op;
+        tpx__put32(out + 28, m->nent);
+        tpx__put64(out + 32, m->total);
+        tpx__put64(out + 40, m->list_len);
+        tpx__put32(out + 48, m->nchunks);
+        break;
+    case TPX_CTRL_RMA_RESP:
+        tpx__put64(out + 16, m->rid);
+        tpx__put32(out + 24, (uint32_t)m->status);
+        tpx__put32(out + 28, m->nchunks);
+        tpx__put64(out + 32, m->total);
+        break;
+    case TPX_CTRL_NOTIF:
+        tpx__put16(out + 16, m->notif_total);
+        tpx__put16(out + 18, m->notif_off);
+        out[20] = m->part_len;
+        memcpy(out + 24, m->part,
+               m->part_len < TPX_CTRL_NOTIF_PART ? m->part_len : TPX_CTRL_NOTIF_PART);
+        break;
+    default:
+        break;
+    }
+}
+
+tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t *out)
+{
+    if (tpx__get32(in) != CTRL_MAGIC || tpx__get16(in + 4) != CTRL_VERSION)
+        return TPX_ERR_PROTOCOL;
+    tpx_ctrl_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = tpx__get16(in + 6);
+    m.seq = tpx__get64(in + 8);
+    size_t used; /* bytes of the message the type uses; the rest must be zero */
+    switch (m.type) {
+    case TPX_CTRL_SEND_HDR:
+        m.len = tpx__get64(in + 16);
+        used = 24;
+        break;
+    case TPX_CTRL_BYE:
+        used = 16;
+        break;
+    case TPX_CTRL_RMA_REQ:
+        m.rid = tpx__get64(in + 16);
+        m.op = in[24];
+        if (!tpx__all_zero(in + 25, 3))
+            return TPX_ERR_PROTOCOL;
+        m.nent = tpx__get32(in + 28);
+        m.total = tpx__get64(in + 32);
+        m.list_len = tpx__get64(in + 40);
+        m.nchunks = tpx__get32(in + 48);
+        used = 52;
+        if ((m.op != TPX_WIRE_OP_READ && m.op != TPX_WIRE_OP_WRITE) || m.nent == 0 ||
+            m.nent > TPX_LIST_MAX_ENTRIES || m.list_len < TPX_LIST_SIZE(1, m.nent) ||
+            m.list_len > TPX_LIST_SIZE(m.nent, m.nent) || m.total < m.nent ||
+            m.nchunks < m.nent)
+            return TPX_ERR_PROTOCOL;
+        break;
+    case TPX_CTRL_RMA_RESP:
+        m.rid = tpx__get64(in + 16);
+        m.status = (int32_t)tpx__get32(in + 24);
+        m.nchunks = tpx__get32(in + 28);
+        m.total = tpx__get64(in + 32);
+        used = 40;
+        if (m.status > 0 || (m.status != 0 && (m.nchunks != 0 || m.total != 0)))
+            return TPX_ERR_PROTOCOL;
+        break;
+    case TPX_CTRL_NOTIF:
+        m.notif_total = tpx__get16(in + 16);
+        m.notif_off = tpx__get16(in + 18);
+        m.part_len = in[20];
+        if (!tpx__all_zero(in + 21, 3) || m.part_len > TPX_CTRL_NOTIF_PART ||
+            m.notif_total > TPX_WIRE_NOTIF_MAX || m.notif_off > m.notif_total ||
+            m.part_len > m.notif_total - m.notif_off ||
+            (m.part_len == 0 && m.notif_total != 0) ||
+            !tpx__all_zero(in + 24 + m.part_len, TPX_CTRL_NOTIF_PART - m.part_len))
+            return TPX_ERR_PROTOCOL;
+        memcpy(m.part, in + 24, m.part_len);
+        used = TPX_CTRL_SIZE;
+        break;
+    default:
+        return TPX_ERR_PROTOCOL;
+    }
+    if (!tpx__all_zero(in + used, TPX_CTRL_SIZE - used))
+        return TPX_ERR_PROTOCOL;
+    *out = m;
+    return TPX_OK;
+}
+
+/* ---- request lists --------------------------------------------------------------------- */
+
+void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h)
+{
+    tpx__put32(buf, LIST_MAGIC);
+    tpx__put16(buf + 4, LIST_VERSION);
+    buf[6] = h->op;
+    buf[7] = 0;
+    tpx__put32(buf + 8, h->nkeys);
+    tpx__put32(buf + 12, h->nent);
+    tpx__put64(buf + 16, h->total);
+}
+
+void tpx__list_put_key(unsigned char *buf, uint32_t i, uint64_t key)
+{
+    tpx__put64(buf + TPX_LIST_HDR + 8 * (size_t)i, key);
+}
+
+static unsigned char *list_entry_at(const unsigned char *buf, uint32_t nkeys, uint32_t i)
+{
+    return (unsigned char *)buf + TPX_LIST_SIZE(nkeys, i);
+}
+
+void tpx__list_put_entry(unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_t key_idx,
+                         uint64_t off, uint64_t len)
+{
+    unsigned char *p = list_entry_at(buf, nkeys, i);
+    tpx__put32(p, key_idx);
+    tpx__put64(p + 4, off);
+    tpx__put64(p + 12, len);
+}
+
+uint64_t tpx__list_key(const unsigned char *buf, uint32_t i)
+{
+    return tpx__get64(buf + TPX_LIST_HDR + 8 * (size_t)i);
+}
+
+void tpx__list_entry(const unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_t *key_idx,
+                     uint64_t *off, uint64_t *len)
+{
+    const unsigned char *p = list_entry_at(buf, nkeys, i);
+    *key_idx = tpx__get32(p);
+    *off = tpx__get64(p + 4);
+    *len = tpx__get64(p + 12);
+}
+
+tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chunk,
+                             tpx_list_hdr_t *out, uint32_t *nchunks)
+{
+    if (len < TPX_LIST_HDR || chunk == 0 || tpx__get32(buf) != LIST_MAGIC ||
+        tpx__get16(buf + 4) != LIST_VERSION || buf[7] != 0)
+        return TPX_ERR_PROTOCOL;
+    tpx_list_hdr_t h = {.op = buf[6], .nkeys = tpx__get32(buf + 8),
+                        .nent = tpx__get32(buf + 12), .total = tpx__get64(buf + 16)};
+    if ((h.op != TPX_WIRE_OP_READ && h.op != TPX_WIRE_OP_WRITE) || h.nent == 0 ||
+        h.nent > TPX_LIST_MAX_ENTRIES || h.nkeys == 0 || h.nkeys > h.nent ||
+        len != TPX_LIST_SIZE(h.nkeys, h.nent))
+        return TPX_ERR_PROTOCOL;
+    uint64_t sum = 0, chunks = 0;
+    for (uint32_t i = 0; i < h.nent; i++) {
+        uint32_t k;
+        uint64_t off, n;
+        tpx__list_entry(buf, h.nkeys, i, &k, &off, &n);
+        if (k >= h.nkeys || n == 0 || off + n < off || sum + n < sum)
+            return TPX_ERR_PROTOCOL;
+        sum += n;
+        chunks += (n + chunk - 1) / chunk;
+        if (chunks > UINT32_MAX)
+            return TPX_ERR_PROTOCOL;
+    }
+    if (sum != h.total)
+        return TPX_ERR_PROTOCOL;
+    *out = h;
+    *nchunks = (uint32_t)chunks;
+    return TPX_OK;
+}
+
+/* ---- region descriptors ------------------------------------------------------------------ */
+
+void tpx__rdesc_encode(const tpx_rdesc_fields_t *d, unsigned char out[TPX_WIRE_RDESC_SIZE])
+{
+    memset(out, 0, TPX_WIRE_RDESC_SIZE);
+    tpx__put32(out, RDESC_MAGIC);
+    out[4] = RDESC_VERSION;
+    out[5] = d->mem_type;
+    tpx__put64(out + 8, d->engine_id);
+    tpx__put64(out + 16, d->key);
+    tpx__put64(out + 24, d->addr);
+    tpx__put64(out + 32, d->len);
+    tpx__put32(out + 40, (uint32_t)d->gpu);
+    tpx__put32(out + 44, tpx__fnv1a32(out, 44));
+}
+
+tpx_status_t tpx__rdesc_decode(const unsigned char in[TPX_WIRE_RDESC_SIZE], tpx_rdesc_fields_t *d)
+{
+    if (tpx__get32(in) != RDESC_MAGIC || in[4] != RDESC_VERSION || (in[5] != 1 && in[5] != 2) ||
+        tpx__get16(in + 6) != 0 || tpx__get32(in + 44) != tpx__fnv1a32(in, 44))
+        return TPX_ERR_PROTOCOL;
+    tpx_rdesc_fields_t t = {.mem_type = in[5], .engine_id = tpx__get64(in + 8),
+                            .key = tpx__get64(in + 16), .addr = tpx__get64(in + 24),
+                            .len = tpx__get64(in + 32), .gpu = (int32_t)tpx__get32(in + 40)};
+    if (t.len == 0 || t.key == 0)
+        return TPX_ERR_PROTOCOL;
+    *d = t;
+    return TPX_OK;
+}
+
+/* ---- metadata blobs ------------------------------------------------------------------------ */
+
+static int put_str(unsigned char *buf, size_t cap, size_t *at, const char *s)
+{
+    size_t n = strnlen(s, TPX_MD_STR);
+    if (n >= TPX_MD_STR)
+        return -1;
+    if (*at + 1 + n <= cap) {
+        buf[*at] = (unsigned char)n;
+        memcpy(buf + *at + 1, s, n);
+    }
+    *at += 1 + n;
+    return 0;
+}
+
+tpx_status_t tpx__md_encode(const tpx_md_t *md, unsigned char *buf, size_t cap, size_t *len)
+{
+    if (md->nnics > TPX_MD_MAX_NICS || md->naddrs > TPX_MD_MAX_ADDRS)
+        return TPX_ERR_INVALID_ARG;
+    size_t at = 40;
+    int bad = put_str(buf, cap, &at, md->name) | put_str(buf, cap, &at, md->plugin);
+    for (int i = 0; i < md->nnics; i++) {
+        bad |= put_str(buf, cap, &at, md->nic[i]);
+        if (at + 4 <= cap)
+            tpx__put32(buf + at, md->nic_speed[i]);
+        at += 4;
+    }
+    for (int i = 0; i < md->naddrs; i++)
+        bad |= put_str(buf, cap, &at, md->addr[i]);
+    if (bad || at > TPX_MD_MAX)
+        return TPX_ERR_INVALID_ARG;
+    if (at > cap) {
+        *len = at;
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx__put32(buf, MD_MAGIC);
+    tpx__put16(buf + 4, MD_VERSION);
+    tpx__put16(buf + 6, 0);
+    tpx__put32(buf + 8, (uint32_t)at);
+    tpx__put32(buf + 12, 0);
+    tpx__put64(buf + 16, md->engine_id);
+    tpx__put32(buf + 24, (uint32_t)md->gpu);
+    tpx__put32(buf + 28, md->chunk);
+    tpx__put16(buf + 32, md->channels);
+    tpx__put16(buf + 34, md->port);
+    buf[36] = md->nnics;
+    buf[37] = md->naddrs;
+    tpx__put16(buf + 38, 0);
+    tpx__put32(buf + 12, tpx__fnv1a32(buf, at));
+    *len = at;
+    return TPX_OK;
+}
+
+/* A string of the blob into out[TPX_MD_STR]: printable ASCII only. */
+static int get_str(const unsigned char *buf, size_t len, size_t *at, char *out, int allow_empty)
+{
+    if (*at >= len)
+        return -1;
+    size_t n = buf[*at];
+    if (n >= TPX_MD_STR || n > len - *at - 1 || (n == 0 && !allow_empty))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (buf[*at + 1 + i] < 0x20 || buf[*at + 1 + i] > 0x7e)
+            return -1;
+    memcpy(out, buf + *at + 1, n);
+    out[n] = '\0';
+    *at += 1 + n;
+    return 0;
+}
+
+tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *out)
+{
+    if (len < 40 || len > TPX_MD_MAX || tpx__get32(buf) != MD_MAGIC ||
+        tpx__get16(buf + 4) != MD_VERSION || tpx__get16(buf + 6) != 0 ||
+        tpx__get32(buf + 8) != len || tpx__get16(buf + 38) != 0)
+        return TPX_ERR_PROTOCOL;
+    /* checksum over the blob with its own field zeroed */
+    uint32_t want = tpx__get32(buf + 12);
+    uint32_t h = tpx__fnv1a32(buf, 12);
+    static const unsigned char zero4[4];
+    for (int i = 0; i < 4; i++)
+        h = (h ^ zero4[i]) * 16777619u;
+    for (size_t i = 16; i < len; i++)
+        h = (h ^ buf[i]) * 16777619u;
+    if (h != want)
+        return TPX_ERR_PROTOCOL;
+    static tpx_md_t zero;
+    tpx_md_t m = zero;
+    m.engine_id = tpx__get64(buf + 16);
+    m.gpu = (int32_t)tpx__get32(buf + 24);
+    m.chunk = tpx__get32(buf + 28);
+    m.channels = tpx__get16(buf + 32);
+    m.port = tpx__get16(buf + 34);
+    m.nnics = buf[36];
+    m.naddrs = buf[37];
+    if (m.gpu < -1 || m.chunk < 4096 || m.chunk > 4u * 1024 * 1024 || m.channels == 0 ||
+        m.port == 0 || m.nnics > TPX_MD_MAX_NICS || m.naddrs == 0 || m.naddrs > TPX_MD_MAX_ADDRS)
+        return TPX_ERR_PROTOCOL;
+    size_t at = 40;
+    if (get_str(buf, len, &at, m.name, 0) || get_str(buf, len, &at, m.plugin, 0))
+        return TPX_ERR_PROTOCOL;
+    for (int i = 0; i < m.nnics; i++) {
+        if (get_str(buf, len, &at, m.nic[i], 0) || len - at < 4)
+            return TPX_ERR_PROTOCOL;
+        m.nic_speed[i] = tpx__get32(buf + at);
+        at += 4;
+    }
+    for (int i = 0; i < m.naddrs; i++)
+        if (get_str(buf, len, &at, m.addr[i], 0))
+            return TPX_ERR_PROTOCOL;
+    if (at != len)
+        return TPX_ERR_PROTOCOL;
+    *out = m;
+    return TPX_OK;
+}

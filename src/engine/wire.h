@@ -1,0 +1,152 @@
+/*
+ * wire.h - the engine's wire formats, as pure functions (no engine state,
+ * no allocation, no logging): control messages, request lists, region
+ * descriptors and metadata blobs. Every byte from the network goes through
+ * one of the decoders here first; each checks magic, version, lengths and
+ * ranges, and writes its output only on success. They are fuzzed
+ * (tests/fuzz) and must never crash on any input.
+ *
+ * All integers are big-endian.
+ */
+#ifndef TPX_ENGINE_WIRE_H
+#define TPX_ENGINE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/status.h"
+
+/* ---- control messages: exactly 64 bytes each ---------------------------------------
+ *
+ *   0 u32 magic "TPXC"   4 u16 version   6 u16 type   8 u64 seq
+ *   16.. per type (unused bytes must be zero):
+ *   SEND_HDR  16 u64 len                                  (two-sided data follows)
+ *   RMA_REQ   16 u64 rid  24 u8 op  25..28 0  28 u32 nent  32 u64 total
+ *             40 u64 list_len  48 u32 nchunks             (the list, then for
+ *                                                          WRITE the data, follow)
+ *   RMA_RESP  16 u64 rid  24 i32 status  28 u32 nchunks  32 u64 total
+ *                                                         (READ, status 0: data follows)
+ *   NOTIF     16 u16 total  18 u16 off  20 u8 part_len  21..24 0  24 part[40]
+ *   BYE       nothing
+ *
+ * seq counts every control message of one direction (BYE included); the
+ * receiver checks it, so a lost or reordered message is a protocol error.
+ */
+#define TPX_CTRL_SIZE 64
+#define TPX_CTRL_NOTIF_PART 40
+#define TPX_WIRE_NOTIF_MAX 1024 /* = TPX_NOTIF_MAX */
+
+enum {
+    TPX_CTRL_SEND_HDR = 1,
+    TPX_CTRL_BYE = 2,
+    TPX_CTRL_RMA_REQ = 3,
+    TPX_CTRL_RMA_RESP = 4,
+    TPX_CTRL_NOTIF = 5,
+};
+enum { TPX_WIRE_OP_READ = 1, TPX_WIRE_OP_WRITE = 2 };
+
+typedef struct {
+    uint16_t type;
+    uint64_t seq;
+    uint64_t len;      /* SEND_HDR */
+    uint64_t rid;      /* RMA_REQ, RMA_RESP: the requester's id of the transfer */
+    uint8_t op;        /* RMA_REQ */
+    uint32_t nent;     /* RMA_REQ: list entries */
+    uint64_t total;    /* RMA_REQ, RMA_RESP: payload bytes */
+    uint64_t list_len; /* RMA_REQ */
+    uint32_t nchunks;  /* RMA_REQ, RMA_RESP: payload chunks */
+    int32_t status;    /* RMA_RESP: tpx_status_t of the owner */
+    uint16_t notif_total, notif_off; /* NOTIF */
+    uint8_t part_len;
+    unsigned char part[TPX_CTRL_NOTIF_PART];
+} tpx_ctrl_t;
+
+void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE]);
+/* TPX_ERR_PROTOCOL unless magic, version and type are known, unused bytes
+ * are zero and the fields are in range (op known, status <= 0, a NOTIF part
+ * inside its total <= TPX_WIRE_NOTIF_MAX). */
+tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t *m);
+
+/* ---- request lists: what an RMA_REQ asks of the owner -----------------------------
+ *
+ *   0 u32 magic "TPXL"  4 u16 version  6 u8 op  7 u8 0  8 u32 nkeys  12 u32 nent
+ *   16 u64 total  24 keys[nkeys] u64  then entries[nent]: u32 key index, u64 offset
+ *   (from the start of the export), u64 len (> 0)
+ */
+#define TPX_LIST_HDR 24
+#define TPX_LIST_ENTRY 20
+#define TPX_LIST_MAX_ENTRIES (1u << 20)
+#define TPX_LIST_SIZE(nkeys, nent) \
+    ((size_t)TPX_LIST_HDR + 8 * (size_t)(nkeys) + (size_t)TPX_LIST_ENTRY * (size_t)(nent))
+
+typedef struct {
+    uint8_t op;
+    uint32_t nkeys, nent;
+    uint64_t total;
+} tpx_list_hdr_t;
+
+void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h);
+void tpx__list_put_key(unsigned char *buf, uint32_t i, uint64_t key);
+void tpx__list_put_entry(unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_t key_idx,
+                         uint64_t off, uint64_t len);
+/* Check a whole list of `len` bytes: header, exact size, key indexes in
+ * range, no zero length, offsets + lengths that do not wrap, lengths that
+ * sum to total. Then *nchunks = the chunks it is cut into (each entry in
+ * pieces of at most `chunk` bytes). */
+tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chunk,
+                             tpx_list_hdr_t *h, uint32_t *nchunks);
+/* Accessors, valid after tpx__list_check() accepted the list. */
+uint64_t tpx__list_key(const unsigned char *buf, uint32_t i);
+void tpx__list_entry(const unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_t *key_idx,
+                     uint64_t *off, uint64_t *len);
+
+/* ---- region descriptors (tpx_rdesc_t) ------------------------------------------------
+ *
+ *   0 u32 magic "TPXD"  4 u8 version  5 u8 mem type  6 u16 0  8 u64 engine id
+ *   16 u64 key  24 u64 address  32 u64 len  40 i32 gpu  44 u32 fnv1a(0..44)
+ */
+#define TPX_WIRE_RDESC_SIZE 48
+
+typedef struct {
+    uint8_t mem_type;
+    uint64_t engine_id, key, addr, len;
+    int32_t gpu;
+} tpx_rdesc_fields_t;
+
+void tpx__rdesc_encode(const tpx_rdesc_fields_t *d, unsigned char out[TPX_WIRE_RDESC_SIZE]);
+tpx_status_t tpx__rdesc_decode(const unsigned char in[TPX_WIRE_RDESC_SIZE], tpx_rdesc_fields_t *d);
+
+/* ---- metadata blobs --------------------------------------------------------------
+ *
+ *   0 u32 magic "TPXM"  4 u16 version  6 u16 0  8 u32 total length  12 u32 fnv1a of
+ *   the blob with this field zero  16 u64 engine id  24 i32 gpu  28 u32 chunk
+ *   32 u16 channels  34 u16 port  36 u8 nnics  37 u8 naddrs  38 u16 0
+ *   40 strings, each u8 length + bytes (no NUL): name, plugin, then per NIC its
+ *   name + u32 speed (Mb/s), then the addresses (numeric host strings)
+ */
+#define TPX_MD_MAX 2048
+#define TPX_MD_MAX_NICS 8
+#define TPX_MD_MAX_ADDRS 16
+#define TPX_MD_STR 64
+
+typedef struct {
+    uint64_t engine_id;
+    int32_t gpu;
+    uint32_t chunk;
+    uint16_t channels, port;
+    char name[TPX_MD_STR], plugin[TPX_MD_STR];
+    uint8_t nnics, naddrs;
+    char nic[TPX_MD_MAX_NICS][TPX_MD_STR];
+    uint32_t nic_speed[TPX_MD_MAX_NICS];
+    char addr[TPX_MD_MAX_ADDRS][TPX_MD_STR];
+} tpx_md_t;
+
+/* TPX_ERR_INVALID_ARG if a string is >= 64 bytes, a count is too large or
+ * cap is too small (*len is then the size needed). */
+tpx_status_t tpx__md_encode(const tpx_md_t *md, unsigned char *buf, size_t cap, size_t *len);
+/* TPX_ERR_PROTOCOL unless magic, version, length, checksum, counts and
+ * every string check out (non-empty name, port > 0, chunk in 4 KiB..4 MiB,
+ * strings printable). */
+tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *md);
+
+#endif
