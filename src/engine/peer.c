@@ -327,6 +327,7 @@ static void peer_link(tpx_peer_t *p)
     pthread_mutex_lock(&e->lock);
     p->next = e->peers;
     e->peers = p;
+    e->ctr.peers_connected++;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
 }
@@ -391,6 +392,10 @@ void tpx__peer_close_comms(tpx_peer_t *p)
         comm_close(e, p->recv[k]);
         p->send[k] = p->recv[k] = NULL;
     }
+    /* The peer learns it at once from the bootstrap EOF (no goodbye came),
+     * instead of waiting out its close grace on the plugin's rc 2. */
+    tpx__bs_close(p->bs);
+    p->bs = NULL;
 }
 
 void tpx__peer_destroy(tpx_peer_t *p)

@@ -55,7 +55,7 @@ static void md_addrs(const tpx_engine_t *e, tpx_md_t *md)
             if (getnameinfo(i->ifa_addr, sl, host, sizeof(host), NULL, 0, NI_NUMERICHOST) != 0 ||
                 strlen(host) >= TPX_MD_STR)
                 continue;
-            snprintf(md->addr[md->naddrs++], TPX_MD_STR, "%s", host);
+            memcpy(md->addr[md->naddrs++], host, strlen(host) + 1); /* < TPX_MD_STR: checked */
         }
     }
     if (ifa != NULL)

@@ -50,7 +50,6 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
         return;
     tpx_engine_t *e = x->e;
     tpx_peer_t *p = x->peer;
-    int was_active = x->state == XF_ACTIVE || x->kind == XK_RECV;
     x->state = XF_DONE;
     x->status = x->canceled && st == TPX_OK ? TPX_ERR_CANCELED : st;
     if (x->prev)
@@ -60,11 +59,8 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     if (x->next)
         x->next->prev = x->prev;
     x->next = x->prev = NULL;
-    (void)was_active;
     e->inflight--;
     e->ncompleted++;
-    if (x->kind >= XK_WRITE)
-        tpx__rma_completed(x);
     for (uint32_t i = 0; i < x->nregions; i++) {
         tpx_region_t *r = x->regions[i];
         r->xfers--;
@@ -72,6 +68,8 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     }
     x->nregions = 0;
     x->region = NULL;
+    if (x->kind >= XK_WRITE)
+        tpx__rma_completed(x); /* may free the preparation (x->regions) */
     uint64_t one = 1;
     ssize_t n = write(e->efd, &one, sizeof(one));
     (void)n;

@@ -1,0 +1,723 @@
+/*
+ * test_rma.c - one-sided READ/WRITE, notifications, exports and metadata,
+ * between two engines of one process over the built-in transport on
+ * loopback (run plain and in strict TCPX mode by ctest).
+ *
+ *   test_rma basic | notif | reject | badargs | dereg | twoway | prepost |
+ *            coalesce | overflow | metadata
+ *
+ * Every transfer is byte-verified against a model of both memories: the
+ * destination must equal its old bytes with the blocks copied in, and the
+ * source (and everything outside the blocks) must be untouched.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../unit/check.h"
+#include "engine/wire.h"
+#include "tpx/tpx.h"
+
+typedef struct {
+    tpx_engine_t *e;
+    unsigned char *mem;
+    size_t size;
+    tpx_region_t *r;
+    tpx_rdesc_t d;
+} side_t;
+
+typedef struct {
+    size_t loff, roff, len;
+} blk_t;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static size_t rnd_in(size_t lo, size_t hi) { return lo + (size_t)(rnd() % (hi - lo + 1)); }
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+    uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        p[i] = (unsigned char)s;
+    }
+}
+
+static int side_open(side_t *s, const char *name, size_t size, int notif_queue)
+{
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.bind_addr = "127.0.0.1";
+    p.port = TPX_PORT_EPHEMERAL;
+    p.name = name;
+    p.notif_queue = notif_queue;
+    memset(s, 0, sizeof(*s));
+    if (tpx_engine_create(&p, &s->e) != TPX_OK)
+        return -1;
+    s->size = size;
+    s->mem = aligned_alloc(4096, size);
+    if (s->mem == NULL)
+        return -1;
+    fill(s->mem, size, (uint64_t)name[0]);
+    if (tpx_mem_register(s->e, s->mem, size, TPX_MEM_HOST, &s->r) != TPX_OK ||
+        tpx_region_export(s->r, 0, 0, &s->d) != TPX_OK)
+        return -1;
+    return 0;
+}
+
+static void side_close(side_t *s)
+{
+    tpx_engine_destroy(s->e);
+    free(s->mem);
+}
+
+/* `from` loads the metadata of `to`. */
+static tpx_remote_t *load(side_t *from, side_t *to)
+{
+    unsigned char blob[TPX_METADATA_MAX];
+    size_t len = sizeof(blob);
+    tpx_remote_t *rm = NULL;
+    if (tpx_engine_get_metadata(to->e, blob, &len) != TPX_OK ||
+        tpx_engine_load_remote(from->e, blob, len, &rm) != TPX_OK)
+        return NULL;
+    return rm;
+}
+
+/* n blocks in [4 KiB, maxblk] at random offsets, each in its own slot of
+ * the buffer on both sides (slots permuted), so none overlap. */
+static void make_blocks(blk_t *b, size_t n, size_t size, size_t maxblk)
+{
+    size_t slot = size / n;
+    size_t *perm = malloc(n * sizeof(*perm));
+    for (size_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(rnd() % (i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len = rnd_in(4096, maxblk < slot ? maxblk : slot);
+        b[i].len = len;
+        b[i].loff = i * slot + rnd_in(0, slot - len);
+        b[i].roff = perm[i] * slot + rnd_in(0, slot - len);
+    }
+    free(perm);
+}
+
+static tpx_iov_t *make_iov(side_t *l, side_t *r, const blk_t *b, size_t n)
+{
+    tpx_iov_t *v = malloc(n * sizeof(*v));
+    for (size_t i = 0; i < n; i++)
+        v[i] = (tpx_iov_t){.local = l->r, .local_offset = b[i].loff, .remote = &r->d,
+                           .remote_offset = b[i].roff, .len = b[i].len};
+    return v;
+}
+
+/* Run one transfer A -> B (WRITE) or A <- B (READ) and check both memories. */
+static int run_checked(side_t *a, side_t *b, tpx_remote_t *rm, tpx_op_t op, const blk_t *blk,
+                       size_t n, const char *what)
+{
+    unsigned char *want_a = malloc(a->size), *want_b = malloc(b->size);
+    memcpy(want_a, a->mem, a->size);
+    memcpy(want_b, b->mem, b->size);
+    for (size_t i = 0; i < n; i++) {
+        if (op == TPX_OP_WRITE)
+            memcpy(want_b + blk[i].roff, a->mem + blk[i].loff, blk[i].len);
+        else
+            memcpy(want_a + blk[i].loff, b->mem + blk[i].roff, blk[i].len);
+    }
+    tpx_iov_t *v = make_iov(a, b, blk, n);
+    tpx_xfer_t *x = NULL;
+    tpx_status_t st = tpx_rma(rm, op, v, n, NULL, 0, &x);
+    size_t bytes = 0;
+    if (st == TPX_OK)
+        st = tpx_xfer_wait(x, 60000, &bytes);
+    int bad = st != TPX_OK || memcmp(a->mem, want_a, a->size) != 0 ||
+              memcmp(b->mem, want_b, b->size) != 0;
+    if (bad)
+        fprintf(stderr, "%s %s of %zu blocks: %s, a %s, b %s\n", what,
+                op == TPX_OP_READ ? "READ" : "WRITE", n, tpx_status_string(st),
+                memcmp(a->mem, want_a, a->size) ? "WRONG" : "ok",
+                memcmp(b->mem, want_b, b->size) ? "WRONG" : "ok");
+    tpx_xfer_release(x);
+    free(v);
+    free(want_a);
+    free(want_b);
+    return bad ? -1 : 0;
+}
+
+static int t_basic(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 64u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 64u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    static const struct {
+        size_t n, maxblk;
+    } cases[] = {{1, 2u << 20}, {2, 2u << 20}, {10, 2u << 20}, {100, 512u << 10},
+                 {1000, 64u << 10}, {10000, 6u << 10}};
+    blk_t *blk = malloc(10000 * sizeof(*blk));
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        for (int op = TPX_OP_READ; op <= TPX_OP_WRITE; op++) {
+            make_blocks(blk, cases[c].n, a.size, cases[c].maxblk);
+            fill(a.mem, a.size, rnd());
+            fill(b.mem, b.size, rnd());
+            CHECK(run_checked(&a, &b, rm, (tpx_op_t)op, blk, cases[c].n, "basic") == 0);
+        }
+    }
+    tpx_engine_counters_t ca, cb;
+    CHECK(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
+    CHECK_EQ(cb.rma_served, 12);
+    CHECK_EQ(cb.rma_rejected, 0);
+    CHECK_EQ(ca.rma_served, 0);
+    free(blk);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+/* Wait for one notification on s (5 s). */
+static int notif_wait(side_t *s, tpx_notif_t *out)
+{
+    for (int i = 0; i < 50000; i++) {
+        size_t n = 0;
+        tpx_status_t st = tpx_get_notifs(s->e, out, 1, &n);
+        if (st != TPX_OK)
+            return -1;
+        if (n == 1)
+            return 0;
+        usleep(100);
+    }
+    return -1;
+}
+
+static int t_notif(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 4u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 4u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    enum { NB = 64, ITERS = 150 };
+    blk_t blk[NB];
+    make_blocks(blk, NB, a.size, 32u << 10);
+    tpx_iov_t *v = make_iov(&a, &b, blk, NB);
+    tpx_prep_t *pw, *pr;
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_WRITE, v, NB, &pw) == TPX_OK);
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB, &pr) == TPX_OK);
+    int early = 0;
+    for (int it = 0; it < ITERS && !check_failures; it++) {
+        /* WRITE: when B sees the notification, its blocks hold the new bytes. */
+        unsigned char val = (unsigned char)(it * 7 + 1);
+        for (int i = 0; i < NB; i++)
+            memset(a.mem + blk[i].loff, val, blk[i].len);
+        char msg[32];
+        int ml = snprintf(msg, sizeof(msg), "w%d", it);
+        tpx_xfer_t *x;
+        CHECK(tpx_xfer_post(pw, msg, (size_t)ml, 0, &x) == TPX_OK);
+        tpx_notif_t nt;
+        CHECK(notif_wait(&b, &nt) == 0);
+        CHECK(nt.len == (size_t)ml && memcmp(nt.msg, msg, nt.len) == 0);
+        CHECK(strcmp(nt.from, "A") == 0);
+        for (int i = 0; i < NB; i++)
+            for (size_t k = 0; k < blk[i].len; k++)
+                if (b.mem[blk[i].roff + k] != val) {
+                    early++;
+                    break;
+                }
+        CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+        tpx_xfer_release(x);
+        /* READ: B is told its blocks were read only after A has them; B
+         * then overwrites them at once, and A's copy must be the old one. */
+        unsigned char rv = (unsigned char)(it * 13 + 5);
+        for (int i = 0; i < NB; i++)
+            memset(b.mem + blk[i].roff, rv, blk[i].len);
+        ml = snprintf(msg, sizeof(msg), "r%d", it);
+        CHECK(tpx_xfer_post(pr, msg, (size_t)ml, 0, &x) == TPX_OK);
+        CHECK(notif_wait(&b, &nt) == 0);
+        CHECK(nt.len == (size_t)ml && memcmp(nt.msg, msg, nt.len) == 0);
+        for (int i = 0; i < NB; i++)
+            memset(b.mem + blk[i].roff, 0xEE, blk[i].len);
+        CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+        tpx_xfer_release(x);
+        for (int i = 0; i < NB; i++)
+            for (size_t k = 0; k < blk[i].len; k++)
+                if (a.mem[blk[i].loff + k] != rv) {
+                    early++;
+                    break;
+                }
+    }
+    CHECK_EQ(early, 0);
+    /* standalone notifications, the largest size, ordered */
+    unsigned char big[TPX_NOTIF_MAX];
+    fill(big, sizeof(big), 77);
+    CHECK(tpx_notif_send(rm, big, sizeof(big)) == TPX_OK);
+    CHECK(tpx_notif_send(rm, "", 0) == TPX_OK);
+    tpx_notif_t nt;
+    CHECK(notif_wait(&b, &nt) == 0 && nt.len == sizeof(big) && memcmp(nt.msg, big, nt.len) == 0);
+    CHECK(notif_wait(&b, &nt) == 0 && nt.len == 0);
+    tpx_prep_release(pw);
+    tpx_prep_release(pr);
+    free(v);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+/* A descriptor with one field changed (its checksum recomputed). */
+static tpx_rdesc_t forge(const tpx_rdesc_t *d, uint64_t add_len, uint64_t xor_key)
+{
+    tpx_rdesc_fields_t f;
+    tpx_rdesc_t out;
+    if (tpx__rdesc_decode(d->bytes, &f) != TPX_OK)
+        abort();
+    f.len += add_len;
+    f.key ^= xor_key;
+    tpx__rdesc_encode(&f, out.bytes);
+    return out;
+}
+
+static int t_reject(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    /* a sub-range export: [1 MiB, 2 MiB) of B */
+    tpx_rdesc_t sub;
+    CHECK(tpx_region_export(b.r, 1u << 20, 1u << 20, &sub) == TPX_OK);
+    /* a second region, exported, then deregistered */
+    unsigned char *m2 = aligned_alloc(4096, 1u << 20);
+    tpx_region_t *r2;
+    tpx_rdesc_t d2;
+    CHECK(tpx_mem_register(b.e, m2, 1u << 20, TPX_MEM_HOST, &r2) == TPX_OK);
+    CHECK(tpx_region_export(r2, 0, 0, &d2) == TPX_OK);
+    tpx_mem_deregister(r2);
+    tpx_rdesc_t past_end = forge(&b.d, 4096, 0), past_sub = forge(&sub, 64 << 10, 0),
+                bad_key = forge(&b.d, 0, 1);
+    struct {
+        const tpx_rdesc_t *d;
+        size_t roff, len;
+        const char *what;
+    } cases[] = {
+        {&past_end, b.size - 4096, 8192, "past the end of the export"},
+        {&past_sub, (1u << 20) - 4096, 32768, "past the end of a sub-range export"},
+        {&bad_key, 0, 4096, "wrong key"},
+        {&d2, 0, 4096, "deregistered region"},
+    };
+    unsigned char *snap_a = malloc(a.size), *snap_b = malloc(b.size);
+    int n_rej = 0;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        for (int op = TPX_OP_READ; op <= TPX_OP_WRITE; op++) {
+            memcpy(snap_a, a.mem, a.size);
+            memcpy(snap_b, b.mem, b.size);
+            /* a good block first, the bad one second: nothing at all moves */
+            tpx_iov_t v[2] = {
+                {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0, .len = 65536},
+                {.local = a.r, .local_offset = 1u << 20, .remote = cases[c].d,
+                 .remote_offset = cases[c].roff, .len = cases[c].len}};
+            tpx_xfer_t *x = NULL;
+            tpx_status_t st = tpx_rma(rm, (tpx_op_t)op, v, 2, "n", 1, &x);
+            if (st == TPX_OK)
+                st = tpx_xfer_wait(x, 10000, NULL);
+            tpx_xfer_release(x);
+            if (st != TPX_ERR_ACCESS)
+                fprintf(stderr, "%s (%s): %s\n", cases[c].what, op == 1 ? "READ" : "WRITE",
+                        tpx_status_string(st));
+            CHECK(st == TPX_ERR_ACCESS);
+            CHECK(memcmp(snap_a, a.mem, a.size) == 0);
+            CHECK(memcmp(snap_b, b.mem, b.size) == 0);
+            n_rej++;
+        }
+    }
+    tpx_engine_counters_t cb;
+    CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
+    CHECK_EQ(cb.rma_rejected, n_rej);
+    /* no notification for a refused transfer */
+    size_t nn = 1;
+    tpx_notif_t nt;
+    CHECK(tpx_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
+    CHECK_EQ(nn, 0);
+    /* the connection is still good: a valid transfer into the sub-range */
+    blk_t ok = {.loff = 12345, .roff = 4000, .len = 100000};
+    fill(a.mem, a.size, 5);
+    memcpy(snap_b, b.mem, b.size);
+    tpx_iov_t v = {.local = a.r, .local_offset = ok.loff, .remote = &sub,
+                   .remote_offset = ok.roff, .len = ok.len};
+    tpx_xfer_t *x;
+    CHECK(tpx_rma(rm, TPX_OP_WRITE, &v, 1, NULL, 0, &x) == TPX_OK);
+    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    tpx_xfer_release(x);
+    memcpy(snap_b + (1u << 20) + ok.roff, a.mem + ok.loff, ok.len);
+    CHECK(memcmp(snap_b, b.mem, b.size) == 0);
+    free(snap_a);
+    free(snap_b);
+    free(m2);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+static int t_badargs(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    tpx_prep_t *pp;
+    tpx_iov_t good = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
+                      .len = 4096};
+    tpx_iov_t v;
+    tpx_rdesc_t junk;
+    memset(&junk, 0x5a, sizeof(junk));
+#define BAD(field, value)                                                                          \
+    do {                                                                                           \
+        v = good;                                                                                  \
+        v.field = value;                                                                           \
+        CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &v, 1, &pp) == TPX_ERR_INVALID_ARG);               \
+    } while (0)
+    BAD(len, 0);
+    BAD(local, NULL);
+    BAD(remote, NULL);
+    BAD(remote, &junk);
+    BAD(remote, &a.d); /* A's own descriptor: not of this remote */
+    BAD(local_offset, a.size);
+    BAD(local_offset, SIZE_MAX - 100);
+    BAD(remote_offset, b.size - 100);
+    BAD(remote_offset, SIZE_MAX);
+#undef BAD
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &good, 0, &pp) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_xfer_prepare(rm, (tpx_op_t)7, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_xfer_prepare(NULL, TPX_OP_READ, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &good, 1, &pp) == TPX_OK);
+    tpx_xfer_t *x;
+    unsigned char big[TPX_NOTIF_MAX + 1] = {0};
+    CHECK(tpx_xfer_post(pp, big, sizeof(big), 0, &x) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_xfer_post(pp, NULL, 3, 0, &x) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_xfer_post(pp, NULL, 0, -1, &x) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_xfer_post(NULL, NULL, 0, 0, &x) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_notif_send(rm, big, sizeof(big)) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_region_export(a.r, a.size, 1, &junk) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_region_export(a.r, 0, a.size + 1, &junk) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_rdesc_info(&junk, NULL, NULL) == TPX_ERR_PROTOCOL);
+    uint64_t addr = 0, len = 0;
+    CHECK(tpx_rdesc_info(&b.d, &addr, &len) == TPX_OK);
+    CHECK(addr == (uint64_t)(uintptr_t)b.mem && len == b.size);
+    size_t n;
+    CHECK(tpx_get_notifs(NULL, NULL, 0, &n) == TPX_ERR_INVALID_ARG);
+    /* a deregistered local region: the preparation can no longer be posted */
+    unsigned char *m2 = aligned_alloc(4096, 65536);
+    tpx_region_t *r2;
+    CHECK(tpx_mem_register(a.e, m2, 65536, TPX_MEM_HOST, &r2) == TPX_OK);
+    tpx_prep_t *p2;
+    v = good;
+    v.local = r2;
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &v, 1, &p2) == TPX_OK);
+    tpx_mem_deregister(r2);
+    CHECK(tpx_xfer_post(p2, NULL, 0, 0, &x) == TPX_ERR_INVALID_STATE);
+    tpx_prep_release(p2);
+    free(m2);
+    /* the preparation still works */
+    CHECK(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_OK);
+    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    tpx_xfer_release(x);
+    tpx_prep_release(pp);
+    /* forget with a preparation alive: it fails cleanly, then frees */
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_WRITE, &good, 1, &pp) == TPX_OK);
+    tpx_remote_forget(rm);
+    CHECK(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_ERR_INVALID_STATE);
+    tpx_prep_release(pp);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+/* The owner deregisters memory a peer is reading: that transfer ends with
+ * an error (no crash, the memory is freed at once), and the next transfer
+ * connects again and works. */
+static int t_dereg(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 256u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 4u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    int errors = 0;
+    for (int round = 0; round < 6 && errors < 2; round++) {
+        size_t big = 256u << 20;
+        unsigned char *m = aligned_alloc(4096, big);
+        memset(m, 0x11, big);
+        tpx_region_t *r;
+        tpx_rdesc_t d;
+        CHECK(tpx_mem_register(b.e, m, big, TPX_MEM_HOST, &r) == TPX_OK);
+        CHECK(tpx_region_export(r, 0, 0, &d) == TPX_OK);
+        tpx_iov_t v[4];
+        for (int i = 0; i < 4; i++)
+            v[i] = (tpx_iov_t){.local = a.r, .local_offset = (size_t)(3 - i) * (64u << 20),
+                               .remote = &d, .remote_offset = (size_t)i * (64u << 20),
+                               .len = 64u << 20};
+        tpx_xfer_t *x;
+        CHECK(tpx_rma(rm, TPX_OP_READ, v, 4, NULL, 0, &x) == TPX_OK);
+        usleep((useconds_t)(round * 3000));
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        tpx_mem_deregister(r);
+        memset(m, 0x22, big); /* the plugin no longer touches it */
+        free(m);
+        tpx_status_t st = tpx_xfer_wait(x, 20000, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        printf("round %d: READ of a region deregistered under it: %s after %.1f ms\n", round,
+               tpx_status_string(st), ms);
+        CHECK(st != TPX_INPROGRESS);
+        if (st != TPX_OK)
+            errors++;
+        tpx_xfer_release(x);
+        /* the next transfer works (connecting again if the peer failed) */
+        blk_t blk = {.loff = 0, .roff = 100, .len = 1u << 20};
+        fill(b.mem, b.size, (uint64_t)round);
+        CHECK(run_checked(&a, &b, rm, TPX_OP_READ, &blk, 1, "after dereg") == 0);
+    }
+    CHECK(errors > 0);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+/* Both directions over the one connection A opened. */
+static int t_twoway(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    tpx_remote_t *ab = load(&a, &b);
+    CHECK(ab != NULL);
+    CHECK(tpx_remote_connect(ab, 5000) == TPX_OK);
+    tpx_remote_t *ba = load(&b, &a);
+    CHECK(ba != NULL);
+    if (check_failures)
+        return 1;
+    CHECK(strcmp(tpx_remote_name(ab), "B") == 0 && strcmp(tpx_remote_name(ba), "A") == 0);
+    blk_t blk[8];
+    for (int i = 0; i < 20 && !check_failures; i++) {
+        make_blocks(blk, 8, a.size, 256u << 10);
+        CHECK(run_checked(&a, &b, ab, i % 2 ? TPX_OP_READ : TPX_OP_WRITE, blk, 8, "a->b") == 0);
+        make_blocks(blk, 8, b.size, 256u << 10);
+        CHECK(run_checked(&b, &a, ba, i % 2 ? TPX_OP_WRITE : TPX_OP_READ, blk, 8, "b->a") == 0);
+    }
+    tpx_engine_counters_t ca, cb;
+    CHECK(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
+    CHECK_EQ(ca.peers_connected, 1);
+    CHECK_EQ(cb.peers_connected, 1);
+    CHECK_EQ(ca.rma_served, 20);
+    CHECK_EQ(cb.rma_served, 20);
+    tpx_remote_forget(ba);
+    tpx_remote_forget(ab);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+/* Prepare once, post many times: in sequence and 16 at once. */
+static int t_prepost(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 16u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 16u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    enum { NB = 200 };
+    blk_t blk[NB];
+    make_blocks(blk, NB, a.size, 64u << 10);
+    tpx_iov_t *v = make_iov(&a, &b, blk, NB);
+    tpx_prep_t *pp;
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB, &pp) == TPX_OK);
+    for (int it = 0; it < 100 && !check_failures; it++) {
+        for (int i = 0; i < NB; i++)
+            fill(b.mem + blk[i].roff, blk[i].len, (uint64_t)(it * NB + i));
+        tpx_xfer_t *x;
+        CHECK(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_OK);
+        CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+        tpx_xfer_release(x);
+        for (int i = 0; i < NB; i++)
+            CHECK(memcmp(a.mem + blk[i].loff, b.mem + blk[i].roff, blk[i].len) == 0);
+    }
+    tpx_xfer_t *xs[16];
+    for (int i = 0; i < 16; i++)
+        CHECK(tpx_xfer_post(pp, NULL, 0, 0, &xs[i]) == TPX_OK);
+    tpx_prep_release(pp); /* the posts keep what they need */
+    for (int i = 0; i < 16; i++) {
+        size_t bytes = 0;
+        CHECK(tpx_xfer_wait(xs[i], 10000, &bytes) == TPX_OK);
+        tpx_xfer_release(xs[i]);
+    }
+    for (int i = 0; i < NB; i++)
+        CHECK(memcmp(a.mem + blk[i].loff, b.mem + blk[i].roff, blk[i].len) == 0);
+    free(v);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+/* Adjacent blocks (coalesced into one entry) and blocks that are adjacent on
+ * one side only (not coalesced). */
+static int t_coalesce(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    if (check_failures)
+        return 1;
+    blk_t blk[512];
+    for (int i = 0; i < 256; i++) /* both sides contiguous */
+        blk[i] = (blk_t){.loff = 4096u * (size_t)i, .roff = (1u << 20) + 4096u * (size_t)i,
+                         .len = 4096};
+    for (int i = 256; i < 512; i++) /* local contiguous, remote reversed */
+        blk[i] = (blk_t){.loff = (4u << 20) + 3000u * (size_t)(i - 256),
+                         .roff = (4u << 20) + 3000u * (size_t)(511 - i), .len = 3000};
+    for (int op = TPX_OP_READ; op <= TPX_OP_WRITE; op++)
+        CHECK(run_checked(&a, &b, rm, (tpx_op_t)op, blk, 512, "coalesce") == 0);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+static int t_overflow(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 1u << 20, 8) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    if (check_failures)
+        return 1;
+    for (int i = 0; i < 20; i++) {
+        char m[32];
+        int n = snprintf(m, sizeof(m), "%d", i);
+        CHECK(tpx_notif_send(rm, m, (size_t)n) == TPX_OK);
+    }
+    tpx_engine_counters_t cb = {0};
+    for (int i = 0; i < 500 && cb.notifs_received < 20; i++) {
+        usleep(10000);
+        CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
+    }
+    CHECK_EQ(cb.notifs_received, 20);
+    CHECK_EQ(cb.notifs_dropped, 12);
+    tpx_notif_t nt[20];
+    size_t n = 0;
+    CHECK(tpx_get_notifs(b.e, nt, 20, &n) == TPX_ERR_OVERFLOW);
+    CHECK_EQ(n, 8);
+    for (size_t i = 0; i < n; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "%zu", i);
+        CHECK(nt[i].len == strlen(want) && memcmp(nt[i].msg, want, nt[i].len) == 0);
+    }
+    CHECK(tpx_get_notifs(b.e, nt, 20, &n) == TPX_OK);
+    CHECK_EQ(n, 0);
+    CHECK(tpx_notif_send(rm, "again", 5) == TPX_OK);
+    CHECK(notif_wait(&b, nt) == 0 && nt[0].len == 5);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+static int t_metadata(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
+    if (check_failures)
+        return 1;
+    unsigned char blob[TPX_METADATA_MAX];
+    size_t len = 10;
+    CHECK(tpx_engine_get_metadata(b.e, blob, &len) == TPX_ERR_INVALID_ARG);
+    CHECK(len > 10 && len <= TPX_METADATA_MAX);
+    size_t need = len;
+    CHECK(tpx_engine_get_metadata(b.e, blob, &len) == TPX_OK && len == need);
+    tpx_remote_t *r1, *r2;
+    for (size_t i = 0; i < len; i++) { /* every flipped byte is refused */
+        blob[i] ^= 0x40;
+        CHECK(tpx_engine_load_remote(a.e, blob, len, &r1) == TPX_ERR_PROTOCOL);
+        blob[i] ^= 0x40;
+    }
+    for (size_t l = 0; l < len; l++)
+        CHECK(tpx_engine_load_remote(a.e, blob, l, &r1) == TPX_ERR_PROTOCOL);
+    CHECK(tpx_engine_load_remote(a.e, blob, len, &r1) == TPX_OK);
+    CHECK(tpx_engine_load_remote(a.e, blob, len, &r2) == TPX_OK);
+    CHECK(r1 == r2);
+    CHECK(strcmp(tpx_remote_name(r1), "B") == 0);
+    tpx_remote_forget(r2);
+    /* connect lazily: the first transfer connects */
+    tpx_iov_t v = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
+                   .len = 4096};
+    tpx_xfer_t *x;
+    CHECK(tpx_rma(r1, TPX_OP_READ, &v, 1, NULL, 0, &x) == TPX_OK);
+    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    tpx_xfer_release(x);
+    CHECK(memcmp(a.mem, b.mem, 4096) == 0);
+    tpx_remote_forget(r1);
+    /* an engine without a bootstrap port has no metadata */
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.port = TPX_PORT_NONE;
+    tpx_engine_t *e;
+    CHECK(tpx_engine_create(&p, &e) == TPX_OK);
+    len = sizeof(blob);
+    CHECK(tpx_engine_get_metadata(e, blob, &len) == TPX_ERR_INVALID_STATE);
+    tpx_engine_destroy(e);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(void);
+    } tests[] = {{"basic", t_basic},     {"notif", t_notif},     {"reject", t_reject},
+                 {"badargs", t_badargs}, {"dereg", t_dereg},     {"twoway", t_twoway},
+                 {"prepost", t_prepost}, {"coalesce", t_coalesce}, {"overflow", t_overflow},
+                 {"metadata", t_metadata}};
+    if (argc == 2)
+        for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+            if (strcmp(argv[1], tests[i].name) == 0)
+                return tests[i].fn();
+    fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
+                    "overflow|metadata\n");
+    return 2;
+}
