@@ -831,6 +831,260 @@ static void dr_collect_devmem(dr_t *d)
     }
 }
 
+/* ---- devmem counters before and after a run (--counters-save, --counters-diff) ----
+ *
+ * A snapshot is, for every interface but lo, the `ethtool -S` counters whose
+ * name says devmem or TCP data split (rx_devmem_pkts, ...), the "TCP data
+ * split" ring setting of `ethtool -g` (1 on, 0 off) and the bytes received
+ * (ethtool's rx_bytes, else /sys/class/net/IF/statistics/rx_bytes). The file
+ * is text: a header line, then "IF KEY VALUE" lines.
+ */
+#define DR_SNAP_MAGIC "# tpx-doctor counters v1"
+#define DR_SNAP_MAX   2048
+#define DR_RX_KEY     "rx_bytes"
+#define DR_MIN_BYTES  (64ull << 20) /* --counters-min-bytes default */
+
+typedef struct {
+    char ifname[IF_NAMESIZE + 1];
+    char key[96];
+    unsigned long long val;
+} dr_ctr_t;
+
+typedef struct {
+    dr_ctr_t c[DR_SNAP_MAX];
+    int n;
+} dr_snap_t;
+
+static void dr_snap_put(dr_snap_t *s, const char *ifname, const char *key, unsigned long long v)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->c[i].ifname, ifname) == 0 && strcmp(s->c[i].key, key) == 0) {
+            s->c[i].val = v;
+            return;
+        }
+    if (s->n >= DR_SNAP_MAX)
+        return;
+    dr_ctr_t *c = &s->c[s->n++];
+    snprintf(c->ifname, sizeof(c->ifname), "%s", ifname);
+    snprintf(c->key, sizeof(c->key), "%s", key);
+    c->val = v;
+}
+
+static const dr_ctr_t *dr_snap_get(const dr_snap_t *s, const char *ifname, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->c[i].ifname, ifname) == 0 && strcmp(s->c[i].key, key) == 0)
+            return &s->c[i];
+    return NULL;
+}
+
+/* The counters worth keeping: devmem ones and TCP data split (header split). */
+static int dr_ctr_wanted(const char *key)
+{
+    static const char *const pats[] = {"devmem", "tcp_data_split", "tcp-data-split",
+                                       "header_split", "hds"};
+    for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++)
+        if (strstr(key, pats[i]) != NULL)
+            return 1;
+    return strcmp(key, DR_RX_KEY) == 0;
+}
+
+/* Snapshot every interface but lo. -1 if ethtool is missing. */
+static int dr_snap_take(dr_t *d, dr_snap_t *s)
+{
+    dr_find_ethtool(d);
+    if (d->ethtool[0] == '\0') {
+        fprintf(stderr, "%s: ethtool is not installed (Debian: apt-get install ethtool): no "
+                        "NIC counters to read\n", DR_PROG);
+        return -1;
+    }
+    s->n = 0;
+    DIR *dir = opendir("/sys/class/net");
+    struct dirent *e;
+    while (dir != NULL && (e = readdir(dir)) != NULL) {
+        const char *ifn = e->d_name;
+        if (ifn[0] == '.' || strcmp(ifn, "lo") == 0 || strlen(ifn) > IF_NAMESIZE ||
+            strchr(ifn, '\'') != NULL)
+            continue;
+        char cmd[DR_PATH + 64 + 256], line[256], key[128], path[DR_PATH + 64];
+        int have_rx = 0;
+        snprintf(cmd, sizeof(cmd), "'%s' -S '%.16s' 2>/dev/null", d->ethtool, ifn);
+        FILE *p = popen(cmd, "r");
+        while (p != NULL && fgets(line, sizeof(line), p) != NULL) {
+            unsigned long long v;
+            if (sscanf(line, " %127[^:]: %llu", key, &v) != 2 || !dr_ctr_wanted(key))
+                continue;
+            dr_snap_put(s, ifn, key, v);
+            have_rx |= strcmp(key, DR_RX_KEY) == 0;
+        }
+        if (p != NULL)
+            pclose(p);
+        snprintf(cmd, sizeof(cmd), "'%s' -g '%.16s' 2>/dev/null", d->ethtool, ifn);
+        p = popen(cmd, "r");
+        while (p != NULL && fgets(line, sizeof(line), p) != NULL) {
+            char state[16];
+            if (sscanf(line, " TCP data split: %15s", state) == 1)
+                dr_snap_put(s, ifn, "tcp-data-split", strcmp(state, "on") == 0);
+        }
+        if (p != NULL)
+            pclose(p);
+        if (!have_rx) {
+            snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/rx_bytes", ifn);
+            long v = dr_read_long(path);
+            if (v >= 0)
+                dr_snap_put(s, ifn, DR_RX_KEY, (unsigned long long)v);
+        }
+    }
+    if (dir != NULL)
+        closedir(dir);
+    return 0;
+}
+
+static int dr_snap_save(dr_t *d, const char *file)
+{
+    static dr_snap_t s;
+    if (dr_snap_take(d, &s) != 0)
+        return BENCH_EXIT_FAIL;
+    FILE *f = fopen(file, "w");
+    if (f == NULL) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", DR_PROG, file, strerror(errno));
+        return BENCH_EXIT_FAIL;
+    }
+    char when[64];
+    bench_started(when, sizeof(when));
+    fprintf(f, "%s\n# taken %s with %s; lines: INTERFACE COUNTER VALUE\n", DR_SNAP_MAGIC, when,
+            d->ethtool);
+    for (int i = 0; i < s.n; i++)
+        fprintf(f, "%s %s %llu\n", s.c[i].ifname, s.c[i].key, s.c[i].val);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", DR_PROG, file, strerror(errno));
+        return BENCH_EXIT_FAIL;
+    }
+    if (!d->quiet)
+        printf("# %s: %d counter(s) of %s saved to %s\n", DR_PROG, s.n,
+               "every interface but lo", file);
+    return BENCH_EXIT_OK;
+}
+
+static int dr_snap_load(const char *file, dr_snap_t *s)
+{
+    FILE *f = fopen(file, "r");
+    char line[512];
+    if (f == NULL) {
+        fprintf(stderr, "%s: cannot read %s: %s\n", DR_PROG, file, strerror(errno));
+        return -1;
+    }
+    s->n = 0;
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        if (lineno == 1 && strncmp(line, DR_SNAP_MAGIC, strlen(DR_SNAP_MAGIC)) != 0) {
+            fprintf(stderr, "%s: %s is not a snapshot of %s --counters-save\n", DR_PROG, file,
+                    DR_PROG);
+            rc = -1;
+            break;
+        }
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        char ifn[IF_NAMESIZE + 2], key[96];
+        unsigned long long v;
+        if (sscanf(line, "%16s %95s %llu", ifn, key, &v) != 3 || strlen(ifn) > IF_NAMESIZE) {
+            fprintf(stderr, "%s: %s line %d: not INTERFACE COUNTER VALUE\n", DR_PROG, file,
+                    lineno);
+            rc = -1;
+            break;
+        }
+        dr_snap_put(s, ifn, key, v);
+    }
+    if (rc == 0 && lineno == 0) {
+        fprintf(stderr, "%s: %s is empty\n", DR_PROG, file);
+        rc = -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+static int dr_snap_diff(dr_t *d, const char *file, unsigned long long min_bytes)
+{
+    static dr_snap_t before, after;
+    if (dr_snap_load(file, &before) != 0 || dr_snap_take(d, &after) != 0)
+        return BENCH_EXIT_FAIL;
+    int nwarn = 0, nif = 0;
+    char hb[32];
+    /* Interfaces in the order of the new snapshot, then any that vanished. */
+    static char names[DR_SNAP_MAX][IF_NAMESIZE + 1];
+    int nnames = 0;
+    for (int i = 0; i < after.n + before.n; i++) {
+        const char *n = i < after.n ? after.c[i].ifname : before.c[i - after.n].ifname;
+        int k = 0;
+        while (k < nnames && strcmp(names[k], n) != 0)
+            k++;
+        if (k == nnames)
+            snprintf(names[nnames++], sizeof(names[0]), "%s", n);
+    }
+    for (int k = 0; k < nnames; k++) {
+        const char *ifn = names[k];
+        int now = 0;
+        for (int j = 0; j < after.n && !now; j++)
+            now = strcmp(after.c[j].ifname, ifn) == 0;
+        if (!now) {
+            printf("%s: in the snapshot, not on this host now\n", ifn);
+            continue;
+        }
+        nif++;
+        printf("%s:", ifn);
+        int has_devmem = 0, devmem_grew = 0, split_off = 0;
+        unsigned long long rx = 0;
+        for (int j = 0; j < after.n; j++) {
+            const dr_ctr_t *a = &after.c[j];
+            if (strcmp(a->ifname, ifn) != 0)
+                continue;
+            const dr_ctr_t *b = dr_snap_get(&before, ifn, a->key);
+            if (strcmp(a->key, "tcp-data-split") == 0) {
+                printf(" tcp-data-split %s", a->val ? "on" : "off");
+                split_off = !a->val;
+                continue;
+            }
+            if (b == NULL) {
+                printf(" %s (new) %llu", a->key, a->val);
+                continue;
+            }
+            if (a->val < b->val) {
+                printf(" %s went back from %llu to %llu (reset?)", a->key, b->val, a->val);
+                continue;
+            }
+            unsigned long long dv = a->val - b->val;
+            if (strcmp(a->key, DR_RX_KEY) == 0) {
+                rx = dv;
+                printf(" %s +%llu (%s)", a->key, dv, bench_human(dv, hb, sizeof(hb)));
+            } else {
+                printf(" %s +%llu", a->key, dv);
+            }
+            if (strstr(a->key, "rx_devmem_pkts") != NULL) {
+                has_devmem = 1;
+                devmem_grew |= dv > 0;
+            }
+        }
+        printf("%s\n", has_devmem ? "" : "  (no rx_devmem_pkts counter: no devmem TCP here)");
+        if (has_devmem && !devmem_grew && rx >= min_bytes) {
+            printf("  WARN:  %s received %llu bytes during the run but rx_devmem_pkts did not "
+                   "grow: devmem (GPUDirect-TCPX receive into GPU memory) was not in use on it. "
+                   "Check the RxDM container, flow steering, TCP data split and the "
+                   "NCCL_GPUDIRECTTCPX_* settings (run %s)\n",
+                   ifn, rx, DR_PROG);
+            nwarn++;
+        }
+        if (has_devmem && split_off) {
+            printf("  WARN:  %s has TCP data split off: devmem receive needs it (ethtool -G %s "
+                   "tcp-data-split on)\n",
+                   ifn, ifn);
+            nwarn++;
+        }
+    }
+    printf("# %d interface(s), %d warning(s); baseline %s\n", nif, nwarn, file);
+    return BENCH_EXIT_OK;
+}
+
 /* ---- output -------------------------------------------------------------------- */
 
 static void dr_print_warns(const dr_t *d, const char *section)
@@ -1140,6 +1394,8 @@ static void dr_usage(FILE *f)
             "\n"
             "SYNOPSIS\n"
             "    %1$s [--plugin builtin|NAME|PATH] [--json FILE] [--quiet]\n"
+            "    %1$s --counters-save FILE\n"
+            "    %1$s --counters-diff FILE [--counters-min-bytes N]\n"
             "    %1$s --help | --version\n"
             "\n"
             "DESCRIPTION\n"
@@ -1170,6 +1426,22 @@ static void dr_usage(FILE *f)
             "    Every warning says what to do. Plugin log lines at warning level go to\n"
             "    stderr.\n"
             "\n"
+            "DEVMEM COUNTERS BEFORE AND AFTER A RUN\n"
+            "    --counters-save FILE snapshots, for every interface but lo, the `ethtool\n"
+            "    -S IF` counters whose name says devmem or TCP data split (rx_devmem_pkts,\n"
+            "    ..., *tcp_data_split*, *header_split*, *hds*), the \"TCP data split\"\n"
+            "    setting of `ethtool -g IF` and the bytes received (ethtool's rx_bytes,\n"
+            "    else /sys/class/net/IF/statistics/rx_bytes) into FILE (text: a header,\n"
+            "    then INTERFACE COUNTER VALUE lines). --counters-diff FILE takes a new\n"
+            "    snapshot and prints, per interface, how much each counter grew since FILE,\n"
+            "    and warns when an interface that has an rx_devmem_pkts counter received\n"
+            "    at least --counters-min-bytes (default 64M) but rx_devmem_pkts did not\n"
+            "    grow -- the run's receive path was not devmem (GPUDirect-TCPX into GPU\n"
+            "    memory) -- or has TCP data split off. Interfaces without devmem counters\n"
+            "    are listed with their bytes only. Both print no report and need ethtool.\n"
+            "    scripts/tpx-launch does this around every run when ethtool exists\n"
+            "    (counters.before / counters.diff in its log folder).\n"
+            "\n"
             "OPTIONS\n"
             "    --plugin P   the ncclNet plugin to check: `builtin` (tpx's TCP transport,\n"
             "                 tpx_net_builtin()), a name NAME (libnccl-net-NAME.so on the\n"
@@ -1177,6 +1449,14 @@ static void dr_usage(FILE *f)
             "                 TPX_NET_PLUGIN if set, else builtin\n"
             "    --json FILE  also write everything, warnings included, to FILE as JSON\n"
             "    -q, --quiet  print only the warnings and the summary line\n"
+            "    --counters-save FILE\n"
+            "                 snapshot the NIC counters into FILE and exit (see DEVMEM\n"
+            "                 COUNTERS BEFORE AND AFTER A RUN)\n"
+            "    --counters-diff FILE\n"
+            "                 print the counters' growth since FILE, with warnings, and exit\n"
+            "    --counters-min-bytes N\n"
+            "                 --counters-diff: bytes an interface must have received for a\n"
+            "                 silent rx_devmem_pkts to be a warning (default 64M; K, M, G)\n"
             "    -h, --help   print this text\n"
             "    -V, --version\n"
             "\n"
@@ -1184,14 +1464,17 @@ static void dr_usage(FILE *f)
             "    0  nothing fatal (warnings may have been printed)\n"
             "    1  something fatal: the plugin cannot be loaded, exports no usable table,\n"
             "       fails init() or devices(), reports no device, is TCPX on a host without\n"
-            "       a GPU, or a TPX_* setting is malformed\n"
+            "       a GPU, or a TPX_* setting is malformed; --counters-*: ethtool missing,\n"
+            "       FILE unreadable or not a snapshot (warnings alone exit 0)\n"
             "    2  bad command line\n"
             "\n"
             "EXAMPLES\n"
             "    %1$s\n"
             "    %1$s --plugin gpudirecttcpx --json doctor.json\n"
             "    LD_LIBRARY_PATH=/usr/local/tcpx/lib64 %1$s --plugin gpudirecttcpx\n"
-            "    %1$s -q && tpx-perf server --mem cuda\n",
+            "    %1$s -q && tpx-perf server --mem cuda\n"
+            "    %1$s --counters-save before.txt; tpx-perf client B --mem cuda;\n"
+            "    %1$s --counters-diff before.txt\n",
             DR_PROG);
 }
 
@@ -1202,24 +1485,36 @@ int main(int argc, char **argv)
     const char *plugin = getenv("TPX_NET_PLUGIN");
     if (plugin == NULL || plugin[0] == '\0')
         plugin = "builtin";
-    enum { O_PLUGIN = 256, O_JSON };
+    enum { O_PLUGIN = 256, O_JSON, O_CSAVE, O_CDIFF, O_CMIN };
     static const struct option opts[] = {
         {"plugin", required_argument, NULL, O_PLUGIN},
         {"json", required_argument, NULL, O_JSON},
+        {"counters-save", required_argument, NULL, O_CSAVE},
+        {"counters-diff", required_argument, NULL, O_CDIFF},
+        {"counters-min-bytes", required_argument, NULL, O_CMIN},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    int c;
+    const char *csave = NULL, *cdiff = NULL;
+    uint64_t cmin = DR_MIN_BYTES;
+    int c, plugin_set = 0;
     while ((c = getopt_long(argc, argv, "hqV", opts, NULL)) != -1) {
         switch (c) {
         case O_PLUGIN:
+            plugin_set = 1;
             if (optarg[0] == '\0')
                 return bench_usage_error("--plugin: give builtin, a name or a path");
             plugin = optarg;
             break;
         case O_JSON: d.json = optarg; break;
+        case O_CSAVE: csave = optarg; break;
+        case O_CDIFF: cdiff = optarg; break;
+        case O_CMIN:
+            if (bench_parse_size(optarg, &cmin) != 0)
+                return bench_usage_error("--counters-min-bytes: bad size '%s' (e.g. 64M)", optarg);
+            break;
         case 'q': d.quiet = 1; break;
         case 'h': dr_usage(stdout); return BENCH_EXIT_OK;
         case 'V': printf("%s (libtpx %s)\n", DR_PROG, tpx_version_string()); return BENCH_EXIT_OK;
@@ -1228,6 +1523,16 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         return bench_usage_error("unexpected argument '%s'", argv[optind]);
+    if (csave != NULL || cdiff != NULL) {
+        /* Counters only: no report. */
+        if (csave != NULL && cdiff != NULL)
+            return bench_usage_error("--counters-save and --counters-diff exclude each other "
+                                     "(save before the run, diff after it)");
+        if (plugin_set || d.json != NULL)
+            return bench_usage_error("--plugin and --json are for the report, not for "
+                                     "--counters-save/--counters-diff");
+        return csave != NULL ? dr_snap_save(&d, csave) : dr_snap_diff(&d, cdiff, cmin);
+    }
 
     snprintf(d.version, sizeof(d.version), "%s", tpx_version_string());
     d.config_ok = tpx_config_check() == TPX_OK;

@@ -32,12 +32,23 @@
  * forked (CUDA must not be initialised before fork), as in
  * tests/gpu/test_engine_gpu.c; with device memory, --verify fills and checks
  * through host copies outside the timed loop (pf_gpu_stage/pf_gpu_check).
+ *
+ * --all-gpus: every local GPU in one process per side, one engine per GPU
+ * (params.gpu = that GPU, its own progress thread pinned NUMA-local), each
+ * driven by its own "lane" thread running the same per-side code as a
+ * single-engine run (pf_worker) on its own control stream. Lane i pairs the
+ * server's and the client's engine i: GPU i <-> GPU i between two hosts
+ * (control ports --port + i, engine ports TPX_PORT_BASE + i), GPU i ->
+ * GPU (i+1) % n in loopback mode. The lanes of a process meet at a barrier
+ * (pf_gang_t) before every phase, so their timed phases overlap; the table
+ * and the JSON have one row per lane and their sum.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -45,10 +56,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "perf_rma.h"
 #include "tpx/tpx.h"
 
 #define PF_PROG              "tpx-perf"
@@ -75,6 +90,7 @@ enum { PF_PROGRESS_THREAD = 0, PF_PROGRESS_CALLER = 1 };
 /* Where this process's buffers live (--mem): each side decides its own. */
 enum { PF_MEM_HOST = 0, PF_MEM_CUDA = 1 };
 #define PF_MAX_GPU 1023 /* highest --gpu index accepted on the command line */
+#define PF_MAX_LANES 16 /* --all-gpus: GPUs (engines) of one process */
 
 /*
  * The run parameters. The server (or, in loopback mode, the command line)
@@ -94,6 +110,7 @@ typedef struct {
     uint64_t timeout_s;               /* no progress for this long: error */
     uint64_t channels, chunk, window; /* the engines' settings */
     uint64_t progress;                /* PF_PROGRESS_* */
+    uint64_t lanes;                   /* --all-gpus: engines (GPUs) per side; 0: one engine */
 } pf_params_t;
 
 /* Post-to-completion latency of one stream's transfers in the timed phase. */
@@ -113,6 +130,8 @@ typedef struct {
 
 /* One result row: one size. Both sides build it from the two pf_side_res_t. */
 typedef struct {
+    uint64_t index; /* the size's position in the sweep */
+    uint64_t lane;  /* --all-gpus: the lane (engine pair) that measured it; else 0 */
     uint64_t size, batch, iters, warmup, depth, direction;
     uint64_t bytes;   /* moved in the timed phase, every direction */
     uint64_t time_ns; /* the receiver's time (both directions: the slower side's) */
@@ -120,9 +139,16 @@ typedef struct {
 } pf_row_t;
 #define PF_SIDE_WORDS (sizeof(pf_side_res_t) / 8)
 
+/* A worker's record to its parent: a result row, or what its engine settled
+ * on (tpx_engine_info(), sent once after tpx_engine_create()). */
+enum { PF_REC_ROW = 1, PF_REC_INFO = 2 };
 typedef struct {
     bench_rec_hdr_t h;
+    uint64_t type; /* PF_REC_* */
+    uint64_t side; /* PF_REC_INFO: 0 server, 1 client */
+    uint64_t lane; /* PF_REC_INFO: the engine's lane */
     pf_row_t row;
+    tpx_engine_info_t info;
 } pf_rec_t;
 _Static_assert(sizeof(pf_rec_t) <= PIPE_BUF, "a record is one atomic pipe write");
 _Static_assert(sizeof(pf_params_t) % 8 == 0, "params are 64-bit words");
@@ -131,7 +157,7 @@ _Static_assert(sizeof(pf_row_t) % 8 == 0, "rows are 64-bit words");
 /* ---- the control stream ----------------------------------------------------- */
 
 #define PF_MAGIC   0x54505046u /* "TPPF" */
-#define PF_VERSION 1
+#define PF_VERSION 2 /* 2: pf_params_t.lanes */
 enum {
     PF_MSG_HELLO = 1, /* client -> server: empty */
     PF_MSG_PARAMS,    /* server -> client: pf_params_t */
@@ -185,9 +211,83 @@ typedef struct {
     pf_stream_t tx, rx;
 } pf_sized_t;
 
+/*
+ * --all-gpus: the lanes of one process meet here before every phase (a
+ * barrier that a failing lane can break, so that no lane waits for one that
+ * is gone). Generation-counted; waits are bounded by the run's timeout.
+ */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;       /* lanes */
+    int waiting; /* lanes at the barrier now */
+    int broken;  /* a lane failed: every wait fails from now on */
+    uint64_t gen;
+} pf_gang_t;
+
+static int pf_gang_init(pf_gang_t *g, int n)
+{
+    pthread_condattr_t ca;
+    memset(g, 0, sizeof(*g));
+    g->n = n;
+    if (pthread_mutex_init(&g->mu, NULL) != 0)
+        return -1;
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&g->cv, &ca) != 0) {
+        pthread_mutex_destroy(&g->mu);
+        return -1;
+    }
+    pthread_condattr_destroy(&ca);
+    return 0;
+}
+
+static void pf_gang_destroy(pf_gang_t *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+static void pf_gang_break(pf_gang_t *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->broken = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* 0 when every lane arrived; -1 if the gang broke (or timeout_s passed:
+ * then it breaks it, *timed_out = 1). */
+static int pf_gang_wait(pf_gang_t *g, uint64_t timeout_s, int *timed_out)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)timeout_s;
+    *timed_out = 0;
+    pthread_mutex_lock(&g->mu);
+    uint64_t gen = g->gen;
+    if (!g->broken && ++g->waiting == g->n) {
+        g->waiting = 0;
+        g->gen++;
+        pthread_cond_broadcast(&g->cv);
+    }
+    while (!g->broken && g->gen == gen)
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen) {
+            *timed_out = 1;
+            g->broken = 1;
+            pthread_cond_broadcast(&g->cv);
+        }
+    int rc = g->gen != gen ? 0 : -1;
+    pthread_mutex_unlock(&g->mu);
+    return rc;
+}
+
 typedef struct {
     const pf_params_t *p;
     int is_server;
+    int lane;        /* --all-gpus: this engine's lane; else 0 */
+    pf_gang_t *gang; /* --all-gpus: the lanes of this process; else NULL */
+    char who[16];    /* side.who and side.peer ("server/gpu1") */
+    char peer_who[16];
     bench_side_t side; /* who, peer, control stream, result pipe, progress line, failed */
     int out_rows;      /* this side reports rows to its parent */
     const char *host;  /* client: the server's engine host */
@@ -198,6 +298,7 @@ typedef struct {
     tpx_engine_t *e;
     tpx_peer_t *peer;
     int efd;
+    int rc; /* pf_worker()'s result, for a lane thread */
 } pf_worker_t;
 
 typedef struct {
@@ -475,6 +576,16 @@ static int pf_phase(pf_worker_t *w, pf_sized_t *z, uint64_t iters, uint64_t iter
     while (z->rx.active && z->rx.posted < iters && z->rx.posted < z->depth)
         if (pf_post_iter(w, z, &z->rx, iter0) != 0)
             return -1;
+    int timed_out = 0;
+    if (w->gang != NULL && pf_gang_wait(w->gang, w->p->timeout_s, &timed_out) != 0) {
+        bench_fail(&w->side,
+                   timed_out ? "the other GPUs' lanes of this process did not reach phase %u "
+                               "within the timeout"
+                             : "stopped at phase %u: another GPU's lane of this process failed "
+                               "(see above)",
+                   (unsigned)phase);
+        return -1;
+    }
     if (!z->tx.active) {
         bench_cpu_ns(&ph->user0, &ph->sys0);
         ph->t0 = bench_now_ns();
@@ -637,7 +748,10 @@ static int pf_run_size(pf_worker_t *w, uint64_t row_idx, uint64_t size)
         pf_msg_recv(w, PF_MSG_RES, (uint32_t)row_idx, wire, sizeof(wire)) != 0)
         goto out;
     bench_words_in(&theirs, wire, PF_SIDE_WORDS);
-    pf_rec_t rec = {.row = {.size = size,
+    pf_rec_t rec = {.type = PF_REC_ROW,
+                    .row = {.index = row_idx,
+                            .lane = (uint64_t)w->lane,
+                            .size = size,
                             .batch = z.batch,
                             .iters = z.iters,
                             .warmup = z.warmup,
@@ -677,6 +791,8 @@ static int pf_worker(pf_worker_t *w)
     ep.timeout_ms = tmo_ms;
     ep.port = w->is_server ? w->engine_port : TPX_PORT_NONE;
     ep.progress_thread = p->progress == PF_PROGRESS_THREAD;
+    if (w->gang != NULL) /* --all-gpus: each engine's thread near its NIC */
+        ep.progress_cpu = TPX_CPU_NUMA_LOCAL;
     ep.gpu = w->gpu;
     st = tpx_engine_create(&ep, &w->e);
     if (st != TPX_OK) {
@@ -688,6 +804,21 @@ static int pf_worker(pf_worker_t *w)
         return -1;
     }
     w->efd = tpx_engine_fd(w->e);
+    if (w->side.out >= 0) {
+        /* What the engine settled on (plugin, NICs), for the table and JSON. */
+        static const pf_rec_t zero;
+        pf_rec_t rec = zero;
+        rec.type = PF_REC_INFO;
+        rec.side = w->is_server ? 0 : 1;
+        rec.lane = (uint64_t)w->lane;
+        st = tpx_engine_info(w->e, &rec.info);
+        if (st != TPX_OK) {
+            bench_fail(&w->side, "tpx_engine_info: %s", tpx_strerror(st));
+            goto out;
+        }
+        if (bench_put_row(&w->side, &rec) != 0)
+            goto out;
+    }
 
     if (w->is_server) {
         bench_put64(word, (uint64_t)tpx_engine_port(w->e));
@@ -734,6 +865,21 @@ typedef struct {
     uint64_t size;
 } pf_cmp_t;
 
+/* --all-gpus: one size over every lane. GB/s is the sum of the lanes' GB/s
+ * (each over its own receiver's time); time is the slowest lane's. */
+typedef struct {
+    uint64_t index; /* the size's position in the sweep */
+    uint64_t size, batch, iters, direction;
+    uint64_t lanes;   /* rows summed */
+    uint64_t bytes;   /* timed bytes of every lane */
+    uint64_t time_ns; /* the slowest lane's time */
+    double gbps;      /* sum of the lanes' GB/s */
+    double gbps_min;  /* the slowest lane's GB/s */
+    uint64_t lat_avg_ns, lat_p50_ns, lat_p99_ns; /* mean of the averages; worst p50/p99 */
+    uint64_t cpu_ns;  /* the process CPU (both sides) over the longest lane phase */
+    int verified;     /* every lane verified */
+} pf_agg_t;
+
 typedef struct {
     bench_mode_t mode;
     pf_params_t p;
@@ -756,6 +902,18 @@ typedef struct {
     char cmp_cmd[1024];
     pf_cmp_t cmp[PF_MAX_SIZES];
     size_t ncmp;
+    /* The engines of this process's side(s), from PF_REC_INFO records:
+     * [side][lane], side 0 the server. */
+    tpx_engine_info_t info[2][PF_MAX_LANES];
+    int have_info[2][PF_MAX_LANES];
+    /* --all-gpus */
+    int all_gpus;
+    int engine_port_set;                /* --engine-port given */
+    int nlanes;                         /* engines per side (p.lanes) */
+    int lane_gpu[2][PF_MAX_LANES];      /* [side][lane]: the GPU of that engine */
+    int lane_fd[2][PF_MAX_LANES];       /* [side][lane]: its control stream; -1 none */
+    pf_agg_t aggs[PF_MAX_SIZES];        /* the sum over lanes, per size */
+    size_t naggs;
 } pf_main_t;
 
 #define pf_set_error(m, ...) bench_set_error((m)->error, sizeof((m)->error), __VA_ARGS__)
@@ -804,9 +962,22 @@ static const char *pf_plugin_name(const pf_main_t *m)
 }
 
 /* The GPUs of the sides this process runs, as "server GPU 0, client GPU 1". */
+static void pf_lane_text(const pf_main_t *m, uint64_t lane, char *buf, size_t len);
+
 static void pf_gpu_text(const pf_main_t *m, char *buf, size_t len)
 {
     buf[0] = '\0';
+    if (m->all_gpus) {
+        /* "all 2 GPUs, one engine each: 0->1 1->0" */
+        snprintf(buf, len, "all %d GPU%s, one engine each:", m->nlanes, m->nlanes == 1 ? "" : "s");
+        for (int i = 0; i < m->nlanes; i++) {
+            char g[32];
+            size_t l = strlen(buf);
+            pf_lane_text(m, (uint64_t)i, g, sizeof(g));
+            snprintf(buf + l, len - l, " %s", g);
+        }
+        return;
+    }
     for (int i = 0; i < 2; i++) {
         if (m->mode == (i == 0 ? BENCH_MODE_CLIENT : BENCH_MODE_SERVER))
             continue; /* the other process's side */
@@ -822,9 +993,9 @@ static void pf_gpu_text(const pf_main_t *m, char *buf, size_t len)
 /* "host", "host (server GPU 0, ...)" (--gpu: the NIC choice) or "cuda (server GPU 0, ...)". */
 static void pf_mem_text(const pf_main_t *m, char *buf, size_t len)
 {
-    char g[64];
+    char g[400];
     pf_gpu_text(m, g, sizeof(g));
-    if (m->mem == PF_MEM_HOST && m->gpu[0] < 0 && m->gpu[1] < 0)
+    if (m->mem == PF_MEM_HOST && m->gpu[0] < 0 && m->gpu[1] < 0 && !m->all_gpus)
         snprintf(buf, len, "host");
     else
         snprintf(buf, len, "%s (%s)", m->mem == PF_MEM_CUDA ? "cuda" : "host", g);
@@ -850,7 +1021,7 @@ static void pf_print_header(pf_main_t *m)
     if (p->depth != 0)
         snprintf(dp, sizeof(dp), "%" PRIu64, p->depth);
     printf("  count %" PRIu64 "  iters %s  warmup %s  depth %s\n", p->batch, it, wu, dp);
-    char mem[96];
+    char mem[512];
     pf_mem_text(m, mem, sizeof(mem));
     printf("# direction %s (%s)  memory %s  verify %s%s  timeout %" PRIu64 " s\n",
            pf_dir_name(p->direction), pf_dir_text(p->direction), mem, p->verify ? "on" : "off",
@@ -866,6 +1037,12 @@ static void pf_print_header(pf_main_t *m)
            "#   timed; time(ms) = that time / iters; lat = one transfer, post to completion,\n"
            "#   as seen by the sender (us); cpu(s/GB) = user+sys CPU of both processes (all\n"
            "#   threads) per 1e9 bytes\n");
+    if (m->all_gpus)
+        printf("# --all-gpus: one row per GPU lane (gpu: %s), then their sum: GB/s\n"
+               "#   added up, time(ms) the slowest lane's, lat the mean of the averages and\n"
+               "#   the worst p50/p99; lanes start every phase together. cpu(s/GB) only on\n"
+               "#   the sum: the whole process(es), all lanes\n",
+               m->mode == BENCH_MODE_LOOPBACK ? "client GPU -> server GPU" : "this host's GPU");
     fflush(stdout);
 }
 
@@ -874,18 +1051,63 @@ static const bench_col_t pf_cols[] = {
     {"lat-avg(us)", 11}, {"p50(us)", 10}, {"p99(us)", 10}, {"cpu(s/GB)", 10}, {"verified", 0},
 };
 #define PF_NCOLS ((int)(sizeof(pf_cols) / sizeof(pf_cols[0])))
+/* --all-gpus: the same with the lane's GPU(s) first. */
+static const bench_col_t pf_cols_gpu[] = {
+    {"gpu", 7},          {"size", 12},    {"count", 6},    {"iters", 7},      {"time(ms)", 10},
+    {"GB/s", 8},         {"lat-avg(us)", 11}, {"p50(us)", 10}, {"p99(us)", 10}, {"cpu(s/GB)", 10},
+    {"verified", 0},
+};
+_Static_assert(sizeof(pf_cols_gpu) / sizeof(pf_cols_gpu[0]) == PF_NCOLS + 1, "one more column");
+
+/* --all-gpus: the GPU cell of a lane: this host's GPU (server/client), or
+ * "C->S" (client GPU to server GPU; recv: S->C, bidir: C<->S) in loopback. */
+static void pf_lane_text(const pf_main_t *m, uint64_t lane, char *buf, size_t len)
+{
+    int s = m->lane_gpu[0][lane], c = m->lane_gpu[1][lane];
+    if (m->mode == BENCH_MODE_SERVER)
+        snprintf(buf, len, "%d", s);
+    else if (m->mode == BENCH_MODE_CLIENT)
+        snprintf(buf, len, "%d", c);
+    else if (m->p.direction == PF_DIR_SEND)
+        snprintf(buf, len, "%d->%d", c, s);
+    else if (m->p.direction == PF_DIR_RECV)
+        snprintf(buf, len, "%d->%d", s, c);
+    else
+        snprintf(buf, len, "%d<->%d", c, s);
+}
+
+static void pf_table_header(pf_main_t *m)
+{
+    if (m->header_done)
+        return;
+    m->header_done = 1;
+    printf("#\n");
+    if (m->all_gpus)
+        bench_table_header(stdout, pf_cols_gpu, PF_NCOLS + 1);
+    else
+        bench_table_header(stdout, pf_cols, PF_NCOLS);
+}
+
+/* One table line; `gpu`: the first cell in --all-gpus mode, else NULL. */
+static void pf_table_line(const char *gpu, char c[][BENCH_CELL])
+{
+    if (gpu == NULL) {
+        bench_table_row(stdout, pf_cols, PF_NCOLS, c);
+        return;
+    }
+    char g[PF_NCOLS + 1][BENCH_CELL];
+    snprintf(g[0], BENCH_CELL, "%s", gpu);
+    memcpy(g[1], c[0], sizeof(g) - sizeof(g[0]));
+    bench_table_row(stdout, pf_cols_gpu, PF_NCOLS + 1, g);
+}
 
 static void pf_print_row(pf_main_t *m, const pf_row_t *r)
 {
     if (bench_quiet)
         return;
-    if (!m->header_done) {
-        m->header_done = 1;
-        printf("#\n");
-        bench_table_header(stdout, pf_cols, PF_NCOLS);
-    }
+    pf_table_header(m);
     pf_lat_t l = pf_row_lat(r);
-    char c[PF_NCOLS][BENCH_CELL];
+    char c[PF_NCOLS][BENCH_CELL], g[32];
     snprintf(c[0], BENCH_CELL, "%" PRIu64, r->size);
     snprintf(c[1], BENCH_CELL, "%" PRIu64, r->batch);
     snprintf(c[2], BENCH_CELL, "%" PRIu64, r->iters);
@@ -894,9 +1116,105 @@ static void pf_print_row(pf_main_t *m, const pf_row_t *r)
     snprintf(c[5], BENCH_CELL, "%.1f", (double)l.avg_ns / 1e3);
     snprintf(c[6], BENCH_CELL, "%.1f", (double)l.p50_ns / 1e3);
     snprintf(c[7], BENCH_CELL, "%.1f", (double)l.p99_ns / 1e3);
-    snprintf(c[8], BENCH_CELL, "%.3f", pf_row_cpu_per_gb(r));
+    /* --all-gpus: a lane's CPU reading is the whole process's (every lane). */
+    if (m->all_gpus)
+        snprintf(c[8], BENCH_CELL, "-");
+    else
+        snprintf(c[8], BENCH_CELL, "%.3f", pf_row_cpu_per_gb(r));
     snprintf(c[9], BENCH_CELL, "%s", pf_row_verified(r) ? "yes" : "no");
-    bench_table_row(stdout, pf_cols, PF_NCOLS, c);
+    if (m->all_gpus)
+        pf_lane_text(m, r->lane, g, sizeof(g));
+    pf_table_line(m->all_gpus ? g : NULL, c);
+    fflush(stdout);
+}
+
+/* --all-gpus: the lanes' rows of size index `idx` summed. */
+static void pf_agg_make(const pf_main_t *m, uint64_t idx, pf_agg_t *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->index = idx;
+    a->verified = 1;
+    for (size_t i = 0; i < m->nrows; i++) {
+        const pf_row_t *r = &m->rows[i];
+        if (r->index != idx)
+            continue;
+        pf_lat_t l = pf_row_lat(r);
+        double g = pf_row_gbps(r);
+        uint64_t cpu =
+            r->srv.cpu_user_ns + r->srv.cpu_sys_ns + r->cli.cpu_user_ns + r->cli.cpu_sys_ns;
+        a->size = r->size;
+        a->batch = r->batch;
+        a->iters = r->iters;
+        a->direction = r->direction;
+        a->gbps_min = a->lanes == 0 || g < a->gbps_min ? g : a->gbps_min;
+        a->lanes++;
+        a->bytes += r->bytes;
+        a->gbps += g;
+        a->time_ns = r->time_ns > a->time_ns ? r->time_ns : a->time_ns;
+        a->lat_avg_ns += l.avg_ns;
+        a->lat_p50_ns = l.p50_ns > a->lat_p50_ns ? l.p50_ns : a->lat_p50_ns;
+        a->lat_p99_ns = l.p99_ns > a->lat_p99_ns ? l.p99_ns : a->lat_p99_ns;
+        a->cpu_ns = cpu > a->cpu_ns ? cpu : a->cpu_ns;
+        a->verified &= pf_row_verified(r);
+    }
+    if (a->lanes > 0)
+        a->lat_avg_ns /= a->lanes;
+}
+
+static double pf_agg_cpu_per_gb(const pf_agg_t *a)
+{
+    return a->bytes > 0 ? ((double)a->cpu_ns / 1e9) / ((double)a->bytes / 1e9) : 0.0;
+}
+
+static void pf_print_agg(pf_main_t *m, const pf_agg_t *a)
+{
+    if (bench_quiet)
+        return;
+    pf_table_header(m);
+    char c[PF_NCOLS][BENCH_CELL];
+    snprintf(c[0], BENCH_CELL, "%" PRIu64, a->size);
+    snprintf(c[1], BENCH_CELL, "%" PRIu64, a->batch);
+    snprintf(c[2], BENCH_CELL, "%" PRIu64, a->iters);
+    snprintf(c[3], BENCH_CELL, "%.3f", (double)a->time_ns / 1e6 / (double)a->iters);
+    snprintf(c[4], BENCH_CELL, "%.3f", a->gbps);
+    snprintf(c[5], BENCH_CELL, "%.1f", (double)a->lat_avg_ns / 1e3);
+    snprintf(c[6], BENCH_CELL, "%.1f", (double)a->lat_p50_ns / 1e3);
+    snprintf(c[7], BENCH_CELL, "%.1f", (double)a->lat_p99_ns / 1e3);
+    snprintf(c[8], BENCH_CELL, "%.3f", pf_agg_cpu_per_gb(a));
+    snprintf(c[9], BENCH_CELL, "%s", a->verified ? "yes" : "no");
+    pf_table_line("sum", c);
+    fflush(stdout);
+}
+
+/* "lo 100G, eth1 200G" (the engine's NICs and their speeds). */
+static void pf_nics_text(const tpx_engine_info_t *in, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < in->nnics && i < TPX_INFO_MAX_NICS; i++) {
+        size_t l = strlen(buf);
+        if (in->nic_speed_mbps[i] > 0)
+            snprintf(buf + l, len - l, "%s%s %g Gb/s", i ? ", " : "", in->nic[i],
+                     in->nic_speed_mbps[i] / 1000.0);
+        else
+            snprintf(buf + l, len - l, "%s%s", i ? ", " : "", in->nic[i]);
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, len, "none reported");
+}
+
+static void pf_print_info(const pf_main_t *m, int side, int lane)
+{
+    const tpx_engine_info_t *in = &m->info[side][lane];
+    char nics[512], hc[32], g[16] = "";
+    if (bench_quiet)
+        return;
+    if (in->gpu >= 0)
+        snprintf(g, sizeof(g), " GPU %d", in->gpu);
+    pf_nics_text(in, nics, sizeof(nics));
+    printf("# engine %s%s: plugin %s (ncclNet v%d), %d channels, chunk %s, window %d, port %d, "
+           "NICs %s\n",
+           side == 0 ? "server" : "client", g, in->plugin, in->abi, in->channels,
+           bench_human(in->chunk_bytes, hc, sizeof(hc)), in->window, in->port, nics);
     fflush(stdout);
 }
 
@@ -941,6 +1259,88 @@ static void pf_json_count(FILE *f, const char *key, uint64_t v, uint64_t autov)
         fprintf(f, "%" PRIu64 ", ", v);
 }
 
+/* The fields of one measured row (no braces). */
+static void pf_json_row(FILE *f, const pf_row_t *r)
+{
+    pf_lat_t l = pf_row_lat(r);
+    bench_json_u64(f, "size", r->size, 1);
+    bench_json_u64(f, "batch", r->batch, 1);
+    bench_json_u64(f, "iters", r->iters, 1);
+    bench_json_u64(f, "warmup", r->warmup, 1);
+    bench_json_u64(f, "depth", r->depth, 1);
+    fprintf(f, "\"direction\": \"%s\", ", pf_dir_name(r->direction));
+    bench_json_u64(f, "bytes", r->bytes, 1);
+    bench_json_dbl(f, "time_ms_total", (double)r->time_ns / 1e6, 1);
+    bench_json_dbl(f, "time_ms", (double)r->time_ns / 1e6 / (double)r->iters, 1);
+    bench_json_dbl(f, "GBps", pf_row_gbps(r), 1);
+    bench_json_dbl(f, "lat_us_avg", (double)l.avg_ns / 1e3, 1);
+    bench_json_dbl(f, "lat_us_p50", (double)l.p50_ns / 1e3, 1);
+    bench_json_dbl(f, "lat_us_p99", (double)l.p99_ns / 1e3, 1);
+    bench_json_dbl(f, "cpu_s_per_GB", pf_row_cpu_per_gb(r), 1);
+    fprintf(f, "\"verified\": %s,\n     ", pf_row_verified(r) ? "true" : "false");
+    pf_json_side(f, "server", &r->srv);
+    fprintf(f, ",\n     ");
+    pf_json_side(f, "client", &r->cli);
+}
+
+/* The side of this process whose engine's NICs a row is counted on: its
+ * own side between hosts, the server's (receiving by default) in loopback. */
+static int pf_local_side(const pf_main_t *m)
+{
+    return m->mode == BENCH_MODE_CLIENT ? 1 : 0;
+}
+
+static void pf_json_nics(FILE *f, const tpx_engine_info_t *in)
+{
+    fputc('[', f);
+    for (int i = 0; i < in->nnics && i < TPX_INFO_MAX_NICS; i++) {
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        bench_json_str(f, in->nic[i]);
+        fprintf(f, ", \"speed_mbps\": %d}", in->nic_speed_mbps[i]);
+    }
+    fputc(']', f);
+}
+
+/* "engines": what every engine of this process settled on (tpx_engine_info). */
+static void pf_json_engines(FILE *f, const pf_main_t *m)
+{
+    int n = 0;
+    fputc('[', f);
+    for (int lane = 0; lane < PF_MAX_LANES; lane++)
+        for (int side = 0; side < 2; side++) {
+            const tpx_engine_info_t *in = &m->info[side][lane];
+            if (!m->have_info[side][lane])
+                continue;
+            fprintf(f, "%s\n    {\"side\": \"%s\", \"lane\": %d, \"gpu\": ", n++ ? "," : "",
+                    side == 0 ? "server" : "client", lane);
+            if (in->gpu >= 0)
+                fprintf(f, "%d", in->gpu);
+            else
+                fputs("null", f);
+            fprintf(f, ", \"plugin\": ");
+            bench_json_str(f, in->plugin);
+            fprintf(f, ", \"abi\": %d, \"channels\": %d, \"chunk\": %zu, \"window\": %d, "
+                       "\"port\": %d, \"nics\": ",
+                    in->abi, in->channels, in->chunk_bytes, in->window, in->port);
+            pf_json_nics(f, in);
+            fputc('}', f);
+        }
+    fputs(n ? "\n  ]" : "]", f);
+}
+
+/* --all-gpus: who lane `lane` is (no braces; a separator follows). */
+static void pf_json_lane(FILE *f, const pf_main_t *m, int lane)
+{
+    int side = pf_local_side(m);
+    fprintf(f, "\"lane\": %d, \"gpu\": %d, \"server_gpu\": %d, \"client_gpu\": %d, \"nics\": ",
+            lane, m->lane_gpu[side][lane], m->lane_gpu[0][lane], m->lane_gpu[1][lane]);
+    if (m->have_info[side][lane])
+        pf_json_nics(f, &m->info[side][lane]);
+    else
+        fputs("[]", f);
+    fputs(",\n       ", f);
+}
+
 static int pf_write_json(pf_main_t *m)
 {
     const pf_params_t *p = &m->p;
@@ -970,12 +1370,17 @@ static int pf_write_json(pf_main_t *m)
         if (m->mode == (i == 0 ? BENCH_MODE_CLIENT : BENCH_MODE_SERVER))
             continue; /* the other process's side: not known here */
         fprintf(f, "%s\"%s\": ", n++ ? ", " : "", i == 0 ? "server" : "client");
-        if (m->gpu[i] >= 0)
+        if (m->all_gpus) { /* the GPU of each lane */
+            for (int lane = 0; lane < m->nlanes; lane++)
+                fprintf(f, "%s%d", lane ? ", " : "[", m->lane_gpu[i][lane]);
+            fputs(m->nlanes > 0 ? "]" : "[]", f);
+        } else if (m->gpu[i] >= 0)
             fprintf(f, "%d", m->gpu[i]);
         else
             fputs("null", f);
     }
-    fprintf(f, "}, \"plugin\": ");
+    fprintf(f, "}, \"all_gpus\": %s, \"lanes\": %d, \"plugin\": ", m->all_gpus ? "true" : "false",
+            m->all_gpus ? m->nlanes : 1);
     bench_json_str(f, pf_plugin_name(m));
     fprintf(f, ", \"sizes\": [");
     for (uint64_t i = 0; i < p->nsizes; i++)
@@ -994,36 +1399,62 @@ static int pf_write_json(pf_main_t *m)
     bench_json_u64(f, "timeout_s", p->timeout_s, 0);
     fprintf(f, "},\n  \"env\": ");
     bench_json_env(f, NULL);
+    fprintf(f, ",\n  \"engines\": ");
+    pf_json_engines(f, m);
     fprintf(f, ",\n  \"results\": [");
     const pf_row_t *best = NULL;
-    for (size_t i = 0; i < m->nrows; i++) {
-        const pf_row_t *r = &m->rows[i];
-        if (best == NULL || pf_row_gbps(r) > pf_row_gbps(best))
-            best = r;
-        pf_lat_t l = pf_row_lat(r);
-        fprintf(f, "%s\n    {", i ? "," : "");
-        bench_json_u64(f, "size", r->size, 1);
-        bench_json_u64(f, "batch", r->batch, 1);
-        bench_json_u64(f, "iters", r->iters, 1);
-        bench_json_u64(f, "warmup", r->warmup, 1);
-        bench_json_u64(f, "depth", r->depth, 1);
-        fprintf(f, "\"direction\": \"%s\", ", pf_dir_name(r->direction));
-        bench_json_u64(f, "bytes", r->bytes, 1);
-        bench_json_dbl(f, "time_ms_total", (double)r->time_ns / 1e6, 1);
-        bench_json_dbl(f, "time_ms", (double)r->time_ns / 1e6 / (double)r->iters, 1);
-        bench_json_dbl(f, "GBps", pf_row_gbps(r), 1);
-        bench_json_dbl(f, "lat_us_avg", (double)l.avg_ns / 1e3, 1);
-        bench_json_dbl(f, "lat_us_p50", (double)l.p50_ns / 1e3, 1);
-        bench_json_dbl(f, "lat_us_p99", (double)l.p99_ns / 1e3, 1);
-        bench_json_dbl(f, "cpu_s_per_GB", pf_row_cpu_per_gb(r), 1);
-        fprintf(f, "\"verified\": %s,\n     ", pf_row_verified(r) ? "true" : "false");
-        pf_json_side(f, "server", &r->srv);
-        fprintf(f, ",\n     ");
-        pf_json_side(f, "client", &r->cli);
-        fputc('}', f);
+    const pf_agg_t *abest = NULL;
+    if (m->all_gpus) {
+        /* One entry per size: the sum over the lanes, each lane inside. */
+        for (size_t a = 0; a < m->naggs; a++) {
+            const pf_agg_t *g = &m->aggs[a];
+            if (abest == NULL || g->gbps > abest->gbps)
+                abest = g;
+            fprintf(f, "%s\n    {", a ? "," : "");
+            bench_json_u64(f, "size", g->size, 1);
+            bench_json_u64(f, "batch", g->batch, 1);
+            bench_json_u64(f, "iters", g->iters, 1);
+            fprintf(f, "\"direction\": \"%s\", ", pf_dir_name(g->direction));
+            bench_json_u64(f, "lanes", g->lanes, 1);
+            bench_json_u64(f, "bytes", g->bytes, 1);
+            bench_json_dbl(f, "time_ms_total", (double)g->time_ns / 1e6, 1);
+            bench_json_dbl(f, "time_ms", (double)g->time_ns / 1e6 / (double)g->iters, 1);
+            bench_json_dbl(f, "GBps", g->gbps, 1);
+            bench_json_dbl(f, "GBps_min_lane", g->gbps_min, 1);
+            bench_json_dbl(f, "lat_us_avg", (double)g->lat_avg_ns / 1e3, 1);
+            bench_json_dbl(f, "lat_us_p50", (double)g->lat_p50_ns / 1e3, 1);
+            bench_json_dbl(f, "lat_us_p99", (double)g->lat_p99_ns / 1e3, 1);
+            bench_json_dbl(f, "cpu_s_per_GB", pf_agg_cpu_per_gb(g), 1);
+            fprintf(f, "\"verified\": %s,\n     \"gpus\": [", g->verified ? "true" : "false");
+            int n = 0;
+            for (int lane = 0; lane < m->nlanes; lane++)
+                for (size_t i = 0; i < m->nrows; i++) {
+                    const pf_row_t *r = &m->rows[i];
+                    if (r->index != g->index || r->lane != (uint64_t)lane)
+                        continue;
+                    fprintf(f, "%s\n      {", n++ ? "," : "");
+                    pf_json_lane(f, m, lane);
+                    pf_json_row(f, r);
+                    fputc('}', f);
+                }
+            fputs("]}", f);
+        }
+    } else {
+        for (size_t i = 0; i < m->nrows; i++) {
+            const pf_row_t *r = &m->rows[i];
+            if (best == NULL || pf_row_gbps(r) > pf_row_gbps(best))
+                best = r;
+            fprintf(f, "%s\n    {", i ? "," : "");
+            pf_json_row(f, r);
+            fputc('}', f);
+        }
     }
     fprintf(f, "\n  ],\n  \"best\": ");
-    if (best != NULL)
+    if (abest != NULL)
+        fprintf(f, "{\"GBps\": %.9g, \"size\": %" PRIu64 ", \"batch\": %" PRIu64
+                   ", \"lanes\": %" PRIu64 "}",
+                abest->gbps, abest->size, abest->batch, abest->lanes);
+    else if (best != NULL)
         fprintf(f, "{\"GBps\": %.9g, \"size\": %" PRIu64 ", \"batch\": %" PRIu64 "}",
                 pf_row_gbps(best), best->size, best->batch);
     else
@@ -1057,6 +1488,99 @@ static int pf_write_json(pf_main_t *m)
     return 0;
 }
 
+/* A worker for one side (and, --all-gpus, one lane) of this process. */
+static void pf_worker_setup(pf_main_t *m, pf_worker_t *w, int is_server, int lane, int ctl,
+                            int out, int out_rows)
+{
+    memset(w, 0, sizeof(*w));
+    w->p = &m->p;
+    w->is_server = is_server;
+    w->lane = lane;
+    snprintf(w->who, sizeof(w->who), "%s", is_server ? "server" : "client");
+    snprintf(w->peer_who, sizeof(w->peer_who), "%s", is_server ? "client" : "server");
+    w->side = (bench_side_t){
+        .who = w->who,
+        .peer = w->peer_who,
+        .ctl = ctl,
+        .out = out,
+        .rec_size = sizeof(pf_rec_t),
+        .proto = &pf_proto,
+        .progress = out_rows && m->progress && !m->all_gpus,
+    };
+    w->out_rows = out_rows;
+    w->host = m->mode == BENCH_MODE_CLIENT ? m->host : "127.0.0.1";
+    w->engine_port = m->mode == BENCH_MODE_LOOPBACK ? TPX_PORT_EPHEMERAL : m->engine_port;
+    w->plugin = m->plugin;
+    w->cuda = m->mem == PF_MEM_CUDA;
+    w->gpu = m->gpu[is_server ? 0 : 1];
+    if (m->all_gpus) {
+        int side = is_server ? 0 : 1, g = m->lane_gpu[side][lane];
+        w->gpu = g;
+        snprintf(w->who, sizeof(w->who), "%s/gpu%d", is_server ? "server" : "client", g);
+        snprintf(w->peer_who, sizeof(w->peer_who), "%s/gpu%d", is_server ? "client" : "server",
+                 m->lane_gpu[!side][lane]);
+        /* Between hosts: TPX_PORT_BASE + GPU (or --engine-port + lane). */
+        if (m->mode == BENCH_MODE_SERVER)
+            w->engine_port = m->engine_port_set ? m->engine_port + lane : TPX_PORT_DEFAULT;
+    }
+}
+
+static void *pf_lane_main(void *arg)
+{
+    pf_worker_t *w = arg;
+    w->rc = pf_worker(w);
+    if (w->rc != 0)
+        pf_gang_break(w->gang); /* the other lanes stop at their next phase */
+    return NULL;
+}
+
+/* --all-gpus, in the child of one side: one thread per lane, each with its
+ * engine; the exit status of the side. */
+static int pf_run_lanes(pf_main_t *m, int side, int out, int out_rows)
+{
+    pf_gang_t gang;
+    pf_worker_t *ws = calloc((size_t)m->nlanes, sizeof(*ws));
+    pthread_t tid[PF_MAX_LANES];
+    int started = 0, rc = 0;
+    if (ws == NULL || pf_gang_init(&gang, m->nlanes) != 0) {
+        fprintf(stderr, "%s: %s: cannot set up %d lanes\n", PF_PROG, side ? "client" : "server",
+                m->nlanes);
+        free(ws);
+        return BENCH_EXIT_FAIL;
+    }
+    for (int i = 0; i < m->nlanes; i++) {
+        pf_worker_setup(m, &ws[i], side == 0, i, m->lane_fd[side][i], out, out_rows);
+        ws[i].gang = &gang;
+    }
+    for (; started < m->nlanes; started++) {
+        int e = pthread_create(&tid[started], NULL, pf_lane_main, &ws[started]);
+        if (e != 0) {
+            bench_fail(&ws[started].side, "cannot start the thread of lane %d: %s", started,
+                       strerror(e));
+            pf_gang_break(&gang);
+            rc = -1;
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(tid[i], NULL);
+        rc |= ws[i].rc;
+    }
+    pf_gang_destroy(&gang);
+    free(ws);
+    return rc == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
+}
+
+static void pf_close_lane_fds(pf_main_t *m)
+{
+    for (int side = 0; side < 2; side++)
+        for (int i = 0; i < PF_MAX_LANES; i++)
+            if (m->lane_fd[side][i] >= 0) {
+                close(m->lane_fd[side][i]);
+                m->lane_fd[side][i] = -1;
+            }
+}
+
 /* Fork one side (0: server, 1: client); in the child it never returns. */
 static pid_t pf_spawn(void *ctx, int side, int ctl, int out, int out_rows, const int *close_fds,
                       int nclose)
@@ -1064,28 +1588,28 @@ static pid_t pf_spawn(void *ctx, int side, int ctl, int out, int out_rows, const
     pf_main_t *m = ctx;
     int is_server = side == 0;
     pid_t pid = bench_fork(close_fds, nclose);
-    if (pid != 0)
+    if (pid != 0) {
+        /* Loopback --all-gpus: once both sides have their lanes' ends, the
+         * parent lets go of them, so a side that dies is seen as gone. */
+        if (m->all_gpus && m->mode == BENCH_MODE_LOOPBACK && (side == 1 || pid < 0))
+            pf_close_lane_fds(m);
         return pid;
-    pf_worker_t w = {
-        .p = &m->p,
-        .is_server = is_server,
-        .side =
-            {
-                .who = is_server ? "server" : "client",
-                .peer = is_server ? "client" : "server",
-                .ctl = ctl,
-                .out = out,
-                .rec_size = sizeof(pf_rec_t),
-                .proto = &pf_proto,
-                .progress = out_rows && m->progress,
-            },
-        .out_rows = out_rows,
-        .host = m->mode == BENCH_MODE_CLIENT ? m->host : "127.0.0.1",
-        .engine_port = m->mode == BENCH_MODE_LOOPBACK ? TPX_PORT_EPHEMERAL : m->engine_port,
-        .plugin = m->plugin,
-        .cuda = m->mem == PF_MEM_CUDA,
-        .gpu = m->gpu[is_server ? 0 : 1],
-    };
+    }
+    if (m->all_gpus) {
+        /* This side's lane streams only; `ctl` is lane 0's stream between
+         * hosts, unused in loopback mode. */
+        int keep_ctl = 0;
+        for (int i = 0; i < PF_MAX_LANES; i++) {
+            if (m->lane_fd[!side][i] >= 0)
+                close(m->lane_fd[!side][i]);
+            keep_ctl |= m->lane_fd[side][i] == ctl;
+        }
+        if (!keep_ctl)
+            close(ctl);
+        _exit(pf_run_lanes(m, side, out, out_rows));
+    }
+    pf_worker_t w;
+    pf_worker_setup(m, &w, is_server, 0, ctl, out, out_rows);
     _exit(pf_worker(&w) == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL);
 }
 
@@ -1093,25 +1617,102 @@ static void pf_on_row(void *ctx, const void *rec)
 {
     pf_main_t *m = ctx;
     const pf_rec_t *r = rec;
-    pf_row_t *nr = realloc(m->rows, (m->nrows + 1) * sizeof(*nr));
-    if (nr != NULL) {
-        m->rows = nr;
-        m->rows[m->nrows++] = r->row;
+    if (r->type == PF_REC_INFO) {
+        if (r->side < 2 && r->lane < PF_MAX_LANES) {
+            m->info[r->side][r->lane] = r->info;
+            m->have_info[r->side][r->lane] = 1;
+            pf_print_info(m, (int)r->side, (int)r->lane);
+        }
+        return;
     }
-    pf_print_row(m, &r->row);
+    if (r->type != PF_REC_ROW)
+        return;
+    pf_row_t *nr = realloc(m->rows, (m->nrows + 1) * sizeof(*nr));
+    if (nr == NULL) {
+        pf_set_error(m, "out of memory");
+        return;
+    }
+    m->rows = nr;
+    m->rows[m->nrows++] = r->row;
+    if (!m->all_gpus) {
+        pf_print_row(m, &r->row);
+        return;
+    }
+    /* --all-gpus: once every lane reported this size, its rows in lane
+     * order and their sum (the lanes meet before every phase, so one size
+     * is complete before the next one starts). */
+    uint64_t idx = r->row.index;
+    int have = 0;
+    for (size_t i = 0; i < m->nrows; i++)
+        have += m->rows[i].index == idx;
+    if (have != m->nlanes || m->naggs >= PF_MAX_SIZES)
+        return;
+    for (int lane = 0; lane < m->nlanes; lane++)
+        for (size_t i = 0; i < m->nrows; i++)
+            if (m->rows[i].index == idx && m->rows[i].lane == (uint64_t)lane)
+                pf_print_row(m, &m->rows[i]);
+    pf_agg_make(m, idx, &m->aggs[m->naggs]);
+    pf_print_agg(m, &m->aggs[m->naggs]);
+    m->naggs++;
 }
 
-/* Fork the side(s) and collect their rows. `ctl`: the control socket (server/client). */
+/* Fork the side(s) and collect their rows. `ctl`: the control socket
+ * (server/client; --all-gpus: lane 0's, the others are in m->lane_fd). */
 static int pf_run(pf_main_t *m, int ctl)
 {
     static const char *const names[2] = {"server", "client"};
+    if (m->all_gpus && m->mode == BENCH_MODE_LOOPBACK) {
+        /* One control stream per lane, as between hosts. */
+        for (int i = 0; i < m->nlanes; i++) {
+            int sv[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+                pf_set_error(m, "socketpair: %s", strerror(errno));
+                pf_close_lane_fds(m);
+                return -1;
+            }
+            m->lane_fd[0][i] = sv[0];
+            m->lane_fd[1][i] = sv[1];
+        }
+    }
     int rc = bench_run_sides(m->mode, ctl, pf_spawn, m, names, sizeof(pf_rec_t), pf_on_row,
                              m->p.timeout_s + 15, m->error, sizeof(m->error));
-    if (rc == 0 && m->nrows != m->p.nsizes) {
-        pf_set_error(m, "expected %" PRIu64 " result rows, got %zu", m->p.nsizes, m->nrows);
+    if (m->all_gpus && m->mode == BENCH_MODE_LOOPBACK)
+        pf_close_lane_fds(m); /* if a fork failed before the parent let go of them */
+    uint64_t want = m->p.nsizes * (m->all_gpus ? (uint64_t)m->nlanes : 1);
+    if (rc == 0 && m->nrows != want) {
+        pf_set_error(m, "expected %" PRIu64 " result rows, got %zu", want, m->nrows);
         rc = -1;
     }
     return rc != 0 || m->error[0] != '\0' ? -1 : 0;
+}
+
+/* --all-gpus, lanes 1..: the client of lane 0 comes back to --port + lane
+ * at once; one that does not (it gave up: not --all-gpus, too few GPUs)
+ * must not leave this server waiting forever. */
+static int pf_accept_lane(pf_main_t *m, int lane, const unsigned char *wire, uint32_t len,
+                          char *err, size_t errlen)
+{
+    int port = m->port + lane, lfd = bench_tcp_listen(port, err, errlen);
+    if (lfd < 0)
+        return -1;
+    struct timeval tv = {.tv_sec = 30};
+    setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int cfd = bench_accept_peer(&pf_proto, lfd, PF_MSG_HELLO, port,
+                                "not a tpx-perf client of this version", err, errlen);
+    close(lfd);
+    if (cfd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        snprintf(err, errlen,
+                 "the client did not open lane %d's control connection (port %d) within 30 s "
+                 "(see its error: is it running --all-gpus, with enough GPUs?)",
+                 lane, port);
+        return -1;
+    }
+    if (cfd >= 0 && bench_msg_send(&pf_proto, cfd, PF_MSG_PARAMS, 0, wire, len) != 0) {
+        snprintf(err, errlen, "cannot send the parameters to the client: %s", strerror(errno));
+        close(cfd);
+        return -1;
+    }
+    return cfd;
 }
 
 static int pf_run_server(pf_main_t *m)
@@ -1119,16 +1720,30 @@ static int pf_run_server(pf_main_t *m)
     char err[512] = "";
     unsigned char wire[sizeof(pf_params_t)];
     bench_words_out(wire, &m->p, sizeof(pf_params_t) / 8);
-    int cfd =
-        bench_server_start(&pf_proto, m->port, PF_MSG_HELLO, PF_MSG_PARAMS, wire, sizeof(wire),
-                           "not a tpx-perf client of this version", err, sizeof(err));
-    if (cfd < 0) {
-        pf_set_error(m, "%s", err);
-        return -1;
+    /* --all-gpus: lane i's client comes to --port + i, in lane order. */
+    int n = m->all_gpus ? m->nlanes : 1, cfd = -1;
+    for (int lane = 0; lane < n; lane++) {
+        int fd = lane == 0 ? bench_server_start(&pf_proto, m->port, PF_MSG_HELLO, PF_MSG_PARAMS,
+                                                wire, sizeof(wire),
+                                                "not a tpx-perf client of this version", err,
+                                                sizeof(err))
+                           : pf_accept_lane(m, lane, wire, sizeof(wire), err, sizeof(err));
+        if (fd < 0) {
+            pf_set_error(m, "%s%s", m->all_gpus ? "lane control connection: " : "", err);
+            pf_close_lane_fds(m);
+            return -1;
+        }
+        if (lane == 0)
+            cfd = fd;
+        if (m->all_gpus)
+            m->lane_fd[0][lane] = fd;
     }
     pf_print_header(m);
     int rc = pf_run(m, cfd);
-    close(cfd);
+    if (m->all_gpus)
+        pf_close_lane_fds(m); /* cfd among them */
+    else
+        close(cfd);
     return rc;
 }
 
@@ -1139,7 +1754,7 @@ static int pf_params_ok(const pf_params_t *p)
         p->depth > PF_MAX_DEPTH || p->direction > PF_DIR_BIDIR || p->timeout_s == 0 ||
         p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 || p->chunk < 4096 ||
         p->chunk > (4u << 20) || p->window == 0 || p->window > 32 ||
-        p->progress > PF_PROGRESS_CALLER || p->verify > 1)
+        p->progress > PF_PROGRESS_CALLER || p->verify > 1 || p->lanes > PF_MAX_LANES)
         return 0;
     for (uint64_t i = 0; i < p->nsizes; i++)
         if (p->sizes[i] > PF_MAX_SIZE)
@@ -1150,10 +1765,10 @@ static int pf_params_ok(const pf_params_t *p)
 static int pf_run_client(pf_main_t *m)
 {
     char err[512] = "";
-    unsigned char wire[sizeof(pf_params_t)];
-    int fd = bench_client_start(
-        &pf_proto, m->host, m->port, PF_MSG_HELLO, PF_MSG_PARAMS, wire, sizeof(wire),
-        " (is `" PF_PROG " server` running there, on this --port?)", err, sizeof(err));
+    unsigned char wire[sizeof(pf_params_t)], again[sizeof(pf_params_t)];
+    static const char hint[] = " (is `" PF_PROG " server` running there, on this --port?)";
+    int fd = bench_client_start(&pf_proto, m->host, m->port, PF_MSG_HELLO, PF_MSG_PARAMS, wire,
+                                sizeof(wire), hint, err, sizeof(err));
     if (fd < 0) {
         pf_set_error(m, "%s", err);
         return -1;
@@ -1165,13 +1780,49 @@ static int pf_run_client(pf_main_t *m)
         close(fd);
         return -1;
     }
+    if ((p.lanes > 0) != (m->all_gpus != 0) || p.lanes > (uint64_t)m->nlanes) {
+        if (p.lanes > 0 && !m->all_gpus)
+            pf_set_error(m, "the server runs --all-gpus (%" PRIu64 " GPUs): give --all-gpus here "
+                            "too",
+                         p.lanes);
+        else if (p.lanes == 0)
+            pf_set_error(m, "this side has --all-gpus, the server runs one engine: give "
+                            "--all-gpus to both or to neither");
+        else
+            pf_set_error(m, "the server runs --all-gpus with %" PRIu64 " GPUs, this host has %d: "
+                            "GPU i pairs with GPU i, so this host needs at least as many",
+                         p.lanes, m->nlanes);
+        close(fd);
+        return -1;
+    }
     m->p = p;
+    if (m->all_gpus) {
+        m->nlanes = (int)p.lanes;
+        m->lane_fd[1][0] = fd;
+        for (int lane = 1; lane < m->nlanes; lane++) {
+            int lfd = bench_client_start(&pf_proto, m->host, m->port + lane, PF_MSG_HELLO,
+                                         PF_MSG_PARAMS, again, sizeof(again), hint, err,
+                                         sizeof(err));
+            if (lfd < 0 || memcmp(again, wire, sizeof(wire)) != 0) {
+                pf_set_error(m, "lane %d control connection (port %d): %s", lane, m->port + lane,
+                             lfd < 0 ? err : "the server sent other parameters");
+                if (lfd >= 0)
+                    close(lfd);
+                pf_close_lane_fds(m);
+                return -1;
+            }
+            m->lane_fd[1][lane] = lfd;
+        }
+    }
     if (m->user_set_run_opts && !bench_quiet)
         fprintf(stderr, "%s: client: run options come from the server; yours are ignored\n",
                 PF_PROG);
     pf_print_header(m);
     int rc = pf_run(m, fd);
-    close(fd);
+    if (m->all_gpus)
+        pf_close_lane_fds(m);
+    else
+        close(fd);
     return rc;
 }
 
@@ -1288,11 +1939,11 @@ static int pf_compare_transport(pf_main_t *m)
 static int pf_plot(const pf_main_t *m)
 {
     const pf_params_t *p = &m->p;
-    size_t n = m->nrows + m->ncmp;
+    size_t n = m->nrows + m->ncmp + m->naggs;
     bench_point_t *pts = calloc(n, sizeof(*pts));
     if (pts == NULL)
         return -1;
-    char hc[32], mem[96], title[256];
+    char hc[32], mem[512], title[768];
     pf_mem_text(m, mem, sizeof(mem));
     snprintf(title, sizeof(title),
              "tpx-perf %s: %s, memory %s, %" PRIu64 " channels, chunk %s, window %" PRIu64,
@@ -1300,8 +1951,15 @@ static int pf_plot(const pf_main_t *m)
              bench_human(p->chunk, hc, sizeof(hc)), p->window);
     for (size_t i = 0; i < m->nrows; i++) {
         const pf_row_t *r = &m->rows[i];
-        snprintf(pts[i].label, sizeof(pts[i].label), "engine, %s, batch %" PRIu64,
-                 pf_dir_name(r->direction), r->batch);
+        char g[32];
+        if (m->all_gpus) {
+            pf_lane_text(m, r->lane, g, sizeof(g));
+            snprintf(pts[i].label, sizeof(pts[i].label), "GPU %s, %s, batch %" PRIu64, g,
+                     pf_dir_name(r->direction), r->batch);
+        } else {
+            snprintf(pts[i].label, sizeof(pts[i].label), "engine, %s, batch %" PRIu64,
+                     pf_dir_name(r->direction), r->batch);
+        }
         pts[i].size = r->size;
         pts[i].gbps = pf_row_gbps(r);
     }
@@ -1310,6 +1968,12 @@ static int pf_plot(const pf_main_t *m)
         snprintf(pt->label, sizeof(pt->label), "transport alone (tpx-netbench)");
         pt->size = m->cmp[i].size;
         pt->gbps = m->cmp[i].transport_gbps;
+    }
+    for (size_t i = 0; i < m->naggs; i++) { /* --all-gpus: the sum over the lanes */
+        bench_point_t *pt = &pts[m->nrows + m->ncmp + i];
+        snprintf(pt->label, sizeof(pt->label), "sum of %" PRIu64 " GPU lanes", m->aggs[i].lanes);
+        pt->size = m->aggs[i].size;
+        pt->gbps = m->aggs[i].gbps;
     }
     int rc = bench_plot(m->plot, title, pts, n);
     free(pts);
@@ -1398,11 +2062,11 @@ static void pf_usage(FILE *f)
             "    %1$s - throughput and latency of the tpx engine (tpx/tpx.h)\n"
             "\n"
             "SYNOPSIS\n"
-            "    %1$s [--loopback] [--mem host|cuda] [--gpu A,B] [OPTIONS]\n"
-            "    %1$s server [--port P] [--engine-port Q] [--mem host|cuda] [--gpu N]\n"
-            "           [OPTIONS]\n"
-            "    %1$s client HOST [--port P] [--plugin P] [--mem host|cuda] [--gpu N]\n"
-            "           [--json FILE] [--quiet]\n"
+            "    %1$s [--loopback] [--mem host|cuda] [--gpu A,B | --all-gpus] [OPTIONS]\n"
+            "    %1$s server [--port P] [--engine-port Q] [--mem host|cuda]\n"
+            "           [--gpu N | --all-gpus] [OPTIONS]\n"
+            "    %1$s client HOST [--port P] [--plugin P] [--mem host|cuda]\n"
+            "           [--gpu N | --all-gpus] [--json FILE] [--quiet]\n"
             "    %1$s --print-config | --help | --version\n"
             "\n"
             "DESCRIPTION\n"
@@ -1425,7 +2089,38 @@ static void pf_usage(FILE *f)
             "    tpx_xfer_poll() reports on the sending side; bidir: the slower side),\n"
             "    cpu(s/GB) (user+sys CPU time of both processes, all threads, per 1e9\n"
             "    bytes), verified. A final line names the best row. --json has the\n"
-            "    receivers' latencies, each side's time and CPU, and the checksums too.\n"
+            "    receivers' latencies, each side's time and CPU, the checksums, and what\n"
+            "    every engine of this process settled on (tpx_engine_info(): plugin, ABI,\n"
+            "    channels, chunk, window, port, NIC names and speeds) too; the same engine\n"
+            "    lines (\"# engine ...\") are printed before the table.\n"
+            "\n"
+            "ALL GPUS IN ONE PROCESS (--all-gpus)\n"
+            "    Every local GPU (up to %9$d) in one process per side, one engine per GPU\n"
+            "    (params.gpu = that GPU, so each uses the NICs of its GPU), each engine\n"
+            "    with its own progress thread pinned to a CPU of its NIC's NUMA node\n"
+            "    (params.progress_cpu = TPX_CPU_NUMA_LOCAL) and driven by its own thread:\n"
+            "    the shape of one inference server per host. Device memory on each GPU\n"
+            "    (it implies --mem cuda). A \"lane\" is one pair of engines:\n"
+            "      server/client   lane i is this host's GPU i <-> the other host's GPU i;\n"
+            "                      lane i's control connection is --port + i, its\n"
+            "                      server engine listens on TPX_PORT_BASE + i (the\n"
+            "                      engines' TPX_PORT_DEFAULT; --engine-port Q: Q + i).\n"
+            "                      Both hosts need --all-gpus; the server decides the\n"
+            "                      number of lanes (its GPU count) and the client needs at\n"
+            "                      least as many GPUs\n"
+            "      --loopback      both sides on this host, all lanes at once: client GPU\n"
+            "                      i sends to server GPU (i+1) %% n (recv: the other way;\n"
+            "                      one GPU: GPU 0 -> GPU 0)\n"
+            "    The lanes of a process start every phase together (a barrier), so their\n"
+            "    timed phases overlap. The table gets a gpu column (the lane's GPU; in\n"
+            "    loopback client -> server) and, after the rows of one size, a \"sum\"\n"
+            "    row: GB/s summed over the lanes, time(ms) of the slowest lane, lat the\n"
+            "    mean of the lanes' averages and the worst p50/p99, cpu(s/GB) of the whole\n"
+            "    process(es) (per-lane CPU is not separable: \"-\"). In --json, each entry\n"
+            "    of \"results\" is that sum with the lanes in \"gpus\" (GPU, NICs, and the\n"
+            "    full row each). --verify works as with --mem cuda (host copies outside\n"
+            "    the timed loop). Without a CUDA GPU: an error, exit 1 (unless --mem host\n"
+            "    --lanes N: host memory, no GPU needed).\n"
             "\n"
             "ROLES\n"
             "    --loopback\n"
@@ -1442,9 +2137,11 @@ static void pf_usage(FILE *f)
             "        parameters from the server, connects its engine, prints the same table.\n"
             "\n"
             "OPTIONS\n"
-            "    --port P          control TCP port of server/client (default %2$d)\n"
+            "    --port P          control TCP port of server/client (default %2$d;\n"
+            "                      --all-gpus: P .. P+n-1, one per lane)\n"
             "    --engine-port Q   server: the engine's bootstrap port (default: any free\n"
-            "                      port, sent to the client; set it when a firewall is on)\n"
+            "                      port, sent to the client; set it when a firewall is on;\n"
+            "                      --all-gpus: Q + lane, default TPX_PORT_BASE + GPU)\n"
             "    --mem host|cuda   where this process's buffers live (default host). cuda:\n"
             "                      device memory from tpx_gpu_alloc(), registered as\n"
             "                      TPX_MEM_CUDA, on the GPU of --gpu. Without a CUDA GPU\n"
@@ -1456,6 +2153,13 @@ static void pf_usage(FILE *f)
             "    --gpu A,B         --loopback: the server side on GPU A, the client side on\n"
             "                      GPU B (default with --mem cuda: 0,1 when the host has two\n"
             "                      or more GPUs, else 0,0); --gpu N is N,N\n"
+            "    --all-gpus        one engine per local GPU, all in this process (see ALL\n"
+            "                      GPUS IN ONE PROCESS); implies --mem cuda; not with --gpu\n"
+            "                      or --compare-transport\n"
+            "    --lanes N         --all-gpus: N lanes (GPUs 0..N-1) instead of every GPU.\n"
+            "                      With --mem host no GPU is needed: N engines of host\n"
+            "                      memory whose params.gpu is the lane's GPU index (NIC\n"
+            "                      choice and port only) -- the lane machinery on any host\n"
             "    --size N          one transfer size (default 256M). K, M, G = 2^10, 2^20, 2^30\n"
             "    --sizes A:B       sizes from A to B, doubling (e.g. 4K:1G); or a comma list of\n"
             "                      sizes and ranges (e.g. 16K,1M:64M). At most %3$d sizes\n"
@@ -1527,6 +2231,11 @@ static void pf_usage(FILE *f)
             "        a sweep, pure throughput, with a JSON record\n"
             "    %1$s --mem cuda --gpu 0,1 --sizes 1M:1G\n"
             "        GPU 0 -> GPU 1 through the engine on this host\n"
+            "    %1$s --all-gpus --sizes 1M:256M\n"
+            "        every GPU of this host at once, GPU i -> GPU i+1, per-GPU rows and sum\n"
+            "    %1$s server --all-gpus   (and on the other host)\n"
+            "    %1$s client 10.0.0.2 --all-gpus\n"
+            "        every GPU i <-> GPU i between two machines, one process each\n"
             "    %1$s server --mem cuda --gpu 3   (and on the other host)\n"
             "    %1$s client 10.0.0.2 --mem cuda --gpu 3\n"
             "        GPU memory between two machines\n"
@@ -1538,15 +2247,22 @@ static void pf_usage(FILE *f)
             "    0  every size ran and (with --verify) every byte was right\n"
             "    1  an engine call returned an error (printed with tpx_strerror()), data\n"
             "       did not match, a peer went away or stopped making progress, the\n"
-            "       control connection or --compare-transport failed, or --mem cuda found\n"
-            "       no CUDA GPU\n"
+            "       control connection or --compare-transport failed, or --mem cuda or\n"
+            "       --all-gpus found no CUDA GPU (or the two hosts' --all-gpus disagree)\n"
             "    2  bad command line\n",
             PF_PROG, PF_DEFAULT_PORT, PF_MAX_SIZES, PF_MAX_BATCH, BENCH_AUTO_MAX_ITERS,
-            PF_MAX_DEPTH, PF_MAX_INFLIGHT, PF_DEFAULT_TIMEOUT_S);
+            PF_MAX_DEPTH, PF_MAX_INFLIGHT, PF_DEFAULT_TIMEOUT_S, PF_MAX_LANES);
+    fprintf(f, "\nONE-SIDED MODE\n    %s --op read|write [--block 16K,128K,2M] [--blocks N] "
+               "[loopback | server | client HOST]\n%s"
+               "    e.g. %s --op read --block 16K,128K,2M --blocks 1000\n",
+            PF_PROG, perf_rma_usage, PF_PROG);
 }
 
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--op") == 0)
+            return perf_rma_main(argc, argv); /* the one-sided mode (perf_rma.c) */
     enum {
         O_LOOPBACK = 256,
         O_PORT,
@@ -1572,6 +2288,8 @@ int main(int argc, char **argv)
         O_JSON,
         O_PLOT,
         O_PRINTCFG,
+        O_ALL_GPUS,
+        O_LANES,
     };
     static const struct option opts[] = {
         {"loopback", no_argument, NULL, O_LOOPBACK},
@@ -1579,6 +2297,8 @@ int main(int argc, char **argv)
         {"engine-port", required_argument, NULL, O_ENGINE_PORT},
         {"mem", required_argument, NULL, O_MEM},
         {"gpu", required_argument, NULL, O_GPU},
+        {"all-gpus", no_argument, NULL, O_ALL_GPUS},
+        {"lanes", required_argument, NULL, O_LANES},
         {"size", required_argument, NULL, O_SIZE},
         {"sizes", required_argument, NULL, O_SIZES},
         {"batch", required_argument, NULL, O_BATCH},
@@ -1605,7 +2325,7 @@ int main(int argc, char **argv)
     };
     static pf_main_t m;
     pf_params_t *p = &m.p;
-    int loopback_flag = 0, verify = -1, run_opts = 0, ngpu_arg = 0;
+    int loopback_flag = 0, verify = -1, run_opts = 0, ngpu_arg = 0, mem_set = 0, lanes_arg = 0;
     uint64_t v;
 
     bench_prog = PF_PROG;
@@ -1615,6 +2335,8 @@ int main(int argc, char **argv)
     m.engine_port = TPX_PORT_EPHEMERAL;
     m.mem = PF_MEM_HOST;
     m.gpu[0] = m.gpu[1] = -1;
+    for (int i = 0; i < PF_MAX_LANES; i++)
+        m.lane_fd[0][i] = m.lane_fd[1][i] = -1;
     p->nsizes = 1;
     p->sizes[0] = PF_DEFAULT_SIZE;
     p->iters = BENCH_AUTO;
@@ -1639,6 +2361,7 @@ int main(int argc, char **argv)
             if (bench_parse_uint(optarg, 1, 65535, &v) != 0)
                 return bench_usage_error("--engine-port: '%s' is not a port (1..65535)", optarg);
             m.engine_port = (int)v;
+            m.engine_port_set = 1;
             break;
         case O_MEM:
             if (strcmp(optarg, "cuda") == 0)
@@ -1647,6 +2370,15 @@ int main(int argc, char **argv)
                 m.mem = PF_MEM_HOST;
             else
                 return bench_usage_error("--mem: '%s' is not host or cuda", optarg);
+            mem_set = 1;
+            break;
+        case O_ALL_GPUS:
+            m.all_gpus = 1;
+            break;
+        case O_LANES:
+            if (bench_parse_uint(optarg, 1, PF_MAX_LANES, &v) != 0)
+                return bench_usage_error("--lanes: '%s' is not in 1..%d", optarg, PF_MAX_LANES);
+            lanes_arg = (int)v;
             break;
         case O_GPU:
             if ((ngpu_arg = pf_parse_gpus(optarg, m.gpu)) == 0)
@@ -1778,6 +2510,17 @@ int main(int argc, char **argv)
         return role_rc;
     if (m.compare && m.mode != BENCH_MODE_LOOPBACK)
         return bench_usage_error("--compare-transport runs in loopback mode only");
+    if (m.all_gpus) {
+        if (ngpu_arg != 0)
+            return bench_usage_error("--all-gpus uses every GPU of this host: drop --gpu");
+        if (m.compare)
+            return bench_usage_error("--compare-transport compares one engine with the "
+                                     "transport: drop --all-gpus");
+        if (!mem_set)
+            m.mem = PF_MEM_CUDA;
+    } else if (lanes_arg > 0) {
+        return bench_usage_error("--lanes is for --all-gpus");
+    }
     if (ngpu_arg == 2 && m.mode != BENCH_MODE_LOOPBACK)
         return bench_usage_error("--gpu A,B (server on A, client on B) is for --loopback; "
                                  "%s runs one side: --gpu N",
@@ -1806,14 +2549,47 @@ int main(int argc, char **argv)
     m.user_set_run_opts = run_opts && m.mode == BENCH_MODE_CLIENT;
     if (ngpu_arg == 1) /* --gpu N: this process's side(s) */
         m.gpu[1] = m.gpu[0];
-    if (m.mem == PF_MEM_CUDA) {
+    int ngpu = 0;
+    if (m.mem == PF_MEM_CUDA || (m.all_gpus && lanes_arg == 0)) {
         char why[160];
-        int ngpu = pf_probe_gpus(why, sizeof(why));
+        ngpu = pf_probe_gpus(why, sizeof(why));
+        if (ngpu <= 0 && m.all_gpus) {
+            fprintf(stderr,
+                    "%s: --all-gpus: no CUDA GPU on this host (%s): it runs one engine per "
+                    "local GPU; without GPUs run %s --mem host, or --all-gpus --mem host "
+                    "--lanes N, or scripts/tpx-launch --nprocs N\n",
+                    PF_PROG, why, PF_PROG);
+            return BENCH_EXIT_FAIL;
+        }
         if (ngpu <= 0) {
             fprintf(stderr, "%s: --mem cuda: no CUDA GPU on this host (%s); use --mem host\n",
                     PF_PROG, why);
             return BENCH_EXIT_FAIL;
         }
+    }
+    if (m.all_gpus) {
+        /* Lane i: server GPU i <-> client GPU i between hosts; in loopback
+         * the client's GPU i sends to the server's GPU i+1. */
+        if (lanes_arg > 0 && m.mem == PF_MEM_CUDA && lanes_arg > ngpu)
+            return bench_usage_error("--lanes %d: this host has %d GPU%s", lanes_arg, ngpu,
+                                     ngpu == 1 ? "" : "s");
+        m.nlanes = lanes_arg > 0 ? lanes_arg : ngpu < PF_MAX_LANES ? ngpu : PF_MAX_LANES;
+        if (lanes_arg == 0 && ngpu > PF_MAX_LANES && !bench_quiet)
+            fprintf(stderr, "%s: --all-gpus: this host has %d GPUs, using the first %d\n",
+                    PF_PROG, ngpu, PF_MAX_LANES);
+        for (int i = 0; i < m.nlanes; i++) {
+            m.lane_gpu[1][i] = i;
+            m.lane_gpu[0][i] = m.mode == BENCH_MODE_LOOPBACK ? (i + 1) % m.nlanes : i;
+        }
+        if (m.mode != BENCH_MODE_CLIENT)
+            p->lanes = (uint64_t)m.nlanes;
+        if (m.mode != BENCH_MODE_LOOPBACK && m.port + m.nlanes - 1 > 65535)
+            return bench_usage_error("--port %d: the lanes need ports %d..%d", m.port, m.port,
+                                     m.port + m.nlanes - 1);
+        if (m.engine_port_set && m.engine_port + m.nlanes - 1 > 65535)
+            return bench_usage_error("--engine-port %d: the lanes need ports %d..%d",
+                                     m.engine_port, m.engine_port, m.engine_port + m.nlanes - 1);
+    } else if (m.mem == PF_MEM_CUDA) {
         if (ngpu_arg == 0) { /* loopback: server on 0, client on 1 when there are two */
             m.gpu[0] = 0;
             m.gpu[1] = m.mode == BENCH_MODE_LOOPBACK && ngpu >= 2 ? 1 : 0;
@@ -1868,7 +2644,20 @@ int main(int argc, char **argv)
             best = &m.rows[i];
         all_verified &= pf_row_verified(&m.rows[i]);
     }
-    if (best != NULL) {
+    const pf_agg_t *abest = NULL;
+    for (size_t i = 0; i < m.naggs; i++)
+        if (abest == NULL || m.aggs[i].gbps > abest->gbps)
+            abest = &m.aggs[i];
+    if (m.all_gpus && abest != NULL) {
+        char hb[32];
+        printf("# best: %.3f GB/s summed over %" PRIu64 " GPU lanes (slowest lane %.3f) at size "
+               "%" PRIu64 " (%s), count %" PRIu64 ", %s%s%s\n",
+               abest->gbps, abest->lanes, abest->gbps_min, abest->size,
+               bench_human(abest->size, hb, sizeof(hb)), abest->batch,
+               pf_dir_name(abest->direction), all_verified ? "; all data verified" : "",
+               rc != 0 ? "; run FAILED (see above)" : "");
+        fflush(stdout);
+    } else if (best != NULL) {
         char hb[32];
         printf("# best: %.3f GB/s at size %" PRIu64 " (%s), count %" PRIu64 ", %s%s%s\n",
                pf_row_gbps(best), best->size, bench_human(best->size, hb, sizeof(hb)), best->batch,

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# tools.perf.op: the one-sided mode of tpx-perf (--op read|write): loopback
+# READ and WRITE, verified, with JSON (checked by python3 -m json.tool when
+# python3 exists), then a server (the owner) and a client on 127.0.0.1.
+set -u
+PERF=$1
+WORK=$(mktemp -d)
+trap 'kill $SRV 2>/dev/null; rm -rf "$WORK"' EXIT
+SRV=
+fail() { echo "FAIL: $*"; exit 1; }
+
+for op in read write; do
+    "$PERF" --op $op --block 4K,64K --blocks 100 --iters 5 --warmup 1 --notif \
+        --json "$WORK/$op.json" > "$WORK/$op.out" 2>&1 || { cat "$WORK/$op.out"; fail "loopback $op"; }
+    cat "$WORK/$op.out"
+    grep -q ' yes$' "$WORK/$op.out" || fail "loopback $op: not verified"
+    if command -v python3 > /dev/null; then
+        python3 -m json.tool "$WORK/$op.json" > /dev/null || fail "$op: invalid JSON"
+        python3 - "$WORK/$op.json" <<'PY' || fail "$op: JSON content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["op"] in ("read", "write") and len(d["rows"]) == 2
+for r in d["rows"]:
+    assert r["verified"] and r["gbps"] > 0 and r["blocks"] == 100
+PY
+    fi
+done
+"$PERF" --op read --prep-each --block 16K --blocks 50 --iters 3 --warmup 0 > "$WORK/pe.out" 2>&1 \
+    || { cat "$WORK/pe.out"; fail "--prep-each"; }
+
+# server and client; a free port from the kernel
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 28515)
+for op in write read; do
+    TPX_PORT_BASE=$((PORT + 1)) "$PERF" --op $op --port "$PORT" server > "$WORK/srv.out" 2>&1 &
+    SRV=$!
+    "$PERF" --op $op --port "$PORT" --verify --block 8K --blocks 64 --iters 4 --warmup 1 \
+        client 127.0.0.1 > "$WORK/cli.out" 2>&1 || { cat "$WORK/cli.out" "$WORK/srv.out"; fail "client $op"; }
+    wait $SRV || { cat "$WORK/srv.out"; fail "server $op"; }
+    SRV=
+    cat "$WORK/cli.out" "$WORK/srv.out"
+    grep -q ' yes$' "$WORK/cli.out" || fail "client $op: not verified"
+    grep -q 'served 5 request' "$WORK/srv.out" || fail "server $op: did not serve 5 requests"
+done
+# bad input gets a usage error (exit 2)
+"$PERF" --op sideways > /dev/null 2>&1; [ $? = 2 ] || fail "--op sideways: exit status"
+"$PERF" --op read --blocks 0 > /dev/null 2>&1; [ $? = 2 ] || fail "--blocks 0: exit status"
+echo PASS

@@ -1,0 +1,793 @@
+/*
+ * perf_rma.c - `tpx-perf --op read|write`: one-sided transfers of many
+ * blocks (the KV-cache shape), through the public API only.
+ *
+ * The requester READs `blocks` blocks of `block` bytes from the owner's
+ * exported memory (or WRITEs them there). Blocks lie at a stride of two
+ * blocks on each side, in a shuffled order on the owner's side, so none
+ * coalesce: each is its own descriptor, as in a paged KV cache. Reported
+ * per row: the time to prepare the descriptor list (once, or every
+ * iteration with --prep-each), the time from post to completion, GB/s of
+ * payload (1e9 B/s), and whether every byte verified.
+ *
+ * Roles: loopback (requester and owner engines in one process), server
+ * (the owner: exports memory and serves; never posts anything) and client
+ * HOST (the requester). The two processes talk over a small TCP control
+ * stream: the owner's metadata and descriptor, fills and checks.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+#include "perf_rma.h"
+#include "tpx/tpx.h"
+
+#define PR_MAX_ROWS 32
+#define PR_MAGIC 0x54505252u /* "TPRR" */
+
+typedef struct {
+    tpx_op_t op;
+    uint64_t blocks[1], block[PR_MAX_ROWS];
+    uint64_t nblock, nblocks;
+    uint64_t iters, warmup, inflight;
+    int prep_each, verify, notif;
+    int mem_cuda, gpu;
+    int channels, window;
+    uint64_t chunk;
+    const char *plugin, *json, *host;
+    int port;
+    uint64_t timeout_s;
+    bench_mode_t mode;
+} pr_opts_t;
+
+typedef struct {
+    uint64_t block, blocks, bytes, iters;
+    double prep_us, xfer_avg_us, xfer_p50_us, xfer_p99_us, gbps;
+    int verified;
+} pr_row_t;
+
+/* ---- memory of one side --------------------------------------------------------- */
+
+typedef struct {
+    tpx_engine_t *e;
+    unsigned char *buf; /* host memory, or the host mirror of GPU memory */
+    void *dev;          /* GPU memory, or NULL */
+    size_t size;
+    tpx_region_t *r;
+    tpx_rdesc_t d;
+} pr_side_t;
+
+static int pr_engine(const pr_opts_t *o, const char *name, int port, tpx_engine_t **e)
+{
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.plugin = o->plugin;
+    p.gpu = o->mem_cuda ? o->gpu : -1;
+    p.channels = o->channels;
+    p.chunk_bytes = o->chunk;
+    p.window = o->window;
+    p.port = port;
+    p.name = name;
+    p.timeout_ms = (int)(o->timeout_s * 1000);
+    if (o->mode == BENCH_MODE_LOOPBACK)
+        p.bind_addr = "127.0.0.1";
+    tpx_status_t st = tpx_engine_create(&p, e);
+    if (st != TPX_OK) {
+        fprintf(stderr, "tpx-perf: cannot create the %s engine: %s\n", name,
+                tpx_status_string(st));
+        return -1;
+    }
+    return 0;
+}
+
+static int pr_side_mem(const pr_opts_t *o, pr_side_t *s, size_t size)
+{
+    s->size = size;
+    s->buf = aligned_alloc(4096, size);
+    if (s->buf == NULL) {
+        fprintf(stderr, "tpx-perf: cannot allocate %zu bytes\n", size);
+        return -1;
+    }
+    memset(s->buf, 0, size);
+    void *addr = s->buf;
+    if (o->mem_cuda) {
+        tpx_status_t st = tpx_gpu_alloc(o->gpu, size, &s->dev);
+        if (st != TPX_OK) {
+            fprintf(stderr, "tpx-perf: --mem cuda: cannot allocate %zu bytes on GPU %d: %s\n",
+                    size, o->gpu, tpx_status_string(st));
+            return -1;
+        }
+        addr = s->dev;
+    }
+    tpx_status_t st = tpx_mem_register(s->e, addr, size, o->mem_cuda ? TPX_MEM_CUDA : TPX_MEM_HOST,
+                                       &s->r);
+    if (st == TPX_OK)
+        st = tpx_region_export(s->r, 0, 0, &s->d);
+    if (st != TPX_OK) {
+        fprintf(stderr, "tpx-perf: registering %zu bytes failed: %s\n", size,
+                tpx_status_string(st));
+        return -1;
+    }
+    return 0;
+}
+
+static void pr_side_free(pr_side_t *s)
+{
+    if (s->r != NULL)
+        tpx_mem_deregister(s->r);
+    tpx_gpu_free(s->dev);
+    free(s->buf);
+    s->r = NULL;
+    s->dev = NULL;
+    s->buf = NULL;
+}
+
+/* GPU memory: the host mirror goes down / comes up. */
+static int pr_sync(pr_side_t *s, int down)
+{
+    if (s->dev == NULL)
+        return 0;
+    tpx_status_t st = down ? tpx_gpu_copy(s->dev, s->buf, s->size)
+                           : tpx_gpu_copy(s->buf, s->dev, s->size);
+    return st == TPX_OK ? 0 : -1;
+}
+
+/* ---- block layout ------------------------------------------------------------------ */
+
+/* Block i: at 2*i*block on the requester, at 2*perm(i)*block on the owner. */
+static void pr_layout(uint64_t block, uint64_t n, uint64_t *roff)
+{
+    for (uint64_t i = 0; i < n; i++)
+        roff[i] = i;
+    uint64_t s = 0x853c49e6748fea9bull ^ block ^ (n << 20);
+    for (uint64_t i = n - 1; i > 0; i--) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t j = (s >> 33) % (i + 1), t = roff[i];
+        roff[i] = roff[j];
+        roff[j] = t;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        roff[i] *= 2 * block;
+}
+
+static uint64_t pr_key(uint64_t iter, uint64_t i) { return iter << 32 | i; }
+
+static void pr_fill(unsigned char *base, const uint64_t *off, uint64_t block, uint64_t n,
+                    uint64_t iter)
+{
+    for (uint64_t i = 0; i < n; i++)
+        bench_fill(base + off[i], block, pr_key(iter, i));
+}
+
+/* -1 and a message if a block is wrong. */
+static int pr_check(const unsigned char *base, const uint64_t *off, uint64_t block, uint64_t n,
+                    uint64_t iter, const char *who)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t csum = BENCH_FNV_BASIS, bad = 0;
+        if (bench_check(base + off[i], block, pr_key(iter, i), &csum, &bad) != 0) {
+            fprintf(stderr, "tpx-perf: verify failed on the %s: block %llu (iteration %llu), "
+                    "byte %llu\n", who, (unsigned long long)i, (unsigned long long)iter,
+                    (unsigned long long)bad);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- control stream between client and server --------------------------------------- */
+
+enum { PRM_HELLO = 1, PRM_MD, PRM_FILL, PRM_CHECK, PRM_OK, PRM_FAIL, PRM_BYE };
+
+typedef struct {
+    uint32_t magic, type;
+    uint64_t a, b, c; /* per type: HELLO size; FILL/CHECK block, blocks, iter */
+    uint32_t len;     /* bytes following */
+} pr_msg_t;
+
+static int pr_send(int fd, uint32_t type, uint64_t a, uint64_t b, uint64_t c, const void *p,
+                   uint32_t len)
+{
+    unsigned char h[40];
+    bench_put64(h, (uint64_t)PR_MAGIC << 32 | type);
+    bench_put64(h + 8, a);
+    bench_put64(h + 16, b);
+    bench_put64(h + 24, c);
+    bench_put64(h + 32, len);
+    if (bench_send_all(fd, h, sizeof(h)) != 0 || (len && bench_send_all(fd, p, len) != 0))
+        return -1;
+    return 0;
+}
+
+static int pr_recv(int fd, pr_msg_t *m, void *p, uint32_t cap, uint64_t timeout_s)
+{
+    unsigned char h[40];
+    uint64_t deadline = bench_now_ns() + timeout_s * 1000000000ull;
+    if (bench_recv_all(fd, h, sizeof(h), deadline) != 0)
+        return -1;
+    uint64_t w = bench_get64(h);
+    m->magic = (uint32_t)(w >> 32);
+    m->type = (uint32_t)w;
+    m->a = bench_get64(h + 8);
+    m->b = bench_get64(h + 16);
+    m->c = bench_get64(h + 24);
+    uint64_t len = bench_get64(h + 32);
+    if (m->magic != PR_MAGIC || len > cap) {
+        fprintf(stderr, "tpx-perf: malformed control message from the peer\n");
+        return -1;
+    }
+    m->len = (uint32_t)len;
+    if (len && bench_recv_all(fd, p, len, deadline) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- the measurement ------------------------------------------------------------------ */
+
+typedef struct {
+    const pr_opts_t *o;
+    pr_side_t *req;      /* requester */
+    pr_side_t *own;      /* owner: loopback only (else NULL) */
+    tpx_remote_t *rm;
+    tpx_rdesc_t rdesc;   /* the owner's exported memory */
+    int ctl;             /* client: control stream to the server */
+} pr_ctx_t;
+
+static double pr_us(uint64_t ns) { return (double)ns / 1e3; }
+
+static int pr_owner_fill(pr_ctx_t *c, uint64_t block, uint64_t n, const uint64_t *roff,
+                         uint64_t iter)
+{
+    if (c->own != NULL) {
+        pr_fill(c->own->buf, roff, block, n, iter);
+        return pr_sync(c->own, 1);
+    }
+    pr_msg_t m;
+    unsigned char b[8];
+    if (pr_send(c->ctl, PRM_FILL, block, n, iter, NULL, 0) != 0 ||
+        pr_recv(c->ctl, &m, b, sizeof(b), c->o->timeout_s) != 0 || m.type != PRM_OK) {
+        fprintf(stderr, "tpx-perf: the server did not fill its blocks\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int pr_owner_check(pr_ctx_t *c, uint64_t block, uint64_t n, const uint64_t *roff,
+                          uint64_t iter)
+{
+    if (c->own != NULL)
+        return pr_sync(c->own, 0) == 0 ? pr_check(c->own->buf, roff, block, n, iter, "owner") : -1;
+    pr_msg_t m;
+    unsigned char b[8];
+    if (pr_send(c->ctl, PRM_CHECK, block, n, iter, NULL, 0) != 0 ||
+        pr_recv(c->ctl, &m, b, sizeof(b), c->o->timeout_s) != 0 || m.type != PRM_OK) {
+        fprintf(stderr, "tpx-perf: the server found wrong bytes (or did not answer)\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
+{
+    const pr_opts_t *o = c->o;
+    uint64_t *loff = malloc(n * sizeof(*loff)), *roff = malloc(n * sizeof(*roff));
+    tpx_iov_t *iov = malloc(n * sizeof(*iov));
+    uint64_t total = o->warmup + o->iters;
+    uint64_t *lat = malloc(total * sizeof(*lat));
+    tpx_xfer_t **fly = calloc(o->inflight, sizeof(*fly));
+    uint64_t *t_post = calloc(o->inflight, sizeof(*t_post));
+    int rc = -1;
+    if (!loff || !roff || !iov || !lat || !fly || !t_post)
+        goto out;
+    for (uint64_t i = 0; i < n; i++)
+        loff[i] = 2 * i * block;
+    pr_layout(block, n, roff);
+    for (uint64_t i = 0; i < n; i++)
+        iov[i] = (tpx_iov_t){.local = c->req->r, .local_offset = loff[i], .remote = &c->rdesc,
+                             .remote_offset = roff[i], .len = block};
+    if (o->op == TPX_OP_READ && o->verify && pr_owner_fill(c, block, n, roff, 0) != 0)
+        goto out;
+    tpx_prep_t *prep = NULL;
+    uint64_t prep_ns = 0, nprep = 0;
+    uint64_t t0 = bench_now_ns();
+    tpx_status_t st = tpx_xfer_prepare(c->rm, o->op, iov, n, &prep);
+    prep_ns += bench_now_ns() - t0;
+    nprep++;
+    if (st != TPX_OK) {
+        fprintf(stderr, "tpx-perf: tpx_xfer_prepare: %s\n", tpx_status_string(st));
+        goto out;
+    }
+    char note[32];
+    bench_progress_t prog;
+    uint64_t bytes = block * n, timed_ns = 0, tstart = 0;
+    int verified = o->verify;
+    /* With verification, one transfer at a time (each checked); else
+     * keep `inflight` posted. */
+    uint64_t depth = o->verify ? 1 : o->inflight;
+    uint64_t posted = 0, done = 0;
+    bench_progress_start(&prog, bench_now_ns());
+    while (done < total) {
+        while (posted < total && posted - done < depth) {
+            uint64_t it = posted;
+            if (o->verify && o->op == TPX_OP_WRITE) {
+                pr_fill(c->req->buf, loff, block, n, it);
+                if (pr_sync(c->req, 1) != 0)
+                    goto out_prep;
+            } else if (o->verify) {
+                for (uint64_t i = 0; i < n; i++)
+                    memset(c->req->buf + loff[i], 0, block);
+                if (pr_sync(c->req, 1) != 0)
+                    goto out_prep;
+            }
+            if (it == o->warmup)
+                tstart = bench_now_ns();
+            if (o->prep_each && it > 0) {
+                tpx_prep_release(prep);
+                t0 = bench_now_ns();
+                st = tpx_xfer_prepare(c->rm, o->op, iov, n, &prep);
+                prep_ns += bench_now_ns() - t0;
+                nprep++;
+                if (st != TPX_OK)
+                    goto out;
+            }
+            int nl = o->notif ? snprintf(note, sizeof(note), "it%llu", (unsigned long long)it) : 0;
+            t_post[it % o->inflight] = bench_now_ns();
+            st = tpx_xfer_post(prep, o->notif ? note : NULL, (size_t)nl, 0,
+                               &fly[it % o->inflight]);
+            if (st != TPX_OK) {
+                fprintf(stderr, "tpx-perf: tpx_xfer_post: %s\n", tpx_status_string(st));
+                goto out_prep;
+            }
+            posted++;
+        }
+        uint64_t it = done;
+        tpx_xfer_t *x = fly[it % o->inflight];
+        st = tpx_xfer_wait(x, (int)(o->timeout_s * 1000), NULL);
+        uint64_t now = bench_now_ns();
+        lat[it] = now - t_post[it % o->inflight];
+        tpx_xfer_release(x);
+        fly[it % o->inflight] = NULL;
+        if (st != TPX_OK) {
+            fprintf(stderr, "tpx-perf: %s of %llu blocks: %s\n",
+                    o->op == TPX_OP_READ ? "READ" : "WRITE", (unsigned long long)n,
+                    st == TPX_INPROGRESS ? "not done within --timeout" : tpx_status_string(st));
+            goto out_prep;
+        }
+        done++;
+        if (done == total)
+            timed_ns = now - tstart;
+        if (o->verify && o->op == TPX_OP_READ) {
+            if (pr_sync(c->req, 0) != 0 || pr_check(c->req->buf, loff, block, n, 0, "requester"))
+                goto out_prep;
+        } else if (o->verify && (c->own != NULL || done == total)) {
+            if (pr_owner_check(c, block, n, roff, it) != 0)
+                goto out_prep;
+        }
+        if (bench_progress_due(&prog, now))
+            bench_progress_draw(&prog, "%s %s x %llu: %llu/%llu",
+                                o->op == TPX_OP_READ ? "READ" : "WRITE",
+                                bench_human(block, note, sizeof(note)), (unsigned long long)n,
+                                (unsigned long long)done, (unsigned long long)total);
+    }
+    bench_progress_clear(&prog);
+    uint64_t pct[4];
+    bench_percentiles(lat + o->warmup, o->iters, pct);
+    double sum = 0;
+    for (uint64_t i = o->warmup; i < total; i++)
+        sum += (double)lat[i];
+    *row = (pr_row_t){.block = block, .blocks = n, .bytes = bytes, .iters = o->iters,
+                      .prep_us = pr_us(prep_ns) / (double)nprep,
+                      .xfer_avg_us = sum / (double)o->iters / 1e3,
+                      .xfer_p50_us = pr_us(pct[1]), .xfer_p99_us = pr_us(pct[2]),
+                      /* verifying: the checks between transfers are not timed */
+                      .gbps = (double)(bytes * o->iters) / (depth == 1 ? sum : (double)timed_ns),
+                      .verified = verified};
+    rc = 0;
+out_prep:
+    for (uint64_t i = 0; i < o->inflight; i++)
+        if (fly[i] != NULL) {
+            (void)tpx_xfer_wait(fly[i], (int)(o->timeout_s * 1000), NULL);
+            tpx_xfer_release(fly[i]);
+        }
+    tpx_prep_release(prep);
+out:
+    free(loff);
+    free(roff);
+    free(iov);
+    free(lat);
+    free(fly);
+    free(t_post);
+    return rc;
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+static void pr_print(const pr_opts_t *o, const pr_row_t *rows, int n)
+{
+    static const bench_col_t cols[] = {{"op", 5},       {"block", 9},    {"blocks", 7},
+                                       {"bytes", 11},   {"prep_us", 9},  {"xfer_us", 9},
+                                       {"p50_us", 9},   {"p99_us", 9},   {"GB/s", 7},
+                                       {"verified", 8}};
+    enum { NC = sizeof(cols) / sizeof(cols[0]) };
+    printf("# tpx-perf --op %s, %s, %s memory, %llu iterations (+%llu warm-up), %s "
+           "preparation, GB/s = 1e9 B/s of payload\n",
+           o->op == TPX_OP_READ ? "read" : "write", bench_mode_name(o->mode),
+           o->mem_cuda ? "cuda" : "host", (unsigned long long)o->iters,
+           (unsigned long long)o->warmup, o->prep_each ? "per-iteration" : "one");
+    bench_table_header(stdout, cols, NC);
+    for (int i = 0; i < n; i++) {
+        char cell[NC][BENCH_CELL];
+        snprintf(cell[0], BENCH_CELL, "%s", o->op == TPX_OP_READ ? "read" : "write");
+        bench_human(rows[i].block, cell[1], BENCH_CELL);
+        snprintf(cell[2], BENCH_CELL, "%llu", (unsigned long long)rows[i].blocks);
+        snprintf(cell[3], BENCH_CELL, "%llu", (unsigned long long)rows[i].bytes);
+        snprintf(cell[4], BENCH_CELL, "%.1f", rows[i].prep_us);
+        snprintf(cell[5], BENCH_CELL, "%.1f", rows[i].xfer_avg_us);
+        snprintf(cell[6], BENCH_CELL, "%.1f", rows[i].xfer_p50_us);
+        snprintf(cell[7], BENCH_CELL, "%.1f", rows[i].xfer_p99_us);
+        snprintf(cell[8], BENCH_CELL, "%.2f", rows[i].gbps);
+        snprintf(cell[9], BENCH_CELL, "%s", rows[i].verified ? "yes" : "off");
+        bench_table_row(stdout, cols, NC, cell);
+    }
+    fflush(stdout);
+}
+
+static int pr_json(const pr_opts_t *o, const pr_row_t *rows, int n)
+{
+    FILE *f = strcmp(o->json, "-") == 0 ? stdout : fopen(o->json, "w");
+    if (f == NULL) {
+        fprintf(stderr, "tpx-perf: --json %s: %s\n", o->json, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\"tool\": \"tpx-perf\", \"version\": ");
+    bench_json_str(f, tpx_version_string());
+    fprintf(f, ", \"op\": \"%s\", \"mode\": \"%s\", \"config\": {",
+            o->op == TPX_OP_READ ? "read" : "write", bench_mode_name(o->mode));
+    fprintf(f, "\"mem\": \"%s\", ", o->mem_cuda ? "cuda" : "host");
+    bench_json_u64(f, "iters", o->iters, 1);
+    bench_json_u64(f, "warmup", o->warmup, 1);
+    bench_json_u64(f, "inflight", o->inflight, 1);
+    bench_json_u64(f, "prep_each", (uint64_t)o->prep_each, 1);
+    bench_json_u64(f, "notif", (uint64_t)o->notif, 1);
+    bench_json_u64(f, "verify", (uint64_t)o->verify, 1);
+    bench_json_u64(f, "channels", (uint64_t)o->channels, 1);
+    bench_json_u64(f, "chunk", o->chunk, 1);
+    bench_json_u64(f, "window", (uint64_t)o->window, 0);
+    fprintf(f, ", \"env\": ");
+    bench_json_env(f, NULL);
+    fprintf(f, "}, \"system\": {");
+    bench_json_sysinfo(f);
+    fprintf(f, "}, \"rows\": [");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{", i ? ", " : "");
+        bench_json_u64(f, "block", rows[i].block, 1);
+        bench_json_u64(f, "blocks", rows[i].blocks, 1);
+        bench_json_u64(f, "bytes", rows[i].bytes, 1);
+        bench_json_u64(f, "iters", rows[i].iters, 1);
+        bench_json_dbl(f, "prep_us", rows[i].prep_us, 1);
+        bench_json_dbl(f, "xfer_us_avg", rows[i].xfer_avg_us, 1);
+        bench_json_dbl(f, "xfer_us_p50", rows[i].xfer_p50_us, 1);
+        bench_json_dbl(f, "xfer_us_p99", rows[i].xfer_p99_us, 1);
+        bench_json_dbl(f, "gbps", rows[i].gbps, 1);
+        fprintf(f, "\"verified\": %s}", rows[i].verified ? "true" : "false");
+    }
+    fprintf(f, "]}\n");
+    if (f != stdout)
+        fclose(f);
+    return 0;
+}
+
+/* ---- roles --------------------------------------------------------------------------- */
+
+static uint64_t pr_max_bytes(const pr_opts_t *o)
+{
+    uint64_t m = 0;
+    for (uint64_t i = 0; i < o->nblock; i++)
+        m = o->block[i] > m ? o->block[i] : m;
+    return 2 * m * o->blocks[0];
+}
+
+static int pr_requester(pr_ctx_t *c)
+{
+    const pr_opts_t *o = c->o;
+    pr_row_t rows[PR_MAX_ROWS];
+    for (uint64_t i = 0; i < o->nblock; i++)
+        if (pr_row(c, o->block[i], o->blocks[0], &rows[i]) != 0)
+            return 1;
+    pr_print(o, rows, (int)o->nblock);
+    if (o->json != NULL && pr_json(o, rows, (int)o->nblock) != 0)
+        return 1;
+    return 0;
+}
+
+static int pr_loopback(const pr_opts_t *o)
+{
+    pr_side_t req = {0}, own = {0};
+    pr_ctx_t c = {.o = o, .req = &req, .own = &own, .ctl = -1};
+    int rc = 1;
+    size_t size = pr_max_bytes(o);
+    if (pr_engine(o, "requester", TPX_PORT_EPHEMERAL, &req.e) != 0 ||
+        pr_engine(o, "owner", TPX_PORT_EPHEMERAL, &own.e) != 0 ||
+        pr_side_mem(o, &req, size) != 0 || pr_side_mem(o, &own, size) != 0)
+        goto out;
+    unsigned char blob[TPX_METADATA_MAX];
+    size_t len = sizeof(blob);
+    if (tpx_engine_get_metadata(own.e, blob, &len) != TPX_OK ||
+        tpx_engine_load_remote(req.e, blob, len, &c.rm) != TPX_OK)
+        goto out;
+    c.rdesc = own.d;
+    rc = pr_requester(&c);
+    tpx_remote_forget(c.rm);
+out:
+    pr_side_free(&req);
+    pr_side_free(&own);
+    tpx_engine_destroy(req.e);
+    tpx_engine_destroy(own.e);
+    return rc;
+}
+
+static int pr_client(const pr_opts_t *o)
+{
+    char err[256];
+    pr_side_t req = {0};
+    pr_ctx_t c = {.o = o, .req = &req, .ctl = -1};
+    int rc = 1;
+    c.ctl = bench_tcp_connect(o->host, o->port, " (is `tpx-perf --op ... server` running?)",
+                              err, sizeof(err));
+    if (c.ctl < 0) {
+        fprintf(stderr, "tpx-perf: %s\n", err);
+        return 1;
+    }
+    bench_tcp_nodelay(c.ctl);
+    size_t size = pr_max_bytes(o);
+    unsigned char buf[TPX_METADATA_MAX + TPX_RDESC_SIZE];
+    pr_msg_t m;
+    if (pr_send(c.ctl, PRM_HELLO, size, (uint64_t)o->mem_cuda, 0, NULL, 0) != 0 ||
+        pr_recv(c.ctl, &m, buf, sizeof(buf), o->timeout_s) != 0 || m.type != PRM_MD ||
+        m.len <= TPX_RDESC_SIZE) {
+        fprintf(stderr, "tpx-perf: no metadata from the server at %s:%d\n", o->host, o->port);
+        goto out;
+    }
+    memcpy(c.rdesc.bytes, buf + m.len - TPX_RDESC_SIZE, TPX_RDESC_SIZE);
+    if (pr_engine(o, "client", TPX_PORT_EPHEMERAL, &req.e) != 0 || pr_side_mem(o, &req, size) != 0)
+        goto out;
+    if (tpx_engine_load_remote(req.e, buf, m.len - TPX_RDESC_SIZE, &c.rm) != TPX_OK)
+        goto out;
+    rc = pr_requester(&c);
+    tpx_remote_forget(c.rm);
+    (void)pr_send(c.ctl, PRM_BYE, 0, 0, 0, NULL, 0);
+out:
+    close(c.ctl);
+    pr_side_free(&req);
+    tpx_engine_destroy(req.e);
+    return rc;
+}
+
+/* The owner: serves one client, then exits. */
+static int pr_server(const pr_opts_t *o)
+{
+    char err[256];
+    int lfd = bench_tcp_listen(o->port, err, sizeof(err));
+    if (lfd < 0) {
+        fprintf(stderr, "tpx-perf: %s\n", err);
+        return 1;
+    }
+    printf("# tpx-perf --op server: waiting for a client on port %d\n", o->port);
+    fflush(stdout);
+    int fd = accept(lfd, NULL, NULL);
+    close(lfd);
+    if (fd < 0) {
+        fprintf(stderr, "tpx-perf: accept: %s\n", strerror(errno));
+        return 1;
+    }
+    bench_tcp_nodelay(fd);
+    pr_side_t own = {0};
+    int rc = 1;
+    pr_msg_t m;
+    unsigned char buf[TPX_METADATA_MAX + TPX_RDESC_SIZE];
+    if (pr_recv(fd, &m, buf, sizeof(buf), o->timeout_s) != 0 || m.type != PRM_HELLO ||
+        m.a == 0 || m.a > (64ull << 30)) {
+        fprintf(stderr, "tpx-perf: the client did not say hello\n");
+        goto out;
+    }
+    pr_opts_t so = *o;
+    so.mem_cuda = (int)m.b && o->mem_cuda;
+    if (pr_engine(&so, "server", TPX_PORT_DEFAULT, &own.e) != 0 ||
+        pr_side_mem(&so, &own, (size_t)m.a) != 0)
+        goto out;
+    size_t len = TPX_METADATA_MAX;
+    if (tpx_engine_get_metadata(own.e, buf, &len) != TPX_OK)
+        goto out;
+    memcpy(buf + len, own.d.bytes, TPX_RDESC_SIZE);
+    if (pr_send(fd, PRM_MD, 0, 0, 0, buf, (uint32_t)(len + TPX_RDESC_SIZE)) != 0)
+        goto out;
+    for (;;) {
+        if (pr_recv(fd, &m, buf, sizeof(buf), 24 * 3600) != 0)
+            goto out;
+        if (m.type == PRM_BYE)
+            break;
+        uint64_t block = m.a, n = m.b;
+        if ((m.type != PRM_FILL && m.type != PRM_CHECK) || block == 0 || n == 0 ||
+            2 * block * n > own.size) {
+            fprintf(stderr, "tpx-perf: bad request from the client\n");
+            goto out;
+        }
+        uint64_t *roff = malloc(n * sizeof(*roff));
+        if (roff == NULL)
+            goto out;
+        pr_layout(block, n, roff);
+        int ok;
+        if (m.type == PRM_FILL) {
+            pr_fill(own.buf, roff, block, n, m.c);
+            ok = pr_sync(&own, 1) == 0;
+        } else {
+            ok = pr_sync(&own, 0) == 0 && pr_check(own.buf, roff, block, n, m.c, "owner") == 0;
+        }
+        free(roff);
+        if (pr_send(fd, ok ? PRM_OK : PRM_FAIL, 0, 0, 0, NULL, 0) != 0)
+            goto out;
+    }
+    tpx_engine_counters_t ctr;
+    if (tpx_engine_counters(own.e, &ctr) == TPX_OK)
+        printf("# served %llu request(s), refused %llu; %llu B read, %llu B written\n",
+               (unsigned long long)ctr.rma_served, (unsigned long long)ctr.rma_rejected,
+               (unsigned long long)ctr.rma_bytes_out, (unsigned long long)ctr.rma_bytes_in);
+    rc = 0;
+out:
+    close(fd);
+    pr_side_free(&own);
+    tpx_engine_destroy(own.e);
+    return rc;
+}
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+const char perf_rma_usage[] =
+    "One-sided mode (--op): READ or WRITE many blocks of the owner's exported memory\n"
+    "  --op read|write       the requester reads the owner's blocks / writes into them\n"
+    "  --block SIZES         block size(s): 16K, or 16K,128K,2M (one row each; default 16K)\n"
+    "  --blocks N            blocks per transfer (default 1000); each is its own\n"
+    "                        descriptor (blocks never adjacent, shuffled on the owner)\n"
+    "  --iters N, --warmup N timed transfers per row (default 100) and untimed first ones (10)\n"
+    "  --inflight N          transfers posted at once without --verify (default 1)\n"
+    "  --prep-each           prepare the descriptor list before every transfer (the cost a\n"
+    "                        per-request preparation pays); default: prepare once, post many\n"
+    "  --notif               attach a notification to every transfer\n"
+    "  --verify/--no-verify  check every byte of every transfer (default on in loopback)\n"
+    "  --mem host|cuda, --gpu N, --channels N, --chunk B, --window N, --plugin P,\n"
+    "  --timeout S, --json FILE, --port P (control port, default 18515)\n"
+    "  roles: loopback (default; both engines in this process), server (the owner: serves one\n"
+    "  client), client HOST (the requester)\n";
+
+int perf_rma_main(int argc, char **argv)
+{
+    pr_opts_t o = {.blocks = {1000}, .block = {16384}, .nblock = 1, .iters = 100, .warmup = 10,
+                   .inflight = 1, .verify = -1, .gpu = 0, .port = 18515, .timeout_s = 60};
+    int first_pos = argc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u;
+#define NEED()                                                                                     \
+    do {                                                                                           \
+        if (v == NULL)                                                                             \
+            return bench_usage_error("%s needs a value", a);                                       \
+        i++;                                                                                       \
+    } while (0)
+        if (strcmp(a, "--op") == 0) {
+            NEED();
+            if (strcmp(v, "read") == 0)
+                o.op = TPX_OP_READ;
+            else if (strcmp(v, "write") == 0)
+                o.op = TPX_OP_WRITE;
+            else
+                return bench_usage_error("--op %s: expected read or write", v);
+        } else if (strcmp(a, "--block") == 0) {
+            NEED();
+            if (bench_parse_sizes(v, o.block, PR_MAX_ROWS, 64ull << 20, &o.nblock) != 0)
+                return bench_usage_error("--block %s: expected sizes such as 16K,128K,2M "
+                                         "(each at most 64 MiB)", v);
+        } else if (strcmp(a, "--blocks") == 0) {
+            NEED();
+            if (bench_parse_uint(v, 1, TPX_RMA_MAX_IOVS, &o.blocks[0]) != 0)
+                return bench_usage_error("--blocks %s: expected 1..%u", v, TPX_RMA_MAX_IOVS);
+        } else if (strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
+                   strcmp(a, "--inflight") == 0 || strcmp(a, "--timeout") == 0) {
+            NEED();
+            uint64_t lo = strcmp(a, "--warmup") == 0 ? 0 : 1;
+            uint64_t hi = strcmp(a, "--inflight") == 0 ? 64 : 1000000;
+            if (bench_parse_uint(v, lo, hi, &u) != 0)
+                return bench_usage_error("%s %s: expected %llu..%llu", a, v,
+                                         (unsigned long long)lo, (unsigned long long)hi);
+            if (a[2] == 'i' && a[3] == 't')
+                o.iters = u;
+            else if (a[2] == 'w')
+                o.warmup = u;
+            else if (a[2] == 'i')
+                o.inflight = u;
+            else
+                o.timeout_s = u;
+        } else if (strcmp(a, "--prep-each") == 0) {
+            o.prep_each = 1;
+        } else if (strcmp(a, "--notif") == 0) {
+            o.notif = 1;
+        } else if (strcmp(a, "--verify") == 0) {
+            o.verify = 1;
+        } else if (strcmp(a, "--no-verify") == 0) {
+            o.verify = 0;
+        } else if (strcmp(a, "--mem") == 0) {
+            NEED();
+            if (strcmp(v, "host") != 0 && strcmp(v, "cuda") != 0)
+                return bench_usage_error("--mem %s: expected host or cuda", v);
+            o.mem_cuda = strcmp(v, "cuda") == 0;
+        } else if (strcmp(a, "--gpu") == 0 || strcmp(a, "--channels") == 0 ||
+                   strcmp(a, "--window") == 0 || strcmp(a, "--port") == 0) {
+            NEED();
+            uint64_t hi = strcmp(a, "--port") == 0 ? 65535 : strcmp(a, "--gpu") == 0 ? 1023 : 32;
+            if (bench_parse_uint(v, strcmp(a, "--gpu") == 0 ? 0 : 1, hi, &u) != 0)
+                return bench_usage_error("%s %s: out of range", a, v);
+            if (a[2] == 'g')
+                o.gpu = (int)u;
+            else if (a[2] == 'c')
+                o.channels = (int)u;
+            else if (a[2] == 'w')
+                o.window = (int)u;
+            else
+                o.port = (int)u;
+        } else if (strcmp(a, "--chunk") == 0) {
+            NEED();
+            if (bench_parse_size(v, &o.chunk) != 0 || o.chunk < 4096 || o.chunk > (4u << 20))
+                return bench_usage_error("--chunk %s: expected 4K..4M", v);
+        } else if (strcmp(a, "--plugin") == 0) {
+            NEED();
+            o.plugin = v;
+        } else if (strcmp(a, "--json") == 0) {
+            NEED();
+            o.json = v;
+        } else if (a[0] == '-' && strcmp(a, "--loopback") != 0) {
+            return bench_usage_error("%s is not an option of the one-sided mode (--op)", a);
+        } else if (strcmp(a, "--loopback") != 0 && first_pos == argc) {
+            first_pos = i;
+        }
+#undef NEED
+    }
+    if (o.op == 0)
+        return bench_usage_error("--op needs read or write");
+    o.mode = BENCH_MODE_LOOPBACK;
+    if (first_pos < argc) {
+        if (strcmp(argv[first_pos], "server") == 0) {
+            o.mode = BENCH_MODE_SERVER;
+        } else if (strcmp(argv[first_pos], "client") == 0 && first_pos + 1 < argc) {
+            o.mode = BENCH_MODE_CLIENT;
+            o.host = argv[first_pos + 1];
+        } else if (strcmp(argv[first_pos], "loopback") != 0) {
+            return bench_usage_error("unexpected '%s': the role is loopback, server or client "
+                                     "HOST", argv[first_pos]);
+        }
+    }
+    if (o.verify < 0)
+        o.verify = o.mode == BENCH_MODE_LOOPBACK;
+    if (pr_max_bytes(&o) > (32ull << 30))
+        return bench_usage_error("--block x --blocks needs more than 16 GiB per side");
+    if (o.mem_cuda) {
+        int ngpu = 0;
+        if (tpx_gpu_count(&ngpu) != TPX_OK || o.gpu >= ngpu) {
+            fprintf(stderr, "tpx-perf: --mem cuda: no CUDA GPU %d on this machine\n", o.gpu);
+            return 1;
+        }
+    }
+    switch (o.mode) {
+    case BENCH_MODE_SERVER:
+        return pr_server(&o);
+    case BENCH_MODE_CLIENT:
+        return pr_client(&o);
+    default:
+        return pr_loopback(&o);
+    }
+}
