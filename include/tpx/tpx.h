@@ -95,7 +95,8 @@ TPX_API void tpx_engine_params_init(tpx_engine_params_t *params);
 
 TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_engine_t **engine);
 /* Closes every peer (their transfers end with TPX_ERR_CANCELED), releases
- * every resource. Regions and transfers of the engine become invalid. */
+ * every resource. Regions, transfers and remotes of the engine become
+ * invalid; release preparations (tpx_prep_release) before. */
 TPX_API void tpx_engine_destroy(tpx_engine_t *engine);
 /* The bootstrap port (after TPX_PORT_EPHEMERAL), or -1 if none. */
 TPX_API int tpx_engine_port(const tpx_engine_t *engine);

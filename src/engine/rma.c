@@ -529,6 +529,10 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
 
 void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
 {
+    if ((uint64_t)div_up(m->list_len, p->chunk) + m->nchunks > UINT32_MAX) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a request of more than 2^32 chunks");
+        return;
+    }
     tpx_xfer_t *x = tpx__xfer_alloc(p, m->op == TPX_WIRE_OP_WRITE ? XK_TWRITE : XK_TREAD);
     tpx_listbuf_t *lb = x ? listbuf_get(p, m->list_len) : NULL;
     if (lb == NULL) {
