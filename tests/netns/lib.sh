@@ -71,3 +71,94 @@ wait_tx() {
     done
     return 1
 }
+
+# ---- fault tests (linkdown, loss, trickle, leaks, recovery) ------------------------
+
+# The peer program (third argument of leaks/recovery): tests/netns/netns_peer.c.
+PEER=${3:-}
+
+# secs MS: milliseconds as seconds with two decimals
+secs() { awk -v ms="$1" 'BEGIN { printf "%.2f", ms / 1000 }'; }
+
+# result TEXT: the one-line summary a report can quote
+result() { echo "RESULT $*"; }
+
+# status_name TEXT: the tpx_status_t name (TPX_ERR_ stripped) of the first
+# tpx_strerror() text found in TEXT; NO_PROGRESS for tpx-perf's own stall
+# detector; UNCLEAR if there is none.
+status_name() {
+    local t="$1" pair
+    for pair in "timed out:TIMED_OUT" "connection refused:CONN_REFUSED" \
+        "connection closed by peer:CONN_RESET" "protocol error:PROTOCOL" \
+        "message larger than the receive buffer:TRUNCATED" "peer unreachable:UNREACHABLE" \
+        "address already in use:ADDR_IN_USE" "no usable device:NO_DEVICE" "I/O error:IO" \
+        "net plugin error:PLUGIN" "internal error:INTERNAL" "canceled:CANCELED" \
+        "invalid state:INVALID_STATE" "invalid argument:INVALID_ARG" \
+        "no resource available:NO_RESOURCE" "out of memory:NO_MEMORY" \
+        "no progress for:NO_PROGRESS"; do
+        case "$t" in *"${pair%%:*}"*) echo "${pair##*:}"; return 0 ;; esac
+    done
+    echo UNCLEAR
+}
+
+# perf_outcome LOG RC: "verified" for a tpx-perf that exited 0 with --verify,
+# else "error NAME" from its FAILED line
+perf_outcome() {
+    if [ "$2" = 0 ]; then echo verified; return; fi
+    echo "error $(status_name "$(grep -m1 'FAILED:' "$1")")"
+}
+
+# wait_pair SECONDS T0_MS: wait until both $SERVER and $CLIENT exited, at most
+# SECONDS after T0_MS; sets SERVER_RC/_MS, CLIENT_RC/_MS (ms after T0_MS;
+# rc "hang" and ms -1 for one still running, which is then killed).
+# Returns 1 if one hung.
+wait_pair() {
+    local lim=$1 t0=$2 who pid left hung=0
+    for who in SERVER CLIENT; do
+        pid=${!who}
+        left=$((lim - ($(now_ms) - t0) / 1000))
+        [ "$left" -lt 1 ] && left=1
+        if wait_pid "$pid" "$left"; then
+            printf -v "${who}_RC" %s "$WAIT_RC"
+            printf -v "${who}_MS" %s "$(($(now_ms) - t0))"
+        else
+            printf -v "${who}_RC" %s hang
+            printf -v "${who}_MS" %s -1
+            echo "$who still running $lim s after the fault: killed" >&2
+            kill -9 "$pid" 2>/dev/null
+            hung=1
+        fi
+    done
+    return $hung
+}
+
+# wait_log FILE REGEX SECONDS: until a line of FILE matches REGEX
+wait_log() {
+    local t=$(($3 * 20))
+    while [ $t -gt 0 ]; do
+        grep -qE "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05; t=$((t - 1))
+    done
+    return 1
+}
+
+# log_field FILE REGEX KEY: KEY=VALUE of the first line of FILE matching REGEX
+log_field() {
+    grep -m1 -E "$2" "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$3=//p" | head -1
+}
+
+# need_peer: the peer program must have been given (third argument)
+need_peer() { [ -n "$PEER" ] && [ -x "$PEER" ] || fail "no netns_peer program (third argument)"; }
+
+# start_peer NAME HOST ARGS...: $PEER ARGS in HOST, output in $WORK/NAME.log;
+# sets $PEER_PID
+start_peer() {
+    local n=$1 h=$2
+    shift 2
+    "$TESTBED" exec "$h" "$PEER" "$@" >"$WORK/$n.log" 2>&1 &
+    PEER_PID=$!; PIDS="$PIDS $PEER_PID"
+}
+show_peer_logs() {
+    local n
+    for n in "$@"; do echo "--- $n:"; cat "$WORK/$n.log" 2>/dev/null; done
+}
