@@ -10,6 +10,7 @@
  * in flight so an idle engine costs no CPU.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sched.h>
 #include <stdio.h>
@@ -79,6 +80,33 @@ TPX_API int tpx_progress(tpx_engine_t *e)
     return n;
 }
 
+/* Sleep up to nap_ns in poll() on the wake eventfd and every ready peer's
+ * bootstrap connection (doorbells). Lock held on entry and exit. */
+static void progress_sleep(tpx_engine_t *e, long nap_ns)
+{
+    struct pollfd pf[1 + 64];
+    int n = 0;
+    pf[n++] = (struct pollfd){.fd = e->wake_efd, .events = POLLIN};
+    for (tpx_peer_t *p = e->peers; p != NULL && n < 1 + 64; p = p->next)
+        if (p->state == PEER_READY && p->bs != NULL && p->bs_eof_ns == 0)
+            pf[n++] = (struct pollfd){.fd = tpx__bs_fd(p->bs), .events = POLLIN};
+    e->sleeping = 1;
+    pthread_mutex_unlock(&e->lock);
+    struct timespec ts = {.tv_sec = nap_ns / 1000000000L, .tv_nsec = nap_ns % 1000000000L};
+    int r = ppoll(pf, (nfds_t)n, &ts, NULL);
+    pthread_mutex_lock(&e->lock);
+    e->sleeping = 0;
+    if (r > 0 && (pf[0].revents & POLLIN)) {
+        uint64_t v;
+        ssize_t k = read(e->wake_efd, &v, sizeof(v));
+        (void)k;
+    }
+    /* A doorbell: the request is right behind it (it may not even have
+     * left the requester's plugin yet): poll hot from now on. */
+    if (r > 0 && tpx__engine_bells(e) > 0)
+        e->last_move_ns = tpx__now_ns();
+}
+
 static void *progress_main(void *arg)
 {
     tpx_engine_t *e = arg;
@@ -94,17 +122,24 @@ static void *progress_main(void *arg)
     pthread_setname_np(pthread_self(), "tpx-progress");
     pthread_mutex_lock(&e->lock);
     while (!atomic_load(&e->stop)) {
+        if (e->inflight == 0 && (e->nexports > 0 || e->remotes != NULL)) {
+            /* Idle, but peers may send one-sided requests at any time and
+             * a plugin cannot tell us: poll every 200 us for a second after
+             * the last activity; later sleep in poll() on the peers'
+             * bootstrap connections, where a requester rings a doorbell
+             * when it has been quiet to us (tpx__peer_ring). */
+            uint64_t before = e->nmoves, seen = e->ncompleted;
+            progress_sleep(e, tpx__now_ns() - e->last_move_ns < 1000000000ull ? 200 * 1000L
+                                                                               : 100 * 1000000L);
+            (void)tpx__engine_progress_locked(e);
+            if (e->nmoves != before || e->ncompleted != seen)
+                e->last_move_ns = tpx__now_ns();
+            continue;
+        }
         if (e->inflight == 0) {
             /* Idle: sleep until work is posted; wake every 100 ms to take
-             * in control messages and check peers. An engine that serves
-             * one-sided requests (it exported memory or talks to remotes)
-             * cannot be told that a request came, so it polls: every
-             * 200 us for a second after the last activity, then every
-             * 2 ms. */
-            uint64_t now = tpx__now_ns();
+             * in control messages and check peers. */
             long nap = 100 * 1000000L;
-            if (e->nexports > 0 || e->remotes != NULL)
-                nap = now - e->last_move_ns < 1000000000ull ? 200 * 1000L : 2 * 1000000L;
             uint64_t before = e->nmoves, seen = e->ncompleted;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -175,7 +210,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         return TPX_ERR_NO_MEMORY;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
-    e->efd = e->bs_fd = e->bs_wake = -1;
+    e->efd = e->wake_efd = e->bs_fd = e->bs_wake = -1;
     e->unpack_dev = -1;
     {
         static const char *const modes[] = {"kernel", "d2d", "host", "none"};
@@ -241,7 +276,8 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         goto err_free;
     }
     e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e->efd < 0) {
+    e->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->efd < 0 || e->wake_efd < 0) {
         st = tpx__status_from_errno(errno);
         TPX_ERROR("eventfd: %s", strerror(errno));
         goto err_free;
@@ -294,6 +330,9 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     if (e->progress_started) {
         pthread_mutex_lock(&e->lock);
         pthread_cond_broadcast(&e->cond);
+        uint64_t one = 1; /* out of poll() */
+        ssize_t k = write(e->wake_efd, &one, sizeof(one));
+        (void)k;
         pthread_mutex_unlock(&e->lock);
         pthread_join(e->progress_tid, NULL);
     }
@@ -312,6 +351,8 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
         close(e->bs_fd);
     if (e->efd >= 0)
         close(e->efd);
+    if (e->wake_efd >= 0)
+        close(e->wake_efd);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     free(e);

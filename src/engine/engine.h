@@ -214,6 +214,7 @@ struct tpx_peer {
     uint32_t notif_got, notif_total;
     uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */
     uint64_t failed_ns;   /* when it failed */
+    uint64_t last_tx_ns;  /* last one-sided request or notification sent */
     int remote_closed;    /* the peer said goodbye / its control stream ended:
                              no new message will come; data in flight still may */
     /* setup state (peer.c) */
@@ -256,6 +257,8 @@ struct tpx_engine {
     int ndevs;
     uint64_t id;               /* random engine id */
     int efd;                   /* eventfd: transfer completions */
+    int wake_efd;              /* eventfd: wakes the progress thread out of poll() */
+    int sleeping;              /* the progress thread sleeps in poll() (lock held to read) */
     /* peers and memory */
     tpx_peer_t *peers;
     tpx_region_t *regions;
@@ -370,6 +373,13 @@ void tpx__peer_close_comms(tpx_peer_t *p);
 int tpx__engine_progress_locked(tpx_engine_t *e);
 void tpx__engine_fd_clear(tpx_engine_t *e);
 void tpx__engine_reap(tpx_engine_t *e);
+
+/* Ring the peer's doorbell (a frame on the bootstrap connection) if it
+ * may be asleep: nothing sent to it for 500 ms. Lock held. */
+void tpx__peer_ring(tpx_peer_t *p);
+/* Read every pending bootstrap frame of every ready peer (notes an EOF).
+ * The number of doorbells among them. Lock held. */
+int tpx__engine_bells(tpx_engine_t *e);
 
 /* topo.c */
 tpx_status_t tpx__topo_devs(tpx_engine_t *e);

@@ -29,6 +29,7 @@
 #include "remote.h"
 
 #define MSG_READY (TPX_BS_TYPE_USER + 1)
+#define MSG_BELL (TPX_BS_TYPE_USER + 2) /* "a request is on its way": wakes an idle owner */
 #define MAX_SETUPS 64
 
 enum { ST_HANDSHAKE = 0, ST_INFO, ST_CONNECT, ST_READY_WAIT, ST_DONE };
@@ -461,6 +462,41 @@ void tpx__peer_destroy(tpx_peer_t *p)
     free(p->unexpected);
     free(p->outbox);
     free(p);
+}
+
+/* ---- doorbells -------------------------------------------------------------------- */
+
+void tpx__peer_ring(tpx_peer_t *p)
+{
+    uint64_t now = tpx__now_ns();
+    /* An engine polls every 200 us for a second after it last saw work:
+     * only a peer we have been quiet to for 500 ms may be asleep. */
+    if (p->bs != NULL && now - p->last_tx_ns > 500 * 1000000ull)
+        (void)tpx__bs_send(p->bs, MSG_BELL, NULL, 0); /* best effort */
+    p->last_tx_ns = now;
+}
+
+int tpx__engine_bells(tpx_engine_t *e)
+{
+    int rung = 0;
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        if (p->state != PEER_READY || p->bs == NULL || p->bs_eof_ns != 0)
+            continue;
+        for (;;) {
+            uint16_t type;
+            uint32_t len;
+            unsigned char b[64];
+            tpx_status_t st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
+            if (st == TPX_INPROGRESS)
+                break;
+            if (st != TPX_OK) {
+                p->bs_eof_ns = tpx__now_ns(); /* judged by the sweep */
+                break;
+            }
+            rung += type == MSG_BELL;
+        }
+    }
+    return rung;
 }
 
 /* ---- client --------------------------------------------------------------------- */

@@ -451,6 +451,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         p->rma_head = x;
     p->rma_tail = x;
     tpx__stream_enqueue(x, &x->out, 1);
+    tpx__peer_ring(p);
     tpx__comm_kick(p->ctrl_send);
     for (int k = 0; k < p->nchan && k < (int)x->out.nchunks; k++)
         tpx__comm_kick(p->send[(x->out.first_chan + k) % p->nchan]);
@@ -777,6 +778,7 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t le
     if (st == TPX_OK)
         st = notif_post(p, msg, (uint32_t)len);
     if (st == TPX_OK) {
+        tpx__peer_ring(p);
         tpx__comm_kick(p->ctrl_send);
         tpx__progress_kick(e);
     }

@@ -595,8 +595,14 @@ tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn)
 
 void tpx__progress_kick(tpx_engine_t *e)
 {
-    if (e->progress_thread)
-        pthread_cond_broadcast(&e->cond);
+    if (!e->progress_thread)
+        return;
+    pthread_cond_broadcast(&e->cond);
+    if (e->sleeping) {
+        uint64_t one = 1;
+        ssize_t n = write(e->wake_efd, &one, sizeof(one));
+        (void)n;
+    }
 }
 
 TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, size_t len,
