@@ -55,7 +55,8 @@ struct tpx_prep {
     uint32_t nregions;
 };
 
-static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+/* a / b rounded up; not (a + b - 1) / b, which wraps near 2^64 */
+static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)(a / b + (a % b != 0)); }
 
 /* ---- buffers for incoming request lists (per peer, reused) ------------------------------ */
 

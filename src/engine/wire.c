@@ -185,7 +185,7 @@ tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chun
         if (k >= h.nkeys || n == 0 || off + n < off || sum + n < sum)
             return TPX_ERR_PROTOCOL;
         sum += n;
-        chunks += (n + chunk - 1) / chunk;
+        chunks += n / chunk + (n % chunk != 0); /* not (n + chunk - 1): n may be near 2^64 */
         if (chunks > UINT32_MAX)
             return TPX_ERR_PROTOCOL;
     }
