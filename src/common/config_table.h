@@ -21,7 +21,8 @@ TPX_CONFIG_X(SOCKET_SPEED_MBPS, INT, "100000", 1, 100000000,
 TPX_CONFIG_X(NSOCKS, INT, "0", 0, 16,
              "Data connections per comm of the built-in transport. 0: half the CPUs, at least 2 "
              "and at most 8 (one loopback comm on a 16-core H100 host: 5.3, 9.9, 16.3, 25.7, "
-             "27.2 GB/s with 1, 2, 4, 8, 16).")
+             "27.2 GB/s with 1, 2, 4, 8, 16). On a virtual device (`TPX_NIC_FUSE`) rounded up to "
+             "a multiple of its NICs.")
 TPX_CONFIG_X(NTHREADS, INT, "0", 0, 16,
              "Helper threads per comm of the built-in transport (0: one per data connection).")
 TPX_CONFIG_X(MAX_REQUESTS, INT, "32", 1, 256,
@@ -54,6 +55,12 @@ TPX_CONFIG_X(AUTH_TOKEN, STR, "", 0, 0,
              "never sent. Empty: no authentication.")
 TPX_CONFIG_X(NIC_MAP, STR, "", 0, 0,
              "GPU to NIC map overriding sysfs topology, e.g. `0,1:eth1;2,3:eth2;4,5:eth3;6,7:eth4`.")
+TPX_CONFIG_X(NIC_FUSE, STR, "auto", 0, 0,
+             "Fuse the engine's NICs into one virtual device (ncclNet v9+ `makeVDevice`; at most "
+             "4 NICs per device) that every channel uses, so links of unequal speed do not pace "
+             "each other: `auto` (when the plugin offers it, is not TCPX and the GPU or host "
+             "engine has more than one NIC), `1` (always; an error if the plugin cannot), `0` "
+             "(off: each channel uses one NIC, round-robin).")
 TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 1,
              "1: the built-in transport behaves exactly like Google's GPUDirect-TCPX plugin "
              "(16 requests, FIFO test and consume, tags ignored, devmem-style delivery into a "

@@ -291,6 +291,50 @@ tpx_status_t tpx__net_props(tpx_net_t *n, int dev, tpx_net_props_t *out)
     out->max_recvs = p9.maxRecvs;
     out->dev_type = (int)p9.netDeviceType;
     out->dev_version = p9.netDeviceVersion;
+    out->nmembers = 1;
+    out->members[0] = dev;
+    if (n->abi >= 9 && p9.vProps.ndevs >= 1 && p9.vProps.ndevs <= TPX_NCCL_NET_MAX_DEVS_PER_NIC) {
+        out->nmembers = p9.vProps.ndevs;
+        memcpy(out->members, p9.vProps.devs, sizeof(int) * (size_t)p9.vProps.ndevs);
+    }
+    return TPX_OK;
+}
+
+/* makeVDevice sits at the same offset in v9 and v10. */
+_Static_assert(offsetof(tpx_ncclnet_v9_t, makeVDevice) == offsetof(tpx_ncclnet_v10_t, makeVDevice),
+               "makeVDevice moved between v9 and v10");
+
+int tpx__net_has_vdev(const tpx_net_t *n)
+{
+    return n->abi >= 9 && T9(n)->makeVDevice != NULL;
+}
+
+tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *vdev)
+{
+    if (!tpx__net_has_vdev(n)) {
+        TPX_ERROR("net plugin %s (ncclNet v%d) cannot fuse NICs into a virtual device: %s",
+                  n->name, n->abi,
+                  n->abi < 9 ? "makeVDevice needs ncclNet v9 or newer" : "it has no makeVDevice");
+        return TPX_ERR_UNSUPPORTED;
+    }
+    if (devs == NULL || vdev == NULL || ndevs < 1 || ndevs > TPX_NCCL_NET_MAX_DEVS_PER_NIC) {
+        TPX_ERROR("virtual device of %d NICs: a virtual device fuses 1 to %d", ndevs,
+                  TPX_NCCL_NET_MAX_DEVS_PER_NIC);
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_ncclnet_vdev_props_t p;
+    memset(&p, 0, sizeof(p));
+    p.ndevs = ndevs;
+    memcpy(p.devs, devs, sizeof(int) * (size_t)ndevs);
+    int d = -1;
+    tpx_nccl_result_t rc = T9(n)->makeVDevice(&d, &p);
+    if (rc != TPX_NCCL_SUCCESS)
+        return net_rc(n, "makeVDevice", rc); /* the plugin has said why */
+    if (d < 0) {
+        TPX_ERROR("net plugin %s: makeVDevice returned device %d", n->name, d);
+        return TPX_ERR_PLUGIN;
+    }
+    *vdev = d;
     return TPX_OK;
 }
 

@@ -29,6 +29,10 @@ typedef struct {
     int dev_version;
     int reg_is_global;
     uint64_t max_p2p_bytes;
+    /* v9+: the physical devices behind this one (NCCL's vProps); a physical
+     * device is {1, {itself}}, and so is every device of a v7/v8 plugin. */
+    int nmembers;
+    int members[TPX_NCCL_NET_MAX_DEVS_PER_NIC];
 } tpx_net_props_t;
 
 typedef struct tpx_net {
@@ -45,6 +49,13 @@ typedef struct tpx_net {
 tpx_status_t tpx__net_open(const char *which, tpx_net_t **out);
 
 tpx_status_t tpx__net_props(tpx_net_t *n, int dev, tpx_net_props_t *out);
+/* 1 if the plugin can fuse devices (v9+ with a makeVDevice entry). */
+int tpx__net_has_vdev(const tpx_net_t *n);
+/* makeVDevice: a virtual device of `ndevs` physical devices (1..4); its
+ * index in *vdev. TPX_ERR_UNSUPPORTED, said in the log, if the plugin has no
+ * virtual devices (v7/v8, or no makeVDevice); the plugin's error if it
+ * refuses the list. */
+tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *vdev);
 tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_comm);
 /* Non-blocking: *comm stays NULL until established; call again with the
  * same handle / dev_handle storage. dev_handle: >= 32 bytes, 16-aligned,

@@ -176,9 +176,25 @@ int nt_props(const nt_t *nt, int dev, nt_props_t *out)
     out->dev_version = p.netDeviceVersion;
     out->vprops_ndevs = p.vProps.ndevs;
     out->vprops_dev0 = p.vProps.devs[0];
+    for (int i = 0; i < TPX_NCCL_NET_MAX_DEVS_PER_NIC; i++)
+        out->vprops_devs[i] = p.vProps.devs[i];
     out->max_p2p_bytes = p.maxP2pBytes;
     out->max_coll_bytes = p.maxCollBytes;
     return 0;
+}
+
+int nt_make_vdevice(const nt_t *nt, int *d, const int *devs, int ndevs)
+{
+    tpx_ncclnet_vdev_props_t p;
+    memset(&p, 0, sizeof(p));
+    p.ndevs = ndevs; /* may be out of range: the plugin must refuse it */
+    for (int i = 0; i < ndevs && i < TPX_NCCL_NET_MAX_DEVS_PER_NIC && devs != NULL; i++)
+        p.devs[i] = devs[i];
+    tpx_nccl_result_t (*make)(int *, tpx_ncclnet_vdev_props_t *) =
+        nt->abi == 9 ? nt->t.v9->makeVDevice : nt->abi == 10 ? nt->t.v10->makeVDevice : NULL;
+    if (make == NULL)
+        return NT_NO_ENTRY;
+    return (int)make(d, &p);
 }
 
 int nt_listen(const nt_t *nt, int dev, void *handle, void **listen_comm)

@@ -57,6 +57,7 @@ typedef struct {
     int dev_version;
     int vprops_ndevs;      /* v9+ */
     int vprops_dev0;       /* v9+ */
+    int vprops_devs[TPX_NCCL_NET_MAX_DEVS_PER_NIC]; /* v9+: the first vprops_ndevs are set */
     size_t max_p2p_bytes;  /* v9+ */
     size_t max_coll_bytes; /* v9+ */
 } nt_props_t;
@@ -101,6 +102,11 @@ int nt_test(const nt_t *nt, void *request, int *done, int *size);
 int nt_close_send(const nt_t *nt, void *comm);
 int nt_close_recv(const nt_t *nt, void *comm);
 int nt_close_listen(const nt_t *nt, void *comm);
+/* makeVDevice() of v9/v10 with props {ndevs, devs[0..min(ndevs, 4))} (devs
+ * may be NULL; ndevs may be out of range, to test refusals); NT_NO_ENTRY for
+ * a table without one (v7, v8, or a NULL entry). */
+#define NT_NO_ENTRY (-2)
+int nt_make_vdevice(const nt_t *nt, int *d, const int *devs, int ndevs);
 
 /* ---- loops with deadlines --------------------------------------------- */
 

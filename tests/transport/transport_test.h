@@ -2,7 +2,7 @@
  * transport_test.h - the two-process harness shared by the transport test
  * scenarios (test_transport.c: the harness, the transfer scenarios and the
  * supervisor; test_faults.c: the failure scenarios; test_tcpx.c: the
- * strict-TCPX scenarios).
+ * strict-TCPX scenarios; test_vdev.c: virtual devices).
  *
  * A scenario is a pair of roles, each a function run in its own forked
  * process: the receiver and the sender. A role returns 0 when its half
@@ -154,5 +154,12 @@ int tcpx_init_twice_recv(role_t *r);
 int tcpx_init_twice_send(role_t *r);
 int tcpx_bigrecv_recv(role_t *r);
 int tcpx_bigrecv_send(role_t *r);
+
+/* ---- virtual devices (test_vdev.c, v9/v10) -------------------------------------- */
+
+int vdev_recv(role_t *r);
+int vdev_send(role_t *r);
+int vdev_badargs_role(role_t *r);
+int tcpx_vdev_role(role_t *r); /* TPX_SOCK_TCPX=1 */
 
 #endif

@@ -51,12 +51,26 @@ extern tpx_nccl_logger_t tpx__sock_logger;
 #define SOCK_DEBUG(...) SOCK_LOG(TPX_LOG_DEBUG, TPX_NCCL_LOG_TRACE, "NET/tpx: " __VA_ARGS__)
 
 /* ---- devices (sock_dev.c) ---------------------------------------------- */
+/*
+ * Devices 0..nphys-1 are the interfaces found at init. makeVDevice appends
+ * virtual devices after them: a virtual device fuses 1..4 physical ones
+ * (NCCL's "vNIC"), and a comm on it spreads its data connections over the
+ * members (data connection i on member i % n, see sock_conn.c), so the
+ * piece scheduler balances links of unequal speed by itself. Entries never
+ * change once published; the table only grows.
+ */
+#define TPX_SOCK_MAX_MEMBERS TPX_NCCL_NET_MAX_DEVS_PER_NIC
+_Static_assert(TPX_SOCK_MAX_MEMBERS == TPX_SOCK_HANDLE_MAX_ADDRS,
+               "a handle must name every member of a virtual device");
+
 typedef struct {
-    char name[64];        /* interface name */
-    tpx_sock_addr_t addr; /* the address we listen on / connect from */
-    char *pci_path;       /* realpath of /sys/class/net/IF/device, or NULL */
-    int speed_mbps;
+    char name[64];        /* interface name; "eth1+eth2" for a virtual device */
+    tpx_sock_addr_t addr; /* the address we listen on / connect from (first member's) */
+    char *pci_path;       /* realpath of /sys/class/net/IF/device, or NULL (first member's) */
+    int speed_mbps;       /* a virtual device: the sum of its members' */
     int numa_node; /* -1 if unknown */
+    int nmembers;  /* 1 for a physical device */
+    int members[TPX_SOCK_MAX_MEMBERS]; /* physical device indices; [0] = itself if physical */
 } tpx_sock_dev_t;
 
 /* Settings read once at init. */
@@ -82,8 +96,15 @@ extern tpx_sock_params_t tpx__sock_params;
 tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev);
 /* Discover once into the process-wide device table (from init). */
 tpx_status_t tpx__sock_dev_init(void);
+/* Devices, physical and virtual (what devices() reports). */
 int tpx__sock_ndev(void);
+int tpx__sock_nphys(void);
+/* A device, physical or virtual; NULL if out of range. */
 const tpx_sock_dev_t *tpx__sock_dev(int dev);
+/* makeVDevice: a virtual device of props->devs (distinct physical devices
+ * of one address family, 1..4 of them). The same member list asked again
+ * gives the same device. Not in strict TCPX mode (TCPX is v7: no vNICs). */
+tpx_status_t tpx__sock_dev_make_virtual(const tpx_ncclnet_vdev_props_t *props, int *dev);
 
 /* NCCL-style interface list match (sock_ifname.c): "eth,ib", "^docker",
  * "=eth0", "^=lo". Returns 1 if `ifname` is selected by `list`. */

@@ -12,6 +12,14 @@
  * sockets of one comm are grouped by the random conn_id of their hellos;
  * accept() returns the first group that is complete (control + all data).
  *
+ * On a virtual device the listener listens on every member NIC and its
+ * handle names them all; the connector binds data connection i to its own
+ * member j = i % n (the control connection to member 0) and connects it to
+ * the listener's j-th NIC (j modulo the NICs the handle names), so member
+ * NIC j of one side talks to member NIC j of the other, and the data
+ * connections of a comm are spread evenly over the links. The piece
+ * scheduler (sock_io.c) then gives a slow link fewer pieces.
+ *
  * The connector keeps its progress in a process-local table; the handle's
  * private bytes hold the id of the entry (NCCL requires connect to be
  * polled with the same handle buffer), never a pointer, so a stale or
@@ -31,6 +39,13 @@
 #define SOCK_LISTEN_MAGIC 0x4c49534eu /* "LISN" */
 #define SOCK_MAX_GROUPS 8
 #define SOCK_REFUSED_RETRY_MS 2000 /* retry ECONNREFUSED this long */
+/* Unsent bytes a data connection of a virtual device may queue in the
+ * kernel (TCP_NOTSENT_LOWAT): without a bound a slow link's socket buffer
+ * swallows pieces as fast as a fast link's, and the messages they belong to
+ * wait for it (netns.unequal on a loaded host: the 500 Mbit/s link carried
+ * up to 11% of the bytes, its fair share 7.7%, and the throughput fell to
+ * 0.62x of the links' sum; bounded: 7.7-7.8% and 0.91-0.96x). */
+#define SOCK_VDEV_NOTSENT_LOWAT (256 * 1024)
 
 typedef struct {
     int fd;
@@ -52,9 +67,10 @@ typedef struct {
 typedef struct {
     uint32_t magic;
     int dev;
-    int fd;
+    int fds[TPX_SOCK_MAX_MEMBERS]; /* one listening socket per member NIC */
+    int nfds;
     uint64_t nonce;
-    tpx_sock_addr_t addr;
+    tpx_sock_addr_t addrs[TPX_SOCK_MAX_MEMBERS];
     uint64_t accept_deadline_ns; /* 0: no accept() waiting */
     int polls;                   /* strict TCPX: accept() calls since the last comm */
     pending_t pend[TPX_SOCK_MAX_PENDING];
@@ -78,6 +94,33 @@ static uint64_t deadline_after_ms(int ms) { return tpx__now_ns() + (uint64_t)ms 
 
 /* ---- listen ---------------------------------------------------------------- */
 
+/* A listening socket on `a` (port 0: any); the bound address back in `a`. */
+static tpx_status_t listen_one(const tpx_sock_dev_t *m, tpx_sock_addr_t *a, int *fd_out)
+{
+    char s[96];
+    tpx_status_t st;
+    a->sin.sin_port = 0; /* same offset in sin and sin6 */
+    int fd = socket(a->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        st = tpx__status_from_errno(errno);
+        SOCK_WARN("listen on %s: socket: %s", m->name, strerror(errno));
+        return st;
+    }
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    socklen_t len = sizeof(*a);
+    if (bind(fd, &a->sa, tpx__sock_addr_len(a)) != 0 || listen(fd, 256) != 0 ||
+        getsockname(fd, &a->sa, &len) != 0) {
+        st = tpx__status_from_errno(errno);
+        SOCK_WARN("listen on %s (%s): %s", m->name, tpx__sock_addr_str(a, s, sizeof(s)),
+                  strerror(errno));
+        close(fd);
+        return st;
+    }
+    *fd_out = fd;
+    return TPX_OK;
+}
+
 tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
 {
     const tpx_sock_dev_t *d = tpx__sock_dev(dev);
@@ -93,39 +136,28 @@ tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
         return TPX_ERR_NO_MEMORY;
     l->magic = SOCK_LISTEN_MAGIC;
     l->dev = dev;
-    l->addr = d->addr;
-    l->addr.sin.sin_port = 0; /* same offset in sin and sin6 */
-    l->fd = socket(l->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (l->fd < 0) {
-        st = tpx__status_from_errno(errno);
-        SOCK_WARN("listen on %s: socket: %s", d->name, strerror(errno));
-        goto err_free;
-    }
-    int one = 1;
-    (void)setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(l->fd, &l->addr.sa, tpx__sock_addr_len(&l->addr)) != 0 ||
-        listen(l->fd, 256) != 0) {
-        st = tpx__status_from_errno(errno);
-        SOCK_WARN("listen on %s (%s): %s", d->name, tpx__sock_addr_str(&l->addr, a, sizeof(a)),
-                  strerror(errno));
-        goto err_close;
-    }
-    socklen_t len = sizeof(l->addr);
-    if (getsockname(l->fd, &l->addr.sa, &len) != 0) {
-        st = tpx__status_from_errno(errno);
-        SOCK_WARN("listen: getsockname: %s", strerror(errno));
-        goto err_close;
+    tpx_sock_handle_t h = {.naddrs = d->nmembers};
+    for (int i = 0; i < d->nmembers; i++) {
+        const tpx_sock_dev_t *m = tpx__sock_dev(d->members[i]);
+        l->addrs[i] = m->addr;
+        TPX_CHECK_GOTO(listen_one(m, &l->addrs[i], &l->fds[i]), st, err_close);
+        l->nfds++;
+        if (i == 0)
+            h.addr = l->addrs[0];
+        else
+            h.more[i - 1] = l->addrs[i];
     }
     TPX_CHECK_GOTO(tpx__random_bytes(&l->nonce, sizeof(l->nonce)), st, err_close);
-    tpx_sock_handle_t h = {.addr = l->addr, .nonce = l->nonce};
+    h.nonce = l->nonce;
     tpx__sock_handle_encode(&h, handle);
-    SOCK_DEBUG("listening on %s (%s)", d->name, tpx__sock_addr_str(&l->addr, a, sizeof(a)));
+    SOCK_DEBUG("listening on %s (%s%s)", d->name, tpx__sock_addr_str(&l->addrs[0], a, sizeof(a)),
+               l->nfds > 1 ? " and the other members" : "");
     *listen_comm = l;
     return TPX_OK;
 
 err_close:
-    close(l->fd);
-err_free:
+    for (int i = 0; i < l->nfds; i++)
+        close(l->fds[i]);
     free(l);
     return st;
 }
@@ -146,7 +178,8 @@ tpx_status_t tpx__sock_close_listen(void *listen_comm)
             if (l->groups[g].data_fds[i] >= 0)
                 close(l->groups[g].data_fds[i]);
     }
-    close(l->fd);
+    for (int i = 0; i < l->nfds; i++)
+        close(l->fds[i]);
     l->magic = 0;
     free(l);
     return TPX_OK;
@@ -289,23 +322,25 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
     if (l->accept_deadline_ns == 0)
         l->accept_deadline_ns = now + (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
 
-    /* New connections. */
-    while (l->npend < TPX_SOCK_MAX_PENDING) {
-        pending_t *p = &l->pend[l->npend];
-        socklen_t alen = sizeof(p->peer);
-        int fd = accept4(l->fd, &p->peer.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                SOCK_WARN("accept: %s", strerror(errno)); /* e.g. EMFILE: retried next call */
-            break;
+    /* New connections, on every member NIC's listener. */
+    for (int i = 0; i < l->nfds; i++) {
+        while (l->npend < TPX_SOCK_MAX_PENDING) {
+            pending_t *p = &l->pend[l->npend];
+            socklen_t alen = sizeof(p->peer);
+            int fd = accept4(l->fds[i], &p->peer.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) {
+                if (errno == EINTR || errno == ECONNABORTED)
+                    continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                    SOCK_WARN("accept: %s", strerror(errno)); /* e.g. EMFILE: retried later */
+                break;
+            }
+            tpx__sock_setopts(fd, 1);
+            p->fd = fd;
+            p->got = 0;
+            p->deadline_ns = now + (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
+            l->npend++;
         }
-        tpx__sock_setopts(fd, 1);
-        p->fd = fd;
-        p->got = 0;
-        p->deadline_ns = now + (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
-        l->npend++;
     }
     /* Hellos. */
     for (int i = 0; i < l->npend;) {
@@ -358,6 +393,8 @@ enum { CS_NEW = 0, CS_CONNECTING, CS_HELLO, CS_DONE };
 typedef struct {
     int fd;
     int stage;
+    int local;  /* which of the connector's member addresses it binds to */
+    int remote; /* which of the handle's addresses it connects to */
     uint32_t sent;
     uint64_t retry_at_ns; /* CS_NEW: not before this time (after a refusal) */
     unsigned char hello[TPX_SOCK_HELLO_WIRE_SIZE];
@@ -368,7 +405,8 @@ typedef struct connecting {
     struct connecting *next;
     tpx_sock_comm_t *comm;
     tpx_sock_handle_t h;
-    tpx_sock_addr_t local; /* bind address (the device's), port 0 */
+    tpx_sock_addr_t local[TPX_SOCK_MAX_MEMBERS]; /* bind addresses (the members'), port 0 */
+    int nlocal;
     int bind_local;
     csock_t socks[1 + TPX_SOCK_MAX_SOCKS]; /* [0] control, [1..] data */
     int nsocks;
@@ -456,21 +494,31 @@ static void conn_free(connecting_t *s)
 static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
 {
     char a[96];
+    const tpx_sock_addr_t *remote = tpx__sock_handle_addr(&s->h, k->remote);
     for (;;) {
         switch (k->stage) {
         case CS_NEW:
             if (now < k->retry_at_ns)
                 return TPX_OK; /* backing off after a refusal */
-            k->fd = socket(s->h.addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            k->fd = socket(remote->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
             if (k->fd < 0) {
                 SOCK_WARN("connect: socket: %s", strerror(errno));
                 return tpx__status_from_errno(errno);
             }
             tpx__sock_setopts(k->fd, k != &s->socks[0]);
-            if (s->bind_local && bind(k->fd, &s->local.sa, tpx__sock_addr_len(&s->local)) != 0)
+            if (k != &s->socks[0] && s->nlocal > 1) {
+                /* Links of a virtual device may differ in speed: keep what a
+                 * data connection has queued but not sent small, so that a
+                 * slow link is "free" for a new piece only once it has
+                 * nearly sent the last, and holds few bytes others wait on. */
+                int lowat = SOCK_VDEV_NOTSENT_LOWAT;
+                (void)setsockopt(k->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
+            }
+            if (s->bind_local &&
+                bind(k->fd, &s->local[k->local].sa, tpx__sock_addr_len(&s->local[k->local])) != 0)
                 SOCK_DEBUG("connect: bind to device address failed (%s); using routing",
                            strerror(errno));
-            if (connect(k->fd, &s->h.addr.sa, tpx__sock_addr_len(&s->h.addr)) == 0) {
+            if (connect(k->fd, &remote->sa, tpx__sock_addr_len(remote)) == 0) {
                 k->stage = CS_HELLO;
                 continue;
             }
@@ -524,7 +572,7 @@ failed:
             return TPX_OK;
         }
     }
-    SOCK_WARN("connect to %s: %s", tpx__sock_addr_str(&s->h.addr, a, sizeof(a)), strerror(errno));
+    SOCK_WARN("connect to %s: %s", tpx__sock_addr_str(remote, a, sizeof(a)), strerror(errno));
     return tpx__status_from_errno(errno);
 }
 
@@ -546,10 +594,18 @@ static tpx_status_t conn_begin(int dev, const void *handle, connecting_t **out)
         st = TPX_ERR_INVALID_ARG;
         goto err_free;
     }
-    s->local = d->addr;
-    s->local.sin.sin_port = 0;
+    s->nlocal = d->nmembers;
+    for (int i = 0; i < d->nmembers; i++) {
+        s->local[i] = tpx__sock_dev(d->members[i])->addr;
+        s->local[i].sin.sin_port = 0;
+    }
     s->bind_local = d->addr.sa.sa_family == s->h.addr.sa.sa_family;
+    /* Every member NIC gets as many data connections as the others: round
+     * up to a multiple of the members (and down within the limit). */
     s->nsocks = tpx__sock_params.nsocks;
+    s->nsocks = (s->nsocks + s->nlocal - 1) / s->nlocal * s->nlocal;
+    if (s->nsocks > TPX_SOCK_MAX_SOCKS)
+        s->nsocks = TPX_SOCK_MAX_SOCKS - TPX_SOCK_MAX_SOCKS % s->nlocal;
     s->comm = tpx__sock_comm_alloc(SOCK_COMM_SEND, dev, s->nsocks);
     if (s->comm == NULL) {
         st = TPX_ERR_NO_MEMORY;
@@ -568,6 +624,9 @@ static tpx_status_t conn_begin(int dev, const void *handle, connecting_t **out)
             .conn_id = s->comm->conn_id,
         };
         tpx__sock_hello_encode(&hello, s->socks[i].hello);
+        /* Member j of ours talks to NIC j of theirs: the links pair up. */
+        s->socks[i].local = i == 0 ? 0 : (i - 1) % s->nlocal;
+        s->socks[i].remote = s->socks[i].local % s->h.naddrs;
     }
     s->deadline_ns = deadline_after_ms(tpx__sock_params.connect_timeout_ms);
     *out = s;

@@ -6,12 +6,18 @@
  * (default: all but loopback and docker/virtual bridges). Properties come
  * from sysfs; a link that reports no speed (lo, veth) gets
  * TPX_SOCKET_SPEED_MBPS.
+ *
+ * Virtual devices (makeVDevice) are appended after the physical ones under
+ * a lock and published by one atomic store of the count, so readers never
+ * lock and never see a half-written entry.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <limits.h>
 #include <net/if.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +26,9 @@
 #include "sock.h"
 
 static tpx_sock_dev_t sock_devs[TPX_SOCK_MAX_DEVS];
-static int sock_ndevs;
+static int sock_nphys;         /* set once at init */
+static _Atomic int sock_ndevs; /* physical + virtual, published last */
+static pthread_mutex_t vdev_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int sysfs_read_int(const char *ifname, const char *leaf, int *out)
 {
@@ -131,6 +139,8 @@ tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev)
             d->speed_mbps = def_speed;
         if (sysfs_read_int(d->name, "device/numa_node", &d->numa_node) != 0)
             d->numa_node = -1;
+        d->nmembers = 1;
+        d->members[0] = i;
         char a[96];
         SOCK_INFO("device %d: %s %s speed %d Mb/s pci %s numa %d", i, d->name,
                   tpx__sock_addr_str(&d->addr, a, sizeof(a)), d->speed_mbps,
@@ -146,16 +156,106 @@ tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev)
     return TPX_OK;
 }
 
-int tpx__sock_ndev(void) { return sock_ndevs; }
+int tpx__sock_ndev(void) { return atomic_load_explicit(&sock_ndevs, memory_order_acquire); }
+
+int tpx__sock_nphys(void) { return sock_nphys; }
 
 const tpx_sock_dev_t *tpx__sock_dev(int dev)
 {
-    if (dev < 0 || dev >= sock_ndevs)
+    if (dev < 0 || dev >= tpx__sock_ndev())
         return NULL;
     return &sock_devs[dev];
 }
 
 tpx_status_t tpx__sock_dev_init(void)
 {
-    return tpx__sock_dev_discover(sock_devs, TPX_SOCK_MAX_DEVS, &sock_ndevs);
+    int n = 0;
+    tpx_status_t st = tpx__sock_dev_discover(sock_devs, TPX_SOCK_MAX_DEVS, &n);
+    if (st == TPX_OK) {
+        sock_nphys = n;
+        atomic_store_explicit(&sock_ndevs, n, memory_order_release);
+    }
+    return st;
+}
+
+/* Check a member list; says why it is refused. */
+static tpx_status_t vdev_check(const tpx_ncclnet_vdev_props_t *props)
+{
+    if (props->ndevs < 1 || props->ndevs > TPX_SOCK_MAX_MEMBERS) {
+        SOCK_WARN("makeVDevice: %d devices; a virtual device fuses 1 to %d physical devices",
+                  props->ndevs, TPX_SOCK_MAX_MEMBERS);
+        return TPX_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < props->ndevs; i++) {
+        int d = props->devs[i];
+        if (d < 0 || d >= sock_nphys) {
+            SOCK_WARN("makeVDevice: member %d is device %d, not a physical device (0..%d)", i,
+                      d, sock_nphys - 1);
+            return TPX_ERR_INVALID_ARG;
+        }
+        for (int j = 0; j < i; j++) {
+            if (props->devs[j] == d) {
+                SOCK_WARN("makeVDevice: device %d (%s) is named twice", d, sock_devs[d].name);
+                return TPX_ERR_INVALID_ARG;
+            }
+        }
+        if (sock_devs[d].addr.sa.sa_family != sock_devs[props->devs[0]].addr.sa.sa_family) {
+            SOCK_WARN("makeVDevice: %s and %s use different address families; a virtual device "
+                      "needs one (TPX_SOCKET_FAMILY)", sock_devs[props->devs[0]].name,
+                      sock_devs[d].name);
+            return TPX_ERR_INVALID_ARG;
+        }
+    }
+    return TPX_OK;
+}
+
+tpx_status_t tpx__sock_dev_make_virtual(const tpx_ncclnet_vdev_props_t *props, int *dev)
+{
+    if (props == NULL || dev == NULL) {
+        SOCK_WARN("makeVDevice: NULL %s", props == NULL ? "properties" : "device pointer");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (tpx__sock_params.tcpx) {
+        SOCK_WARN("makeVDevice: strict TCPX mode (TPX_SOCK_TCPX=1) has no virtual devices: "
+                  "Google's TCPX plugin is ncclNet v7, which has none");
+        return TPX_ERR_UNSUPPORTED;
+    }
+    tpx_status_t st = vdev_check(props);
+    if (st != TPX_OK)
+        return st;
+    pthread_mutex_lock(&vdev_lock);
+    int n = tpx__sock_ndev();
+    for (int v = sock_nphys; v < n; v++) {
+        const tpx_sock_dev_t *e = &sock_devs[v];
+        if (e->nmembers == props->ndevs &&
+            memcmp(e->members, props->devs, sizeof(int) * (size_t)props->ndevs) == 0) {
+            pthread_mutex_unlock(&vdev_lock);
+            *dev = v;
+            return TPX_OK;
+        }
+    }
+    if (n == TPX_SOCK_MAX_DEVS) {
+        pthread_mutex_unlock(&vdev_lock);
+        SOCK_WARN("makeVDevice: the device table is full (%d devices)", TPX_SOCK_MAX_DEVS);
+        return TPX_ERR_NO_RESOURCE;
+    }
+    const tpx_sock_dev_t *first = &sock_devs[props->devs[0]];
+    tpx_sock_dev_t v = {.addr = first->addr,
+                        .pci_path = first->pci_path,
+                        .numa_node = first->numa_node,
+                        .nmembers = props->ndevs};
+    size_t off = 0;
+    for (int i = 0; i < props->ndevs; i++) {
+        const tpx_sock_dev_t *m = &sock_devs[props->devs[i]];
+        v.members[i] = props->devs[i];
+        v.speed_mbps += m->speed_mbps;
+        int k = snprintf(v.name + off, sizeof(v.name) - off, "%s%s", i ? "+" : "", m->name);
+        off = TPX_MIN(off + (size_t)(k > 0 ? k : 0), sizeof(v.name) - 1);
+    }
+    sock_devs[n] = v;
+    atomic_store_explicit(&sock_ndevs, n + 1, memory_order_release);
+    pthread_mutex_unlock(&vdev_lock);
+    SOCK_INFO("device %d: virtual, %s, %d Mb/s", n, v.name, v.speed_mbps);
+    *dev = n;
+    return TPX_OK;
 }

@@ -139,8 +139,10 @@ static tpx_nccl_result_t props_fill(int dev, tpx_ncclnet_props_v9_t *p)
         p->netDeviceType = TPX_NCCL_NET_DEVICE_UNPACK;
         p->netDeviceVersion = TPX_NCCL_NET_DEVICE_UNPACK_VERSION;
     }
-    p->vProps.ndevs = 1;
-    p->vProps.devs[0] = dev;
+    /* A physical device is its own one-member virtual device, as in NCCL. */
+    p->vProps.ndevs = d->nmembers;
+    for (int i = 0; i < d->nmembers; i++)
+        p->vProps.devs[i] = d->members[i];
     /* test() reports sizes as int: never let a single message exceed it. */
     p->maxP2pBytes = INT_MAX;
     p->maxCollBytes = INT_MAX;
@@ -174,6 +176,13 @@ tpx_nccl_result_t tpx__sock_v7_props(int dev, tpx_ncclnet_props_v7_t *props)
                                       p.latency, p.maxComms, p.maxRecvs, p.netDeviceType,
                                       p.netDeviceVersion};
     return r;
+}
+
+tpx_nccl_result_t tpx__sock_v9_make_vdevice(int *d, tpx_ncclnet_vdev_props_t *props)
+{
+    if (!initialized("makeVDevice"))
+        return TPX_NCCL_INVALID_USAGE;
+    return tpx__sock_result(tpx__sock_dev_make_virtual(props, d));
 }
 
 tpx_nccl_result_t tpx__sock_v_listen(int dev, void *handle, void **listen_comm)

@@ -51,6 +51,8 @@ tpx_nccl_result_t tpx__sock_v_close_recv(void *comm);
 tpx_nccl_result_t tpx__sock_v_close_listen(void *comm);
 tpx_nccl_result_t tpx__sock_v_get_device_mr(void *comm, void *mh, void **dptr);
 tpx_nccl_result_t tpx__sock_v_irecv_consumed(void *comm, int n, void *request);
+/* v9+: fails in strict TCPX mode (Google's plugin, v7, has no virtual devices). */
+tpx_nccl_result_t tpx__sock_v9_make_vdevice(int *d, tpx_ncclnet_vdev_props_t *props);
 
 #define TPX_SOCK_NET_V7_INIT                                                                       \
     {TPX_SOCK_NET_NAME, tpx__sock_v7_init, tpx__sock_devices, tpx__sock_v7_props,                 \
@@ -69,13 +71,15 @@ tpx_nccl_result_t tpx__sock_v_irecv_consumed(void *comm, int n, void *request);
      tpx__sock_v_listen, tpx__sock_v7_connect, tpx__sock_v_accept, tpx__sock_v8_regmr,             \
      tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v9_isend, tpx__sock_v9_irecv,        \
      tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
-     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed, NULL}
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed,              \
+     tpx__sock_v9_make_vdevice}
 #define TPX_SOCK_NET_V10_INIT                                                                      \
     {TPX_SOCK_NET_NAME, tpx__sock_v10_init, tpx__sock_devices, tpx__sock_v9_props,                \
      tpx__sock_v_listen, tpx__sock_v10_connect, tpx__sock_v_accept, tpx__sock_v8_regmr,            \
      tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v10_isend, tpx__sock_v10_irecv,      \
      tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
-     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed, NULL}
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed,              \
+     tpx__sock_v9_make_vdevice}
 
 extern const tpx_ncclnet_v7_t tpx__sock_net_v7;
 extern const tpx_ncclnet_v8_t tpx__sock_net_v8;

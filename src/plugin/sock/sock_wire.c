@@ -15,23 +15,58 @@ static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); re
 static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
 static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
 
+/* One address: family-specific bytes at `addr_at`, scope at `scope_at`. */
+static void put_addr(unsigned char *p, const tpx_sock_addr_t *a, int port_at, int addr_at,
+                     int scope_at)
+{
+    if (a->sa.sa_family == AF_INET6) {
+        put16(p + port_at, ntohs(a->sin6.sin6_port));
+        memcpy(p + addr_at, &a->sin6.sin6_addr, 16);
+        put32(p + scope_at, a->sin6.sin6_scope_id);
+    } else {
+        put16(p + port_at, ntohs(a->sin.sin_port));
+        memcpy(p + addr_at, &a->sin.sin_addr, 4);
+    }
+}
+
+static int get_addr(const unsigned char *p, uint16_t fam, tpx_sock_addr_t *a, int port_at,
+                    int addr_at, int scope_at)
+{
+    uint16_t port = get16(p + port_at);
+    memset(a, 0, sizeof(*a));
+    if (port == 0)
+        return -1;
+    if (fam == 4) {
+        a->sin.sin_family = AF_INET;
+        a->sin.sin_port = htons(port);
+        memcpy(&a->sin.sin_addr, p + addr_at, 4);
+    } else if (fam == 6) {
+        a->sin6.sin6_family = AF_INET6;
+        a->sin6.sin6_port = htons(port);
+        memcpy(&a->sin6.sin6_addr, p + addr_at, 16);
+        a->sin6.sin6_scope_id = get32(p + scope_at);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128)
 {
     unsigned char *p = buf128;
     memset(p, 0, TPX_SOCK_HANDLE_SIZE);
+    int n = h->naddrs < 1 ? 1 : h->naddrs > TPX_SOCK_HANDLE_MAX_ADDRS ? TPX_SOCK_HANDLE_MAX_ADDRS
+                                                                      : h->naddrs;
     put32(p + 0, TPX_SOCK_HANDLE_MAGIC);
     put16(p + 4, TPX_SOCK_WIRE_VERSION);
-    if (h->addr.sa.sa_family == AF_INET6) {
-        put16(p + 6, 6);
-        put16(p + 8, ntohs(h->addr.sin6.sin6_port));
-        memcpy(p + 12, &h->addr.sin6.sin6_addr, 16);
-        put32(p + 28, h->addr.sin6.sin6_scope_id);
-    } else {
-        put16(p + 6, 4);
-        put16(p + 8, ntohs(h->addr.sin.sin_port));
-        memcpy(p + 12, &h->addr.sin.sin_addr, 4);
-    }
+    put16(p + 6, h->addr.sa.sa_family == AF_INET6 ? 6 : 4);
+    put_addr(p, &h->addr, 8, 12, 28);
+    put16(p + 10, (uint16_t)n);
     put64(p + 32, h->nonce);
+    for (int i = 1; i < n; i++) {
+        int o = TPX_SOCK_HANDLE_MORE_OFF + (i - 1) * TPX_SOCK_HANDLE_MORE_SIZE;
+        put_addr(p, &h->more[i - 1], o, o + 8, o + 4);
+    }
 }
 
 tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
@@ -41,21 +76,17 @@ tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
         return TPX_ERR_INVALID_ARG;
     tpx_sock_handle_t h;
     memset(&h, 0, sizeof(h));
-    uint16_t fam = get16(p + 6), port = get16(p + 8);
-    if (port == 0)
+    uint16_t fam = get16(p + 6), n = get16(p + 10);
+    if (n == 0)
+        n = 1;
+    if (n > TPX_SOCK_HANDLE_MAX_ADDRS || get_addr(p, fam, &h.addr, 8, 12, 28) != 0)
         return TPX_ERR_INVALID_ARG;
-    if (fam == 4) {
-        h.addr.sin.sin_family = AF_INET;
-        h.addr.sin.sin_port = htons(port);
-        memcpy(&h.addr.sin.sin_addr, p + 12, 4);
-    } else if (fam == 6) {
-        h.addr.sin6.sin6_family = AF_INET6;
-        h.addr.sin6.sin6_port = htons(port);
-        memcpy(&h.addr.sin6.sin6_addr, p + 12, 16);
-        h.addr.sin6.sin6_scope_id = get32(p + 28);
-    } else {
-        return TPX_ERR_INVALID_ARG;
+    for (int i = 1; i < n; i++) {
+        int o = TPX_SOCK_HANDLE_MORE_OFF + (i - 1) * TPX_SOCK_HANDLE_MORE_SIZE;
+        if (get16(p + o + 2) != 0 || get_addr(p, fam, &h.more[i - 1], o, o + 8, o + 4) != 0)
+            return TPX_ERR_INVALID_ARG;
     }
+    h.naddrs = n;
     h.nonce = get64(p + 32);
     *out = h;
     return TPX_OK;

@@ -36,24 +36,52 @@ typedef union {
     struct sockaddr_in6 sin6;
 } tpx_sock_addr_t;
 
+/* NICs one handle can name: a comm on a virtual device listens on each of
+ * its members (at most TPX_NCCL_NET_MAX_DEVS_PER_NIC, checked in sock.h). */
+#define TPX_SOCK_HANDLE_MAX_ADDRS 4
+
 /* What a listener publishes: where to connect and the nonce to present. */
 typedef struct {
-    tpx_sock_addr_t addr; /* family, address and port of the listener */
+    tpx_sock_addr_t addr; /* family, address and port of the listener (first NIC) */
     uint64_t nonce;       /* random per listen; a hello must carry it */
+    int naddrs;           /* NICs listened on, 1..4 (0 is read as 1) */
+    /* The listeners on NICs 2..naddrs of a virtual device, same family as
+     * `addr`; a connector pairs its own i-th NIC with the i-th of these. */
+    tpx_sock_addr_t more[TPX_SOCK_HANDLE_MAX_ADDRS - 1];
 } tpx_sock_handle_t;
 
 /*
  * Handle layout (128 bytes, caller memory):
- *   0  u32 magic   4 u16 version   6 u16 family   8 u16 port  10 u16 pad
+ *   0  u32 magic   4 u16 version   6 u16 family   8 u16 port
+ *  10  u16 naddrs (NICs listened on; 0 in handles of older builds = 1)
  *  12  u8[16] address (IPv4 in the first 4 bytes)  28 u32 scope id
  *  32  u64 nonce
- *  40..63 reserved (zero)
- *  64..127 connector-private: the in-progress connect's id (see
+ *  40  3 x 24 bytes, NICs 2..naddrs (zero beyond naddrs):
+ *        +0 u16 port  +2 u16 reserved (0)  +4 u32 scope id  +8 u8[16] address
+ * 112..119 reserved (zero)
+ * 120..127 connector-private: the in-progress connect's id (see
  *          sock_conn.c); zero in a handle fresh from listen().
+ * A one-NIC handle has bytes 40..127 zero. Builds before virtual devices
+ * wrote naddrs 0 and read the first NIC only (and still connect).
  */
-#define TPX_SOCK_HANDLE_STAGE_OFF 64
+#define TPX_SOCK_HANDLE_MORE_OFF 40
+#define TPX_SOCK_HANDLE_MORE_SIZE 24
+#define TPX_SOCK_HANDLE_STAGE_OFF 120
+_Static_assert(TPX_SOCK_HANDLE_MORE_OFF +
+                       (TPX_SOCK_HANDLE_MAX_ADDRS - 1) * TPX_SOCK_HANDLE_MORE_SIZE <=
+                   TPX_SOCK_HANDLE_STAGE_OFF,
+               "the handle's address list overlaps the connector's bytes");
+_Static_assert(TPX_SOCK_HANDLE_STAGE_OFF + 8 <= TPX_SOCK_HANDLE_SIZE, "handle overflow");
+
+/* The i-th listener address of a handle (0 <= i < naddrs). */
+static inline const tpx_sock_addr_t *tpx__sock_handle_addr(const tpx_sock_handle_t *h, int i)
+{
+    return i == 0 ? &h->addr : &h->more[i - 1];
+}
 
 void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128);
+/* Checks magic, version, family, naddrs <= 4, every port non-zero and the
+ * reserved fields of the address list zero. */
 tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out);
 
 typedef enum {
