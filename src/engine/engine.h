@@ -49,6 +49,7 @@ typedef struct {
     uint8_t ev_wslot;   /* window slot whose unpack event covers this receive */
     uint16_t ctrl;      /* SLOT_CTRL: index of the control buffer */
     uint32_t chunk;     /* SLOT_DATA: chunk index within its stream */
+    uint8_t shared;     /* SLOT_DATA: a shared chunk in the comm's staging buffer */
 } tpx_slot_t;
 
 /* A per-comm FIFO of requests in flight: posted >= done, slot = n % cap. */
@@ -76,6 +77,9 @@ struct tpx_comm {
     void *unpack_ev[TPX_WINDOW_MAX]; /* CUevent per slot for GPU unpacks (lazy) */
     int bounce_dev;      /* where the plugin's bounce buffer lives: CUDA device, -1 host,
                             -2 not known yet */
+    unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
+                             slot, allocated on first use */
+    tpx_region_t *stage_region;
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
 
@@ -103,11 +107,15 @@ typedef struct {
 } tpx_lane_t;
 
 /* Where payload bytes live: payload chunk k lies in the segment with the
- * largest chunk0 <= k. region NULL: discarded (a receive drained). */
+ * largest chunk0 <= k, or -- a shared chunk (wire.h, tpx_chunker_t) -- in
+ * the run of segments whose chunk0 is k, at their pack_off. region NULL:
+ * discarded (a receive drained). */
 typedef struct {
     tpx_region_t *region;
     uint64_t off, len;   /* region offset and length */
     uint32_t chunk0;     /* index of the segment's first payload chunk */
+    uint32_t pack_off;   /* shared: offset inside the chunk */
+    uint8_t shared;
 } tpx_seg_t;
 
 /* A transfer's chunks in one direction (out: on the send comms, in: on the
@@ -290,6 +298,7 @@ struct tpx_engine {
     uint32_t notif_limit;      /* the queue's bound (TPX_NOTIF_QUEUE) */
     int notif_overflow;        /* dropped since the last tpx_get_notifs() */
     tpx_engine_counters_t ctr;
+    int rma_pack;              /* small host blocks share chunks (TPX_RMA_PACK) */
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
     void *reap;                /* abandoned connects still being driven (peer.c) */
     /* GPU unpack of devmem receives (window.c) */
@@ -310,7 +319,8 @@ int tpx__ctrl_repost(tpx_comm_t *c);
 
 /* xfer.c */
 void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st);
-void tpx__xfer_chunk_done(tpx_xfer_t *x, int is_send, uint32_t chunk);
+/* A data slot of comm c completed: scatter a shared chunk, count it. */
+void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s);
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
                                  tpx_xfer_t *owner);
 /* Encode and queue m with the next control sequence number. */

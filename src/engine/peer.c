@@ -378,7 +378,11 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
             tpx__net_close_send(e->net, c->comm);
         else
             tpx__net_close_recv(e->net, c->comm);
+        c->comm = NULL;
     }
+    if (c->stage_region != NULL)
+        tpx__region_release(c->stage_region); /* its handle was on this comm only */
+    free(c->stage);
     free(c);
 }
 

@@ -171,10 +171,12 @@ static void prep_unref(tpx_prep_t *pp)
 typedef struct {
     tpx_region_t *r;
     uint64_t loff, roff, len, key;
+    int remote_host;
 } centry_t;
 
-/* Check one block; *key = the descriptor's key. */
-static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, uint64_t *key)
+/* Check one block; *key = the descriptor's key, *host = it names host memory. */
+static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, uint64_t *key,
+                              int *host)
 {
     tpx_region_t *r = v->local;
     tpx_rdesc_fields_t f;
@@ -210,6 +212,7 @@ static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, ui
         return TPX_ERR_INVALID_ARG;
     }
     *key = f.key;
+    *host = f.mem_type == TPX_MEM_HOST;
     return TPX_OK;
 }
 
@@ -225,7 +228,8 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t key;
-        if ((st = iov_check(pp->rm, &iov[i], i, &key)) != TPX_OK)
+        int host;
+        if ((st = iov_check(pp->rm, &iov[i], i, &key, &host)) != TPX_OK)
             goto out;
         centry_t *last = m > 0 ? &ce[m - 1] : NULL;
         if (last && last->r == iov[i].local && last->key == key &&
@@ -235,7 +239,8 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
             continue;
         }
         ce[m++] = (centry_t){.r = iov[i].local, .loff = iov[i].local_offset,
-                             .roff = iov[i].remote_offset, .len = iov[i].len, .key = key};
+                             .roff = iov[i].remote_offset, .len = iov[i].len, .key = key,
+                             .remote_host = host};
     }
     pp->segs = malloc(m * sizeof(*pp->segs));
     pp->regions = malloc(m * sizeof(*pp->regions));
@@ -247,8 +252,13 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
         st = TPX_ERR_NO_MEMORY;
         goto out;
     }
+    /* Small blocks share chunks when both sides' memory is host memory
+     * (gathered and scattered with memcpy; GPU blocks go one per chunk). */
+    int pack = e->rma_pack;
+    for (size_t i = 0; i < m && pack; i++)
+        pack = ce[i].r->type == TPX_MEM_HOST && ce[i].remote_host;
+    tpx_chunker_t ck = {.chunk = pp->chunk, .packed = pack};
     uint32_t nkeys = 0;
-    uint64_t chunk0 = 0;
     for (size_t i = 0; i < m; i++) {
         int added;
         keyi[i] = umap_get(&keys, ce[i].key, nkeys, &added);
@@ -257,11 +267,15 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
         (void)umap_get(&regs, (uint64_t)(uintptr_t)ce[i].r, pp->nregions, &added);
         if (added)
             pp->regions[pp->nregions++] = ce[i].r;
+        uint64_t c0;
+        uint32_t po;
+        int shared;
+        tpx__chunker_add(&ck, ce[i].len, &c0, &po, &shared);
         pp->segs[i] = (tpx_seg_t){.region = ce[i].r, .off = ce[i].loff, .len = ce[i].len,
-                                  .chunk0 = (uint32_t)chunk0};
-        chunk0 += div_up(ce[i].len, pp->chunk);
+                                  .chunk0 = (uint32_t)c0, .pack_off = po,
+                                  .shared = (uint8_t)shared};
         pp->total += ce[i].len;
-        if (chunk0 > UINT32_MAX) {
+        if (ck.nchunks > UINT32_MAX) {
             TPX_ERROR("tpx_xfer_prepare: the transfer has more than 2^32 chunks");
             free(keyv);
             free(keyi);
@@ -270,7 +284,7 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
         }
     }
     pp->nsegs = (uint32_t)m;
-    pp->npayload = (uint32_t)chunk0;
+    pp->npayload = (uint32_t)ck.nchunks;
     pp->list_len = TPX_LIST_SIZE(nkeys, m);
     pp->list = aligned_alloc(4096, (pp->list_len + 4095) & ~(size_t)4095);
     if (pp->list == NULL) {
@@ -280,7 +294,8 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
         goto out;
     }
     tpx_list_hdr_t h = {.op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
-                        .nkeys = nkeys, .nent = (uint32_t)m, .total = pp->total};
+                        .flags = pack ? TPX_LIST_PACKED : 0, .nkeys = nkeys,
+                        .nent = (uint32_t)m, .total = pp->total};
     tpx__list_put_hdr(pp->list, &h);
     for (uint32_t k = 0; k < nkeys; k++)
         tpx__list_put_key(pp->list, k, keyv[k]);
@@ -601,7 +616,7 @@ static void target_check(tpx_xfer_t *x)
     tpx_status_t verdict = TPX_OK;
     const char *why = NULL;
     uint32_t bad = 0;
-    uint64_t chunk0 = 0;
+    tpx_chunker_t ck = {.chunk = p->chunk, .packed = (h.flags & TPX_LIST_PACKED) != 0};
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, len;
@@ -611,15 +626,21 @@ static void target_check(tpx_xfer_t *x)
             why = ex == NULL                ? "unknown key"
                   : ex->region->dead        ? "region deregistered"
                   : off > ex->len || len > ex->len - off ? "range outside the export"
-                                                         : NULL;
+                  : ck.packed && ex->region->type != TPX_MEM_HOST
+                      ? "packed blocks of GPU memory (only host memory is packed)"
+                      : NULL;
             if (why != NULL) {
                 verdict = TPX_ERR_ACCESS;
                 bad = i;
             }
         }
+        uint64_t c0;
+        uint32_t po;
+        int shared;
+        tpx__chunker_add(&ck, len, &c0, &po, &shared); /* checked: < 2^32 chunks */
         segs[i] = (tpx_seg_t){.region = ex ? ex->region : NULL, .off = ex ? ex->off + off : 0,
-                              .len = len, .chunk0 = (uint32_t)chunk0};
-        chunk0 += div_up(len, p->chunk);
+                              .len = len, .chunk0 = (uint32_t)c0, .pack_off = po,
+                              .shared = (uint8_t)shared};
     }
     free(xp);
     listbuf_put(p, x->lb);

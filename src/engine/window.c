@@ -290,7 +290,7 @@ int tpx__comm_progress(tpx_comm_t *c)
             completed++;
             e->nmoves++;
             if (s->kind == SLOT_DATA) {
-                tpx__xfer_chunk_done(s->x, c->is_send, s->chunk);
+                tpx__xfer_chunk_done(c, s);
             } else if (c->is_send) {
                 tpx__peer_ctrl_sent(p, s->ctrl);
             } else {

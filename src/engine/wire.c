@@ -84,8 +84,7 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
         used = 52;
         if ((m.op != TPX_WIRE_OP_READ && m.op != TPX_WIRE_OP_WRITE) || m.nent == 0 ||
             m.nent > TPX_LIST_MAX_ENTRIES || m.list_len < TPX_LIST_SIZE(1, m.nent) ||
-            m.list_len > TPX_LIST_SIZE(m.nent, m.nent) || m.total < m.nent ||
-            m.nchunks < m.nent)
+            m.list_len > TPX_LIST_SIZE(m.nent, m.nent) || m.total < m.nent || m.nchunks == 0)
             return TPX_ERR_PROTOCOL;
         break;
     case TPX_CTRL_RMA_RESP:
@@ -126,7 +125,7 @@ void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h)
     tpx__put32(buf, LIST_MAGIC);
     tpx__put16(buf + 4, LIST_VERSION);
     buf[6] = h->op;
-    buf[7] = 0;
+    buf[7] = h->flags;
     tpx__put32(buf + 8, h->nkeys);
     tpx__put32(buf + 12, h->nent);
     tpx__put64(buf + 16, h->total);
@@ -169,15 +168,16 @@ tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chun
                              tpx_list_hdr_t *out, uint32_t *nchunks)
 {
     if (len < TPX_LIST_HDR || chunk == 0 || tpx__get32(buf) != LIST_MAGIC ||
-        tpx__get16(buf + 4) != LIST_VERSION || buf[7] != 0)
+        tpx__get16(buf + 4) != LIST_VERSION || (buf[7] & ~TPX_LIST_PACKED) != 0)
         return TPX_ERR_PROTOCOL;
-    tpx_list_hdr_t h = {.op = buf[6], .nkeys = tpx__get32(buf + 8),
+    tpx_list_hdr_t h = {.op = buf[6], .flags = buf[7], .nkeys = tpx__get32(buf + 8),
                         .nent = tpx__get32(buf + 12), .total = tpx__get64(buf + 16)};
     if ((h.op != TPX_WIRE_OP_READ && h.op != TPX_WIRE_OP_WRITE) || h.nent == 0 ||
         h.nent > TPX_LIST_MAX_ENTRIES || h.nkeys == 0 || h.nkeys > h.nent ||
         len != TPX_LIST_SIZE(h.nkeys, h.nent))
         return TPX_ERR_PROTOCOL;
-    uint64_t sum = 0, chunks = 0;
+    uint64_t sum = 0;
+    tpx_chunker_t ck = {.chunk = chunk, .packed = (h.flags & TPX_LIST_PACKED) != 0};
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, n;
@@ -185,14 +185,17 @@ tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chun
         if (k >= h.nkeys || n == 0 || off + n < off || sum + n < sum)
             return TPX_ERR_PROTOCOL;
         sum += n;
-        chunks += n / chunk + (n % chunk != 0); /* not (n + chunk - 1): n may be near 2^64 */
-        if (chunks > UINT32_MAX)
+        uint64_t c0;
+        uint32_t po;
+        int shared;
+        tpx__chunker_add(&ck, n, &c0, &po, &shared); /* no wrap: n / chunk, not n + chunk */
+        if (ck.nchunks > UINT32_MAX)
             return TPX_ERR_PROTOCOL;
     }
     if (sum != h.total)
         return TPX_ERR_PROTOCOL;
     *out = h;
-    *nchunks = (uint32_t)chunks;
+    *nchunks = (uint32_t)ck.nchunks;
     return TPX_OK;
 }
 

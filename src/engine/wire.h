@@ -69,7 +69,7 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
 
 /* ---- request lists: what an RMA_REQ asks of the owner -----------------------------
  *
- *   0 u32 magic "TPXL"  4 u16 version  6 u8 op  7 u8 0  8 u32 nkeys  12 u32 nent
+ *   0 u32 magic "TPXL"  4 u16 version  6 u8 op  7 u8 flags  8 u32 nkeys  12 u32 nent
  *   16 u64 total  24 keys[nkeys] u64  then entries[nent]: u32 key index, u64 offset
  *   (from the start of the export), u64 len (> 0)
  */
@@ -79,11 +79,51 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
 #define TPX_LIST_SIZE(nkeys, nent) \
     ((size_t)TPX_LIST_HDR + 8 * (size_t)(nkeys) + (size_t)TPX_LIST_ENTRY * (size_t)(nent))
 
+#define TPX_LIST_PACKED 1 /* flags: small entries share chunks (tpx_chunker_t) */
+
 typedef struct {
-    uint8_t op;
+    uint8_t op, flags;
     uint32_t nkeys, nent;
     uint64_t total;
 } tpx_list_hdr_t;
+
+/*
+ * How a list is cut into chunks, identically on both sides. Each entry, in
+ * list order, gets chunks of at most `chunk` bytes of its own -- unless the
+ * list is PACKED and the entry is small (<= chunk / 4): then consecutive
+ * small entries share chunks, packed back to back up to `chunk` bytes (the
+ * sender gathers them, the receiver scatters them: one plugin request
+ * instead of one per block).
+ */
+typedef struct {
+    uint64_t chunk;
+    int packed;
+    uint64_t fill;    /* bytes in the open shared chunk; 0: none open */
+    uint64_t nchunks; /* chunks so far */
+} tpx_chunker_t;
+
+/* Place one entry of len (> 0) bytes: its first chunk, its offset inside a
+ * shared chunk, and whether it shares (*shared: pack it). */
+static inline void tpx__chunker_add(tpx_chunker_t *c, uint64_t len, uint64_t *chunk0,
+                                    uint32_t *pack_off, int *shared)
+{
+    if (c->packed && len <= c->chunk / 4) {
+        if (c->fill == 0 || c->fill + len > c->chunk) {
+            c->nchunks++;
+            c->fill = 0;
+        }
+        *chunk0 = c->nchunks - 1;
+        *pack_off = (uint32_t)c->fill;
+        *shared = 1;
+        c->fill += len;
+        return;
+    }
+    c->fill = 0;
+    *chunk0 = c->nchunks;
+    *pack_off = 0;
+    *shared = 0;
+    c->nchunks += len / c->chunk + (len % c->chunk != 0);
+}
 
 void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h);
 void tpx__list_put_key(unsigned char *buf, uint32_t i, uint64_t key);
@@ -91,8 +131,7 @@ void tpx__list_put_entry(unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_
                          uint64_t off, uint64_t len);
 /* Check a whole list of `len` bytes: header, exact size, key indexes in
  * range, no zero length, offsets + lengths that do not wrap, lengths that
- * sum to total. Then *nchunks = the chunks it is cut into (each entry in
- * pieces of at most `chunk` bytes). */
+ * sum to total. Then *nchunks = the chunks it is cut into (tpx_chunker_t). */
 tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chunk,
                              tpx_list_hdr_t *h, uint32_t *nchunks);
 /* Accessors, valid after tpx__list_check() accepted the list. */

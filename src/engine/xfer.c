@@ -87,10 +87,39 @@ void tpx__xfer_maybe_done(tpx_xfer_t *x)
         tpx__xfer_complete(x, x->drain ? TPX_ERR_TRUNCATED : x->err);
 }
 
-void tpx__xfer_chunk_done(tpx_xfer_t *x, int is_send, uint32_t chunk)
+/* The run of segments sharing payload chunk k, found from the segment a
+ * lane's cursor points at (the run's last one). */
+static uint32_t shared_run(const tpx_xfer_t *x, uint32_t last, uint32_t k)
 {
+    uint32_t first = last;
+    while (first > 0 && x->segs[first - 1].shared && x->segs[first - 1].chunk0 == k)
+        first--;
+    return first;
+}
+
+void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
+{
+    tpx_xfer_t *x = s->x;
+    const tpx_stream_t *stm = c->is_send ? &x->out : &x->in;
+    if (s->shared && !c->is_send) {
+        /* scatter the received shared chunk into its blocks */
+        uint32_t k = s->chunk - stm->nlist;
+        uint32_t lo = 0, hi = x->nsegs; /* the last segment with chunk0 <= k */
+        while (hi - lo > 1) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (x->segs[mid].chunk0 <= k)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        for (uint32_t i = shared_run(x, lo, k); i <= lo; i++) {
+            const tpx_seg_t *g = &x->segs[i];
+            if (g->region != NULL)
+                memcpy((char *)g->region->base + g->off, (const char *)s->dst + g->pack_off, g->len);
+        }
+    }
     x->chunks_done++;
-    if (!is_send && chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD))
+    if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD))
         tpx__rma_list_chunk_done(x);
     tpx__xfer_maybe_done(x);
 }
@@ -135,12 +164,15 @@ static void lane_pop(tpx_comm_t *c)
 }
 
 /* Chunk j of a stream: its buffer, length, region and region offset
- * (region NULL: the peer's scratch buffer, the bytes are discarded). */
+ * (region NULL: the peer's scratch buffer, the bytes are discarded), or a
+ * shared chunk: segments [seg_first, seg_last] packed back to back. */
 typedef struct {
     char *buf;
     uint32_t len;
     tpx_region_t *region;
     uint64_t roff;
+    int shared;
+    uint32_t seg_first, seg_last;
 } chunk_at_t;
 
 static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, uint32_t j,
@@ -160,11 +192,38 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
     while (l->seg + 1 < x->nsegs && x->segs[l->seg + 1].chunk0 <= k)
         l->seg++;
     const tpx_seg_t *g = &x->segs[l->seg];
+    out->shared = g->shared;
+    if (g->shared) {
+        out->seg_last = l->seg;
+        out->seg_first = shared_run(x, l->seg, k);
+        out->len = g->pack_off + (uint32_t)g->len;
+        out->region = NULL;
+        out->buf = NULL;
+        return;
+    }
     uint64_t o = (uint64_t)(k - g->chunk0) * chunk;
     out->len = (uint32_t)TPX_MIN(chunk, g->len - o);
     out->region = g->region;
     out->roff = g->off + o;
     out->buf = g->region ? (char *)g->region->base + g->off + o : NULL;
+}
+
+/* The comm's staging buffer for shared chunks: window x chunk, host. */
+static tpx_status_t stage_ready(tpx_comm_t *c)
+{
+    if (c->stage != NULL)
+        return TPX_OK;
+    tpx_peer_t *p = c->peer;
+    size_t len = (size_t)c->win.cap * p->chunk;
+    c->stage = aligned_alloc(4096, len);
+    if (c->stage == NULL)
+        return TPX_ERR_NO_MEMORY;
+    tpx_status_t st = tpx__region_create(p->e, c->stage, len, TPX_MEM_HOST, 1, &c->stage_region);
+    if (st != TPX_OK) {
+        free(c->stage);
+        c->stage = NULL;
+    }
+    return st;
 }
 
 static int post_data(tpx_comm_t *c)
@@ -181,12 +240,28 @@ static int post_data(tpx_comm_t *c)
         return 0; /* the owner has not checked the request list yet */
     chunk_at_t at;
     chunk_locate(x, stm, l, j, &at);
-    int discard = at.region == NULL;
+    tpx_slot_t *s = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
+    int discard = at.region == NULL && !at.shared;
     tpx_region_t *r = discard ? p->scratch_region : at.region;
     char *buf = discard ? (char *)p->scratch : at.buf;
+    uint64_t roff = discard ? 0 : at.roff;
+    if (at.shared) {
+        /* small blocks packed into one chunk of the comm's staging buffer
+         * (the slot's own: free while the slot is) */
+        if (stage_ready(c) != TPX_OK) {
+            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a staging buffer");
+            return -1;
+        }
+        roff = (c->win.posted % (uint64_t)c->win.cap) * p->chunk;
+        buf = (char *)c->stage + roff;
+        r = c->stage_region;
+        if (c->is_send)
+            for (uint32_t i = at.seg_first; i <= at.seg_last; i++)
+                memcpy(buf + x->segs[i].pack_off,
+                       (const char *)x->segs[i].region->base + x->segs[i].off, x->segs[i].len);
+    }
     void *mh;
-    tpx_status_t st = tpx__region_mh(r, c, discard ? 0 : at.roff, &mh);
-    tpx_slot_t *s = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
+    tpx_status_t st = tpx__region_mh(r, c, roff, &mh);
     s->req = NULL;
     if (st == TPX_OK)
         st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, at.len, 0, mh, &s->req)
@@ -199,6 +274,7 @@ static int post_data(tpx_comm_t *c)
         return 0; /* the plugin is busy: retry on the next progress call */
     s->kind = SLOT_DATA;
     s->tested = s->launched = 0;
+    s->shared = (uint8_t)at.shared;
     s->dst_dev = discard ? -1 : (int8_t)r->cuda_dev;
     s->dst = discard ? NULL : buf;
     s->x = x;

@@ -54,7 +54,8 @@ static void fuzz_list(const uint8_t *data, size_t size)
         tpx__list_put_hdr(out, &h);
         for (uint32_t i = 0; i < h.nkeys; i++)
             tpx__list_put_key(out, i, tpx__list_key(in, i));
-        uint64_t sum = 0, chunks = 0;
+        uint64_t sum = 0, chunks = 0, fill = 0;
+        int packed = (h.flags & TPX_LIST_PACKED) != 0;
         for (uint32_t i = 0; i < h.nent; i++) {
             uint32_t k;
             uint64_t off, len;
@@ -62,7 +63,16 @@ static void fuzz_list(const uint8_t *data, size_t size)
             TPX_FUZZ_CHECK(k < h.nkeys && len > 0 && off + len >= off, "list: bad entry accepted");
             tpx__list_put_entry(out, h.nkeys, i, k, off, len);
             sum += len;
-            chunks += len / chunk + (len % chunk != 0);
+            if (packed && len <= chunk / 4) { /* small entries share chunks */
+                if (fill == 0 || fill + len > chunk) {
+                    chunks++;
+                    fill = 0;
+                }
+                fill += len;
+            } else {
+                fill = 0;
+                chunks += len / chunk + (len % chunk != 0);
+            }
         }
         TPX_FUZZ_CHECK(sum == h.total, "list: total");
         TPX_FUZZ_CHECK(chunks == nchunks, "list: chunk count");
