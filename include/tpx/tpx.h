@@ -86,7 +86,7 @@ typedef struct {
     const char *auth_token; /* NULL: TPX_AUTH_TOKEN; "" : no authentication */
     const char *name;       /* this engine's name, shown to peers with its notifications
                                (< 64 bytes); NULL: "<hostname>:<pid>:<gpu>" */
-    int notif_queue;        /* bound of the notification queue; 0: 4096 */
+    int notif_queue;        /* bound of the notification queue; 0: TPX_NOTIF_QUEUE */
 } tpx_engine_params_t;
 
 /* Defaults: everything from the environment, gpu -1, progress thread on.

@@ -70,3 +70,10 @@ TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "
              "(gathered by the CPU, then copied), `none` (no copy: ablation only, data is lost).")
+TPX_CONFIG_X(RMA_PACK, INT, "1", 0, 1,
+             "One-sided transfers of host memory: 1 packs blocks of at most 32 KiB (and a "
+             "quarter chunk) back to back into shared chunks (one plugin request for many small blocks; "
+             "gathered and scattered with memcpy), 0 sends every block in chunks of its own.")
+TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
+             "Received notifications an engine holds until tpx_get_notifs() takes them; beyond "
+             "that they are dropped and counted (`params.notif_queue` overrides).")

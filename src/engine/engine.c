@@ -255,8 +255,9 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
     }
     snprintf(e->bind_addr, sizeof(e->bind_addr), "%s", params->bind_addr ? params->bind_addr : "");
-    e->notif_limit = params->notif_queue > 0 ? (uint32_t)params->notif_queue : 4096;
-    e->rma_pack = 1;
+    e->notif_limit = params->notif_queue > 0 ? (uint32_t)params->notif_queue
+                                             : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
+    e->rma_pack = (int)tpx__config_int(TPX_CFG_RMA_PACK);
 
     TPX_CHECK_GOTO(tpx__random_bytes(&e->id, sizeof(e->id)), st, err_free);
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);

@@ -90,11 +90,14 @@ typedef struct {
 /*
  * How a list is cut into chunks, identically on both sides. Each entry, in
  * list order, gets chunks of at most `chunk` bytes of its own -- unless the
- * list is PACKED and the entry is small (<= chunk / 4): then consecutive
+ * list is PACKED and the entry is small (<= TPX_PACK_MAX and <= chunk / 4:
+ * measured, blocks of 64 KiB already move faster alone): then consecutive
  * small entries share chunks, packed back to back up to `chunk` bytes (the
  * sender gathers them, the receiver scatters them: one plugin request
  * instead of one per block).
  */
+#define TPX_PACK_MAX 32768
+
 typedef struct {
     uint64_t chunk;
     int packed;
@@ -107,7 +110,7 @@ typedef struct {
 static inline void tpx__chunker_add(tpx_chunker_t *c, uint64_t len, uint64_t *chunk0,
                                     uint32_t *pack_off, int *shared)
 {
-    if (c->packed && len <= c->chunk / 4) {
+    if (c->packed && len <= c->chunk / 4 && len <= TPX_PACK_MAX) {
         if (c->fill == 0 || c->fill + len > c->chunk) {
             c->nchunks++;
             c->fill = 0;

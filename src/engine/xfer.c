@@ -180,6 +180,7 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
 {
     tpx_peer_t *p = x->peer;
     uint64_t chunk = p->chunk;
+    out->shared = 0;
     if (j < st->nlist) {
         uint64_t o = (uint64_t)j * chunk;
         out->buf = (char *)x->list + o;

@@ -63,7 +63,7 @@ static void fuzz_list(const uint8_t *data, size_t size)
             TPX_FUZZ_CHECK(k < h.nkeys && len > 0 && off + len >= off, "list: bad entry accepted");
             tpx__list_put_entry(out, h.nkeys, i, k, off, len);
             sum += len;
-            if (packed && len <= chunk / 4) { /* small entries share chunks */
+            if (packed && len <= chunk / 4 && len <= 32768) { /* small entries share chunks */
                 if (fill == 0 || fill + len > chunk) {
                     chunks++;
                     fill = 0;
