@@ -866,7 +866,7 @@ static void dr_snap_put(dr_snap_t *s, const char *ifname, const char *key, unsig
         return;
     dr_ctr_t *c = &s->c[s->n++];
     snprintf(c->ifname, sizeof(c->ifname), "%s", ifname);
-    snprintf(c->key, sizeof(c->key), "%s", key);
+    snprintf(c->key, sizeof(c->key), "%.95s", key); /* counter names are short */
     c->val = v;
 }
 
