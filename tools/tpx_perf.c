@@ -111,6 +111,7 @@ typedef struct {
     uint64_t channels, chunk, window; /* the engines' settings */
     uint64_t progress;                /* PF_PROGRESS_* */
     uint64_t lanes;                   /* --all-gpus: engines (GPUs) per side; 0: one engine */
+    uint64_t mem;                     /* the server's buffers (PF_MEM_*): the client follows */
 } pf_params_t;
 
 /* Post-to-completion latency of one stream's transfers in the timed phase. */
@@ -157,7 +158,7 @@ _Static_assert(sizeof(pf_row_t) % 8 == 0, "rows are 64-bit words");
 /* ---- the control stream ----------------------------------------------------- */
 
 #define PF_MAGIC   0x54505046u /* "TPPF" */
-#define PF_VERSION 2 /* 2: pf_params_t.lanes */
+#define PF_VERSION 3 /* 2: pf_params_t.lanes; 3: pf_params_t.mem */
 enum {
     PF_MSG_HELLO = 1, /* client -> server: empty */
     PF_MSG_PARAMS,    /* server -> client: pf_params_t */
@@ -889,6 +890,7 @@ typedef struct {
     const char *plot;
     const char *plugin;
     int mem;    /* PF_MEM_*: this process's buffers (loopback: both sides') */
+    int mem_set; /* --mem given (else a client follows the server) */
     int gpu[2]; /* params.gpu of the server's and the client's engine; -1: none */
     int compare;
     int progress;
@@ -1754,13 +1756,16 @@ static int pf_params_ok(const pf_params_t *p)
         p->depth > PF_MAX_DEPTH || p->direction > PF_DIR_BIDIR || p->timeout_s == 0 ||
         p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 || p->chunk < 4096 ||
         p->chunk > (4u << 20) || p->window == 0 || p->window > 32 ||
-        p->progress > PF_PROGRESS_CALLER || p->verify > 1 || p->lanes > PF_MAX_LANES)
+        p->progress > PF_PROGRESS_CALLER || p->verify > 1 || p->lanes > PF_MAX_LANES ||
+        p->mem > PF_MEM_CUDA)
         return 0;
     for (uint64_t i = 0; i < p->nsizes; i++)
         if (p->sizes[i] > PF_MAX_SIZE)
             return 0;
     return 1;
 }
+
+static int pf_probe_gpus(char *why, size_t len);
 
 static int pf_run_client(pf_main_t *m)
 {
@@ -1794,6 +1799,33 @@ static int pf_run_client(pf_main_t *m)
                          p.lanes, m->nlanes);
         close(fd);
         return -1;
+    }
+    if ((int)p.mem != m->mem && !m->all_gpus) {
+        /* The patterns of GPU buffers are written before a phase, not per
+         * iteration (pf_gpu_stage): both sides must use the same kind. */
+        if (m->mem_set && p.verify) {
+            pf_set_error(m, "the server uses %s memory, this client --mem %s: with --verify both "
+                            "sides need the same kind (drop --mem here: a client follows the "
+                            "server), or use --no-verify",
+                         p.mem == PF_MEM_CUDA ? "cuda" : "host",
+                         m->mem == PF_MEM_CUDA ? "cuda" : "host");
+            close(fd);
+            return -1;
+        }
+        if (!m->mem_set) {
+            char why[160];
+            if (p.mem == PF_MEM_CUDA && m->gpu[1] < 0)
+                m->gpu[1] = 0;
+            if (p.mem == PF_MEM_CUDA && pf_probe_gpus(why, sizeof(why)) <= m->gpu[1]) {
+                pf_set_error(m, "the server uses cuda memory and this client follows it, but "
+                                "there is no CUDA GPU %d here (%s): give --mem host (and "
+                                "--no-verify on the server)",
+                             m->gpu[1], why);
+                close(fd);
+                return -1;
+            }
+            m->mem = (int)p.mem;
+        }
     }
     m->p = p;
     if (m->all_gpus) {
@@ -2547,6 +2579,8 @@ int main(int argc, char **argv)
         }
     }
     m.user_set_run_opts = run_opts && m.mode == BENCH_MODE_CLIENT;
+    m.mem_set = mem_set;
+    p->mem = (uint64_t)m.mem;
     if (ngpu_arg == 1) /* --gpu N: this process's side(s) */
         m.gpu[1] = m.gpu[0];
     int ngpu = 0;

@@ -30,7 +30,8 @@ tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem
     r->internal = internal;
     r->cuda_dev = -1;
     r->npieces = 1;
-    if (e->net->abi == 7 && len > PIECE_MAX)
+    /* v7 regMr sizes are int; so are the devmem (TCPX) plugin's for CUDA memory */
+    if ((e->net->abi == 7 || e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK) && len > PIECE_MAX)
         r->npieces = (int)((len - PIECE_MAX + PIECE_STRIDE - 1) / PIECE_STRIDE) + 1;
     r->next = e->regions;
     e->regions = r;
