@@ -54,7 +54,19 @@ int tpx__engine_progress_locked(tpx_engine_t *e)
         }
     }
     tpx__engine_sweep(e);
+    tpx__engine_close_failed(e);
     return (int)(e->ncompleted - before);
+}
+
+void tpx__engine_close_failed(tpx_engine_t *e)
+{
+    /* A failed peer's transfers have ended and their users may free the
+     * memory at once: the plugin must stop touching it, so its comms close
+     * now (not from inside their own progress, hence here). */
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+        if (p->state == PEER_FAILED && (p->ctrl_send != NULL || p->ctrl_recv != NULL))
+            tpx__peer_close_comms(p);
+    tpx__prep_zombies_free(e);
 }
 
 void tpx__engine_fd_clear(tpx_engine_t *e)
@@ -344,6 +356,7 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     atomic_store(&e->stop, 1);
     tpx__engine_reap(e); /* client-side abandoned connects: freed */
     pthread_mutex_unlock(&e->lock);
+    tpx__prep_zombies_free(e); /* before the regions: they own list regions */
     tpx__remotes_fini(e);
     while (e->regions != NULL)
         tpx__region_release(e->regions);

@@ -299,6 +299,7 @@ struct tpx_engine {
     int notif_overflow;        /* dropped since the last tpx_get_notifs() */
     tpx_engine_counters_t ctr;
     int rma_pack;              /* small host blocks share chunks (TPX_RMA_PACK) */
+    tpx_prep_t *prep_zombies;  /* released preparations a failed peer's comm may still read */
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
     void *reap;                /* abandoned connects still being driven (peer.c) */
     /* GPU unpack of devmem receives (window.c) */
@@ -351,6 +352,7 @@ void tpx__rma_completed(tpx_xfer_t *x);
 void tpx__rma_notif_part(tpx_peer_t *p, const tpx_ctrl_t *m);
 void tpx__peer_listbufs_free(tpx_peer_t *p);
 void tpx__engine_rma_fini(tpx_engine_t *e);
+void tpx__prep_zombies_free(tpx_engine_t *e);
 
 /* export.c */
 struct tpx_export {
@@ -381,6 +383,9 @@ void tpx__peer_destroy(tpx_peer_t *p);
  * memory); the peer object stays until tpx_peer_close(). Lock held. */
 void tpx__peer_close_comms(tpx_peer_t *p);
 int tpx__engine_progress_locked(tpx_engine_t *e);
+/* Close the plugin comms of every failed peer (lock held; not from inside
+ * a comm's progress). */
+void tpx__engine_close_failed(tpx_engine_t *e);
 void tpx__engine_fd_clear(tpx_engine_t *e);
 void tpx__engine_reap(tpx_engine_t *e);
 

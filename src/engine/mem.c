@@ -204,6 +204,9 @@ TPX_API void tpx_mem_deregister(tpx_region_t *r)
             }
             r->guard = 0;
         }
+        /* A failed peer's comms may still hold receives into (or sends from)
+         * this memory that no transfer counts any more: close them first. */
+        tpx__engine_close_failed(e);
         tpx__region_maybe_release(r);
     }
     pthread_mutex_unlock(&e->lock);

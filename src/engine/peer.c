@@ -386,16 +386,23 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
     free(c);
 }
 
+/* Close *cp and clear it first: a region released on the way looks at
+ * the peer's other comms. */
+static void comm_close_at(tpx_engine_t *e, tpx_comm_t **cp)
+{
+    tpx_comm_t *c = *cp;
+    *cp = NULL;
+    comm_close(e, c);
+}
+
 void tpx__peer_close_comms(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
-    comm_close(e, p->ctrl_send);
-    comm_close(e, p->ctrl_recv);
-    p->ctrl_send = p->ctrl_recv = NULL;
+    comm_close_at(e, &p->ctrl_send);
+    comm_close_at(e, &p->ctrl_recv);
     for (int k = 0; k < p->nchan; k++) {
-        comm_close(e, p->send[k]);
-        comm_close(e, p->recv[k]);
-        p->send[k] = p->recv[k] = NULL;
+        comm_close_at(e, &p->send[k]);
+        comm_close_at(e, &p->recv[k]);
     }
     /* The peer learns it at once from the bootstrap EOF (no goodbye came),
      * instead of waiting out its close grace on the plugin's rc 2. */
@@ -420,7 +427,8 @@ void tpx__peer_destroy(tpx_peer_t *p)
                     pthread_mutex_lock(&e->lock);
                 }
             }
-            (void)tpx__comm_progress(p->ctrl_send);
+            if (p->state == PEER_READY)
+                (void)tpx__comm_progress(p->ctrl_send);
         }
     }
     if (p->state == PEER_READY || p->state == PEER_SETUP) {
@@ -443,13 +451,14 @@ void tpx__peer_destroy(tpx_peer_t *p)
     }
     /* Closing a comm first drops every region's handles on it (the
      * internal regions' included), then the internal regions go. */
-    comm_close(e, p->ctrl_send);
-    comm_close(e, p->ctrl_recv);
+    comm_close_at(e, &p->ctrl_send);
+    comm_close_at(e, &p->ctrl_recv);
     for (int k = 0; k < p->nchan; k++) {
-        comm_close(e, p->send[k]);
-        comm_close(e, p->recv[k]);
+        comm_close_at(e, &p->send[k]);
+        comm_close_at(e, &p->recv[k]);
     }
     tpx__peer_listbufs_free(p);
+    tpx__engine_close_failed(e); /* then preparations failed peers may still read go */
     if (p->ctrl_region)
         tpx__region_release(p->ctrl_region);
     if (p->scratch_region)

@@ -255,6 +255,30 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     return st;
 }
 
+tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, tpx_peer_t **out)
+{
+    tpx_engine_t *e = rm->e;
+    for (int tries = 0;; tries++) {
+        tpx_peer_t *p;
+        tpx_status_t st = tpx__remote_peer(rm, 0, &p);
+        if (st != TPX_OK)
+            return st;
+        pthread_mutex_lock(&e->lock);
+        if (rm->peer == p || tries == 3) {
+            /* still the current connection; or it keeps being replaced: use
+             * whatever is current (tpx__peer_usable() will judge it) */
+            if (rm->peer != p) {
+                pthread_mutex_unlock(&e->lock);
+                TPX_ERROR("remote %s: its connection keeps failing", rm->md.name);
+                return TPX_ERR_CONN_RESET;
+            }
+            *out = p;
+            return TPX_OK;
+        }
+        pthread_mutex_unlock(&e->lock);
+    }
+}
+
 TPX_API tpx_status_t tpx_remote_connect(tpx_remote_t *rm, int timeout_ms)
 {
     if (rm == NULL || timeout_ms < 0) {
@@ -277,6 +301,7 @@ TPX_API void tpx_remote_forget(tpx_remote_t *rm)
         pthread_mutex_unlock(&rm->conn_lock);
         return;
     }
+    rm->forgetting = 1;
     for (tpx_remote_t **pp = &e->remotes; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == rm) {
             *pp = rm->next;
@@ -292,6 +317,7 @@ TPX_API void tpx_remote_forget(tpx_remote_t *rm)
         tpx_peer_close(p);
     pthread_mutex_unlock(&rm->conn_lock);
     pthread_mutex_lock(&e->lock);
+    rm->forgetting = 0;
     int last = rm->nprep == 0; /* else the last tpx_prep_release() frees it */
     pthread_mutex_unlock(&e->lock);
     if (last)

@@ -16,6 +16,7 @@ struct tpx_remote {
     tpx_md_t md;
     tpx_peer_t *peer;           /* the connection in use (owned: peer->remote == this) */
     uint64_t epoch;             /* connections made so far */
+    int forgetting;             /* tpx_remote_forget() is closing it: it frees it */
     pthread_mutex_t conn_lock;  /* one connect at a time; taken before e->lock */
 };
 
@@ -23,6 +24,10 @@ struct tpx_remote {
  * opened to us, or a new one (timeout_ms 0: TPX_CONNECT_TIMEOUT_MS). A
  * failed connection is closed and replaced. Engine lock NOT held. */
 tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out);
+/* The same, returning with e->lock held and the peer current: it stays
+ * valid until the lock is released (another thread may replace a failed
+ * connection and free it as soon as the lock is dropped). */
+tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, tpx_peer_t **out);
 /* Free a forgotten remote (refs 0, no preparation left). */
 void tpx__remote_free(tpx_remote_t *rm);
 /* Free every remote at engine destruction (peers already destroyed). */

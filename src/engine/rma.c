@@ -39,6 +39,7 @@ struct tpx_listbuf {
 };
 
 struct tpx_prep {
+    tpx_prep_t *next_zombie; /* engine's list of preparations freed after comms close */
     tpx_remote_t *rm;
     tpx_op_t op;
     int refs;               /* the user's + one per post running */
@@ -162,10 +163,28 @@ static void prep_free(tpx_prep_t *pp)
     free(pp);
 }
 
-static void prep_unref(tpx_prep_t *pp)
+/* `inflight`: the last post may still have the list in a failed peer's
+ * comm window; then it is freed once that comm is closed. */
+static void prep_unref(tpx_prep_t *pp, int inflight)
 {
-    if (--pp->refs == 0)
+    if (--pp->refs > 0)
+        return;
+    if (!inflight) {
         prep_free(pp);
+        return;
+    }
+    tpx_engine_t *e = pp->rm->e;
+    pp->next_zombie = e->prep_zombies;
+    e->prep_zombies = pp;
+}
+
+void tpx__prep_zombies_free(tpx_engine_t *e)
+{
+    while (e->prep_zombies != NULL) {
+        tpx_prep_t *pp = e->prep_zombies;
+        e->prep_zombies = pp->next_zombie;
+        prep_free(pp);
+    }
 }
 
 typedef struct {
@@ -265,8 +284,10 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
         if (added)
             keyv[nkeys++] = ce[i].key;
         (void)umap_get(&regs, (uint64_t)(uintptr_t)ce[i].r, pp->nregions, &added);
-        if (added)
+        if (added) {
             pp->regions[pp->nregions++] = ce[i].r;
+            ce[i].r->holds++; /* dropped by prep_free, on every path */
+        }
         uint64_t c0;
         uint32_t po;
         int shared;
@@ -305,10 +326,6 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
     free(keyi);
     pp->nlist = div_up(pp->list_len, pp->chunk);
     st = tpx__region_create(e, pp->list, pp->list_len, TPX_MEM_HOST, 1, &pp->list_region);
-    if (st != TPX_OK)
-        goto out;
-    for (uint32_t i = 0; i < pp->nregions; i++)
-        pp->regions[i]->holds++;
 out:
     umap_fini(&keys);
     umap_fini(&regs);
@@ -353,8 +370,8 @@ TPX_API void tpx_prep_release(tpx_prep_t *pp)
     tpx_engine_t *e = pp->rm->e;
     pthread_mutex_lock(&e->lock);
     tpx_remote_t *rm = pp->rm;
-    int free_rm = --rm->nprep == 0 && rm->refs == 0;
-    prep_unref(pp);
+    int free_rm = --rm->nprep == 0 && rm->refs == 0 && !rm->forgetting;
+    prep_unref(pp, 0);
     pthread_mutex_unlock(&e->lock);
     if (free_rm)
         tpx__remote_free(rm); /* forgotten while this preparation lived */
@@ -390,10 +407,9 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     tpx_remote_t *rm = pp->rm;
     tpx_engine_t *e = rm->e;
     tpx_peer_t *p;
-    tpx_status_t st = tpx__remote_peer(rm, 0, &p);
+    tpx_status_t st = tpx__remote_peer_locked(rm, &p);
     if (st != TPX_OK)
         return st;
-    pthread_mutex_lock(&e->lock);
     for (uint32_t i = 0; i < pp->nregions; i++) {
         if (pp->regions[i]->dead) {
             TPX_ERROR("tpx_xfer_post: a local region of the prepared transfer was deregistered");
@@ -705,7 +721,7 @@ void tpx__rma_completed(tpx_xfer_t *x)
             notif_post(p, x->notif, x->notif_len) != TPX_OK)
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
         if (x->prep != NULL)
-            prep_unref(x->prep);
+            prep_unref(x->prep, x->status != TPX_OK && p->state != PEER_READY);
         x->prep = NULL;
         break;
     case XK_TWRITE:
@@ -791,11 +807,10 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t le
         return TPX_ERR_INVALID_ARG;
     }
     tpx_peer_t *p;
-    tpx_status_t st = tpx__remote_peer(rm, 0, &p);
+    tpx_status_t st = tpx__remote_peer_locked(rm, &p);
     if (st != TPX_OK)
         return st;
     tpx_engine_t *e = rm->e;
-    pthread_mutex_lock(&e->lock);
     st = tpx__peer_usable(p, "tpx_notif_send");
     if (st == TPX_OK)
         st = notif_post(p, msg, (uint32_t)len);

@@ -119,8 +119,11 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
         }
     }
     x->chunks_done++;
-    if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD))
+    if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD)) {
         tpx__rma_list_chunk_done(x);
+        if (c->peer->state != PEER_READY)
+            return; /* the list failed the peer: x is done, and freed */
+    }
     tpx__xfer_maybe_done(x);
 }
 
@@ -521,6 +524,8 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
     p->state = PEER_FAILED;
     p->error = st;
     p->failed_ns = tpx__now_ns();
+    /* the transfers below end (released ones are freed): forget them */
+    memset(p->ctrl_send_owner, 0, sizeof(p->ctrl_send_owner));
     if (p->active != NULL || p->recv_pending_n > 0)
         TPX_WARN("peer %s: %s (%s); its transfers end with this error", p->name, why,
                  tpx_status_string(st));
