@@ -344,6 +344,25 @@ void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
 tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
 void tpx__progress_kick(tpx_engine_t *e);
 
+/* A prepared one-sided transfer (rma.c). */
+struct tpx_prep {
+    tpx_prep_t *next_zombie; /* engine's list of preparations freed after comms close */
+    tpx_remote_t *rm;
+    tpx_op_t op;
+    int refs;               /* the user's + one per post running */
+    uint32_t chunk;
+    tpx_seg_t *segs;        /* local side, coalesced */
+    uint32_t nsegs;
+    uint32_t npayload;      /* payload chunks */
+    uint64_t total;
+    unsigned char *list;    /* the encoded request list */
+    size_t list_len;
+    uint32_t nlist;         /* its chunks */
+    tpx_region_t *list_region;
+    tpx_region_t **regions; /* distinct local regions (held) */
+    uint32_t nregions;
+};
+
 /* rma.c */
 void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m);
 void tpx__rma_list_chunk_done(tpx_xfer_t *x);

@@ -38,23 +38,6 @@ struct tpx_listbuf {
     tpx_region_t *region;
 };
 
-struct tpx_prep {
-    tpx_prep_t *next_zombie; /* engine's list of preparations freed after comms close */
-    tpx_remote_t *rm;
-    tpx_op_t op;
-    int refs;               /* the user's + one per post running */
-    uint32_t chunk;
-    tpx_seg_t *segs;        /* local side, coalesced */
-    uint32_t nsegs;
-    uint32_t npayload;      /* payload chunks */
-    uint64_t total;
-    unsigned char *list;    /* the encoded request list */
-    size_t list_len;
-    uint32_t nlist;         /* its chunks */
-    tpx_region_t *list_region;
-    tpx_region_t **regions; /* distinct local regions (held) */
-    uint32_t nregions;
-};
 
 /* a / b rounded up; not (a + b - 1) / b, which wraps near 2^64 */
 static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)(a / b + (a % b != 0)); }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../unit/check.h"
+#include "engine/engine.h" /* struct tpx_prep: the hostile test corrupts a list */
 #include "engine/wire.h"
 #include "tpx/tpx.h"
 
@@ -752,6 +753,98 @@ static int t_cancel(void)
     CHECK_DONE();
 }
 
+/* A requester that sends a malformed request list (what a hostile or
+ * broken peer would send): the owner fails that connection cleanly, keeps
+ * serving others, and the requester's transfer ends with an error. */
+static int t_hostile(void)
+{
+    side_t a, b, c;
+    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
+    CHECK(side_open(&c, "C", 1u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b), *rc = load(&c, &b);
+    if (check_failures || rm == NULL || rc == NULL)
+        return 1;
+    tpx_iov_t v = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
+                   .len = 65536};
+    for (int field = 0; field < 4; field++) {
+        tpx_prep_t *pp;
+        CHECK(tpx_xfer_prepare(rm, field % 2 ? TPX_OP_WRITE : TPX_OP_READ, &v, 1, &pp) == TPX_OK);
+        if (field < 2)
+            pp->list[0] ^= 0xff; /* magic */
+        else
+            pp->list[16 + 7] ^= 1; /* total: no longer the sum of the entries */
+        tpx_xfer_t *x;
+        tpx_status_t st = tpx_xfer_post(pp, NULL, 0, 10000, &x);
+        if (st == TPX_OK) {
+            st = tpx_xfer_wait(x, 10000, NULL);
+            tpx_xfer_release(x);
+        }
+        CHECK(st != TPX_OK && st != TPX_INPROGRESS);
+        tpx_prep_release(pp);
+        /* B still serves C, and A again on a new connection */
+        blk_t blk = {.loff = 0, .roff = 4096, .len = 100000};
+        CHECK(run_checked(&c, &b, rc, TPX_OP_READ, &blk, 1, "another peer") == 0);
+        CHECK(run_checked(&a, &b, rm, TPX_OP_WRITE, &blk, 1, "after reconnecting") == 0);
+    }
+    tpx_remote_forget(rm);
+    tpx_remote_forget(rc);
+    side_close(&a);
+    side_close(&b);
+    side_close(&c);
+    CHECK_DONE();
+}
+
+/* A preparation that fails (more than 2^32 chunks) leaves the other
+ * preparations' hold on the region alone. */
+static int t_holds(void)
+{
+    side_t b;
+    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.bind_addr = "127.0.0.1";
+    p.port = TPX_PORT_EPHEMERAL;
+    p.chunk_bytes = 4096;
+    tpx_engine_t *e = NULL;
+    CHECK(tpx_engine_create(&p, &e) == TPX_OK);
+    if (check_failures)
+        return 1;
+    size_t big = (16u << 20) + 4096;
+    unsigned char *m = aligned_alloc(4096, big);
+    tpx_region_t *r;
+    CHECK(tpx_mem_register(e, m, big, TPX_MEM_HOST, &r) == TPX_OK);
+    unsigned char blob[TPX_METADATA_MAX];
+    size_t len = sizeof(blob);
+    tpx_remote_t *rm = NULL;
+    CHECK(tpx_engine_get_metadata(b.e, blob, &len) == TPX_OK);
+    CHECK(tpx_engine_load_remote(e, blob, len, &rm) == TPX_OK);
+    /* a remote descriptor that claims a huge range (only prepare reads it) */
+    tpx_rdesc_fields_t f;
+    CHECK(tpx__rdesc_decode(b.d.bytes, &f) == TPX_OK);
+    f.len = 1ull << 40;
+    tpx_rdesc_t huge;
+    tpx__rdesc_encode(&f, huge.bytes);
+    tpx_iov_t one = {.local = r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
+                     .len = 4096};
+    tpx_prep_t *p1, *p2;
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &one, 1, &p1) == TPX_OK);
+    size_t n = 1u << 20;
+    tpx_iov_t *v = malloc(n * sizeof(*v));
+    for (size_t i = 0; i < n; i++) /* 2^20 x 4097 chunks > 2^32; never adjacent */
+        v[i] = (tpx_iov_t){.local = r, .local_offset = i % 2, .remote = &huge,
+                           .remote_offset = (i % 2) * 8192, .len = big - 1};
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, n, &p2) == TPX_ERR_INVALID_ARG);
+    free(v);
+    tpx_mem_deregister(r); /* p1 still holds the region's record */
+    tpx_prep_release(p1);  /* must not touch a freed region */
+    free(m);
+    tpx_remote_forget(rm);
+    tpx_engine_destroy(e);
+    side_close(&b);
+    CHECK_DONE();
+}
+
 /* An owner idle for more than a second sleeps in poll(); the requester's
  * doorbell wakes it: a lone small READ must not wait out a nap. */
 static int t_bell(void)
@@ -796,12 +889,12 @@ int main(int argc, char **argv)
                  {"badargs", t_badargs}, {"dereg", t_dereg},     {"twoway", t_twoway},
                  {"prepost", t_prepost}, {"coalesce", t_coalesce}, {"overflow", t_overflow},
                  {"metadata", t_metadata}, {"bell", t_bell},
-                 {"cancel", t_cancel}};
+                 {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
-                    "overflow|metadata|bell|cancel\n");
+                    "overflow|metadata|bell|cancel|hostile|holds\n");
     return 2;
 }
