@@ -115,7 +115,8 @@ typedef struct {
     size_t chunk_bytes;
     int window;
     int port;               /* bootstrap port, -1 if none */
-    int nnics;              /* plugin devices the channels use, in channel order */
+    int nnics;              /* NICs the channels use, in channel order (the members of a
+                               virtual device, one by one) */
     char nic[TPX_INFO_MAX_NICS][64]; /* their names (interface names for TCP plugins) */
     int nic_speed_mbps[TPX_INFO_MAX_NICS];
 } tpx_engine_info_t;

@@ -20,14 +20,24 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
     info->chunk_bytes = e->chunk;
     info->window = e->window;
     info->port = e->bs_port;
-    int n = TPX_MIN(e->ndevs, TPX_INFO_MAX_NICS);
-    for (int i = 0; i < n; i++) {
+    /* A virtual device (fused NICs) is listed as its physical members, so
+     * per-NIC summaries see every link. */
+    for (int i = 0; i < e->ndevs && info->nnics < TPX_INFO_MAX_NICS; i++) {
         tpx_net_props_t props;
         if (tpx__net_props(e->net, e->devs[i], &props) != TPX_OK)
             continue;
-        snprintf(info->nic[info->nnics], sizeof(info->nic[0]), "%s", props.name);
-        info->nic_speed_mbps[info->nnics] = props.speed_mbps;
-        info->nnics++;
+        int virt = props.nmembers > 1 || (props.nmembers == 1 && props.members[0] != e->devs[i]);
+        for (int m = 0; virt && m < props.nmembers && info->nnics < TPX_INFO_MAX_NICS; m++) {
+            tpx_net_props_t mp;
+            if (tpx__net_props(e->net, props.members[m], &mp) != TPX_OK)
+                continue;
+            snprintf(info->nic[info->nnics], sizeof(info->nic[0]), "%s", mp.name);
+            info->nic_speed_mbps[info->nnics++] = mp.speed_mbps;
+        }
+        if (!virt) {
+            snprintf(info->nic[info->nnics], sizeof(info->nic[0]), "%s", props.name);
+            info->nic_speed_mbps[info->nnics++] = props.speed_mbps;
+        }
     }
     return TPX_OK;
 }
