@@ -136,12 +136,12 @@ static void *progress_main(void *arg)
     while (!atomic_load(&e->stop)) {
         if (e->inflight == 0 && (e->nexports > 0 || e->remotes != NULL)) {
             /* Idle, but peers may send one-sided requests at any time and
-             * a plugin cannot tell us: poll every 200 us for a second after
+             * a plugin cannot tell us: poll every 200 us for 100 ms after
              * the last activity; later sleep in poll() on the peers'
              * bootstrap connections, where a requester rings a doorbell
-             * when it has been quiet to us (tpx__peer_ring). */
+             * when it has been quiet to us for 50 ms (tpx__peer_ring). */
             uint64_t before = e->nmoves, seen = e->ncompleted;
-            progress_sleep(e, tpx__now_ns() - e->last_move_ns < 1000000000ull ? 200 * 1000L
+            progress_sleep(e, tpx__now_ns() - e->last_move_ns < 100000000ull ? 200 * 1000L
                                                                                : 100 * 1000000L);
             (void)tpx__engine_progress_locked(e);
             if (e->nmoves != before || e->ncompleted != seen)

@@ -409,7 +409,7 @@ void tpx__engine_fd_clear(tpx_engine_t *e);
 void tpx__engine_reap(tpx_engine_t *e);
 
 /* Ring the peer's doorbell (a frame on the bootstrap connection) if it
- * may be asleep: nothing sent to it for 500 ms. Lock held. */
+ * may be asleep: nothing sent to it for 50 ms. Lock held. */
 void tpx__peer_ring(tpx_peer_t *p);
 /* Read every pending bootstrap frame of every ready peer (notes an EOF).
  * The number of doorbells among them. Lock held. */

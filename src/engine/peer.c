@@ -482,9 +482,10 @@ void tpx__peer_destroy(tpx_peer_t *p)
 void tpx__peer_ring(tpx_peer_t *p)
 {
     uint64_t now = tpx__now_ns();
-    /* An engine polls every 200 us for a second after it last saw work:
-     * only a peer we have been quiet to for 500 ms may be asleep. */
-    if (p->bs != NULL && now - p->last_tx_ns > 500 * 1000000ull)
+    /* An engine polls every 200 us for 100 ms after it last saw work
+     * (which is after our last message reached it): only a peer we have
+     * been quiet to for 50 ms may be asleep. */
+    if (p->bs != NULL && now - p->last_tx_ns > 50 * 1000000ull)
         (void)tpx__bs_send(p->bs, MSG_BELL, NULL, 0); /* best effort */
     p->last_tx_ns = now;
 }
