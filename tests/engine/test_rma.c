@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../unit/check.h"
@@ -845,6 +846,78 @@ static int t_holds(void)
     CHECK_DONE();
 }
 
+/* A receive ends at its deadline while its message is still arriving; the
+ * application deregisters and unmaps the memory at once, as the API allows.
+ * The failed peer's comms must be closed by then: the plugin may not write
+ * another byte there (it would log "Bad address"). */
+static int t_failclose(void)
+{
+    char logpath[] = "/tmp/tpx-failclose-XXXXXX";
+    int lfd = mkstemp(logpath);
+    CHECK(lfd >= 0);
+    close(lfd);
+    setenv("TPX_LOG_FILE", logpath, 1);
+    setenv("TPX_LOG_LEVEL", "info", 1);
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.bind_addr = "127.0.0.1";
+    p.port = TPX_PORT_EPHEMERAL;
+    tpx_engine_t *a = NULL, *b = NULL;
+    p.name = "A";
+    CHECK(tpx_engine_create(&p, &a) == TPX_OK);
+    p.name = "B";
+    p.timeout_ms = 400;
+    CHECK(tpx_engine_create(&p, &b) == TPX_OK);
+    if (check_failures)
+        return 1;
+    size_t n = 512u << 20;
+    void *ma = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                    -1, 0);
+    void *mb = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                    -1, 0);
+    CHECK(ma != MAP_FAILED && mb != MAP_FAILED);
+    tpx_region_t *ra, *rb;
+    CHECK(tpx_mem_register(a, ma, n, TPX_MEM_HOST, &ra) == TPX_OK);
+    CHECK(tpx_mem_register(b, mb, n, TPX_MEM_HOST, &rb) == TPX_OK);
+    tpx_peer_t *pa = NULL, *pb = NULL;
+    CHECK(tpx_peer_connect(a, "127.0.0.1", tpx_engine_port(b), 5000, &pa) == TPX_OK);
+    CHECK(tpx_peer_accept(b, 5000, &pb) == TPX_OK);
+    if (check_failures)
+        return 1;
+    tpx_xfer_t *xr, *xs;
+    CHECK(tpx_recv(pb, rb, 0, n, &xr) == TPX_OK);
+    usleep(380 * 1000); /* the send starts just before the receive's deadline */
+    CHECK(tpx_send(pa, ra, 0, n, &xs) == TPX_OK);
+    tpx_status_t st = tpx_xfer_wait(xr, 10000, NULL);
+    printf("receive: %s\n", tpx_status_string(st));
+    tpx_xfer_release(xr);
+    tpx_mem_deregister(rb);
+    CHECK(munmap(mb, n) == 0);
+    st = tpx_xfer_wait(xs, 10000, NULL);
+    printf("send: %s\n", tpx_status_string(st));
+    CHECK(st != TPX_INPROGRESS);
+    usleep(500 * 1000);
+    tpx_xfer_release(xs);
+    tpx_peer_close(pa);
+    tpx_peer_close(pb);
+    tpx_engine_destroy(a);
+    tpx_engine_destroy(b);
+    munmap(ma, n);
+    FILE *f = fopen(logpath, "r");
+    char line[1024];
+    int bad = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (strstr(line, "Bad address") != NULL) {
+            fputs(line, stderr);
+            bad++;
+        }
+    if (f != NULL)
+        fclose(f);
+    unlink(logpath);
+    CHECK_EQ(bad, 0);
+    CHECK_DONE();
+}
+
 /* An owner idle for more than 100 ms sleeps in poll(); the requester's
  * doorbell wakes it: a lone small READ must not wait out a nap. */
 static int t_bell(void)
@@ -889,12 +962,13 @@ int main(int argc, char **argv)
                  {"badargs", t_badargs}, {"dereg", t_dereg},     {"twoway", t_twoway},
                  {"prepost", t_prepost}, {"coalesce", t_coalesce}, {"overflow", t_overflow},
                  {"metadata", t_metadata}, {"bell", t_bell},
-                 {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds}};
+                 {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
+                 {"failclose", t_failclose}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
-                    "overflow|metadata|bell|cancel|hostile|holds\n");
+                    "overflow|metadata|bell|cancel|hostile|holds|failclose\n");
     return 2;
 }
