@@ -8,6 +8,7 @@
 #include <endian.h>
 #include <string.h>
 
+#include "common/bytes.h"
 #include "bootstrap.h"
 #include "sha256.h"
 
@@ -18,32 +19,16 @@ _Static_assert(TPX_BS_CHALLENGE_SIZE == TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE + 4,
 _Static_assert(TPX_BS_AUTH_SIZE == TPX_BS_MAC_SIZE, "AUTH layout");
 _Static_assert(TPX_BS_INFO_FIXED_SIZE == 20 + 2 * TPX_BS_PLUGIN_NAME_SIZE, "INFO layout");
 
-/* clang-format off */
-static void put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
-static void put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
-static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
-/* clang-format on */
-
-static int all_zero(const unsigned char *p, size_t n)
-{
-    unsigned char acc = 0;
-    for (size_t i = 0; i < n; i++)
-        acc |= p[i];
-    return acc == 0;
-}
 
 /* ---- frame header ---------------------------------------------------------- */
 
 void tpx__bs_hdr_encode(uint16_t type, uint32_t len, void *buf12)
 {
     unsigned char *p = buf12;
-    put32(p + 0, TPX_BS_MAGIC);
-    put16(p + 4, TPX_BS_VERSION);
-    put16(p + 6, type);
-    put32(p + 8, len);
+    tpx__put32(p + 0, TPX_BS_MAGIC);
+    tpx__put16(p + 4, TPX_BS_VERSION);
+    tpx__put16(p + 6, type);
+    tpx__put32(p + 8, len);
 }
 
 tpx_status_t tpx__bs_hdr_decode(const void *buf12, uint32_t max_len, tpx_bs_hdr_t *out,
@@ -51,12 +36,12 @@ tpx_status_t tpx__bs_hdr_decode(const void *buf12, uint32_t max_len, tpx_bs_hdr_
 {
     const unsigned char *p = buf12;
     const char *reason = NULL;
-    uint32_t len = get32(p + 8);
+    uint32_t len = tpx__get32(p + 8);
     if (max_len > TPX_BS_MAX_MSG)
         max_len = TPX_BS_MAX_MSG;
-    if (get32(p) != TPX_BS_MAGIC)
+    if (tpx__get32(p) != TPX_BS_MAGIC)
         reason = "bad magic: not a tpx bootstrap peer";
-    else if (get16(p + 4) != TPX_BS_VERSION)
+    else if (tpx__get16(p + 4) != TPX_BS_VERSION)
         reason = "unsupported bootstrap version";
     else if (len > max_len)
         reason = "length over limit";
@@ -65,7 +50,7 @@ tpx_status_t tpx__bs_hdr_decode(const void *buf12, uint32_t max_len, tpx_bs_hdr_
             *why = reason;
         return TPX_ERR_PROTOCOL;
     }
-    out->type = get16(p + 6);
+    out->type = tpx__get16(p + 6);
     out->len = len;
     return TPX_OK;
 }
@@ -76,7 +61,7 @@ void tpx__bs_hello_encode(const tpx_bs_hello_t *in, void *buf)
 {
     unsigned char *p = buf;
     memcpy(p, in->nonce, TPX_BS_NONCE_SIZE);
-    put32(p + TPX_BS_NONCE_SIZE, in->flags);
+    tpx__put32(p + TPX_BS_NONCE_SIZE, in->flags);
 }
 
 tpx_status_t tpx__bs_hello_decode(const void *buf, uint32_t len, tpx_bs_hello_t *out)
@@ -84,7 +69,7 @@ tpx_status_t tpx__bs_hello_decode(const void *buf, uint32_t len, tpx_bs_hello_t 
     const unsigned char *p = buf;
     if (len != TPX_BS_HELLO_SIZE)
         return TPX_ERR_PROTOCOL;
-    uint32_t flags = get32(p + TPX_BS_NONCE_SIZE);
+    uint32_t flags = tpx__get32(p + TPX_BS_NONCE_SIZE);
     if ((flags & ~TPX_BS_FLAG_AUTH) != 0)
         return TPX_ERR_PROTOCOL;
     memcpy(out->nonce, p, TPX_BS_NONCE_SIZE);
@@ -97,7 +82,7 @@ void tpx__bs_challenge_encode(const tpx_bs_challenge_t *in, void *buf)
     unsigned char *p = buf;
     memcpy(p, in->nonce, TPX_BS_NONCE_SIZE);
     memcpy(p + TPX_BS_NONCE_SIZE, in->mac, TPX_BS_MAC_SIZE);
-    put32(p + TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE, in->flags);
+    tpx__put32(p + TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE, in->flags);
 }
 
 tpx_status_t tpx__bs_challenge_decode(const void *buf, uint32_t len, tpx_bs_challenge_t *out)
@@ -105,10 +90,10 @@ tpx_status_t tpx__bs_challenge_decode(const void *buf, uint32_t len, tpx_bs_chal
     const unsigned char *p = buf;
     if (len != TPX_BS_CHALLENGE_SIZE)
         return TPX_ERR_PROTOCOL;
-    uint32_t flags = get32(p + TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE);
+    uint32_t flags = tpx__get32(p + TPX_BS_NONCE_SIZE + TPX_BS_MAC_SIZE);
     if ((flags & ~TPX_BS_FLAG_AUTH) != 0)
         return TPX_ERR_PROTOCOL;
-    if (!(flags & TPX_BS_FLAG_AUTH) && !all_zero(p + TPX_BS_NONCE_SIZE, TPX_BS_MAC_SIZE))
+    if (!(flags & TPX_BS_FLAG_AUTH) && !tpx__all_zero(p + TPX_BS_NONCE_SIZE, TPX_BS_MAC_SIZE))
         return TPX_ERR_PROTOCOL;
     memcpy(out->nonce, p, TPX_BS_NONCE_SIZE);
     memcpy(out->mac, p + TPX_BS_NONCE_SIZE, TPX_BS_MAC_SIZE);
@@ -163,11 +148,11 @@ tpx_status_t tpx__bs_info_encode(const tpx_bs_info_t *in, void *buf, uint32_t ca
     if (cap < need)
         return TPX_ERR_INVALID_ARG;
     unsigned char *p = buf;
-    put64(p + 0, in->engine_id);
-    put32(p + 8, (uint32_t)in->gpu);
-    put32(p + 12, in->chunk_bytes);
-    put16(p + 16, in->nhandles);
-    put16(p + 18, in->window);
+    tpx__put64(p + 0, in->engine_id);
+    tpx__put32(p + 8, (uint32_t)in->gpu);
+    tpx__put32(p + 12, in->chunk_bytes);
+    tpx__put16(p + 16, in->nhandles);
+    tpx__put16(p + 18, in->window);
     size_t namelen = (size_t)(nul - in->plugin);
     memset(p + 20, 0, TPX_BS_PLUGIN_NAME_SIZE);
     memcpy(p + 20, in->plugin, namelen);
@@ -183,7 +168,7 @@ tpx_status_t tpx__bs_info_decode(const void *buf, uint32_t len, tpx_bs_info_t *o
     const unsigned char *p = buf;
     if (len < TPX_BS_INFO_FIXED_SIZE)
         return TPX_ERR_PROTOCOL;
-    uint16_t n = get16(p + 16);
+    uint16_t n = tpx__get16(p + 16);
     if (n < 1 || n > TPX_BS_MAX_HANDLES || len != TPX_BS_INFO_SIZE(n))
         return TPX_ERR_PROTOCOL;
     const unsigned char *name = p + 20;
@@ -191,21 +176,21 @@ tpx_status_t tpx__bs_info_decode(const void *buf, uint32_t len, tpx_bs_info_t *o
     if (nul == NULL)
         return TPX_ERR_PROTOCOL;
     size_t namelen = (size_t)(nul - name);
-    if (!all_zero(nul, TPX_BS_PLUGIN_NAME_SIZE - namelen))
+    if (!tpx__all_zero(nul, TPX_BS_PLUGIN_NAME_SIZE - namelen))
         return TPX_ERR_PROTOCOL;
     const unsigned char *ename = p + 84;
     const unsigned char *nul2 = memchr(ename, '\0', TPX_BS_PLUGIN_NAME_SIZE);
-    if (nul2 == NULL || !all_zero(nul2, TPX_BS_PLUGIN_NAME_SIZE - (size_t)(nul2 - ename)))
+    if (nul2 == NULL || !tpx__all_zero(nul2, TPX_BS_PLUGIN_NAME_SIZE - (size_t)(nul2 - ename)))
         return TPX_ERR_PROTOCOL;
     /* Built in a zeroed copy so that padding and unused handles are
      * deterministic, then copied out whole. */
     tpx_bs_info_t t;
     memset(&t, 0, sizeof(t));
-    t.engine_id = get64(p + 0);
-    t.gpu = (int32_t)get32(p + 8);
-    t.chunk_bytes = get32(p + 12);
+    t.engine_id = tpx__get64(p + 0);
+    t.gpu = (int32_t)tpx__get32(p + 8);
+    t.chunk_bytes = tpx__get32(p + 12);
     t.nhandles = n;
-    t.window = get16(p + 18);
+    t.window = tpx__get16(p + 18);
     memcpy(t.plugin, name, TPX_BS_PLUGIN_NAME_SIZE);
     memcpy(t.name, ename, TPX_BS_PLUGIN_NAME_SIZE);
     memcpy(t.handles, p + TPX_BS_INFO_FIXED_SIZE, (size_t)n * TPX_BS_HANDLE_SIZE);

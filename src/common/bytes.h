@@ -5,33 +5,19 @@
 #ifndef TPX_COMMON_BYTES_H
 #define TPX_COMMON_BYTES_H
 
+#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-static inline void tpx__put16(unsigned char *p, uint16_t v)
-{
-    p[0] = (unsigned char)(v >> 8);
-    p[1] = (unsigned char)v;
-}
-static inline void tpx__put32(unsigned char *p, uint32_t v)
-{
-    tpx__put16(p, (uint16_t)(v >> 16));
-    tpx__put16(p + 2, (uint16_t)v);
-}
-static inline void tpx__put64(unsigned char *p, uint64_t v)
-{
-    tpx__put32(p, (uint32_t)(v >> 32));
-    tpx__put32(p + 4, (uint32_t)v);
-}
-static inline uint16_t tpx__get16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static inline uint32_t tpx__get32(const unsigned char *p)
-{
-    return (uint32_t)tpx__get16(p) << 16 | tpx__get16(p + 2);
-}
-static inline uint64_t tpx__get64(const unsigned char *p)
-{
-    return (uint64_t)tpx__get32(p) << 32 | tpx__get32(p + 4);
-}
+/* clang-format off */
+static inline void tpx__put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
+static inline void tpx__put32(unsigned char *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
+static inline void tpx__put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
+static inline uint16_t tpx__get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
+static inline uint32_t tpx__get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
+static inline uint64_t tpx__get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
+/* clang-format on */
 
 /* FNV-1a, 32 bits: an integrity check against garbled bytes (not against
  * an attacker: keys and the bootstrap's HMAC are for that). */

@@ -58,11 +58,24 @@ int tpx__engine_progress_locked(tpx_engine_t *e)
     return (int)(e->ncompleted - before);
 }
 
+void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* the condition variable's clock */
+    uint64_t t = (uint64_t)ts.tv_nsec + ns;
+    ts.tv_sec += (time_t)(t / 1000000000ull);
+    ts.tv_nsec = (long)(t % 1000000000ull);
+    pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+}
+
 void tpx__engine_close_failed(tpx_engine_t *e)
 {
     /* A failed peer's transfers have ended and their users may free the
      * memory at once: the plugin must stop touching it, so its comms close
      * now (not from inside their own progress, hence here). */
+    if (!e->failed_open && e->prep_zombies == NULL)
+        return; /* the common case, on every progress pass */
+    e->failed_open = 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
         if (p->state == PEER_FAILED && (p->ctrl_send != NULL || p->ctrl_recv != NULL))
             tpx__peer_close_comms(p);
@@ -151,16 +164,8 @@ static void *progress_main(void *arg)
         if (e->inflight == 0) {
             /* Idle: sleep until work is posted; wake every 100 ms to take
              * in control messages and check peers. */
-            long nap = 100 * 1000000L;
             uint64_t before = e->nmoves, seen = e->ncompleted;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += nap;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+            tpx__engine_cond_wait(e, 100 * 1000000ull);
             (void)tpx__engine_progress_locked(e);
             if (e->nmoves != before || e->ncompleted != seen)
                 e->last_move_ns = tpx__now_ns();
@@ -175,14 +180,7 @@ static void *progress_main(void *arg)
             /* Nothing has moved for 2 ms (a receive waiting for a sender
              * that is not there yet): poll every 200 us instead of
              * spinning; a new post wakes us at once. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200 * 1000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+            tpx__engine_cond_wait(e, 200 * 1000ull);
             continue;
         }
         pthread_mutex_unlock(&e->lock);

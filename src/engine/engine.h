@@ -299,6 +299,7 @@ struct tpx_engine {
     int notif_overflow;        /* dropped since the last tpx_get_notifs() */
     tpx_engine_counters_t ctr;
     int rma_pack;              /* small host blocks share chunks (TPX_RMA_PACK) */
+    int failed_open;           /* a peer failed since tpx__engine_close_failed() last ran */
     tpx_prep_t *prep_zombies;  /* released preparations a failed peer's comm may still read */
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
     void *reap;                /* abandoned connects still being driven (peer.c) */
@@ -405,6 +406,8 @@ int tpx__engine_progress_locked(tpx_engine_t *e);
 /* Close the plugin comms of every failed peer (lock held; not from inside
  * a comm's progress). */
 void tpx__engine_close_failed(tpx_engine_t *e);
+/* Wait on e->cond for at most `ns` (lock held; it is released meanwhile). */
+void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns);
 void tpx__engine_fd_clear(tpx_engine_t *e);
 void tpx__engine_reap(tpx_engine_t *e);
 

@@ -720,12 +720,6 @@ TPX_API tpx_status_t tpx_peer_accept(tpx_engine_t *e, int timeout_ms, tpx_peer_t
             pthread_mutex_unlock(&e->lock);
             return ms == 0 ? TPX_INPROGRESS : TPX_ERR_TIMED_OUT;
         }
-        uint64_t until = TPX_MIN(limit, now + 100 * 1000000ull);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (until - now);
-        ts.tv_sec += (time_t)(ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
-        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+        tpx__engine_cond_wait(e, TPX_MIN(limit - now, 100 * 1000000ull));
     }
 }

@@ -524,6 +524,7 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
     p->state = PEER_FAILED;
     p->error = st;
     p->failed_ns = tpx__now_ns();
+    p->e->failed_open = 1; /* its comms close at the end of this progress pass */
     /* the transfers below end (released ones are freed): forget them */
     memset(p->ctrl_send_owner, 0, sizeof(p->ctrl_send_owner));
     if (p->active != NULL || p->recv_pending_n > 0)
@@ -811,13 +812,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
         if (e->progress_thread) {
             /* The deadline sweep of the progress thread ends the transfer
              * at its deadline; wake up at least every 100 ms regardless. */
-            uint64_t until = TPX_MIN(limit, now + 100 * 1000000ull);
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + (until - now);
-            ts.tv_sec += (time_t)(ns / 1000000000ull);
-            ts.tv_nsec = (long)(ns % 1000000000ull);
-            pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+            tpx__engine_cond_wait(e, TPX_MIN(limit - now, 100 * 1000000ull));
         } else {
             if (tpx__engine_progress_locked(e) == 0) {
                 pthread_mutex_unlock(&e->lock);

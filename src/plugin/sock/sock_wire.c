@@ -3,28 +3,24 @@
  */
 #include "sock_wire.h"
 
+#include "common/bytes.h"
+
 #include <arpa/inet.h>
 #include <endian.h>
 #include <stdio.h>
 #include <string.h>
 
-static void put16(unsigned char *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
-static void put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
-static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
 
 /* One address: family-specific bytes at `addr_at`, scope at `scope_at`. */
 static void put_addr(unsigned char *p, const tpx_sock_addr_t *a, int port_at, int addr_at,
                      int scope_at)
 {
     if (a->sa.sa_family == AF_INET6) {
-        put16(p + port_at, ntohs(a->sin6.sin6_port));
+        tpx__put16(p + port_at, ntohs(a->sin6.sin6_port));
         memcpy(p + addr_at, &a->sin6.sin6_addr, 16);
-        put32(p + scope_at, a->sin6.sin6_scope_id);
+        tpx__put32(p + scope_at, a->sin6.sin6_scope_id);
     } else {
-        put16(p + port_at, ntohs(a->sin.sin_port));
+        tpx__put16(p + port_at, ntohs(a->sin.sin_port));
         memcpy(p + addr_at, &a->sin.sin_addr, 4);
     }
 }
@@ -32,7 +28,7 @@ static void put_addr(unsigned char *p, const tpx_sock_addr_t *a, int port_at, in
 static int get_addr(const unsigned char *p, uint16_t fam, tpx_sock_addr_t *a, int port_at,
                     int addr_at, int scope_at)
 {
-    uint16_t port = get16(p + port_at);
+    uint16_t port = tpx__get16(p + port_at);
     memset(a, 0, sizeof(*a));
     if (port == 0)
         return -1;
@@ -44,7 +40,7 @@ static int get_addr(const unsigned char *p, uint16_t fam, tpx_sock_addr_t *a, in
         a->sin6.sin6_family = AF_INET6;
         a->sin6.sin6_port = htons(port);
         memcpy(&a->sin6.sin6_addr, p + addr_at, 16);
-        a->sin6.sin6_scope_id = get32(p + scope_at);
+        a->sin6.sin6_scope_id = tpx__get32(p + scope_at);
     } else {
         return -1;
     }
@@ -57,12 +53,12 @@ void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128)
     memset(p, 0, TPX_SOCK_HANDLE_SIZE);
     int n = h->naddrs < 1 ? 1 : h->naddrs > TPX_SOCK_HANDLE_MAX_ADDRS ? TPX_SOCK_HANDLE_MAX_ADDRS
                                                                       : h->naddrs;
-    put32(p + 0, TPX_SOCK_HANDLE_MAGIC);
-    put16(p + 4, TPX_SOCK_WIRE_VERSION);
-    put16(p + 6, h->addr.sa.sa_family == AF_INET6 ? 6 : 4);
+    tpx__put32(p + 0, TPX_SOCK_HANDLE_MAGIC);
+    tpx__put16(p + 4, TPX_SOCK_WIRE_VERSION);
+    tpx__put16(p + 6, h->addr.sa.sa_family == AF_INET6 ? 6 : 4);
     put_addr(p, &h->addr, 8, 12, 28);
-    put16(p + 10, (uint16_t)n);
-    put64(p + 32, h->nonce);
+    tpx__put16(p + 10, (uint16_t)n);
+    tpx__put64(p + 32, h->nonce);
     for (int i = 1; i < n; i++) {
         int o = TPX_SOCK_HANDLE_MORE_OFF + (i - 1) * TPX_SOCK_HANDLE_MORE_SIZE;
         put_addr(p, &h->more[i - 1], o, o + 8, o + 4);
@@ -72,22 +68,22 @@ void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128)
 tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
 {
     const unsigned char *p = buf128;
-    if (get32(p) != TPX_SOCK_HANDLE_MAGIC || get16(p + 4) != TPX_SOCK_WIRE_VERSION)
+    if (tpx__get32(p) != TPX_SOCK_HANDLE_MAGIC || tpx__get16(p + 4) != TPX_SOCK_WIRE_VERSION)
         return TPX_ERR_INVALID_ARG;
     tpx_sock_handle_t h;
     memset(&h, 0, sizeof(h));
-    uint16_t fam = get16(p + 6), n = get16(p + 10);
+    uint16_t fam = tpx__get16(p + 6), n = tpx__get16(p + 10);
     if (n == 0)
         n = 1;
     if (n > TPX_SOCK_HANDLE_MAX_ADDRS || get_addr(p, fam, &h.addr, 8, 12, 28) != 0)
         return TPX_ERR_INVALID_ARG;
     for (int i = 1; i < n; i++) {
         int o = TPX_SOCK_HANDLE_MORE_OFF + (i - 1) * TPX_SOCK_HANDLE_MORE_SIZE;
-        if (get16(p + o + 2) != 0 || get_addr(p, fam, &h.more[i - 1], o, o + 8, o + 4) != 0)
+        if (tpx__get16(p + o + 2) != 0 || get_addr(p, fam, &h.more[i - 1], o, o + 8, o + 4) != 0)
             return TPX_ERR_INVALID_ARG;
     }
     h.naddrs = n;
-    h.nonce = get64(p + 32);
+    h.nonce = tpx__get64(p + 32);
     *out = h;
     return TPX_OK;
 }
@@ -95,29 +91,29 @@ tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
 void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf)
 {
     unsigned char *p = buf;
-    put32(p + 0, TPX_SOCK_HELLO_MAGIC);
-    put16(p + 4, TPX_SOCK_WIRE_VERSION);
-    put16(p + 6, h->kind);
-    put16(p + 8, h->index);
-    put16(p + 10, h->nsocks);
-    put16(p + 12, h->flags);
-    put16(p + 14, 0);
-    put64(p + 16, h->nonce);
-    put64(p + 24, h->conn_id);
+    tpx__put32(p + 0, TPX_SOCK_HELLO_MAGIC);
+    tpx__put16(p + 4, TPX_SOCK_WIRE_VERSION);
+    tpx__put16(p + 6, h->kind);
+    tpx__put16(p + 8, h->index);
+    tpx__put16(p + 10, h->nsocks);
+    tpx__put16(p + 12, h->flags);
+    tpx__put16(p + 14, 0);
+    tpx__put64(p + 16, h->nonce);
+    tpx__put64(p + 24, h->conn_id);
 }
 
 tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
 {
     const unsigned char *p = buf;
-    if (get32(p) != TPX_SOCK_HELLO_MAGIC || get16(p + 4) != TPX_SOCK_WIRE_VERSION)
+    if (tpx__get32(p) != TPX_SOCK_HELLO_MAGIC || tpx__get16(p + 4) != TPX_SOCK_WIRE_VERSION)
         return TPX_ERR_PROTOCOL;
     tpx_sock_hello_t h = {
-        .kind = get16(p + 6),
-        .index = get16(p + 8),
-        .nsocks = get16(p + 10),
-        .flags = get16(p + 12),
-        .nonce = get64(p + 16),
-        .conn_id = get64(p + 24),
+        .kind = tpx__get16(p + 6),
+        .index = tpx__get16(p + 8),
+        .nsocks = tpx__get16(p + 10),
+        .flags = tpx__get16(p + 12),
+        .nonce = tpx__get64(p + 16),
+        .conn_id = tpx__get64(p + 24),
     };
     if (h.kind != TPX_SOCK_HELLO_CTRL && h.kind != TPX_SOCK_HELLO_DATA)
         return TPX_ERR_PROTOCOL;
@@ -130,26 +126,26 @@ tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
 void tpx__sock_piece_encode(const tpx_sock_piece_t *pc, void *buf)
 {
     unsigned char *p = buf;
-    put32(p + 0, TPX_SOCK_PIECE_MAGIC);
-    put32(p + 4, pc->tag);
-    put32(p + 8, pc->len);
-    put32(p + 12, 0);
-    put64(p + 16, pc->seq);
-    put64(p + 24, pc->total);
-    put64(p + 32, pc->offset);
+    tpx__put32(p + 0, TPX_SOCK_PIECE_MAGIC);
+    tpx__put32(p + 4, pc->tag);
+    tpx__put32(p + 8, pc->len);
+    tpx__put32(p + 12, 0);
+    tpx__put64(p + 16, pc->seq);
+    tpx__put64(p + 24, pc->total);
+    tpx__put64(p + 32, pc->offset);
 }
 
 tpx_status_t tpx__sock_piece_decode(const void *buf, tpx_sock_piece_t *out)
 {
     const unsigned char *p = buf;
-    if (get32(p) != TPX_SOCK_PIECE_MAGIC || get32(p + 12) != 0)
+    if (tpx__get32(p) != TPX_SOCK_PIECE_MAGIC || tpx__get32(p + 12) != 0)
         return TPX_ERR_PROTOCOL;
     tpx_sock_piece_t pc = {
-        .tag = get32(p + 4),
-        .len = get32(p + 8),
-        .seq = get64(p + 16),
-        .total = get64(p + 24),
-        .offset = get64(p + 32),
+        .tag = tpx__get32(p + 4),
+        .len = tpx__get32(p + 8),
+        .seq = tpx__get64(p + 16),
+        .total = tpx__get64(p + 24),
+        .offset = tpx__get64(p + 32),
     };
     if (pc.offset > pc.total || pc.len > pc.total - pc.offset)
         return TPX_ERR_PROTOCOL;
