@@ -100,10 +100,18 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
 TPX_API void tpx_engine_destroy(tpx_engine_t *engine);
 /* The bootstrap port (after TPX_PORT_EPHEMERAL), or -1 if none. */
 TPX_API int tpx_engine_port(const tpx_engine_t *engine);
-/* A file descriptor that becomes readable when a transfer completes: poll
- * it, then look at your transfers with tpx_xfer_poll() (or call
- * tpx_progress()). Each of tpx_progress(), tpx_xfer_poll() and
- * tpx_xfer_wait() clears it. Owned by the engine. */
+/* A file descriptor for event loops (poll/epoll/select it for reading;
+ * never read from it or close it: the engine owns it). It is
+ * level-triggered: readable exactly while at least one transfer of this
+ * engine has ended and has not yet been "seen" -- reported ended by
+ * tpx_xfer_poll() or tpx_xfer_wait() (any status but TPX_INPROGRESS), or
+ * released. Nothing else clears it: tpx_progress() and other threads'
+ * polls of their own transfers leave it readable, so a thread waiting on
+ * it for its transfers cannot miss their completion, whichever thread
+ * drives progress. After a wake-up, poll your transfers; a wake-up may
+ * find only transfers of other threads done (then sleep again once
+ * yours are still in progress: the fd stays readable until those are
+ * seen, so wait with a timeout or see them all from one thread). */
 TPX_API int tpx_engine_fd(tpx_engine_t *engine);
 /* What an engine settled on, for tools and logs. */
 #define TPX_INFO_MAX_NICS 8
@@ -167,7 +175,10 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *xfer, int timeout_ms, size_t *byt
  * returned to say so). */
 TPX_API tpx_status_t tpx_xfer_cancel(tpx_xfer_t *xfer);
 /* Free the handle; a transfer still running is canceled first and freed
- * when it ends. */
+ * when it ends. The handle is invalid afterwards, as memory is after
+ * free(): passing it to any call (release included) is a bug; the calls
+ * above recognise it (TPX_ERR_INVALID_ARG, logged) only while the engine
+ * still holds the transfer. */
 TPX_API void tpx_xfer_release(tpx_xfer_t *xfer);
 
 /* ==== one-sided transfers (the KV-cache API) ================================

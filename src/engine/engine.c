@@ -61,7 +61,7 @@ int tpx__engine_progress_locked(tpx_engine_t *e)
 void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* the condition variable's clock */
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* the condition variable's clock (engine_create) */
     uint64_t t = (uint64_t)ts.tv_nsec + ns;
     ts.tv_sec += (time_t)(t / 1000000000ull);
     ts.tv_nsec = (long)(t % 1000000000ull);
@@ -82,18 +82,38 @@ void tpx__engine_close_failed(tpx_engine_t *e)
     tpx__prep_zombies_free(e);
 }
 
-void tpx__engine_fd_clear(tpx_engine_t *e)
+/* The completion fd is level-triggered on e->nunseen (tpx.h): readable
+ * exactly while some completed transfer has not been seen by its owner.
+ * The eventfd's counter is changed only under the lock, on the edges 0 -> 1
+ * and 1 -> 0 of nunseen, so no thread's call can take a wake-up meant for
+ * another: whoever waits on the fd for its own transfer sees it readable
+ * until that transfer has been polled, waited for or released. */
+void tpx__engine_unseen_add(tpx_engine_t *e, tpx_xfer_t *x)
 {
-    uint64_t v;
-    ssize_t r = read(e->efd, &v, sizeof(v)); /* the fd is level-triggered */
-    (void)r;
+    x->unseen = 1;
+    if (e->nunseen++ == 0) {
+        uint64_t one = 1;
+        ssize_t n = write(e->efd, &one, sizeof(one));
+        (void)n;
+    }
+}
+
+void tpx__engine_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x)
+{
+    if (!x->unseen)
+        return;
+    x->unseen = 0;
+    if (--e->nunseen == 0) {
+        uint64_t v;
+        ssize_t n = read(e->efd, &v, sizeof(v));
+        (void)n;
+    }
 }
 
 TPX_API int tpx_progress(tpx_engine_t *e)
 {
     if (e == NULL)
         return 0;
-    tpx__engine_fd_clear(e);
     pthread_mutex_lock(&e->lock);
     if (!e->progress_thread)
         (void)tpx__engine_progress_locked(e);
@@ -219,7 +239,15 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     if (e == NULL)
         return TPX_ERR_NO_MEMORY;
     pthread_mutex_init(&e->lock, NULL);
-    pthread_cond_init(&e->cond, NULL);
+    {
+        /* Deadlines and naps on the monotonic clock: a step of the wall
+         * clock must not stretch or cut them. */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&e->cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     e->efd = e->wake_efd = e->bs_fd = e->bs_wake = -1;
     e->unpack_dev = -1;
     {

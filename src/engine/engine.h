@@ -11,7 +11,8 @@
  *
  * Locking: one mutex per engine (e->lock) guards every structure here and
  * serialises all plugin calls of the engine. Completion waiters use
- * e->cond; the eventfd e->efd is written once per completed transfer.
+ * e->cond (CLOCK_MONOTONIC); the eventfd e->efd is readable exactly while
+ * e->nunseen > 0 (tpx__engine_unseen_add/drop, under the lock).
  */
 #ifndef TPX_ENGINE_H
 #define TPX_ENGINE_H
@@ -143,7 +144,8 @@ struct tpx_xfer {
     int hdr_pending;         /* the header message has not been sent yet */
     int resp_pending;        /* one-sided request: the owner's answer has not come */
     int drain;               /* recv: message larger than the buffer, discard it */
-    int canceled, released;
+    int canceled, released;  /* read and written under the engine lock only */
+    int unseen;              /* DONE, not yet reported by poll/wait (counted in e->nunseen) */
     uint64_t deadline_ns;
     tpx_xfer_t *next, *prev; /* peer's list of transfers not DONE */
     /* chunks */
@@ -264,7 +266,7 @@ struct tpx_engine {
     int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
     int ndevs;
     uint64_t id;               /* random engine id */
-    int efd;                   /* eventfd: transfer completions */
+    int efd;                   /* eventfd: readable while nunseen > 0 (tpx_engine_fd) */
     int wake_efd;              /* eventfd: wakes the progress thread out of poll() */
     int sleeping;              /* the progress thread sleeps in poll() (lock held to read) */
     /* peers and memory */
@@ -274,6 +276,7 @@ struct tpx_engine {
     uint64_t inflight;         /* transfers ACTIVE or QUEUED on a comm */
     uint64_t ncompleted;       /* transfers completed, ever */
     uint64_t nreported;        /* of which tpx_progress() has reported */
+    uint64_t nunseen;          /* user transfers DONE that no poll/wait has reported */
     uint64_t nmoves;           /* plugin requests completed, ever (progress-thread backoff) */
     uint64_t last_move_ns;     /* progress thread: last completion or post */
     /* progress thread */
@@ -408,7 +411,8 @@ int tpx__engine_progress_locked(tpx_engine_t *e);
 void tpx__engine_close_failed(tpx_engine_t *e);
 /* Wait on e->cond for at most `ns` (lock held; it is released meanwhile). */
 void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns);
-void tpx__engine_fd_clear(tpx_engine_t *e);
+void tpx__engine_unseen_add(tpx_engine_t *e, tpx_xfer_t *x);
+void tpx__engine_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x);
 void tpx__engine_reap(tpx_engine_t *e);
 
 /* Ring the peer's doorbell (a frame on the bootstrap connection) if it

@@ -70,12 +70,11 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     x->region = NULL;
     if (x->kind >= XK_WRITE)
         tpx__rma_completed(x); /* may free the preparation (x->regions) */
-    uint64_t one = 1;
-    ssize_t n = write(e->efd, &one, sizeof(one));
-    (void)n;
     pthread_cond_broadcast(&e->cond);
     if (x->released)
         xfer_free(x);
+    else
+        tpx__engine_unseen_add(e, x); /* the engine fd is readable until it is seen */
     if (p->remote_closed && p->active == NULL && p->unexpected_n == 0 && p->state == PEER_READY)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
 }
@@ -777,32 +776,54 @@ static tpx_status_t xfer_result(tpx_xfer_t *x, size_t *bytes)
     return x->status;
 }
 
-TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
+/* Lock the engine of a transfer handle, or say why it cannot be used. A
+ * released handle is invalid (tpx.h); one still held by the engine is
+ * recognised here, under the lock that guards `released`. */
+static tpx_status_t xfer_lock(tpx_xfer_t *x, const char *fn)
 {
-    if (x == NULL || x->released) {
-        TPX_ERROR("tpx_xfer_poll: invalid transfer handle");
+    if (x == NULL) {
+        TPX_ERROR("%s: NULL transfer handle", fn);
         return TPX_ERR_INVALID_ARG;
     }
+    pthread_mutex_lock(&x->e->lock);
+    if (x->released) {
+        pthread_mutex_unlock(&x->e->lock);
+        TPX_ERROR("%s: the transfer handle was released", fn);
+        return TPX_ERR_INVALID_ARG;
+    }
+    return TPX_OK;
+}
+
+/* The caller learns that x ended: it no longer keeps the engine fd readable. */
+static tpx_status_t xfer_seen(tpx_xfer_t *x, size_t *bytes)
+{
+    tpx_status_t st = xfer_result(x, bytes);
+    if (x->state == XF_DONE)
+        tpx__engine_unseen_drop(x->e, x);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
+{
+    tpx_status_t st = xfer_lock(x, "tpx_xfer_poll");
+    if (st != TPX_OK)
+        return st;
     tpx_engine_t *e = x->e;
-    tpx__engine_fd_clear(e);
-    pthread_mutex_lock(&e->lock);
     if (x->state != XF_DONE && !e->progress_thread)
         (void)tpx__engine_progress_locked(e);
-    tpx_status_t st = xfer_result(x, bytes);
+    st = xfer_seen(x, bytes);
     pthread_mutex_unlock(&e->lock);
     return st;
 }
 
 TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
 {
-    if (x == NULL || x->released) {
-        TPX_ERROR("tpx_xfer_wait: invalid transfer handle");
-        return TPX_ERR_INVALID_ARG;
-    }
-    tpx_engine_t *e = x->e;
     uint64_t limit = timeout_ms < 0 ? UINT64_MAX
                                     : tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    pthread_mutex_lock(&e->lock);
+    tpx_status_t st = xfer_lock(x, "tpx_xfer_wait");
+    if (st != TPX_OK)
+        return st;
+    tpx_engine_t *e = x->e;
     while (x->state != XF_DONE) {
         uint64_t now = tpx__now_ns();
         if (now >= limit) {
@@ -821,32 +842,34 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
             }
         }
     }
-    tpx_status_t st = xfer_result(x, bytes);
+    st = xfer_seen(x, bytes);
     pthread_mutex_unlock(&e->lock);
-    tpx__engine_fd_clear(e);
     return st;
+}
+
+/* A receive that has not started leaves its peer's queue and ends canceled. */
+static void xfer_unqueue(tpx_xfer_t *x)
+{
+    tpx_peer_t *p = x->peer;
+    for (uint32_t i = 0; i < p->recv_pending_n; i++) {
+        if (p->recv_pending[i] == x) {
+            memmove(p->recv_pending + i, p->recv_pending + i + 1,
+                    (p->recv_pending_n - i - 1) * sizeof(*p->recv_pending));
+            p->recv_pending_n--;
+            break;
+        }
+    }
+    tpx__xfer_complete(x, TPX_ERR_CANCELED);
 }
 
 TPX_API tpx_status_t tpx_xfer_cancel(tpx_xfer_t *x)
 {
-    if (x == NULL || x->released) {
-        TPX_ERROR("tpx_xfer_cancel: invalid transfer handle");
-        return TPX_ERR_INVALID_ARG;
-    }
+    tpx_status_t st = xfer_lock(x, "tpx_xfer_cancel");
+    if (st != TPX_OK)
+        return st;
     tpx_engine_t *e = x->e;
-    tpx_status_t st = TPX_OK;
-    pthread_mutex_lock(&e->lock);
-    tpx_peer_t *p = x->peer;
     if (x->state == XF_QUEUED) {
-        for (uint32_t i = 0; i < p->recv_pending_n; i++) {
-            if (p->recv_pending[i] == x) {
-                memmove(p->recv_pending + i, p->recv_pending + i + 1,
-                        (p->recv_pending_n - i - 1) * sizeof(*p->recv_pending));
-                p->recv_pending_n--;
-                break;
-            }
-        }
-        tpx__xfer_complete(x, TPX_ERR_CANCELED);
+        xfer_unqueue(x);
     } else if (x->state == XF_ACTIVE) {
         x->canceled = 1;
         st = TPX_INPROGRESS;
@@ -861,20 +884,18 @@ TPX_API void tpx_xfer_release(tpx_xfer_t *x)
         return;
     tpx_engine_t *e = x->e;
     pthread_mutex_lock(&e->lock);
+    if (x->released) {
+        pthread_mutex_unlock(&e->lock);
+        TPX_ERROR("tpx_xfer_release: the transfer handle was released already");
+        return;
+    }
+    if (x->state == XF_QUEUED)
+        xfer_unqueue(x);
     if (x->state == XF_DONE) {
+        tpx__engine_unseen_drop(e, x);
         pthread_mutex_unlock(&e->lock);
         xfer_free(x);
         return;
-    }
-    if (x->state == XF_QUEUED) {
-        pthread_mutex_unlock(&e->lock);
-        (void)tpx_xfer_cancel(x);
-        pthread_mutex_lock(&e->lock);
-        if (x->state == XF_DONE) {
-            pthread_mutex_unlock(&e->lock);
-            xfer_free(x);
-            return;
-        }
     }
     x->canceled = 1;
     x->released = 1; /* freed when it completes */

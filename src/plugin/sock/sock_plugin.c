@@ -8,6 +8,7 @@
  */
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,7 +21,9 @@ tpx_sock_params_t tpx__sock_params;
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sock_cuda; /* CUDA buffers accepted (a GPU is present, not strict mode) */
-static int init_done;
+/* init_done is set (release) once init_status is final and read (acquire)
+ * without the lock by every entry point; both are written under init_lock. */
+static atomic_int init_done;
 static tpx_status_t init_status;
 
 tpx_nccl_result_t tpx__sock_result(tpx_status_t st)
@@ -44,7 +47,7 @@ tpx_nccl_result_t tpx__sock_result(tpx_status_t st)
 tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
 {
     pthread_mutex_lock(&init_lock);
-    if (init_done) {
+    if (atomic_load_explicit(&init_done, memory_order_relaxed)) {
         pthread_mutex_unlock(&init_lock);
         if (tpx__sock_params.tcpx) {
             SOCK_WARN("init called twice: TCPX must be initialised once per process");
@@ -64,10 +67,6 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = (int)tpx__config_int(TPX_CFG_SOCK_TCPX),
         };
-        if (tpx__sock_params.nsocks == 0) {
-            long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-            tpx__sock_params.nsocks = (int)TPX_MIN(8, TPX_MAX(2, ncpu / 2));
-        }
         st = tpx__sock_dev_init();
         sock_cuda = st == TPX_OK && tpx__sock_cuda_available();
     } else {
@@ -79,7 +78,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
                   tpx__sock_ndev(), tpx__sock_params.nsocks,
                   tpx__sock_params.tcpx ? SOCK_TCPX_MAX_REQS : tpx__sock_params.max_reqs);
     init_status = st;
-    init_done = 1;
+    atomic_store_explicit(&init_done, 1, memory_order_release);
     pthread_mutex_unlock(&init_lock);
     return st;
 }
@@ -97,7 +96,7 @@ tpx_nccl_result_t tpx__sock_v10_init(tpx_nccl_logger_t logger, tpx_nccl_profiler
 
 static int initialized(const char *fn)
 {
-    if (init_done && init_status == TPX_OK)
+    if (atomic_load_explicit(&init_done, memory_order_acquire) && init_status == TPX_OK)
         return 1;
     SOCK_WARN("%s called before a successful init()", fn);
     return 0;
