@@ -633,7 +633,7 @@ static int pr_server(const pr_opts_t *o)
         if (pr_send(fd, ok ? PRM_OK : PRM_FAIL, 0, 0, 0, NULL, 0) != 0)
             goto out;
     }
-    tpx_engine_counters_t ctr;
+    tpx_engine_counters_t ctr = {.size = sizeof(ctr)};
     if (tpx_engine_counters(own.e, &ctr) == TPX_OK)
         printf("# served %llu request(s), refused %llu; %llu B read, %llu B written\n",
                (unsigned long long)ctr.rma_served, (unsigned long long)ctr.rma_rejected,

@@ -588,6 +588,7 @@ int pf_worker(pf_worker_t *w)
         rec.type = PF_REC_INFO;
         rec.side = w->is_server ? 0 : 1;
         rec.lane = (uint64_t)w->lane;
+        rec.info.size = sizeof(rec.info);
         st = tpx_engine_info(w->e, &rec.info);
         if (st != TPX_OK) {
             bench_fail(&w->side, "tpx_engine_info: %s", tpx_strerror(st));

@@ -71,7 +71,17 @@ typedef enum {
 #define TPX_PORT_EPHEMERAL (-2) /* any free port; see tpx_engine_port() */
 #define TPX_CPU_NUMA_LOCAL (-2) /* tpx_engine_params_t.progress_cpu */
 
+/*
+ * Growing structs: tpx_engine_params_t, tpx_engine_info_t and
+ * tpx_engine_counters_t start with `size`, the caller's sizeof of the struct
+ * (set by tpx_engine_params_init(), or by the caller: `info.size = sizeof
+ * info`). Fields may be added at the end in later versions; the library
+ * reads and writes only the first `size` bytes, so a program built against
+ * an older, smaller struct keeps working (newer fields take their
+ * defaults). A size of 0 (forgotten) is TPX_ERR_INVALID_ARG.
+ */
 typedef struct {
+    size_t size;            /* sizeof(tpx_engine_params_t) of the caller; set by _init() */
     const char *plugin;     /* NULL: TPX_NET_PLUGIN ("builtin", a name or a path) */
     int gpu;                /* GPU served (NIC choice, default port); -1: host memory only */
     int channels;           /* 0: TPX_CHANNELS */
@@ -89,8 +99,9 @@ typedef struct {
     int notif_queue;        /* bound of the notification queue; 0: TPX_NOTIF_QUEUE */
 } tpx_engine_params_t;
 
-/* Defaults: everything from the environment, gpu -1, progress thread on.
- * tpx_engine_create(NULL, ...) uses these defaults. */
+/* Defaults: everything from the environment, gpu -1, progress thread on,
+ * size = sizeof(tpx_engine_params_t). tpx_engine_create(NULL, ...) uses
+ * these defaults. */
 TPX_API void tpx_engine_params_init(tpx_engine_params_t *params);
 
 TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_engine_t **engine);
@@ -116,6 +127,7 @@ TPX_API int tpx_engine_fd(tpx_engine_t *engine);
 /* What an engine settled on, for tools and logs. */
 #define TPX_INFO_MAX_NICS 8
 typedef struct {
+    size_t size;            /* set by the caller: sizeof(tpx_engine_info_t) */
     char plugin[64];        /* the plugin's own name ("tpx", "GPUDirectTCPX", ...) */
     int abi;                /* ncclNet version used (7..10) */
     int gpu;                /* -1: host memory only */
@@ -129,6 +141,7 @@ typedef struct {
     int nic_speed_mbps[TPX_INFO_MAX_NICS];
 } tpx_engine_info_t;
 
+/* Fills the first info->size bytes (info->size itself is left as is). */
 TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *engine, tpx_engine_info_t *info);
 /* Drive the plugin without blocking (caller-driven mode; with a progress
  * thread it only reports). Returns the number of transfers that completed
@@ -313,6 +326,7 @@ TPX_API tpx_status_t tpx_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size
 /* ---- counters ---- */
 
 typedef struct {
+    size_t size;              /* set by the caller: sizeof(tpx_engine_counters_t) */
     uint64_t rma_served;      /* READ/WRITE requests of peers carried out */
     uint64_t rma_rejected;    /* ... refused (range, key, deregistered) */
     uint64_t rma_bytes_out;   /* bytes peers read from us */
@@ -322,6 +336,7 @@ typedef struct {
     uint64_t peers_connected; /* peers set up, ever (both directions) */
 } tpx_engine_counters_t;
 
+/* Fills the first out->size bytes (out->size itself is left as is). */
 TPX_API tpx_status_t tpx_engine_counters(tpx_engine_t *engine, tpx_engine_counters_t *out);
 
 /* ==== GPU memory helpers ===================================================

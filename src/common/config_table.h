@@ -50,6 +50,10 @@ TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "transfer fails.")
 TPX_CONFIG_X(PORT_BASE, INT, "20000", 1, 65535,
              "Bootstrap port of an engine is this plus its GPU index (unless a port is given).")
+TPX_CONFIG_X(BIND_ADDR, STR, "", 0, 0,
+             "Bootstrap listen address of engines created without one (`params.bind_addr` NULL: "
+             "the NIXL backend, the Python package): an IP address or an interface name (its "
+             "first IPv4 address). Empty: all addresses.")
 TPX_CONFIG_X(AUTH_TOKEN, STR, "", 0, 0,
              "Shared secret: peers prove knowledge of it with an HMAC-SHA256 challenge; it is "
              "never sent. Empty: no authentication.")

@@ -9,7 +9,11 @@
  * progress thread, which sleeps on a condition variable while nothing is
  * in flight so an idle engine costs no CPU.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
 #include <sched.h>
@@ -28,10 +32,48 @@ TPX_API void tpx_engine_params_init(tpx_engine_params_t *p)
     if (p == NULL)
         return;
     memset(p, 0, sizeof(*p));
+    p->size = sizeof(*p);
     p->gpu = -1;
     p->port = TPX_PORT_DEFAULT;
     p->progress_thread = 1;
     p->progress_cpu = -1;
+}
+
+/* TPX_BIND_ADDR: an IP address as it is, or an interface name made into its
+ * first IPv4 (else IPv6) address; "" stays "" (all addresses). */
+static tpx_status_t bind_addr_from_config(char *out, size_t cap)
+{
+    const char *v = tpx__config_str(TPX_CFG_BIND_ADDR);
+    unsigned char tmp[sizeof(struct in6_addr)];
+    out[0] = '\0';
+    if (v[0] == '\0')
+        return TPX_OK;
+    if (inet_pton(AF_INET, v, tmp) == 1 || inet_pton(AF_INET6, v, tmp) == 1) {
+        snprintf(out, cap, "%s", v);
+        return TPX_OK;
+    }
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0) {
+        TPX_ERROR("TPX_BIND_ADDR=%s: getifaddrs: %s", v, strerror(errno));
+        return TPX_ERR_IO;
+    }
+    for (int fam = 0; fam < 2 && out[0] == '\0'; fam++)
+        for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
+            if (i->ifa_addr == NULL || strcmp(i->ifa_name, v) != 0 ||
+                i->ifa_addr->sa_family != (fam == 0 ? AF_INET : AF_INET6))
+                continue;
+            const void *a = fam == 0 ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                                     : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+            if (inet_ntop(fam == 0 ? AF_INET : AF_INET6, a, out, (socklen_t)cap) != NULL)
+                break;
+            out[0] = '\0';
+        }
+    freeifaddrs(ifs);
+    if (out[0] == '\0') {
+        TPX_ERROR("TPX_BIND_ADDR=%s is neither an IP address nor an interface with one", v);
+        return TPX_ERR_CONFIG;
+    }
+    return TPX_OK;
 }
 
 int tpx__engine_progress_locked(tpx_engine_t *e)
@@ -214,11 +256,20 @@ static void *progress_main(void *arg)
 
 TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_engine_t **out)
 {
+    /* The caller's struct may be older (smaller) than ours: copy what it
+     * has over our defaults, never reading past its size. */
     tpx_engine_params_t def;
-    if (params == NULL) {
-        tpx_engine_params_init(&def);
-        params = &def;
+    tpx_engine_params_init(&def);
+    if (params != NULL) {
+        if (params->size < sizeof(params->size)) {
+            TPX_ERROR("tpx_engine_create: params->size is 0 (call tpx_engine_params_init())");
+            return TPX_ERR_INVALID_ARG;
+        }
+        size_t n = params->size < sizeof(def) ? params->size : sizeof(def);
+        memcpy((char *)&def + sizeof(def.size), (const char *)params + sizeof(def.size),
+               n - sizeof(def.size));
     }
+    params = &def;
     if (out == NULL) {
         TPX_ERROR("tpx_engine_create: NULL output pointer");
         return TPX_ERR_INVALID_ARG;
@@ -292,7 +343,10 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         host[sizeof(host) - 1] = '\0';
         snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
     }
-    snprintf(e->bind_addr, sizeof(e->bind_addr), "%s", params->bind_addr ? params->bind_addr : "");
+    if (params->bind_addr != NULL)
+        snprintf(e->bind_addr, sizeof(e->bind_addr), "%s", params->bind_addr);
+    else
+        TPX_CHECK_GOTO(bind_addr_from_config(e->bind_addr, sizeof(e->bind_addr)), st, err_free);
     e->notif_limit = params->notif_queue > 0 ? (uint32_t)params->notif_queue
                                              : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
     e->rma_pack = (int)tpx__config_int(TPX_CFG_RMA_PACK);
@@ -332,7 +386,8 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
             st = TPX_ERR_INVALID_ARG;
             goto err_free;
         }
-        TPX_CHECK_GOTO(tpx__bs_listen(params->bind_addr, port, &e->bs_fd, &e->bs_port), st,
+        TPX_CHECK_GOTO(tpx__bs_listen(e->bind_addr[0] ? e->bind_addr : NULL, port, &e->bs_fd,
+                                      &e->bs_port), st,
                        err_free);
         TPX_CHECK_GOTO(tpx__bs_thread_start(e), st, err_free);
     }

@@ -12,6 +12,16 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
         TPX_ERROR("tpx_engine_info: NULL %s", e == NULL ? "engine" : "info");
         return TPX_ERR_INVALID_ARG;
     }
+    if (info->size < sizeof(info->size)) {
+        TPX_ERROR("tpx_engine_info: info->size is 0 (set it to sizeof(tpx_engine_info_t))");
+        return TPX_ERR_INVALID_ARG;
+    }
+    /* Filled in full here, then only the caller's first `size` bytes are
+     * copied out: an older, smaller struct is never written past. */
+    size_t caller_size = info->size;
+    tpx_engine_info_t full;
+    tpx_engine_info_t *const out = info;
+    info = &full;
     memset(info, 0, sizeof(*info));
     snprintf(info->plugin, sizeof(info->plugin), "%s", e->net->name);
     info->abi = e->net->abi;
@@ -39,5 +49,8 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
             info->nic_speed_mbps[info->nnics++] = props.speed_mbps;
         }
     }
+    size_t n = caller_size < sizeof(full) ? caller_size : sizeof(full);
+    memcpy((char *)out + sizeof(full.size), (const char *)&full + sizeof(full.size),
+           n - sizeof(full.size));
     return TPX_OK;
 }

@@ -839,9 +839,16 @@ TPX_API tpx_status_t tpx_engine_counters(tpx_engine_t *e, tpx_engine_counters_t 
         TPX_ERROR("tpx_engine_counters: NULL argument");
         return TPX_ERR_INVALID_ARG;
     }
+    if (out->size < sizeof(out->size)) {
+        TPX_ERROR("tpx_engine_counters: out->size is 0 (set it to sizeof(tpx_engine_counters_t))");
+        return TPX_ERR_INVALID_ARG;
+    }
     pthread_mutex_lock(&e->lock);
-    *out = e->ctr;
+    tpx_engine_counters_t c = e->ctr;
     pthread_mutex_unlock(&e->lock);
+    /* Only the caller's first `size` bytes: an older struct may be smaller. */
+    size_t n = out->size < sizeof(c) ? out->size : sizeof(c);
+    memcpy((char *)out + sizeof(c.size), (const char *)&c + sizeof(c.size), n - sizeof(c.size));
     return TPX_OK;
 }
 

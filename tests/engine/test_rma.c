@@ -10,6 +10,7 @@
  * destination must equal its old bytes with the blocks copied in, and the
  * source (and everything outside the blocks) must be untouched.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,7 +183,7 @@ static int t_basic(void)
             CHECK(run_checked(&a, &b, rm, (tpx_op_t)op, blk, cases[c].n, "basic") == 0);
         }
     }
-    tpx_engine_counters_t ca, cb;
+    tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
     CHECK(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
     CHECK_EQ(cb.rma_served, 12);
     CHECK_EQ(cb.rma_rejected, 0);
@@ -354,7 +355,7 @@ static int t_reject(void)
             n_rej++;
         }
     }
-    tpx_engine_counters_t cb;
+    tpx_engine_counters_t cb = {.size = sizeof(cb)};
     CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
     CHECK_EQ(cb.rma_rejected, n_rej);
     /* no notification for a refused transfer */
@@ -536,7 +537,7 @@ static int t_twoway(void)
         make_blocks(blk, 8, b.size, 256u << 10);
         CHECK(run_checked(&b, &a, ba, i % 2 ? TPX_OP_WRITE : TPX_OP_READ, blk, 8, "b->a") == 0);
     }
-    tpx_engine_counters_t ca, cb;
+    tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
     CHECK(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
     CHECK_EQ(ca.peers_connected, 1);
     CHECK_EQ(cb.peers_connected, 1);
@@ -631,7 +632,7 @@ static int t_overflow(void)
         int n = snprintf(m, sizeof(m), "%d", i);
         CHECK(tpx_notif_send(rm, m, (size_t)n) == TPX_OK);
     }
-    tpx_engine_counters_t cb = {0};
+    tpx_engine_counters_t cb = {.size = sizeof(cb)};
     for (int i = 0; i < 500 && cb.notifs_received < 20; i++) {
         usleep(10000);
         CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
@@ -953,6 +954,79 @@ static int t_bell(void)
     CHECK_DONE();
 }
 
+/* Growing structs: a caller built against an older, smaller struct has
+ * nothing written past its size, and its missing params take defaults. */
+static int t_abi(void)
+{
+    /* An "old" params struct: everything up to and including port. */
+    struct {
+        tpx_engine_params_t p;
+        unsigned char guard[64];
+    } old;
+    memset(&old, 0xA5, sizeof(old));
+    tpx_engine_params_init(&old.p);
+    CHECK_EQ(old.p.size, sizeof(tpx_engine_params_t));
+    old.p.bind_addr = "127.0.0.1";
+    old.p.port = TPX_PORT_EPHEMERAL;
+    size_t old_psize = offsetof(tpx_engine_params_t, progress_thread);
+    old.p.size = old_psize;
+    /* Garbage after the old size must not be read: a name pointer of
+     * 0xA5... would crash if it were. */
+    memset((char *)&old.p + old_psize, 0xA5, sizeof(old.p) - old_psize);
+    tpx_engine_t *e = NULL;
+    CHECK(tpx_engine_create(&old.p, &e) == TPX_OK);
+    if (e == NULL)
+        return 1;
+    CHECK(tpx_engine_port(e) > 0);
+
+    /* info: a caller whose struct ends after `port`. */
+    union {
+        tpx_engine_info_t i;
+        unsigned char b[sizeof(tpx_engine_info_t) + 64];
+    } info;
+    size_t old_isize = offsetof(tpx_engine_info_t, nnics);
+    memset(&info, 0x5A, sizeof(info));
+    info.i.size = old_isize;
+    CHECK(tpx_engine_info(e, &info.i) == TPX_OK);
+    CHECK_EQ(info.i.size, old_isize);
+    CHECK_EQ(info.i.port, tpx_engine_port(e));
+    CHECK(strlen(info.i.plugin) > 0);
+    for (size_t k = old_isize; k < sizeof(info.b); k++)
+        CHECK(info.b[k] == 0x5A);
+    /* the full struct, and the forgotten size */
+    tpx_engine_info_t full = {.size = sizeof(full)};
+    CHECK(tpx_engine_info(e, &full) == TPX_OK);
+    CHECK(full.nnics > 0);
+    tpx_engine_info_t zero = {0};
+    CHECK(tpx_engine_info(e, &zero) == TPX_ERR_INVALID_ARG);
+
+    /* counters: only the first two fields known to an old caller */
+    union {
+        tpx_engine_counters_t c;
+        unsigned char b[sizeof(tpx_engine_counters_t) + 64];
+    } ctr;
+    size_t old_csize = offsetof(tpx_engine_counters_t, rma_bytes_out);
+    memset(&ctr, 0x5A, sizeof(ctr));
+    ctr.c.size = old_csize;
+    CHECK(tpx_engine_counters(e, &ctr.c) == TPX_OK);
+    CHECK_EQ(ctr.c.rma_served, 0);
+    CHECK_EQ(ctr.c.rma_rejected, 0);
+    for (size_t k = old_csize; k < sizeof(ctr.b); k++)
+        CHECK(ctr.b[k] == 0x5A);
+    tpx_engine_counters_t cz = {0};
+    CHECK(tpx_engine_counters(e, &cz) == TPX_ERR_INVALID_ARG);
+    tpx_engine_destroy(e);
+
+    /* params with size 0: refused */
+    tpx_engine_params_t p0;
+    tpx_engine_params_init(&p0);
+    p0.size = 0;
+    e = NULL;
+    CHECK(tpx_engine_create(&p0, &e) == TPX_ERR_INVALID_ARG);
+    CHECK(e == NULL);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -963,12 +1037,12 @@ int main(int argc, char **argv)
                  {"prepost", t_prepost}, {"coalesce", t_coalesce}, {"overflow", t_overflow},
                  {"metadata", t_metadata}, {"bell", t_bell},
                  {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
-                 {"failclose", t_failclose}};
+                 {"failclose", t_failclose}, {"abi", t_abi}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
-                    "overflow|metadata|bell|cancel|hostile|holds|failclose\n");
+                    "overflow|metadata|bell|cancel|hostile|holds|failclose|abi\n");
     return 2;
 }
