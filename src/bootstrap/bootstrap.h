@@ -236,6 +236,17 @@ short tpx__bs_events(const tpx_bs_conn_t *c);
 int tpx__bs_timeout_ms(const tpx_bs_conn_t *c);
 /* 1 when the handshake proved that both sides share the token. */
 int tpx__bs_authenticated(const tpx_bs_conn_t *c);
+/* 1 on the side that connected (tpx__bs_client_start*). */
+int tpx__bs_is_client(const tpx_bs_conn_t *c);
+/* Once READY: SHA-256 over "tpx-bs-transcript-v1" || HELLO || CHALLENGE ||
+ * AUTH payloads, identical on both sides of one connection (both nonces and
+ * both macs). The engine signs it to bind an identity to this connection.
+ * TPX_ERR_INVALID_STATE before READY. */
+#define TPX_BS_TRANSCRIPT_SIZE 32
+tpx_status_t tpx__bs_transcript(const tpx_bs_conn_t *c, uint8_t out[TPX_BS_TRANSCRIPT_SIZE]);
+/* The peer's address (getpeername); TPX_ERR_INVALID_STATE without a socket. */
+struct sockaddr_storage;
+tpx_status_t tpx__bs_peer_addr(const tpx_bs_conn_t *c, struct sockaddr_storage *ss);
 
 /* Poll until the handshake completes or its deadline; same results as
  * tpx__bs_advance() but never TPX_INPROGRESS. */

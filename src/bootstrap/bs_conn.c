@@ -67,6 +67,8 @@ struct tpx_bs_conn {
     int authenticated;
     uint8_t my_nonce[TPX_BS_NONCE_SIZE];
     uint8_t peer_nonce[TPX_BS_NONCE_SIZE];
+    tpx_sha256_ctx_t th;                     /* the handshake so far (transcript) */
+    uint8_t transcript[TPX_BS_TRANSCRIPT_SIZE]; /* its digest, once READY */
     char peer[BS_PEER_STR_SIZE];
 
     /* client connect */
@@ -177,6 +179,8 @@ static tpx_bs_conn_t *conn_new(int is_client, const char *token, uint64_t deadli
     c->start_ns = tpx__now_ns();
     c->deadline_ns = deadline_ns;
     c->in = c->small;
+    tpx__sha256_init(&c->th);
+    tpx__sha256_update(&c->th, "tpx-bs-transcript-v1", 20);
     if (token != NULL && *token != '\0') {
         c->token = strdup(token);
         if (c->token == NULL) {
@@ -423,6 +427,7 @@ static tpx_status_t client_connected(tpx_bs_conn_t *c)
     hello.flags = has_token(c) ? TPX_BS_FLAG_AUTH : 0;
     unsigned char buf[TPX_BS_HELLO_SIZE];
     tpx__bs_hello_encode(&hello, buf);
+    tpx__sha256_update(&c->th, buf, sizeof(buf));
     if (out_append(c, TPX_BS_MSG_HELLO, buf, sizeof(buf)) != TPX_OK) {
         BS_FAIL(c, TPX_ERR_NO_MEMORY, TPX_LOG_WARN, "bootstrap: peer %s: out of memory", c->peer);
         return c->err;
@@ -509,6 +514,7 @@ static tpx_status_t h_wait_challenge(tpx_bs_conn_t *c)
                 c->h.len);
         return c->err;
     }
+    tpx__sha256_update(&c->th, c->in, c->h.len);
     in_reset(c);
     int peer_auth = (ch.flags & TPX_BS_FLAG_AUTH) != 0;
     if (has_token(c) && !peer_auth) {
@@ -539,6 +545,7 @@ static tpx_status_t h_wait_challenge(tpx_bs_conn_t *c)
     tpx__bs_handshake_mac(c->token, TPX_BS_MAC_CLIENT, c->peer_nonce, c->my_nonce, auth.mac);
     unsigned char buf[TPX_BS_AUTH_SIZE];
     tpx__bs_auth_encode(&auth, buf);
+    tpx__sha256_update(&c->th, buf, sizeof(buf));
     st = out_append(c, TPX_BS_MSG_AUTH, buf, sizeof(buf));
     tpx__secure_zero(&auth, sizeof(auth));
     if (st != TPX_OK) {
@@ -556,6 +563,7 @@ static tpx_status_t h_wait_welcome(tpx_bs_conn_t *c)
         return st;
     in_reset(c);
     c->authenticated = has_token(c);
+    tpx__sha256_final(&c->th, c->transcript);
     TPX_DEBUG("bootstrap: connected to %s%s in %.1f ms", c->peer,
               c->authenticated ? ", mutually authenticated" : "", ms_since(c->start_ns));
     set_state(c, BS_READY);
@@ -573,6 +581,7 @@ static tpx_status_t h_wait_hello(tpx_bs_conn_t *c)
                 "bootstrap: peer %s sent a malformed HELLO (%u bytes): dropped", c->peer, c->h.len);
         return c->err;
     }
+    tpx__sha256_update(&c->th, c->in, c->h.len);
     in_reset(c);
     memcpy(c->peer_nonce, hello.nonce, sizeof(c->peer_nonce));
     if (tpx__random_bytes(c->my_nonce, sizeof(c->my_nonce)) != TPX_OK) {
@@ -592,6 +601,7 @@ static tpx_status_t h_wait_hello(tpx_bs_conn_t *c)
         tpx__bs_handshake_mac(c->token, TPX_BS_MAC_SERVER, c->peer_nonce, c->my_nonce, ch.mac);
     unsigned char buf[TPX_BS_CHALLENGE_SIZE];
     tpx__bs_challenge_encode(&ch, buf);
+    tpx__sha256_update(&c->th, buf, sizeof(buf));
     if (out_append(c, TPX_BS_MSG_CHALLENGE, buf, sizeof(buf)) != TPX_OK) {
         BS_FAIL(c, TPX_ERR_NO_MEMORY, TPX_LOG_WARN, "bootstrap: peer %s: out of memory", c->peer);
         return c->err;
@@ -628,6 +638,7 @@ static tpx_status_t h_wait_auth(tpx_bs_conn_t *c)
                 "bootstrap: peer %s sent a malformed AUTH (%u bytes): dropped", c->peer, c->h.len);
         return c->err;
     }
+    tpx__sha256_update(&c->th, c->in, c->h.len);
     in_reset(c);
     /* Without a token the expected mac is all zero, so the same check
      * rejects a stray non-zero mac. The mac covers this connection's fresh
@@ -648,6 +659,7 @@ static tpx_status_t h_wait_auth(tpx_bs_conn_t *c)
         return c->err;
     }
     c->authenticated = has_token(c);
+    tpx__sha256_final(&c->th, c->transcript);
     set_state(c, BS_WELCOMING);
     return TPX_OK;
 }
@@ -752,6 +764,28 @@ int tpx__bs_timeout_ms(const tpx_bs_conn_t *c)
 int tpx__bs_authenticated(const tpx_bs_conn_t *c)
 {
     return c->authenticated;
+}
+
+int tpx__bs_is_client(const tpx_bs_conn_t *c)
+{
+    return c->is_client;
+}
+
+tpx_status_t tpx__bs_transcript(const tpx_bs_conn_t *c, uint8_t out[TPX_BS_TRANSCRIPT_SIZE])
+{
+    if (c->state != BS_READY)
+        return TPX_ERR_INVALID_STATE;
+    memcpy(out, c->transcript, TPX_BS_TRANSCRIPT_SIZE);
+    return TPX_OK;
+}
+
+tpx_status_t tpx__bs_peer_addr(const tpx_bs_conn_t *c, struct sockaddr_storage *ss)
+{
+    socklen_t sl = sizeof(*ss);
+    memset(ss, 0, sizeof(*ss));
+    if (c->fd < 0 || getpeername(c->fd, (struct sockaddr *)ss, &sl) != 0)
+        return TPX_ERR_INVALID_STATE;
+    return TPX_OK;
 }
 
 const char *tpx__bs_peer_str(const tpx_bs_conn_t *c)

@@ -81,3 +81,9 @@ TPX_CONFIG_X(RMA_PACK, INT, "1", 0, 1,
 TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
              "Received notifications an engine holds until tpx_get_notifs() takes them; beyond "
              "that they are dropped and counted (`params.notif_queue` overrides).")
+TPX_CONFIG_X(IDENTITY, STR, "auto", 0, 0,
+             "How engines prove who they are: `auto` (Ed25519 keys from libsodium, loaded at run "
+             "time, when it is installed: the metadata carries the public key and every "
+             "connection is signed) or `dial` (no keys: a remote is served only by the "
+             "connection this engine dialed to its metadata's address; notifications from "
+             "unproven peers have `from` prefixed with `?`).")

@@ -351,7 +351,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
                                              : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
     e->rma_pack = (int)tpx__config_int(TPX_CFG_RMA_PACK);
 
-    TPX_CHECK_GOTO(tpx__random_bytes(&e->id, sizeof(e->id)), st, err_free);
+    TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);
     if (e->net->is_tcpx && e->window > 16) {
         TPX_WARN("TCPX allows 16 requests per comm: window %d lowered to 16", e->window);

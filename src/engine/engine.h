@@ -216,6 +216,9 @@ struct tpx_peer {
     uint64_t remote_id;   /* the peer engine's id and name (bootstrap INFO) */
     char remote_name[64];
     tpx_remote_t *remote; /* the remote that owns this connection, if any */
+    int dialed;           /* this engine connected (tpx_peer_connect), not accepted */
+    int verified;         /* the peer proved (IDENT) it holds remote_pk's key */
+    unsigned char remote_pk[32];
     /* one-sided (rma.c) */
     uint64_t next_rid;
     tpx_xfer_t *rma_head, *rma_tail; /* requests waiting for an answer, oldest first */
@@ -265,7 +268,9 @@ struct tpx_engine {
     char auth_token[256];
     int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
     int ndevs;
-    uint64_t id;               /* random engine id */
+    uint64_t id;               /* engine id: derived from ident_pk (KEY mode) or random */
+    int ident_keys;            /* KEY mode (ident.h): ident_pk/ident_sk are this engine's */
+    unsigned char ident_pk[32], ident_sk[64];
     int efd;                   /* eventfd: readable while nunseen > 0 (tpx_engine_fd) */
     int wake_efd;              /* eventfd: wakes the progress thread out of poll() */
     int sleeping;              /* the progress thread sleeps in poll() (lock held to read) */
@@ -422,6 +427,9 @@ void tpx__peer_ring(tpx_peer_t *p);
  * The number of doorbells among them. Lock held. */
 int tpx__engine_bells(tpx_engine_t *e);
 
+/* ident.c: the engine's id, and its key pair where libsodium allows (logs
+ * the mode). */
+tpx_status_t tpx__ident_engine_init(tpx_engine_t *e);
 /* topo.c */
 tpx_status_t tpx__topo_devs(tpx_engine_t *e);
 int tpx__topo_local_cpu(tpx_engine_t *e);

@@ -25,14 +25,17 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "bootstrap/sha256.h"
 #include "engine.h"
+#include "ident.h"
 #include "remote.h"
 
 #define MSG_READY (TPX_BS_TYPE_USER + 1)
 #define MSG_BELL (TPX_BS_TYPE_USER + 2) /* "a request is on its way": wakes an idle owner */
+#define MSG_IDENT (TPX_BS_TYPE_USER + 3) /* identity proof (ident.h, wire.h) */
 #define MAX_SETUPS 64
 
-enum { ST_HANDSHAKE = 0, ST_INFO, ST_CONNECT, ST_READY_WAIT, ST_DONE };
+enum { ST_HANDSHAKE = 0, ST_INFO, ST_IDENT, ST_CONNECT, ST_READY_WAIT, ST_DONE };
 
 /* A connect() the engine no longer wants. The ncclNet ABI cannot cancel
  * one, so it is driven (with its own handle buffer) until the plugin ends
@@ -51,6 +54,8 @@ typedef struct {
     void *listen[1 + TPX_MAX_CHANNELS];
     unsigned char their[1 + TPX_MAX_CHANNELS][TPX_BS_HANDLE_SIZE];
     int ready_sent;
+    unsigned char info_mine[TPX_SHA256_DIGEST_SIZE];   /* sha256 of the INFO we sent */
+    unsigned char info_theirs[TPX_SHA256_DIGEST_SIZE]; /* ... and of the one received */
 } setup_t;
 
 static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, int dev)
@@ -98,9 +103,80 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     unsigned char buf[TPX_BS_INFO_MAX_SIZE];
     uint32_t len;
     st = tpx__bs_info_encode(&info, buf, sizeof(buf), &len);
-    if (st == TPX_OK)
+    if (st == TPX_OK) {
+        tpx__sha256(buf, len, s->info_mine);
         st = tpx__bs_send(p->bs, TPX_BS_MSG_INFO, buf, len);
+    }
     return st;
+}
+
+/* The message an IDENT signs, by the client side or the server side. */
+static tpx_status_t ident_message(tpx_peer_t *p, setup_t *s, int signer_is_client,
+                                  const unsigned char pk[TPX_IDENT_PK],
+                                  unsigned char msg[TPX_IDENT_MSG_SIZE])
+{
+    uint8_t tr[TPX_BS_TRANSCRIPT_SIZE];
+    tpx_status_t st = tpx__bs_transcript(p->bs, tr);
+    if (st != TPX_OK)
+        return st;
+    int me_client = tpx__bs_is_client(p->bs);
+    tpx__ident_message(signer_is_client, tr, me_client ? s->info_mine : s->info_theirs,
+                       me_client ? s->info_theirs : s->info_mine, pk, msg);
+    return TPX_OK;
+}
+
+/* Both INFOs are known: prove who we are (KEY mode) or say we cannot. */
+static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
+{
+    tpx_engine_t *e = p->e;
+    tpx_ident_msg_t im;
+    memset(&im, 0, sizeof(im));
+    if (e->ident_keys) {
+        unsigned char msg[TPX_IDENT_MSG_SIZE];
+        tpx_status_t st = ident_message(p, s, tpx__bs_is_client(p->bs), e->ident_pk, msg);
+        if (st == TPX_OK)
+            st = tpx__ident_sign(e->ident_sk, msg, sizeof(msg), im.sig);
+        if (st != TPX_OK) {
+            TPX_ERROR("peer %s: cannot sign the identity proof", p->name);
+            return st;
+        }
+        im.has_key = 1;
+        memcpy(im.pk, e->ident_pk, sizeof(im.pk));
+    }
+    unsigned char buf[TPX_IDENT_WIRE_SIZE];
+    tpx__ident_encode(&im, buf);
+    return tpx__bs_send(p->bs, MSG_IDENT, buf, sizeof(buf));
+}
+
+/* The peer's IDENT: a key that does not verify, or that is not the key of
+ * the id it claimed in INFO, ends the connection. */
+static tpx_status_t ident_recv(tpx_peer_t *p, setup_t *s)
+{
+    unsigned char buf[TPX_IDENT_WIRE_SIZE];
+    uint16_t type;
+    uint32_t len;
+    tpx_status_t st = tpx__bs_recv(p->bs, &type, buf, sizeof(buf), &len);
+    if (st != TPX_OK)
+        return st;
+    tpx_ident_msg_t im;
+    if (type != MSG_IDENT || tpx__ident_decode(buf, len, &im) != TPX_OK) {
+        TPX_ERROR("peer %s: malformed identity message", p->name);
+        return TPX_ERR_PROTOCOL;
+    }
+    if (!im.has_key || !tpx__ident_available())
+        return TPX_OK; /* not proven: p->verified stays 0 */
+    unsigned char msg[TPX_IDENT_MSG_SIZE];
+    if ((st = ident_message(p, s, !tpx__bs_is_client(p->bs), im.pk, msg)) != TPX_OK)
+        return st;
+    if (tpx__ident_id(im.pk) != p->remote_id ||
+        !tpx__ident_verify(im.pk, msg, sizeof(msg), im.sig)) {
+        TPX_ERROR("peer %s (claims engine %016llx, \"%s\"): its identity proof does not verify: "
+                  "dropped", p->name, (unsigned long long)p->remote_id, p->remote_name);
+        return TPX_ERR_PROTOCOL;
+    }
+    p->verified = 1;
+    memcpy(p->remote_pk, im.pk, sizeof(p->remote_pk));
+    return TPX_OK;
 }
 
 static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
@@ -118,6 +194,7 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
         TPX_ERROR("peer %s: malformed INFO message", p->name);
         return TPX_ERR_PROTOCOL;
     }
+    tpx__sha256(buf, len, s->info_theirs);
     if (strcmp(info.plugin, e->net->name) != 0) {
         TPX_ERROR("peer %s uses net plugin '%s', this engine '%s': both sides must use the same",
                   p->name, info.plugin, e->net->name);
@@ -261,6 +338,14 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             if (st < 0)
                 return st;
             st = setup_info(p, s);
+            if (st != TPX_OK)
+                return st;
+            if ((st = ident_send(p, s)) != TPX_OK)
+                return st;
+            s->stage = ST_IDENT;
+            continue;
+        case ST_IDENT:
+            st = ident_recv(p, s);
             if (st != TPX_OK)
                 return st;
             s->stage = ST_CONNECT;
@@ -551,6 +636,7 @@ TPX_API tpx_status_t tpx_peer_connect(tpx_engine_t *e, const char *host, int por
         return st;
     }
     p->accepted = 1;
+    p->dialed = 1;
     peer_link(p);
     *out = p;
     return TPX_OK;

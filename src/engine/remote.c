@@ -2,12 +2,15 @@
  * remote.c - metadata blobs and remotes.
  *
  * tpx_engine_get_metadata() describes this engine (identity, where its
- * bootstrap listens, plugin, GPU, channels, NICs); a peer loads the blob
- * with tpx_engine_load_remote() and gets a remote. A remote connects on
- * first use: it takes a connection the remote engine already opened to us
- * (one connection serves both directions), or connects to the advertised
+ * bootstrap listens, plugin, GPU, channels, NICs, public key); a peer loads
+ * the blob with tpx_engine_load_remote() and gets a remote. A remote
+ * connects on first use: it takes a connection the remote engine already
+ * opened to us if that connection proved to hold the blob's key (one
+ * connection then serves both directions), or connects to the advertised
  * addresses in order, checking that the engine reached is the one the blob
- * names. A failed connection is replaced on the next use (a new epoch).
+ * names. Without keys on both sides (ident.h, DIAL mode) only a connection
+ * this engine dialed serves a remote: an inbound peer's claimed id proves
+ * nothing. A failed connection is replaced on the next use (a new epoch).
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -17,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/sha256.h"
+#include "ident.h"
 #include "remote.h"
 
 /* ---- metadata ------------------------------------------------------------------------- */
@@ -84,6 +89,10 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *e, void *buf, size_t 
     md.chunk = e->chunk;
     md.channels = (uint16_t)e->nchan;
     md.port = (uint16_t)e->bs_port;
+    if (e->ident_keys) {
+        md.has_key = 1;
+        memcpy(md.key, e->ident_pk, sizeof(md.key));
+    }
     snprintf(md.name, sizeof(md.name), "%s", e->name);
     snprintf(md.plugin, sizeof(md.plugin), "%s", e->net->name);
     for (int i = 0; i < e->ndevs && md.nnics < TPX_MD_MAX_NICS; i++) {
@@ -130,9 +139,15 @@ TPX_API tpx_status_t tpx_engine_load_remote(tpx_engine_t *e, const void *blob, s
                   "both sides must use the same", md.name, md.plugin, e->net->name);
         return TPX_ERR_INVALID_ARG;
     }
+    if (md.has_key && tpx__ident_id(md.key) != md.engine_id) {
+        TPX_ERROR("tpx_engine_load_remote: engine %s: its id %016llx is not its key's (a forged "
+                  "blob?)", md.name, (unsigned long long)md.engine_id);
+        return TPX_ERR_PROTOCOL;
+    }
     pthread_mutex_lock(&e->lock);
     for (tpx_remote_t *r = e->remotes; r != NULL; r = r->next) {
-        if (r->md.engine_id == md.engine_id) {
+        if (r->md.engine_id == md.engine_id && r->md.has_key == md.has_key &&
+            memcmp(r->md.key, md.key, sizeof(md.key)) == 0) {
             r->refs++;
             pthread_mutex_unlock(&e->lock);
             *out = r;
@@ -151,8 +166,10 @@ TPX_API tpx_status_t tpx_engine_load_remote(tpx_engine_t *e, const void *blob, s
     r->next = e->remotes;
     e->remotes = r;
     pthread_mutex_unlock(&e->lock);
-    TPX_INFO("remote %s (engine %016llx, %s port %u) loaded", md.name,
-             (unsigned long long)md.engine_id, md.addr[0], md.port);
+    TPX_INFO("remote %s (engine %016llx, %s port %u) loaded; %s", md.name,
+             (unsigned long long)md.engine_id, md.addr[0], md.port,
+             e->ident_keys && md.has_key ? "served only by connections proven by its key"
+                                         : "served only by connections dialed to its address");
     *out = r;
     return TPX_OK;
 }
@@ -165,6 +182,30 @@ TPX_API const char *tpx_remote_name(const tpx_remote_t *rm)
 static int peer_live(const tpx_peer_t *p)
 {
     return p != NULL && p->state == PEER_READY && !p->remote_closed;
+}
+
+/* Is p proven to be rm's engine? With keys here and in the blob: p signed
+ * its handshake with the blob's key. Otherwise: p is a connection this
+ * engine dialed (to an address of the blob, remote_dial) and the engine
+ * there said it is rm's; an inbound connection proves nothing. */
+static int remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p)
+{
+    if (p->remote_id != rm->md.engine_id)
+        return 0;
+    if (rm->e->ident_keys && rm->md.has_key)
+        return p->verified && memcmp(p->remote_pk, rm->md.key, sizeof(rm->md.key)) == 0;
+    return p->dialed;
+}
+
+void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len)
+{
+    const tpx_engine_t *e = p->e;
+    int proven = p->verified || (p->remote != NULL && remote_served_by(p->remote, p));
+    /* A name that a loaded remote has belongs to that remote's engine. */
+    for (const tpx_remote_t *rm = e->remotes; rm != NULL && proven; rm = rm->next)
+        if (strcmp(rm->md.name, p->remote_name) == 0 && !remote_served_by(rm, p))
+            proven = 0;
+    snprintf(out, len, "%s%s", proven ? "" : "?", p->remote_name);
 }
 
 /* Connect to the advertised addresses in order. */
@@ -184,10 +225,11 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
         st = tpx_peer_connect(e, rm->md.addr[i], rm->md.port, TPX_MIN(ms, left), &p);
         if (st != TPX_OK)
             continue;
-        if (p->remote_id != rm->md.engine_id) {
-            TPX_WARN("remote %s: %s port %u is engine %016llx (%s), not %016llx: trying the "
-                     "next address", rm->md.name, rm->md.addr[i], rm->md.port,
+        if (!remote_served_by(rm, p)) {
+            TPX_WARN("remote %s: %s port %u is engine %016llx (%s, %s), not %016llx: trying "
+                     "the next address", rm->md.name, rm->md.addr[i], rm->md.port,
                      (unsigned long long)p->remote_id, p->remote_name,
+                     p->verified ? "proven by its key" : "not proven by a key",
                      (unsigned long long)rm->md.engine_id);
             tpx_peer_close(p);
             st = TPX_ERR_UNREACHABLE;
@@ -224,7 +266,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     rm->peer = NULL;
     /* A connection the remote engine opened to us serves both directions. */
     for (p = e->peers; p != NULL; p = p->next)
-        if (p != old && peer_live(p) && p->remote_id == rm->md.engine_id && !p->accepted)
+        if (p != old && peer_live(p) && !p->accepted && remote_served_by(rm, p))
             break;
     if (p != NULL) {
         p->accepted = 1;
@@ -332,6 +374,7 @@ void tpx__remote_free(tpx_remote_t *rm)
 
 void tpx__remotes_fini(tpx_engine_t *e)
 {
+    tpx__secure_zero(e->ident_sk, sizeof(e->ident_sk));
     while (e->remotes != NULL) {
         tpx_remote_t *rm = e->remotes;
         e->remotes = rm->next;

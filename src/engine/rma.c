@@ -760,7 +760,7 @@ static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
         e->notif_overflow = 1;
         return;
     }
-    snprintf(n->from, sizeof(n->from), "%s", p->remote_name);
+    tpx__peer_proven_name(p, n->from, sizeof(n->from));
     n->len = len;
     memcpy(n->msg, msg, len);
     e->notifs[(e->notif_head + e->notif_n) % e->notif_cap] = n;

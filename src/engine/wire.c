@@ -14,7 +14,8 @@
 #define RDESC_MAGIC 0x54505844u /* "TPXD" */
 #define RDESC_VERSION 1
 #define MD_MAGIC 0x5450584du /* "TPXM" */
-#define MD_VERSION 1
+#define MD_VERSION 2
+#define MD_FLAG_KEY 1u
 
 /* ---- control messages --------------------------------------------------------------- */
 
@@ -258,6 +259,11 @@ tpx_status_t tpx__md_encode(const tpx_md_t *md, unsigned char *buf, size_t cap, 
     }
     for (int i = 0; i < md->naddrs; i++)
         bad |= put_str(buf, cap, &at, md->addr[i]);
+    if (md->has_key) {
+        if (at + TPX_MD_KEY <= cap)
+            memcpy(buf + at, md->key, TPX_MD_KEY);
+        at += TPX_MD_KEY;
+    }
     if (bad || at > TPX_MD_MAX)
         return TPX_ERR_INVALID_ARG;
     if (at > cap) {
@@ -276,7 +282,7 @@ tpx_status_t tpx__md_encode(const tpx_md_t *md, unsigned char *buf, size_t cap, 
     tpx__put16(buf + 34, md->port);
     buf[36] = md->nnics;
     buf[37] = md->naddrs;
-    tpx__put16(buf + 38, 0);
+    tpx__put16(buf + 38, md->has_key ? MD_FLAG_KEY : 0);
     tpx__put32(buf + 12, tpx__fnv1a32(buf, at));
     *len = at;
     return TPX_OK;
@@ -303,7 +309,7 @@ tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *out)
 {
     if (len < 40 || len > TPX_MD_MAX || tpx__get32(buf) != MD_MAGIC ||
         tpx__get16(buf + 4) != MD_VERSION || tpx__get16(buf + 6) != 0 ||
-        tpx__get32(buf + 8) != len || tpx__get16(buf + 38) != 0)
+        tpx__get32(buf + 8) != len || (tpx__get16(buf + 38) & ~MD_FLAG_KEY) != 0)
         return TPX_ERR_PROTOCOL;
     /* checksum over the blob with its own field zeroed */
     uint32_t want = tpx__get32(buf + 12);
@@ -339,8 +345,52 @@ tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *out)
     for (int i = 0; i < m.naddrs; i++)
         if (get_str(buf, len, &at, m.addr[i], 0))
             return TPX_ERR_PROTOCOL;
+    if (tpx__get16(buf + 38) & MD_FLAG_KEY) {
+        if (len - at < TPX_MD_KEY)
+            return TPX_ERR_PROTOCOL;
+        m.has_key = 1;
+        memcpy(m.key, buf + at, TPX_MD_KEY);
+        at += TPX_MD_KEY;
+    }
     if (at != len)
         return TPX_ERR_PROTOCOL;
     *out = m;
+    return TPX_OK;
+}
+
+/* ---- IDENT ------------------------------------------------------------------------------ */
+
+#define IDENT_MAGIC 0x54505849u /* "TPXI" */
+#define IDENT_VERSION 1
+
+void tpx__ident_encode(const tpx_ident_msg_t *m, unsigned char out[TPX_IDENT_WIRE_SIZE])
+{
+    memset(out, 0, TPX_IDENT_WIRE_SIZE);
+    tpx__put32(out, IDENT_MAGIC);
+    tpx__put16(out + 4, IDENT_VERSION);
+    tpx__put16(out + 6, m->has_key ? 1 : 0);
+    if (m->has_key) {
+        memcpy(out + 8, m->pk, sizeof(m->pk));
+        memcpy(out + 40, m->sig, sizeof(m->sig));
+    }
+}
+
+tpx_status_t tpx__ident_decode(const unsigned char *in, size_t len, tpx_ident_msg_t *m)
+{
+    if (len != TPX_IDENT_WIRE_SIZE || tpx__get32(in) != IDENT_MAGIC ||
+        tpx__get16(in + 4) != IDENT_VERSION || (tpx__get16(in + 6) & ~1u) != 0)
+        return TPX_ERR_PROTOCOL;
+    tpx_ident_msg_t t;
+    memset(&t, 0, sizeof(t));
+    t.has_key = tpx__get16(in + 6) & 1u;
+    if (t.has_key) {
+        memcpy(t.pk, in + 8, sizeof(t.pk));
+        memcpy(t.sig, in + 40, sizeof(t.sig));
+    } else {
+        for (size_t i = 8; i < TPX_IDENT_WIRE_SIZE; i++)
+            if (in[i] != 0)
+                return TPX_ERR_PROTOCOL;
+    }
+    *m = t;
     return TPX_OK;
 }

@@ -160,12 +160,14 @@ tpx_status_t tpx__rdesc_decode(const unsigned char in[TPX_WIRE_RDESC_SIZE], tpx_
 
 /* ---- metadata blobs --------------------------------------------------------------
  *
- *   0 u32 magic "TPXM"  4 u16 version  6 u16 0  8 u32 total length  12 u32 fnv1a of
+ *   0 u32 magic "TPXM"  4 u16 version (2)  6 u16 0  8 u32 total length  12 u32 fnv1a of
  *   the blob with this field zero  16 u64 engine id  24 i32 gpu  28 u32 chunk
- *   32 u16 channels  34 u16 port  36 u8 nnics  37 u8 naddrs  38 u16 0
+ *   32 u16 channels  34 u16 port  36 u8 nnics  37 u8 naddrs  38 u16 flags (bit 0: key)
  *   40 strings, each u8 length + bytes (no NUL): name, plugin, then per NIC its
- *   name + u32 speed (Mb/s), then the addresses (numeric host strings)
+ *   name + u32 speed (Mb/s), then the addresses (numeric host strings), then with
+ *   flag bit 0 the engine's Ed25519 public key (32 bytes; ident.h)
  */
+#define TPX_MD_KEY 32
 #define TPX_MD_MAX 2048
 #define TPX_MD_MAX_NICS 8
 #define TPX_MD_MAX_ADDRS 16
@@ -181,6 +183,8 @@ typedef struct {
     char nic[TPX_MD_MAX_NICS][TPX_MD_STR];
     uint32_t nic_speed[TPX_MD_MAX_NICS];
     char addr[TPX_MD_MAX_ADDRS][TPX_MD_STR];
+    uint8_t has_key;
+    unsigned char key[TPX_MD_KEY]; /* public key: the engine id must be derived from it */
 } tpx_md_t;
 
 /* TPX_ERR_INVALID_ARG if a string is >= 64 bytes, a count is too large or
@@ -190,5 +194,22 @@ tpx_status_t tpx__md_encode(const tpx_md_t *md, unsigned char *buf, size_t cap, 
  * every string check out (non-empty name, port > 0, chunk in 4 KiB..4 MiB,
  * strings printable). */
 tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *md);
+
+/* ---- IDENT: an engine's proof of identity on a bootstrap connection (ident.h) --------
+ *
+ *   0 u32 magic "TPXI"  4 u16 version (1)  6 u16 flags (bit 0: key)  8 pk[32]  40 sig[64]
+ *   Without a key, bytes 8..104 are zero.
+ */
+#define TPX_IDENT_WIRE_SIZE 104
+
+typedef struct {
+    int has_key;
+    unsigned char pk[32];
+    unsigned char sig[64];
+} tpx_ident_msg_t;
+
+void tpx__ident_encode(const tpx_ident_msg_t *m, unsigned char out[TPX_IDENT_WIRE_SIZE]);
+/* TPX_ERR_PROTOCOL unless len, magic, version, flags and the zero padding check out. */
+tpx_status_t tpx__ident_decode(const unsigned char *in, size_t len, tpx_ident_msg_t *m);
 
 #endif

@@ -239,7 +239,9 @@ static int t_notif(void)
         tpx_notif_t nt;
         CHECK(notif_wait(&b, &nt) == 0);
         CHECK(nt.len == (size_t)ml && memcmp(nt.msg, msg, nt.len) == 0);
-        CHECK(strcmp(nt.from, "A") == 0);
+        /* without keys an inbound peer is not proven: its name comes with "?" */
+        const char *idm = getenv("TPX_IDENTITY");
+        CHECK(strcmp(nt.from, idm != NULL && strcmp(idm, "dial") == 0 ? "?A" : "A") == 0);
         for (int i = 0; i < NB; i++)
             for (size_t k = 0; k < blk[i].len; k++)
                 if (b.mem[blk[i].roff + k] != val) {
@@ -539,8 +541,12 @@ static int t_twoway(void)
     }
     tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
     CHECK(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
-    CHECK_EQ(ca.peers_connected, 1);
-    CHECK_EQ(cb.peers_connected, 1);
+    /* one connection serves both directions when it is proven by a key;
+     * without keys each side dials its own */
+    const char *idm = getenv("TPX_IDENTITY");
+    int conns = idm != NULL && strcmp(idm, "dial") == 0 ? 2 : 1;
+    CHECK_EQ(ca.peers_connected, conns);
+    CHECK_EQ(cb.peers_connected, conns);
     CHECK_EQ(ca.rma_served, 20);
     CHECK_EQ(cb.rma_served, 20);
     tpx_remote_forget(ba);

@@ -1,0 +1,144 @@
+/*
+ * ident.c - engine identity: Ed25519 keys from libsodium, loaded with
+ * dlopen at run time (libtpx links only libc), and the derived engine id.
+ * See ident.h for the two modes. No cryptography is written here: keys,
+ * signatures and randomness come from libsodium; the id digest and the
+ * transcript use the bootstrap's SHA-256.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "bootstrap/sha256.h"
+#include "common/bytes.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "ident.h"
+
+/* The few libsodium entry points used (their documented prototypes). */
+typedef struct {
+    void *dl;
+    int (*init)(void);
+    int (*keypair)(unsigned char *pk, unsigned char *sk);
+    int (*sign)(unsigned char *sig, unsigned long long *siglen, const unsigned char *m,
+                unsigned long long mlen, const unsigned char *sk);
+    int (*verify)(const unsigned char *sig, const unsigned char *m, unsigned long long mlen,
+                  const unsigned char *pk);
+    void (*randombytes)(void *buf, size_t len);
+    int ok;
+} sodium_t;
+
+static sodium_t sodium;
+static pthread_once_t sodium_once = PTHREAD_ONCE_INIT;
+
+static void sodium_load(void)
+{
+    const char *mode = tpx__config_str(TPX_CFG_IDENTITY);
+    if (mode != NULL && strcmp(mode, "dial") == 0)
+        return;
+    static const char *const names[] = {"libsodium.so.23", "libsodium.so.26", "libsodium.so"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && sodium.dl == NULL; i++)
+        sodium.dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (sodium.dl == NULL) {
+        TPX_INFO("identity: libsodium not found: engines are not proven by keys (a remote is "
+                 "served only by the connection dialed to its metadata's address)");
+        return;
+    }
+    *(void **)&sodium.init = dlsym(sodium.dl, "sodium_init");
+    *(void **)&sodium.keypair = dlsym(sodium.dl, "crypto_sign_ed25519_keypair");
+    *(void **)&sodium.sign = dlsym(sodium.dl, "crypto_sign_ed25519_detached");
+    *(void **)&sodium.verify = dlsym(sodium.dl, "crypto_sign_ed25519_verify_detached");
+    *(void **)&sodium.randombytes = dlsym(sodium.dl, "randombytes_buf");
+    if (sodium.init == NULL || sodium.keypair == NULL || sodium.sign == NULL ||
+        sodium.verify == NULL || sodium.randombytes == NULL || sodium.init() < 0) {
+        TPX_WARN("identity: libsodium is incomplete or failed to initialise: not used");
+        return;
+    }
+    sodium.ok = 1;
+}
+
+int tpx__ident_available(void)
+{
+    pthread_once(&sodium_once, sodium_load);
+    return sodium.ok;
+}
+
+uint64_t tpx__ident_id(const unsigned char pk[TPX_IDENT_PK])
+{
+    tpx_sha256_ctx_t c;
+    uint8_t d[TPX_SHA256_DIGEST_SIZE];
+    tpx__sha256_init(&c);
+    tpx__sha256_update(&c, "tpx-engine-id", 13);
+    tpx__sha256_update(&c, pk, TPX_IDENT_PK);
+    tpx__sha256_final(&c, d);
+    uint64_t id = tpx__get64(d);
+    return id ? id : 1;
+}
+
+tpx_status_t tpx__ident_keypair(unsigned char pk[TPX_IDENT_PK], unsigned char sk[TPX_IDENT_SK])
+{
+    if (!tpx__ident_available())
+        return TPX_ERR_UNSUPPORTED;
+    if (sodium.keypair(pk, sk) != 0) {
+        TPX_ERROR("identity: libsodium could not make a key pair");
+        return TPX_ERR_INTERNAL;
+    }
+    return TPX_OK;
+}
+
+void tpx__ident_message(int signer_is_client, const unsigned char transcript[TPX_IDENT_HASH],
+                        const unsigned char client_info_hash[TPX_IDENT_HASH],
+                        const unsigned char server_info_hash[TPX_IDENT_HASH],
+                        const unsigned char pk[TPX_IDENT_PK], unsigned char out[TPX_IDENT_MSG_SIZE])
+{
+    memcpy(out, "tpx-ident-v1", 12);
+    out[12] = signer_is_client ? 1 : 0;
+    memcpy(out + 13, transcript, 32);
+    memcpy(out + 45, client_info_hash, 32);
+    memcpy(out + 77, server_info_hash, 32);
+    memcpy(out + 109, pk, 32);
+}
+
+tpx_status_t tpx__ident_sign(const unsigned char sk[TPX_IDENT_SK], const unsigned char *msg,
+                             size_t len, unsigned char sig[TPX_IDENT_SIG])
+{
+    if (!tpx__ident_available())
+        return TPX_ERR_UNSUPPORTED;
+    unsigned long long sl = 0;
+    if (sodium.sign(sig, &sl, msg, len, sk) != 0 || sl != TPX_IDENT_SIG)
+        return TPX_ERR_INTERNAL;
+    return TPX_OK;
+}
+
+int tpx__ident_verify(const unsigned char pk[TPX_IDENT_PK], const unsigned char *msg, size_t len,
+                      const unsigned char sig[TPX_IDENT_SIG])
+{
+    return tpx__ident_available() && sodium.verify(sig, msg, len, pk) == 0;
+}
+
+/* ---- the engine's own identity ------------------------------------------------------------- */
+
+#include "engine.h"
+
+tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
+{
+    tpx_status_t st = tpx__ident_keypair(e->ident_pk, e->ident_sk);
+    if (st == TPX_OK) {
+        e->ident_keys = 1;
+        e->id = tpx__ident_id(e->ident_pk);
+        TPX_INFO("engine %016llx: identity proven by an Ed25519 key (libsodium)",
+                 (unsigned long long)e->id);
+        return TPX_OK;
+    }
+    if (st != TPX_ERR_UNSUPPORTED)
+        return st;
+    e->ident_keys = 0;
+    do {
+        if ((st = tpx__random_bytes(&e->id, sizeof(e->id))) != TPX_OK)
+            return st;
+    } while (e->id == 0);
+    TPX_INFO("engine %016llx: identity by dialing (no keys: %s); a remote is served only by the "
+             "connection dialed to its metadata's address", (unsigned long long)e->id,
+             tpx__ident_available() ? "?" : "libsodium unavailable or TPX_IDENTITY=dial");
+    return TPX_OK;
+}
