@@ -65,7 +65,7 @@ else()
 endif()
 
 # The driver loader alone: also linked into the plugin (CUDA staging).
-add_library(tpx_cuda OBJECT src/gpu/cuda.c)
+add_library(tpx_cuda OBJECT src/gpu/cuda.c src/gpu/devmem.c)
 target_include_directories(tpx_cuda PUBLIC include src)
 add_library(tpx_gpu OBJECT ${TPX_GPU_SOURCES})
 target_include_directories(tpx_gpu PUBLIC include src)

@@ -65,11 +65,15 @@ TPX_CONFIG_X(NIC_FUSE, STR, "auto", 0, 0,
              "each other: `auto` (when the plugin offers it, is not TCPX and the GPU or host "
              "engine has more than one NIC), `1` (always; an error if the plugin cannot), `0` "
              "(off: each channel uses one NIC, round-robin).")
-TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 1,
-             "1: the built-in transport behaves exactly like Google's GPUDirect-TCPX plugin "
-             "(16 requests, FIFO test and consume, tags ignored, devmem-style delivery into a "
-             "bounce buffer that the caller must unpack, NULL comms from connect/accept at "
-             "first). For testing engines without TCPX hardware.")
+TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 2,
+             "1: the built-in transport behaves like Google's GPUDirect-TCPX plugin 3.1.9 (16 "
+             "requests, FIFO test and consume, tags ignored, NULL comms from connect/accept at "
+             "first, receives into GPU memory delivered devmem-style into a bounce buffer that "
+             "the caller must unpack, receives into host memory straight into the buffer; the "
+             "device handle and bounce buffer are GPU memory, or without a GPU memory the CPU "
+             "cannot read). 2: the same, but receives into host memory go through the bounce "
+             "buffer too (exercises a caller's unpack path without a GPU). For testing engines "
+             "without TCPX hardware; see the README's TCPX table.")
 TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "

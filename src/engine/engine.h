@@ -76,8 +76,12 @@ struct tpx_comm {
     tpx_xfer_t *q_head, *q_tail;
     uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
     void *unpack_ev[TPX_WINDOW_MAX]; /* CUevent per slot for GPU unpacks (lazy) */
-    int bounce_dev;      /* where the plugin's bounce buffer lives: CUDA device, -1 host,
-                            -2 not known yet */
+    /* Devmem plugins: the device handle's {meta, bounce_buf, head}, copied
+     * to the host once (the plugin's copy is device memory: never read on
+     * the CPU), and the CPU address of meta (host-mapped memory). */
+    int unpack_loaded;
+    tpx_nccl_unpack_handle_t unpack;
+    const tpx_nccl_unpack_meta_t *meta_host;
     unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
                              slot, allocated on first use */
     tpx_region_t *stage_region;

@@ -70,7 +70,6 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     c->dev = dev;
     c->win.cap = p->e->window;
     c->lane = is_ctrl ? -1 : is_send ? chan : p->nchan + chan;
-    c->bounce_dev = -2;
     c->id = p->e->next_comm_id++;
     return c;
 }

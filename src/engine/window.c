@@ -9,12 +9,20 @@
  * ready, error; an error is never taken for "not ready" -- except rc 2
  * ("peer closed") without done, which TCPX reports transiently at the end
  * of a peer's life: it is polled for TPX_CLOSE_GRACE_MS, then it fails.
+ *
+ * A devmem plugin's device handle and bounce buffer are device memory (in
+ * Google's plugin: cuMemAlloc memory and the rx dmabuf). The CPU never
+ * dereferences them: the 24-byte handle is copied to the host once per
+ * comm (unpack_load), the bounce buffer is only ever read by the GPU (the
+ * gather kernel, d2d copies) or through tpx__cuda_devmem_gather (one
+ * device-to-host copy per fragment). Only `meta` is read on the CPU: it is
+ * host memory mapped for the GPU, read at the host address the driver
+ * gives for the device address in the handle (tpx__cuda_host_view).
  */
 #include <stdio.h>
 
 #include "engine.h"
 #include "gpu/cuda.h"
-#include "unpack/unpack.h"
 #include "unpack/unpack_gpu.h"
 
 /* Module and stream for GPU unpacks on `dev` (first use). */
@@ -67,16 +75,48 @@ void tpx__engine_unpack_fini(tpx_engine_t *e)
     e->unpack_dev = -1;
 }
 
-/* Gather a receive into GPU memory on the engine's stream and record an
- * event; the caller waits for it before irecvConsumed. */
+/* Copy a devmem comm's unpack handle to the host, once (the first
+ * receive that needs it): the plugin's copy is device memory. */
+static tpx_status_t unpack_load(tpx_comm_t *c)
+{
+    if (c->unpack_loaded)
+        return TPX_OK;
+    tpx_engine_t *e = c->peer->e;
+    const tpx_ncclnet_dev_handle_t *dh = (const tpx_ncclnet_dev_handle_t *)c->devh;
+    if (dh->netDeviceType != TPX_NCCL_NET_DEVICE_UNPACK || dh->handle == NULL ||
+        dh->size < sizeof(tpx_nccl_unpack_handle_t)) {
+        TPX_ERROR("peer %s: plugin %s announced devmem delivery but gave no unpack handle",
+                  c->peer->name, e->net->name);
+        return TPX_ERR_PLUGIN;
+    }
+    tpx_nccl_unpack_handle_t h;
+    tpx_status_t st = tpx__cuda_devmem_read(&h, dh->handle, sizeof(h));
+    if (st != TPX_OK)
+        return st;
+    const void *meta = NULL;
+    if (h.meta == NULL || h.bounce_buf == NULL ||
+        (st = tpx__cuda_host_view(h.meta, &meta)) != TPX_OK) {
+        TPX_ERROR("peer %s: plugin %s: its unpack handle has no usable fragment queue or "
+                  "bounce buffer (meta %p, bounce %p)", c->peer->name, e->net->name,
+                  (void *)h.meta, h.bounce_buf);
+        return TPX_ERR_PLUGIN;
+    }
+    c->unpack = h;
+    c->meta_host = meta;
+    c->unpack_loaded = 1;
+    return TPX_OK;
+}
+
 /* One GPU gather for the receives in window positions [n0, n0 + k): all in
  * ONE kernel launch, tracked by one event (recorded in the last one's
- * window slot, which every slot of the batch points to). */
-static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, const tpx_nccl_unpack_handle_t *uh,
-                                     uint64_t n0, uint32_t k)
+ * window slot, which every slot of the batch points to). The kernel reads
+ * the fragment lists at their device address; the CPU at meta_host. */
+static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
 {
     tpx_engine_t *e = c->peer->e;
     tpx_window_t *w = &c->win;
+    const tpx_nccl_unpack_handle_t *uh = &c->unpack;
+    const tpx_nccl_unpack_meta_t *mh = c->meta_host;
     tpx_slot_t *first = &w->slots[n0 % (uint64_t)w->cap];
     uint32_t wlast = (uint32_t)((n0 + k - 1) % (uint64_t)w->cap);
     tpx_status_t st = unpack_gpu_ready(e, first->dst_dev);
@@ -88,7 +128,7 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, const tpx_nccl_unpack_handle
         tpx_slot_t *s = &w->slots[(n0 + i) % (uint64_t)w->cap];
         uint32_t row = (uint32_t)((n0 + i) % TPX_NCCL_UNPACK_QUEUE_DEPTH);
         jobs[i] = (tpx_unpack_job_t){.frags = uh->meta->mem[row], .bounce = uh->bounce_buf,
-                                     .dst = s->dst, .nfrags = (uint32_t)uh->meta->cnt[row]};
+                                     .dst = s->dst, .nfrags = (uint32_t)mh->cnt[row]};
         max_frags = TPX_MAX(max_frags, jobs[i].nfrags);
     }
     int pushed = 0;
@@ -103,13 +143,15 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, const tpx_nccl_unpack_handle
     }
     for (uint32_t i = 0; i < k && st == TPX_OK; i++) {
         tpx_slot_t *s = &w->slots[(n0 + i) % (uint64_t)w->cap];
+        const tpx_nccl_load_meta_t *frags =
+            mh->mem[(n0 + i) % TPX_NCCL_UNPACK_QUEUE_DEPTH]; /* CPU address */
         switch (e->unpack_mode) {
         case TPX_UNPACK_KERNEL:
             if (i == 0) /* the whole batch, one launch */
                 st = tpx__unpack_gpu_launch_inline(e->unpack_dev, jobs, k, max_frags, stream);
             break;
         case TPX_UNPACK_D2D:
-            st = tpx__unpack_gpu_d2d(e->unpack_dev, s->dst, uh->bounce_buf, jobs[i].frags,
+            st = tpx__unpack_gpu_d2d(e->unpack_dev, s->dst, uh->bounce_buf, frags,
                                      jobs[i].nfrags, stream);
             break;
         case TPX_UNPACK_HOST:
@@ -120,7 +162,9 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, const tpx_nccl_unpack_handle
             /* the staging buffer is reused: finish the previous copy first */
             if ((st = TPX_CU(cuStreamSynchronize, stream)) != TPX_OK)
                 break;
-            (void)tpx__unpack_cpu(e->unpack_hstage, uh->bounce_buf, jobs[i].frags, jobs[i].nfrags);
+            if ((st = tpx__cuda_devmem_gather(e->unpack_hstage, uh->bounce_buf, frags,
+                                              jobs[i].nfrags)) != TPX_OK)
+                break;
             st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->unpack_hstage,
                         s->len, stream);
             break;
@@ -137,31 +181,29 @@ out:
     return st;
 }
 
-/* A receive is done: on a devmem plugin its payload still sits in the
- * plugin's bounce buffer. Gather it into the destination, then (only then)
- * release the plugin's slot with irecvConsumed, in FIFO order. A GPU
- * gather is asynchronous: TPX_INPROGRESS until its event has completed. */
+/* A receive is done: on a devmem plugin its payload may still sit in the
+ * plugin's bounce buffer (a receive into host memory usually does not: the
+ * plugin delivers it straight and publishes no fragment). Gather it into
+ * the destination, then (only then) release the plugin's slot with
+ * irecvConsumed, in FIFO order. A GPU gather is asynchronous:
+ * TPX_INPROGRESS until its event has completed. */
 static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
 {
     tpx_engine_t *e = c->peer->e;
     if (c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
         return TPX_OK;
-    const tpx_ncclnet_dev_handle_t *dh = (const tpx_ncclnet_dev_handle_t *)c->devh;
-    const tpx_nccl_unpack_handle_t *uh = dh->handle;
-    if (dh->netDeviceType != TPX_NCCL_NET_DEVICE_UNPACK || uh == NULL || uh->meta == NULL) {
-        TPX_ERROR("peer %s: plugin %s announced devmem delivery but gave no unpack handle",
-                  c->peer->name, e->net->name);
-        return TPX_ERR_PLUGIN;
-    }
+    tpx_status_t st = unpack_load(c);
+    if (st != TPX_OK)
+        return st;
     uint32_t slot = (uint32_t)(n % TPX_NCCL_UNPACK_QUEUE_DEPTH);
-    uint64_t nfrags = uh->meta->cnt[slot];
+    uint64_t nfrags = c->meta_host->cnt[slot];
     if (nfrags > TPX_NCCL_UNPACK_MAX_PAGES) {
         TPX_ERROR("peer %s: plugin %s published %llu fragments for one receive (max %u)",
                   c->peer->name, e->net->name, (unsigned long long)nfrags,
                   TPX_NCCL_UNPACK_MAX_PAGES);
         return TPX_ERR_PLUGIN;
     }
-    const tpx_nccl_load_meta_t *frags = uh->meta->mem[slot];
+    const tpx_nccl_load_meta_t *frags = c->meta_host->mem[slot];
     for (uint64_t i = 0; i < nfrags; i++) {
         if ((uint64_t)frags[i].f.dst_off + frags[i].f.len > s->len) {
             TPX_ERROR("peer %s: plugin %s: fragment [%llu, +%u) outside the %u-byte receive",
@@ -192,49 +234,24 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
                 k++;
             }
             /* d2d and host gather one receive at a time (debugging modes) */
-            tpx_status_t st =
-                unpack_gpu_batch(c, uh, n, e->unpack_mode == TPX_UNPACK_KERNEL ? k : 1);
+            st = unpack_gpu_batch(c, n, e->unpack_mode == TPX_UNPACK_KERNEL ? k : 1);
             if (st != TPX_OK)
                 return st;
         }
         int pushed = 0;
-        tpx_status_t st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed);
+        st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed);
         if (st == TPX_OK)
             st = tpx__cuda_event_query((CUevent)c->unpack_ev[s->ev_wslot]);
         tpx__cuda_ctx_leave(pushed);
         if (st != TPX_OK)
             return st; /* TPX_INPROGRESS: the gather is still running */
-    } else if (s->dst != NULL && e->unpack_mode != TPX_UNPACK_NONE) {
-        /* Host destination (NULL dst: a drained message, discarded). The
-         * real TCPX plugin's bounce buffer is GPU memory: the CPU cannot
-         * read it, so fragments are copied down one by one (control
-         * messages: one small fragment). */
-        if (c->bounce_dev == -2) {
-            int dev = -1;
-            c->bounce_dev = tpx__cuda_init() == TPX_OK &&
-                                    tpx__cuda_ptr_device(uh->bounce_buf, &dev) == TPX_OK
-                                ? dev
-                                : -1;
-        }
-        if (c->bounce_dev < 0) {
-            (void)tpx__unpack_cpu(s->dst, uh->bounce_buf, frags, nfrags);
-        } else {
-            int pushed = 0;
-            tpx_status_t st = tpx__cuda_ctx_retain(c->bounce_dev, NULL);
-            if (st != TPX_OK)
-                return st;
-            if ((st = tpx__cuda_ctx_enter(c->bounce_dev, &pushed)) == TPX_OK) {
-                for (uint64_t i = 0; i < nfrags && st == TPX_OK; i++)
-                    st = TPX_CU(cuMemcpyDtoH, (char *)s->dst + frags[i].f.dst_off,
-                                (CUdeviceptr)(uintptr_t)((const char *)uh->bounce_buf +
-                                                         frags[i].f.src_off),
-                                frags[i].f.len);
-                tpx__cuda_ctx_leave(pushed);
-            }
-            tpx__cuda_ctx_release(c->bounce_dev);
-            if (st != TPX_OK)
-                return st;
-        }
+    } else if (s->dst != NULL && nfrags > 0 && e->unpack_mode != TPX_UNPACK_NONE) {
+        /* Host destination (NULL dst: a drained message, discarded) left in
+         * the bounce buffer: device memory, copied down fragment by
+         * fragment, never read by the CPU. */
+        if ((st = tpx__cuda_devmem_gather(s->dst, c->unpack.bounce_buf, frags, nfrags)) !=
+            TPX_OK)
+            return st;
     }
     return tpx__net_consumed(e->net, c->comm, s->req);
 }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/util.h"
+#include "tpx/ncclnet.h"
 
 /* ---- the CUDA types and constants tpx uses (values from cuda.h) ---------- */
 #ifndef __cuda_cuda_h__
@@ -56,6 +57,7 @@ typedef int CUpointer_attribute;
 
 #define CU_POINTER_ATTRIBUTE_CONTEXT        1
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE    2
+#define CU_POINTER_ATTRIBUTE_HOST_POINTER   4
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define CU_MEMORYTYPE_HOST                  0x01
 #define CU_MEMORYTYPE_DEVICE                0x02
@@ -230,6 +232,41 @@ void tpx__cuda_host_free(int dev, void *host);
  * for host memory (pageable or pinned) and for addresses CUDA does not
  * know. Fails only when the driver is not initialised. */
 tpx_status_t tpx__cuda_ptr_device(const void *p, int *dev_out);
+
+/* ---- a net plugin's device memory, seen from the host (devmem.c) ---------------- */
+/*
+ * A devmem plugin (GPUDirect-TCPX, the built-in transport's strict mode)
+ * hands out addresses that are DEVICE memory: its device handle (the
+ * 24-byte {meta, bounce_buf, head}, cuMemAlloc memory in Google's plugin)
+ * and its bounce buffer (the rx dmabuf). The CPU must never dereference
+ * them. These functions are the only way tpx reads them on the host; they
+ * work with and without a GPU:
+ *  - CUDA device memory: cuMemcpyDtoH in the owning device's primary
+ *    context (retained for the call);
+ *  - anything else (host memory, or the strict mode's emulated device
+ *    memory on a machine without a GPU, which is mapped PROT_NONE so that
+ *    a CPU read faults): a pread() of /proc/self/mem, which the kernel
+ *    serves through the page tables without the mapping's protection.
+ * They are synchronous and meant for set-up and for rare paths (a receive
+ * into host memory that a plugin left in its bounce buffer).
+ */
+
+/* Copy `len` bytes at device address `src` to host memory `dst`. */
+tpx_status_t tpx__cuda_devmem_read(void *dst, const void *src, size_t len);
+
+/* Copy the fragments {src_off, len, dst_off} of a bounce buffer (a device
+ * address) into host memory `dst`, one copy per fragment (the d2h "host"
+ * unpack). Every fragment is taken as checked by the caller. */
+tpx_status_t tpx__cuda_devmem_gather(void *dst, const void *bounce,
+                                     const tpx_nccl_load_meta_t *frags, uint64_t nfrags);
+
+/* The CPU address of `dptr`, a device address of host memory mapped for
+ * the GPU (what cuMemHostGetDevicePointer gives; TCPX's netUnpackMeta).
+ * With a GPU the driver is asked (CU_POINTER_ATTRIBUTE_HOST_POINTER): under
+ * unified addressing the two are equal, but tpx does not assume it. An
+ * address CUDA does not know (no GPU, or plain host memory) is its own CPU
+ * address. TPX_ERR_INVALID_ARG if `dptr` is GPU memory (not host-mapped). */
+tpx_status_t tpx__cuda_host_view(const void *dptr, const void **host);
 
 /* ---- streams, events, modules ---------------------------------------------------- */
 

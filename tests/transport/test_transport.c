@@ -875,6 +875,7 @@ static const scenario_t scenarios[] = {
     {"tcpx_iflush", tcpx_iflush_recv, tcpx_iflush_send, 0, 0},
     {"tcpx_init_twice", tcpx_init_twice_recv, tcpx_init_twice_send, 0, 0},
     {"tcpx_bigrecv", tcpx_bigrecv_recv, tcpx_bigrecv_send, 0, 0},
+    {"tcpx_nocpu", tcpx_nocpu_recv, tcpx_nocpu_send, 0, 0},
     /* virtual devices (makeVDevice, v9/v10), test_vdev.c */
     {"vdev", vdev_recv, vdev_send, 0, 0},
     {"vdev_badargs", vdev_badargs_role, NULL, 0, 0},

@@ -134,6 +134,8 @@ int badargs_send(role_t *r);
 int tcpx_props_role(role_t *r);
 int tcpx_nullcomm_recv(role_t *r);
 int tcpx_nullcomm_send(role_t *r);
+int tcpx_nocpu_recv(role_t *r);
+int tcpx_nocpu_send(role_t *r);
 int tcpx_devhandle_recv(role_t *r);
 int tcpx_devhandle_send(role_t *r);
 int tcpx_unpack_recv(role_t *r);

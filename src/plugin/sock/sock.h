@@ -130,6 +130,7 @@ typedef struct {
     int tag;
     int state;            /* tpx_sock_req_state_t, API thread only */
     int cuda_dev;         /* device of a CUDA buffer (moved through staging); -1: host */
+    int bounce;           /* strict TCPX recv: delivered into the bounce buffer */
     /* Progress, written by helper threads. A message is complete when
      * `done` == max(total, 1): zero-byte messages count one unit. */
     _Atomic uint64_t done;
@@ -199,10 +200,21 @@ typedef struct tpx_sock_comm {
     uint64_t test_head;        /* next request test() may be called on */
     uint64_t consume_head;     /* next receive irecvConsumed() may release */
     uint32_t nfrags[SOCK_TCPX_MAX_REQS]; /* recv: fragments laid out per slot */
-    tpx_nccl_unpack_meta_t *meta;        /* recv: the published fragment queue */
-    unsigned char *bounce;               /* recv: 16 slots of SOCK_TCPX_SLOT_BYTES */
-    int mapped;                          /* bounce + meta are CUDA host-mapped memory */
-    tpx_nccl_unpack_handle_t unpack;     /* what the device handle points to */
+    /* Placement, as in Google's plugin (see sock_tcpx.c): the fragment
+     * queue is host memory (CUDA host-mapped with a GPU); the handle and
+     * the bounce buffer are device memory: cuMemAlloc memory with a GPU,
+     * else emulated device memory the CPU cannot read (a PROT_NONE view
+     * of a memfd; the helpers write through a second, writable view). */
+    tpx_nccl_unpack_meta_t *meta;        /* recv: the published fragment queue (CPU address) */
+    void *meta_dev;                      /* its device address (what the handle holds) */
+    void *devh;                          /* the 24-byte unpack handle (device address) */
+    unsigned char *bounce;               /* 16 slots of SOCK_TCPX_SLOT_BYTES (device address) */
+    unsigned char *bounce_io;            /* emulated: where helpers write the bounce buffer */
+    int gpu;                             /* CUDA device of handle + bounce; -1: emulated */
+    void *gpu_devh, *gpu_bounce;         /* their allocations (sock_cuda.c) */
+    unsigned char *emu_dev, *emu_rw;     /* emulated device memory: the two views */
+    size_t emu_len;
+    int meta_mapped;                     /* meta is CUDA host-mapped memory */
     uint64_t rng;
 } tpx_sock_comm_t;
 
@@ -254,9 +266,13 @@ tpx_status_t tpx__sock_consumed(void *comm, int n, void *request);
 tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c);
 void tpx__sock_tcpx_comm_free(tpx_sock_comm_t *c);
 void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size);
-void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total);
+/* Publish the fragments of a completed receive (0 for a receive that
+ * did not go through the bounce buffer). */
+void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total, int bounce);
+/* iovecs count from `base`: bounce_io for host writes, bounce for device
+ * addresses (the HtoD copies into a GPU bounce buffer). */
 int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint64_t len,
-                       struct iovec *iov, int max);
+                       unsigned char *base, struct iovec *iov, int max);
 
 /* ---- sock_cuda.c: CUDA buffers through pinned staging --------------------- */
 int tpx__sock_cuda_available(void);
@@ -266,8 +282,15 @@ void tpx__sock_cuda_release(int dev);
 void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
 /* 1: piece payload complete, 0: would block, -1: failed (errno 0: CUDA). */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
-tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out);
+/* Strict TCPX placement on device 0 (its primary context is retained
+ * while any of these lives): host-mapped memory (host and device
+ * addresses), device memory (a device address and an opaque allocation),
+ * and a synchronous host-to-device copy. */
+tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out, void **dev_out);
 void tpx__sock_cuda_host_free(void *p);
+tpx_status_t tpx__sock_cuda_dev_alloc(size_t len, void **dptr, void **alloc);
+void tpx__sock_cuda_dev_free(void *alloc);
+tpx_status_t tpx__sock_cuda_htod(void *dptr, const void *src, size_t len);
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
 
 /* ---- sock_plugin.c ------------------------------------------------------ */

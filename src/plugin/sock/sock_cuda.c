@@ -165,16 +165,45 @@ out:
     return rc;
 }
 
+/* Strict TCPX with a GPU bounce buffer: the staged bytes [off, off + n) of
+ * the piece go to the bounce pages the receive's layout names for them, one
+ * host-to-device copy per fragment, as the NIC would have written them. */
+static tpx_status_t bounce_copy(tpx_sock_cuda_chan_t *k, tpx_sock_chan_t *ch, uint32_t off,
+                                const unsigned char *stage, uint32_t n)
+{
+    tpx_sock_comm_t *c = ch->req->comm;
+    uint32_t slot = (uint32_t)(ch->piece.seq % (uint64_t)c->max_reqs);
+    uint64_t msg_off = ch->piece.offset + off;
+    while (n > 0) {
+        struct iovec iov[64];
+        int cnt = tpx__sock_tcpx_iov(c, slot, msg_off, n, c->bounce, iov, 64);
+        if (cnt <= 0)
+            return TPX_ERR_INTERNAL;
+        for (int i = 0; i < cnt; i++) {
+            tpx_status_t st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)iov[i].iov_base,
+                                     stage, iov[i].iov_len, k->stream);
+            if (st != TPX_OK)
+                return st;
+            stage += iov[i].iov_len;
+            msg_off += iov[i].iov_len;
+            n -= (uint32_t)iov[i].iov_len;
+        }
+    }
+    return TPX_OK;
+}
+
 /* Receive side: read the piece's payload into staging and copy it to the
- * GPU; same return convention. The piece is complete (rc 1) only when its
+ * GPU (a CUDA buffer, or the strict mode's GPU bounce buffer); same
+ * return convention. The piece is complete (rc 1) only when its
  * last copy has finished. */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
 {
     tpx_sock_cuda_chan_t *k;
     tpx_sock_req_t *r = ch->req;
+    tpx_sock_comm_t *c = r->comm;
     int pushed = 0;
     errno = 0;
-    if (cu_chan_get(ch, r->cuda_dev, &k) != TPX_OK ||
+    if (cu_chan_get(ch, r->bounce ? c->gpu : r->cuda_dev, &k) != TPX_OK ||
         tpx__cuda_ctx_enter(k->dev, &pushed) != TPX_OK)
         return -1;
     int rc = 0;
@@ -209,9 +238,10 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
         ch->data_done += (uint32_t)n;
         if (ch->data_done == blk_end) {
             uint32_t n_blk = blk_end - cur * BLK;
-            if (TPX_CU(cuMemcpyHtoDAsync, dst + cur * BLK, k->stage[b], n_blk, k->stream) !=
-                    TPX_OK ||
-                tpx__cuda_event_record(k->ev[b], k->stream) != TPX_OK) {
+            tpx_status_t st = r->bounce ? bounce_copy(k, ch, cur * BLK, k->stage[b], n_blk)
+                                        : TPX_CU(cuMemcpyHtoDAsync, dst + cur * BLK,
+                                                 k->stage[b], n_blk, k->stream);
+            if (st != TPX_OK || tpx__cuda_event_record(k->ev[b], k->stream) != TPX_OK) {
                 rc = -1;
                 goto out;
             }
@@ -223,19 +253,22 @@ out:
     return rc;
 }
 
-/* Pinned host memory mapped into the GPUs (strict TCPX bounce buffers).
- * Needs a context: device 0's primary context is retained for it. */
-tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out)
+/* Strict TCPX placement: everything on device 0, whose primary context is
+ * retained once per allocation. */
+tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out, void **dev_out)
 {
+    CUdeviceptr d = 0;
     tpx_status_t st = tpx__cuda_ctx_retain(0, NULL);
     if (st != TPX_OK)
         return st;
-    st = tpx__cuda_host_alloc(0, len, out, NULL);
-    if (st != TPX_OK)
+    st = tpx__cuda_host_alloc(0, len, out, &d);
+    if (st != TPX_OK) {
         tpx__cuda_ctx_release(0);
-    else
-        memset(*out, 0, len);
-    return st;
+        return st;
+    }
+    memset(*out, 0, len);
+    *dev_out = (void *)(uintptr_t)d;
+    return TPX_OK;
 }
 
 void tpx__sock_cuda_host_free(void *p)
@@ -244,4 +277,44 @@ void tpx__sock_cuda_host_free(void *p)
         return;
     tpx__cuda_host_free(0, p);
     tpx__cuda_ctx_release(0);
+}
+
+tpx_status_t tpx__sock_cuda_dev_alloc(size_t len, void **dptr, void **alloc)
+{
+    tpx__cuda_mem_t *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return TPX_ERR_NO_MEMORY;
+    tpx_status_t st = tpx__cuda_ctx_retain(0, NULL);
+    if (st != TPX_OK) {
+        free(m);
+        return st;
+    }
+    if ((st = tpx__cuda_mem_alloc(0, len, m)) != TPX_OK) {
+        tpx__cuda_ctx_release(0);
+        free(m);
+        return st;
+    }
+    *dptr = (void *)(uintptr_t)m->ptr;
+    *alloc = m;
+    return TPX_OK;
+}
+
+void tpx__sock_cuda_dev_free(void *alloc)
+{
+    if (alloc == NULL)
+        return;
+    tpx__cuda_mem_free(alloc);
+    free(alloc);
+    tpx__cuda_ctx_release(0);
+}
+
+tpx_status_t tpx__sock_cuda_htod(void *dptr, const void *src, size_t len)
+{
+    int pushed = 0;
+    tpx_status_t st = tpx__cuda_ctx_enter(0, &pushed);
+    if (st != TPX_OK)
+        return st;
+    st = TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(uintptr_t)dptr, src, len);
+    tpx__cuda_ctx_leave(pushed);
+    return st;
 }

@@ -65,14 +65,6 @@ static void comm_fail_errno(tpx_sock_comm_t *c, int err, const char *what)
         comm_peer_closed(c, "peer (reset)");
         return;
     }
-    if (c->tcpx) {
-        /* Google's plugin only ends its helper thread: test() keeps saying
-         * "not done" and the caller must give up on its own deadline. */
-        if (!atomic_exchange(&c->hung, 1))
-            SOCK_WARN("comm %p: %s: %s (TCPX emulation: test() will not report it)", (void *)c,
-                      what, strerror(err));
-        return;
-    }
     char why[160];
     snprintf(why, sizeof(why), "%s: %s", what, strerror(err));
     tpx__sock_comm_fail(c, tpx__status_from_errno(err), why);
@@ -331,7 +323,8 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             moved = 1;
             continue;
         }
-        if (ch->active && ch->req->cuda_dev >= 0 && !c->tcpx) { /* TCPX: into the bounce */
+        /* Through staging: a CUDA buffer, or (strict TCPX) a GPU bounce buffer. */
+        if (ch->active && (ch->req->bounce ? c->gpu >= 0 : ch->req->cuda_dev >= 0)) {
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
             moved |= prog;
             if (r < 0) {
@@ -353,13 +346,14 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         if (!ch->active) {
             iov[0] = (struct iovec){ch->hdr + ch->hdr_done,
                                     TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done};
-        } else if (!c->tcpx) {
+        } else if (!ch->req->bounce) {
             iov[0] = (struct iovec){ch->req->buf + ch->piece.offset + ch->data_done,
                                     ch->piece.len - ch->data_done};
-        } else { /* devmem-style: into the bounce pages of the slot */
+        } else { /* devmem-style: into the (emulated) bounce pages of the slot */
             uint32_t slot = (uint32_t)(ch->piece.seq % (uint64_t)c->max_reqs);
-            msg.msg_iovlen = (size_t)tpx__sock_tcpx_iov(
-                c, slot, ch->piece.offset + ch->data_done, ch->piece.len - ch->data_done, iov, 64);
+            msg.msg_iovlen = (size_t)tpx__sock_tcpx_iov(c, slot, ch->piece.offset + ch->data_done,
+                                                        ch->piece.len - ch->data_done,
+                                                        c->bounce_io, iov, 64);
         }
         ssize_t n = recvmsg(ch->fd, &msg, MSG_DONTWAIT);
         if (n < 0) {
@@ -371,6 +365,15 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return CH_ERROR;
         }
         if (n == 0) {
+            if ((ch->active || ch->hdr_done != 0) && c->tcpx) {
+                /* Google's plugin only ends its helper thread: test() keeps
+                 * saying "not done"; the caller must give up on its own
+                 * deadline. */
+                if (!atomic_exchange(&c->hung, 1))
+                    SOCK_WARN("comm %p: the sender closed the connection in the middle of a "
+                              "message (TCPX emulation: test() will not report it)", (void *)c);
+                return CH_ERROR;
+            }
             if (ch->active || ch->hdr_done != 0) {
                 tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET,
                                     "the sender closed the connection in the middle of a message");
@@ -425,7 +428,8 @@ static void *worker_main(void *arg)
             if (atomic_fetch_add(&c->helpers_stopped, 1) + 1 == c->nthreads)
                 comm_closed_error(c, "the receiver closed the connection");
         }
-        int healthy = atomic_load_explicit(&c->error, memory_order_relaxed) == 0 && !stopped;
+        int healthy = atomic_load_explicit(&c->error, memory_order_relaxed) == 0 && !stopped &&
+                      !atomic_load_explicit(&c->hung, memory_order_relaxed);
         int progress = 0, parked = 0;
         if (healthy) {
             for (int i = w->first; i < c->nsocks; i += w->stride) {

@@ -124,7 +124,9 @@ static tpx_nccl_result_t props_fill(int dev, tpx_ncclnet_props_v9_t *p)
     p->name = (char *)d->name;
     p->pciPath = d->pci_path;
     p->guid = (uint64_t)dev;
-    p->ptrSupport = TPX_NCCL_PTR_HOST | (sock_cuda ? TPX_NCCL_PTR_CUDA : 0);
+    /* TCPX always announces CUDA (a machine without a GPU cannot load it). */
+    p->ptrSupport = TPX_NCCL_PTR_HOST |
+                    (sock_cuda || tpx__sock_params.tcpx ? TPX_NCCL_PTR_CUDA : 0);
     p->regIsGlobal = 0;
     p->forceFlush = 0;
     p->speed = d->speed_mbps;
@@ -221,8 +223,8 @@ tpx_nccl_result_t tpx__sock_v_accept(void *listen_comm, void **recv_comm,
         **dev_comm = (tpx_ncclnet_dev_handle_t){
             .netDeviceType = TPX_NCCL_NET_DEVICE_UNPACK,
             .netDeviceVersion = TPX_NCCL_NET_DEVICE_UNPACK_VERSION,
-            .handle = &c->unpack,
-            .size = sizeof(c->unpack),
+            .handle = c->devh, /* device memory: never read on the CPU */
+            .size = sizeof(tpx_nccl_unpack_handle_t),
             .needsProxyProgress = 1,
         };
     }
@@ -356,7 +358,7 @@ tpx_nccl_result_t tpx__sock_v_close_listen(void *comm)
 tpx_nccl_result_t tpx__sock_v_get_device_mr(void *comm, void *mh, void **dptr)
 {
     (void)comm, (void)mh;
-    if (dptr != NULL)
+    if (dptr != NULL && !tpx__sock_params.tcpx) /* TCPX leaves the output untouched */
         *dptr = NULL; /* no device-side offload */
     return TPX_NCCL_SUCCESS;
 }

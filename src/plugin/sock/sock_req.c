@@ -44,8 +44,8 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
                          void **request, const char *fn)
 {
     int err = atomic_load_explicit(&c->error, memory_order_relaxed);
-    if (err != 0)
-        return (tpx_status_t)err; /* logged when it happened */
+    if (err != 0 && !c->tcpx)
+        return (tpx_status_t)err; /* logged when it happened; TCPX: test() reports it */
     uint64_t seq = atomic_load_explicit(&c->posted, memory_order_relaxed);
     tpx_sock_req_t *r = &c->reqs[seq % (uint64_t)c->max_reqs];
     if (r->state != SOCK_REQ_FREE) {
@@ -53,10 +53,17 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
                   "(TPX_MAX_REQUESTS); test() the oldest first", fn, c->max_reqs);
         return TPX_ERR_NO_RESOURCE;
     }
-    if (c->tcpx && c->kind == SOCK_COMM_RECV) {
+    int cuda_dev = mh != NULL && ((tpx_sock_mr_t *)mh)->type == TPX_NCCL_PTR_CUDA
+                       ? ((tpx_sock_mr_t *)mh)->dev
+                       : -1;
+    /* TCPX: receives into GPU memory land in the bounce buffer, receives
+     * into host memory straight in the buffer (TPX_SOCK_TCPX=2: those too
+     * in the bounce buffer). */
+    int bounce = c->tcpx && c->kind == SOCK_COMM_RECV && (cuda_dev >= 0 || c->tcpx == 2);
+    if (bounce) {
         if (size > SOCK_TCPX_MAX_RECV) {
-            SOCK_WARN("%s: %zu bytes: TCPX receives at most %u bytes per request", fn, size,
-                      SOCK_TCPX_MAX_RECV);
+            SOCK_WARN("%s: %zu bytes: TCPX receives at most %u bytes per request into device "
+                      "memory", fn, size, SOCK_TCPX_MAX_RECV);
             return TPX_ERR_INVALID_ARG;
         }
         tpx__sock_tcpx_layout(c, (uint32_t)(seq % (uint64_t)c->max_reqs), size);
@@ -64,9 +71,8 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
     r->buf = data;
     r->size = size;
     r->tag = tag;
-    r->cuda_dev = mh != NULL && ((tpx_sock_mr_t *)mh)->type == TPX_NCCL_PTR_CUDA
-                      ? ((tpx_sock_mr_t *)mh)->dev
-                      : -1;
+    r->cuda_dev = cuda_dev;
+    r->bounce = bounce;
     r->state = SOCK_REQ_POSTED;
     atomic_store_explicit(&r->done, 0, memory_order_relaxed);
     atomic_store_explicit(&r->claimed, 0, memory_order_relaxed);
@@ -120,9 +126,31 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
     return post(c, data[0], sizes[0], tags[0], mh ? mh[0] : NULL, request, "irecv");
 }
 
-/* Strict TCPX test(): head only, sizes never written, receives stay taken
- * until irecvConsumed, "peer closed" (rc 2) reported while data may still
- * arrive, and a failed data connection never reported at all. */
+/* Whether the head request is "transmitting" in Google's plugin's sense:
+ * every byte of it handed to a socket (send) or announced by the sender
+ * (recv). Until then test() on any request is a quiet "not done". */
+static int tcpx_head_transmitting(tpx_sock_comm_t *c)
+{
+    if (c->test_head >= atomic_load(&c->posted))
+        return 0;
+    tpx_sock_req_t *h = &c->reqs[c->test_head % (uint64_t)c->max_reqs];
+    if (c->kind == SOCK_COMM_SEND) {
+        pthread_mutex_lock(&c->sched_lock);
+        int all = c->sched_seq > c->test_head;
+        pthread_mutex_unlock(&c->sched_lock);
+        return all;
+    }
+    uint64_t total = atomic_load_explicit(&h->total, memory_order_acquire);
+    return total != SOCK_TOTAL_UNKNOWN &&
+           atomic_load_explicit(&h->claimed, memory_order_acquire) == total;
+}
+
+/* Strict TCPX test(), as Google's plugin 3.1.9: only the head moves on;
+ * any other request (a later one, or one already reported done) gets a
+ * quiet rc 0 / done 0 while the head is not transmitting yet, and rc 3
+ * once it is. sizes are never written, receives stay taken until
+ * irecvConsumed, "peer closed" (rc 2) is reported while data may still
+ * arrive, and a sender that vanished mid-message is never reported. */
 static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
 {
     /* Google's plugin moves data only from test(): requests posted since
@@ -132,22 +160,25 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
         atomic_store(&c->movable, posted);
         tpx__sock_comm_wake(c, 1);
     }
+    *done = 0;
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
     int err = atomic_load_explicit(&c->error, memory_order_acquire);
     int closed = atomic_load(&c->eof_chans) > 0;
-    if (seq != c->test_head) {
+    if (r->state != SOCK_REQ_POSTED || seq != c->test_head) {
+        if (!tcpx_head_transmitting(c))
+            return TPX_OK;
         SOCK_WARN("test: request %llu is not the head of its comm (%llu): TCPX tests in FIFO "
                   "order only", (unsigned long long)seq, (unsigned long long)c->test_head);
         return TPX_ERR_INTERNAL;
     }
     uint64_t total = atomic_load_explicit(&r->total, memory_order_acquire);
     uint64_t moved = atomic_load_explicit(&r->done, memory_order_acquire);
-    *done = 0;
     if (total != SOCK_TOTAL_UNKNOWN && moved == (total ? total : 1)) {
         *done = 1;
         c->test_head++;
         if (c->kind == SOCK_COMM_RECV) {
-            tpx__sock_tcpx_publish(c, (uint32_t)(seq % (uint64_t)c->max_reqs), total);
+            tpx__sock_tcpx_publish(c, (uint32_t)(seq % (uint64_t)c->max_reqs), total,
+                                   r->bounce);
             r->state = SOCK_REQ_UNCONSUMED;
         } else {
             r->state = SOCK_REQ_FREE;
@@ -156,6 +187,9 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
     }
     if (atomic_load(&c->hung))
         return TPX_OK;
+    if (c->kind == SOCK_COMM_RECV && closed && total != SOCK_TOTAL_UNKNOWN)
+        return TPX_OK; /* the message started: TCPX's control socket, which would report
+                          the close, is not read again until it is done (it may never be) */
     if (closed || err == TPX_ERR_CONN_RESET)
         return TPX_ERR_CONN_RESET; /* rc 2, done = 0 */
     return (tpx_status_t)err;
@@ -164,16 +198,17 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
 tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
 {
     tpx_sock_req_t *r = request;
+    if (r != NULL && done != NULL && r->comm != NULL &&
+        (r->comm->magic == SOCK_COMM_MAGIC_SEND || r->comm->magic == SOCK_COMM_MAGIC_RECV) &&
+        r->comm->tcpx)
+        return test_tcpx(r->comm, r, done); /* any request of the comm, as TCPX */
     if (r == NULL || done == NULL || r->comm == NULL ||
         (r->comm->magic != SOCK_COMM_MAGIC_SEND && r->comm->magic != SOCK_COMM_MAGIC_RECV) ||
         r->state != SOCK_REQ_POSTED) {
         SOCK_WARN("test: %p is not a request in flight", request);
-        return r != NULL && r->state == SOCK_REQ_UNCONSUMED ? TPX_ERR_INTERNAL
-                                                             : TPX_ERR_INVALID_ARG;
+        return TPX_ERR_INVALID_ARG;
     }
     tpx_sock_comm_t *c = r->comm;
-    if (c->tcpx)
-        return test_tcpx(c, r, done);
     /* The error first: everything published before it was set is visible
      * below, so a message that completed is never reported as failed. */
     int err = atomic_load_explicit(&c->error, memory_order_acquire);
@@ -211,7 +246,6 @@ tpx_status_t tpx__sock_consumed(void *comm, int n, void *request)
     }
     c->meta->cnt[seq % (uint64_t)c->max_reqs] = 0;
     c->consume_head++;
-    c->unpack.head = c->consume_head;
     r->state = SOCK_REQ_FREE;
     return TPX_OK;
 }

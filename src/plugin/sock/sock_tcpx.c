@@ -14,13 +14,31 @@
  *  - the fragment list is published in shuffled order, with its count,
  *    only when test() reports the receive done;
  *  - the layout of a slot is not touched again until irecvConsumed.
- * The bounce buffer is reserved address space (MAP_NORESERVE); only pages
- * that receive data take memory.
+ *
+ * Receives into host memory (NCCL_PTR_HOST) skip all of this, as in Google's
+ * plugin: they land straight in the user buffer, publish 0 fragments and
+ * have no size cap. TPX_SOCK_TCPX=2 sends them through the bounce buffer
+ * too, so a machine without a GPU exercises a consumer's unpack path.
+ *
+ * Placement is the real plugin's: the unpack handle {meta, bounce_buf,
+ * head} and the bounce buffer are device memory, only the fragment queue
+ * (meta) is host memory mapped for the device. With a GPU they are
+ * cuMemAlloc memory (the handle written once with a host-to-device copy,
+ * its `head` never updated afterwards) and the bounce pages are written
+ * with host-to-device copies from the helpers' staging. Without a GPU they
+ * are emulated device memory that the CPU cannot read: one memfd mapped
+ * twice, a PROT_NONE view whose addresses are handed out and a writable
+ * view only the helpers use. A consumer that dereferences the handle or
+ * the bounce buffer on the CPU crashes, as it would on a GPU machine;
+ * tpx reads them only through tpx__cuda_devmem_read/_gather. The bounce
+ * buffer is sparse (MAP_NORESERVE): only pages that receive data take
+ * memory.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "sock.h"
 
@@ -33,58 +51,104 @@ static uint64_t rng_next(uint64_t *s)
     return *s = x;
 }
 
+#define EMU_HANDLE_BYTES 4096u /* the handle's page, before the bounce pages */
+
+/* Device memory without a GPU: a memfd of the handle's page and the bounce
+ * pages, mapped PROT_NONE (handed out) and read-write (the helpers'). */
+static tpx_status_t emu_alloc(tpx_sock_comm_t *c, size_t bounce_bytes)
+{
+    size_t len = EMU_HANDLE_BYTES + bounce_bytes;
+    int fd = memfd_create("tpx-tcpx-devmem", MFD_CLOEXEC);
+    if (fd < 0) {
+        SOCK_WARN("TCPX emulation: memfd_create: %s", strerror(errno));
+        return TPX_ERR_NO_MEMORY;
+    }
+    tpx_status_t st = TPX_ERR_NO_MEMORY;
+    if (ftruncate(fd, (off_t)len) != 0) {
+        SOCK_WARN("TCPX emulation: cannot size %zu bytes of device memory: %s", len,
+                  strerror(errno));
+        goto out_close;
+    }
+    void *rw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (rw == MAP_FAILED) {
+        SOCK_WARN("TCPX emulation: mmap: %s", strerror(errno));
+        goto out_close;
+    }
+    void *dev = mmap(NULL, len, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (dev == MAP_FAILED) {
+        SOCK_WARN("TCPX emulation: mmap: %s", strerror(errno));
+        munmap(rw, len);
+        goto out_close;
+    }
+    c->emu_rw = rw;
+    c->emu_dev = dev;
+    c->emu_len = len;
+    st = TPX_OK;
+out_close:
+    close(fd); /* the mappings keep the memory */
+    return st;
+}
+
 tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
 {
-    c->tcpx = 1;
+    c->tcpx = tpx__sock_params.tcpx;
+    c->gpu = -1;
     if (tpx__random_bytes(&c->rng, sizeof(c->rng)) != TPX_OK || c->rng == 0)
         c->rng = 0x9e3779b97f4a7c15ull;
     if (c->kind != SOCK_COMM_RECV)
         return TPX_OK;
     size_t bytes = SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES;
+    tpx_nccl_unpack_handle_t h = {0};
     if (tpx__sock_cuda_available()) {
-        /* With a GPU, like the real plugin: the fragment queue and the
-         * bounce pages are host memory mapped into the GPU, so a kernel can
-         * gather straight into device buffers. */
-        void *b = NULL, *m = NULL;
-        if (tpx__sock_cuda_host_alloc(bytes, &b) != TPX_OK ||
-            tpx__sock_cuda_host_alloc(sizeof(*c->meta), &m) != TPX_OK) {
-            if (b != NULL)
-                tpx__sock_cuda_host_free(b);
+        void *m = NULL, *md = NULL;
+        if (tpx__sock_cuda_host_alloc(sizeof(*c->meta), &m, &md) != TPX_OK)
             return TPX_ERR_NO_MEMORY;
-        }
-        c->bounce = b;
         c->meta = m;
-        c->mapped = 1;
+        c->meta_dev = md;
+        c->meta_mapped = 1;
+        if (tpx__sock_cuda_dev_alloc(bytes, (void **)&c->bounce, &c->gpu_bounce) != TPX_OK ||
+            tpx__sock_cuda_dev_alloc(sizeof(h), &c->devh, &c->gpu_devh) != TPX_OK)
+            return TPX_ERR_NO_MEMORY; /* comm_free releases what was made */
+        c->gpu = 0;
+        h = (tpx_nccl_unpack_handle_t){.meta = md, .bounce_buf = c->bounce, .head = 0};
+        if (tpx__sock_cuda_htod(c->devh, &h, sizeof(h)) != TPX_OK)
+            return TPX_ERR_CUDA;
     } else {
-        void *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (b == MAP_FAILED) {
-            SOCK_WARN("TCPX emulation: cannot reserve a %zu-byte bounce buffer: %s", bytes,
-                      strerror(errno));
-            return TPX_ERR_NO_MEMORY;
-        }
-        c->bounce = b;
         c->meta = aligned_alloc(4096, (sizeof(*c->meta) + 4095) & ~(size_t)4095);
         if (c->meta == NULL)
             return TPX_ERR_NO_MEMORY;
+        memset(c->meta, 0, sizeof(*c->meta));
+        c->meta_dev = c->meta; /* host memory: its own device address */
+        tpx_status_t st = emu_alloc(c, bytes);
+        if (st != TPX_OK)
+            return st;
+        c->devh = c->emu_dev;
+        c->bounce = c->emu_dev + EMU_HANDLE_BYTES;
+        c->bounce_io = c->emu_rw + EMU_HANDLE_BYTES;
+        h = (tpx_nccl_unpack_handle_t){.meta = c->meta_dev, .bounce_buf = c->bounce, .head = 0};
+        memcpy(c->emu_rw, &h, sizeof(h));
     }
-    memset(c->meta, 0, sizeof(*c->meta));
-    c->unpack = (tpx_nccl_unpack_handle_t){.meta = c->meta, .bounce_buf = c->bounce, .head = 0};
     return TPX_OK;
 }
 
 void tpx__sock_tcpx_comm_free(tpx_sock_comm_t *c)
 {
-    if (c->mapped) {
-        tpx__sock_cuda_host_free(c->bounce);
+    if (c->meta_mapped)
         tpx__sock_cuda_host_free(c->meta);
-    } else {
-        if (c->bounce != NULL)
-            munmap(c->bounce, SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES);
+    else
         free(c->meta);
+    tpx__sock_cuda_dev_free(c->gpu_bounce);
+    tpx__sock_cuda_dev_free(c->gpu_devh);
+    if (c->emu_len > 0) {
+        munmap(c->emu_rw, c->emu_len);
+        munmap(c->emu_dev, c->emu_len);
     }
-    c->bounce = NULL;
     c->meta = NULL;
+    c->meta_dev = c->devh = NULL;
+    c->bounce = c->bounce_io = c->emu_rw = c->emu_dev = NULL;
+    c->gpu_bounce = c->gpu_devh = NULL;
+    c->emu_len = 0;
+    c->meta_mapped = 0;
 }
 
 /* Lay out a receive of up to `size` bytes in slot `slot` (API thread, at
@@ -126,7 +190,7 @@ void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size)
 }
 
 int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint64_t len,
-                       struct iovec *iov, int max)
+                       unsigned char *base, struct iovec *iov, int max)
 {
     const tpx_nccl_load_meta_t *m = c->meta->mem[slot];
     uint32_t lo = 0, hi = c->nfrags[slot];
@@ -141,7 +205,7 @@ int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint
     for (uint32_t i = lo; i < c->nfrags[slot] && len > 0 && k < max; i++) {
         uint64_t skip = msg_off - m[i].f.dst_off;
         uint64_t take = TPX_MIN((uint64_t)m[i].f.len - skip, len);
-        iov[k++] = (struct iovec){c->bounce + m[i].f.src_off + skip, take};
+        iov[k++] = (struct iovec){base + m[i].f.src_off + skip, take};
         msg_off += take;
         len -= take;
     }
@@ -150,10 +214,16 @@ int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint
 
 /* The receive in `slot` is complete with `total` bytes: publish the
  * fragments that hold them, in random order, and their count. */
-void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total)
+void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total, int bounce)
 {
     tpx_nccl_load_meta_t *m = c->meta->mem[slot];
     uint32_t k = 0;
+    if (!bounce) { /* delivered straight into host memory: nothing to unpack */
+        c->nfrags[slot] = 0;
+        atomic_thread_fence(memory_order_release);
+        c->meta->cnt[slot] = 0;
+        return;
+    }
     while (k < c->nfrags[slot] && m[k].f.dst_off < total)
         k++;
     if (k > 0 && m[k - 1].f.dst_off + m[k - 1].f.len > total)
