@@ -42,6 +42,7 @@ typedef enum {
     TPX_ERR_NO_DEVICE = -27, /* no usable interface / GPU */
     TPX_ERR_ACCESS = -28,    /* the peer refused: outside its exported memory, wrong key */
     TPX_ERR_OVERFLOW = -29,  /* a bounded queue overflowed: something was dropped */
+    TPX_ERR_NOT_FOUND = -30, /* no such name (registry: never published, or its lease expired) */
 
     /* system and internal errors */
     TPX_ERR_IO = -40,       /* an unexpected system-call failure */

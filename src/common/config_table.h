@@ -91,3 +91,14 @@ TPX_CONFIG_X(IDENTITY, STR, "auto", 0, 0,
              "connection is signed) or `dial` (no keys: a remote is served only by the "
              "connection this engine dialed to its metadata's address; notifications from "
              "unproven peers have `from` prefixed with `?`).")
+TPX_CONFIG_X(METADATA, STR, "", 0, 0,
+             "Registry of engines (tpx/registry.h): `etcd://host:port[,host:port]` (etcd v3, its "
+             "JSON gateway). Empty: none; engines exchange metadata blobs themselves.")
+TPX_CONFIG_X(METADATA_PREFIX, STR, "/tpx/engines", 0, 0,
+             "Key prefix in the registry: an engine is published under `<prefix>/<engine name>`.")
+TPX_CONFIG_X(METADATA_TTL, INT, "10", 2, 3600,
+             "Lease of a published engine, seconds: one that stops renewing it (dead, or cut off "
+             "from etcd) disappears from the registry after this long. Renewed every TTL/3.")
+TPX_CONFIG_X(METADATA_TIMEOUT_MS, INT, "3000", 100, 600000,
+             "Deadline of one registry call (lookup, list, publish, lease renewal), all endpoints "
+             "tried.")

@@ -28,6 +28,7 @@ const char *tpx_status_string(tpx_status_t status)
     case TPX_ERR_NO_DEVICE: return "no usable device";
     case TPX_ERR_ACCESS: return "access refused by the peer (outside its exported memory)";
     case TPX_ERR_OVERFLOW: return "a bounded queue overflowed";
+    case TPX_ERR_NOT_FOUND: return "not found";
     case TPX_ERR_IO: return "I/O error";
     case TPX_ERR_PLUGIN: return "net plugin error";
     case TPX_ERR_CUDA: return "CUDA error";

@@ -243,6 +243,62 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
     return st;
 }
 
+void tpx__remote_set_resolver(tpx_remote_t *rm, tpx__resolver_t *r)
+{
+    pthread_mutex_lock(&rm->conn_lock);
+    int keep = rm->resolver == NULL;
+    if (keep)
+        rm->resolver = r;
+    pthread_mutex_unlock(&rm->conn_lock);
+    if (!keep)
+        r->destroy(r);
+}
+
+/* Before connecting anew: where is the remote's name now? A restarted
+ * engine has a new id (and maybe port). conn_lock held. */
+static tpx_status_t remote_resolve(tpx_remote_t *rm)
+{
+    unsigned char blob[TPX_METADATA_MAX];
+    size_t len = sizeof(blob);
+    tpx_md_t md;
+    tpx_status_t st = rm->resolver->fn(rm->resolver, blob, &len);
+    if (st != TPX_OK)
+        return st; /* the resolver said why */
+    if (tpx__md_decode(blob, len, &md) != TPX_OK) {
+        TPX_ERROR("remote %s: the registry holds no valid metadata for it", rm->md.name);
+        return TPX_ERR_PROTOCOL;
+    }
+    if (md.engine_id != rm->md.engine_id) {
+        TPX_INFO("remote %s: the registry names a new engine %016llx (was %016llx): it restarted",
+                 rm->md.name, (unsigned long long)md.engine_id,
+                 (unsigned long long)rm->md.engine_id);
+        pthread_mutex_lock(&rm->e->lock);
+        rm->md = md;
+        pthread_mutex_unlock(&rm->e->lock);
+    }
+    return TPX_OK;
+}
+
+tpx_status_t tpx__remote_refresh(tpx_remote_t *rm)
+{
+    pthread_mutex_lock(&rm->conn_lock);
+    uint64_t was = rm->md.engine_id;
+    tpx_status_t st = rm->resolver != NULL ? remote_resolve(rm) : TPX_OK;
+    tpx_peer_t *old = NULL;
+    if (st == TPX_OK && rm->md.engine_id != was) {
+        pthread_mutex_lock(&rm->e->lock);
+        old = rm->peer;
+        rm->peer = NULL;
+        if (old != NULL)
+            old->remote = NULL;
+        pthread_mutex_unlock(&rm->e->lock);
+    }
+    pthread_mutex_unlock(&rm->conn_lock);
+    if (old != NULL)
+        tpx_peer_close(old);
+    return st;
+}
+
 tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
@@ -278,7 +334,9 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     if (old != NULL)
         tpx_peer_close(old);
     tpx_status_t st = TPX_OK;
-    if (p == NULL) {
+    if (p == NULL && rm->epoch > 0 && rm->resolver != NULL)
+        st = remote_resolve(rm);
+    if (p == NULL && st == TPX_OK) {
         st = remote_dial(rm, timeout_ms, &p);
         if (st == TPX_OK) {
             pthread_mutex_lock(&e->lock);
@@ -368,6 +426,8 @@ TPX_API void tpx_remote_forget(tpx_remote_t *rm)
 
 void tpx__remote_free(tpx_remote_t *rm)
 {
+    if (rm->resolver != NULL)
+        rm->resolver->destroy(rm->resolver);
     pthread_mutex_destroy(&rm->conn_lock);
     free(rm);
 }
@@ -378,7 +438,6 @@ void tpx__remotes_fini(tpx_engine_t *e)
     while (e->remotes != NULL) {
         tpx_remote_t *rm = e->remotes;
         e->remotes = rm->next;
-        pthread_mutex_destroy(&rm->conn_lock);
-        free(rm);
+        tpx__remote_free(rm);
     }
 }

@@ -8,6 +8,17 @@
 
 #include "engine.h"
 
+/* A source of fresh metadata for a remote (tpx_registry_load_remote): asked
+ * before each new connection after the first (its engine may have
+ * restarted with a new id and port). fn writes the current blob of the
+ * remote's name into blob[*len] (*len: its size in, the blob's out); an
+ * error fails that connection. Owned by the remote: destroy at its end. */
+typedef struct tpx__resolver tpx__resolver_t;
+struct tpx__resolver {
+    tpx_status_t (*fn)(tpx__resolver_t *r, unsigned char *blob, size_t *len);
+    void (*destroy)(tpx__resolver_t *r);
+};
+
 struct tpx_remote {
     tpx_engine_t *e;
     tpx_remote_t *next;         /* engine's list */
@@ -18,7 +29,16 @@ struct tpx_remote {
     uint64_t epoch;             /* connections made so far */
     int forgetting;             /* tpx_remote_forget() is closing it: it frees it */
     pthread_mutex_t conn_lock;  /* one connect at a time; taken before e->lock */
+    tpx__resolver_t *resolver;  /* owned; NULL: the blob it was loaded with is final */
 };
+
+/* Give the remote a resolver (it takes ownership; one that already has
+ * one keeps it and destroys `r`). */
+void tpx__remote_set_resolver(tpx_remote_t *rm, tpx__resolver_t *r);
+/* Ask the resolver now: if it names another engine (the old one
+ * restarted), the remote moves to it and drops its connection to the old
+ * one; the next use connects anew. */
+tpx_status_t tpx__remote_refresh(tpx_remote_t *rm);
 
 /* A ready connection to the remote: the current one, one the remote engine
  * opened to us, or a new one (timeout_ms 0: TPX_CONNECT_TIMEOUT_MS). A

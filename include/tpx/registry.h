@@ -1,0 +1,87 @@
+/*
+ * tpx/registry.h - engines find each other through etcd (optional).
+ *
+ * An engine publishes its metadata blob (tpx_engine_get_metadata) and the
+ * region descriptors it exports under `<prefix>/<engine name>` in etcd v3,
+ * bound to a lease that a thread of the registry keeps alive: an engine
+ * that dies (or loses etcd for longer than the TTL) disappears from the
+ * registry within the TTL. Peers look engines up by name, list them, and
+ * load them as remotes that reconnect through the registry: when the
+ * remote's engine restarts under the same name (a new engine id), the next
+ * connection looks the name up again.
+ *
+ * etcd is reached through its JSON gateway (HTTP/1.1, POST /v3/...) with a
+ * small client of tpx's own over plain sockets: no library is needed, and
+ * nothing of this runs unless tpx_registry_open() is called.
+ *
+ * Errors: TPX_ERR_UNREACHABLE when no etcd endpoint answers (the message
+ * names them), TPX_ERR_NOT_FOUND when a name is not published (never, or
+ * its lease expired), TPX_ERR_PROTOCOL for an answer that is not etcd's.
+ * Threads: every call is thread-safe; calls on one registry are serialised.
+ */
+#ifndef TPX_REGISTRY_H
+#define TPX_REGISTRY_H
+
+#include "tpx/tpx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tpx_registry tpx_registry_t;
+
+#define TPX_REGISTRY_MAX_DESCS 64 /* descriptors published with one engine */
+
+/* What is published for one engine. */
+typedef struct {
+    char name[TPX_NAME_MAX];                   /* the engine's name (the key's last part) */
+    size_t md_len;                             /* bytes of md */
+    unsigned char md[TPX_METADATA_MAX];        /* its metadata blob: tpx_engine_load_remote() */
+    size_t ndescs;                             /* descriptors in descs */
+    tpx_rdesc_t descs[TPX_REGISTRY_MAX_DESCS]; /* the regions it exported, in publish order */
+} tpx_registry_entry_t;
+
+/* Open a registry. url: "etcd://host:port[,host:port...]" (NULL:
+ * TPX_METADATA); prefix: the keys' prefix (NULL: TPX_METADATA_PREFIX).
+ * Nothing is contacted yet. */
+TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix,
+                                       tpx_registry_t **registry);
+/* Revoke the leases of this registry's publications (their keys vanish at
+ * once), stop its keep-alive thread, free it. Remotes loaded through it
+ * keep working (their resolver holds its own copy of the endpoints). */
+TPX_API void tpx_registry_close(tpx_registry_t *registry);
+
+/* Publish `engine` (it must have a bootstrap port) under its name
+ * (tpx_engine_params_t.name) with `ndescs` exported descriptors, bound to a
+ * lease of ttl_s seconds (0: TPX_METADATA_TTL) kept alive every TTL/3 by
+ * the registry's thread. If etcd forgets the lease (it was unreachable for
+ * longer than the TTL) the thread publishes again once it answers.
+ * Publishing the same engine again replaces the value (new descriptors). */
+TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *registry, tpx_engine_t *engine,
+                                          const tpx_rdesc_t *descs, size_t ndescs, int ttl_s);
+/* Remove the engine's key now (revokes its lease). */
+TPX_API tpx_status_t tpx_registry_unpublish(tpx_registry_t *registry, tpx_engine_t *engine);
+
+/* The entry published under `name`; TPX_ERR_NOT_FOUND if there is none. */
+TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *registry, const char *name,
+                                         tpx_registry_entry_t *entry);
+/* The names published under the prefix, sorted (etcd's key order): up to
+ * `max` into names[]; *n = how many there are in all (may exceed max).
+ * Polling this (or tpx_registry_lookup) is how departures are seen. */
+TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *registry, char (*names)[TPX_NAME_MAX],
+                                       size_t max, size_t *n);
+/* Look `name` up and load it as a remote of `engine` (entry, if not NULL,
+ * receives what was published, descriptors included). The remote looks the
+ * name up again whenever it must connect anew (its engine restarted: a new
+ * epoch); a name no longer published then fails the connection with
+ * TPX_ERR_NOT_FOUND. Loading the name again once its engine restarted (to
+ * get the new engine's descriptors) returns the same remote, moved to the
+ * new engine, with a reference added. */
+TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *registry, tpx_engine_t *engine,
+                                              const char *name, tpx_remote_t **remote,
+                                              tpx_registry_entry_t *entry);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,524 @@
+/*
+ * http.c - the HTTP/1.1 client of the etcd metadata client (registry.h).
+ *
+ * It speaks just enough HTTP for etcd's JSON gateway: POST with a
+ * Content-Length body on a keep-alive connection, and responses whose body
+ * is delimited by Content-Length, by chunked transfer coding, or by the end
+ * of the connection. Every byte it reads comes from the network, so every
+ * length is checked before use: the head is at most TPX_REG_HEAD_MAX bytes,
+ * a body at most the caller's bound, chunk sizes are parsed with overflow
+ * checks, and a malformed response drops the connection. Plain sockets keep
+ * libtpx free of libcurl (one dependency less to dlopen and version-match,
+ * and etcd needs none of curl's features).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "registry.h"
+
+/* ---- endpoints ---- */
+
+int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, char *why,
+                       size_t why_len)
+{
+    *n = 0;
+    if (url == NULL || url[0] == '\0') {
+        snprintf(why, why_len, "no etcd endpoint given (TPX_METADATA=etcd://host:port)");
+        return -1;
+    }
+    const char *s = url;
+    if (strncmp(s, "etcd://", 7) == 0)
+        s += 7;
+    else if (strstr(s, "://") != NULL) {
+        snprintf(why, why_len, "'%s': only etcd://host:port[,host:port] is supported", url);
+        return -1;
+    }
+    while (*s != '\0') {
+        const char *end = strchr(s, ',');
+        size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
+        char item[300];
+        if (len == 0 || len >= sizeof(item)) {
+            snprintf(why, why_len, "'%s': an empty or too long endpoint", url);
+            return -1;
+        }
+        if (*n >= max) {
+            snprintf(why, why_len, "'%s': more than %d endpoints", url, max);
+            return -1;
+        }
+        memcpy(item, s, len);
+        item[len] = '\0';
+        if (item[len - 1] == '/') /* etcd://host:port/ */
+            item[--len] = '\0';
+        const char *host = item, *port;
+        char *colon;
+        if (item[0] == '[') {
+            char *rb = strchr(item, ']');
+            if (rb == NULL || rb[1] != ':') {
+                snprintf(why, why_len, "'%s': an IPv6 endpoint is [addr]:port", item);
+                return -1;
+            }
+            *rb = '\0';
+            host = item + 1;
+            port = rb + 2;
+        } else if ((colon = strrchr(item, ':')) != NULL) {
+            *colon = '\0';
+            port = colon + 1;
+        } else {
+            snprintf(why, why_len, "'%s': an endpoint is host:port", item);
+            return -1;
+        }
+        char *pend;
+        long pv = strtol(port, &pend, 10);
+        if (port[0] == '\0' || *pend != '\0' || pv < 1 || pv > 65535 || host[0] == '\0' ||
+            strlen(host) >= sizeof(eps[0].host)) {
+            snprintf(why, why_len, "'%s': not host:port with a port in 1..65535", s);
+            return -1;
+        }
+        snprintf(eps[*n].host, sizeof(eps[*n].host), "%.255s", host);
+        snprintf(eps[*n].port, sizeof(eps[*n].port), "%ld", pv);
+        (*n)++;
+        s += len;
+        if (*s == ',')
+            s++;
+    }
+    if (*n == 0) {
+        snprintf(why, why_len, "'%s': no endpoint", url);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the response reader ---- */
+
+/* Make at least `want` unparsed bytes available (want <= buffer size). */
+static tpx_status_t rd_fill(tpx__http_rd_t *rd, size_t want, uint64_t deadline_ns)
+{
+    if (rd->len >= want)
+        return TPX_OK;
+    if (rd->off + want > sizeof(rd->buf)) {
+        memmove(rd->buf, rd->buf + rd->off, rd->len);
+        rd->off = 0;
+    }
+    while (rd->len < want) {
+        size_t room = sizeof(rd->buf) - rd->off - rd->len;
+        ssize_t got = rd->read(rd->ctx, rd->buf + rd->off + rd->len, room, deadline_ns);
+        if (got == 0)
+            return TPX_ERR_CONN_RESET;
+        if (got < 0)
+            return errno == ETIMEDOUT ? TPX_ERR_TIMED_OUT : TPX_ERR_CONN_RESET;
+        if ((size_t)got > room)
+            return TPX_ERR_INTERNAL;
+        rd->len += (size_t)got;
+    }
+    return TPX_OK;
+}
+
+/* One line ending in CRLF (at most TPX_REG_HEAD_MAX - 1 bytes) into line[]
+ * with a NUL, the CRLF consumed. */
+static tpx_status_t rd_line(tpx__http_rd_t *rd, char *line, size_t cap, uint64_t deadline_ns)
+{
+    size_t scanned = 0;
+    for (;;) {
+        for (; scanned + 1 < rd->len; scanned++) {
+            const unsigned char *b = rd->buf + rd->off;
+            if (b[scanned] == '\r' && b[scanned + 1] == '\n') {
+                if (scanned >= cap)
+                    return TPX_ERR_PROTOCOL;
+                memcpy(line, b, scanned);
+                line[scanned] = '\0';
+                if (memchr(line, '\0', scanned) != NULL)
+                    return TPX_ERR_PROTOCOL;
+                rd->off += scanned + 2;
+                rd->len -= scanned + 2;
+                return TPX_OK;
+            }
+        }
+        if (rd->len >= cap || rd->len >= sizeof(rd->buf))
+            return TPX_ERR_PROTOCOL; /* a line longer than we take */
+        tpx_status_t st = rd_fill(rd, rd->len + 1, deadline_ns);
+        if (st != TPX_OK)
+            return st;
+    }
+}
+
+/* Append n body bytes from the reader to *body (bounded by max). */
+static tpx_status_t rd_body(tpx__http_rd_t *rd, size_t n, char **body, size_t *blen, size_t *bcap,
+                            size_t max, uint64_t deadline_ns)
+{
+    if (n > max || *blen > max - n)
+        return TPX_ERR_PROTOCOL;
+    if (*blen + n + 1 > *bcap) {
+        size_t cap = *bcap ? *bcap : 4096;
+        while (cap < *blen + n + 1)
+            cap *= 2;
+        char *nb = realloc(*body, cap);
+        if (nb == NULL)
+            return TPX_ERR_NO_MEMORY;
+        *body = nb;
+        *bcap = cap;
+    }
+    while (n > 0) {
+        if (rd->len == 0) {
+            tpx_status_t st = rd_fill(rd, 1, deadline_ns);
+            if (st != TPX_OK)
+                return st;
+        }
+        size_t take = TPX_MIN(n, rd->len);
+        memcpy(*body + *blen, rd->buf + rd->off, take);
+        *blen += take;
+        rd->off += take;
+        rd->len -= take;
+        n -= take;
+    }
+    (*body)[*blen] = '\0';
+    return TPX_OK;
+}
+
+static int hdr_is(const char *line, const char *name, const char **value)
+{
+    size_t l = strlen(name);
+    if (strncasecmp(line, name, l) != 0 || line[l] != ':')
+        return 0;
+    const char *v = line + l + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    *value = v;
+    return 1;
+}
+
+static int parse_dec(const char *s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i = 0;
+    for (; isdigit((unsigned char)s[i]); i++) {
+        if (v > (max - (uint64_t)(s[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    while (s[i] == ' ' || s[i] == '\t')
+        i++;
+    if (i == 0 || s[i] != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* A chunk-size line: hex digits, then optional extensions after ';'. */
+static int parse_chunk_size(const char *s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i = 0;
+    for (; isxdigit((unsigned char)s[i]); i++) {
+        int d =
+            isdigit((unsigned char)s[i]) ? s[i] - '0' : (tolower((unsigned char)s[i]) - 'a' + 10);
+        if (v > (max - (uint64_t)d) / 16)
+            return -1;
+        v = v * 16 + (uint64_t)d;
+    }
+    while (s[i] == ' ' || s[i] == '\t')
+        i++;
+    if (i == 0 || (s[i] != '\0' && s[i] != ';'))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, size_t max_body,
+                                     tpx__http_resp_t *resp)
+{
+    char line[1024];
+    tpx_status_t st;
+    memset(resp, 0, sizeof(*resp));
+    if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+        return st;
+    /* "HTTP/1.1 200 OK" */
+    if (strncmp(line, "HTTP/1.", 7) != 0 || (line[7] != '0' && line[7] != '1') || line[8] != ' ' ||
+        !isdigit((unsigned char)line[9]) || !isdigit((unsigned char)line[10]) ||
+        !isdigit((unsigned char)line[11]) || (line[12] != ' ' && line[12] != '\0'))
+        return TPX_ERR_PROTOCOL;
+    int status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+    if (status < 100)
+        return TPX_ERR_PROTOCOL;
+    int keep_alive = line[7] == '1', chunked = 0, have_len = 0;
+    uint64_t clen = 0;
+    size_t head = strlen(line);
+    for (;;) {
+        if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+            return st;
+        head += strlen(line) + 2;
+        if (head > TPX_REG_HEAD_MAX)
+            return TPX_ERR_PROTOCOL;
+        if (line[0] == '\0')
+            break;
+        const char *v;
+        if (hdr_is(line, "Content-Length", &v)) {
+            uint64_t x;
+            if (parse_dec(v, UINT64_MAX, &x) != 0 || (have_len && x != clen))
+                return TPX_ERR_PROTOCOL;
+            clen = x;
+            have_len = 1;
+        } else if (hdr_is(line, "Transfer-Encoding", &v)) {
+            if (strcasecmp(v, "chunked") != 0)
+                return TPX_ERR_PROTOCOL; /* no other coding is asked for */
+            chunked = 1;
+        } else if (hdr_is(line, "Connection", &v)) {
+            if (strcasecmp(v, "close") == 0)
+                keep_alive = 0;
+            else if (strcasecmp(v, "keep-alive") == 0)
+                keep_alive = 1;
+        }
+    }
+    if (chunked && have_len)
+        return TPX_ERR_PROTOCOL; /* ambiguous framing: refuse it */
+    if (status >= 100 && status < 200)
+        return TPX_ERR_PROTOCOL; /* no Expect: was sent, so no interim answer is due */
+    char *body = NULL;
+    size_t blen = 0, bcap = 0;
+    if (status == 204 || status == 304) {
+        /* no body */
+    } else if (chunked) {
+        for (;;) {
+            uint64_t n;
+            if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+                goto fail;
+            if (parse_chunk_size(line, max_body, &n) != 0) {
+                st = TPX_ERR_PROTOCOL;
+                goto fail;
+            }
+            if (n == 0)
+                break;
+            if ((st = rd_body(rd, (size_t)n, &body, &blen, &bcap, max_body, deadline_ns)) != TPX_OK)
+                goto fail;
+            if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+                goto fail;
+            if (line[0] != '\0') {
+                st = TPX_ERR_PROTOCOL;
+                goto fail;
+            }
+        }
+        for (size_t trailers = 0;; trailers += strlen(line) + 2) { /* trailers, then CRLF */
+            if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+                goto fail;
+            if (line[0] == '\0')
+                break;
+            if (trailers > TPX_REG_HEAD_MAX) {
+                st = TPX_ERR_PROTOCOL;
+                goto fail;
+            }
+        }
+    } else if (have_len) {
+        if (clen > max_body) {
+            st = TPX_ERR_PROTOCOL;
+            goto fail;
+        }
+        if ((st = rd_body(rd, (size_t)clen, &body, &blen, &bcap, max_body, deadline_ns)) != TPX_OK)
+            goto fail;
+    } else {
+        /* delimited by the end of the connection */
+        keep_alive = 0;
+        for (;;) {
+            if (rd->len == 0) {
+                st = rd_fill(rd, 1, deadline_ns);
+                if (st == TPX_ERR_CONN_RESET)
+                    break;
+                if (st != TPX_OK)
+                    goto fail;
+            }
+            if ((st = rd_body(rd, rd->len, &body, &blen, &bcap, max_body, deadline_ns)) != TPX_OK)
+                goto fail;
+        }
+    }
+    if (body == NULL && (body = calloc(1, 1)) == NULL)
+        return TPX_ERR_NO_MEMORY;
+    resp->status = status;
+    resp->keep_alive = keep_alive;
+    resp->body = body;
+    resp->body_len = blen;
+    return TPX_OK;
+fail:
+    free(body);
+    return st;
+}
+
+/* ---- the connection ---- */
+
+static ssize_t sock_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
+{
+    int fd = *(int *)ctx;
+    for (;;) {
+        int ms = tpx__ms_left(deadline_ns);
+        if (ms <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int r = poll(&pf, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            continue; /* the deadline check above ends it */
+        ssize_t got = recv(fd, buf, len, 0);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        return got;
+    }
+}
+
+void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps)
+{
+    memset(c, 0, sizeof(*c));
+    memcpy(c->eps, eps, sizeof(*eps) * (size_t)TPX_MIN(neps, TPX_REG_MAX_ENDPOINTS));
+    c->neps = TPX_MIN(neps, TPX_REG_MAX_ENDPOINTS);
+    c->fd = -1;
+}
+
+void tpx__http_close(tpx__http_conn_t *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->rd.off = c->rd.len = 0;
+}
+
+/* A non-blocking connect to one endpoint, bounded by the deadline. */
+static int dial(const tpx__reg_ep_t *ep, uint64_t deadline_ns, char *why, size_t why_len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(ep->host, ep->port, &hints, &res);
+    if (rc != 0) {
+        snprintf(why, why_len, "etcd %.100s:%s: %s", ep->host, ep->port, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+            err = errno;
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int r;
+        do
+            r = poll(&pf, 1, tpx__ms_left(deadline_ns));
+        while (r < 0 && errno == EINTR);
+        socklen_t sl = sizeof(err);
+        if (r <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) != 0 || err != 0) {
+            if (r == 0)
+                err = ETIMEDOUT;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        snprintf(why, why_len, "etcd %.100s:%s: %s", ep->host, ep->port, strerror(err ? err : EIO));
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ns)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno != EAGAIN)
+            return -1;
+        int ms = tpx__ms_left(deadline_ns);
+        if (ms <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        if (poll(&pf, 1, ms) < 0 && errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
+tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *body,
+                            uint64_t deadline_ns, tpx__http_resp_t *resp)
+{
+    size_t blen = strlen(body);
+    char head[512];
+    tpx_status_t st = TPX_ERR_UNREACHABLE;
+    /* Each endpoint gets a try, and a kept-alive connection that the server
+     * closed meanwhile one retry on a fresh connection. */
+    for (int attempt = 0; attempt < 2 * c->neps + 1; attempt++) {
+        if (tpx__ms_left(deadline_ns) <= 0) {
+            if (c->last_err[0] == '\0')
+                snprintf(c->last_err, sizeof(c->last_err), "timed out");
+            return TPX_ERR_TIMED_OUT;
+        }
+        int fresh = 0;
+        if (c->fd < 0) {
+            const tpx__reg_ep_t *ep = &c->eps[c->cur];
+            c->fd = dial(ep, deadline_ns, c->last_err, sizeof(c->last_err));
+            if (c->fd < 0) {
+                c->cur = (c->cur + 1) % c->neps;
+                st = TPX_ERR_UNREACHABLE;
+                continue;
+            }
+            c->rd.read = sock_read;
+            c->rd.ctx = &c->fd;
+            c->rd.off = c->rd.len = 0;
+            fresh = 1;
+        }
+        const tpx__reg_ep_t *ep = &c->eps[c->cur];
+        int hl = snprintf(head, sizeof(head),
+                          "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n",
+                          path, ep->host, ep->port, blen);
+        if (hl < 0 || (size_t)hl >= sizeof(head))
+            return TPX_ERR_INVALID_ARG;
+        c->rd.off = c->rd.len = 0; /* nothing may be pending between requests */
+        if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
+            send_all(c->fd, body, blen, deadline_ns) != 0) {
+            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host, ep->port,
+                     strerror(errno));
+            tpx__http_close(c);
+            if (!fresh)
+                continue; /* a stale keep-alive connection: once more, fresh */
+            c->cur = (c->cur + 1) % c->neps;
+            st = TPX_ERR_CONN_RESET;
+            continue;
+        }
+        st = tpx__http_read_response(&c->rd, deadline_ns, TPX_REG_BODY_MAX, resp);
+        if (st == TPX_OK) {
+            if (!resp->keep_alive)
+                tpx__http_close(c);
+            c->last_err[0] = '\0';
+            return TPX_OK;
+        }
+        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
+                 st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st));
+        tpx__http_close(c);
+        if (st == TPX_ERR_CONN_RESET && !fresh)
+            continue;
+        if (st == TPX_ERR_NO_MEMORY)
+            return st;
+        c->cur = (c->cur + 1) % c->neps;
+    }
+    return st;
+}

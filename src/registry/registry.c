@@ -1,0 +1,851 @@
+/*
+ * registry.c - engines in etcd (tpx/registry.h): the etcd v3 calls over
+ * its JSON gateway, the value of a published engine, the keep-alive
+ * thread, and the resolver through which a remote finds its engine again.
+ *
+ * A registry has two HTTP connections: one for the caller's calls
+ * (serialised by `lock`) and one for its keep-alive thread, so that a
+ * lookup never waits behind a lease renewal to an etcd that is down. The
+ * thread renews each publication's lease every TTL/3; when etcd answers
+ * that the lease is gone (it was unreachable for longer than the TTL) it
+ * grants a new one and puts the value again. While etcd is unreachable it
+ * retries every second and says so once, not every second.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/bytes.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine/remote.h"
+#include "engine/wire.h"
+#include "registry.h"
+#include "tpx/registry.h"
+
+/* ---- answers ---- */
+
+static int answer_error(tpx__jspan_t top, char *err, size_t errlen)
+{
+    tpx__jspan_t e, m;
+    size_t l;
+    if (tpx__json_get(top, "error", &e) != 1)
+        return 0;
+    if (e.n > 0 && e.p[0] == '{' && tpx__json_get(e, "message", &m) == 1 &&
+        tpx__json_str(m, err, errlen, &l) == 0)
+        return 1;
+    if (tpx__json_str(e, err, errlen, &l) != 0)
+        snprintf(err, errlen, "an error etcd did not explain");
+    return 1;
+}
+
+void tpx__reg_kvs_free(tpx__reg_kv_t *kvs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(kvs[i].val);
+        kvs[i].val = NULL;
+    }
+}
+
+tpx_status_t tpx__reg_parse_range(const char *body, size_t len, tpx__reg_kv_t *kvs, size_t max,
+                                  size_t *n, char *err, size_t errlen)
+{
+    tpx__jspan_t top, arr, kv, v;
+    *n = 0;
+    if (tpx__json_parse(body, len, &top) != 0 || top.p[0] != '{')
+        return TPX_ERR_PROTOCOL;
+    if (answer_error(top, err, errlen))
+        return TPX_ERR_INVALID_STATE;
+    if (tpx__json_get(top, "header", &v) != 1)
+        return TPX_ERR_PROTOCOL;
+    int r = tpx__json_get(top, "kvs", &arr);
+    if (r == 0)
+        return TPX_OK;
+    if (r < 0 || arr.p[0] != '[')
+        return TPX_ERR_PROTOCOL;
+    size_t pos = 0, count = 0;
+    tpx_status_t st = TPX_OK;
+    while ((r = tpx__json_next(arr, &pos, &kv)) == 1) {
+        if (kv.p[0] != '{' || tpx__json_get(kv, "key", &v) != 1) {
+            st = TPX_ERR_PROTOCOL;
+            break;
+        }
+        count++;
+        if (kvs == NULL || *n >= max)
+            continue;
+        tpx__reg_kv_t *o = &kvs[*n];
+        memset(o, 0, sizeof(*o));
+        /* base64 never needs escapes: the span without its quotes is it */
+        if (v.n < 2 || v.p[0] != '"') {
+            st = TPX_ERR_PROTOCOL;
+            break;
+        }
+        long kl = tpx__b64_decode(v.p + 1, v.n - 2, (unsigned char *)o->key, sizeof(o->key) - 1);
+        if (kl < 0) {
+            st = TPX_ERR_PROTOCOL;
+            break;
+        }
+        o->key[kl] = '\0';
+        r = tpx__json_get(kv, "value", &v);
+        if (r == 1) {
+            if (v.n < 2 || v.p[0] != '"' || v.n - 2 > TPX_REG_BODY_MAX) {
+                st = TPX_ERR_PROTOCOL;
+                break;
+            }
+            size_t cap = (v.n - 2) / 4 * 3 + 1;
+            o->val = malloc(cap);
+            if (o->val == NULL) {
+                st = TPX_ERR_NO_MEMORY;
+                break;
+            }
+            long vl = tpx__b64_decode(v.p + 1, v.n - 2, o->val, cap);
+            if (vl < 0) {
+                free(o->val);
+                o->val = NULL;
+                st = TPX_ERR_PROTOCOL;
+                break;
+            }
+            o->val_len = (size_t)vl;
+        }
+        (*n)++;
+    }
+    if (st == TPX_OK && r < 0)
+        st = TPX_ERR_PROTOCOL;
+    if (st != TPX_OK) {
+        if (kvs != NULL)
+            tpx__reg_kvs_free(kvs, *n);
+        *n = 0;
+        return st;
+    }
+    if (kvs == NULL)
+        *n = count;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__reg_parse_lease(const char *body, size_t len, int keepalive, uint64_t *id,
+                                  int64_t *ttl, char *err, size_t errlen)
+{
+    tpx__jspan_t top, v;
+    /* a keep-alive answer is a stream: its first message is the answer */
+    const char *nl = keepalive ? memchr(body, '\n', len) : NULL;
+    if (nl != NULL)
+        len = (size_t)(nl - body);
+    if (tpx__json_parse(body, len, &top) != 0 || top.p[0] != '{')
+        return TPX_ERR_PROTOCOL;
+    if (answer_error(top, err, errlen))
+        return TPX_ERR_INVALID_STATE;
+    if (keepalive) {
+        if (tpx__json_get(top, "result", &v) != 1 || v.p[0] != '{')
+            return TPX_ERR_PROTOCOL;
+        top = v;
+    }
+    uint64_t x = 0;
+    if (tpx__json_get(top, "ID", &v) != 1 || tpx__json_u64(v, &x) != 0)
+        return TPX_ERR_PROTOCOL;
+    *id = x;
+    x = 0; /* an absent TTL is 0: the lease is gone */
+    int r = tpx__json_get(top, "TTL", &v);
+    if (r < 0 || (r == 1 && tpx__json_u64(v, &x) != 0) || x > INT64_MAX)
+        return TPX_ERR_PROTOCOL;
+    *ttl = (int64_t)x;
+    return TPX_OK;
+}
+
+/* ---- the published value ---- */
+
+#define VALUE_HDR 16 /* magic u32, version u16, ndescs u16, md_len u32, reserved u32 */
+
+tpx_status_t tpx__reg_value_encode(const void *md, size_t md_len, const void *descs, size_t ndescs,
+                                   unsigned char *out, size_t cap, size_t *len)
+{
+    size_t need = VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE;
+    if (md_len > TPX_METADATA_MAX || ndescs > TPX_REGISTRY_MAX_DESCS || need > cap)
+        return TPX_ERR_INVALID_ARG;
+    tpx__put32(out, TPX_REG_VALUE_MAGIC);
+    tpx__put16(out + 4, TPX_REG_VALUE_VERSION);
+    tpx__put16(out + 6, (uint16_t)ndescs);
+    tpx__put32(out + 8, (uint32_t)md_len);
+    tpx__put32(out + 12, 0);
+    memcpy(out + VALUE_HDR, md, md_len);
+    if (ndescs > 0)
+        memcpy(out + VALUE_HDR + md_len, descs, ndescs * TPX_RDESC_SIZE);
+    *len = need;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__reg_value_decode(const unsigned char *buf, size_t len, const unsigned char **md,
+                                   size_t *md_len, const unsigned char **descs, size_t *ndescs)
+{
+    if (len < VALUE_HDR || tpx__get32(buf) != TPX_REG_VALUE_MAGIC ||
+        tpx__get16(buf + 4) != TPX_REG_VALUE_VERSION || tpx__get32(buf + 12) != 0)
+        return TPX_ERR_PROTOCOL;
+    size_t nd = tpx__get16(buf + 6), ml = tpx__get32(buf + 8);
+    if (nd > TPX_REGISTRY_MAX_DESCS || ml == 0 || ml > TPX_METADATA_MAX ||
+        len != VALUE_HDR + ml + nd * TPX_RDESC_SIZE)
+        return TPX_ERR_PROTOCOL;
+    *md = buf + VALUE_HDR;
+    *md_len = ml;
+    *descs = buf + VALUE_HDR + ml;
+    *ndescs = nd;
+    return TPX_OK;
+}
+
+/* ---- etcd calls ---- */
+
+static uint64_t call_deadline(void)
+{
+    return tpx__now_ns() + (uint64_t)tpx__config_int(TPX_CFG_METADATA_TIMEOUT_MS) * 1000000ull;
+}
+
+/* POST and take a 200 answer's body (the caller frees it). Anything else
+ * is described in err. */
+static tpx_status_t etcd_post(tpx__http_conn_t *c, const char *path, const char *body, char **out,
+                              size_t *out_len, char *err, size_t errlen)
+{
+    tpx__http_resp_t resp;
+    tpx_status_t st = tpx__http_post(c, path, body, call_deadline(), &resp);
+    if (st != TPX_OK) {
+        snprintf(err, errlen, "%s", c->last_err[0] ? c->last_err : tpx_status_string(st));
+        return st == TPX_ERR_TIMED_OUT || st == TPX_ERR_CONN_RESET ? TPX_ERR_UNREACHABLE
+               : st == TPX_ERR_NO_MEMORY                           ? st
+                                                                   : TPX_ERR_UNREACHABLE;
+    }
+    if (resp.status != 200) {
+        tpx__jspan_t top;
+        char msg[160] = "";
+        if (tpx__json_parse(resp.body, resp.body_len, &top) != 0 || top.p[0] != '{' ||
+            !answer_error(top, msg, sizeof(msg)))
+            snprintf(msg, sizeof(msg), "HTTP status %d", resp.status);
+        snprintf(err, errlen, "etcd %s: %s", path, msg);
+        free(resp.body);
+        return TPX_ERR_INVALID_STATE;
+    }
+    *out = resp.body;
+    *out_len = resp.body_len;
+    return TPX_OK;
+}
+
+static char *b64_dup(const void *p, size_t n)
+{
+    char *s = malloc(4 * ((n + 2) / 3) + 1);
+    if (s != NULL)
+        tpx__b64_encode(p, n, s);
+    return s;
+}
+
+static tpx_status_t etcd_grant(tpx__http_conn_t *c, int ttl, uint64_t *id, char *err, size_t el)
+{
+    char body[64], *ans;
+    size_t alen;
+    int64_t got;
+    snprintf(body, sizeof(body), "{\"TTL\":%d}", ttl);
+    tpx_status_t st = etcd_post(c, "/v3/lease/grant", body, &ans, &alen, err, el);
+    if (st != TPX_OK)
+        return st;
+    st = tpx__reg_parse_lease(ans, alen, 0, id, &got, err, el);
+    free(ans);
+    if (st == TPX_ERR_PROTOCOL)
+        snprintf(err, el, "etcd answered a lease grant with something else");
+    if (st == TPX_OK && got <= 0) {
+        snprintf(err, el, "etcd granted a lease of TTL %lld", (long long)got);
+        st = TPX_ERR_PROTOCOL;
+    }
+    return st;
+}
+
+/* Renew a lease: *ttl 0 if etcd no longer has it. */
+static tpx_status_t etcd_keepalive(tpx__http_conn_t *c, uint64_t id, int64_t *ttl, char *err,
+                                   size_t el)
+{
+    char body[64], *ans;
+    size_t alen;
+    uint64_t got;
+    snprintf(body, sizeof(body), "{\"ID\":\"%llu\"}", (unsigned long long)id);
+    tpx_status_t st = etcd_post(c, "/v3/lease/keepalive", body, &ans, &alen, err, el);
+    if (st != TPX_OK)
+        return st;
+    st = tpx__reg_parse_lease(ans, alen, 1, &got, ttl, err, el);
+    free(ans);
+    if (st == TPX_ERR_PROTOCOL)
+        snprintf(err, el, "etcd answered a lease keep-alive with something else");
+    return st;
+}
+
+static void etcd_revoke(tpx__http_conn_t *c, uint64_t id)
+{
+    char body[64], *ans, err[160];
+    size_t alen;
+    snprintf(body, sizeof(body), "{\"ID\":\"%llu\"}", (unsigned long long)id);
+    if (etcd_post(c, "/v3/lease/revoke", body, &ans, &alen, err, sizeof(err)) == TPX_OK)
+        free(ans);
+    else
+        TPX_DEBUG("registry: revoking lease %llu: %s", (unsigned long long)id, err);
+}
+
+static tpx_status_t etcd_put(tpx__http_conn_t *c, const char *key, const unsigned char *val,
+                             size_t vlen, uint64_t lease, char *err, size_t el)
+{
+    char *k = b64_dup(key, strlen(key)), *v = b64_dup(val, vlen), *body = NULL, *ans;
+    size_t alen, n = 0;
+    tpx_status_t st = TPX_ERR_NO_MEMORY;
+    if (k == NULL || v == NULL)
+        goto out;
+    n = strlen(k) + strlen(v) + 96;
+    if ((body = malloc(n)) == NULL)
+        goto out;
+    snprintf(body, n, "{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%llu\"}", k, v,
+             (unsigned long long)lease);
+    st = etcd_post(c, "/v3/kv/put", body, &ans, &alen, err, el);
+    if (st == TPX_OK) {
+        size_t cnt;
+        st = tpx__reg_parse_range(ans, alen, NULL, 0, &cnt, err, el); /* header only */
+        if (st == TPX_ERR_PROTOCOL)
+            snprintf(err, el, "etcd answered a put with something else");
+        free(ans);
+    }
+out:
+    free(k);
+    free(v);
+    free(body);
+    return st;
+}
+
+/* Range [key, range_end) (range_end NULL: the key alone). */
+static tpx_status_t etcd_range(tpx__http_conn_t *c, const char *key, const char *range_end,
+                               int keys_only, tpx__reg_kv_t *kvs, size_t max, size_t *n,
+                               size_t *total, char *err, size_t el)
+{
+    char *k = b64_dup(key, strlen(key));
+    char *re = range_end != NULL ? b64_dup(range_end, strlen(range_end)) : NULL, *ans;
+    char body[1024];
+    size_t alen;
+    tpx_status_t st = TPX_ERR_NO_MEMORY;
+    *n = 0;
+    if (k == NULL || (range_end != NULL && re == NULL))
+        goto out;
+    if (re != NULL)
+        snprintf(body, sizeof(body), "{\"key\":\"%s\",\"range_end\":\"%s\"%s}", k, re,
+                 keys_only ? ",\"keys_only\":true" : "");
+    else
+        snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k);
+    st = etcd_post(c, "/v3/kv/range", body, &ans, &alen, err, el);
+    if (st != TPX_OK)
+        goto out;
+    st = tpx__reg_parse_range(ans, alen, kvs, max, n, err, el);
+    if (st == TPX_OK && total != NULL)
+        st = tpx__reg_parse_range(ans, alen, NULL, 0, total, err, el);
+    if (st == TPX_ERR_PROTOCOL)
+        snprintf(err, el, "etcd answered a range with something else");
+    free(ans);
+out:
+    free(k);
+    free(re);
+    return st;
+}
+
+/* ---- the registry ---- */
+
+typedef struct reg_pub {
+    struct reg_pub *next;
+    tpx_engine_t *e;
+    char name[TPX_NAME_MAX];
+    char key[512];
+    unsigned char *val;
+    size_t val_len;
+    uint64_t lease;
+    int ttl;
+    uint64_t next_ns; /* the next renewal */
+} reg_pub_t;
+
+struct tpx_registry {
+    tpx__reg_ep_t eps[TPX_REG_MAX_ENDPOINTS];
+    int neps;
+    char url[512];
+    char prefix[256];     /* without a trailing '/' */
+    pthread_mutex_t lock; /* the caller's calls */
+    tpx__http_conn_t conn;
+    pthread_mutex_t pub_lock; /* pubs, stop; taken after lock */
+    pthread_cond_t cv;
+    reg_pub_t *pubs;
+    int stop;
+    int thread_started;
+    pthread_t tid;
+    tpx__http_conn_t ka; /* the keep-alive thread's */
+};
+
+static void reg_key(const tpx_registry_t *r, const char *name, char *key, size_t len)
+{
+    snprintf(key, len, "%s/%s", r->prefix, name);
+}
+
+static int name_ok(const char *name)
+{
+    size_t l = name != NULL ? strlen(name) : 0;
+    if (l == 0 || l >= TPX_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < l; i++)
+        if ((unsigned char)name[i] < 0x21 || name[i] == '/' || name[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_registry_t **out)
+{
+    if (out == NULL) {
+        TPX_ERROR("tpx_registry_open: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_status_t st = tpx__config_load();
+    if (st != TPX_OK)
+        return st;
+    if (url == NULL || url[0] == '\0')
+        url = tpx__config_str(TPX_CFG_METADATA);
+    if (prefix == NULL)
+        prefix = tpx__config_str(TPX_CFG_METADATA_PREFIX);
+    tpx_registry_t *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return TPX_ERR_NO_MEMORY;
+    char why[256];
+    if (tpx__reg_parse_url(url, r->eps, TPX_REG_MAX_ENDPOINTS, &r->neps, why, sizeof(why)) != 0) {
+        TPX_ERROR("tpx_registry_open: %s", why);
+        free(r);
+        return TPX_ERR_INVALID_ARG;
+    }
+    size_t pl = strlen(prefix);
+    while (pl > 0 && prefix[pl - 1] == '/')
+        pl--;
+    if (pl >= sizeof(r->prefix) || memchr(prefix, '\0', pl) != NULL) {
+        TPX_ERROR("tpx_registry_open: the prefix is longer than %zu bytes", sizeof(r->prefix) - 1);
+        free(r);
+        return TPX_ERR_INVALID_ARG;
+    }
+    memcpy(r->prefix, prefix, pl);
+    snprintf(r->url, sizeof(r->url), "%s", url);
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->pub_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    tpx__http_init(&r->conn, r->eps, r->neps);
+    tpx__http_init(&r->ka, r->eps, r->neps);
+    *out = r;
+    return TPX_OK;
+}
+
+/* The keep-alive thread: renew each lease every TTL/3; publish again a
+ * value whose lease etcd forgot. */
+static void *reg_keepalive_main(void *arg)
+{
+    tpx_registry_t *r = arg;
+    int failing = 0;
+    pthread_mutex_lock(&r->pub_lock);
+    while (!r->stop) {
+        uint64_t now = tpx__now_ns(), next = now + 1000000000ull;
+        reg_pub_t *due = NULL;
+        for (reg_pub_t *p = r->pubs; p != NULL; p = p->next) {
+            if (p->next_ns <= now && due == NULL)
+                due = p;
+            if (p->next_ns < next)
+                next = p->next_ns;
+        }
+        if (due == NULL) {
+            struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ull),
+                                  .tv_nsec = (long)(next % 1000000000ull)};
+            pthread_cond_timedwait(&r->cv, &r->pub_lock, &ts);
+            continue;
+        }
+        /* Work on a copy with the lock dropped: lookups and unpublish go on. */
+        char key[512], name[TPX_NAME_MAX], err[256] = "";
+        uint64_t lease = due->lease;
+        int ttl = due->ttl;
+        size_t vlen = due->val_len;
+        unsigned char *val = malloc(vlen);
+        if (val == NULL) {
+            due->next_ns = now + 1000000000ull;
+            continue;
+        }
+        memcpy(val, due->val, vlen);
+        snprintf(key, sizeof(key), "%s", due->key);
+        snprintf(name, sizeof(name), "%s", due->name);
+        pthread_mutex_unlock(&r->pub_lock);
+
+        int64_t left = 0;
+        uint64_t new_lease = 0;
+        tpx_status_t st = etcd_keepalive(&r->ka, lease, &left, err, sizeof(err));
+        if (st == TPX_OK && left <= 0) {
+            TPX_WARN("registry: etcd forgot the lease of engine %s (it was unreachable for "
+                     "longer than the TTL of %d s): publishing it again",
+                     name, ttl);
+            st = etcd_grant(&r->ka, ttl, &new_lease, err, sizeof(err));
+            if (st == TPX_OK)
+                st = etcd_put(&r->ka, key, val, vlen, new_lease, err, sizeof(err));
+        }
+        free(val);
+        if (st != TPX_OK && !failing)
+            TPX_WARN("registry: cannot renew the lease of engine %s at %s: %s (retrying every "
+                     "second; it disappears from the registry after %d s)",
+                     name, r->url, err, ttl);
+        else if (st == TPX_OK && failing)
+            TPX_WARN("registry: etcd at %s answers again; engine %s's lease renewed", r->url, name);
+        failing = st != TPX_OK;
+
+        pthread_mutex_lock(&r->pub_lock);
+        reg_pub_t *p = r->pubs;
+        while (p != NULL && !(p->lease == lease && strcmp(p->key, key) == 0))
+            p = p->next;
+        if (p == NULL) { /* unpublished meanwhile */
+            if (new_lease != 0 && st == TPX_OK) {
+                pthread_mutex_unlock(&r->pub_lock);
+                etcd_revoke(&r->ka, new_lease);
+                pthread_mutex_lock(&r->pub_lock);
+            }
+            continue;
+        }
+        if (new_lease != 0 && st == TPX_OK)
+            p->lease = new_lease;
+        uint64_t period = st == TPX_OK ? (uint64_t)p->ttl * 1000000000ull / 3 : 1000000000ull;
+        p->next_ns = tpx__now_ns() + TPX_MAX(period, 500000000ull);
+    }
+    pthread_mutex_unlock(&r->pub_lock);
+    return NULL;
+}
+
+static void pub_free(reg_pub_t *p)
+{
+    free(p->val);
+    free(p);
+}
+
+TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
+                                          const tpx_rdesc_t *descs, size_t ndescs, int ttl_s)
+{
+    if (r == NULL || e == NULL || (descs == NULL && ndescs > 0) || ttl_s < 0) {
+        TPX_ERROR("tpx_registry_publish: invalid argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (ndescs > TPX_REGISTRY_MAX_DESCS) {
+        TPX_ERROR("tpx_registry_publish: %zu descriptors, at most %d", ndescs,
+                  TPX_REGISTRY_MAX_DESCS);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (!name_ok(e->name)) {
+        TPX_ERROR("tpx_registry_publish: engine name '%s' cannot be a registry key (1..63 "
+                  "printable bytes, no '/' or space)",
+                  e->name);
+        return TPX_ERR_INVALID_ARG;
+    }
+    int ttl = ttl_s > 0 ? ttl_s : (int)tpx__config_int(TPX_CFG_METADATA_TTL);
+    unsigned char md[TPX_METADATA_MAX];
+    size_t md_len = sizeof(md);
+    tpx_status_t st = tpx_engine_get_metadata(e, md, &md_len);
+    if (st != TPX_OK)
+        return st;
+    reg_pub_t *p = calloc(1, sizeof(*p));
+    size_t cap = VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE;
+    if (p == NULL || (p->val = malloc(cap)) == NULL) {
+        free(p);
+        return TPX_ERR_NO_MEMORY;
+    }
+    p->e = e;
+    p->ttl = ttl;
+    snprintf(p->name, sizeof(p->name), "%s", e->name);
+    reg_key(r, p->name, p->key, sizeof(p->key));
+    tpx__reg_value_encode(md, md_len, descs, ndescs, p->val, cap, &p->val_len);
+
+    char err[256] = "";
+    pthread_mutex_lock(&r->lock);
+    st = etcd_grant(&r->conn, ttl, &p->lease, err, sizeof(err));
+    if (st == TPX_OK)
+        st = etcd_put(&r->conn, p->key, p->val, p->val_len, p->lease, err, sizeof(err));
+    if (st != TPX_OK && p->lease != 0)
+        etcd_revoke(&r->conn, p->lease);
+    pthread_mutex_unlock(&r->lock);
+    if (st != TPX_OK) {
+        TPX_ERROR("tpx_registry_publish: engine %s at %s: %s", p->name, r->url, err);
+        pub_free(p);
+        return st;
+    }
+    /* A publication of the same engine is replaced; its old lease revoked
+     * after the new value is in (the key never disappears meanwhile). */
+    pthread_mutex_lock(&r->pub_lock);
+    reg_pub_t *old = NULL;
+    for (reg_pub_t **pp = &r->pubs; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->key, p->key) == 0) {
+            old = *pp;
+            *pp = old->next;
+            break;
+        }
+    p->next_ns = tpx__now_ns() + (uint64_t)ttl * 1000000000ull / 3;
+    p->next = r->pubs;
+    r->pubs = p;
+    int start = !r->thread_started;
+    if (start) {
+        int rc = pthread_create(&r->tid, NULL, reg_keepalive_main, r);
+        if (rc != 0) {
+            r->pubs = p->next;
+            pthread_mutex_unlock(&r->pub_lock);
+            TPX_ERROR("tpx_registry_publish: cannot start the keep-alive thread: %s", strerror(rc));
+            pthread_mutex_lock(&r->lock);
+            etcd_revoke(&r->conn, p->lease);
+            pthread_mutex_unlock(&r->lock);
+            pub_free(p);
+            if (old != NULL)
+                pub_free(old);
+            return TPX_ERR_IO;
+        }
+        r->thread_started = 1;
+    }
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->pub_lock);
+    if (old != NULL) {
+        pthread_mutex_lock(&r->lock);
+        etcd_revoke(&r->conn, old->lease);
+        pthread_mutex_unlock(&r->lock);
+        pub_free(old);
+    }
+    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors)",
+             p->name, r->url, p->key, (unsigned long long)p->lease, ttl, ndescs);
+    return TPX_OK;
+}
+
+TPX_API tpx_status_t tpx_registry_unpublish(tpx_registry_t *r, tpx_engine_t *e)
+{
+    if (r == NULL || e == NULL) {
+        TPX_ERROR("tpx_registry_unpublish: NULL argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&r->pub_lock);
+    reg_pub_t *p = NULL;
+    for (reg_pub_t **pp = &r->pubs; *pp != NULL; pp = &(*pp)->next)
+        if ((*pp)->e == e) {
+            p = *pp;
+            *pp = p->next;
+            break;
+        }
+    pthread_mutex_unlock(&r->pub_lock);
+    if (p == NULL) {
+        TPX_ERROR("tpx_registry_unpublish: engine %s is not published by this registry", e->name);
+        return TPX_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&r->lock);
+    etcd_revoke(&r->conn, p->lease);
+    pthread_mutex_unlock(&r->lock);
+    pub_free(p);
+    return TPX_OK;
+}
+
+TPX_API void tpx_registry_close(tpx_registry_t *r)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->pub_lock);
+    r->stop = 1;
+    pthread_cond_signal(&r->cv);
+    reg_pub_t *pubs = r->pubs;
+    r->pubs = NULL;
+    pthread_mutex_unlock(&r->pub_lock);
+    if (r->thread_started)
+        pthread_join(r->tid, NULL);
+    while (pubs != NULL) {
+        reg_pub_t *p = pubs;
+        pubs = p->next;
+        etcd_revoke(&r->conn, p->lease);
+        pub_free(p);
+    }
+    tpx__http_close(&r->conn);
+    tpx__http_close(&r->ka);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->pub_lock);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+/* Look `name` up on connection c: the entry, or NOT_FOUND / UNREACHABLE
+ * with the error logged here. */
+static tpx_status_t reg_lookup(tpx__http_conn_t *c, const char *url, const char *prefix,
+                               const char *name, tpx_registry_entry_t *entry)
+{
+    char key[512], err[256] = "";
+    tpx__reg_kv_t kv;
+    size_t n = 0;
+    snprintf(key, sizeof(key), "%s/%s", prefix, name);
+    tpx_status_t st = etcd_range(c, key, NULL, 0, &kv, 1, &n, NULL, err, sizeof(err));
+    if (st != TPX_OK) {
+        TPX_ERROR("registry: cannot look up engine %s: etcd at %s: %s", name, url, err);
+        return st;
+    }
+    if (n == 0) {
+        TPX_ERROR("registry: no engine named '%s' in etcd at %s (key %s): it never published, or "
+                  "its lease expired (the engine stopped, or lost etcd for longer than its TTL)",
+                  name, url, key);
+        return TPX_ERR_NOT_FOUND;
+    }
+    const unsigned char *md, *descs;
+    size_t md_len, nd;
+    st = kv.val != NULL ? tpx__reg_value_decode(kv.val, kv.val_len, &md, &md_len, &descs, &nd)
+                        : TPX_ERR_PROTOCOL;
+    if (st != TPX_OK) {
+        TPX_ERROR("registry: the value of %s in etcd at %s is not a tpx engine (%zu bytes; "
+                  "another program's key, or another tpx version)",
+                  key, url, kv.val_len);
+    } else {
+        snprintf(entry->name, sizeof(entry->name), "%s", name);
+        memcpy(entry->md, md, md_len);
+        entry->md_len = md_len;
+        memcpy(entry->descs, descs, nd * TPX_RDESC_SIZE);
+        entry->ndescs = nd;
+    }
+    tpx__reg_kvs_free(&kv, n);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *r, const char *name,
+                                         tpx_registry_entry_t *entry)
+{
+    if (r == NULL || entry == NULL || !name_ok(name)) {
+        TPX_ERROR(
+            "tpx_registry_lookup: invalid argument (a name is 1..63 printable bytes, no '/')");
+        return TPX_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&r->lock);
+    tpx_status_t st = reg_lookup(&r->conn, r->url, r->prefix, name, entry);
+    pthread_mutex_unlock(&r->lock);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *r, char (*names)[TPX_NAME_MAX], size_t max,
+                                       size_t *n)
+{
+    if (r == NULL || n == NULL || (names == NULL && max > 0)) {
+        TPX_ERROR("tpx_registry_list: invalid argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    char from[300], to[300], err[256] = "";
+    snprintf(from, sizeof(from), "%s/", r->prefix);
+    snprintf(to, sizeof(to), "%s0", r->prefix); /* '0' follows '/' */
+    size_t want = max < 4096 ? max : 4096, got = 0, total = 0;
+    tpx__reg_kv_t *kvs = want > 0 ? calloc(want, sizeof(*kvs)) : NULL;
+    if (want > 0 && kvs == NULL)
+        return TPX_ERR_NO_MEMORY;
+    pthread_mutex_lock(&r->lock);
+    tpx_status_t st = etcd_range(&r->conn, from, to, 1, kvs, want, &got, &total, err, sizeof(err));
+    pthread_mutex_unlock(&r->lock);
+    if (st != TPX_OK) {
+        TPX_ERROR("tpx_registry_list: etcd at %s: %s", r->url, err);
+        free(kvs);
+        return st;
+    }
+    size_t fl = strlen(from), o = 0;
+    for (size_t i = 0; i < got; i++) {
+        const char *nm = kvs[i].key + fl;
+        if (strncmp(kvs[i].key, from, fl) != 0 || !name_ok(nm))
+            continue;
+        snprintf(names[o++], TPX_NAME_MAX, "%s", nm);
+    }
+    tpx__reg_kvs_free(kvs, got);
+    free(kvs);
+    *n = total > got ? o + (total - got) : o;
+    return TPX_OK;
+}
+
+/* ---- the resolver of remotes loaded from the registry ---- */
+
+typedef struct {
+    tpx__resolver_t base;
+    tpx__http_conn_t conn;
+    char url[512], prefix[256], name[TPX_NAME_MAX];
+} reg_resolver_t;
+
+static tpx_status_t resolver_fn(tpx__resolver_t *base, unsigned char *blob, size_t *len)
+{
+    reg_resolver_t *rs = (reg_resolver_t *)base;
+    tpx_registry_entry_t *entry = malloc(sizeof(*entry));
+    if (entry == NULL)
+        return TPX_ERR_NO_MEMORY;
+    tpx_status_t st = reg_lookup(&rs->conn, rs->url, rs->prefix, rs->name, entry);
+    tpx__http_close(&rs->conn); /* reconnections are rare: no connection kept */
+    if (st == TPX_OK) {
+        if (entry->md_len > *len) {
+            st = TPX_ERR_PROTOCOL;
+        } else {
+            memcpy(blob, entry->md, entry->md_len);
+            *len = entry->md_len;
+        }
+    }
+    free(entry);
+    return st;
+}
+
+static void resolver_destroy(tpx__resolver_t *base)
+{
+    reg_resolver_t *rs = (reg_resolver_t *)base;
+    tpx__http_close(&rs->conn);
+    free(rs);
+}
+
+TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *r, tpx_engine_t *e, const char *name,
+                                              tpx_remote_t **remote, tpx_registry_entry_t *entry)
+{
+    if (r == NULL || e == NULL || remote == NULL || !name_ok(name)) {
+        TPX_ERROR("tpx_registry_load_remote: invalid argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_registry_entry_t *tmp = entry != NULL ? entry : malloc(sizeof(*tmp));
+    if (tmp == NULL)
+        return TPX_ERR_NO_MEMORY;
+    reg_resolver_t *rs = calloc(1, sizeof(*rs));
+    tpx_status_t st = rs != NULL ? tpx_registry_lookup(r, name, tmp) : TPX_ERR_NO_MEMORY;
+    tpx_remote_t *rm = NULL;
+    tpx_md_t md;
+    if (st == TPX_OK && tpx__md_decode(tmp->md, tmp->md_len, &md) != TPX_OK) {
+        TPX_ERROR("tpx_registry_load_remote: the metadata of %s in etcd at %s is not valid", name,
+                  r->url);
+        st = TPX_ERR_PROTOCOL;
+    }
+    if (st == TPX_OK) {
+        /* A remote loaded by this name before, whose engine restarted:
+         * the same remote, moved to the new engine. */
+        pthread_mutex_lock(&e->lock);
+        for (rm = e->remotes; rm != NULL; rm = rm->next)
+            if (rm->resolver != NULL && rm->refs > 0 && strcmp(rm->md.name, name) == 0 &&
+                rm->md.engine_id != md.engine_id)
+                break;
+        if (rm != NULL)
+            rm->refs++;
+        pthread_mutex_unlock(&e->lock);
+        if (rm != NULL) {
+            st = tpx__remote_refresh(rm);
+            if (st != TPX_OK) {
+                tpx_remote_forget(rm);
+                rm = NULL;
+            } else {
+                *remote = rm;
+            }
+            free(rs);
+            rs = NULL;
+        }
+    }
+    if (st == TPX_OK && rs != NULL)
+        st = tpx_engine_load_remote(e, tmp->md, tmp->md_len, &rm);
+    if (st == TPX_OK && rs != NULL) {
+        rs->base.fn = resolver_fn;
+        rs->base.destroy = resolver_destroy;
+        tpx__http_init(&rs->conn, r->eps, r->neps);
+        snprintf(rs->url, sizeof(rs->url), "%s", r->url);
+        snprintf(rs->prefix, sizeof(rs->prefix), "%s", r->prefix);
+        snprintf(rs->name, sizeof(rs->name), "%s", name);
+        tpx__remote_set_resolver(rm, &rs->base);
+        rs = NULL;
+        *remote = rm;
+    }
+    free(rs);
+    if (tmp != entry)
+        free(tmp);
+    return st;
+}

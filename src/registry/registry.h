@@ -1,0 +1,149 @@
+/*
+ * registry.h - the etcd metadata client's private parts (src/registry).
+ *
+ * Three layers, each its own file:
+ *   http.c      a small HTTP/1.1 client over plain sockets: one keep-alive
+ *               connection to the first etcd endpoint that answers, requests
+ *               with Content-Length, responses with Content-Length, chunked
+ *               or close-delimited bodies; every size bounded, every wait
+ *               under a deadline. Its response reader takes bytes through a
+ *               callback, so the fuzzer feeds it from memory.
+ *   json.c      a validating JSON scanner (no tree, no allocation: spans
+ *               into the text) and base64, for etcd's JSON gateway.
+ *   registry.c  etcd v3 calls (kv/put, kv/range, lease/grant, keepalive,
+ *               revoke), the value format of a published engine, the public
+ *               tpx_registry_* API, the keep-alive thread and the resolver a
+ *               remote calls on reconnect.
+ * Nothing here is on a data path; it logs and allocates freely.
+ */
+#ifndef TPX_REGISTRY_REGISTRY_H
+#define TPX_REGISTRY_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tpx/status.h"
+
+/* ---- endpoints and the HTTP client (http.c) ---- */
+
+#define TPX_REG_MAX_ENDPOINTS 8
+#define TPX_REG_HEAD_MAX      16384      /* status line + headers of a response */
+#define TPX_REG_BODY_MAX      (8u << 20) /* one response body */
+
+typedef struct {
+    char host[256];
+    char port[8];
+} tpx__reg_ep_t;
+
+/* "etcd://host:port[,host:port...]" (IPv6 hosts in brackets; the scheme
+ * may be left out). 0, or -1 with `why` filled. */
+int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, char *why,
+                       size_t why_len);
+
+/* A byte source for the response reader: up to `len` bytes into buf,
+ * waiting at most until deadline_ns; > 0 bytes, 0 at end of stream, -1 on
+ * error or timeout (errno set: ETIMEDOUT for the deadline). */
+typedef ssize_t (*tpx__http_read_fn)(void *ctx, void *buf, size_t len, uint64_t deadline_ns);
+
+/* The reader's buffer: bytes read but not parsed yet (a keep-alive
+ * connection keeps what follows a response for the next one). */
+typedef struct {
+    tpx__http_read_fn read;
+    void *ctx;
+    unsigned char buf[TPX_REG_HEAD_MAX];
+    size_t off, len; /* unparsed bytes: buf[off, off + len) */
+} tpx__http_rd_t;
+
+typedef struct {
+    int status;     /* the HTTP status code */
+    int keep_alive; /* the connection can carry another request */
+    char *body;     /* malloc'ed, NUL-terminated (not counted in body_len) */
+    size_t body_len;
+} tpx__http_resp_t;
+
+/* Read one response (head, then a body of at most max_body bytes). On
+ * TPX_OK resp->body is the caller's to free. TPX_ERR_PROTOCOL: malformed
+ * or too large; TPX_ERR_CONN_RESET: the stream ended early; TPX_ERR_TIMED_OUT. */
+tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, size_t max_body,
+                                     tpx__http_resp_t *resp);
+
+/* A keep-alive connection to one of the endpoints (the one that answered
+ * last is tried first). */
+typedef struct {
+    tpx__reg_ep_t eps[TPX_REG_MAX_ENDPOINTS];
+    int neps;
+    int cur; /* endpoint of fd, or the next to try */
+    int fd;  /* -1: not connected */
+    tpx__http_rd_t rd;
+    char last_err[160]; /* why the last request failed, for error messages */
+} tpx__http_conn_t;
+
+void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps);
+void tpx__http_close(tpx__http_conn_t *c);
+/* POST `body` (JSON) to `path`; on TPX_OK *resp holds the answer (any
+ * status code). A connection that fails is replaced by one to the next
+ * endpoint, until the deadline. */
+tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *body,
+                            uint64_t deadline_ns, tpx__http_resp_t *resp);
+
+/* ---- JSON and base64 (json.c) ---- */
+
+#define TPX_JSON_MAX_DEPTH 32
+
+typedef struct {
+    const char *p; /* first byte of the value */
+    size_t n;      /* its length */
+} tpx__jspan_t;
+
+/* The whole text must be one JSON value (surrounding white space allowed),
+ * nested at most TPX_JSON_MAX_DEPTH deep: 0 and *out = it, else -1. */
+int tpx__json_parse(const char *s, size_t n, tpx__jspan_t *out);
+/* Member `key` of object `obj` (a span from tpx__json_parse or a lookup):
+ * 1 found, 0 absent, -1 obj is not an object. */
+int tpx__json_get(tpx__jspan_t obj, const char *key, tpx__jspan_t *val);
+/* Elements of an array, one per call starting with *pos = 0: 1 and *elem
+ * the next one, 0 at the end, -1 not an array. */
+int tpx__json_next(tpx__jspan_t arr, size_t *pos, tpx__jspan_t *elem);
+/* A string value, unescaped (\uXXXX as UTF-8) into out[cap] with a NUL:
+ * 0 and *len, -1 not a string or too long. */
+int tpx__json_str(tpx__jspan_t v, char *out, size_t cap, size_t *len);
+/* An unsigned integer, as a number or a string of digits (etcd's int64s
+ * are strings): 0, or -1. */
+int tpx__json_u64(tpx__jspan_t v, uint64_t *out);
+
+/* base64 (RFC 4648, padded). encode: out needs 4 * ((n + 2) / 3) + 1 bytes;
+ * decode: the length, or -1 if malformed or longer than cap. */
+void tpx__b64_encode(const unsigned char *in, size_t n, char *out);
+long tpx__b64_decode(const char *in, size_t n, unsigned char *out, size_t cap);
+
+/* ---- etcd answers and the published value (registry.c) ---- */
+
+/* What a range answer holds: up to `max` values (base64-decoded) with keys. */
+typedef struct {
+    char key[256];
+    unsigned char *val; /* malloc'ed */
+    size_t val_len;
+} tpx__reg_kv_t;
+
+/* Parse an etcd answer body. kvs: a range answer's kvs (NULL: only
+ * check); lease: a grant's or keep-alive's ID and TTL (TTL 0: the lease is
+ * gone). TPX_ERR_PROTOCOL: not an etcd answer; an {"error": ...} answer
+ * copies its message into err and returns TPX_ERR_INVALID_STATE. */
+tpx_status_t tpx__reg_parse_range(const char *body, size_t len, tpx__reg_kv_t *kvs, size_t max,
+                                  size_t *n, char *err, size_t errlen);
+tpx_status_t tpx__reg_parse_lease(const char *body, size_t len, int keepalive, uint64_t *id,
+                                  int64_t *ttl, char *err, size_t errlen);
+void tpx__reg_kvs_free(tpx__reg_kv_t *kvs, size_t n);
+
+/* The value stored under <prefix>/<name>: magic "TPXR", version, the
+ * metadata blob, the exported descriptors. Both checked on decode. */
+#define TPX_REG_VALUE_MAGIC   0x54505852u /* "TPXR" */
+#define TPX_REG_VALUE_VERSION 1
+tpx_status_t tpx__reg_value_encode(const void *md, size_t md_len, const void *descs, size_t ndescs,
+                                   unsigned char *out, size_t cap, size_t *len);
+/* md/descs point into buf. */
+tpx_status_t tpx__reg_value_decode(const unsigned char *buf, size_t len, const unsigned char **md,
+                                   size_t *md_len, const unsigned char **descs, size_t *ndescs);
+
+#endif

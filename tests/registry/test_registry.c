@@ -1,0 +1,604 @@
+/*
+ * test_registry.c - engines in etcd (tpx/registry.h), against a real etcd
+ * started for each test (etcd_harness.h). One case per process:
+ *
+ *   unit      the parsers alone (URL, JSON, base64, HTTP framing, the
+ *             published value), no etcd
+ *   publish   publish / lookup / list / unpublish; a remote loaded by name
+ *             reads the exported bytes
+ *   sigkill   an engine SIGKILLed disappears from the registry within
+ *             TTL + 2 s
+ *   outage    etcd stopped mid-run: established transfers go on, new
+ *             lookups fail with TPX_ERR_UNREACHABLE, and both recover when
+ *             etcd is back (the lease is still renewed afterwards)
+ *   restart   a remote loaded from the registry reconnects to its engine
+ *             restarted under the same name (a new engine id and port);
+ *             once the name's lease expired, it fails with NOT_FOUND
+ *   run -- CMD...   run CMD with TPX_METADATA pointing at a fresh etcd
+ *             (for the tpx-perf cluster tests); its exit status
+ *   serve NAME GEN TTL   (internal) a server engine for sigkill/restart
+ *
+ * Exit 77 (skipped) when there is no etcd binary.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../unit/check.h"
+#include "etcd_harness.h"
+#include "registry/registry.h"
+#include "tpx/registry.h"
+#include "tpx/tpx.h"
+
+#define REGION (1u << 20)
+
+static const char *self;
+
+static unsigned char pattern(size_t i, int gen)
+{
+    return (unsigned char)(i * 7 + (size_t)gen * 13 + (i >> 8));
+}
+
+/* An engine named `name` on 127.0.0.1 with one exported region of the
+ * pattern of `gen`. */
+typedef struct {
+    tpx_engine_t *e;
+    unsigned char *mem;
+    tpx_region_t *region;
+    tpx_rdesc_t desc;
+} node_t;
+
+static int node_make(node_t *n, const char *name, int gen)
+{
+    memset(n, 0, sizeof(*n));
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.name = name;
+    p.port = TPX_PORT_EPHEMERAL;
+    p.bind_addr = "127.0.0.1";
+    if (tpx_engine_create(&p, &n->e) != TPX_OK)
+        return -1;
+    n->mem = malloc(REGION);
+    if (n->mem == NULL)
+        return -1;
+    for (size_t i = 0; i < REGION; i++)
+        n->mem[i] = pattern(i, gen);
+    if (tpx_mem_register(n->e, n->mem, REGION, TPX_MEM_HOST, &n->region) != TPX_OK ||
+        tpx_region_export(n->region, 0, 0, &n->desc) != TPX_OK)
+        return -1;
+    return 0;
+}
+
+static void node_free(node_t *n)
+{
+    if (n->region != NULL)
+        tpx_mem_deregister(n->region);
+    tpx_engine_destroy(n->e);
+    free(n->mem);
+}
+
+/* READ the whole exported region of `rm` (descriptor d) into a fresh
+ * buffer and check it holds the pattern of `gen`. */
+static tpx_status_t read_check(tpx_engine_t *e, tpx_remote_t *rm, const tpx_rdesc_t *d, int gen)
+{
+    unsigned char *buf = calloc(1, REGION);
+    tpx_region_t *reg = NULL;
+    tpx_status_t st = tpx_mem_register(e, buf, REGION, TPX_MEM_HOST, &reg);
+    if (st == TPX_OK) {
+        tpx_iov_t v = {.local = reg, .remote = d, .len = REGION};
+        tpx_xfer_t *x = NULL;
+        st = tpx_rma(rm, TPX_OP_READ, &v, 1, NULL, 0, &x);
+        if (st == TPX_OK) {
+            st = tpx_xfer_wait(x, 20000, NULL);
+            tpx_xfer_release(x);
+        }
+        for (size_t i = 0; st == TPX_OK && i < REGION; i++)
+            if (buf[i] != pattern(i, gen)) {
+                fprintf(stderr, "byte %zu: %u, want %u (generation %d)\n", i, buf[i],
+                        pattern(i, gen), gen);
+                st = TPX_ERR_INTERNAL;
+            }
+        tpx_mem_deregister(reg);
+    }
+    free(buf);
+    return st;
+}
+
+/* ---- unit ---- */
+
+typedef struct {
+    const char *p;
+    size_t n, off, step;
+} memsrc_t;
+
+static ssize_t mem_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
+{
+    (void)deadline_ns;
+    memsrc_t *m = ctx;
+    size_t k = m->n - m->off;
+    if (k > len)
+        k = len;
+    if (k > m->step)
+        k = m->step;
+    memcpy(buf, m->p + m->off, k);
+    m->off += k;
+    return (ssize_t)k;
+}
+
+static tpx_status_t http_parse(const char *text, size_t step, tpx__http_resp_t *r)
+{
+    static tpx__http_rd_t rd;
+    memsrc_t m = {text, strlen(text), 0, step};
+    memset(&rd, 0, sizeof(rd));
+    rd.read = mem_read;
+    rd.ctx = &m;
+    return tpx__http_read_response(&rd, UINT64_MAX, 1024, r);
+}
+
+static int case_unit(void)
+{
+    tpx__reg_ep_t eps[8];
+    int n;
+    char why[256];
+    CHECK(tpx__reg_parse_url("etcd://a:1,[::1]:2379,b.example:65535", eps, 8, &n, why,
+                             sizeof(why)) == 0);
+    CHECK_EQ(n, 3);
+    CHECK(strcmp(eps[1].host, "::1") == 0 && strcmp(eps[1].port, "2379") == 0);
+    CHECK(tpx__reg_parse_url("etcd://a", eps, 8, &n, why, sizeof(why)) < 0);
+    CHECK(tpx__reg_parse_url("http://a:1", eps, 8, &n, why, sizeof(why)) < 0);
+    CHECK(tpx__reg_parse_url("etcd://a:0", eps, 8, &n, why, sizeof(why)) < 0);
+    CHECK(tpx__reg_parse_url("etcd://a:1,,b:2", eps, 8, &n, why, sizeof(why)) < 0);
+    CHECK(tpx__reg_parse_url("", eps, 8, &n, why, sizeof(why)) < 0);
+
+    /* base64 round trips and rejects */
+    unsigned char in[5] = {0xff, 0, 'a', 0x80, 1}, out[8];
+    char enc[16];
+    for (size_t l = 0; l <= 5; l++) {
+        tpx__b64_encode(in, l, enc);
+        CHECK_EQ(tpx__b64_decode(enc, strlen(enc), out, sizeof(out)), (long)l);
+        CHECK(memcmp(in, out, l) == 0);
+    }
+    CHECK(tpx__b64_decode("YQ=", 3, out, 8) < 0);
+    CHECK(tpx__b64_decode("Y=Q=", 4, out, 8) < 0);
+    CHECK(tpx__b64_decode("YQ==YQ==", 8, out, 8) < 0);
+    CHECK(tpx__b64_decode("YWJj", 4, out, 2) < 0);
+
+    /* JSON */
+    static const char js[] = " {\"a\":[1,-2.5e3,\"x\\u00e9\\n\"],\"b\":{\"c\":true},\"d\":\"42\"} ";
+    tpx__jspan_t top, v, e;
+    CHECK(tpx__json_parse(js, strlen(js), &top) == 0);
+    CHECK(tpx__json_get(top, "b", &v) == 1 && tpx__json_get(v, "c", &e) == 1 && e.n == 4);
+    CHECK(tpx__json_get(top, "zz", &v) == 0);
+    uint64_t u;
+    CHECK(tpx__json_get(top, "d", &v) == 1 && tpx__json_u64(v, &u) == 0 && u == 42);
+    size_t pos = 0, cnt = 0, sl;
+    char s[16];
+    CHECK(tpx__json_get(top, "a", &v) == 1);
+    while (tpx__json_next(v, &pos, &e) == 1)
+        cnt++;
+    CHECK_EQ(cnt, 3);
+    CHECK(tpx__json_str(e, s, sizeof(s), &sl) == 0 && sl == 4 && strcmp(s, "x\xc3\xa9\n") == 0);
+    static const char *bad[] = {"",   "{",       "{\"a\"}",  "[1,]",      "{\"a\":1,}",
+                                "01", "\"\\x\"", "\"\x01\"", "tru",       "[1 2]",
+                                "1.", "-",       "{} {}",    "\"\\u12\"", "{\"a\":}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK(tpx__json_parse(bad[i], strlen(bad[i]), &top) != 0);
+    char deep[200];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    CHECK(tpx__json_parse(deep, 200, &top) != 0); /* deeper than the limit */
+
+    /* HTTP framing, fed a byte at a time and all at once */
+    for (size_t step = 1; step <= 4096; step *= 4096) {
+        tpx__http_resp_t r;
+        CHECK(http_parse("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", step, &r) ==
+              TPX_OK);
+        CHECK(r.status == 200 && r.body_len == 5 && strcmp(r.body, "hello") == 0 && r.keep_alive);
+        free(r.body);
+        CHECK(http_parse("HTTP/1.1 404 NF\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n"
+                         "A\r\n0123456789\r\n0\r\nT: 1\r\n\r\n",
+                         step, &r) == TPX_OK);
+        CHECK(r.status == 404 && r.body_len == 13 && strcmp(r.body, "abc0123456789") == 0);
+        free(r.body);
+        CHECK(http_parse("HTTP/1.0 200 OK\r\n\r\nuntil the end", step, &r) == TPX_OK);
+        CHECK(r.body_len == 13 && !r.keep_alive);
+        free(r.body);
+    }
+    static const char *hbad[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", /* over the bound */
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc", /* short */
+        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFF\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "HTTP/2 200\r\n\r\n",
+        "HTTP/1.1 2x0 OK\r\n\r\n",
+        "HTTP/1.1 100 Continue\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(hbad) / sizeof(hbad[0]); i++) {
+        tpx__http_resp_t r;
+        tpx_status_t st = http_parse(hbad[i], 7, &r);
+        if (st == TPX_OK) {
+            fprintf(stderr, "accepted bad response %zu\n", i);
+            free(r.body);
+        }
+        CHECK(st != TPX_OK);
+    }
+
+    /* etcd answers */
+    static const char range[] =
+        "{\"header\":{\"revision\":\"2\"},\"kvs\":[{\"key\":\"YQ==\",\"value\":\"Yg==\","
+        "\"lease\":\"7\"},{\"key\":\"Yw==\"}],\"count\":\"2\"}";
+    tpx__reg_kv_t kvs[4];
+    size_t nk;
+    char err[128];
+    CHECK(tpx__reg_parse_range(range, strlen(range), kvs, 4, &nk, err, sizeof(err)) == TPX_OK);
+    CHECK(nk == 2 && strcmp(kvs[0].key, "a") == 0 && kvs[0].val_len == 1 && kvs[0].val[0] == 'b');
+    CHECK(strcmp(kvs[1].key, "c") == 0 && kvs[1].val == NULL);
+    tpx__reg_kvs_free(kvs, nk);
+    static const char lerr[] = "{\"error\":\"etcdserver: requested lease not found\",\"code\":5}";
+    uint64_t id;
+    int64_t ttl;
+    CHECK(tpx__reg_parse_lease(lerr, strlen(lerr), 0, &id, &ttl, err, sizeof(err)) ==
+          TPX_ERR_INVALID_STATE);
+    CHECK(strstr(err, "lease not found") != NULL);
+    static const char ka[] = "{\"result\":{\"header\":{},\"ID\":\"123\"}}\n{\"result\":{}}";
+    CHECK(tpx__reg_parse_lease(ka, strlen(ka), 1, &id, &ttl, err, sizeof(err)) == TPX_OK);
+    CHECK(id == 123 && ttl == 0);
+
+    /* the published value */
+    unsigned char md[100], val[400];
+    const unsigned char *pm, *pd;
+    size_t vl, ml, nd;
+    memset(md, 5, sizeof(md));
+    tpx_rdesc_t d[2];
+    memset(d, 9, sizeof(d));
+    CHECK(tpx__reg_value_encode(md, sizeof(md), d, 2, val, sizeof(val), &vl) == TPX_OK);
+    CHECK(tpx__reg_value_decode(val, vl, &pm, &ml, &pd, &nd) == TPX_OK);
+    CHECK(ml == 100 && nd == 2 && memcmp(pm, md, 100) == 0 && memcmp(pd, d, sizeof(d)) == 0);
+    CHECK(tpx__reg_value_decode(val, vl - 1, &pm, &ml, &pd, &nd) != TPX_OK);
+    val[0] ^= 1;
+    CHECK(tpx__reg_value_decode(val, vl, &pm, &ml, &pd, &nd) != TPX_OK);
+    CHECK_DONE();
+}
+
+/* ---- with etcd ---- */
+
+static etcd_t etcd;
+
+static void on_exit_stop(void)
+{
+    etcd_destroy(&etcd);
+}
+
+static int need_etcd(void)
+{
+    if (etcd_find(&etcd) != 0) {
+        fprintf(stderr, "SKIP: no etcd binary (Debian: apt-get install etcd-server, or set "
+                        "TPX_ETCD)\n");
+        exit(ETCD_SKIP);
+    }
+    atexit(on_exit_stop);
+    if (etcd_start(&etcd) != 0) {
+        fprintf(stderr, "cannot start etcd\n");
+        exit(1);
+    }
+    setenv("TPX_METADATA", etcd.url, 1);
+    return 0;
+}
+
+/* A server engine in its own process (`serve`); its stdout says "ready". */
+static pid_t spawn_server(const char *name, int gen, int ttl)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        char g[16], t[16];
+        snprintf(g, sizeof(g), "%d", gen);
+        snprintf(t, sizeof(t), "%d", ttl);
+        execl(self, self, "serve", name, g, t, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[8] = "";
+    struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+    int ok = pid > 0 && poll(&pf, 1, 30000) == 1 && read(fds[0], buf, 5) == 5 &&
+             memcmp(buf, "ready", 5) == 0;
+    close(fds[0]);
+    if (!ok) {
+        fprintf(stderr, "server %s did not start\n", name);
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        return -1;
+    }
+    return pid;
+}
+
+static void reap(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static int case_serve(const char *name, int gen, int ttl)
+{
+    node_t n;
+    tpx_registry_t *r;
+    if (node_make(&n, name, gen) != 0 || tpx_registry_open(NULL, NULL, &r) != TPX_OK ||
+        tpx_registry_publish(r, n.e, &n.desc, 1, ttl) != TPX_OK)
+        return 1;
+    if (write(1, "ready", 5) != 5)
+        return 1;
+    close(1);
+    for (;;)
+        pause(); /* until killed */
+}
+
+static int case_publish(void)
+{
+    need_etcd();
+    node_t a, b, c;
+    CHECK(node_make(&a, "alpha", 1) == 0);
+    CHECK(node_make(&b, "beta", 2) == 0);
+    CHECK(node_make(&c, "client", 3) == 0);
+    tpx_registry_t *r, *r2;
+    CHECK(tpx_registry_open(NULL, "/tpx-test/", &r) == TPX_OK);
+    CHECK(tpx_registry_open(etcd.url, "/tpx-test", &r2) == TPX_OK);
+    CHECK(tpx_registry_publish(r, a.e, &a.desc, 1, 5) == TPX_OK);
+    CHECK(tpx_registry_publish(r, b.e, &b.desc, 1, 0) == TPX_OK);
+    char names[8][TPX_NAME_MAX];
+    size_t n = 0;
+    CHECK(tpx_registry_list(r2, names, 8, &n) == TPX_OK);
+    CHECK(n == 2 && strcmp(names[0], "alpha") == 0 && strcmp(names[1], "beta") == 0);
+    CHECK(tpx_registry_list(r2, names, 1, &n) == TPX_OK && n == 2);
+    static tpx_registry_entry_t ent;
+    CHECK(tpx_registry_lookup(r2, "alpha", &ent) == TPX_OK);
+    CHECK(ent.ndescs == 1 && memcmp(&ent.descs[0], &a.desc, sizeof(a.desc)) == 0);
+    CHECK(strcmp(ent.name, "alpha") == 0 && ent.md_len > 0);
+    CHECK(tpx_registry_lookup(r2, "gamma", &ent) == TPX_ERR_NOT_FOUND);
+    CHECK(tpx_registry_lookup(r2, "a/b", &ent) == TPX_ERR_INVALID_ARG);
+    /* a remote by name reads what alpha and beta export */
+    tpx_remote_t *ra, *rb;
+    CHECK(tpx_registry_load_remote(r2, c.e, "alpha", &ra, &ent) == TPX_OK);
+    CHECK(read_check(c.e, ra, &ent.descs[0], 1) == TPX_OK);
+    CHECK(tpx_registry_load_remote(r2, c.e, "beta", &rb, &ent) == TPX_OK);
+    CHECK(read_check(c.e, rb, &ent.descs[0], 2) == TPX_OK);
+    CHECK(strcmp(tpx_remote_name(rb), "beta") == 0);
+    /* publishing again replaces (two descriptors now); unpublish removes */
+    tpx_rdesc_t two[2] = {a.desc, a.desc};
+    CHECK(tpx_registry_publish(r, a.e, two, 2, 5) == TPX_OK);
+    CHECK(tpx_registry_lookup(r2, "alpha", &ent) == TPX_OK && ent.ndescs == 2);
+    CHECK(tpx_registry_unpublish(r, b.e) == TPX_OK);
+    CHECK(tpx_registry_lookup(r2, "beta", &ent) == TPX_ERR_NOT_FOUND);
+    CHECK(tpx_registry_unpublish(r, b.e) == TPX_ERR_NOT_FOUND);
+    /* other prefixes are other registries */
+    tpx_registry_t *r3;
+    CHECK(tpx_registry_open(etcd.url, "/elsewhere", &r3) == TPX_OK);
+    CHECK(tpx_registry_list(r3, names, 8, &n) == TPX_OK && n == 0);
+    tpx_registry_close(r3);
+    /* closing the publisher's registry revokes: alpha is gone at once */
+    tpx_registry_close(r);
+    CHECK(tpx_registry_list(r2, names, 8, &n) == TPX_OK && n == 0);
+    tpx_remote_forget(ra);
+    tpx_remote_forget(rb);
+    tpx_registry_close(r2);
+    node_free(&a);
+    node_free(&b);
+    node_free(&c);
+    /* a registry nobody answers: a clear error, quickly */
+    tpx_registry_t *dead;
+    char url[64];
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d", etcd_free_port());
+    CHECK(tpx_registry_open(url, NULL, &dead) == TPX_OK);
+    double t0 = etcd_now();
+    CHECK(tpx_registry_lookup(dead, "alpha", &ent) == TPX_ERR_UNREACHABLE);
+    CHECK(etcd_now() - t0 < 5);
+    tpx_registry_close(dead);
+    CHECK(tpx_registry_open("etcd://nohost", NULL, &dead) == TPX_ERR_INVALID_ARG);
+    CHECK_DONE();
+}
+
+static int case_sigkill(void)
+{
+    need_etcd();
+    const int ttl = 2;
+    pid_t pid = spawn_server("victim", 1, ttl);
+    CHECK(pid > 0);
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    CHECK(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+    CHECK(tpx_registry_lookup(r, "victim", &ent) == TPX_OK);
+    /* alive for longer than its TTL: the lease is renewed */
+    sleep((unsigned)ttl + 1);
+    CHECK(tpx_registry_lookup(r, "victim", &ent) == TPX_OK);
+    reap(pid);
+    double t0 = etcd_now(), gone = -1;
+    while (etcd_now() - t0 < ttl + 10) {
+        tpx_status_t st = tpx_registry_lookup(r, "victim", &ent);
+        if (st == TPX_ERR_NOT_FOUND) {
+            gone = etcd_now() - t0;
+            break;
+        }
+        CHECK(st == TPX_OK);
+        usleep(100000);
+    }
+    printf("SIGKILLed engine gone from the registry after %.2f s (TTL %d s)\n", gone, ttl);
+    CHECK(gone >= 0 && gone <= ttl + 2);
+    size_t n = 1;
+    char names[4][TPX_NAME_MAX];
+    CHECK(tpx_registry_list(r, names, 4, &n) == TPX_OK && n == 0);
+    tpx_registry_close(r);
+    CHECK_DONE();
+}
+
+static int case_outage(void)
+{
+    need_etcd();
+    node_t s, c;
+    CHECK(node_make(&s, "steady", 4) == 0);
+    CHECK(node_make(&c, "reader", 5) == 0);
+    tpx_registry_t *rs, *rc;
+    static tpx_registry_entry_t ent;
+    const int ttl = 3;
+    CHECK(tpx_registry_open(NULL, NULL, &rs) == TPX_OK);
+    CHECK(tpx_registry_open(NULL, NULL, &rc) == TPX_OK);
+    CHECK(tpx_registry_publish(rs, s.e, &s.desc, 1, ttl) == TPX_OK);
+    tpx_remote_t *rm;
+    CHECK(tpx_registry_load_remote(rc, c.e, "steady", &rm, &ent) == TPX_OK);
+    CHECK(read_check(c.e, rm, &ent.descs[0], 4) == TPX_OK);
+
+    etcd_stop(&etcd);
+    /* established: transfers go on without etcd */
+    for (int i = 0; i < 5; i++)
+        CHECK(read_check(c.e, rm, &ent.descs[0], 4) == TPX_OK);
+    /* new lookups: a clear error, not a hang */
+    double t0 = etcd_now();
+    CHECK(tpx_registry_lookup(rc, "steady", &ent) == TPX_ERR_UNREACHABLE);
+    tpx_remote_t *rm2;
+    CHECK(tpx_registry_load_remote(rc, c.e, "steady", &rm2, NULL) == TPX_ERR_UNREACHABLE);
+    CHECK(etcd_now() - t0 < 10);
+    usleep(1500000); /* the keep-alive thread meets the outage */
+    CHECK(read_check(c.e, rm, &ent.descs[0], 4) == TPX_OK);
+
+    CHECK(etcd_start(&etcd) == 0);
+    tpx_status_t st = TPX_ERR_UNREACHABLE;
+    for (int i = 0; i < 100 && st != TPX_OK; i++) {
+        st = tpx_registry_lookup(rc, "steady", &ent);
+        if (st != TPX_OK)
+            usleep(100000);
+    }
+    CHECK(st == TPX_OK);
+    /* and it stays published: the lease is renewed (or granted anew) */
+    sleep((unsigned)ttl * 2);
+    CHECK(tpx_registry_lookup(rc, "steady", &ent) == TPX_OK);
+    CHECK(tpx_registry_load_remote(rc, c.e, "steady", &rm2, &ent) == TPX_OK);
+    CHECK(rm2 == rm); /* the same engine: the same remote */
+    CHECK(read_check(c.e, rm2, &ent.descs[0], 4) == TPX_OK);
+    tpx_remote_forget(rm2);
+    tpx_remote_forget(rm);
+    tpx_registry_close(rs);
+    tpx_registry_close(rc);
+    node_free(&s);
+    node_free(&c);
+    CHECK_DONE();
+}
+
+static int case_restart(void)
+{
+    need_etcd();
+    const int ttl = 2;
+    pid_t pid = spawn_server("phoenix", 1, ttl);
+    CHECK(pid > 0);
+    node_t c;
+    CHECK(node_make(&c, "watcher", 9) == 0);
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    CHECK(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+    tpx_remote_t *rm;
+    CHECK(tpx_registry_load_remote(r, c.e, "phoenix", &rm, &ent) == TPX_OK);
+    tpx_rdesc_t d1 = ent.descs[0];
+    CHECK(read_check(c.e, rm, &d1, 1) == TPX_OK);
+
+    /* the engine restarts under its name: a new id, port and export */
+    reap(pid);
+    pid = spawn_server("phoenix", 2, ttl);
+    CHECK(pid > 0);
+    /* The remote with its old descriptor: the connection to the dead
+     * engine fails, the next one finds the new engine by name (and the
+     * old export is refused there). */
+    tpx_status_t st = read_check(c.e, rm, &d1, 1);
+    if (st != TPX_ERR_ACCESS)
+        st = read_check(c.e, rm, &d1, 1);
+    printf("READ of the old export after the restart: %s\n", tpx_strerror(st));
+    CHECK(st == TPX_ERR_ACCESS || st == TPX_ERR_INVALID_ARG);
+    /* Loading the name again: the same remote, the new engine's export. */
+    tpx_remote_t *again;
+    CHECK(tpx_registry_load_remote(r, c.e, "phoenix", &again, &ent) == TPX_OK);
+    CHECK(again == rm);
+    tpx_rdesc_t d2 = ent.descs[0];
+    st = read_check(c.e, rm, &d2, 2);
+    CHECK(st == TPX_OK);
+    tpx_remote_forget(again);
+
+    /* gone for good: once its lease expired, the remote says so */
+    reap(pid);
+    double t0 = etcd_now();
+    while (etcd_now() - t0 < ttl + 10 &&
+           tpx_registry_lookup(r, "phoenix", &ent) != TPX_ERR_NOT_FOUND)
+        usleep(100000);
+    st = read_check(c.e, rm, &d2, 2);
+    if (st != TPX_ERR_NOT_FOUND) /* the dead connection first */
+        st = read_check(c.e, rm, &d2, 2);
+    printf("READ from an engine whose lease expired: %s\n", tpx_strerror(st));
+    CHECK(st == TPX_ERR_NOT_FOUND);
+    tpx_remote_forget(rm);
+    tpx_registry_close(r);
+    node_free(&c);
+    CHECK_DONE();
+}
+
+static int case_run(int argc, char **argv)
+{
+    if (argc < 1) {
+        fprintf(stderr, "run -- CMD [ARGS...]\n");
+        return 2;
+    }
+    need_etcd();
+    printf("etcd at %s (data %s)\n", etcd.url, etcd.dir);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    int rc = pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (rc != 0)
+        etcd_log_tail(&etcd);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    self = argv[0];
+    signal(SIGPIPE, SIG_IGN);
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "unit") == 0)
+        return case_unit();
+    if (strcmp(c, "publish") == 0)
+        return case_publish();
+    if (strcmp(c, "sigkill") == 0)
+        return case_sigkill();
+    if (strcmp(c, "outage") == 0)
+        return case_outage();
+    if (strcmp(c, "restart") == 0)
+        return case_restart();
+    if (strcmp(c, "serve") == 0 && argc == 5)
+        return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (strcmp(c, "run") == 0) {
+        int i = 2;
+        if (i < argc && strcmp(argv[i], "--") == 0)
+            i++;
+        return case_run(argc - i, argv + i);
+    }
+    fprintf(stderr, "usage: %s unit|publish|sigkill|outage|restart|run -- CMD...\n", argv[0]);
+    return 2;
+}
