@@ -1,7 +1,8 @@
 # check_exports.cmake - `cmake -DNM=... -DPLUGIN=... -P check_exports.cmake`
 #
-# The plugin must export the four ncclNet tables NCCL looks up, and nothing
-# else of its own (plugin.map keeps every other symbol local).
+# The plugin must export the ncclNet tables NCCL looks up (-DVERSIONS=7,8,...;
+# default all four), and nothing else of its own (the version script keeps
+# every other symbol local).
 foreach(v NM PLUGIN)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "check_exports: -D${v}=... is required")
@@ -14,7 +15,12 @@ if(NOT rc EQUAL 0)
 endif()
 message(STATUS "exported by ${PLUGIN}:\n${out}")
 set(missing "")
-foreach(v 7 8 9 10)
+if(NOT DEFINED VERSIONS)
+  set(VERSIONS 7 8 9 10)
+endif()
+string(REPLACE "," ";" VERSIONS "${VERSIONS}")
+string(REPLACE ";" "|" vre "${VERSIONS}")
+foreach(v IN LISTS VERSIONS)
   if(NOT out MATCHES "[ \t][DdRrBb][ \t]+ncclNetPlugin_v${v}(@[^\n]*)?\n")
     list(APPEND missing ncclNetPlugin_v${v})
   endif()
@@ -29,7 +35,7 @@ foreach(line IN LISTS lines)
   if(line MATCHES "^[0-9a-fA-F]* *[A-Za-z] +([^ ]+)$")
     set(sym "${CMAKE_MATCH_1}")
     string(REGEX REPLACE "@.*" "" sym "${sym}")
-    if(NOT sym MATCHES "^ncclNetPlugin_v(7|8|9|10)$" AND NOT line MATCHES " A ")
+    if(NOT sym MATCHES "^ncclNetPlugin_v(${vre})$" AND NOT line MATCHES " A ")
       list(APPEND extra "${sym}")
     endif()
   endif()
@@ -37,4 +43,4 @@ endforeach()
 if(extra)
   message(FATAL_ERROR "check_exports: symbols exported besides the ncclNet tables: ${extra}")
 endif()
-message(STATUS "check_exports: ncclNetPlugin_v7..v10 exported, nothing else")
+message(STATUS "check_exports: ncclNetPlugin_v{${VERSIONS}} exported, nothing else")

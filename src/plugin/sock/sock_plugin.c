@@ -44,6 +44,10 @@ tpx_nccl_result_t tpx__sock_result(tpx_status_t st)
     }
 }
 
+/* Strict TCPX mode whatever TPX_SOCK_TCPX says (at least 1): set by the
+ * init of libnccl-net-tpx-tcpx.so, before the settings are read. */
+static _Atomic int force_tcpx;
+
 tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
 {
     pthread_mutex_lock(&init_lock);
@@ -65,7 +69,8 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .piece_bytes = (uint64_t)tpx__config_int(TPX_CFG_PIECE_BYTES),
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
-            .tcpx = (int)tpx__config_int(TPX_CFG_SOCK_TCPX),
+            .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX),
+                            atomic_load(&force_tcpx)),
         };
         st = tpx__sock_dev_init();
         sock_cuda = st == TPX_OK && tpx__sock_cuda_available();
@@ -85,6 +90,12 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
 
 tpx_nccl_result_t tpx__sock_v7_init(tpx_nccl_logger_t logger)
 {
+    return tpx__sock_result(tpx__sock_init(logger));
+}
+
+tpx_nccl_result_t tpx__sock_v7_tcpx_init(tpx_nccl_logger_t logger)
+{
+    atomic_store(&force_tcpx, 1);
     return tpx__sock_result(tpx__sock_init(logger));
 }
 

@@ -11,10 +11,16 @@
 #include "tpx/ncclnet.h"
 
 #define TPX_SOCK_NET_NAME "tpx"
+/* The v7-only strict build's name (libnccl-net-tpx-tcpx.so). It avoids
+ * "tcpx": loaders (tpx's own included) take a name with "tcpx" for Google's
+ * plugin, which cannot start without a GPU. */
+#define TPX_SOCK_NET_TCPX_NAME "tpx-strict"
 
 /* The per-version entry points (sock_plugin.c). */
 tpx_nccl_result_t tpx__sock_v7_init(tpx_nccl_logger_t logger);
 tpx_nccl_result_t tpx__sock_v10_init(tpx_nccl_logger_t logger, tpx_nccl_profiler_cb_t prof);
+/* init of libnccl-net-tpx-tcpx.so: strict TCPX mode without a setting. */
+tpx_nccl_result_t tpx__sock_v7_tcpx_init(tpx_nccl_logger_t logger);
 tpx_nccl_result_t tpx__sock_devices(int *ndev);
 tpx_nccl_result_t tpx__sock_v7_props(int dev, tpx_ncclnet_props_v7_t *props);
 tpx_nccl_result_t tpx__sock_v8_props(int dev, tpx_ncclnet_props_v8_t *props);

@@ -1,0 +1,481 @@
+/*
+ * ncclnet_diff.c - drive an ncclNet v7 table the way NCCL does and print one
+ * line per behaviour, so that two plugins can be compared line by line.
+ *
+ *   ncclnet_diff PLUGIN.so [--real]
+ *
+ * The plugin is dlopen()ed and its ncclNetPlugin_v7 table used, as NCCL
+ * does with Google's GPUDirect-TCPX plugin (which exports only v7). One
+ * process holds both ends of every comm pair (listen, connect and accept
+ * retried while they give NULL comms) and drives both from one thread:
+ * TCPX moves data only from test(). Host memory only (NCCL_PTR_HOST): the
+ * bytes must be in the user buffer when test() says done, with no unpack.
+ *
+ * Each line is "<check> <observed> | expect <value> | OK|DIFF". The
+ * expectation is what Google's plugin 3.1.9 does (issue 11's table), except
+ * in the rows marked "deliberate", where tpx's strict mode is safer on
+ * purpose; --real expects the plugin's behaviour there too (for a run
+ * against the real plugin). The exit status is the number of DIFF lines.
+ */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu/cuda.h"
+#include "tpx/ncclnet.h"
+
+#define MiB (1024 * 1024)
+#define DEVH_STORE 512
+#define DEADLINE_MS 20000
+#define HANG_MS 2000 /* "never reports" is checked for this long */
+
+static const tpx_ncclnet_v7_t *N;
+static int real_mode;
+static int ndiff;
+static int nwarn; /* WARN lines the plugin logged (the last check's) */
+
+static void plugin_log(tpx_nccl_log_level_t level, unsigned long flags, const char *file,
+                       int line, const char *fmt, ...)
+{
+    (void)flags;
+    if (level != TPX_NCCL_LOG_WARN)
+        return;
+    nwarn++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  plugin WARN %s:%d: ", file != NULL ? file : "?", line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* One result line; `ok` compares observed with expected. */
+static void line(const char *check, int ok, const char *observed, const char *expected,
+                 const char *note)
+{
+    printf("%-26s %-40s | expect %-30s | %s%s%s\n", check, observed, expected, ok ? "OK" : "DIFF",
+           note ? "  " : "", note ? note : "");
+    fflush(stdout);
+    ndiff += !ok;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    static char bufs[4][160];
+    static int k;
+    char *b = bufs[k++ & 3];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(b, sizeof(bufs[0]), f, ap);
+    va_end(ap);
+    return b;
+}
+
+/* ---- a comm pair on device 0 ---------------------------------------------------- */
+
+typedef struct {
+    void *lc, *sc, *rc;
+    unsigned char handle[128];
+    _Alignas(16) unsigned char sstore[DEVH_STORE], rstore[DEVH_STORE];
+    int null_connects, null_accepts;
+    const tpx_nccl_unpack_meta_t *meta; /* the receiver's fragment queue (host), or NULL */
+    uint64_t nrecv;                     /* receives posted on rc */
+} pair_t;
+
+static int pair_open(pair_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (N->listen(0, p->handle, &p->lc) != TPX_NCCL_SUCCESS || p->lc == NULL)
+        return -1;
+    uint64_t end = now_ms() + DEADLINE_MS;
+    while (p->sc == NULL || p->rc == NULL) {
+        if (p->sc == NULL) {
+            tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)p->sstore;
+            if (N->connect(0, p->handle, &p->sc, &dh) != TPX_NCCL_SUCCESS)
+                return -1;
+            p->null_connects += p->sc == NULL;
+        }
+        if (p->rc == NULL) {
+            tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)p->rstore;
+            if (N->accept(p->lc, &p->rc, &dh) != TPX_NCCL_SUCCESS)
+                return -1;
+            p->null_accepts += p->rc == NULL;
+        }
+        if (now_ms() > end)
+            return -1;
+    }
+    /* The unpack handle is device memory: copied down, never read here. */
+    const tpx_ncclnet_dev_handle_t *d = (const tpx_ncclnet_dev_handle_t *)p->rstore;
+    tpx_nccl_unpack_handle_t uh;
+    const void *meta = NULL;
+    if (d->netDeviceType == TPX_NCCL_NET_DEVICE_UNPACK && d->handle != NULL &&
+        tpx__cuda_devmem_read(&uh, d->handle, sizeof(uh)) == TPX_OK && uh.meta != NULL &&
+        tpx__cuda_host_view(uh.meta, &meta) == TPX_OK)
+        p->meta = meta;
+    return 0;
+}
+
+static void pair_close(pair_t *p)
+{
+    if (p->sc != NULL)
+        N->closeSend(p->sc);
+    if (p->rc != NULL)
+        N->closeRecv(p->rc);
+    if (p->lc != NULL)
+        N->closeListen(p->lc);
+    memset(p, 0, sizeof(*p));
+}
+
+static int post_recv(pair_t *p, void *buf, int size, void *mh, void **req)
+{
+    void *d[1] = {buf}, *m[1] = {mh};
+    int s[1] = {size}, t[1] = {0};
+    *req = NULL;
+    int rc = N->irecv(p->rc, 1, d, s, t, m, req);
+    p->nrecv += rc == TPX_NCCL_SUCCESS && *req != NULL;
+    return rc;
+}
+
+/* Test both requests (either may be NULL) until done, an error, or the
+ * deadline. rc of each side's last test in *src and *rrc; 1 if both done. */
+static int drive(void *sreq, void *rreq, int ms, int *src, int *rrc, int *sdone, int *rdone)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+    *src = *rrc = 0;
+    *sdone = sreq == NULL;
+    *rdone = rreq == NULL;
+    while (!(*sdone && *rdone) && now_ms() < end) {
+        int size = -1;
+        if (!*sdone && (*src = N->test(sreq, sdone, &size)) != 0 && !*sdone)
+            break;
+        if (!*rdone && (*rrc = N->test(rreq, rdone, &size)) != 0 && !*rdone)
+            break;
+    }
+    return *sdone && *rdone;
+}
+
+static void fill(unsigned char *b, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        b[i] = (unsigned char)x;
+    }
+}
+
+/* ---- checks ----------------------------------------------------------------------- */
+
+static void check_table(void *dl)
+{
+    char got[64] = "";
+    static const char *const syms[] = {"ncclNetPlugin_v10", "ncclNetPlugin_v9",
+                                       "ncclNetPlugin_v8", "ncclNetPlugin_v7"};
+    for (int i = 0; i < 4; i++)
+        if (dlsym(dl, syms[i]) != NULL)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%sv%d", got[0] ? "," : "",
+                     10 - i);
+    line("exports", strcmp(got, "v7") == 0, got, "v7", NULL);
+    line("regMrDmaBuf", N->regMrDmaBuf == NULL, N->regMrDmaBuf ? "set" : "NULL", "NULL", NULL);
+    tpx_ncclnet_props_v7_t pr;
+    memset(&pr, 0, sizeof(pr));
+    int rc = N->getProperties(0, &pr);
+    line("props", rc == 0 && pr.ptrSupport == 3 && pr.maxRecvs == 1 && pr.netDeviceType == 1 &&
+                      pr.netDeviceVersion == 7,
+         fmt("rc %d ptr 0x%x maxRecvs %d type %d ver %d", rc, pr.ptrSupport, pr.maxRecvs,
+             (int)pr.netDeviceType, pr.netDeviceVersion),
+         "rc 0 ptr 0x3 maxRecvs 1 type 1 ver 7", NULL);
+}
+
+static void check_connect(void)
+{
+    pair_t p;
+    int rc = pair_open(&p);
+    const tpx_ncclnet_dev_handle_t *d = (const tpx_ncclnet_dev_handle_t *)p.rstore;
+    line("connect/accept", rc == 0, rc == 0 ? "comms" : "failed", "comms",
+         rc == 0 ? fmt("after %d NULL connect(s), %d NULL accept(s)", p.null_connects,
+                       p.null_accepts)
+                 : NULL);
+    if (rc != 0)
+        return;
+    line("device handle", d->netDeviceType == 1 && d->handle != NULL && d->size == 24 &&
+                              d->needsProxyProgress == 1 && p.meta != NULL,
+         fmt("type %d size %zu proxy %d meta %s", (int)d->netDeviceType, d->size,
+             d->needsProxyProgress, p.meta ? "host" : "none"),
+         "type 1 size 24 proxy 1 meta host", NULL);
+    unsigned char b[4096];
+    void *mh = NULL, *out = (void *)(uintptr_t)0x5a5a5a5a;
+    rc = N->regMr(p.sc, b, sizeof(b), TPX_NCCL_PTR_HOST, &mh);
+    int rc2 = rc == 0 ? (int)N->getDeviceMr(p.sc, mh, &out) : -1;
+    line("getDeviceMr", rc2 == 0 && out == (void *)(uintptr_t)0x5a5a5a5a,
+         fmt("rc %d output %s", rc2, out == (void *)(uintptr_t)0x5a5a5a5a ? "untouched" : "written"),
+         "rc 0 output untouched", NULL);
+    if (mh != NULL)
+        N->deregMr(p.sc, mh);
+    pair_close(&p);
+}
+
+/* Host transfers of every size: bytes in the user buffer, 0 fragments. */
+static void check_host_sizes(void)
+{
+    static const int sizes[] = {0, 1, 4095, 4096, 4097, 65536, MiB, 4 * MiB + 1, 16 * MiB,
+                                256 * MiB};
+    pair_t p;
+    if (pair_open(&p) != 0) {
+        line("host transfers", 0, "no comm pair", "comms", NULL);
+        return;
+    }
+    size_t max = 256 * MiB;
+    unsigned char *s = malloc(max), *r = malloc(max + 4096);
+    void *smh = NULL, *rmh = NULL;
+    if (s == NULL || r == NULL || N->regMr(p.sc, s, (int)max, TPX_NCCL_PTR_HOST, &smh) != 0 ||
+        N->regMr(p.rc, r, (int)max + 4096, TPX_NCCL_PTR_HOST, &rmh) != 0) {
+        line("host transfers", 0, "no memory or regMr failed", "rc 0", NULL);
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        int n = sizes[i];
+        fill(s, (size_t)n, (unsigned)i + 1);
+        memset(r, 0xee, (size_t)n + 4096);
+        void *sreq = NULL, *rreq = NULL;
+        uint64_t slot = p.nrecv % TPX_NCCL_UNPACK_QUEUE_DEPTH;
+        int prc = post_recv(&p, r, n, rmh, &rreq);
+        int src_ = N->isend(p.sc, s, n, 0, smh, &sreq);
+        int src = 0, rrc = 0, sd = 0, rd = 0;
+        if (prc == 0 && src_ == 0)
+            drive(sreq, rreq, DEADLINE_MS, &src, &rrc, &sd, &rd);
+        uint64_t frags = rd && p.meta != NULL ? p.meta->cnt[slot] : 0;
+        int same = rd && memcmp(s, r, (size_t)n) == 0;
+        unsigned char guard[4096];
+        memset(guard, 0xee, sizeof(guard));
+        int clean = memcmp(r + n, guard, sizeof(guard)) == 0;
+        if (rd)
+            N->irecvConsumed(p.rc, 1, rreq);
+        line(fmt("host %d B", n), prc == 0 && src_ == 0 && sd && rd && same && clean && frags == 0,
+             fmt("post %d/%d done %d/%d bytes %s frags %llu", src_, prc, sd, rd,
+                 same && clean ? "ok" : "WRONG", (unsigned long long)frags),
+             "post 0/0 done 1/1 bytes ok frags 0", NULL);
+        if (!(sd && rd))
+            break;
+    }
+out:
+    if (smh)
+        N->deregMr(p.sc, smh);
+    if (rmh)
+        N->deregMr(p.rc, rmh);
+    free(s);
+    free(r);
+    pair_close(&p);
+}
+
+/* 16 requests per comm; the 17th is rc 3. */
+static void check_window(void)
+{
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    static unsigned char b[17][64];
+    void *req[17];
+    int rc_r = 0, rc_s = 0, k;
+    for (k = 0; k < 17 && (rc_r = post_recv(&p, b[k], 64, NULL, &req[k])) == 0; k++)
+        ;
+    line("irecv window", k == 16 && rc_r == 3, fmt("%d ok, then rc %d", k, rc_r),
+         "16 ok, then rc 3", NULL);
+    for (k = 0; k < 17 && (rc_s = N->isend(p.sc, b[k], 64, 0, NULL, &req[k])) == 0; k++)
+        ;
+    line("isend window", k == 16 && rc_s == 3, fmt("%d ok, then rc %d", k, rc_s),
+         "16 ok, then rc 3", NULL);
+    pair_close(&p);
+}
+
+/* test() on a request other than the head; consume order. */
+static void check_order(void)
+{
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    size_t n = MiB;
+    unsigned char *s = malloc(2 * n), *r = malloc(2 * n);
+    void *sreq[2] = {0}, *rreq[2] = {0};
+    int done = 0, size = -1;
+    post_recv(&p, r, (int)n, NULL, &rreq[0]);
+    post_recv(&p, r + n, (int)n, NULL, &rreq[1]);
+    nwarn = 0;
+    int rc = N->test(rreq[1], &done, &size);
+    line("test non-head, idle", rc == 0 && !done && nwarn == 0,
+         fmt("rc %d done %d warns %d", rc, done, nwarn), "rc 0 done 0 warns 0",
+         "the head is not transmitting yet");
+    fill(s, 2 * n, 7);
+    N->isend(p.sc, s, (int)n, 0, NULL, &sreq[0]);
+    N->isend(p.sc, s + n, (int)n, 0, NULL, &sreq[1]);
+    uint64_t end = now_ms() + DEADLINE_MS;
+    int sd = 0;
+    do {
+        if (!sd)
+            N->test(sreq[0], &sd, &size);
+        rc = N->test(rreq[1], &done, &size);
+    } while (rc == 0 && !done && now_ms() < end);
+    line("test non-head, busy", rc == 3 && !done, fmt("rc %d done %d", rc, done), "rc 3 done 0",
+         "once the head transmits");
+    int a, b, c, d;
+    drive(sd ? NULL : sreq[0], rreq[0], DEADLINE_MS, &a, &b, &c, &d);
+    int first_done = d;
+    drive(sreq[1], rreq[1], DEADLINE_MS, &a, &b, &c, &d);
+    nwarn = 0;
+    done = 0;
+    rc = N->test(rreq[0], &done, &size);
+    line("test completed again", rc == 0 && !done && nwarn == 0 && first_done,
+         fmt("rc %d done %d warns %d", rc, done, nwarn), "rc 0 done 0 warns 0", NULL);
+    rc = N->irecvConsumed(p.rc, 1, rreq[1]);
+    line("consume out of order", rc == 3, fmt("rc %d", rc), "rc 3", NULL);
+    int ok = N->irecvConsumed(p.rc, 1, rreq[0]) == 0 && N->irecvConsumed(p.rc, 1, rreq[1]) == 0 &&
+             memcmp(s, r, 2 * n) == 0;
+    line("consume in order", ok, ok ? "rc 0, bytes ok" : "failed", "rc 0, bytes ok", NULL);
+    free(s);
+    free(r);
+    pair_close(&p);
+}
+
+/* isend after the receiver closed: accepted, then test() says rc 2. */
+static void check_send_after_close(void)
+{
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    N->closeRecv(p.rc);
+    p.rc = NULL;
+    usleep(100 * 1000);
+    static unsigned char b[MiB];
+    void *req = NULL;
+    int rc = N->isend(p.sc, b, sizeof(b), 0, NULL, &req);
+    int trc = 0, done = 0, size = -1;
+    uint64_t end = now_ms() + 5000;
+    while (rc == 0 && req != NULL && (trc = N->test(req, &done, &size)) == 0 && !done &&
+           now_ms() < end)
+        ;
+    line("isend after peer close", rc == 0 && trc == 2 && !done,
+         fmt("isend rc %d, test rc %d done %d", rc, trc, done), "isend rc 0, test rc 2 done 0",
+         NULL);
+    pair_close(&p);
+}
+
+/* Close one end in the middle of a 256 MiB message. */
+static void check_close_mid(int close_receiver)
+{
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    size_t n = 256 * MiB;
+    unsigned char *s = calloc(1, n), *r = malloc(n);
+    void *sreq = NULL, *rreq = NULL;
+    post_recv(&p, r, (int)n, NULL, &rreq);
+    N->isend(p.sc, s, (int)n, 0, NULL, &sreq);
+    int done = 0, size = -1;
+    uint64_t end = now_ms() + 20; /* let the message start */
+    while (now_ms() < end) {
+        N->test(sreq, &done, &size);
+        N->test(rreq, &done, &size);
+    }
+    if (close_receiver) {
+        N->closeRecv(p.rc);
+        p.rc = NULL;
+    } else {
+        N->closeSend(p.sc);
+        p.sc = NULL;
+    }
+    void *req = close_receiver ? sreq : rreq;
+    int rc = 0;
+    uint64_t t0 = now_ms(), limit = t0 + (close_receiver ? 5000 : HANG_MS);
+    done = 0;
+    while ((rc = N->test(req, &done, &size)) == 0 && !done && now_ms() < limit)
+        usleep(100);
+    uint64_t ms = now_ms() - t0;
+    if (close_receiver)
+        line("receiver closes mid-msg", rc == 2 && !done,
+             fmt("sender test rc %d done %d after %llu ms", rc, done, (unsigned long long)ms),
+             "rc 2 done 0 (~0.3 s)", NULL);
+    else
+        line("sender closes mid-msg", rc == 0 && !done,
+             fmt("receiver test rc %d done %d for %llu ms", rc, done, (unsigned long long)ms),
+             fmt("rc 0 done 0 for %d ms (hang)", HANG_MS), NULL);
+    pair_close(&p);
+    free(s);
+    free(r);
+}
+
+/* A message larger than the receive: Google's plugin writes past the
+ * receive; tpx's strict mode refuses it (rc 3, nothing written). */
+static void check_overflow(void)
+{
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    static unsigned char s[8000], r[8000];
+    fill(s, sizeof(s), 9);
+    memset(r, 0xee, sizeof(r));
+    void *sreq = NULL, *rreq = NULL;
+    post_recv(&p, r, 1000, NULL, &rreq);
+    N->isend(p.sc, s, sizeof(s), 0, NULL, &sreq);
+    int src, rrc, sd, rd;
+    drive(sreq, rreq, 5000, &src, &rrc, &sd, &rd);
+    size_t past = 0;
+    for (size_t i = 1000; i < sizeof(r); i++)
+        past += r[i] != 0xee;
+    char *got = fmt("recv rc %d done %d, %zu bytes past", rrc, rd, past);
+    if (real_mode)
+        line("overflow", rd && past > 0, got, "done, bytes written past", NULL);
+    else
+        line("overflow", rrc == 3 && !rd && past == 0, got, "recv rc 3 done 0, 0 bytes past",
+             "deliberate: the plugin writes past the receive");
+    pair_close(&p);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PLUGIN.so [--real]\n", argv[0]);
+        return 2;
+    }
+    real_mode = argc > 2 && strcmp(argv[2], "--real") == 0;
+    void *dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (dl == NULL) {
+        fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
+        return 2;
+    }
+    N = dlsym(dl, "ncclNetPlugin_v7");
+    if (N == NULL) {
+        fprintf(stderr, "%s exports no ncclNetPlugin_v7\n", argv[1]);
+        return 2;
+    }
+    int ndev = 0;
+    if (N->init(plugin_log) != TPX_NCCL_SUCCESS || N->devices(&ndev) != TPX_NCCL_SUCCESS ||
+        ndev < 1) {
+        fprintf(stderr, "%s: init/devices failed (%d devices)\n", argv[1], ndev);
+        return 2;
+    }
+    printf("plugin %s (%s), %d device(s); expectations: Google's plugin 3.1.9%s\n", N->name,
+           argv[1], ndev, real_mode ? "" : " (deliberate differences: tpx strict mode)");
+    check_table(dl);
+    check_connect();
+    check_host_sizes();
+    check_window();
+    check_order();
+    check_send_after_close();
+    check_close_mid(1);
+    check_close_mid(0);
+    check_overflow();
+    printf("%d difference(s)\n", ndiff);
+    return ndiff > 125 ? 125 : ndiff;
+}
