@@ -9,6 +9,13 @@
 #   1. test_unpack_gpu: unpack kernel + d2d correctness on random fragment
 #      lists, then throughput of 64 MiB of 4 KiB fragments next to
 #      cuMemcpyDtoD of the same bytes.
+#   2. strict TCPX on one GPU (issue 11): the plugin's device handle and
+#      bounce buffer in GPU memory as with Google's plugin; a CPU read of
+#      either must fault (tcpx_nocpu), the v7 table must match plugin 3.1.9
+#      (ncclnet_diff), and tpx-perf moves verified data: two-sided GPU->GPU
+#      (TPX_UNPACK=kernel) at 1M, 16M, 256M, host receives through the GPU
+#      bounce buffer (TPX_SOCK_TCPX=2, device-to-host copies), and a
+#      one-sided READ of 1000 GPU blocks.
 # Environment: DEVICE=0  ROUNDS=200 (random correctness rounds)
 #              ITERS=50 (timed iterations per throughput row)
 #              OUT=DIR  (also keep the full log there)
@@ -34,7 +41,8 @@ if ! grep -q '^TPX_NVCC:FILEPATH=/' "$BUILD/CMakeCache.txt"; then
   exit 1
 fi
 # Only what the steps below run, so work in progress elsewhere cannot stop it.
-cmake --build --preset release -j "$(nproc)" --target test_unpack_gpu test_engine_gpu tpx-netbench tpx-perf nccl-net-tpx >/dev/null
+cmake --build --preset release -j "$(nproc)" --target test_unpack_gpu test_engine_gpu tpx-netbench tpx-perf nccl-net-tpx \
+  nccl-net-tpx-tcpx test_transport ncclnet_diff >/dev/null
 
 step() { # step NAME COMMAND...: run, log, fail on error or skip (77)
   local name=$1 rc=0
@@ -51,6 +59,26 @@ step() { # step NAME COMMAND...: run, log, fail on error or skip (77)
 }
 
 step unpack "$BUILD/bin/test_unpack_gpu" --device "$DEVICE" --rounds "$ROUNDS" --iters "$ITERS"
+
+# Strict TCPX on one GPU: handle + bounce buffer in GPU memory (cuMemAlloc),
+# receives into GPU memory gathered by the kernel, never read on the CPU.
+TCPX_ENV="TPX_SOCKET_IFNAME=lo CUDA_VISIBLE_DEVICES=$DEVICE"
+echo "==== strict TCPX, one GPU, handle + bounce in GPU memory" >>"$LOG"
+for abi in 7 10; do
+  step "tcpx-nocpu-v$abi" env $TCPX_ENV TPX_SOCK_TCPX=2 \
+    "$BUILD/bin/test_transport" "$BUILD/lib/libnccl-net-tpx.so" $abi tcpx_nocpu
+done
+step tcpx-unpack env $TCPX_ENV TPX_SOCK_TCPX=2 \
+  "$BUILD/bin/test_transport" "$BUILD/lib/libnccl-net-tpx.so" 7 tcpx_unpack
+step tcpx-diff env $TCPX_ENV "$BUILD/bin/ncclnet_diff" "$BUILD/lib/libnccl-net-tpx-tcpx.so"
+step tcpx-gpu-perf env $TCPX_ENV TPX_SOCK_TCPX=1 TPX_UNPACK=kernel \
+  "$BUILD/bin/tpx-perf" --loopback --mem cuda --gpu 0,0 --sizes 1M,16M,256M --iters 10 --verify
+step tcpx-gpu-perf-host env $TCPX_ENV TPX_SOCK_TCPX=2 \
+  "$BUILD/bin/tpx-perf" --loopback --sizes 1M,16M,256M --iters 5 --verify
+step tcpx-gpu-read env $TCPX_ENV TPX_SOCK_TCPX=1 TPX_UNPACK=kernel \
+  "$BUILD/bin/tpx-perf" --op read --mem cuda --gpu 0 --block 16K,128K --blocks 1000 --iters 10 \
+  --verify
+echo "==== end strict TCPX" >>"$LOG"
 
 # GPU0 -> GPU1 through the engine (two GPUs), next to NCCL's socket transport
 # and NCCL over our plugin.
@@ -86,6 +114,9 @@ echo
 echo "================ results ================"
 sed -n '/^GPU [0-9]*:/p' "$LOG" | head -1
 sed -n '/^== unpack throughput/,/^kernel 16x1024x4K (1 launch/p' "$LOG"
+echo "---- strict TCPX, one GPU (handle + bounce in GPU memory; all verified) ----"
+sed -n '/^==== strict TCPX, one GPU/,/^==== end strict TCPX/p' "$LOG" |
+  grep -E '^ +[0-9]+ +[0-9]+ |^ +(read|write) |^# best|difference|^PASS' || true
 echo "---- transport alone (GB/s, 1e9 B/s) ----"
 grep -E '^ +[0-9]+ +[0-9]+ ' "$LOG" | head -40 || true
 grep -E 'engine/transport' "$LOG" || true
