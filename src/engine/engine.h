@@ -31,6 +31,8 @@
 #define TPX_WINDOW_MAX 32
 #define TPX_CTRL_MSG_SIZE 64      /* every control message has exactly this size */
 #define TPX_DEVH_STORAGE 512      /* device-handle storage per comm */
+#define TPX_MSG_BELL (TPX_BS_TYPE_USER + 2) /* bootstrap frame "a request is on its way":
+                                               wakes an idle owner (peer.c) */
 #define TPX_MAX_UNEXPECTED 1024   /* early send headers held before flow control stops the peer */
 
 typedef struct tpx_comm tpx_comm_t;
@@ -287,6 +289,7 @@ struct tpx_engine {
     uint64_t nreported;        /* of which tpx_progress() has reported */
     uint64_t nunseen;          /* user transfers DONE that no poll/wait has reported */
     uint64_t nmoves;           /* plugin requests completed, ever (progress-thread backoff) */
+    uint64_t nbells;           /* doorbells heard, ever (tests) */
     uint64_t last_move_ns;     /* progress thread: last completion or post */
     /* progress thread */
     int progress_thread;
@@ -308,7 +311,7 @@ struct tpx_engine {
     void **notifs;             /* ring of received notifications */
     uint32_t notif_head, notif_n, notif_cap;
     uint32_t notif_limit;      /* the queue's bound (TPX_NOTIF_QUEUE) */
-    int notif_overflow;        /* dropped since the last tpx_get_notifs() */
+    int notif_overflow;        /* dropped since the last tpx_engine_get_notifs() */
     tpx_engine_counters_t ctr;
     int rma_pack;              /* small host blocks share chunks (TPX_RMA_PACK) */
     int failed_open;           /* a peer failed since tpx__engine_close_failed() last ran */

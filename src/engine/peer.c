@@ -31,7 +31,7 @@
 #include "remote.h"
 
 #define MSG_READY (TPX_BS_TYPE_USER + 1)
-#define MSG_BELL (TPX_BS_TYPE_USER + 2) /* "a request is on its way": wakes an idle owner */
+#define MSG_BELL TPX_MSG_BELL
 #define MSG_IDENT (TPX_BS_TYPE_USER + 3) /* identity proof (ident.h, wire.h) */
 #define MAX_SETUPS 64
 
@@ -594,6 +594,7 @@ int tpx__engine_bells(tpx_engine_t *e)
             rung += type == MSG_BELL;
         }
     }
+    e->nbells += (uint64_t)rung;
     return rung;
 }
 

@@ -555,6 +555,8 @@ static void peer_sweep(tpx_peer_t *p, uint64_t now)
         tpx_status_t st = tpx__bs_recv(p->bs, &type, buf, sizeof(buf), &len);
         if (st != TPX_INPROGRESS && st != TPX_OK)
             p->bs_eof_ns = now;
+        else if (st == TPX_OK && type == TPX_MSG_BELL)
+            p->e->nbells++; /* rung while we were awake anyway */
     }
     /* A peer that closes says goodbye on the control stream first; a
      * bootstrap EOF with no goodbye within 200 ms is a process that died. */
