@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "common/bytes.h"
 #include "common/log.h"
 #include "sha256.h"
 
@@ -113,11 +114,6 @@ static void set_failed(tpx_bs_conn_t *c, tpx_status_t st)
         TPX_LOG(lvl, __VA_ARGS__);                                                                 \
         set_failed((c), (st));                                                                     \
     } while (0)
-
-static uint32_t be32_at(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
 
 static double ms_since(uint64_t t0)
 {
@@ -335,8 +331,8 @@ static tpx_status_t in_frame(tpx_bs_conn_t *c, uint32_t max_len)
             BS_FAIL(c, TPX_ERR_PROTOCOL, TPX_LOG_WARN,
                     "bootstrap: peer %s sent a bad frame header (%s; magic 0x%08x version %u "
                     "type %u length %u, limit %u here): dropped",
-                    c->peer, why, be32_at(b), (unsigned)b[4] << 8 | b[5],
-                    (unsigned)b[6] << 8 | b[7], be32_at(b + 8), TPX_MIN(max_len, TPX_BS_MAX_MSG));
+                    c->peer, why, tpx__get32(b), (unsigned)tpx__get16(b + 4),
+                    (unsigned)tpx__get16(b + 6), tpx__get32(b + 8), TPX_MIN(max_len, TPX_BS_MAX_MSG));
             return c->err;
         }
         if (c->h.len > BS_SMALL_IN && c->in == c->small) {

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/sysfs.h"
 #include "engine.h"
 #include "gpu/cuda.h"
 
@@ -245,23 +246,12 @@ int tpx__topo_local_cpu(tpx_engine_t *e)
     if (e->props.pci_path[0] == '\0')
         return -1;
     char path[512], buf[1024];
+    long node;
     snprintf(path, sizeof(path), "%s/numa_node", e->props.pci_path);
-    FILE *f = fopen(path, "r");
-    int node = -1;
-    if (f != NULL) {
-        if (fscanf(f, "%d", &node) != 1)
-            node = -1;
-        fclose(f);
-    }
-    if (node < 0)
+    if (tpx__sysfs_int(path, &node) != 0 || node < 0)
         return -1;
-    snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
-    f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    char *s = fgets(buf, sizeof(buf), f);
-    fclose(f);
-    if (s == NULL)
+    snprintf(path, sizeof(path), "/sys/devices/system/node/node%ld/cpulist", node);
+    if (tpx__sysfs_line(path, buf, sizeof(buf)) != 0)
         return -1;
     /* "0-15,32-47": take the last number. */
     int last = -1;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/sysfs.h"
 #include "sock.h"
 
 static tpx_sock_dev_t sock_devs[TPX_SOCK_MAX_DEVS];
@@ -32,19 +33,10 @@ static pthread_mutex_t vdev_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int sysfs_read_int(const char *ifname, const char *leaf, int *out)
 {
-    char path[PATH_MAX], buf[32];
+    char path[PATH_MAX];
+    long v;
     snprintf(path, sizeof(path), "/sys/class/net/%s/%s", ifname, leaf);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    char *s = fgets(buf, sizeof(buf), f);
-    fclose(f);
-    if (s == NULL)
-        return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(buf, &end, 10);
-    if (errno != 0 || end == buf)
+    if (tpx__sysfs_int(path, &v) != 0)
         return -1;
     *out = (int)v;
     return 0;
