@@ -519,7 +519,7 @@ static int pr_loopback(const pr_opts_t *o)
     unsigned char blob[TPX_METADATA_MAX];
     size_t len = sizeof(blob);
     if (tpx_engine_get_metadata(own.e, blob, &len) != TPX_OK ||
-        tpx_engine_load_remote(req.e, blob, len, &c.rm) != TPX_OK)
+        tpx_remote_load(req.e, blob, len, &c.rm) != TPX_OK)
         goto out;
     c.rdesc = own.d;
     rc = pr_requester(&c);
@@ -557,7 +557,7 @@ static int pr_client(const pr_opts_t *o)
     memcpy(c.rdesc.bytes, buf + m.len - TPX_RDESC_SIZE, TPX_RDESC_SIZE);
     if (pr_engine(o, "client", TPX_PORT_EPHEMERAL, &req.e) != 0 || pr_side_mem(o, &req, size) != 0)
         goto out;
-    if (tpx_engine_load_remote(req.e, buf, m.len - TPX_RDESC_SIZE, &c.rm) != TPX_OK)
+    if (tpx_remote_load(req.e, buf, m.len - TPX_RDESC_SIZE, &c.rm) != TPX_OK)
         goto out;
     rc = pr_requester(&c);
     tpx_remote_forget(c.rm);

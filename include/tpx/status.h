@@ -2,7 +2,7 @@
  * tpx/status.h - the one status type every tpx call returns.
  *
  * TPX_OK is zero, TPX_INPROGRESS is positive (not an error), every error is
- * negative. tpx_status_string() never returns NULL.
+ * negative. tpx_status_string() and tpx_status_name() never return NULL.
  */
 #ifndef TPX_STATUS_H
 #define TPX_STATUS_H
@@ -54,6 +54,9 @@ typedef enum {
 
 /* A short, static, human-readable description of `status`. */
 TPX_API const char *tpx_status_string(tpx_status_t status);
+/* The enumerator's name as a static string ("TPX_ERR_TIMED_OUT"), for
+ * logs and bindings; "TPX_ERR_UNKNOWN" for a value not listed above. */
+TPX_API const char *tpx_status_name(tpx_status_t status);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tpx/log.h"
 #include "tpx/ncclnet.h"
 #include "tpx/status.h"
 
@@ -25,8 +26,16 @@ extern "C" {
 /* "MAJOR.MINOR.PATCH" of the library. */
 TPX_API const char *tpx_version_string(void);
 
-/* Same as tpx_status_string(); the name users of strerror() look for. */
+/* Same as tpx_status_string(); the name users of strerror() look for.
+ * tpx_status_name() (tpx/status.h) gives the enumerator's name. */
 TPX_API const char *tpx_strerror(tpx_status_t status);
+
+/* Names kept for one release after a rename; they call the new function. */
+#if defined(__GNUC__)
+#define TPX_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define TPX_DEPRECATED(msg)
+#endif
 
 /*
  * The built-in TCP transport, linked into libtpx, as an ncclNet v10 table.
@@ -206,9 +215,9 @@ TPX_API void tpx_xfer_release(tpx_xfer_t *xfer);
  *
  * Mapping to NIXL's agent API: registerMem = tpx_mem_register +
  * tpx_region_export; getLocalMD/loadRemoteMD = tpx_engine_get_metadata /
- * tpx_engine_load_remote; prepXferDlist+makeXferReq = tpx_xfer_prepare;
+ * tpx_remote_load; prepXferDlist+makeXferReq = tpx_xfer_prepare;
  * postXferReq = tpx_xfer_post; getXferStatus = tpx_xfer_poll; genNotif =
- * tpx_notif_send; getNotifs = tpx_get_notifs. See the README.
+ * tpx_notif_send; getNotifs = tpx_engine_get_notifs. See the README.
  */
 typedef struct tpx_remote tpx_remote_t;
 typedef struct tpx_prep tpx_prep_t;
@@ -230,8 +239,11 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *engine, void *buf, si
  * tpx_remote_connect(). Loading the same engine twice returns the same
  * remote with a reference added. A peer that connected to us from that
  * engine is used in both directions (no second connection). */
-TPX_API tpx_status_t tpx_engine_load_remote(tpx_engine_t *engine, const void *blob, size_t len,
-                                            tpx_remote_t **remote);
+TPX_API tpx_status_t tpx_remote_load(tpx_engine_t *engine, const void *blob, size_t len,
+                                     tpx_remote_t **remote);
+/* The name of tpx_remote_load() before 0.2. */
+TPX_API TPX_DEPRECATED("renamed tpx_remote_load") tpx_status_t
+tpx_engine_load_remote(tpx_engine_t *engine, const void *blob, size_t len, tpx_remote_t **remote);
 /* Drop a reference; the last one closes the remote's connection (its
  * transfers end with TPX_ERR_CANCELED) and frees it. Prepared transfers of
  * the remote must be released first. */
@@ -288,7 +300,7 @@ typedef struct {
 TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *remote, tpx_op_t op, const tpx_iov_t *iov,
                                       size_t n, tpx_prep_t **prep);
 /* Start a prepared transfer. `notif` (may be NULL; at most TPX_NOTIF_MAX
- * bytes) is delivered to the remote engine's tpx_get_notifs() once every
+ * bytes) is delivered to the remote engine's tpx_engine_get_notifs() once every
  * byte is in place: for WRITE after the data landed in its memory, for
  * READ after this side has all of it. timeout_ms: the transfer's deadline
  * (0: TPX_TIMEOUT_MS). Connects first if needed (waiting up to
@@ -320,8 +332,11 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *remote, const void *msg, size_
  * *n = how many. The queue is bounded (TPX_NOTIF_QUEUE): notifications
  * arriving at a full queue are dropped and counted; the next call then
  * returns TPX_ERR_OVERFLOW -- with *n and out[] filled as usual -- once. */
-TPX_API tpx_status_t tpx_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size_t max,
-                                    size_t *n);
+TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size_t max,
+                                           size_t *n);
+/* The name of tpx_engine_get_notifs() before 0.2. */
+TPX_API TPX_DEPRECATED("renamed tpx_engine_get_notifs") tpx_status_t
+tpx_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size_t max, size_t *n);
 
 /* ---- counters ---- */
 

@@ -83,7 +83,7 @@ TPX_CONFIG_X(RMA_PACK, INT, "1", 0, 1,
              "quarter chunk) back to back into shared chunks (one plugin request for many small blocks; "
              "gathered and scattered with memcpy), 0 sends every block in chunks of its own.")
 TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
-             "Received notifications an engine holds until tpx_get_notifs() takes them; beyond "
+             "Received notifications an engine holds until tpx_engine_get_notifs() takes them; beyond "
              "that they are dropped and counted (`params.notif_queue` overrides).")
 TPX_CONFIG_X(IDENTITY, STR, "auto", 0, 0,
              "How engines prove who they are: `auto` (Ed25519 keys from libsodium, loaded at run "

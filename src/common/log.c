@@ -8,14 +8,38 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int tpx__log_level = TPX_LOG_WARN;
+atomic_int tpx__log_level = TPX_LOG_WARN;
 static int log_fd = STDERR_FILENO;
+static atomic_int level_fixed; /* tpx_log_set_level() was called: TPX_LOG_LEVEL is ignored */
+/* The host's callback; read and swapped under cb_lock (never a hot path:
+ * only lines at an enabled level get here). */
+static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
+static tpx_log_fn cb_fn;
+static void *cb_arg;
+
+TPX_API void tpx_log_set_callback(tpx_log_fn fn, void *arg)
+{
+    pthread_mutex_lock(&cb_lock);
+    cb_fn = fn;
+    cb_arg = arg;
+    pthread_mutex_unlock(&cb_lock);
+}
+
+TPX_API void tpx_log_set_level(tpx_log_level_t level)
+{
+    if ((int)level < TPX_LOG_NONE || level > TPX_LOG_TRACE)
+        return;
+    atomic_store(&level_fixed, 1);
+    atomic_store_explicit(&tpx__log_level, (int)level, memory_order_relaxed);
+}
 
 static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
@@ -42,7 +66,8 @@ int tpx__log_level_parse(const char *s)
 
 void tpx__log_configure(int level, const char *path)
 {
-    tpx__log_level = level;
+    if (!atomic_load(&level_fixed))
+        atomic_store_explicit(&tpx__log_level, level, memory_order_relaxed);
     if (path == NULL || *path == '\0')
         return;
     /* "%p" in the path expands to the pid so processes of one job do not
@@ -84,6 +109,14 @@ void tpx__log_vemit(int level, const char *file, int line, const char *fmt, va_l
         n = (int)sizeof(buf) - 2;
     while (n > 0 && buf[n - 1] == '\n')
         n--;
+    pthread_mutex_lock(&cb_lock);
+    if (cb_fn != NULL) {
+        buf[n] = '\0';
+        cb_fn(cb_arg, (tpx_log_level_t)level, buf);
+        pthread_mutex_unlock(&cb_lock);
+        return;
+    }
+    pthread_mutex_unlock(&cb_lock);
     buf[n++] = '\n';
     ssize_t w = write(log_fd, buf, (size_t)n);
     (void)w;

@@ -1,30 +1,27 @@
 /*
  * log.h - tpx's logger. The level is checked before any argument is
  * evaluated, so a disabled log line costs one load and one branch.
- * Output goes to TPX_LOG_FILE (if set) or stderr, one write() per line.
+ * Output goes to the host's callback (tpx_log_set_callback), else to
+ * TPX_LOG_FILE (if set) or stderr, one write() per line.
  */
 #ifndef TPX_COMMON_LOG_H
 #define TPX_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
+#include "tpx/log.h" /* the levels, and the host's callback */
 #include "util.h"
 
-typedef enum {
-    TPX_LOG_NONE = 0,
-    TPX_LOG_ERROR = 1,
-    TPX_LOG_WARN = 2,
-    TPX_LOG_INFO = 3,
-    TPX_LOG_DEBUG = 4,
-    TPX_LOG_TRACE = 5,
-} tpx_log_level_t;
 
-/* Current level; written once by tpx__log_configure(), read everywhere. */
-extern int tpx__log_level;
+/* Current level; written by tpx__log_configure() and tpx_log_set_level(),
+ * read everywhere (relaxed: a line more or less around a change is fine). */
+extern atomic_int tpx__log_level;
+#define TPX_LOG_ON(lvl) ((int)(lvl) <= atomic_load_explicit(&tpx__log_level, memory_order_relaxed))
 
 #define TPX_LOG(lvl, ...)                                                                          \
     do {                                                                                           \
-        if (TPX_UNLIKELY((int)(lvl) <= tpx__log_level))                                            \
+        if (TPX_UNLIKELY(TPX_LOG_ON(lvl)))                                            \
             tpx__log_emit((lvl), __FILE__, __LINE__, __VA_ARGS__);                                 \
     } while (0)
 #define TPX_ERROR(...) TPX_LOG(TPX_LOG_ERROR, __VA_ARGS__)

@@ -38,6 +38,36 @@ const char *tpx_status_string(tpx_status_t status)
     return "unknown status";
 }
 
+const char *tpx_status_name(tpx_status_t status)
+{
+    switch (status) {
+    case TPX_OK: return "TPX_OK";
+    case TPX_INPROGRESS: return "TPX_INPROGRESS";
+    case TPX_ERR_INVALID_ARG: return "TPX_ERR_INVALID_ARG";
+    case TPX_ERR_INVALID_STATE: return "TPX_ERR_INVALID_STATE";
+    case TPX_ERR_NO_RESOURCE: return "TPX_ERR_NO_RESOURCE";
+    case TPX_ERR_NO_MEMORY: return "TPX_ERR_NO_MEMORY";
+    case TPX_ERR_UNSUPPORTED: return "TPX_ERR_UNSUPPORTED";
+    case TPX_ERR_CONFIG: return "TPX_ERR_CONFIG";
+    case TPX_ERR_TIMED_OUT: return "TPX_ERR_TIMED_OUT";
+    case TPX_ERR_CONN_REFUSED: return "TPX_ERR_CONN_REFUSED";
+    case TPX_ERR_CONN_RESET: return "TPX_ERR_CONN_RESET";
+    case TPX_ERR_PROTOCOL: return "TPX_ERR_PROTOCOL";
+    case TPX_ERR_TRUNCATED: return "TPX_ERR_TRUNCATED";
+    case TPX_ERR_UNREACHABLE: return "TPX_ERR_UNREACHABLE";
+    case TPX_ERR_ADDR_IN_USE: return "TPX_ERR_ADDR_IN_USE";
+    case TPX_ERR_NO_DEVICE: return "TPX_ERR_NO_DEVICE";
+    case TPX_ERR_ACCESS: return "TPX_ERR_ACCESS";
+    case TPX_ERR_OVERFLOW: return "TPX_ERR_OVERFLOW";
+    case TPX_ERR_IO: return "TPX_ERR_IO";
+    case TPX_ERR_PLUGIN: return "TPX_ERR_PLUGIN";
+    case TPX_ERR_CUDA: return "TPX_ERR_CUDA";
+    case TPX_ERR_INTERNAL: return "TPX_ERR_INTERNAL";
+    case TPX_ERR_CANCELED: return "TPX_ERR_CANCELED";
+    }
+    return "TPX_ERR_UNKNOWN";
+}
+
 tpx_status_t tpx__status_from_errno(int err)
 {
     switch (err) {

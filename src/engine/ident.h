@@ -16,7 +16,7 @@
  *        no key, no peer is verified. A remote is then served only by the
  *        connection this engine itself dialed to the metadata's addresses.
  *
- * Either way a remote (tpx_engine_load_remote) is served only by a
+ * Either way a remote (tpx_remote_load) is served only by a
  * connection proven to be that engine (tpx__ident_serves), and a
  * notification's `from` is the sender's name only when it is proven.
  */

@@ -3,7 +3,7 @@
  *
  * tpx_engine_get_metadata() describes this engine (identity, where its
  * bootstrap listens, plugin, GPU, channels, NICs, public key); a peer loads
- * the blob with tpx_engine_load_remote() and gets a remote. A remote
+ * the blob with tpx_remote_load() and gets a remote. A remote
  * connects on first use: it takes a connection the remote engine already
  * opened to us if that connection proved to hold the blob's key (one
  * connection then serves both directions), or connects to the advertised
@@ -121,26 +121,26 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *e, void *buf, size_t 
 
 /* ---- remotes ------------------------------------------------------------------------------ */
 
-TPX_API tpx_status_t tpx_engine_load_remote(tpx_engine_t *e, const void *blob, size_t len,
-                                            tpx_remote_t **out)
+TPX_API tpx_status_t tpx_remote_load(tpx_engine_t *e, const void *blob, size_t len,
+                                     tpx_remote_t **out)
 {
     if (e == NULL || blob == NULL || out == NULL) {
-        TPX_ERROR("tpx_engine_load_remote: NULL argument");
+        TPX_ERROR("tpx_remote_load: NULL argument");
         return TPX_ERR_INVALID_ARG;
     }
     tpx_md_t md;
     if (tpx__md_decode(blob, len, &md) != TPX_OK) {
-        TPX_ERROR("tpx_engine_load_remote: the %zu bytes are not a valid tpx metadata blob "
+        TPX_ERROR("tpx_remote_load: the %zu bytes are not a valid tpx metadata blob "
                   "(damaged, truncated or of another version)", len);
         return TPX_ERR_PROTOCOL;
     }
     if (strcmp(md.plugin, e->net->name) != 0) {
-        TPX_ERROR("tpx_engine_load_remote: engine %s uses net plugin '%s', this engine '%s': "
+        TPX_ERROR("tpx_remote_load: engine %s uses net plugin '%s', this engine '%s': "
                   "both sides must use the same", md.name, md.plugin, e->net->name);
         return TPX_ERR_INVALID_ARG;
     }
     if (md.has_key && tpx__ident_id(md.key) != md.engine_id) {
-        TPX_ERROR("tpx_engine_load_remote: engine %s: its id %016llx is not its key's (a forged "
+        TPX_ERROR("tpx_remote_load: engine %s: its id %016llx is not its key's (a forged "
                   "blob?)", md.name, (unsigned long long)md.engine_id);
         return TPX_ERR_PROTOCOL;
     }

@@ -22,7 +22,7 @@ struct tpx__resolver {
 struct tpx_remote {
     tpx_engine_t *e;
     tpx_remote_t *next;         /* engine's list */
-    int refs;                   /* tpx_engine_load_remote() calls not forgotten */
+    int refs;                   /* tpx_remote_load() calls not forgotten */
     int nprep;                  /* preparations not released */
     tpx_md_t md;
     tpx_peer_t *peer;           /* the connection in use (owned: peer->remote == this) */

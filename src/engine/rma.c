@@ -755,7 +755,7 @@ static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
         e->ctr.notifs_dropped++;
         if (!e->notif_overflow)
             TPX_WARN("notification queue full (%u, TPX_NOTIF_QUEUE): notifications from %s and "
-                     "others are dropped until tpx_get_notifs() makes room", e->notif_cap,
+                     "others are dropped until tpx_engine_get_notifs() makes room", e->notif_cap,
                      p->remote_name);
         e->notif_overflow = 1;
         return;
@@ -806,10 +806,11 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t le
     return st;
 }
 
-TPX_API tpx_status_t tpx_get_notifs(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n)
+TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *e, tpx_notif_t *out, size_t max,
+                                           size_t *n)
 {
     if (e == NULL || n == NULL || (out == NULL && max > 0)) {
-        TPX_ERROR("tpx_get_notifs: NULL argument");
+        TPX_ERROR("tpx_engine_get_notifs: NULL argument");
         return TPX_ERR_INVALID_ARG;
     }
     pthread_mutex_lock(&e->lock);

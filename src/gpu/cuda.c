@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,7 +48,7 @@ tpx_status_t tpx__cuda_check(CUresult r, const char *call, const char *file, int
 {
     if (TPX_LIKELY(r == CUDA_SUCCESS))
         return TPX_OK;
-    if (TPX_LOG_ERROR <= tpx__log_level) {
+    if (TPX_LOG_ON(TPX_LOG_ERROR)) {
         const char *text = NULL;
         if (tpx__cu.cuGetErrorString == NULL || tpx__cu.cuGetErrorString(r, &text) != CUDA_SUCCESS)
             text = NULL;
@@ -89,6 +90,47 @@ static void init_fail(tpx_status_t st, int level, const char *fmt, ...)
     TPX_LOG(level, "%s", init_reason);
 }
 
+/* The driver ABI tpx is written against: every entry point is asked for as
+ * it was in CUDA 12.8 (or in the installed driver, if older), so a later
+ * driver's new variant of a function (a _v3 with other parameters) is
+ * never picked up by accident. */
+#define TPX_CUDA_ABI_VERSION 12080
+
+typedef CUresult (*get_proc_v1_t)(const char *sym, void **fn, int version, uint64_t flags);
+typedef CUresult (*get_proc_v2_t)(const char *sym, void **fn, int version, uint64_t flags,
+                                  int *status);
+
+/* Entry points as NCCL's cudawrap finds them: through the driver's
+ * cuGetProcAddress (_v2 since 12.0, plain since 11.3) by base name and ABI
+ * version, which also sees entry points not exported as symbols; dlsym of
+ * the versioned symbol name when the driver has no cuGetProcAddress or
+ * does not know the name. */
+static void *proc_lookup(void *lib, get_proc_v1_t gp1, get_proc_v2_t gp2, int version,
+                         const char *sym, const char *fallback)
+{
+    char base[64];
+    snprintf(base, sizeof(base), "%s", sym);
+    size_t n = strlen(base);
+    if (n > 3 && strcmp(base + n - 3, "_v2") == 0)
+        base[n - 3] = '\0';
+    void *fn = NULL;
+    if (version > 0) {
+        CUresult r = CUDA_ERROR_INVALID_VALUE;
+        int status = 0; /* CU_GET_PROC_ADDRESS_SUCCESS */
+        if (gp2 != NULL)
+            r = gp2(base, &fn, version, 0 /* CU_GET_PROC_ADDRESS_DEFAULT */, &status);
+        else if (gp1 != NULL)
+            r = gp1(base, &fn, version, 0);
+        if (r != CUDA_SUCCESS || status != 0)
+            fn = NULL;
+    }
+    if (fn == NULL)
+        fn = dlsym(lib, sym);
+    if (fn == NULL && fallback != NULL)
+        fn = dlsym(lib, fallback);
+    return fn;
+}
+
 static void cuda_init_once(void)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -96,12 +138,27 @@ static void cuda_init_once(void)
         init_fail(TPX_ERR_NO_DEVICE, TPX_LOG_INFO, "no CUDA driver (libcuda.so.1 not found)");
         return;
     }
+    get_proc_v1_t gp1 = NULL;
+    get_proc_v2_t gp2 = NULL;
+    void *p = dlsym(lib, "cuGetProcAddress_v2");
+    if (p != NULL) {
+        memcpy(&gp2, &p, sizeof(p));
+    } else if ((p = dlsym(lib, "cuGetProcAddress")) != NULL) {
+        memcpy(&gp1, &p, sizeof(p));
+    }
+    int version = 0;
+    void *dv = dlsym(lib, "cuDriverGetVersion");
+    if (dv != NULL) {
+        CUresult (*get_version)(int *);
+        memcpy(&get_version, &dv, sizeof(dv));
+        if (get_version(&version) != CUDA_SUCCESS)
+            version = 0;
+    }
+    version = TPX_MIN(version, TPX_CUDA_ABI_VERSION);
     tpx__cuda_api_t api;
     memset(&api, 0, sizeof(api));
     for (size_t i = 0; i < TPX_ARRAY_SIZE(cuda_syms); i++) {
-        void *fn = dlsym(lib, cuda_syms[i].sym);
-        if (fn == NULL && cuda_syms[i].fallback != NULL)
-            fn = dlsym(lib, cuda_syms[i].fallback);
+        void *fn = proc_lookup(lib, gp1, gp2, version, cuda_syms[i].sym, cuda_syms[i].fallback);
         if (fn == NULL) {
             /* The library stays open: unloading a driver half set up is worse. */
             init_fail(TPX_ERR_CUDA, TPX_LOG_ERROR,
@@ -112,6 +169,8 @@ static void cuda_init_once(void)
          * function pointer; memcpy keeps ISO C quiet about it. */
         memcpy((char *)&api + cuda_syms[i].off, &fn, sizeof(fn));
     }
+    TPX_DEBUG("CUDA entry points through %s (ABI %d)",
+              gp2 ? "cuGetProcAddress_v2" : gp1 ? "cuGetProcAddress" : "dlsym", version);
     tpx__cu = api;
 
     CUresult r = tpx__cu.cuInit(0);

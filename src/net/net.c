@@ -57,7 +57,7 @@ void tpx__net_log(tpx_nccl_log_level_t level, unsigned long flags, const char *f
 {
     (void)flags;
     int lvl = nccl_to_tpx_level(level);
-    if (lvl == TPX_LOG_NONE || lvl > tpx__log_level || fmt == NULL)
+    if (lvl == TPX_LOG_NONE || !TPX_LOG_ON(lvl) || fmt == NULL)
         return;
     if (file == NULL)
         file = "plugin";

@@ -93,7 +93,7 @@ static tpx_remote_t *load(side_t *from, side_t *to)
     size_t len = sizeof(blob);
     tpx_remote_t *rm = NULL;
     if (tpx_engine_get_metadata(to->e, blob, &len) != TPX_OK ||
-        tpx_engine_load_remote(from->e, blob, len, &rm) != TPX_OK)
+        tpx_remote_load(from->e, blob, len, &rm) != TPX_OK)
         return NULL;
     return rm;
 }
@@ -201,7 +201,7 @@ static int notif_wait(side_t *s, tpx_notif_t *out)
 {
     for (int i = 0; i < 50000; i++) {
         size_t n = 0;
-        tpx_status_t st = tpx_get_notifs(s->e, out, 1, &n);
+        tpx_status_t st = tpx_engine_get_notifs(s->e, out, 1, &n);
         if (st != TPX_OK)
             return -1;
         if (n == 1)
@@ -364,7 +364,7 @@ static int t_reject(void)
     /* no notification for a refused transfer */
     size_t nn = 1;
     tpx_notif_t nt;
-    CHECK(tpx_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
+    CHECK(tpx_engine_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
     CHECK_EQ(nn, 0);
     /* the connection is still good: a valid transfer into the sub-range */
     blk_t ok = {.loff = 12345, .roff = 4000, .len = 100000};
@@ -436,7 +436,7 @@ static int t_badargs(void)
     CHECK(tpx_rdesc_info(&b.d, &addr, &len) == TPX_OK);
     CHECK(addr == (uint64_t)(uintptr_t)b.mem && len == b.size);
     size_t n;
-    CHECK(tpx_get_notifs(NULL, NULL, 0, &n) == TPX_ERR_INVALID_ARG);
+    CHECK(tpx_engine_get_notifs(NULL, NULL, 0, &n) == TPX_ERR_INVALID_ARG);
     /* a deregistered local region: the preparation can no longer be posted */
     unsigned char *m2 = aligned_alloc(4096, 65536);
     tpx_region_t *r2;
@@ -648,14 +648,14 @@ static int t_overflow(void)
     CHECK_EQ(cb.notifs_dropped, 12);
     tpx_notif_t nt[20];
     size_t n = 0;
-    CHECK(tpx_get_notifs(b.e, nt, 20, &n) == TPX_ERR_OVERFLOW);
+    CHECK(tpx_engine_get_notifs(b.e, nt, 20, &n) == TPX_ERR_OVERFLOW);
     CHECK_EQ(n, 8);
     for (size_t i = 0; i < n; i++) {
         char want[32];
         snprintf(want, sizeof(want), "%zu", i);
         CHECK(nt[i].len == strlen(want) && memcmp(nt[i].msg, want, nt[i].len) == 0);
     }
-    CHECK(tpx_get_notifs(b.e, nt, 20, &n) == TPX_OK);
+    CHECK(tpx_engine_get_notifs(b.e, nt, 20, &n) == TPX_OK);
     CHECK_EQ(n, 0);
     CHECK(tpx_notif_send(rm, "again", 5) == TPX_OK);
     CHECK(notif_wait(&b, nt) == 0 && nt[0].len == 5);
@@ -681,13 +681,13 @@ static int t_metadata(void)
     tpx_remote_t *r1, *r2;
     for (size_t i = 0; i < len; i++) { /* every flipped byte is refused */
         blob[i] ^= 0x40;
-        CHECK(tpx_engine_load_remote(a.e, blob, len, &r1) == TPX_ERR_PROTOCOL);
+        CHECK(tpx_remote_load(a.e, blob, len, &r1) == TPX_ERR_PROTOCOL);
         blob[i] ^= 0x40;
     }
     for (size_t l = 0; l < len; l++)
-        CHECK(tpx_engine_load_remote(a.e, blob, l, &r1) == TPX_ERR_PROTOCOL);
-    CHECK(tpx_engine_load_remote(a.e, blob, len, &r1) == TPX_OK);
-    CHECK(tpx_engine_load_remote(a.e, blob, len, &r2) == TPX_OK);
+        CHECK(tpx_remote_load(a.e, blob, l, &r1) == TPX_ERR_PROTOCOL);
+    CHECK(tpx_remote_load(a.e, blob, len, &r1) == TPX_OK);
+    CHECK(tpx_remote_load(a.e, blob, len, &r2) == TPX_OK);
     CHECK(r1 == r2);
     CHECK(strcmp(tpx_remote_name(r1), "B") == 0);
     tpx_remote_forget(r2);
@@ -754,7 +754,7 @@ static int t_cancel(void)
     tpx_notif_t nt[8];
     size_t n = 0;
     usleep(200 * 1000);
-    CHECK(tpx_get_notifs(b.e, nt, 8, &n) == TPX_OK);
+    CHECK(tpx_engine_get_notifs(b.e, nt, 8, &n) == TPX_OK);
     CHECK_EQ(n, n_ok);
     tpx_remote_forget(rm);
     side_close(&a);
@@ -827,7 +827,7 @@ static int t_holds(void)
     size_t len = sizeof(blob);
     tpx_remote_t *rm = NULL;
     CHECK(tpx_engine_get_metadata(b.e, blob, &len) == TPX_OK);
-    CHECK(tpx_engine_load_remote(e, blob, len, &rm) == TPX_OK);
+    CHECK(tpx_remote_load(e, blob, len, &rm) == TPX_OK);
     /* a remote descriptor that claims a huge range (only prepare reads it) */
     tpx_rdesc_fields_t f;
     CHECK(tpx__rdesc_decode(b.d.bytes, &f) == TPX_OK);

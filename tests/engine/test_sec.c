@@ -74,7 +74,7 @@ static tpx_remote_t *load(side_t *from, side_t *to)
     size_t len = sizeof(blob);
     tpx_remote_t *rm = NULL;
     if (tpx_engine_get_metadata(to->e, blob, &len) != TPX_OK ||
-        tpx_engine_load_remote(from->e, blob, len, &rm) != TPX_OK)
+        tpx_remote_load(from->e, blob, len, &rm) != TPX_OK)
         return NULL;
     return rm;
 }
@@ -98,7 +98,7 @@ static int notif_wait(side_t *s, tpx_notif_t *out, int ms)
     uint64_t until = now_ms() + (uint64_t)ms;
     while (now_ms() < until) {
         size_t n = 0;
-        if (tpx_get_notifs(s->e, out, 1, &n) != TPX_OK)
+        if (tpx_engine_get_notifs(s->e, out, 1, &n) != TPX_OK)
             return -1;
         if (n == 1)
             return 0;

@@ -1,0 +1,90 @@
+/*
+ * test_api.c - the library-level API: tpx_status_name() for every status,
+ * the host's log callback (lines reach it and never stderr; the level
+ * override), and the names kept for one release after a rename.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tpx/tpx.h"
+
+static int lines, errors;
+static char last[1024];
+
+static void on_log(void *arg, tpx_log_level_t level, const char *line)
+{
+    (void)arg;
+    lines++;
+    errors += level == TPX_LOG_ERROR;
+    snprintf(last, sizeof(last), "%s", line);
+}
+
+int main(void)
+{
+    static const tpx_status_t all[] = {
+        TPX_OK, TPX_INPROGRESS, TPX_ERR_INVALID_ARG, TPX_ERR_INVALID_STATE, TPX_ERR_NO_RESOURCE,
+        TPX_ERR_NO_MEMORY, TPX_ERR_UNSUPPORTED, TPX_ERR_CONFIG, TPX_ERR_TIMED_OUT,
+        TPX_ERR_CONN_REFUSED, TPX_ERR_CONN_RESET, TPX_ERR_PROTOCOL, TPX_ERR_TRUNCATED,
+        TPX_ERR_UNREACHABLE, TPX_ERR_ADDR_IN_USE, TPX_ERR_NO_DEVICE, TPX_ERR_ACCESS,
+        TPX_ERR_OVERFLOW, TPX_ERR_IO, TPX_ERR_PLUGIN, TPX_ERR_CUDA, TPX_ERR_INTERNAL,
+        TPX_ERR_CANCELED};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        const char *n = tpx_status_name(all[i]);
+        CHECK(strncmp(n, "TPX_", 4) == 0 && strcmp(n, "TPX_ERR_UNKNOWN") != 0);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(n, tpx_status_name(all[j])) != 0);
+    }
+    CHECK(strcmp(tpx_status_name(TPX_ERR_TIMED_OUT), "TPX_ERR_TIMED_OUT") == 0);
+    CHECK(strcmp(tpx_status_name(TPX_OK), "TPX_OK") == 0);
+    CHECK(strcmp(tpx_status_name((tpx_status_t)-999), "TPX_ERR_UNKNOWN") == 0);
+
+    /* Log lines go to the callback, and nothing to stderr. */
+    int saved = dup(2), pfd[2];
+    CHECK(saved >= 0 && pipe(pfd) == 0);
+    dup2(pfd[1], 2);
+    tpx_log_set_callback(on_log, NULL);
+    tpx_engine_t *e = NULL;
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.channels = -1; /* invalid: one ERROR line */
+    tpx_status_t st = tpx_engine_create(&p, &e);
+    int gpus = -1;
+    (void)tpx_gpu_count(&gpus); /* no GPU here is an answer, not a line on stderr */
+    int after_cb = lines;
+    tpx_log_set_level(TPX_LOG_NONE);
+    (void)tpx_engine_create(&p, &e);
+    int after_none = lines;
+    tpx_log_set_level(TPX_LOG_WARN);
+    tpx_log_set_callback(NULL, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(pfd[1]);
+    fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    char buf[512];
+    ssize_t n = read(pfd[0], buf, sizeof(buf));
+    close(pfd[0]);
+    CHECK_EQ(st, TPX_ERR_INVALID_ARG);
+    CHECK(e == NULL);
+    CHECK(after_cb >= 1 && errors >= 1);
+    CHECK(strstr(last, "ERROR") != NULL && strstr(last, "engine") != NULL && !strchr(last, '\n'));
+    CHECK_EQ(after_none, after_cb); /* TPX_LOG_NONE: not even errors */
+    if (n > 0)
+        fprintf(stderr, "stderr got: %.*s\n", (int)n, buf);
+    CHECK(n <= 0);
+
+    /* The old names still work (deprecated for one release). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    tpx_log_set_level(TPX_LOG_NONE); /* the NULL arguments below are logged */
+    size_t k = 1;
+    CHECK_EQ(tpx_get_notifs(NULL, NULL, 0, &k), TPX_ERR_INVALID_ARG);
+    tpx_remote_t *rm = NULL;
+    CHECK_EQ(tpx_engine_load_remote(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
+#pragma GCC diagnostic pop
+    CHECK_EQ(tpx_remote_load(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
+    CHECK(rm == NULL);
+    CHECK_DONE();
+}
