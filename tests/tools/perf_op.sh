@@ -28,8 +28,23 @@ done
 "$PERF" --op read --prep-each --block 16K --blocks 50 --iters 3 --warmup 0 > "$WORK/pe.out" 2>&1 \
     || { cat "$WORK/pe.out"; fail "--prep-each"; }
 
-# server and client; a free port from the kernel
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 28515)
+# server and client: the control port and the engine's bootstrap port
+# (TPX_PORT_BASE, the next one), both free (one free port alone was seen
+# to collide with another test's ephemeral port on the next)
+PORT=$(python3 - <<'PY' 2>/dev/null || echo 28515
+import socket
+for _ in range(200):
+    a = socket.socket(); a.bind(("", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("", p + 1))
+    except OSError:
+        continue
+    finally:
+        b.close(); a.close()
+    print(p); break
+PY
+)
 for op in write read; do
     TPX_PORT_BASE=$((PORT + 1)) "$PERF" --op $op --port "$PORT" server > "$WORK/srv.out" 2>&1 &
     SRV=$!
