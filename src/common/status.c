@@ -59,6 +59,7 @@ const char *tpx_status_name(tpx_status_t status)
     case TPX_ERR_NO_DEVICE: return "TPX_ERR_NO_DEVICE";
     case TPX_ERR_ACCESS: return "TPX_ERR_ACCESS";
     case TPX_ERR_OVERFLOW: return "TPX_ERR_OVERFLOW";
+    case TPX_ERR_NOT_FOUND: return "TPX_ERR_NOT_FOUND";
     case TPX_ERR_IO: return "TPX_ERR_IO";
     case TPX_ERR_PLUGIN: return "TPX_ERR_PLUGIN";
     case TPX_ERR_CUDA: return "TPX_ERR_CUDA";
