@@ -880,6 +880,10 @@ static const scenario_t scenarios[] = {
     {"vdev", vdev_recv, vdev_send, 0, 0},
     {"vdev_badargs", vdev_badargs_role, NULL, 0, 0},
     {"tcpx_vdev", tcpx_vdev_role, NULL, 0, 0},
+    /* test_listen.c */
+    {"listen_idle", listen_idle_recv, listen_idle_send, 0, 0},
+    {"listen_half", listen_half_recv, listen_half_send, 0, 0},
+    {"listen_flood", listen_flood_recv, listen_flood_send, 0, 0},
 };
 
 /* Fork a role on `fd` (its end of the socketpair); `other` is closed in it. */

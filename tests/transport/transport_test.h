@@ -164,4 +164,13 @@ int vdev_send(role_t *r);
 int vdev_badargs_role(role_t *r);
 int tcpx_vdev_role(role_t *r); /* TPX_SOCK_TCPX=1 */
 
+/* ---- the listener under attack (test_listen.c) ------------------------------------ */
+
+int listen_idle_recv(role_t *r);
+int listen_idle_send(role_t *r);
+int listen_half_recv(role_t *r);
+int listen_half_send(role_t *r);
+int listen_flood_recv(role_t *r);
+int listen_flood_send(role_t *r);
+
 #endif

@@ -6,11 +6,28 @@
  * complete (the ncclNet contract). Each has a deadline
  * (TPX_CONNECT_TIMEOUT_MS) after which it fails with TPX_ERR_TIMED_OUT.
  *
- * A listener holds half-open connections until their hello arrives; a
- * connection with a malformed hello, a wrong nonce or no hello before the
- * deadline is closed and logged, and the listener keeps serving. The
- * sockets of one comm are grouped by the random conn_id of their hellos;
- * accept() returns the first group that is complete (control + all data).
+ * A listener's connections go through two stages before they make a comm,
+ * and anyone who can reach its port can open connections, so both stages
+ * are bounded in count and in time, and a full stage makes room by evicting
+ * rather than by refusing newcomers (SECURITY.md):
+ *  - pending: accepted, hello not complete. At most TPX_SOCK_MAX_PENDING,
+ *    of which one source address holds at most TPX_SOCK_LISTEN_PER_SOURCE;
+ *    a connection silent for TPX_SOCK_HELLO_TIMEOUT_MS is closed. A new
+ *    connection from a source at its share replaces that source's oldest;
+ *    one that finds the list full replaces the oldest of the source that
+ *    holds the most.
+ *  - groups: the sockets of one comm, grouped by the random conn_id of
+ *    their hellos (which carry the listener's nonce) until control + all
+ *    data sockets are there. At most SOCK_MAX_GROUPS incomplete, of which
+ *    one source holds at most SOCK_GROUPS_PER_SOURCE; a group that gains no
+ *    socket for TPX_SOCK_HELLO_TIMEOUT_MS is dropped; eviction as above,
+ *    the group that progressed least recently first.
+ * Each accept() call first advances what it holds (hellos of pending
+ * connections), then takes at most SOCK_ACCEPT_BUDGET new connections per
+ * listening socket (each read at once: a real connector's hello is already
+ * there, so it never waits in the pending list behind silent ones), then
+ * returns the first complete group. Rejections are counted and logged at
+ * most once a second per listener, with the counts.
  *
  * On a virtual device the listener listens on every member NIC and its
  * handle names them all; the connector binds data connection i to its own
@@ -28,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,7 +55,11 @@
 #include "sock.h"
 
 #define SOCK_LISTEN_MAGIC 0x4c49534eu /* "LISN" */
-#define SOCK_MAX_GROUPS 8
+#define SOCK_MAX_GROUPS 16            /* comms being assembled at once */
+#define SOCK_GROUPS_PER_SOURCE 4      /* ... of which one source address holds */
+#define SOCK_ACCEPT_BUDGET 256        /* new connections per accept() call and socket */
+#define SOCK_LISTEN_BACKLOG 1024
+#define SOCK_REJECT_LOG_NS 1000000000ull /* one rejection summary a second */
 #define SOCK_REFUSED_RETRY_MS 2000 /* retry ECONNREFUSED this long */
 /* Unsent bytes a data connection of a virtual device may queue in the
  * kernel (TCP_NOTSENT_LOWAT): without a bound a slow link's socket buffer
@@ -50,7 +72,7 @@
 typedef struct {
     int fd;
     uint32_t got;
-    uint64_t deadline_ns;
+    uint64_t since_ns; /* accepted at */
     tpx_sock_addr_t peer;
     unsigned char buf[TPX_SOCK_HELLO_WIRE_SIZE];
 } pending_t;
@@ -61,8 +83,39 @@ typedef struct {
     int ctrl_fd;
     int data_fds[TPX_SOCK_MAX_SOCKS];
     int ndata;
-    uint64_t deadline_ns;
+    tpx_sock_addr_t src;  /* where its first connection came from */
+    uint64_t created_ns;  /* its first hello */
+    uint64_t progress_ns; /* its latest hello */
 } group_t;
+
+/* Why a listener closed a connection (or dropped a comm being assembled). */
+enum {
+    REJ_SILENT,
+    REJ_EOF,
+    REJ_MALFORMED,
+    REJ_NONCE,
+    REJ_CONFLICT,
+    REJ_SHARE,
+    REJ_FULL,
+    REJ_GROUP_EVICTED,
+    REJ_GROUP_REFUSED,
+    REJ_GROUP_EXPIRED,
+    REJ_ACCEPT,
+    REJ__COUNT
+};
+static const char *const rej_what[REJ__COUNT] = {
+    [REJ_SILENT] = "no complete hello in time",
+    [REJ_EOF] = "closed before its hello",
+    [REJ_MALFORMED] = "malformed hello",
+    [REJ_NONCE] = "wrong nonce",
+    [REJ_CONFLICT] = "hello contradicting its comm",
+    [REJ_SHARE] = "evicted: its source's share was full",
+    [REJ_FULL] = "evicted: the listener was full",
+    [REJ_GROUP_EVICTED] = "incomplete comm evicted for a newer one",
+    [REJ_GROUP_REFUSED] = "no room for another comm",
+    [REJ_GROUP_EXPIRED] = "incomplete comm expired",
+    [REJ_ACCEPT] = "accept() failed",
+};
 
 typedef struct {
     uint32_t magic;
@@ -73,10 +126,19 @@ typedef struct {
     tpx_sock_addr_t addrs[TPX_SOCK_MAX_MEMBERS];
     uint64_t accept_deadline_ns; /* 0: no accept() waiting */
     int polls;                   /* strict TCPX: accept() calls since the last comm */
+    uint64_t hello_ns;           /* TPX_SOCK_HELLO_TIMEOUT_MS (at most the connect timeout) */
+    uint64_t comm_ns;            /* TPX_CONNECT_TIMEOUT_MS: a group's whole life */
+    int per_source;              /* TPX_SOCK_LISTEN_PER_SOURCE */
     pending_t pend[TPX_SOCK_MAX_PENDING];
     int npend;
     group_t groups[SOCK_MAX_GROUPS];
     int ngroups;
+    /* Rejections since the last summary line. */
+    uint32_t rej[REJ__COUNT];
+    uint64_t rej_total;    /* since listen() */
+    uint64_t rej_log_at;   /* no summary before this time */
+    int rej_last;          /* the latest one's reason and peer */
+    char rej_last_peer[96];
 } listen_comm_t;
 
 void tpx__sock_setopts(int fd, int data)
@@ -91,6 +153,54 @@ void tpx__sock_setopts(int fd, int data)
 }
 
 static uint64_t deadline_after_ms(int ms) { return tpx__now_ns() + (uint64_t)ms * 1000000ull; }
+
+/* ---- rejections: counted, summarised at most once a second ---------------- */
+
+/* One line with every count since the last one; `force`: even within the
+ * second (closeListen). */
+static void reject_flush(listen_comm_t *l, uint64_t now, int force)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < REJ__COUNT; i++)
+        n += l->rej[i];
+    if (n == 0 || (!force && now < l->rej_log_at))
+        return;
+    char list[512], a[96];
+    size_t off = 0;
+    list[0] = '\0';
+    for (int i = 0; i < REJ__COUNT && off < sizeof(list); i++) {
+        if (l->rej[i] == 0)
+            continue;
+        int w = snprintf(list + off, sizeof(list) - off, "%s%u %s", off ? ", " : "", l->rej[i],
+                         rej_what[i]);
+        off = w < 0 ? sizeof(list) : off + (size_t)w;
+    }
+    SOCK_WARN("listener %s: refused %u connection(s) or comm(s) (%s); latest: %s, %s; %llu "
+              "since listen (at most one such line a second)",
+              tpx__sock_addr_str(&l->addrs[0], a, sizeof(a)), n, list, l->rej_last_peer,
+              rej_what[l->rej_last], (unsigned long long)l->rej_total);
+    memset(l->rej, 0, sizeof(l->rej));
+    l->rej_log_at = now + SOCK_REJECT_LOG_NS;
+}
+
+/* Count a rejection; `peer` (may be NULL) and `why` name the latest. */
+static void reject_note(listen_comm_t *l, int why, const char *peer, uint64_t now)
+{
+    l->rej[why]++;
+    l->rej_total++;
+    l->rej_last = why;
+    snprintf(l->rej_last_peer, sizeof(l->rej_last_peer), "%s", peer != NULL ? peer : "-");
+    SOCK_DEBUG("listener: %s: %s", l->rej_last_peer, rej_what[why]);
+    reject_flush(l, now, 0);
+}
+
+static void reject_fd(listen_comm_t *l, int fd, int why, const tpx_sock_addr_t *peer,
+                      uint64_t now)
+{
+    char a[96];
+    close(fd);
+    reject_note(l, why, tpx__sock_addr_str(peer, a, sizeof(a)), now);
+}
 
 /* ---- listen ---------------------------------------------------------------- */
 
@@ -109,8 +219,8 @@ static tpx_status_t listen_one(const tpx_sock_dev_t *m, tpx_sock_addr_t *a, int 
     int one = 1;
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     socklen_t len = sizeof(*a);
-    if (bind(fd, &a->sa, tpx__sock_addr_len(a)) != 0 || listen(fd, 256) != 0 ||
-        getsockname(fd, &a->sa, &len) != 0) {
+    if (bind(fd, &a->sa, tpx__sock_addr_len(a)) != 0 ||
+        listen(fd, SOCK_LISTEN_BACKLOG) != 0 || getsockname(fd, &a->sa, &len) != 0) {
         st = tpx__status_from_errno(errno);
         SOCK_WARN("listen on %s (%s): %s", m->name, tpx__sock_addr_str(a, s, sizeof(s)),
                   strerror(errno));
@@ -136,6 +246,11 @@ tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
         return TPX_ERR_NO_MEMORY;
     l->magic = SOCK_LISTEN_MAGIC;
     l->dev = dev;
+    l->comm_ns = (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
+    l->hello_ns = (uint64_t)tpx__config_int(TPX_CFG_SOCK_HELLO_TIMEOUT_MS) * 1000000ull;
+    if (l->hello_ns > l->comm_ns)
+        l->hello_ns = l->comm_ns;
+    l->per_source = (int)tpx__config_int(TPX_CFG_SOCK_LISTEN_PER_SOURCE);
     tpx_sock_handle_t h = {.naddrs = d->nmembers};
     for (int i = 0; i < d->nmembers; i++) {
         const tpx_sock_dev_t *m = tpx__sock_dev(d->members[i]);
@@ -169,6 +284,7 @@ tpx_status_t tpx__sock_close_listen(void *listen_comm)
         SOCK_WARN("closeListen: not a listen comm (%p)", listen_comm);
         return TPX_ERR_INVALID_ARG;
     }
+    reject_flush(l, tpx__now_ns(), 1);
     for (int i = 0; i < l->npend; i++)
         close(l->pend[i].fd);
     for (int g = 0; g < l->ngroups; g++) {
@@ -187,6 +303,16 @@ tpx_status_t tpx__sock_close_listen(void *listen_comm)
 
 /* ---- accept ------------------------------------------------------------------ */
 
+/* The same host (address, not port)? Sources are counted by host. */
+static int same_host(const tpx_sock_addr_t *a, const tpx_sock_addr_t *b)
+{
+    if (a->sa.sa_family != b->sa.sa_family)
+        return 0;
+    if (a->sa.sa_family == AF_INET)
+        return a->sin.sin_addr.s_addr == b->sin.sin_addr.s_addr;
+    return memcmp(&a->sin6.sin6_addr, &b->sin6.sin6_addr, sizeof(a->sin6.sin6_addr)) == 0;
+}
+
 static void group_close(group_t *g)
 {
     if (g->ctrl_fd >= 0)
@@ -201,92 +327,220 @@ static void group_remove(listen_comm_t *l, int gi)
     l->groups[gi] = l->groups[--l->ngroups];
 }
 
-/* Take a valid hello's socket into its group. Returns 0, or -1 if the
- * hello contradicts its group (the socket is then the caller's to close). */
-static int group_add(listen_comm_t *l, const tpx_sock_hello_t *h, int fd, const char *peer)
+static int group_complete(const group_t *g)
+{
+    return g->nsocks > 0 && g->ctrl_fd >= 0 && g->ndata == g->nsocks;
+}
+
+static void group_drop(listen_comm_t *l, int gi, int why, uint64_t now)
+{
+    char a[96];
+    group_t *g = &l->groups[gi];
+    snprintf(a, sizeof(a), "comm %016llx of ", (unsigned long long)g->conn_id);
+    size_t n = strlen(a);
+    tpx__sock_addr_str(&g->src, a + n, sizeof(a) - n);
+    group_close(g);
+    group_remove(l, gi);
+    reject_note(l, why, a, now);
+}
+
+/* The incomplete group to drop for a new one from `src`: the stalest of
+ * src if it holds its share, else (table full) the stalest of the source
+ * holding the most. -1: none needed, or none possible (every candidate is
+ * complete: *refuse set). */
+static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int *refuse)
+{
+    int mine = 0, stalest = -1;
+    for (int i = 0; i < l->ngroups; i++) {
+        const group_t *g = &l->groups[i];
+        if (!same_host(&g->src, src))
+            continue;
+        mine++;
+        if (!group_complete(g) &&
+            (stalest < 0 || g->progress_ns < l->groups[stalest].progress_ns))
+            stalest = i;
+    }
+    if (mine >= SOCK_GROUPS_PER_SOURCE) {
+        *refuse = stalest < 0;
+        return stalest;
+    }
+    if (l->ngroups < SOCK_MAX_GROUPS)
+        return -1;
+    int best = -1, best_n = 0;
+    for (int i = 0; i < l->ngroups; i++) {
+        const group_t *g = &l->groups[i];
+        if (group_complete(g))
+            continue;
+        int n = 0;
+        for (int j = 0; j < l->ngroups; j++)
+            n += same_host(&l->groups[j].src, &g->src);
+        if (n > best_n || (n == best_n && g->progress_ns < l->groups[best].progress_ns)) {
+            best = i;
+            best_n = n;
+        }
+    }
+    *refuse = best < 0;
+    return best;
+}
+
+/* Take a valid hello's socket into its group (made room for if new).
+ * Returns 0, or a REJ_* reason (the socket is then the caller's to close). */
+static int group_add(listen_comm_t *l, const tpx_sock_hello_t *h, int fd,
+                     const tpx_sock_addr_t *peer, uint64_t now)
 {
     group_t *g = NULL;
     for (int i = 0; i < l->ngroups; i++)
         if (l->groups[i].conn_id == h->conn_id)
             g = &l->groups[i];
     if (g == NULL) {
-        if (l->ngroups == SOCK_MAX_GROUPS) {
-            SOCK_WARN("listener: too many connections being set up; rejecting %s", peer);
-            return -1;
-        }
+        int refuse = 0;
+        int victim = group_victim(l, peer, &refuse);
+        if (refuse)
+            return REJ_GROUP_REFUSED;
+        if (victim >= 0)
+            group_drop(l, victim, REJ_GROUP_EVICTED, now);
         g = &l->groups[l->ngroups++];
         memset(g, 0, sizeof(*g));
         g->conn_id = h->conn_id;
         g->ctrl_fd = -1;
         for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
             g->data_fds[i] = -1;
-        g->deadline_ns = deadline_after_ms(tpx__sock_params.connect_timeout_ms);
+        g->src = *peer;
+        g->created_ns = now;
     }
-    if (g->nsocks != 0 && g->nsocks != h->nsocks) {
-        SOCK_WARN("listener: %s announces %u data sockets, its comm %u; rejected", peer,
-                  h->nsocks, g->nsocks);
-        return -1;
-    }
+    if (g->nsocks != 0 && g->nsocks != h->nsocks)
+        return REJ_CONFLICT;
+    if (h->kind == TPX_SOCK_HELLO_CTRL ? g->ctrl_fd >= 0 : g->data_fds[h->index] >= 0)
+        return REJ_CONFLICT; /* a duplicate */
     g->nsocks = h->nsocks;
     if (h->kind == TPX_SOCK_HELLO_CTRL) {
-        if (g->ctrl_fd >= 0) {
-            SOCK_WARN("listener: duplicate control connection from %s; rejected", peer);
-            return -1;
-        }
         g->ctrl_fd = fd;
     } else {
-        if (g->data_fds[h->index] >= 0) {
-            SOCK_WARN("listener: duplicate data connection %u from %s; rejected", h->index, peer);
-            return -1;
-        }
         g->data_fds[h->index] = fd;
         g->ndata++;
     }
+    g->progress_ns = now;
     return 0;
 }
 
-/* Read what a pending connection has sent. Returns 1 when it left the
- * pending list (grouped or rejected), 0 if it is still waiting. */
-static int pending_advance(listen_comm_t *l, pending_t *p, uint64_t now)
+/* A complete hello: its socket joins its group, or is closed. */
+static void hello_take(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer,
+                       const unsigned char *buf, uint64_t now)
 {
-    char a[96];
-    tpx__sock_addr_str(&p->peer, a, sizeof(a));
-    while (p->got < TPX_SOCK_HELLO_WIRE_SIZE) {
-        ssize_t n = recv(p->fd, p->buf + p->got, TPX_SOCK_HELLO_WIRE_SIZE - p->got, MSG_DONTWAIT);
+    tpx_sock_hello_t h;
+    int why;
+    if (tpx__sock_hello_decode(buf, &h) != TPX_OK)
+        why = REJ_MALFORMED;
+    else if (h.nonce != l->nonce)
+        why = REJ_NONCE; /* a handle of another listener, or a guess */
+    else
+        why = group_add(l, &h, fd, peer, now);
+    if (why != 0)
+        reject_fd(l, fd, why, peer, now);
+}
+
+/* Read what a connection has sent of its hello (never past it: piece data
+ * may follow). 1: complete, 0: more to come, -1: closed or failed. */
+static int hello_read(int fd, unsigned char *buf, uint32_t *got)
+{
+    while (*got < TPX_SOCK_HELLO_WIRE_SIZE) {
+        ssize_t n = recv(fd, buf + *got, TPX_SOCK_HELLO_WIRE_SIZE - *got, MSG_DONTWAIT);
         if (n > 0) {
-            p->got += (uint32_t)n;
+            *got += (uint32_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (now < p->deadline_ns)
-                return 0;
-            SOCK_WARN("listener: %s sent no complete hello within %d ms; closed", a,
-                      tpx__sock_params.connect_timeout_ms);
-        } else {
-            SOCK_WARN("listener: %s closed before its hello (%s); dropped", a,
-                      n == 0 ? "EOF" : strerror(errno));
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        return -1;
+    }
+    return 1;
+}
+
+static void pending_drop(listen_comm_t *l, int i, int why, uint64_t now)
+{
+    pending_t p = l->pend[i];
+    l->pend[i] = l->pend[--l->npend];
+    reject_fd(l, p.fd, why, &p.peer, now);
+}
+
+/* Pending connection i made progress or ran out of time. Returns 1 when it
+ * left the list (grouped or rejected), 0 if it is still waiting. */
+static int pending_advance(listen_comm_t *l, int i, uint64_t now)
+{
+    pending_t *p = &l->pend[i];
+    int r = hello_read(p->fd, p->buf, &p->got);
+    if (r == 0 && now < p->since_ns + l->hello_ns)
+        return 0;
+    if (r <= 0) {
+        pending_drop(l, i, r == 0 ? REJ_SILENT : REJ_EOF, now);
+        return 1;
+    }
+    pending_t taken = *p;
+    l->pend[i] = l->pend[--l->npend];
+    hello_take(l, taken.fd, &taken.peer, taken.buf, now);
+    return 1;
+}
+
+/* The pending connection to close for a new one from `src`: the oldest of
+ * src if it holds its share, else (list full) the oldest of the source
+ * holding the most; -1 if there is room. */
+static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int *why)
+{
+    int mine = 0, oldest = -1;
+    for (int i = 0; i < l->npend; i++) {
+        if (!same_host(&l->pend[i].peer, src))
+            continue;
+        mine++;
+        if (oldest < 0 || l->pend[i].since_ns < l->pend[oldest].since_ns)
+            oldest = i;
+    }
+    if (mine >= l->per_source) {
+        *why = REJ_SHARE;
+        return oldest;
+    }
+    if (l->npend < TPX_SOCK_MAX_PENDING)
+        return -1;
+    int best = -1, best_n = 0;
+    for (int i = 0; i < l->npend; i++) {
+        int n = 0;
+        for (int j = 0; j < l->npend; j++)
+            n += same_host(&l->pend[j].peer, &l->pend[i].peer);
+        if (n > best_n || (n == best_n && l->pend[i].since_ns < l->pend[best].since_ns)) {
+            best = i;
+            best_n = n;
         }
-        goto reject;
     }
-    tpx_sock_hello_t h;
-    if (tpx__sock_hello_decode(p->buf, &h) != TPX_OK) {
-        SOCK_WARN("listener: %s sent a malformed hello (bad magic, version or fields); rejected",
-                  a);
-        goto reject;
+    *why = REJ_FULL;
+    return best;
+}
+
+/* A connection fresh from accept(): its hello is usually there already. */
+static void conn_arrived(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer, uint64_t now)
+{
+    unsigned char buf[TPX_SOCK_HELLO_WIRE_SIZE];
+    uint32_t got = 0;
+    tpx__sock_setopts(fd, 1);
+    int r = hello_read(fd, buf, &got);
+    if (r > 0) {
+        hello_take(l, fd, peer, buf, now);
+        return;
     }
-    if (h.nonce != l->nonce) {
-        SOCK_WARN("listener: %s presented a wrong nonce (a handle of another listener?); "
-                  "rejected", a);
-        goto reject;
+    if (r < 0) {
+        reject_fd(l, fd, REJ_EOF, peer, now);
+        return;
     }
-    if (group_add(l, &h, p->fd, a) != 0)
-        goto reject;
-    return 1;
-reject:
-    close(p->fd);
-    return 1;
+    int why = 0;
+    int victim = pending_victim(l, peer, &why);
+    if (victim >= 0)
+        pending_drop(l, victim, why, now);
+    pending_t *p = &l->pend[l->npend++];
+    p->fd = fd;
+    p->got = got;
+    p->since_ns = now;
+    p->peer = *peer;
+    memcpy(p->buf, buf, got);
 }
 
 static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t **out)
@@ -320,41 +574,40 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
     *recv_comm = NULL;
     uint64_t now = tpx__now_ns();
     if (l->accept_deadline_ns == 0)
-        l->accept_deadline_ns = now + (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
+        l->accept_deadline_ns = now + l->comm_ns;
+    reject_flush(l, now, 0);
 
-    /* New connections, on every member NIC's listener. */
+    /* What we hold first: hellos of pending connections. */
+    for (int i = 0; i < l->npend;)
+        if (!pending_advance(l, i, now))
+            i++;
+    /* Then a bounded number of new connections, on every member NIC. */
     for (int i = 0; i < l->nfds; i++) {
-        while (l->npend < TPX_SOCK_MAX_PENDING) {
-            pending_t *p = &l->pend[l->npend];
-            socklen_t alen = sizeof(p->peer);
-            int fd = accept4(l->fds[i], &p->peer.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        for (int k = 0; k < SOCK_ACCEPT_BUDGET; k++) {
+            tpx_sock_addr_t peer;
+            socklen_t alen = sizeof(peer);
+            memset(&peer, 0, sizeof(peer));
+            int fd = accept4(l->fds[i], &peer.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
                 if (errno == EINTR || errno == ECONNABORTED)
                     continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK)
-                    SOCK_WARN("accept: %s", strerror(errno)); /* e.g. EMFILE: retried later */
+                if (errno != EAGAIN && errno != EWOULDBLOCK) /* e.g. EMFILE: retried later */
+                    reject_note(l, REJ_ACCEPT, strerror(errno), now);
                 break;
             }
-            tpx__sock_setopts(fd, 1);
-            p->fd = fd;
-            p->got = 0;
-            p->deadline_ns = now + (uint64_t)tpx__sock_params.connect_timeout_ms * 1000000ull;
-            l->npend++;
+            conn_arrived(l, fd, &peer, now);
         }
-    }
-    /* Hellos. */
-    for (int i = 0; i < l->npend;) {
-        if (pending_advance(l, &l->pend[i], now))
-            l->pend[i] = l->pend[--l->npend];
-        else
-            i++;
     }
     /* Complete or expired groups. Strict TCPX mode hands out NULL comms for
      * the first few calls, as Google's plugin does while it sets up. */
     int hold = tpx__sock_params.tcpx && ++l->polls <= SOCK_TCPX_NULL_POLLS;
     for (int gi = 0; gi < l->ngroups;) {
         group_t *g = &l->groups[gi];
-        if (!hold && g->ctrl_fd >= 0 && g->ndata == g->nsocks) {
+        if (group_complete(g)) {
+            if (hold) {
+                gi++;
+                continue;
+            }
             tpx_sock_comm_t *c = NULL;
             tpx_status_t st = group_to_comm(l, g, &c);
             group_close(g);
@@ -366,13 +619,8 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
             *recv_comm = c;
             return TPX_OK;
         }
-        if (now >= g->deadline_ns) {
-            SOCK_WARN("listener: connection %016llx incomplete after %d ms (%d of %d data "
-                      "sockets, control %s); dropped",
-                      (unsigned long long)g->conn_id, tpx__sock_params.connect_timeout_ms,
-                      g->ndata, g->nsocks, g->ctrl_fd >= 0 ? "present" : "missing");
-            group_close(g);
-            group_remove(l, gi);
+        if (now >= g->progress_ns + l->hello_ns || now >= g->created_ns + l->comm_ns) {
+            group_drop(l, gi, REJ_GROUP_EXPIRED, now);
             continue;
         }
         gi++;
