@@ -300,8 +300,8 @@ static int listen_attack_recv(role_t *r, int mode)
     CHECK(tpx__sock_handle_decode(handle, &a.h) == TPX_OK, "bad handle from listen()");
     CHECK(a.h.addr.sa.sa_family == AF_INET, "the scenario needs an IPv4 loopback listener");
     switch (mode) {
-    case ATK_IDLE: a.n = 200; a.nsrc = 5; a.src0 = 0; break;
-    case ATK_HALF: a.n = 120; a.nsrc = 5; a.src0 = 0; break;
+    case ATK_IDLE: a.n = 200; a.nsrc = 5; a.src0 = 1; break;
+    case ATK_HALF: a.n = 120; a.nsrc = 5; a.src0 = 1; break;
     default: a.n = 2000; a.nsrc = 8; a.src0 = 1; a.churn = 8; break;
     }
     int ready_fd = -1;

@@ -24,10 +24,18 @@
  *    the group that progressed least recently first.
  * Each accept() call first advances what it holds (hellos of pending
  * connections), then takes at most SOCK_ACCEPT_BUDGET new connections per
- * listening socket (each read at once: a real connector's hello is already
- * there, so it never waits in the pending list behind silent ones), then
- * returns the first complete group. Rejections are counted and logged at
- * most once a second per listener, with the counts.
+ * listening socket (each read at once: a real connector's hello is usually
+ * there already, so it never waits behind silent ones), then returns the
+ * first complete group. Nothing taken in during a call is evicted in that
+ * call (a victim is read once more before it goes): when only such entries
+ * are left, the call stops accepting and the rest waits in the kernel's
+ * backlog. Rejections are counted and logged at most once a second per
+ * listener, with the counts.
+ *
+ * What this cannot tell apart: an attacker on the same source address as
+ * a real connector that opens connections faster than the connector sends
+ * its hello can evict it (the connector's comm then fails); anyone with the
+ * handle's nonce can make comms (the handle is the admission ticket).
  *
  * On a virtual device the listener listens on every member NIC and its
  * handle names them all; the connector binds data connection i to its own
@@ -73,6 +81,7 @@ typedef struct {
     int fd;
     uint32_t got;
     uint64_t since_ns; /* accepted at */
+    uint64_t gen;      /* by this accept() call (never evicted in the same call) */
     tpx_sock_addr_t peer;
     unsigned char buf[TPX_SOCK_HELLO_WIRE_SIZE];
 } pending_t;
@@ -86,6 +95,7 @@ typedef struct {
     tpx_sock_addr_t src;  /* where its first connection came from */
     uint64_t created_ns;  /* its first hello */
     uint64_t progress_ns; /* its latest hello */
+    uint64_t gen;         /* the accept() call of its latest hello */
 } group_t;
 
 /* Why a listener closed a connection (or dropped a comm being assembled). */
@@ -97,6 +107,7 @@ enum {
     REJ_CONFLICT,
     REJ_SHARE,
     REJ_FULL,
+    REJ_BUSY,
     REJ_GROUP_EVICTED,
     REJ_GROUP_REFUSED,
     REJ_GROUP_EXPIRED,
@@ -111,6 +122,7 @@ static const char *const rej_what[REJ__COUNT] = {
     [REJ_CONFLICT] = "hello contradicting its comm",
     [REJ_SHARE] = "evicted: its source's share was full",
     [REJ_FULL] = "evicted: the listener was full",
+    [REJ_BUSY] = "refused: the listener was full of connections as new",
     [REJ_GROUP_EVICTED] = "incomplete comm evicted for a newer one",
     [REJ_GROUP_REFUSED] = "no room for another comm",
     [REJ_GROUP_EXPIRED] = "incomplete comm expired",
@@ -126,6 +138,7 @@ typedef struct {
     tpx_sock_addr_t addrs[TPX_SOCK_MAX_MEMBERS];
     uint64_t accept_deadline_ns; /* 0: no accept() waiting */
     int polls;                   /* strict TCPX: accept() calls since the last comm */
+    uint64_t gen;                /* accept() calls so far */
     uint64_t hello_ns;           /* TPX_SOCK_HELLO_TIMEOUT_MS (at most the connect timeout) */
     uint64_t comm_ns;            /* TPX_CONNECT_TIMEOUT_MS: a group's whole life */
     int per_source;              /* TPX_SOCK_LISTEN_PER_SOURCE */
@@ -346,8 +359,8 @@ static void group_drop(listen_comm_t *l, int gi, int why, uint64_t now)
 
 /* The incomplete group to drop for a new one from `src`: the stalest of
  * src if it holds its share, else (table full) the stalest of the source
- * holding the most. -1: none needed, or none possible (every candidate is
- * complete: *refuse set). */
+ * holding the most. Groups complete or grown in this accept() call are
+ * never chosen. -1: none needed, or none possible (*refuse set). */
 static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int *refuse)
 {
     int mine = 0, stalest = -1;
@@ -356,7 +369,7 @@ static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int 
         if (!same_host(&g->src, src))
             continue;
         mine++;
-        if (!group_complete(g) &&
+        if (!group_complete(g) && g->gen != l->gen &&
             (stalest < 0 || g->progress_ns < l->groups[stalest].progress_ns))
             stalest = i;
     }
@@ -369,7 +382,7 @@ static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int 
     int best = -1, best_n = 0;
     for (int i = 0; i < l->ngroups; i++) {
         const group_t *g = &l->groups[i];
-        if (group_complete(g))
+        if (group_complete(g) || g->gen == l->gen)
             continue;
         int n = 0;
         for (int j = 0; j < l->ngroups; j++)
@@ -420,6 +433,7 @@ static int group_add(listen_comm_t *l, const tpx_sock_hello_t *h, int fd,
         g->ndata++;
     }
     g->progress_ns = now;
+    g->gen = l->gen;
     return 0;
 }
 
@@ -485,7 +499,9 @@ static int pending_advance(listen_comm_t *l, int i, uint64_t now)
 
 /* The pending connection to close for a new one from `src`: the oldest of
  * src if it holds its share, else (list full) the oldest of the source
- * holding the most; -1 if there is room. */
+ * holding the most. Connections accepted in this accept() call are never
+ * chosen (each is read once more first). -1: there is room; -2: no
+ * candidate (*why: the reason). */
 static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int *why)
 {
     int mine = 0, oldest = -1;
@@ -493,17 +509,20 @@ static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, in
         if (!same_host(&l->pend[i].peer, src))
             continue;
         mine++;
-        if (oldest < 0 || l->pend[i].since_ns < l->pend[oldest].since_ns)
+        if (l->pend[i].gen != l->gen &&
+            (oldest < 0 || l->pend[i].since_ns < l->pend[oldest].since_ns))
             oldest = i;
     }
     if (mine >= l->per_source) {
         *why = REJ_SHARE;
-        return oldest;
+        return oldest >= 0 ? oldest : -2;
     }
     if (l->npend < TPX_SOCK_MAX_PENDING)
         return -1;
     int best = -1, best_n = 0;
     for (int i = 0; i < l->npend; i++) {
+        if (l->pend[i].gen == l->gen)
+            continue;
         int n = 0;
         for (int j = 0; j < l->npend; j++)
             n += same_host(&l->pend[j].peer, &l->pend[i].peer);
@@ -513,11 +532,13 @@ static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, in
         }
     }
     *why = REJ_FULL;
-    return best;
+    return best >= 0 ? best : -2;
 }
 
-/* A connection fresh from accept(): its hello is usually there already. */
-static void conn_arrived(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer, uint64_t now)
+/* A connection fresh from accept(): its hello is usually there already.
+ * Returns 1 when the pending list has no room this call (stop accepting:
+ * the rest waits in the kernel's backlog), else 0. */
+static int conn_arrived(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer, uint64_t now)
 {
     unsigned char buf[TPX_SOCK_HELLO_WIRE_SIZE];
     uint32_t got = 0;
@@ -525,22 +546,48 @@ static void conn_arrived(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer, 
     int r = hello_read(fd, buf, &got);
     if (r > 0) {
         hello_take(l, fd, peer, buf, now);
-        return;
+        return 0;
     }
     if (r < 0) {
         reject_fd(l, fd, REJ_EOF, peer, now);
-        return;
+        return 0;
     }
-    int why = 0;
-    int victim = pending_victim(l, peer, &why);
-    if (victim >= 0)
+    int why = 0, victim;
+    for (int tries = 0;; tries++) {
+        victim = pending_victim(l, peer, &why);
+        if (victim < 0)
+            break;
+        /* Read the victim once more: a hello that arrived since saves it. */
+        if (tries < 4 && pending_advance(l, victim, now))
+            continue;
         pending_drop(l, victim, why, now);
+        break;
+    }
+    if (victim == -2) {
+        reject_fd(l, fd, REJ_BUSY, peer, now);
+        return 1;
+    }
     pending_t *p = &l->pend[l->npend++];
     p->fd = fd;
     p->got = got;
     p->since_ns = now;
+    p->gen = l->gen;
     p->peer = *peer;
     memcpy(p->buf, buf, got);
+    return 0;
+}
+
+/* Could a new connection find room in both stages without evicting
+ * anything this accept() call took in? If not, the rest of the backlog
+ * waits for the next call (after the pending ones had their read). */
+static int room_for_one(const listen_comm_t *l)
+{
+    int pend = l->npend < TPX_SOCK_MAX_PENDING, grp = l->ngroups < SOCK_MAX_GROUPS;
+    for (int i = 0; i < l->npend && !pend; i++)
+        pend = l->pend[i].gen != l->gen;
+    for (int i = 0; i < l->ngroups && !grp; i++)
+        grp = l->groups[i].gen != l->gen && !group_complete(&l->groups[i]);
+    return pend && grp;
 }
 
 static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t **out)
@@ -576,14 +623,16 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
     if (l->accept_deadline_ns == 0)
         l->accept_deadline_ns = now + l->comm_ns;
     reject_flush(l, now, 0);
+    l->gen++;
 
     /* What we hold first: hellos of pending connections. */
     for (int i = 0; i < l->npend;)
         if (!pending_advance(l, i, now))
             i++;
     /* Then a bounded number of new connections, on every member NIC. */
-    for (int i = 0; i < l->nfds; i++) {
-        for (int k = 0; k < SOCK_ACCEPT_BUDGET; k++) {
+    int stop = 0;
+    for (int i = 0; i < l->nfds && !stop; i++) {
+        for (int k = 0; k < SOCK_ACCEPT_BUDGET && !stop && room_for_one(l); k++) {
             tpx_sock_addr_t peer;
             socklen_t alen = sizeof(peer);
             memset(&peer, 0, sizeof(peer));
@@ -595,7 +644,7 @@ tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm)
                     reject_note(l, REJ_ACCEPT, strerror(errno), now);
                 break;
             }
-            conn_arrived(l, fd, &peer, now);
+            stop = conn_arrived(l, fd, &peer, now);
         }
     }
     /* Complete or expired groups. Strict TCPX mode hands out NULL comms for
