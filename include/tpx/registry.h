@@ -36,7 +36,7 @@ typedef struct tpx_registry tpx_registry_t;
 typedef struct {
     char name[TPX_NAME_MAX];                   /* the engine's name (the key's last part) */
     size_t md_len;                             /* bytes of md */
-    unsigned char md[TPX_METADATA_MAX];        /* its metadata blob: tpx_engine_load_remote() */
+    unsigned char md[TPX_METADATA_MAX];        /* its metadata blob: tpx_remote_load() */
     size_t ndescs;                             /* descriptors in descs */
     tpx_rdesc_t descs[TPX_REGISTRY_MAX_DESCS]; /* the regions it exported, in publish order */
 } tpx_registry_entry_t;

@@ -832,7 +832,7 @@ TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *r, tpx_engine_t *e
         }
     }
     if (st == TPX_OK && rs != NULL)
-        st = tpx_engine_load_remote(e, tmp->md, tmp->md_len, &rm);
+        st = tpx_remote_load(e, tmp->md, tmp->md_len, &rm);
     if (st == TPX_OK && rs != NULL) {
         rs->base.fn = resolver_fn;
         rs->base.destroy = resolver_destroy;
