@@ -1,0 +1,453 @@
+/*
+ * tpx_nixl.cpp - libplugin_TPX.so, the NIXL backend "TPX": a thin adapter
+ * from NIXL's backend-engine interface (nixl_abi.h) to tpx's public C API.
+ *
+ * Every NIXL call maps onto one or two tpx calls (see the README's table);
+ * all transport logic stays in libtpx, which is linked in statically so the
+ * plugin is one self-contained file that can sit in any NIXL plugin folder.
+ *
+ *   NIXL                      tpx
+ *   getConnInfo               tpx_engine_get_metadata (engine named after the agent)
+ *   loadRemoteConnInfo        tpx_engine_load_remote; a connect is queued to a
+ *                             helper thread (NIXL must not block here, and the
+ *                             first transfer must not pay for the connection)
+ *   connect                   tpx_remote_connect (waits)
+ *   disconnect                drops the agent's remote; prepared requests and
+ *                             loaded descriptors keep it alive (reference counts)
+ *   registerMem               tpx_mem_register + tpx_region_export
+ *   getPublicData             the region descriptor's 48 bytes
+ *   loadRemoteMD / unloadMD   a descriptor of the remote agent's memory
+ *   prepXfer                  tpx_xfer_prepare (once)
+ *   postXfer                  tpx_xfer_post (again after each completion)
+ *   checkXfer                 tpx_xfer_poll
+ *   releaseReqH               tpx_xfer_release + tpx_prep_release (never waits)
+ *   getNotifs / genNotif      tpx_get_notifs / tpx_notif_send
+ *
+ * Settings come from TPX_* variables (vLLM and SGLang pass no parameters to
+ * non-UCX backends) and, where given, from the backend parameters "gpu"
+ * and "port".
+ */
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "nixl_abi.h"
+#include "tpx/tpx.h"
+
+namespace tpx_nixl {
+namespace {
+
+#define TPX_NIXL_LOG(...)                                                                          \
+    do {                                                                                           \
+        std::fprintf(stderr, "tpx-nixl: " __VA_ARGS__);                                            \
+        std::fputc('\n', stderr);                                                                  \
+    } while (0)
+
+/* A lost peer is REMOTE_DISCONNECT: NIXL then drops the agent's metadata,
+ * and loading it again (a restarted peer) connects afresh. */
+status_t from_tpx(tpx_status_t s)
+{
+    switch (s) {
+    case TPX_OK: return SUCCESS;
+    case TPX_INPROGRESS: return IN_PROG;
+    case TPX_ERR_INVALID_ARG: return ERR_INVALID_PARAM;
+    case TPX_ERR_ACCESS: return ERR_NOT_ALLOWED;
+    case TPX_ERR_UNSUPPORTED: return ERR_NOT_SUPPORTED;
+    case TPX_ERR_CANCELED: return ERR_CANCELED;
+    case TPX_ERR_PROTOCOL: return ERR_MISMATCH;
+    case TPX_ERR_CONN_RESET:
+    case TPX_ERR_CONN_REFUSED:
+    case TPX_ERR_UNREACHABLE: return ERR_REMOTE_DISCONNECT;
+    default: return ERR_BACKEND;
+    }
+}
+
+/* One loaded remote agent; the last reference forgets the tpx remote. */
+struct Remote {
+    std::string agent;
+    tpx_remote_t *r;
+    Remote(std::string a, tpx_remote_t *rr) : agent(std::move(a)), r(rr) {}
+    ~Remote() { tpx_remote_forget(r); }
+    Remote(const Remote &) = delete;
+    void operator=(const Remote &) = delete;
+};
+using RemoteRef = std::shared_ptr<Remote>;
+
+class LocalMD : public BackendMD {
+public:
+    tpx_region_t *region = nullptr;
+    uintptr_t base = 0; /* offset 0 of the region */
+    tpx_rdesc_t desc{}; /* the exported range, for peers */
+    LocalMD() : BackendMD(true) {}
+};
+
+class RemoteMD : public BackendMD {
+public:
+    RemoteRef remote;
+    tpx_rdesc_t desc{};
+    uint64_t addr = 0; /* the owner's address of the descriptor's first byte */
+    RemoteMD() : BackendMD(false) {}
+};
+
+class Req : public ReqH {
+public:
+    RemoteRef remote; /* released last (members are destroyed after the body) */
+    tpx_prep_t *prep = nullptr;
+    tpx_xfer_t *xfer = nullptr;
+    ~Req() override
+    {
+        if (xfer != nullptr)
+            tpx_xfer_release(xfer); /* cancels a running one; never waits */
+        if (prep != nullptr)
+            tpx_prep_release(prep);
+    }
+};
+
+constexpr size_t NOTIF_BATCH = 32;
+constexpr int CONNECT_STEP_MS = 500;
+constexpr int CONNECT_TOTAL_MS = 30000;
+
+class Engine : public BackendEngine {
+public:
+    explicit Engine(const InitParams *ip) : BackendEngine(ip)
+    {
+        tpx_engine_params_t p;
+        tpx_engine_params_init(&p);
+        p.port = TPX_PORT_EPHEMERAL; /* several agents per host */
+        const params_t &cp = customParams();
+        if (auto it = cp.find("gpu"); it != cp.end() && !it->second.empty())
+            p.gpu = std::atoi(it->second.c_str());
+        if (auto it = cp.find("port"); it != cp.end() && std::atoi(it->second.c_str()) > 0)
+            p.port = std::atoi(it->second.c_str());
+        if (localAgent.empty() || localAgent.size() >= TPX_NAME_MAX) {
+            TPX_NIXL_LOG("agent name '%s' must have 1..%d bytes", localAgent.c_str(),
+                         TPX_NAME_MAX - 1);
+            initErr = true;
+            return;
+        }
+        p.name = localAgent.c_str(); /* peers see it as the sender of notifications */
+        if (tpx_engine_create(&p, &eng_) != TPX_OK) {
+            initErr = true;
+            return;
+        }
+        notifs_.resize(NOTIF_BATCH);
+        worker_ = std::thread([this] { connect_loop(); });
+    }
+
+    ~Engine() override
+    {
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            stop_ = true;
+            queue_.clear();
+        }
+        cv_.notify_all();
+        if (worker_.joinable())
+            worker_.join();
+        remotes_.clear();
+        tpx_engine_destroy(eng_);
+    }
+
+    bool supportsRemote() const override { return true; }
+    bool supportsLocal() const override { return false; }
+    bool supportsNotif() const override { return true; }
+    mem_list_t getSupportedMems() const override { return {DRAM_SEG, VRAM_SEG}; }
+
+    status_t registerMem(const BlobDesc &mem, const mem_t &type, BackendMD *&out) override
+    {
+        if (type != DRAM_SEG && type != VRAM_SEG)
+            return ERR_NOT_SUPPORTED;
+        auto md = std::make_unique<LocalMD>();
+        tpx_status_t s = tpx_mem_register(eng_, reinterpret_cast<void *>(mem.addr), mem.len,
+                                          type == VRAM_SEG ? TPX_MEM_CUDA : TPX_MEM_HOST,
+                                          &md->region);
+        if (s != TPX_OK)
+            return from_tpx(s);
+        md->base = reinterpret_cast<uintptr_t>(tpx_region_base(md->region));
+        s = tpx_region_export(md->region, mem.addr - md->base, mem.len, &md->desc);
+        if (s != TPX_OK) {
+            tpx_mem_deregister(md->region);
+            return from_tpx(s);
+        }
+        out = md.release();
+        return SUCCESS;
+    }
+
+    status_t deregisterMem(BackendMD *meta) override
+    {
+        auto *md = static_cast<LocalMD *>(meta);
+        if (md == nullptr)
+            return ERR_INVALID_PARAM;
+        tpx_mem_deregister(md->region);
+        delete md;
+        return SUCCESS;
+    }
+
+    status_t getPublicData(const BackendMD *meta, std::string &str) const override
+    {
+        const auto *md = static_cast<const LocalMD *>(meta);
+        if (md == nullptr)
+            return ERR_INVALID_PARAM;
+        str.assign(reinterpret_cast<const char *>(md->desc.bytes), sizeof(md->desc.bytes));
+        return SUCCESS;
+    }
+
+    status_t getConnInfo(std::string &str) const override
+    {
+        unsigned char buf[TPX_METADATA_MAX];
+        size_t len = sizeof(buf);
+        tpx_status_t s = tpx_engine_get_metadata(eng_, buf, &len);
+        if (s != TPX_OK)
+            return from_tpx(s);
+        str.assign(reinterpret_cast<const char *>(buf), len);
+        return SUCCESS;
+    }
+
+    status_t loadRemoteConnInfo(const std::string &agent, const std::string &info) override
+    {
+        tpx_remote_t *r = nullptr;
+        tpx_status_t s = tpx_engine_load_remote(eng_, info.data(), info.size(), &r);
+        if (s != TPX_OK)
+            return from_tpx(s);
+        auto rem = std::make_shared<Remote>(agent, r);
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            remotes_[agent] = rem; /* a reloaded (restarted) agent replaces the old one */
+            queue_.push_back(rem);
+        }
+        cv_.notify_one();
+        return SUCCESS;
+    }
+
+    status_t connect(const std::string &agent) override
+    {
+        if (agent == localAgent)
+            return SUCCESS;
+        RemoteRef rem = find(agent);
+        if (!rem)
+            return ERR_NOT_FOUND;
+        return from_tpx(tpx_remote_connect(rem->r, 0));
+    }
+
+    status_t disconnect(const std::string &agent) override
+    {
+        RemoteRef old;
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            auto it = remotes_.find(agent);
+            if (it == remotes_.end())
+                return SUCCESS;
+            old = std::move(it->second);
+            remotes_.erase(it);
+        }
+        return SUCCESS; /* `old` forgets the remote unless requests still hold it */
+    }
+
+    status_t loadRemoteMD(const BlobDesc &input, const mem_t &type, const std::string &agent,
+                          BackendMD *&output) override
+    {
+        if (type != DRAM_SEG && type != VRAM_SEG)
+            return ERR_NOT_SUPPORTED;
+        RemoteRef rem = find(agent);
+        if (!rem)
+            return ERR_NOT_FOUND;
+        auto md = std::make_unique<RemoteMD>();
+        if (input.metaInfo.size() != sizeof(md->desc.bytes))
+            return ERR_MISMATCH;
+        std::memcpy(md->desc.bytes, input.metaInfo.data(), sizeof(md->desc.bytes));
+        if (tpx_rdesc_info(&md->desc, &md->addr, nullptr) != TPX_OK)
+            return ERR_MISMATCH;
+        md->remote = std::move(rem);
+        output = md.release();
+        return SUCCESS;
+    }
+
+    status_t unloadMD(BackendMD *input) override
+    {
+        delete input;
+        return SUCCESS;
+    }
+
+    status_t prepXfer(const xfer_op_t &op, const MetaDList &local, const MetaDList &remote,
+                      const std::string &agent, ReqH *&handle,
+                      const OptArgs * /*opt_args*/) const override
+    {
+        const int n = local.descCount();
+        if (n <= 0 || n != remote.descCount() || (op != OP_READ && op != OP_WRITE))
+            return ERR_INVALID_PARAM;
+        std::vector<tpx_iov_t> iov(static_cast<size_t>(n));
+        Remote *target = nullptr;
+        for (int i = 0; i < n; i++) {
+            const MetaDesc &l = local[i];
+            const MetaDesc &r = remote[i];
+            const auto *lm = static_cast<const LocalMD *>(l.metadataP);
+            const auto *rm = static_cast<const RemoteMD *>(r.metadataP);
+            if (lm == nullptr || rm == nullptr || l.len != r.len || l.addr < lm->base ||
+                r.addr < rm->addr)
+                return ERR_INVALID_PARAM;
+            if (target == nullptr)
+                target = rm->remote.get();
+            if (rm->remote.get() != target || target->agent != agent)
+                return ERR_INVALID_PARAM; /* one remote agent per request */
+            iov[i] = tpx_iov_t{lm->region, l.addr - lm->base, &rm->desc, r.addr - rm->addr, l.len};
+        }
+        auto q = std::make_unique<Req>();
+        q->remote = static_cast<const RemoteMD *>(remote[0].metadataP)->remote;
+        tpx_status_t s = tpx_xfer_prepare(q->remote->r, op == OP_READ ? TPX_OP_READ : TPX_OP_WRITE,
+                                          iov.data(), iov.size(), &q->prep);
+        if (s != TPX_OK)
+            return from_tpx(s);
+        handle = q.release();
+        return SUCCESS;
+    }
+
+    status_t postXfer(const xfer_op_t &, const MetaDList &, const MetaDList &, const std::string &,
+                      ReqH *&handle, const OptArgs *opt_args) const override
+    {
+        auto *q = static_cast<Req *>(handle);
+        if (q == nullptr || q->prep == nullptr)
+            return ERR_INVALID_PARAM;
+        const void *msg = nullptr;
+        size_t len = 0;
+        if (opt_args != nullptr && opt_args->hasNotif) {
+            msg = opt_args->notifMsg.data();
+            len = opt_args->notifMsg.size();
+            if (len > TPX_NOTIF_MAX)
+                return ERR_INVALID_PARAM;
+        }
+        if (q->xfer != nullptr) { /* a re-post: NIXL saw the previous one end */
+            tpx_xfer_release(q->xfer);
+            q->xfer = nullptr;
+        }
+        tpx_status_t s = tpx_xfer_post(q->prep, msg, len, 0, &q->xfer);
+        if (s != TPX_OK)
+            return from_tpx(s);
+        return IN_PROG;
+    }
+
+    status_t checkXfer(ReqH *handle) const override
+    {
+        auto *q = static_cast<Req *>(handle);
+        if (q == nullptr || q->xfer == nullptr)
+            return ERR_NOT_POSTED;
+        return from_tpx(tpx_xfer_poll(q->xfer, nullptr));
+    }
+
+    status_t releaseReqH(ReqH *handle) const override
+    {
+        delete static_cast<Req *>(handle);
+        return SUCCESS;
+    }
+
+    status_t getNotifs(notif_list_t &list) override
+    {
+        std::lock_guard<std::mutex> g(notif_mu_);
+        for (;;) {
+            size_t n = 0;
+            tpx_status_t s = tpx_get_notifs(eng_, notifs_.data(), notifs_.size(), &n);
+            if (s == TPX_ERR_OVERFLOW)
+                TPX_NIXL_LOG("notifications were dropped: the queue was full (TPX_NOTIF_QUEUE)");
+            else if (s != TPX_OK)
+                return from_tpx(s);
+            for (size_t i = 0; i < n; i++)
+                list.emplace_back(std::string(notifs_[i].from),
+                                  std::string(reinterpret_cast<const char *>(notifs_[i].msg),
+                                              notifs_[i].len));
+            if (n < notifs_.size())
+                return SUCCESS;
+        }
+    }
+
+    status_t genNotif(const std::string &agent, const std::string &msg) const override
+    {
+        if (msg.size() > TPX_NOTIF_MAX)
+            return ERR_INVALID_PARAM;
+        RemoteRef rem = find(agent);
+        if (!rem)
+            return ERR_NOT_FOUND;
+        return from_tpx(tpx_notif_send(rem->r, msg.data(), msg.size()));
+    }
+
+private:
+    RemoteRef find(const std::string &agent) const
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = remotes_.find(agent);
+        return it == remotes_.end() ? RemoteRef() : it->second;
+    }
+
+    /* Connects remotes as their metadata arrives, so that neither
+     * loadRemoteConnInfo nor the first transfer waits for it. A failure is
+     * left for the first transfer to meet (it connects again). */
+    void connect_loop()
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        for (;;) {
+            cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+            if (stop_)
+                return;
+            RemoteRef rem = std::move(queue_.front());
+            queue_.pop_front();
+            lk.unlock();
+            for (int waited = 0; waited < CONNECT_TOTAL_MS; waited += CONNECT_STEP_MS) {
+                tpx_status_t s = tpx_remote_connect(rem->r, CONNECT_STEP_MS);
+                if (s != TPX_ERR_TIMED_OUT && s != TPX_ERR_CONN_REFUSED)
+                    break;
+                std::lock_guard<std::mutex> g(mu_);
+                if (stop_)
+                    break;
+            }
+            rem.reset(); /* outside the lock: may forget the remote */
+            lk.lock();
+        }
+    }
+
+    tpx_engine_t *eng_ = nullptr;
+    mutable std::mutex mu_; /* remotes_, queue_, stop_ */
+    std::unordered_map<std::string, RemoteRef> remotes_;
+    std::deque<RemoteRef> queue_;
+    bool stop_ = false;
+    std::condition_variable cv_;
+    std::thread worker_;
+    std::mutex notif_mu_;
+    std::vector<tpx_notif_t> notifs_;
+};
+
+BackendEngine *create_engine(const InitParams *ip)
+{
+    try {
+        return new Engine(ip);
+    } catch (const std::exception &e) {
+        TPX_NIXL_LOG("cannot create the engine: %s", e.what());
+        return nullptr;
+    }
+}
+
+void destroy_engine(BackendEngine *e) { delete e; }
+const char *plugin_name() { return "TPX"; }
+const char *plugin_version() { return tpx_version_string(); }
+params_t backend_options() { return {{"gpu", "-1"}, {"port", "0"}}; }
+mem_list_t backend_mems() { return {DRAM_SEG, VRAM_SEG}; }
+
+PluginDesc plugin = {PLUGIN_API_VERSION, create_engine,   destroy_engine, plugin_name,
+                     plugin_version,     backend_options, backend_mems};
+
+} // namespace
+} // namespace tpx_nixl
+
+extern "C" {
+__attribute__((visibility("default"))) tpx_nixl::PluginDesc *nixl_plugin_init(void)
+{
+    return &tpx_nixl::plugin;
+}
+__attribute__((visibility("default"))) void nixl_plugin_fini(void) {}
+}

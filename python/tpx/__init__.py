@@ -1,0 +1,518 @@
+"""tpx: move host or GPU memory between machines over TCP (NCCL net plugins).
+
+A thin ctypes binding over libtpx's stable C API (include/tpx/tpx.h); the
+GIL is released during every call into the library. Errors raise TpxError,
+whose ``status`` is the tpx_status_t value.
+
+    import numpy as np, tpx
+    with tpx.Engine(name="decode-0") as eng:
+        buf = np.zeros(1 << 20, np.uint8)
+        reg = eng.register(buf)
+        remote = eng.load_remote(peer_metadata)          # bytes from the peer
+        prep = remote.prepare(tpx.READ, reg, np.arange(16) * 4096,
+                              peer_desc, np.arange(16) * 4096, 4096)
+        prep.post(notif=b"done").wait()
+
+The wheel bundles libtpx.so, libnccl-net-tpx.so (for NCCL_NET_PLUGIN) and
+the NIXL backend libplugin_TPX.so (for NIXL_PLUGIN_DIR); see
+nccl_plugin_path() and nixl_plugin_dir().
+"""
+
+import ctypes
+import os
+import weakref
+
+import numpy as np
+
+__all__ = [
+    "TpxError", "Engine", "Region", "Remote", "Prep", "Xfer", "Peer",
+    "READ", "WRITE", "MEM_HOST", "MEM_CUDA", "PORT_EPHEMERAL", "PORT_NONE", "PORT_DEFAULT",
+    "RDESC_SIZE", "NOTIF_MAX", "library_path", "nccl_plugin_path", "nixl_plugin_dir",
+    "version",
+]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LIBDIR = os.path.join(_HERE, "_lib")
+
+READ, WRITE = 1, 2
+MEM_HOST, MEM_CUDA = 1, 2
+PORT_DEFAULT, PORT_NONE, PORT_EPHEMERAL = 0, -1, -2
+RDESC_SIZE = 48
+NOTIF_MAX = 1024
+NAME_MAX = 64
+METADATA_MAX = 2048
+_OK, _INPROGRESS = 0, 1
+
+
+def library_path():
+    """Path of the bundled libtpx (TPX_LIBRARY overrides it)."""
+    return os.environ.get("TPX_LIBRARY") or os.path.join(_LIBDIR, "libtpx.so.0")
+
+
+def nccl_plugin_path():
+    """Path of libnccl-net-tpx.so: NCCL_NET_PLUGIN=<this> makes NCCL use tpx's transport."""
+    return os.path.join(_LIBDIR, "libnccl-net-tpx.so")
+
+
+def nixl_plugin_dir():
+    """Folder holding libplugin_TPX.so: NIXL_PLUGIN_DIR=<this> (it replaces NIXL's own
+    folder), or copy the file into NIXL's plugin folder to keep UCX and friends."""
+    return os.path.join(_LIBDIR, "nixl")
+
+
+# ---- the C ABI --------------------------------------------------------------
+
+_vp = ctypes.c_void_p
+_sz = ctypes.c_size_t
+_st = ctypes.c_int
+
+
+class _EngineParams(ctypes.Structure):
+    _fields_ = [("size", _sz), ("plugin", ctypes.c_char_p), ("gpu", ctypes.c_int),
+                ("channels", ctypes.c_int), ("chunk_bytes", _sz), ("window", ctypes.c_int),
+                ("timeout_ms", ctypes.c_int), ("bind_addr", ctypes.c_char_p),
+                ("port", ctypes.c_int), ("progress_thread", ctypes.c_int),
+                ("progress_cpu", ctypes.c_int), ("auth_token", ctypes.c_char_p),
+                ("name", ctypes.c_char_p), ("notif_queue", ctypes.c_int)]
+
+
+class _Counters(ctypes.Structure):
+    _fields_ = [("size", _sz)] + [(n, ctypes.c_uint64) for n in (
+        "rma_served", "rma_rejected", "rma_bytes_out", "rma_bytes_in", "notifs_received",
+        "notifs_dropped", "peers_connected")]
+
+
+class _Notif(ctypes.Structure):
+    _fields_ = [("from_", ctypes.c_char * NAME_MAX), ("len", _sz),
+                ("msg", ctypes.c_ubyte * NOTIF_MAX)]
+
+
+# tpx_iov_t as a numpy record: block lists are built column by column.
+_IOV_DTYPE = np.dtype([("local", np.uint64), ("local_offset", np.uint64),
+                       ("remote", np.uint64), ("remote_offset", np.uint64),
+                       ("len", np.uint64)])
+
+_lib = None
+
+
+def _api():
+    global _lib
+    if _lib is not None:
+        return _lib
+    lib = ctypes.CDLL(library_path())  # CDLL: the GIL is released during calls
+    sigs = {
+        "tpx_version_string": (ctypes.c_char_p, []),
+        "tpx_status_string": (ctypes.c_char_p, [_st]),
+        "tpx_engine_params_init": (None, [ctypes.POINTER(_EngineParams)]),
+        "tpx_engine_create": (_st, [ctypes.POINTER(_EngineParams), ctypes.POINTER(_vp)]),
+        "tpx_engine_destroy": (None, [_vp]),
+        "tpx_engine_port": (ctypes.c_int, [_vp]),
+        "tpx_engine_get_metadata": (_st, [_vp, _vp, ctypes.POINTER(_sz)]),
+        "tpx_engine_load_remote": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.POINTER(_vp)]),
+        "tpx_engine_counters": (_st, [_vp, ctypes.POINTER(_Counters)]),
+        "tpx_remote_forget": (None, [_vp]),
+        "tpx_remote_connect": (_st, [_vp, ctypes.c_int]),
+        "tpx_remote_name": (ctypes.c_char_p, [_vp]),
+        "tpx_mem_register": (_st, [_vp, _vp, _sz, ctypes.c_int, ctypes.POINTER(_vp)]),
+        "tpx_mem_deregister": (None, [_vp]),
+        "tpx_region_base": (_vp, [_vp]),
+        "tpx_region_export": (_st, [_vp, _sz, _sz, _vp]),
+        "tpx_rdesc_info": (_st, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64),
+                                 ctypes.POINTER(ctypes.c_uint64)]),
+        "tpx_xfer_prepare": (_st, [_vp, ctypes.c_int, _vp, _sz, ctypes.POINTER(_vp)]),
+        "tpx_xfer_post": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.c_int, ctypes.POINTER(_vp)]),
+        "tpx_prep_release": (None, [_vp]),
+        "tpx_xfer_poll": (_st, [_vp, ctypes.POINTER(_sz)]),
+        "tpx_xfer_wait": (_st, [_vp, ctypes.c_int, ctypes.POINTER(_sz)]),
+        "tpx_xfer_cancel": (_st, [_vp]),
+        "tpx_xfer_release": (None, [_vp]),
+        "tpx_notif_send": (_st, [_vp, ctypes.c_char_p, _sz]),
+        "tpx_get_notifs": (_st, [_vp, ctypes.POINTER(_Notif), _sz, ctypes.POINTER(_sz)]),
+        "tpx_peer_connect": (_st, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                   ctypes.POINTER(_vp)]),
+        "tpx_peer_accept": (_st, [_vp, ctypes.c_int, ctypes.POINTER(_vp)]),
+        "tpx_peer_close": (None, [_vp]),
+        "tpx_send": (_st, [_vp, _vp, _sz, _sz, ctypes.POINTER(_vp)]),
+        "tpx_recv": (_st, [_vp, _vp, _sz, _sz, ctypes.POINTER(_vp)]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+    _lib = lib
+    return lib
+
+
+def version():
+    return _api().tpx_version_string().decode()
+
+
+class TpxError(Exception):
+    """A tpx call failed; ``status`` is its tpx_status_t (negative)."""
+
+    def __init__(self, status, what=""):
+        self.status = status
+        self.text = _api().tpx_status_string(status).decode()
+        super().__init__(f"{what}: {self.text} (tpx status {status})" if what else self.text)
+
+
+def _check(status, what):
+    if status != _OK:
+        raise TpxError(status, what)
+
+
+def _bytes_of(obj):
+    """(address, length, mem type) of a numpy array, a torch tensor (data_ptr()), an
+    object with __cuda_array_interface__, or anything with the buffer protocol."""
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch.Tensor
+        if hasattr(obj, "is_contiguous") and not obj.is_contiguous():
+            raise ValueError("register(): the tensor must be contiguous")
+        kind = MEM_CUDA if getattr(obj, "is_cuda", False) else MEM_HOST
+        return obj.data_ptr(), obj.element_size() * obj.numel(), kind
+    if cai is not None:
+        if cai.get("strides") not in (None, ()):
+            raise ValueError("register(): the CUDA array must be contiguous")
+        n = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
+        return int(cai["data"][0]), n, MEM_CUDA
+    if isinstance(obj, np.ndarray):
+        if not obj.flags.c_contiguous:
+            raise ValueError("register(): the array must be C-contiguous")
+        return obj.ctypes.data, obj.nbytes, MEM_HOST
+    m = memoryview(obj)
+    if not m.contiguous:
+        raise ValueError("register(): the buffer must be contiguous")
+    a = np.frombuffer(m.cast("B"), dtype=np.uint8)
+    return a.ctypes.data, a.nbytes, MEM_HOST
+
+
+# ---- objects ----------------------------------------------------------------
+
+class Engine:
+    """One tpx engine (tpx_engine_create). Every setting left at None comes from
+    the TPX_* environment variables, as in C."""
+
+    def __init__(self, name=None, gpu=-1, port=PORT_EPHEMERAL, bind_addr=None, plugin=None,
+                 channels=0, chunk_bytes=0, window=0, timeout_ms=0, progress_thread=True,
+                 auth_token=None, notif_queue=0):
+        lib = _api()
+        p = _EngineParams()
+        lib.tpx_engine_params_init(ctypes.byref(p))
+        self._keep = []  # the C strings must outlive tpx_engine_create
+        def cstr(s):
+            if s is None:
+                return None
+            b = s.encode() if isinstance(s, str) else bytes(s)
+            self._keep.append(b)
+            return b
+        p.plugin, p.bind_addr, p.auth_token, p.name = (cstr(plugin), cstr(bind_addr),
+                                                       cstr(auth_token), cstr(name))
+        p.gpu, p.port, p.channels, p.chunk_bytes = gpu, port, channels, chunk_bytes
+        p.window, p.timeout_ms, p.notif_queue = window, timeout_ms, notif_queue
+        p.progress_thread = 1 if progress_thread else 0
+        h = _vp()
+        _check(lib.tpx_engine_create(ctypes.byref(p), ctypes.byref(h)), "tpx_engine_create")
+        self._h = h
+        self._owned = []  # regions, remotes, preps, peers: released before the engine
+        self._xfers = weakref.WeakSet()  # transfers still held by the caller
+        self._nbuf = (_Notif * 64)()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def close(self):
+        """Release everything this engine made, then the engine."""
+        if getattr(self, "_h", None) is None:
+            return
+        for x in list(self._xfers):
+            x.release()
+        for o in reversed(self._owned):
+            o._drop()
+        self._owned.clear()
+        _api().tpx_engine_destroy(self._h)
+        self._h = None
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise TpxError(-2, "the engine is closed")
+        return self._h
+
+    @property
+    def port(self):
+        return _api().tpx_engine_port(self.handle)
+
+    def metadata(self):
+        """This engine's metadata blob (bytes) for peers' load_remote()."""
+        buf = ctypes.create_string_buffer(METADATA_MAX)
+        n = _sz(METADATA_MAX)
+        _check(_api().tpx_engine_get_metadata(self.handle, buf, ctypes.byref(n)),
+               "tpx_engine_get_metadata")
+        return buf.raw[:n.value]
+
+    def register(self, obj, kind=None):
+        """Register the memory of `obj` (numpy array, torch tensor, CUDA array, buffer).
+        The caller keeps `obj` alive while the region is used."""
+        addr, n, k = _bytes_of(obj)
+        h = _vp()
+        _check(_api().tpx_mem_register(self.handle, addr, n, kind or k, ctypes.byref(h)),
+               "tpx_mem_register")
+        return self._own(Region(self, h, addr, n, obj))
+
+    def register_ptr(self, addr, length, kind=MEM_HOST):
+        h = _vp()
+        _check(_api().tpx_mem_register(self.handle, addr, length, kind, ctypes.byref(h)),
+               "tpx_mem_register")
+        return self._own(Region(self, h, addr, length, None))
+
+    def load_remote(self, blob):
+        """Accept a peer engine's metadata (bytes); connects lazily (or Remote.connect())."""
+        h = _vp()
+        b = bytes(blob)
+        _check(_api().tpx_engine_load_remote(self.handle, b, len(b), ctypes.byref(h)),
+               "tpx_engine_load_remote")
+        return self._own(Remote(self, h))
+
+    def notifs(self):
+        """Received notifications, oldest first: a list of (sender name, bytes)."""
+        out = []
+        while True:
+            n = _sz(0)
+            st = _api().tpx_get_notifs(self.handle, self._nbuf, len(self._nbuf), ctypes.byref(n))
+            for i in range(n.value):
+                e = self._nbuf[i]
+                out.append((e.from_.decode(errors="replace"), bytes(e.msg[:e.len])))
+            if st not in (_OK, -29):  # TPX_ERR_OVERFLOW: filled as usual
+                raise TpxError(st, "tpx_get_notifs")
+            if n.value < len(self._nbuf):
+                return out
+
+    def counters(self):
+        c = _Counters()
+        c.size = ctypes.sizeof(c)
+        _check(_api().tpx_engine_counters(self.handle, ctypes.byref(c)), "tpx_engine_counters")
+        return {f: getattr(c, f) for f, _ in _Counters._fields_ if f != "size"}
+
+    def connect(self, host, port, timeout_ms=0):
+        """Two-sided: connect to the engine listening at host:port."""
+        h = _vp()
+        _check(_api().tpx_peer_connect(self.handle, host.encode(), port, timeout_ms,
+                                       ctypes.byref(h)), "tpx_peer_connect")
+        return self._own(Peer(self, h))
+
+    def accept(self, timeout_ms=-1):
+        """Two-sided: the next peer that connected (waits up to timeout_ms)."""
+        h = _vp()
+        _check(_api().tpx_peer_accept(self.handle, timeout_ms, ctypes.byref(h)),
+               "tpx_peer_accept")
+        return self._own(Peer(self, h))
+
+    def _own(self, o):
+        self._owned.append(o)
+        return o
+
+    def _disown(self, o):
+        try:
+            self._owned.remove(o)
+        except ValueError:
+            pass
+
+
+class _Owned:
+    def _drop(self):
+        if self._h is not None:
+            self._free(self._h)
+            self._h = None
+
+    def release(self):
+        self._drop()
+        self._engine._disown(self)
+
+
+class Region(_Owned):
+    """Registered memory (tpx_mem_register)."""
+
+    def __init__(self, engine, h, addr, length, obj):
+        self._engine, self._h, self.addr, self.length, self._obj = engine, h, addr, length, obj
+
+    def _free(self, h):
+        _api().tpx_mem_deregister(h)
+
+    deregister = _Owned.release
+
+    @property
+    def base(self):
+        """Address of offset 0 (the start of the cached region; may lie before addr)."""
+        return _api().tpx_region_base(self._h)
+
+    def export(self, offset=0, length=0):
+        """Export [offset, offset+length) of the memory given to register() (length 0: to its
+        end) for peers to READ and WRITE; returns the 48-byte descriptor."""
+        buf = ctypes.create_string_buffer(RDESC_SIZE)
+        off = self.addr - self.base + offset
+        _check(_api().tpx_region_export(self._h, off, length, buf), "tpx_region_export")
+        return buf.raw
+
+    def _local_offset(self, offsets):
+        return np.asarray(offsets, dtype=np.uint64) + np.uint64(self.addr - self.base)
+
+
+def rdesc_info(desc):
+    """(owner address, length) of a region descriptor."""
+    a, n = ctypes.c_uint64(), ctypes.c_uint64()
+    _check(_api().tpx_rdesc_info(bytes(desc), ctypes.byref(a), ctypes.byref(n)), "tpx_rdesc_info")
+    return a.value, n.value
+
+
+class Remote(_Owned):
+    """A peer engine known by its metadata (tpx_engine_load_remote)."""
+
+    def __init__(self, engine, h):
+        self._engine, self._h = engine, h
+
+    def _free(self, h):
+        _api().tpx_remote_forget(h)
+
+    forget = _Owned.release
+
+    @property
+    def name(self):
+        return _api().tpx_remote_name(self._h).decode()
+
+    def connect(self, timeout_ms=0):
+        _check(_api().tpx_remote_connect(self._h, timeout_ms), "tpx_remote_connect")
+
+    def prepare(self, op, local, local_offsets, remote_desc, remote_offsets, lengths):
+        """Check and encode a READ or WRITE of many blocks once (tpx_xfer_prepare); post it
+        many times. local: a Region; offsets count from the memory given to register()
+        and from the start of the exported range; lengths: one int or an array. The
+        arrays are used as a whole (no Python loop per block)."""
+        lo = np.atleast_1d(np.asarray(local_offsets, dtype=np.uint64))
+        ro = np.atleast_1d(np.asarray(remote_offsets, dtype=np.uint64))
+        ln = np.broadcast_to(np.asarray(lengths, dtype=np.uint64), lo.shape)
+        if ro.shape != lo.shape:
+            raise ValueError("prepare(): local and remote offset arrays differ in length")
+        desc = ctypes.create_string_buffer(bytes(remote_desc), RDESC_SIZE)
+        iov = np.empty(lo.shape[0], dtype=_IOV_DTYPE)
+        iov["local"] = local._h.value
+        iov["local_offset"] = local._local_offset(lo)
+        iov["remote"] = ctypes.addressof(desc)
+        iov["remote_offset"] = ro
+        iov["len"] = ln
+        h = _vp()
+        _check(_api().tpx_xfer_prepare(self._h, op, iov.ctypes.data, iov.shape[0],
+                                       ctypes.byref(h)), "tpx_xfer_prepare")
+        return self._engine._own(Prep(self._engine, h))
+
+    def read(self, *a, notif=None, timeout_ms=0):
+        """prepare(READ, ...) + post + release of the preparation: returns the Xfer."""
+        return self._once(READ, a, notif, timeout_ms)
+
+    def write(self, *a, notif=None, timeout_ms=0):
+        return self._once(WRITE, a, notif, timeout_ms)
+
+    def _once(self, op, a, notif, timeout_ms):
+        p = self.prepare(op, *a)
+        try:
+            return p.post(notif=notif, timeout_ms=timeout_ms)
+        finally:
+            p.release()
+
+    def notify(self, msg):
+        """A notification on its own (tpx_notif_send)."""
+        b = bytes(msg)
+        _check(_api().tpx_notif_send(self._h, b, len(b)), "tpx_notif_send")
+
+
+class Prep(_Owned):
+    """A prepared one-sided transfer (tpx_xfer_prepare)."""
+
+    def __init__(self, engine, h):
+        self._engine, self._h = engine, h
+
+    def _free(self, h):
+        _api().tpx_prep_release(h)
+
+    def post(self, notif=None, timeout_ms=0):
+        """Start it (again); `notif` (bytes) reaches the peer after all data."""
+        h = _vp()
+        b = None if notif is None else bytes(notif)
+        _check(_api().tpx_xfer_post(self._h, b, 0 if b is None else len(b), timeout_ms,
+                                    ctypes.byref(h)), "tpx_xfer_post")
+        return Xfer(self._engine, h)
+
+
+class Xfer:
+    """A transfer in flight; release() (or garbage collection) frees it."""
+
+    def __init__(self, engine, h):
+        self._h = h
+        engine._xfers.add(self)
+
+    def poll(self):
+        """True when done, False while running; raises TpxError if it failed."""
+        n = _sz()
+        st = _api().tpx_xfer_poll(self._h, ctypes.byref(n))
+        if st == _INPROGRESS:
+            return False
+        _check(st, "transfer")
+        self.bytes = n.value
+        return True
+
+    def wait(self, timeout_ms=-1):
+        """Wait until done (bytes moved) or raise TpxError (TIMED_OUT after timeout_ms)."""
+        n = _sz()
+        st = _api().tpx_xfer_wait(self._h, timeout_ms, ctypes.byref(n))
+        if st == _INPROGRESS:
+            raise TpxError(-20, "tpx_xfer_wait")
+        _check(st, "transfer")
+        return n.value
+
+    def cancel(self):
+        st = _api().tpx_xfer_cancel(self._h)
+        if st not in (_OK, _INPROGRESS):
+            raise TpxError(st, "tpx_xfer_cancel")
+
+    def release(self):
+        if self._h is not None:
+            _api().tpx_xfer_release(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+class Peer(_Owned):
+    """Two-sided connection (tpx_peer_connect / tpx_peer_accept)."""
+
+    def __init__(self, engine, h):
+        self._engine, self._h = engine, h
+
+    def _free(self, h):
+        _api().tpx_peer_close(h)
+
+    close = _Owned.release
+
+    def send(self, region, offset, length):
+        h = _vp()
+        _check(_api().tpx_send(self._h, region._h, region.addr - region.base + offset, length,
+                               ctypes.byref(h)), "tpx_send")
+        return Xfer(self._engine, h)
+
+    def recv(self, region, offset, length):
+        h = _vp()
+        _check(_api().tpx_recv(self._h, region._h, region.addr - region.base + offset, length,
+                               ctypes.byref(h)), "tpx_recv")
+        return Xfer(self._engine, h)
