@@ -33,7 +33,8 @@ def cmake_build(tmp):
 class BuildPy(build_py):
     def run(self):
         super().run()
-        libdir = os.environ.get("TPX_PREBUILT_LIBDIR") or cmake_build(self.build_temp)
+        libdir = os.environ.get("TPX_PREBUILT_LIBDIR") or cmake_build(
+            self.get_finalized_command("build").build_temp)
         dest = os.path.join(self.build_lib, "tpx", "_lib")
         os.makedirs(os.path.join(dest, "nixl"), exist_ok=True)
         for src, dst in LIBS:
