@@ -8,7 +8,7 @@
  *
  *   NIXL                      tpx
  *   getConnInfo               tpx_engine_get_metadata (engine named after the agent)
- *   loadRemoteConnInfo        tpx_engine_load_remote; a connect is queued to a
+ *   loadRemoteConnInfo        tpx_remote_load; a connect is queued to a
  *                             helper thread (NIXL must not block here, and the
  *                             first transfer must not pay for the connection)
  *   connect                   tpx_remote_connect (waits)
@@ -21,7 +21,7 @@
  *   postXfer                  tpx_xfer_post (again after each completion)
  *   checkXfer                 tpx_xfer_poll
  *   releaseReqH               tpx_xfer_release + tpx_prep_release (never waits)
- *   getNotifs / genNotif      tpx_get_notifs / tpx_notif_send
+ *   getNotifs / genNotif      tpx_engine_get_notifs / tpx_notif_send
  *
  * Settings come from TPX_* variables (vLLM and SGLang pass no parameters to
  * non-UCX backends) and, where given, from the backend parameters "gpu"
@@ -215,7 +215,7 @@ public:
     status_t loadRemoteConnInfo(const std::string &agent, const std::string &info) override
     {
         tpx_remote_t *r = nullptr;
-        tpx_status_t s = tpx_engine_load_remote(eng_, info.data(), info.size(), &r);
+        tpx_status_t s = tpx_remote_load(eng_, info.data(), info.size(), &r);
         if (s != TPX_OK)
             return from_tpx(s);
         auto rem = std::make_shared<Remote>(agent, r);
@@ -353,7 +353,7 @@ public:
         std::lock_guard<std::mutex> g(notif_mu_);
         for (;;) {
             size_t n = 0;
-            tpx_status_t s = tpx_get_notifs(eng_, notifs_.data(), notifs_.size(), &n);
+            tpx_status_t s = tpx_engine_get_notifs(eng_, notifs_.data(), notifs_.size(), &n);
             if (s == TPX_ERR_OVERFLOW)
                 TPX_NIXL_LOG("notifications were dropped: the queue was full (TPX_NOTIF_QUEUE)");
             else if (s != TPX_OK)

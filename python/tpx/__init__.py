@@ -103,12 +103,13 @@ def _api():
     sigs = {
         "tpx_version_string": (ctypes.c_char_p, []),
         "tpx_status_string": (ctypes.c_char_p, [_st]),
+        "tpx_status_name": (ctypes.c_char_p, [_st]),
         "tpx_engine_params_init": (None, [ctypes.POINTER(_EngineParams)]),
         "tpx_engine_create": (_st, [ctypes.POINTER(_EngineParams), ctypes.POINTER(_vp)]),
         "tpx_engine_destroy": (None, [_vp]),
         "tpx_engine_port": (ctypes.c_int, [_vp]),
         "tpx_engine_get_metadata": (_st, [_vp, _vp, ctypes.POINTER(_sz)]),
-        "tpx_engine_load_remote": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.POINTER(_vp)]),
+        "tpx_remote_load": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.POINTER(_vp)]),
         "tpx_engine_counters": (_st, [_vp, ctypes.POINTER(_Counters)]),
         "tpx_remote_forget": (None, [_vp]),
         "tpx_remote_connect": (_st, [_vp, ctypes.c_int]),
@@ -127,7 +128,7 @@ def _api():
         "tpx_xfer_cancel": (_st, [_vp]),
         "tpx_xfer_release": (None, [_vp]),
         "tpx_notif_send": (_st, [_vp, ctypes.c_char_p, _sz]),
-        "tpx_get_notifs": (_st, [_vp, ctypes.POINTER(_Notif), _sz, ctypes.POINTER(_sz)]),
+        "tpx_engine_get_notifs": (_st, [_vp, ctypes.POINTER(_Notif), _sz, ctypes.POINTER(_sz)]),
         "tpx_peer_connect": (_st, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
                                    ctypes.POINTER(_vp)]),
         "tpx_peer_accept": (_st, [_vp, ctypes.c_int, ctypes.POINTER(_vp)]),
@@ -148,12 +149,15 @@ def version():
 
 
 class TpxError(Exception):
-    """A tpx call failed; ``status`` is its tpx_status_t (negative)."""
+    """A tpx call failed: ``status`` is its tpx_status_t (negative), ``name`` the
+    enum's name ("TPX_ERR_TIMED_OUT"), ``text`` its description."""
 
     def __init__(self, status, what=""):
         self.status = status
+        self.name = _api().tpx_status_name(status).decode()
         self.text = _api().tpx_status_string(status).decode()
-        super().__init__(f"{what}: {self.text} (tpx status {status})" if what else self.text)
+        msg = f"{self.text} ({self.name} = {status})"
+        super().__init__(f"{what}: {msg}" if what else msg)
 
 
 def _check(status, what):
@@ -278,8 +282,8 @@ class Engine:
         """Accept a peer engine's metadata (bytes); connects lazily (or Remote.connect())."""
         h = _vp()
         b = bytes(blob)
-        _check(_api().tpx_engine_load_remote(self.handle, b, len(b), ctypes.byref(h)),
-               "tpx_engine_load_remote")
+        _check(_api().tpx_remote_load(self.handle, b, len(b), ctypes.byref(h)),
+               "tpx_remote_load")
         return self._own(Remote(self, h))
 
     def notifs(self):
@@ -287,12 +291,12 @@ class Engine:
         out = []
         while True:
             n = _sz(0)
-            st = _api().tpx_get_notifs(self.handle, self._nbuf, len(self._nbuf), ctypes.byref(n))
+            st = _api().tpx_engine_get_notifs(self.handle, self._nbuf, len(self._nbuf), ctypes.byref(n))
             for i in range(n.value):
                 e = self._nbuf[i]
                 out.append((e.from_.decode(errors="replace"), bytes(e.msg[:e.len])))
             if st not in (_OK, -29):  # TPX_ERR_OVERFLOW: filled as usual
-                raise TpxError(st, "tpx_get_notifs")
+                raise TpxError(st, "tpx_engine_get_notifs")
             if n.value < len(self._nbuf):
                 return out
 
@@ -374,7 +378,7 @@ def rdesc_info(desc):
 
 
 class Remote(_Owned):
-    """A peer engine known by its metadata (tpx_engine_load_remote)."""
+    """A peer engine known by its metadata (tpx_remote_load)."""
 
     def __init__(self, engine, h):
         self._engine, self._h = engine, h

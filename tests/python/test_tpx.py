@@ -84,7 +84,7 @@ def test_errors_carry_status(engines):
     desc = rb.export(0, 32 * KiB)
     with pytest.raises(tpx.TpxError) as e:  # past the exported range: refused, nothing moves
         remote.prepare(tpx.READ, ra, [0], desc, [30 * KiB], 4 * KiB)
-    assert e.value.status == -1  # TPX_ERR_INVALID_ARG
+    assert e.value.status == -1 and e.value.name == "TPX_ERR_INVALID_ARG"
     with pytest.raises(tpx.TpxError) as e:
         a.load_remote(b"garbage")
     assert e.value.status < 0 and e.value.text
