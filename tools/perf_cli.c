@@ -26,6 +26,7 @@
 
 #include "bench_common.h"
 #include "perf.h"
+#include "perf_cluster.h"
 #include "perf_rma.h"
 #include "tpx/tpx.h"
 
@@ -593,6 +594,11 @@ static void pf_usage(FILE *f)
             "[loopback | server | client HOST]\n%s"
             "    e.g. %s --op read --block 16K,128K,2M --blocks 1000\n",
             PF_PROG, perf_rma_usage, PF_PROG);
+    fprintf(f,
+            "\nCLUSTER MODE (engines meet through etcd)\n    %s --metadata etcd://H:P server "
+            "--name NAME | client --peer NAME[,NAME] | --cluster N,M\n%s"
+            "    e.g. %s --metadata etcd://127.0.0.1:2379 --cluster 4,4 --size 16M\n",
+            PF_PROG, perf_cluster_usage, PF_PROG);
 }
 
 /* What the command line said beyond pf_main_t, for pf_settle(). */
@@ -991,6 +997,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--op") == 0)
             return perf_rma_main(argc, argv); /* the one-sided mode (perf_rma.c) */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--metadata") == 0 || strncmp(argv[i], "--metadata=", 11) == 0 ||
+            strcmp(argv[i], "--cluster") == 0 || strncmp(argv[i], "--cluster=", 10) == 0)
+            return perf_cluster_main(argc, argv); /* engines through etcd (perf_cluster.c) */
     static pf_main_t m;
     pf_cli_t cli;
     int rc = pf_parse_opts(argc, argv, &m, &cli);
