@@ -39,8 +39,15 @@ static tpx_status_t unpack_gpu_ready(tpx_engine_t *e, int dev)
     if (st != TPX_OK)
         return st;
     CUstream s;
-    if ((st = tpx__unpack_gpu_init(dev)) != TPX_OK ||
-        (st = tpx__cuda_stream_create(dev, &s)) != TPX_OK) {
+    /* Only the kernel mode needs the kernel (d2d and host are driver copies). */
+    int kernel = e->unpack_mode == TPX_UNPACK_KERNEL;
+    if (kernel && (st = tpx__unpack_gpu_init(dev)) != TPX_OK) {
+        tpx__cuda_ctx_release(dev);
+        return st;
+    }
+    if ((st = tpx__cuda_stream_create(dev, &s)) != TPX_OK) {
+        if (kernel)
+            tpx__unpack_gpu_fini(dev);
         tpx__cuda_ctx_release(dev);
         return st;
     }
@@ -70,7 +77,8 @@ void tpx__engine_unpack_fini(tpx_engine_t *e)
     tpx__cuda_stream_destroy(e->unpack_dev, (CUstream)e->unpack_stream);
     if (e->unpack_hstage != NULL)
         tpx__cuda_host_free(e->unpack_dev, e->unpack_hstage);
-    tpx__unpack_gpu_fini(e->unpack_dev);
+    if (e->unpack_mode == TPX_UNPACK_KERNEL)
+        tpx__unpack_gpu_fini(e->unpack_dev);
     tpx__cuda_ctx_release(e->unpack_dev);
     e->unpack_dev = -1;
 }

@@ -1,0 +1,398 @@
+/*
+ * fake_cuda.c - a stand-in libcuda.so.1 for machines without a GPU.
+ *
+ * It lets CI run tpx's GPU code paths (strict TCPX with its handle and
+ * bounce buffer in "GPU" memory, CUDA sends and receives through staging,
+ * the d2d and host unpack modes, one-sided transfers on device memory) with
+ * one property of real device memory that matters most: the CPU cannot
+ * read it. Every allocation is a memfd mapped twice:
+ *  - cuMemAlloc: the device address is a PROT_NONE view (a CPU read
+ *    faults), the copies below go through a private writable view;
+ *  - cuMemHostAlloc: the host address is a writable view, and
+ *    cuMemHostGetDevicePointer gives a DIFFERENT, PROT_NONE view (so a
+ *    caller that takes the device address of host-mapped memory for its
+ *    CPU address, i.e. assumes unified addressing, crashes), translated
+ *    back by CU_POINTER_ATTRIBUTE_HOST_POINTER and by the copies.
+ * One device (ordinal 0). Streams and events are synchronous: every copy
+ * has completed when its call returns. There is no kernel: cuModuleLoadData
+ * fails (CI builds have no nvcc anyway); use TPX_UNPACK=d2d or host.
+ * Only the driver functions tpx resolves (src/gpu/cuda.h) exist.
+ */
+#include <pthread.h>
+#include <stdint.h>
+/* The entry points are looked up with dlsym: there is no header to declare them. */
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+#define OK 0
+#define EINVAL_ 1   /* CUDA_ERROR_INVALID_VALUE */
+#define ENOMEM_ 2   /* CUDA_ERROR_OUT_OF_MEMORY */
+#define EDEV_ 101   /* CUDA_ERROR_INVALID_DEVICE */
+#define ENOIMG_ 200 /* CUDA_ERROR_INVALID_IMAGE */
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- allocations ------------------------------------------------------------------- */
+
+enum { KIND_DEVICE = 2, KIND_HOST = 1 };
+typedef struct {
+    uintptr_t dev;  /* the device address (PROT_NONE view) */
+    uintptr_t host; /* host-mapped: the CPU address (writable view); device: 0 */
+    char *rw;       /* writable view (== host for host-mapped memory) */
+    size_t len;
+    int kind;
+} alloc_t;
+
+#define MAX_ALLOCS 8192
+static alloc_t allocs[MAX_ALLOCS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int map_twice(size_t len, char **rw, char **none)
+{
+    int fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = -1;
+    if (ftruncate(fd, (off_t)len) == 0) {
+        void *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        void *b = mmap(NULL, len, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (a != MAP_FAILED && b != MAP_FAILED) {
+            *rw = a;
+            *none = b;
+            rc = 0;
+        } else {
+            if (a != MAP_FAILED)
+                munmap(a, len);
+            if (b != MAP_FAILED)
+                munmap(b, len);
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+static CUresult alloc_new(size_t size, int kind, alloc_t *out)
+{
+    size_t len = (size + 4095) & ~(size_t)4095;
+    if (len == 0)
+        len = 4096;
+    char *rw, *none;
+    if (map_twice(len, &rw, &none) != 0)
+        return ENOMEM_;
+    alloc_t a = {.dev = (uintptr_t)none, .host = kind == KIND_HOST ? (uintptr_t)rw : 0, .rw = rw,
+                 .len = len, .kind = kind};
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        if (allocs[i].len == 0) {
+            allocs[i] = a;
+            pthread_mutex_unlock(&lock);
+            *out = a;
+            return OK;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    munmap(rw, len);
+    munmap(none, len);
+    return ENOMEM_;
+}
+
+/* The allocation holding `p` (either view); 0 if none. */
+static int alloc_find(uintptr_t p, alloc_t *out, int *via_host)
+{
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ALLOCS && !found; i++) {
+        const alloc_t *a = &allocs[i];
+        if (a->len == 0)
+            continue;
+        if (p >= a->dev && p < a->dev + a->len) {
+            *out = *a;
+            *via_host = 0;
+            found = 1;
+        } else if (a->host != 0 && p >= a->host && p < a->host + a->len) {
+            *out = *a;
+            *via_host = 1;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+static CUresult alloc_free(uintptr_t p, int kind)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        alloc_t *a = &allocs[i];
+        if (a->len != 0 && a->kind == kind && (kind == KIND_DEVICE ? a->dev : a->host) == p) {
+            munmap(a->rw, a->len);
+            munmap((void *)a->dev, a->len);
+            memset(a, 0, sizeof(*a));
+            pthread_mutex_unlock(&lock);
+            return OK;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return EINVAL_;
+}
+
+/* A device address (device memory, or either view of host-mapped memory)
+ * to a writable CPU address; NULL if [p, p + n) is not inside one. */
+static char *dev_xlate(CUdeviceptr p, size_t n)
+{
+    alloc_t a;
+    int via_host;
+    if (!alloc_find((uintptr_t)p, &a, &via_host))
+        return NULL;
+    uintptr_t base = via_host ? a.host : a.dev;
+    if ((uintptr_t)p + n > base + a.len)
+        return NULL;
+    return a.rw + ((uintptr_t)p - base);
+}
+
+/* A host argument: host-mapped memory may be named by either view. */
+static char *host_xlate(const void *p, size_t n)
+{
+    char *x = dev_xlate((CUdeviceptr)(uintptr_t)p, n);
+    return x != NULL ? x : (char *)p;
+}
+
+/* ---- driver, devices, contexts ---------------------------------------------------- */
+
+static char ctx_dummy;
+static __thread void *ctx_stack[16];
+static __thread int ctx_depth;
+
+EXPORT CUresult cuInit(unsigned flags) { return flags == 0 ? OK : EINVAL_; }
+EXPORT CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s)
+{
+    *s = r == OK ? "CUDA_SUCCESS" : r == EINVAL_ ? "CUDA_ERROR_INVALID_VALUE"
+         : r == ENOMEM_ ? "CUDA_ERROR_OUT_OF_MEMORY" : r == ENOIMG_ ? "CUDA_ERROR_INVALID_IMAGE"
+                                                     : "CUDA_ERROR_UNKNOWN";
+    return OK;
+}
+EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
+{
+    cuGetErrorName(r, s);
+    return OK;
+}
+EXPORT CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? OK : EDEV_; }
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
+EXPORT CUresult cuDeviceGetName(char *name, int len, int dev)
+{
+    (void)dev;
+    strncpy(name, "tpx fake GPU (no device memory access from the CPU)", (size_t)len - 1);
+    name[len - 1] = '\0';
+    return OK;
+}
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
+{
+    (void)dev;
+    *v = attr == 16 ? 4 : attr == 75 ? 9 : attr == 76 ? 0 : 1;
+    return OK;
+}
+EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, int dev)
+{
+    (void)dev;
+    strncpy(id, "0000:00:00.0", (size_t)len - 1);
+    id[len - 1] = '\0';
+    return OK;
+}
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+    *ctx = &ctx_dummy;
+    return dev == 0 ? OK : EDEV_;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) { return dev == 0 ? OK : EDEV_; }
+EXPORT CUresult cuCtxGetCurrent(void **ctx)
+{
+    *ctx = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+    return OK;
+}
+EXPORT CUresult cuCtxPushCurrent_v2(void *ctx)
+{
+    if (ctx_depth == 16)
+        return EINVAL_;
+    ctx_stack[ctx_depth++] = ctx;
+    return OK;
+}
+EXPORT CUresult cuCtxPopCurrent_v2(void **ctx)
+{
+    if (ctx_depth == 0)
+        return EINVAL_;
+    void *c = ctx_stack[--ctx_depth];
+    if (ctx != NULL)
+        *ctx = c;
+    return OK;
+}
+EXPORT CUresult cuCtxSynchronize(void) { return OK; }
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total)
+{
+    *free_b = (size_t)64 << 30;
+    *total = (size_t)80 << 30;
+    return OK;
+}
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
+{
+    alloc_t a;
+    CUresult r = alloc_new(size, KIND_DEVICE, &a);
+    if (r == OK)
+        *p = (CUdeviceptr)a.dev;
+    return r;
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return alloc_free((uintptr_t)p, KIND_DEVICE); }
+EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags)
+{
+    (void)flags;
+    alloc_t a;
+    CUresult r = alloc_new(size, KIND_HOST, &a);
+    if (r == OK)
+        *p = (void *)a.host;
+    return r;
+}
+EXPORT CUresult cuMemFreeHost(void *p) { return alloc_free((uintptr_t)p, KIND_HOST); }
+EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *h, unsigned flags)
+{
+    alloc_t a;
+    int via_host;
+    if (flags != 0 || !alloc_find((uintptr_t)h, &a, &via_host) || a.kind != KIND_HOST ||
+        !via_host)
+        return EINVAL_;
+    *d = (CUdeviceptr)(a.dev + ((uintptr_t)h - a.host));
+    return OK;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    char *d = dev_xlate(dst, n);
+    if (d == NULL)
+        return EINVAL_;
+    memcpy(d, host_xlate(src, n), n);
+    return OK;
+}
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    char *s = dev_xlate(src, n);
+    if (s == NULL)
+        return EINVAL_;
+    memcpy(host_xlate(dst, n), s, n);
+    return OK;
+}
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    char *d = dev_xlate(dst, n), *s = dev_xlate(src, n);
+    if (d == NULL || s == NULL)
+        return EINVAL_;
+    memmove(d, s, n);
+    return OK;
+}
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
+{
+    (void)s;
+    return cuMemcpyHtoD_v2(dst, src, n);
+}
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s)
+{
+    (void)s;
+    return cuMemcpyDtoH_v2(dst, src, n);
+}
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s)
+{
+    (void)s;
+    return cuMemcpyDtoD_v2(dst, src, n);
+}
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
+{
+    char *d = dev_xlate(dst, n);
+    if (d == NULL)
+        return EINVAL_;
+    memset(d, v, n);
+    return OK;
+}
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, void *s)
+{
+    (void)s;
+    return cuMemsetD8_v2(dst, v, n);
+}
+
+/* ---- streams, events, modules: synchronous --------------------------------------------- */
+
+EXPORT CUresult cuStreamCreate(void **s, unsigned flags)
+{
+    (void)flags;
+    *s = malloc(1);
+    return *s != NULL ? OK : ENOMEM_;
+}
+EXPORT CUresult cuStreamDestroy_v2(void *s) { free(s); return OK; }
+EXPORT CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
+EXPORT CUresult cuStreamQuery(void *s) { (void)s; return OK; }
+EXPORT CUresult cuEventCreate(void **e, unsigned flags)
+{
+    (void)flags;
+    *e = malloc(1);
+    return *e != NULL ? OK : ENOMEM_;
+}
+EXPORT CUresult cuEventDestroy_v2(void *e) { free(e); return OK; }
+EXPORT CUresult cuEventRecord(void *e, void *s) { (void)e, (void)s; return OK; }
+EXPORT CUresult cuEventQuery(void *e) { (void)e; return OK; }
+EXPORT CUresult cuEventSynchronize(void *e) { (void)e; return OK; }
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, void *a, void *b)
+{
+    (void)a, (void)b;
+    *ms = 0;
+    return OK;
+}
+EXPORT CUresult cuModuleLoadData(void **m, const void *image) { (void)m, (void)image; return ENOIMG_; }
+EXPORT CUresult cuModuleUnload(void *m) { (void)m; return OK; }
+EXPORT CUresult cuModuleGetFunction(void **f, void *m, const char *name)
+{
+    (void)f, (void)m, (void)name;
+    return EINVAL_;
+}
+EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned shmem, void *s, void **params,
+                               void **extra)
+{
+    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)s;
+    (void)params, (void)extra;
+    return EINVAL_;
+}
+
+EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
+{
+    alloc_t a;
+    int via_host;
+    if (!alloc_find((uintptr_t)p, &a, &via_host))
+        return EINVAL_;
+    switch (attr) {
+    case 1: /* CONTEXT */
+        *(void **)data = &ctx_dummy;
+        return OK;
+    case 2: /* MEMORY_TYPE */
+        *(unsigned *)data = (unsigned)a.kind;
+        return OK;
+    case 3: /* DEVICE_POINTER */
+        *(CUdeviceptr *)data = via_host ? (CUdeviceptr)(a.dev + ((uintptr_t)p - a.host)) : p;
+        return OK;
+    case 4: /* HOST_POINTER */
+        if (a.kind != KIND_HOST)
+            return EINVAL_;
+        *(void **)data = (void *)(via_host ? (uintptr_t)p : a.host + ((uintptr_t)p - a.dev));
+        return OK;
+    case 9: /* DEVICE_ORDINAL */
+        *(int *)data = 0;
+        return OK;
+    default:
+        return EINVAL_;
+    }
+}
