@@ -284,6 +284,25 @@ tpx_status_t tpx__bs_recv_wait(tpx_bs_conn_t *c, uint16_t type, void *buf, uint3
  * tpx__bs_close(). */
 const char *tpx__bs_peer_str(const tpx_bs_conn_t *c);
 
+/* Rate limit for the lines that rejected connections log (a flood of bad
+ * connections must not flood the log): at most TPX_BS_LOG_BURST lines per
+ * TPX_BS_LOG_WINDOW_MS, then one line with the count of those not logged.
+ * One limiter per accepting thread; it is not locked. */
+#define TPX_BS_LOG_BURST     10
+#define TPX_BS_LOG_WINDOW_MS 10000
+typedef struct {
+    uint64_t window_ns;  /* start of the current window */
+    uint32_t logged;     /* lines logged in it */
+    uint64_t suppressed; /* lines not logged in it */
+} tpx_bs_loglimit_t;
+/* 1: log this line; 0: it was counted instead. Starts a new window (and
+ * logs the count of the last one's suppressed lines) when due. */
+int tpx__bs_loglimit(tpx_bs_loglimit_t *l);
+/* Log the count of suppressed lines if the window is over (call now and then). */
+void tpx__bs_loglimit_tick(tpx_bs_loglimit_t *l);
+/* Route this connection's failure lines (ERROR/WARN) through `l` (NULL: none). */
+void tpx__bs_set_loglimit(tpx_bs_conn_t *c, tpx_bs_loglimit_t *l);
+
 /* Close the socket and free everything; unsent output is dropped.
  * NULL is ignored. */
 void tpx__bs_close(tpx_bs_conn_t *c);

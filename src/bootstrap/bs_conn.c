@@ -65,6 +65,7 @@ struct tpx_bs_conn {
     tpx_status_t err; /* why, once FAILED */
     uint64_t start_ns, deadline_ns;
     char *token; /* NULL: no token; else a private copy, wiped on close */
+    tpx_bs_loglimit_t *lim; /* failure lines go through it (server connections) */
     int authenticated;
     uint8_t my_nonce[TPX_BS_NONCE_SIZE];
     uint8_t peer_nonce[TPX_BS_NONCE_SIZE];
@@ -108,12 +109,44 @@ static void set_failed(tpx_bs_conn_t *c, tpx_status_t st)
     set_state(c, BS_FAILED);
 }
 
-/* Log the one line for this failure and make it sticky. */
+/* Log the one line for this failure (through the limiter, if any) and make
+ * it sticky. */
 #define BS_FAIL(c, st, lvl, ...)                                                                   \
     do {                                                                                           \
-        TPX_LOG(lvl, __VA_ARGS__);                                                                 \
+        if ((int)(lvl) > TPX_LOG_WARN || (c)->lim == NULL || tpx__bs_loglimit((c)->lim))           \
+            TPX_LOG(lvl, __VA_ARGS__);                                                             \
         set_failed((c), (st));                                                                     \
     } while (0)
+
+void tpx__bs_loglimit_tick(tpx_bs_loglimit_t *l)
+{
+    uint64_t now = tpx__now_ns();
+    if (now - l->window_ns < (uint64_t)TPX_BS_LOG_WINDOW_MS * 1000000ull)
+        return;
+    if (l->suppressed > 0)
+        TPX_WARN("bootstrap: %llu more failed or rejected connections in the last %.0f s (not "
+                 "logged one by one)",
+                 (unsigned long long)l->suppressed, (double)(now - l->window_ns) / 1e9);
+    l->window_ns = now;
+    l->logged = 0;
+    l->suppressed = 0;
+}
+
+int tpx__bs_loglimit(tpx_bs_loglimit_t *l)
+{
+    tpx__bs_loglimit_tick(l);
+    if (l->logged < TPX_BS_LOG_BURST) {
+        l->logged++;
+        return 1;
+    }
+    l->suppressed++;
+    return 0;
+}
+
+void tpx__bs_set_loglimit(tpx_bs_conn_t *c, tpx_bs_loglimit_t *l)
+{
+    c->lim = l;
+}
 
 static double ms_since(uint64_t t0)
 {

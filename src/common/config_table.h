@@ -109,3 +109,8 @@ TPX_CONFIG_X(METADATA_TTL, INT, "10", 2, 3600,
 TPX_CONFIG_X(METADATA_TIMEOUT_MS, INT, "3000", 100, 600000,
              "Deadline of one registry call (lookup, list, publish, lease renewal), all endpoints "
              "tried.")
+TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
+             "Peers an engine keeps at once; an incoming connection beyond it is refused (the "
+             "other side is told why). A quarter is kept for peers authenticated by "
+             "`TPX_AUTH_TOKEN` or by the key of a loaded remote. 0: from the open-file limit, "
+             "(RLIMIT_NOFILE - 64) / (8 x (1 + TPX_CHANNELS)), at least 8, at most 4096.")

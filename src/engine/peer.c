@@ -23,9 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include "bootstrap/sha256.h"
+#include "common/config.h"
 #include "engine.h"
 #include "ident.h"
 #include "remote.h"
@@ -33,7 +37,15 @@
 #define MSG_READY (TPX_BS_TYPE_USER + 1)
 #define MSG_BELL TPX_MSG_BELL
 #define MSG_IDENT (TPX_BS_TYPE_USER + 3) /* identity proof (ident.h, wire.h) */
-#define MAX_SETUPS 64
+#define MSG_BUSY (TPX_BS_TYPE_USER + 4)  /* "too many peers here" (TPX_MAX_PEERS), then EOF */
+
+/* The bootstrap thread's admission of incoming connections (issue 12):
+ * every stage before a peer is established is bounded in count and time,
+ * and making room drops the connection that costs others most. */
+#define MAX_SETUPS         64   /* connections being set up at once */
+#define MAX_SETUPS_PER_SRC 16   /* ... from one address */
+#define ACCEPTS_PER_PASS   8    /* new connections taken per pass, after the others advanced */
+#define EARLY_STAGE_MS     5000 /* handshake, INFO and IDENT of an incoming peer: at most this */
 
 enum { ST_HANDSHAKE = 0, ST_INFO, ST_IDENT, ST_CONNECT, ST_READY_WAIT, ST_DONE };
 
@@ -56,7 +68,22 @@ typedef struct {
     int ready_sent;
     unsigned char info_mine[TPX_SHA256_DIGEST_SIZE];   /* sha256 of the INFO we sent */
     unsigned char info_theirs[TPX_SHA256_DIGEST_SIZE]; /* ... and of the one received */
+    /* incoming connections only (bootstrap thread) */
+    int inbound;
+    uint64_t born_ns;          /* accepted */
+    uint64_t early_ns;         /* HANDSHAKE..IDENT must be done by then */
+    unsigned char src[16];     /* the peer's address (IPv4 mapped into IPv6) */
+    tpx_bs_loglimit_t *lim;    /* failure lines go through it */
 } setup_t;
+
+/* A set-up failure caused by the peer: incoming peers' lines are rate
+ * limited (a flood of bad connections must not flood the log). */
+#define SETUP_ERR(p, ...)                                                                          \
+    do {                                                                                           \
+        setup_t *s_ = (p)->setup;                                                                  \
+        if (s_ == NULL || s_->lim == NULL || tpx__bs_loglimit(s_->lim))                            \
+            TPX_ERROR(__VA_ARGS__);                                                                \
+    } while (0)
 
 static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, int dev)
 {
@@ -109,6 +136,54 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     return st;
 }
 
+/* ---- admission: the peer cap (TPX_MAX_PEERS) ------------------------------------------ */
+
+static int max_peers(const tpx_engine_t *e)
+{
+    int64_t v = tpx__config_int(TPX_CFG_MAX_PEERS);
+    if (v > 0)
+        return (int)TPX_MIN(v, 1000000);
+    struct rlimit rl;
+    int64_t nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                         ? (int64_t)rl.rlim_cur
+                         : 65536;
+    v = (nofile - 64) / (8 * (1 + e->nchan));
+    return (int)TPX_MAX(8, TPX_MIN(v, 4096));
+}
+
+static tpx_status_t peer_busy_received(tpx_peer_t *p)
+{
+    TPX_ERROR("peer %s refused the connection: it has reached its peer limit (TPX_MAX_PEERS "
+              "there)", p->name);
+    return TPX_ERR_NO_RESOURCE;
+}
+
+/* May this incoming peer stay? `identified`: its IDENT is in (its key is
+ * known); before that only the hard cap applies. Peers authenticated by the
+ * token or by a loaded remote's key may use the last quarter. */
+static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
+{
+    tpx_engine_t *e = p->e;
+    int cap = max_peers(e), n = 0, trusted = tpx__bs_authenticated(p->bs);
+    pthread_mutex_lock(&e->lock);
+    /* Failed peers nobody took are freed by the bootstrap thread (at once
+     * when there are many): they do not count. */
+    for (tpx_peer_t *q = e->peers; q != NULL; q = q->next)
+        n += q->state == PEER_READY || q->state == PEER_SETUP ||
+             (q->accepted && q->state == PEER_FAILED);
+    if (identified && !trusted)
+        trusted = tpx__remote_known(p);
+    pthread_mutex_unlock(&e->lock);
+    int limit = trusted ? cap : cap - cap / 4;
+    if (n < (identified ? limit : cap))
+        return TPX_OK;
+    SETUP_ERR(p, "peer %s (\"%s\") refused: this engine has %d peers (TPX_MAX_PEERS %d; %s)",
+              p->name, p->remote_name, n, cap,
+              trusted ? "all taken" : "the last quarter is kept for authenticated peers");
+    (void)tpx__bs_send(p->bs, MSG_BUSY, NULL, 0); /* best effort: tell it why */
+    return TPX_ERR_NO_RESOURCE;
+}
+
 /* The message an IDENT signs, by the client side or the server side. */
 static tpx_status_t ident_message(tpx_peer_t *p, setup_t *s, int signer_is_client,
                                   const unsigned char pk[TPX_IDENT_PK],
@@ -158,8 +233,10 @@ static tpx_status_t ident_recv(tpx_peer_t *p, setup_t *s)
     if (st != TPX_OK)
         return st;
     tpx_ident_msg_t im;
+    if (type == MSG_BUSY)
+        return peer_busy_received(p);
     if (type != MSG_IDENT || tpx__ident_decode(buf, len, &im) != TPX_OK) {
-        TPX_ERROR("peer %s: malformed identity message", p->name);
+        SETUP_ERR(p, "peer %s: malformed identity message", p->name);
         return TPX_ERR_PROTOCOL;
     }
     if (!im.has_key || !tpx__ident_available())
@@ -169,7 +246,7 @@ static tpx_status_t ident_recv(tpx_peer_t *p, setup_t *s)
         return st;
     if (tpx__ident_id(im.pk) != p->remote_id ||
         !tpx__ident_verify(im.pk, msg, sizeof(msg), im.sig)) {
-        TPX_ERROR("peer %s (claims engine %016llx, \"%s\"): its identity proof does not verify: "
+        SETUP_ERR(p, "peer %s (claims engine %016llx, \"%s\"): its identity proof does not verify: "
                   "dropped", p->name, (unsigned long long)p->remote_id, p->remote_name);
         return TPX_ERR_PROTOCOL;
     }
@@ -188,19 +265,21 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     if (st != TPX_OK)
         return st;
     tpx_bs_info_t info;
+    if (type == MSG_BUSY)
+        return peer_busy_received(p);
     if (type != TPX_BS_MSG_INFO || tpx__bs_info_decode(buf, len, &info) != TPX_OK ||
         info.nhandles < 2) {
-        TPX_ERROR("peer %s: malformed INFO message", p->name);
+        SETUP_ERR(p, "peer %s: malformed INFO message", p->name);
         return TPX_ERR_PROTOCOL;
     }
     tpx__sha256(buf, len, s->info_theirs);
     if (strcmp(info.plugin, e->net->name) != 0) {
-        TPX_ERROR("peer %s uses net plugin '%s', this engine '%s': both sides must use the same",
+        SETUP_ERR(p, "peer %s uses net plugin '%s', this engine '%s': both sides must use the same",
                   p->name, info.plugin, e->net->name);
         return TPX_ERR_PROTOCOL;
     }
     if (info.chunk_bytes < 4096 || info.chunk_bytes > 4u * 1024 * 1024) {
-        TPX_ERROR("peer %s: chunk size %u out of range", p->name, info.chunk_bytes);
+        SETUP_ERR(p, "peer %s: chunk size %u out of range", p->name, info.chunk_bytes);
         return TPX_ERR_PROTOCOL;
     }
     p->remote_id = info.engine_id;
@@ -251,7 +330,7 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
     }
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
-        TPX_ERROR("peer %s: establishing the plugin's connections failed (%s)", p->name,
+        SETUP_ERR(p, "peer %s: establishing the plugin's connections failed (%s)", p->name,
                   tpx_status_string(st));
         return st;
     }
@@ -317,8 +396,14 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
     tpx_engine_t *e = p->e;
     tpx_status_t st = TPX_INPROGRESS;
     for (;;) {
+        if (s->early_ns != 0 && s->stage <= ST_IDENT && tpx__now_ns() >= s->early_ns &&
+            s->stage != ST_HANDSHAKE) {
+            SETUP_ERR(p, "peer %s: did not identify itself within %d ms: dropped", p->name,
+                      EARLY_STAGE_MS);
+            return TPX_ERR_TIMED_OUT;
+        }
         if (tpx__now_ns() >= s->deadline_ns && s->stage != ST_HANDSHAKE) {
-            TPX_ERROR("peer %s: set-up not finished within %d ms (TPX_CONNECT_TIMEOUT_MS)",
+            SETUP_ERR(p, "peer %s: set-up not finished within %d ms (TPX_CONNECT_TIMEOUT_MS)",
                       p->name, e->connect_timeout_ms);
             return TPX_ERR_TIMED_OUT;
         }
@@ -328,6 +413,8 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             if (st != TPX_OK)
                 return st;
             snprintf(p->name, sizeof(p->name), "%s", tpx__bs_peer_str(p->bs));
+            if (s->inbound && (st = peer_admit(p, 0)) != TPX_OK)
+                return st;
             if ((st = setup_begin(p, s)) != TPX_OK)
                 return st;
             s->stage = ST_INFO;
@@ -339,7 +426,9 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             st = setup_info(p, s);
             if (st != TPX_OK)
                 return st;
-            if ((st = ident_send(p, s)) != TPX_OK)
+            /* The client proves itself first; the server answers once it
+             * admitted the client (or tells it that it is busy). */
+            if (tpx__bs_is_client(p->bs) && (st = ident_send(p, s)) != TPX_OK)
                 return st;
             s->stage = ST_IDENT;
             continue;
@@ -347,6 +436,12 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             st = ident_recv(p, s);
             if (st != TPX_OK)
                 return st;
+            if (!tpx__bs_is_client(p->bs)) {
+                if (s->inbound && (st = peer_admit(p, 1)) != TPX_OK)
+                    return st;
+                if ((st = ident_send(p, s)) != TPX_OK)
+                    return st;
+            }
             s->stage = ST_CONNECT;
             continue;
         case ST_CONNECT:
@@ -364,8 +459,10 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
             if (st != TPX_OK)
                 return st;
+            if (type == MSG_BUSY)
+                return peer_busy_received(p);
             if (type != MSG_READY) {
-                TPX_ERROR("peer %s: unexpected bootstrap message %u", p->name, type);
+                SETUP_ERR(p, "peer %s: unexpected bootstrap message %u", p->name, type);
                 return TPX_ERR_PROTOCOL;
             }
             pthread_mutex_lock(&e->lock);
@@ -650,11 +747,60 @@ TPX_API void tpx_peer_close(tpx_peer_t *p)
 
 /* ---- server: the bootstrap thread ------------------------------------------------- */
 
+/* The address of an accepted socket as 16 bytes (IPv4 mapped into IPv6). */
+static void src_of_fd(int fd, unsigned char out[16])
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    memset(out, 0, 16);
+    memset(&ss, 0, sizeof(ss));
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET6) {
+        memcpy(out, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+    } else if (ss.ss_family == AF_INET) {
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+    }
+}
+
+static setup_t *setup_of(tpx_peer_t *p) { return p->setup; }
+
+/* The set-up to drop to make room for a connection from `src`: when that
+ * address is at its own limit, its oldest; else one of the address with the
+ * most set-ups. Connections not authenticated by the token go first, then
+ * the one that has been waiting longest (a newcomer is never the victim, so
+ * a flood only displaces itself or stale connections). -1: none. */
+static int setup_victim(tpx_peer_t **setups, int n, const unsigned char src[16], int own)
+{
+    int victim = -1, vcount = 0, vauth = 0;
+    for (int i = 0; i < n; i++) {
+        setup_t *s = setup_of(setups[i]);
+        if (own && memcmp(s->src, src, 16) != 0)
+            continue;
+        int count = 0;
+        for (int j = 0; j < n; j++)
+            count += memcmp(setup_of(setups[j])->src, s->src, 16) == 0;
+        int auth = s->stage > ST_HANDSHAKE && tpx__bs_authenticated(setups[i]->bs);
+        int better = victim < 0 || auth < vauth ||
+                     (auth == vauth && (count > vcount ||
+                                        (count == vcount &&
+                                         s->born_ns < setup_of(setups[victim])->born_ns)));
+        if (better) {
+            victim = i;
+            vcount = count;
+            vauth = auth;
+        }
+    }
+    return victim;
+}
+
 static void *bs_main(void *arg)
 {
     tpx_engine_t *e = arg;
     tpx_peer_t *setups[MAX_SETUPS];
     int n = 0;
+    tpx_bs_loglimit_t lim = {0};
     pthread_setname_np(pthread_self(), "tpx-bootstrap");
     while (!atomic_load(&e->stop)) {
         struct pollfd pfd[2 + MAX_SETUPS];
@@ -673,61 +819,9 @@ static void *bs_main(void *arg)
             ssize_t r = read(e->bs_wake, &v, sizeof(v));
             (void)r;
         }
-        for (;;) {
-            int fd;
-            if (tpx__bs_accept(e->bs_fd, &fd) != TPX_OK)
-                break;
-            if (n == MAX_SETUPS) {
-                /* Full (a slowloris?): make room by dropping the oldest
-                 * connection that has not even authenticated yet, so a
-                 * flood of stalled connections cannot lock out good peers. */
-                int victim = -1;
-                for (int i = 0; i < n; i++)
-                    if (((setup_t *)setups[i]->setup)->stage == ST_HANDSHAKE &&
-                        (victim < 0 || ((setup_t *)setups[i]->setup)->deadline_ns <
-                                           ((setup_t *)setups[victim]->setup)->deadline_ns))
-                        victim = i;
-                if (victim < 0) {
-                    TPX_WARN("bootstrap: %d peers being set up; refusing another", n);
-                    close(fd);
-                    continue;
-                }
-                TPX_INFO("bootstrap: too many connections being set up; dropping %s, which "
-                         "has not authenticated", setups[victim]->name);
-                tpx__peer_destroy(setups[victim]);
-                setups[victim] = setups[--n];
-            }
-            uint64_t deadline = tpx__now_ns() + (uint64_t)e->connect_timeout_ms * 1000000ull;
-            tpx_bs_conn_t *bs;
-            if (tpx__bs_server_start(fd, e->auth_token, deadline, &bs) != TPX_OK) {
-                close(fd);
-                continue;
-            }
-            if (peer_new(e, bs, &setups[n]) != TPX_OK) {
-                tpx__bs_close(bs);
-                continue;
-            }
-            n++;
-        }
-        /* A peer nobody took (tpx_peer_accept or a remote) that failed
-         * long ago is freed: servers of one-sided requests never accept. */
-        pthread_mutex_lock(&e->lock);
-        tpx_peer_t *stale = NULL;
-        for (tpx_peer_t *q = e->peers; q != NULL && stale == NULL; q = q->next)
-            if (!q->accepted && q->state == PEER_FAILED &&
-                tpx__now_ns() - q->failed_ns > 30 * 1000000000ull)
-                stale = q;
-        if (stale != NULL)
-            stale->accepted = 1; /* ours now */
-        pthread_mutex_unlock(&e->lock);
-        if (stale != NULL)
-            tpx__peer_destroy(stale);
-        if (e->reap != NULL) {
-            connecting = 1;
-            pthread_mutex_lock(&e->lock);
-            tpx__engine_reap(e);
-            pthread_mutex_unlock(&e->lock);
-        }
+        tpx__bs_loglimit_tick(&lim);
+        /* Connections being set up advance before new ones are taken: a
+         * flood of connects waits in the listen backlog, not in our slots. */
         for (int i = 0; i < n;) {
             tpx_status_t st = setup_advance(setups[i]);
             if (st == TPX_INPROGRESS) {
@@ -739,6 +833,84 @@ static void *bs_main(void *arg)
             else
                 tpx__peer_destroy(setups[i]); /* the cause was logged */
             setups[i] = setups[--n];
+        }
+        for (int taken = 0; taken < ACCEPTS_PER_PASS; taken++) {
+            int fd;
+            if (tpx__bs_accept(e->bs_fd, &fd) != TPX_OK)
+                break;
+            unsigned char src[16];
+            src_of_fd(fd, src);
+            int from_src = 0;
+            for (int i = 0; i < n; i++)
+                from_src += memcmp(setup_of(setups[i])->src, src, 16) == 0;
+            if (n == MAX_SETUPS || from_src >= MAX_SETUPS_PER_SRC) {
+                int own = from_src >= MAX_SETUPS_PER_SRC;
+                int victim = setup_victim(setups, n, src, own);
+                if (victim < 0) {
+                    if (tpx__bs_loglimit(&lim))
+                        TPX_WARN("bootstrap: %d peers being set up; refusing another", n);
+                    close(fd);
+                    continue;
+                }
+                if (tpx__bs_loglimit(&lim))
+                    TPX_WARN("bootstrap: %s; dropping %s (%s, waiting %.1f s)",
+                             own ? "too many connections being set up from one address"
+                                 : "too many connections being set up",
+                             setups[victim]->name,
+                             setup_of(setups[victim])->stage == ST_HANDSHAKE ? "in the handshake"
+                                                                              : "not established",
+                             (double)(tpx__now_ns() - setup_of(setups[victim])->born_ns) / 1e9);
+                tpx__peer_destroy(setups[victim]);
+                setups[victim] = setups[--n];
+            }
+            uint64_t now = tpx__now_ns();
+            uint64_t deadline = now + (uint64_t)e->connect_timeout_ms * 1000000ull;
+            uint64_t early = now + (uint64_t)EARLY_STAGE_MS * 1000000ull;
+            tpx_bs_conn_t *bs;
+            if (tpx__bs_server_start(fd, e->auth_token, TPX_MIN(deadline, early), &bs) != TPX_OK) {
+                close(fd);
+                continue;
+            }
+            tpx__bs_set_loglimit(bs, &lim);
+            if (peer_new(e, bs, &setups[n]) != TPX_OK) {
+                tpx__bs_close(bs);
+                continue;
+            }
+            setup_t *s = setups[n]->setup;
+            s->inbound = 1;
+            s->born_ns = now;
+            s->early_ns = TPX_MIN(deadline, early);
+            s->lim = &lim;
+            memcpy(s->src, src, 16);
+            n++;
+        }
+        /* A peer nobody took (tpx_peer_accept or a remote) that failed
+         * long ago is freed: servers of one-sided requests never accept.
+         * When there are more such peers than the peer cap (a peer that
+         * connects and leaves in a loop), the oldest goes at once. */
+        pthread_mutex_lock(&e->lock);
+        tpx_peer_t *stale = NULL, *oldest = NULL;
+        int nfailed = 0;
+        for (tpx_peer_t *q = e->peers; q != NULL; q = q->next) {
+            if (q->accepted || q->state != PEER_FAILED)
+                continue;
+            nfailed++;
+            if (oldest == NULL || q->failed_ns < oldest->failed_ns)
+                oldest = q;
+            if (stale == NULL && tpx__now_ns() - q->failed_ns > 30 * 1000000000ull)
+                stale = q;
+        }
+        if (stale == NULL && nfailed > max_peers(e))
+            stale = oldest;
+        if (stale != NULL)
+            stale->accepted = 1; /* ours now */
+        pthread_mutex_unlock(&e->lock);
+        if (stale != NULL)
+            tpx__peer_destroy(stale);
+        if (e->reap != NULL) {
+            pthread_mutex_lock(&e->lock);
+            tpx__engine_reap(e);
+            pthread_mutex_unlock(&e->lock);
         }
     }
     for (int i = 0; i < n; i++)

@@ -197,6 +197,16 @@ static int remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p)
     return p->dialed;
 }
 
+int tpx__remote_known(const tpx_peer_t *p)
+{
+    if (!p->verified)
+        return 0;
+    for (const tpx_remote_t *rm = p->e->remotes; rm != NULL; rm = rm->next)
+        if (rm->md.has_key && memcmp(rm->md.key, p->remote_pk, sizeof(rm->md.key)) == 0)
+            return 1;
+    return 0;
+}
+
 void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len)
 {
     const tpx_engine_t *e = p->e;

@@ -53,6 +53,9 @@ tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, tpx_peer_t **out);
  * remote) and no loaded remote of another engine has that name; else "?"
  * and the name. Engine lock held. */
 void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len);
+/* 1 when p proved (by its key) to be the engine of a loaded remote. Engine
+ * lock held. */
+int tpx__remote_known(const tpx_peer_t *p);
 /* Free a forgotten remote (refs 0, no preparation left). */
 void tpx__remote_free(tpx_remote_t *rm);
 /* Free every remote at engine destruction (peers already destroyed). */

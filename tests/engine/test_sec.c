@@ -8,9 +8,26 @@
  *                       WRITE and gives none to a READ; notifications it
  *                       sends never read as the owner's
  *
+ *   test_sec lockout    64+ connections that stall after the handshake (one
+ *                       address, then 64 addresses) do not keep a legit
+ *                       engine out
+ *   test_sec flood      connect/close floods (with the token) from another
+ *                       address: every legit connect succeeds
+ *   test_sec peercap    TPX_MAX_PEERS: an engine's peers beyond the cap are
+ *                       refused with NO_RESOURCE; the last quarter is kept
+ *                       for authenticated peers
+ *
+ * Attackers use the loopback addresses 127.0.0.2 and up (all of 127/8 is
+ * loopback on Linux); legit engines connect from 127.0.0.1.
  * Run with TPX_IDENTITY=dial too (ctest does): the rules hold without keys.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +36,7 @@
 #include <unistd.h>
 
 #include "../unit/check.h"
+#include "bootstrap/bootstrap.h"
 #include "engine/engine.h"
 #include "tpx/tpx.h"
 
@@ -210,16 +228,260 @@ static int t_impostor(void)
     CHECK_DONE();
 }
 
+/* ---- hostile bootstrap clients ----------------------------------------------------------- */
+
+/* A TCP connection from src (an address of 127/8) to 127.0.0.1:port; -1 on failure. */
+static int raw_connect(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    struct timeval tv = {.tv_sec = 2};
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &d.sin_addr);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        connect(fd, (struct sockaddr *)&d, sizeof(d)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The same, then the bootstrap handshake (token may be NULL). */
+static tpx_bs_conn_t *hs_connect(const char *src, int port, const char *token)
+{
+    int fd = raw_connect(src, port);
+    if (fd < 0)
+        return NULL;
+    tpx_bs_conn_t *c = NULL;
+    if (tpx__bs_client_start_fd(fd, token, tpx__now_ns() + 2000000000ull, &c) != TPX_OK) {
+        close(fd);
+        return NULL;
+    }
+    if (tpx__bs_handshake_wait(c) != TPX_OK) {
+        tpx__bs_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+typedef struct {
+    int port;
+    int nsrc;          /* sources 127.0.0.2 .. 127.0.0.(1 + nsrc) */
+    int nconn;         /* stalled connections held */
+    const char *token;
+    int mode;          /* 0: hold stalled (lockout); 1: connect + close; 2: handshake + close */
+    _Atomic int stop;
+    _Atomic long made;
+} hostile_t;
+
+static void src_name(const hostile_t *h, int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "127.0.0.%d", 2 + i % h->nsrc);
+}
+
+static void *hostile_main(void *arg)
+{
+    hostile_t *h = arg;
+    tpx_bs_conn_t *held[256] = {0};
+    char src[32];
+    for (long k = 0; !atomic_load(&h->stop); k++) {
+        if (h->mode == 1) {
+            src_name(h, (int)k, src, sizeof(src));
+            int fd = raw_connect(src, h->port);
+            if (fd >= 0) {
+                close(fd);
+                atomic_fetch_add(&h->made, 1);
+            }
+            continue;
+        }
+        if (h->mode == 2) {
+            src_name(h, (int)k, src, sizeof(src));
+            tpx_bs_conn_t *c = hs_connect(src, h->port, h->token);
+            if (c != NULL) {
+                tpx__bs_close(c);
+                atomic_fetch_add(&h->made, 1);
+            }
+            continue;
+        }
+        /* mode 0: keep nconn connections stalled after the handshake; one
+         * that the server dropped is made again */
+        for (int i = 0; i < h->nconn && !atomic_load(&h->stop); i++) {
+            if (held[i] != NULL) {
+                unsigned char junk[4096];
+                ssize_t r = recv(tpx__bs_fd(held[i]), junk, sizeof(junk), MSG_DONTWAIT);
+                if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+                    continue;
+                tpx__bs_close(held[i]);
+                held[i] = NULL;
+            }
+            src_name(h, i, src, sizeof(src));
+            held[i] = hs_connect(src, h->port, h->token);
+            if (held[i] != NULL)
+                atomic_fetch_add(&h->made, 1);
+        }
+        usleep(2000);
+    }
+    for (int i = 0; i < 256; i++)
+        tpx__bs_close(held[i]);
+    return NULL;
+}
+
+/* `tries` legit connects from l to v, one after another, each within ms. */
+static int legit_connects(side_t *l, side_t *v, int tries, int ms, const char *what)
+{
+    int ok = 0;
+    double worst = 0;
+    for (int i = 0; i < tries; i++) {
+        uint64_t t0 = now_ms();
+        tpx_peer_t *p = NULL;
+        tpx_status_t st = tpx_peer_connect(l->e, "127.0.0.1", tpx_engine_port(v->e), ms, &p);
+        double dt = (double)(now_ms() - t0) / 1e3;
+        worst = dt > worst ? dt : worst;
+        if (st == TPX_OK) {
+            ok++;
+            tpx_peer_close(p);
+        } else {
+            printf("%s: legit connect %d: %s after %.2f s\n", what, i, tpx_status_string(st), dt);
+        }
+    }
+    printf("%s: %d of %d legit connects succeeded (slowest %.2f s)\n", what, ok, tries, worst);
+    return ok;
+}
+
+static int t_lockout(void)
+{
+    side_t v, l;
+    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    CHECK(side_open(&l, "L", 1u << 20) == 0);
+    if (check_failures)
+        return 1;
+    static const struct {
+        int nsrc, nconn;
+    } rounds[] = {{1, 80}, {64, 64}, {100, 100}};
+    for (size_t r = 0; r < sizeof(rounds) / sizeof(rounds[0]); r++) {
+        hostile_t h = {.port = tpx_engine_port(v.e), .nsrc = rounds[r].nsrc,
+                       .nconn = rounds[r].nconn, .mode = 0};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, hostile_main, &h) == 0);
+        /* let the attacker fill every slot first */
+        for (uint64_t until = now_ms() + 5000; atomic_load(&h.made) < h.nconn && now_ms() < until;)
+            usleep(10000);
+        char what[64];
+        snprintf(what, sizeof(what), "lockout, %d stalled from %d address(es)", h.nconn, h.nsrc);
+        printf("%s: attacker made %ld connections\n", what, atomic_load(&h.made));
+        CHECK_EQ(legit_connects(&l, &v, 6, 15000, what), 6);
+        atomic_store(&h.stop, 1);
+        pthread_join(t, NULL);
+    }
+    side_close(&l);
+    side_close(&v);
+    CHECK_DONE();
+}
+
+static int t_flood(void)
+{
+    setenv("TPX_AUTH_TOKEN", "test-sec-flood-token", 1);
+    side_t v, l;
+    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    CHECK(side_open(&l, "L", 1u << 20) == 0);
+    if (check_failures)
+        return 1;
+    hostile_t h1 = {.port = tpx_engine_port(v.e), .nsrc = 1, .mode = 1};
+    hostile_t h2 = {.port = tpx_engine_port(v.e), .nsrc = 4, .mode = 2,
+                    .token = "test-sec-flood-token"};
+    pthread_t t1, t2;
+    CHECK(pthread_create(&t1, NULL, hostile_main, &h1) == 0);
+    CHECK(pthread_create(&t2, NULL, hostile_main, &h2) == 0);
+    usleep(300 * 1000);
+    uint64_t t0 = now_ms();
+    long m0 = atomic_load(&h1.made) + atomic_load(&h2.made);
+    int ok = legit_connects(&l, &v, 18, 15000, "connect/close flood");
+    double s = (double)(now_ms() - t0) / 1e3;
+    long m = atomic_load(&h1.made) + atomic_load(&h2.made) - m0;
+    printf("flood: %ld hostile connections in %.1f s (%.0f/s) during the legit connects\n", m, s,
+           (double)m / (s > 0 ? s : 1));
+    CHECK_EQ(ok, 18);
+    atomic_store(&h1.stop, 1);
+    atomic_store(&h2.stop, 1);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    side_close(&l);
+    side_close(&v);
+    CHECK_DONE();
+}
+
+/* Run with TPX_MAX_PEERS=8: 6 peers of an unknown engine fit, the 7th is
+ * refused; an engine V knows (its remote is loaded: key-authenticated) still
+ * gets in; the 9th peer is refused whoever it is. */
+static int t_peercap(void)
+{
+    side_t v, a, l;
+    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    CHECK(side_open(&a, "A", 1u << 20) == 0);
+    CHECK(side_open(&l, "L", 1u << 20) == 0);
+    if (check_failures)
+        return 1;
+    tpx_remote_t *vl = load(&v, &l); /* V knows L */
+    CHECK(vl != NULL);
+    int port = tpx_engine_port(v.e);
+    tpx_peer_t *pa[8] = {0};
+    for (int i = 0; i < 6; i++)
+        CHECK(tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[i]) == TPX_OK);
+    tpx_status_t st = tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[6]);
+    printf("7th peer of an unknown engine: %s\n", tpx_status_string(st));
+    CHECK(st == TPX_ERR_NO_RESOURCE);
+    tpx_peer_t *pl = NULL;
+    st = tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl);
+    printf("a peer V knows by its key: %s\n", tpx_status_string(st));
+    if (dial_mode()) {
+        CHECK(st == TPX_ERR_NO_RESOURCE); /* without keys nobody is known */
+    } else {
+        CHECK(st == TPX_OK);
+        tpx_peer_t *pl2 = NULL;
+        CHECK(tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl2) == TPX_OK);
+        tpx_peer_t *pl3 = NULL;
+        st = tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl3);
+        printf("the 9th peer: %s\n", tpx_status_string(st));
+        CHECK(st == TPX_ERR_NO_RESOURCE);
+        tpx_peer_close(pl2);
+    }
+    /* room again once peers leave */
+    tpx_peer_close(pl);
+    pl = NULL;
+    tpx_peer_close(pa[0]);
+    pa[0] = NULL;
+    for (uint64_t until = now_ms() + 5000; now_ms() < until;) {
+        st = tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[0]);
+        if (st == TPX_OK)
+            break;
+        usleep(50000);
+    }
+    CHECK(st == TPX_OK);
+    for (int i = 0; i < 8; i++)
+        tpx_peer_close(pa[i]);
+    tpx_peer_close(pl);
+    tpx_remote_forget(vl);
+    side_close(&l);
+    side_close(&a);
+    side_close(&v);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         int (*fn)(void);
-    } tests[] = {{"impostor", t_impostor}};
+    } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
+                 {"peercap", t_peercap}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap\n");
     return 2;
 }
