@@ -234,6 +234,8 @@ struct tpx_peer {
     uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */
     uint64_t failed_ns;   /* when it failed */
     uint64_t last_tx_ns;  /* last one-sided request or notification sent */
+    uint64_t bell_window_ns; /* doorbells: start of the current second (peer.c) */
+    uint32_t bell_count;     /* bootstrap frames received in it */
     int remote_closed;    /* the peer said goodbye / its control stream ended:
                              no new message will come; data in flight still may */
     /* setup state (peer.c) */

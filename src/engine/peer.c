@@ -47,6 +47,11 @@
 #define ACCEPTS_PER_PASS   8    /* new connections taken per pass, after the others advanced */
 #define EARLY_STAGE_MS     5000 /* handshake, INFO and IDENT of an incoming peer: at most this */
 
+/* Doorbells (frames on a ready peer's bootstrap connection): read per peer
+ * and pass, and allowed per peer and second before the peer is dropped. */
+#define BELLS_PER_PASS   16
+#define BELLS_PER_SECOND 1000
+
 enum { ST_HANDSHAKE = 0, ST_INFO, ST_IDENT, ST_CONNECT, ST_READY_WAIT, ST_DONE };
 
 /* A connect() the engine no longer wants. The ncclNet ABI cannot cancel
@@ -674,10 +679,16 @@ void tpx__peer_ring(tpx_peer_t *p)
 int tpx__engine_bells(tpx_engine_t *e)
 {
     int rung = 0;
+    uint64_t now = tpx__now_ns();
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         if (p->state != PEER_READY || p->bs == NULL || p->bs_eof_ns != 0)
             continue;
-        for (;;) {
+        if (now - p->bell_window_ns >= 1000000000ull) {
+            p->bell_window_ns = now;
+            p->bell_count = 0;
+        }
+        /* Bounded work per peer and pass (under the engine lock). */
+        for (int k = 0; k < BELLS_PER_PASS; k++) {
             uint16_t type;
             uint32_t len;
             unsigned char b[64];
@@ -689,6 +700,12 @@ int tpx__engine_bells(tpx_engine_t *e)
                 break;
             }
             rung += type == MSG_BELL;
+            if (++p->bell_count > BELLS_PER_SECOND) {
+                /* A requester rings at most once per 50 ms of quiet. */
+                tpx__peer_fail(p, TPX_ERR_PROTOCOL,
+                               "it sent more than 1000 doorbells in a second (a flood): dropped");
+                break;
+            }
         }
     }
     e->nbells += (uint64_t)rung;

@@ -16,6 +16,9 @@
  *   test_sec peercap    TPX_MAX_PEERS: an engine's peers beyond the cap are
  *                       refused with NO_RESOURCE; the last quarter is kept
  *                       for authenticated peers
+ *   test_sec bells      a peer that floods its bootstrap connection with
+ *                       doorbell frames is dropped, and another peer's small
+ *                       READs keep being served meanwhile
  *
  * Attackers use the loopback addresses 127.0.0.2 and up (all of 127/8 is
  * loopback on Linux); legit engines connect from 127.0.0.1.
@@ -38,6 +41,7 @@
 #include "../unit/check.h"
 #include "bootstrap/bootstrap.h"
 #include "engine/engine.h"
+#include "engine/remote.h"
 #include "tpx/tpx.h"
 
 typedef struct {
@@ -471,17 +475,104 @@ static int t_peercap(void)
     CHECK_DONE();
 }
 
+/* ---- doorbell flood ------------------------------------------------------------------------ */
+
+typedef struct {
+    int fd;
+    _Atomic int stop;
+    _Atomic long sent;   /* frames written */
+    _Atomic int cut;     /* the owner closed the connection */
+} bellflood_t;
+
+static void *bellflood_main(void *arg)
+{
+    bellflood_t *b = arg;
+    unsigned char buf[12 * 341];
+    for (size_t i = 0; i < sizeof(buf); i += 12)
+        tpx__bs_hdr_encode(TPX_BS_TYPE_USER + 2 /* BELL */, 0, buf + i);
+    uint64_t until = now_ms() + 8000;
+    while (!atomic_load(&b->stop) && now_ms() < until) {
+        ssize_t n = send(b->fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            atomic_fetch_add(&b->sent, n / 12);
+        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            atomic_store(&b->cut, 1);
+            break;
+        } else {
+            struct pollfd pf = {.fd = b->fd, .events = POLLOUT};
+            (void)poll(&pf, 1, 10);
+            if (pf.revents & (POLLERR | POLLHUP)) {
+                atomic_store(&b->cut, 1);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int t_bells(void)
+{
+    side_t v, r, a;
+    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    CHECK(side_open(&r, "R", 1u << 20) == 0);
+    CHECK(side_open(&a, "A", 1u << 20) == 0);
+    if (check_failures)
+        return 1;
+    tpx_remote_t *rv = load(&r, &v), *av = load(&a, &v);
+    CHECK(rv != NULL && av != NULL);
+    CHECK(tpx_remote_connect(rv, 10000) == TPX_OK && tpx_remote_connect(av, 10000) == TPX_OK);
+    if (check_failures)
+        return 1;
+    /* the attacker writes doorbells straight onto its bootstrap socket */
+    bellflood_t b = {.fd = tpx__bs_fd(av->peer->bs)};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, bellflood_main, &b) == 0);
+    tpx_iov_t io = {.local = r.r, .local_offset = 0, .remote = &v.d, .remote_offset = 0,
+                    .len = 4096};
+    int reads = 0, failed = 0;
+    uint64_t t0 = now_ms();
+    double worst = 0;
+    while (now_ms() - t0 < 3000 && !check_failures) {
+        uint64_t s0 = now_ms();
+        tpx_xfer_t *x = NULL;
+        tpx_status_t st = tpx_rma(rv, TPX_OP_READ, &io, 1, NULL, 0, &x);
+        if (st == TPX_OK)
+            st = tpx_xfer_wait(x, 5000, NULL);
+        tpx_xfer_release(x);
+        double dt = (double)(now_ms() - s0) / 1e3;
+        worst = dt > worst ? dt : worst;
+        reads++;
+        failed += st != TPX_OK;
+        tpx_engine_counters_t c;
+        CHECK(tpx_engine_counters(v.e, &c) == TPX_OK);
+        usleep(20000);
+    }
+    atomic_store(&b.stop, 1);
+    pthread_join(t, NULL);
+    printf("bells: %ld doorbell frames sent, attacker %s; %d READs of 4 KiB meanwhile, %d failed, "
+           "slowest %.3f s\n", atomic_load(&b.sent), atomic_load(&b.cut) ? "dropped" : "NOT dropped",
+           reads, failed, worst);
+    CHECK_EQ(failed, 0);
+    CHECK(atomic_load(&b.cut));
+    tpx_remote_forget(av);
+    tpx_remote_forget(rv);
+    side_close(&a);
+    side_close(&r);
+    side_close(&v);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         int (*fn)(void);
     } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
-                 {"peercap", t_peercap}};
+                 {"peercap", t_peercap}, {"bells", t_bells}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells\n");
     return 2;
 }
