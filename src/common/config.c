@@ -4,11 +4,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "log.h"
 #include "util.h"
@@ -32,6 +34,9 @@ static const cfg_desc_t cfg_desc[TPX_CFG__COUNT] = {
 };
 #undef INT
 #undef STR
+
+/* The longest token the engine keeps (engine.h: auth_token[256]). */
+#define CFG_TOKEN_MAX 255
 
 static int64_t cfg_int[TPX_CFG__COUNT];
 static const char *cfg_str[TPX_CFG__COUNT];
@@ -62,6 +67,54 @@ int tpx__parse_size(const char *s, int64_t *out)
     if (v < 0 ? v < LLONG_MIN / mul : v > LLONG_MAX / mul)
         return -1;
     *out = (int64_t)v * mul;
+    return 0;
+}
+
+/* TPX_AUTH_TOKEN_FILE: the token is the file's first line (without its
+ * line end). Returns 0, or -1 after logging why. */
+static int cfg_token_file(const char *path, char *out, size_t outlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        TPX_ERROR("TPX_AUTH_TOKEN_FILE=%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        TPX_ERROR("TPX_AUTH_TOKEN_FILE=%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if (sb.st_mode & (S_IRWXG | S_IRWXO))
+        TPX_WARN("TPX_AUTH_TOKEN_FILE=%s is accessible to group or others (mode %03o): "
+                 "`chmod 600` it", path, (unsigned)(sb.st_mode & 0777));
+    char buf[CFG_TOKEN_MAX + 2];
+    size_t got = 0;
+    while (got < sizeof(buf)) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            TPX_ERROR("TPX_AUTH_TOKEN_FILE=%s: read: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    size_t len = 0;
+    while (len < got && buf[len] != '\n' && buf[len] != '\r' && buf[len] != '\0')
+        len++;
+    if (len == 0 || len > CFG_TOKEN_MAX || len >= outlen) {
+        TPX_ERROR("TPX_AUTH_TOKEN_FILE=%s: the token (first line) must have 1..%d bytes", path,
+                  CFG_TOKEN_MAX);
+        return -1;
+    }
+    memcpy(out, buf, len);
+    out[len] = '\0';
+    memset(buf, 0, sizeof(buf));
     return 0;
 }
 
@@ -103,6 +156,17 @@ static void cfg_load_once(void)
         level = TPX_LOG_WARN;
     }
     tpx__log_configure(level, cfg_str[TPX_CFG_LOG_FILE]);
+    if (cfg_str[TPX_CFG_AUTH_TOKEN_FILE][0] != '\0') {
+        static char token[CFG_TOKEN_MAX + 1];
+        if (cfg_str[TPX_CFG_AUTH_TOKEN][0] != '\0') {
+            TPX_ERROR("TPX_AUTH_TOKEN and TPX_AUTH_TOKEN_FILE are both set: set one");
+            cfg_status = TPX_ERR_CONFIG;
+        } else if (cfg_token_file(cfg_str[TPX_CFG_AUTH_TOKEN_FILE], token, sizeof(token)) != 0) {
+            cfg_status = TPX_ERR_CONFIG;
+        } else {
+            cfg_str[TPX_CFG_AUTH_TOKEN] = token;
+        }
+    }
 }
 
 tpx_status_t tpx__config_load(void)
@@ -133,6 +197,10 @@ void tpx__config_print(FILE *f, int format)
                     cfg_desc[i].def[0] ? cfg_desc[i].def : "(empty)", cfg_desc[i].doc);
         return;
     }
-    for (int i = 0; i < TPX_CFG__COUNT; i++)
-        fprintf(f, "%s=%s\n    %s\n", cfg_desc[i].env, cfg_str[i], cfg_desc[i].doc);
+    for (int i = 0; i < TPX_CFG__COUNT; i++) {
+        const char *v = cfg_str[i];
+        if (i == TPX_CFG_AUTH_TOKEN && v[0] != '\0')
+            v = "(set, hidden)"; /* a secret: never printed */
+        fprintf(f, "%s=%s\n    %s\n", cfg_desc[i].env, v, cfg_desc[i].doc);
+    }
 }

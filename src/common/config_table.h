@@ -64,6 +64,10 @@ TPX_CONFIG_X(BIND_ADDR, STR, "", 0, 0,
 TPX_CONFIG_X(AUTH_TOKEN, STR, "", 0, 0,
              "Shared secret: peers prove knowledge of it with an HMAC-SHA256 challenge; it is "
              "never sent. Empty: no authentication.")
+TPX_CONFIG_X(AUTH_TOKEN_FILE, STR, "", 0, 0,
+             "Read `TPX_AUTH_TOKEN` from this file instead (its first line; keep it mode 0600: "
+             "a file readable by group or others is used with a warning). Setting both is an "
+             "error. Tools never print the token (`--print-config` shows `(set, hidden)`).")
 TPX_CONFIG_X(NIC_MAP, STR, "", 0, 0,
              "GPU to NIC map overriding sysfs topology, e.g. `0,1:eth1;2,3:eth2;4,5:eth3;6,7:eth4`.")
 TPX_CONFIG_X(NIC_FUSE, STR, "auto", 0, 0,
