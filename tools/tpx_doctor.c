@@ -668,7 +668,12 @@ static void dr_collect_plugin(dr_t *d, const char *req)
     /* `name` is the first field of every version's table. */
     const char *name = *(const char *const *)table;
     snprintf(pl->name, sizeof(pl->name), "%s", name ? name : "(unnamed)");
-    pl->is_tcpx = strcasestr(pl->name, "TCPX") != NULL || strcasestr(pl->file, "tcpx") != NULL;
+    /* Google's plugin by its name or its file's (not its folder's) name; tpx's
+     * own builds ("tpx", "tpx-strict" in libnccl-net-tpx-tcpx.so) run anywhere. */
+    const char *base = strrchr(pl->file, '/');
+    base = base != NULL ? base + 1 : pl->file;
+    pl->is_tcpx = strncmp(pl->name, "tpx", 3) != 0 &&
+                  (strcasestr(pl->name, "TCPX") != NULL || strcasestr(base, "tcpx") != NULL);
     if (pl->is_tcpx && d->gpu_count == 0) {
         pl->init_skipped = 1;
         dr_warn(d, "plugin", 1,

@@ -332,6 +332,9 @@ enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE }
 /* window.c */
 void tpx__engine_unpack_fini(tpx_engine_t *e);
 void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c);
+/* A receive comm of a devmem plugin: copy its unpack handle (device memory)
+ * to the host, once; later calls and other comms return TPX_OK at once. */
+tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c);
 int tpx__comm_progress(tpx_comm_t *c);
 void tpx__comm_kick(tpx_comm_t *c);
 int tpx__ctrl_repost(tpx_comm_t *c);

@@ -354,6 +354,9 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
         return TPX_ERR_NO_MEMORY;
     memset(p->ctrl_buf, 0, nbuf * TPX_CTRL_MSG_SIZE);
     tpx_status_t st;
+    /* Devmem plugins: each receive comm's unpack handle, copied down once. */
+    for (int i = 0; i <= p->nchan; i++)
+        TPX_CHECK_GOTO(tpx__comm_unpack_load(i == 0 ? p->ctrl_recv : p->recv[i - 1]), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_MSG_SIZE, TPX_MEM_HOST, 1,
                                       &p->ctrl_region), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, p->chunk, TPX_MEM_HOST, 1,

@@ -13,9 +13,9 @@
  * A devmem plugin's device handle and bounce buffer are device memory (in
  * Google's plugin: cuMemAlloc memory and the rx dmabuf). The CPU never
  * dereferences them: the 24-byte handle is copied to the host once per
- * comm (unpack_load), the bounce buffer is only ever read by the GPU (the
- * gather kernel, d2d copies) or through tpx__cuda_devmem_gather (one
- * device-to-host copy per fragment). Only `meta` is read on the CPU: it is
+ * comm, when it is set up (tpx__comm_unpack_load); the bounce buffer is
+ * only ever read by the GPU (the gather kernel, d2d copies) or through
+ * tpx__cuda_devmem_gather (one device-to-host copy per fragment). Only `meta` is read on the CPU: it is
  * host memory mapped for the GPU, read at the host address the driver
  * gives for the device address in the handle (tpx__cuda_host_view).
  */
@@ -83,13 +83,13 @@ void tpx__engine_unpack_fini(tpx_engine_t *e)
     e->unpack_dev = -1;
 }
 
-/* Copy a devmem comm's unpack handle to the host, once (the first
- * receive that needs it): the plugin's copy is device memory. */
-static tpx_status_t unpack_load(tpx_comm_t *c)
+/* Copy a devmem comm's unpack handle to the host, once, when the peer's
+ * comms are set up: the plugin's copy is device memory. */
+tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
 {
-    if (c->unpack_loaded)
-        return TPX_OK;
     tpx_engine_t *e = c->peer->e;
+    if (c->unpack_loaded || c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
+        return TPX_OK;
     const tpx_ncclnet_dev_handle_t *dh = (const tpx_ncclnet_dev_handle_t *)c->devh;
     if (dh->netDeviceType != TPX_NCCL_NET_DEVICE_UNPACK || dh->handle == NULL ||
         dh->size < sizeof(tpx_nccl_unpack_handle_t)) {
@@ -200,7 +200,7 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     tpx_engine_t *e = c->peer->e;
     if (c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
         return TPX_OK;
-    tpx_status_t st = unpack_load(c);
+    tpx_status_t st = tpx__comm_unpack_load(c); /* done at set-up: returns at once */
     if (st != TPX_OK)
         return st;
     uint32_t slot = (uint32_t)(n % TPX_NCCL_UNPACK_QUEUE_DEPTH);

@@ -442,6 +442,34 @@ static void check_overflow(void)
     pair_close(&p);
 }
 
+/* Calls that crash Google's plugin: strict mode refuses them (rc 3). */
+static void check_crashers(void)
+{
+    if (real_mode) {
+        line("accept(NULL devcomm)", 1, "not run", "segfault", "skipped: it crashes the plugin");
+        line("iflush", 1, "not run", "segfault", "skipped: it crashes the plugin");
+        return;
+    }
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    void *lc = NULL, *comm = NULL;
+    unsigned char h[128];
+    int rc = N->listen(0, h, &lc);
+    int arc = rc == 0 ? (int)N->accept(lc, &comm, NULL) : -1;
+    line("accept(NULL devcomm)", arc == 3 && comm == NULL, fmt("rc %d comm %s", arc,
+         comm ? "set" : "NULL"), "rc 3 comm NULL", "deliberate: the plugin crashes later");
+    if (lc != NULL)
+        N->closeListen(lc);
+    static unsigned char b[4096];
+    void *d[1] = {b}, *m[1] = {NULL}, *req = NULL;
+    int sz[1] = {sizeof(b)};
+    rc = N->iflush(p.rc, 1, d, sz, m, &req);
+    line("iflush", rc == 3, fmt("rc %d", rc), "rc 3", "deliberate: the plugin "
+         "dereferences the request");
+    pair_close(&p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -476,6 +504,7 @@ int main(int argc, char **argv)
     check_close_mid(1);
     check_close_mid(0);
     check_overflow();
+    check_crashers();
     printf("%d difference(s)\n", ndiff);
     return ndiff > 125 ? 125 : ndiff;
 }
