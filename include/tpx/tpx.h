@@ -349,6 +349,9 @@ typedef struct {
     uint64_t notifs_received;
     uint64_t notifs_dropped;  /* the queue was full */
     uint64_t peers_connected; /* peers set up, ever (both directions) */
+    uint64_t rma_refused;     /* READ/WRITE requests of peers refused because the peer had used
+                                 up its quota (TPX_RMA_PEER_REQUESTS, TPX_RMA_PEER_LIST_BYTES);
+                                 they end with TPX_ERR_NO_RESOURCE there */
 } tpx_engine_counters_t;
 
 /* Fills the first out->size bytes (out->size itself is left as is). */

@@ -118,3 +118,9 @@ TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
              "other side is told why). A quarter is kept for peers authenticated by "
              "`TPX_AUTH_TOKEN` or by the key of a loaded remote. 0: from the open-file limit, "
              "(RLIMIT_NOFILE - 64) / (8 x (1 + TPX_CHANNELS)), at least 8, at most 4096.")
+TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
+             "READ/WRITE requests of one peer that an owner serves at once; more are refused "
+             "(`TPX_ERR_NO_RESOURCE` at the requester, counted in `rma_refused`).")
+TPX_CONFIG_X(RMA_PEER_LIST_BYTES, INT, "128M", 1048576, 4294967296,
+             "Memory the request lists of one peer's requests may hold at an owner at once; a "
+             "request beyond it is refused like one over `TPX_RMA_PEER_REQUESTS`.")

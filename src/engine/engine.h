@@ -229,6 +229,10 @@ struct tpx_peer {
     uint64_t next_rid;
     tpx_xfer_t *rma_head, *rma_tail; /* requests waiting for an answer, oldest first */
     tpx_listbuf_t *listbufs;         /* free registered buffers for incoming lists */
+    uint32_t nlistbufs;              /* ... how many */
+    uint32_t rma_ntargets;           /* its requests being served here (quota) */
+    uint64_t list_bytes;             /* list buffers its requests hold now (quota) */
+    int quota_warned;                /* a refusal was logged */
     unsigned char notif_buf[1024];   /* a notification being reassembled */
     uint32_t notif_got, notif_total;
     uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "engine.h"
 #include "remote.h"
 
@@ -30,6 +31,10 @@ _Static_assert(TPX_RMA_MAX_IOVS == TPX_LIST_MAX_ENTRIES, "list entries");
 _Static_assert(TPX_CTRL_MSG_SIZE == TPX_CTRL_SIZE, "control message size");
 
 #define LISTBUF_MIN (64 * 1024)
+/* Free list buffers kept per peer for reuse: a few small ones. A larger
+ * buffer goes back to the system as soon as its request was checked. */
+#define LISTBUF_POOL_MAX 4
+#define LISTBUF_POOL_CAP (1024 * 1024)
 
 struct tpx_listbuf {
     tpx_listbuf_t *next;
@@ -44,6 +49,14 @@ static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)(a / b + (a % 
 
 /* ---- buffers for incoming request lists (per peer, reused) ------------------------------ */
 
+static size_t listbuf_cap(size_t len)
+{
+    size_t cap = LISTBUF_MIN;
+    while (cap < len)
+        cap *= 2;
+    return cap;
+}
+
 static tpx_listbuf_t *listbuf_get(tpx_peer_t *p, size_t len)
 {
     for (tpx_listbuf_t **pp = &p->listbufs; *pp != NULL; pp = &(*pp)->next) {
@@ -51,6 +64,8 @@ static tpx_listbuf_t *listbuf_get(tpx_peer_t *p, size_t len)
             tpx_listbuf_t *b = *pp;
             *pp = b->next;
             b->next = NULL;
+            p->nlistbufs--;
+            p->list_bytes += b->cap;
             return b;
         }
     }
@@ -68,13 +83,24 @@ static tpx_listbuf_t *listbuf_get(tpx_peer_t *p, size_t len)
         return NULL;
     }
     b->cap = cap;
+    p->list_bytes += cap;
     return b;
 }
 
 static void listbuf_put(tpx_peer_t *p, tpx_listbuf_t *b)
 {
+    if (b == NULL)
+        return;
+    p->list_bytes -= b->cap;
+    if (b->cap > LISTBUF_POOL_CAP || p->nlistbufs >= LISTBUF_POOL_MAX) {
+        tpx__region_release(b->region);
+        free(b->buf);
+        free(b);
+        return;
+    }
     b->next = p->listbufs;
     p->listbufs = b;
+    p->nlistbufs++;
 }
 
 void tpx__peer_listbufs_free(tpx_peer_t *p)
@@ -86,6 +112,7 @@ void tpx__peer_listbufs_free(tpx_peer_t *p)
         free(b->buf);
         free(b);
     }
+    p->nlistbufs = 0;
 }
 
 /* ---- a small map (key -> index) for preparing lists --------------------------------------- */
@@ -550,12 +577,19 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
         return;
     }
     tpx_xfer_t *x = tpx__xfer_alloc(p, m->op == TPX_WIRE_OP_WRITE ? XK_TWRITE : XK_TREAD);
-    tpx_listbuf_t *lb = x ? listbuf_get(p, m->list_len) : NULL;
-    if (lb == NULL) {
+    /* The peer's quotas: requests served at once, list memory held. Over
+     * them the request is refused unread: its list (and a WRITE's payload)
+     * is drained from the stream into scratch, nothing is allocated. */
+    int refuse = p->rma_ntargets >= (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_REQUESTS) ||
+                 p->list_bytes + listbuf_cap(m->list_len) >
+                     (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_LIST_BYTES);
+    tpx_listbuf_t *lb = x && !refuse ? listbuf_get(p, m->list_len) : NULL;
+    if (x == NULL || (lb == NULL && !refuse)) {
         free(x);
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a request list");
         return;
     }
+    p->rma_ntargets++;
     x->released = 1; /* internal: freed when done */
     x->nsegs = 0;
     x->nregions = 0;
@@ -564,9 +598,9 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
     x->want_nent = m->nent;
     x->want_nchunks = m->nchunks;
     x->lb = lb;
-    x->list = lb->buf;
+    x->list = lb ? lb->buf : NULL;
     x->list_len = m->list_len;
-    x->list_region = lb->region;
+    x->list_region = lb ? lb->region : NULL;
     uint32_t nlist = div_up(m->list_len, p->chunk);
     x->in = (tpx_stream_t){.nlist = nlist, .first_chan = p->recv_cursor,
                            .nchunks = nlist + (x->kind == XK_TWRITE ? m->nchunks : 0),
@@ -578,11 +612,48 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
     tpx__stream_enqueue(x, &x->in, 0);
 }
 
+/* A request over the peer's quota: its list was drained unread; a WRITE's
+ * payload is drained too (chunk-sized receives into scratch: the sender's
+ * chunks are never larger), a READ is answered at once. */
+static void target_refuse(tpx_xfer_t *x)
+{
+    tpx_peer_t *p = x->peer;
+    tpx_engine_t *e = p->e;
+    e->ctr.rma_refused++;
+    x->err = TPX_ERR_NO_RESOURCE;
+    if (!p->quota_warned)
+        TPX_WARN("peer %s: request %llu refused: the peer had too many requests or too much "
+                 "request-list memory here (TPX_RMA_PEER_REQUESTS, TPX_RMA_PEER_LIST_BYTES; "
+                 "further refusals are only counted: rma_refused)",
+                 p->remote_name[0] ? p->remote_name : p->name, (unsigned long long)x->rid);
+    p->quota_warned = 1;
+    if (x->kind == XK_TWRITE) {
+        tpx_seg_t *seg = calloc(1, sizeof(*seg));
+        if (seg == NULL) {
+            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory to refuse a request");
+            return;
+        }
+        seg->len = (uint64_t)x->want_nchunks * p->chunk;
+        x->segs = seg;
+        x->nsegs = 1;
+        x->segs_owned = 1;
+        x->in.gate = UINT32_MAX;
+        return;
+    }
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rid, .status = TPX_ERR_NO_RESOURCE};
+    if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK)
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+}
+
 /* Check the list against the exports; map it to segments of our regions. */
 static void target_check(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
     tpx_engine_t *e = p->e;
+    if (x->list == NULL) {
+        target_refuse(x);
+        return;
+    }
     tpx_list_hdr_t h;
     uint32_t nchunks;
     uint8_t op = x->kind == XK_TWRITE ? TPX_WIRE_OP_WRITE : TPX_WIRE_OP_READ;
@@ -724,9 +795,9 @@ void tpx__rma_completed(tpx_xfer_t *x)
             else
                 e->ctr.rma_bytes_out += x->total;
         }
-        if (x->lb != NULL)
-            listbuf_put(p, x->lb);
+        listbuf_put(p, x->lb);
         x->lb = NULL;
+        p->rma_ntargets--;
         break;
     default:
         break;

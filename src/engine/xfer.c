@@ -185,8 +185,13 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
     out->shared = 0;
     if (j < st->nlist) {
         uint64_t o = (uint64_t)j * chunk;
-        out->buf = (char *)x->list + o;
         out->len = (uint32_t)TPX_MIN(chunk, x->list_len - o);
+        if (x->list == NULL) { /* a request refused unread (rma.c): drained */
+            out->buf = NULL;
+            out->region = NULL;
+            return;
+        }
+        out->buf = (char *)x->list + o;
         out->region = x->list_region;
         out->roff = (uint64_t)((uintptr_t)x->list - x->list_region->base) + o;
         return;

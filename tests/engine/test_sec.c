@@ -19,6 +19,10 @@
  *   test_sec bells      a peer that floods its bootstrap connection with
  *                       doorbell frames is dropped, and another peer's small
  *                       READs keep being served meanwhile
+ *   test_sec listmem    40 concurrent READs of 2^20 blocks (refused: a
+ *                       forged key) from one peer: the owner refuses those
+ *                       over the peer's quota (counted) and keeps no list
+ *                       memory once they are done
  *
  * Attackers use the loopback addresses 127.0.0.2 and up (all of 127/8 is
  * loopback on Linux); legit engines connect from 127.0.0.1.
@@ -42,6 +46,7 @@
 #include "bootstrap/bootstrap.h"
 #include "engine/engine.h"
 #include "engine/remote.h"
+#include "engine/wire.h"
 #include "tpx/tpx.h"
 
 typedef struct {
@@ -562,17 +567,97 @@ static int t_bells(void)
     CHECK_DONE();
 }
 
+/* ---- memory amplification ----------------------------------------------------------------- */
+
+static long rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, res = 0;
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+        res = -1;
+    fclose(f);
+    return res * sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
+static int t_listmem(void)
+{
+    side_t v, a;
+    CHECK(side_open(&v, "V", 4u << 20) == 0);
+    CHECK(side_open(&a, "A", 4u << 20) == 0);
+    tpx_remote_t *av = load(&a, &v);
+    CHECK(av != NULL && tpx_remote_connect(av, 10000) == TPX_OK);
+    if (check_failures)
+        return 1;
+    /* a descriptor of V with a wrong key: every request is refused */
+    tpx_rdesc_fields_t f;
+    CHECK(tpx__rdesc_decode(v.d.bytes, &f) == TPX_OK);
+    f.key ^= 0x5a5a;
+    tpx_rdesc_t bad;
+    tpx__rdesc_encode(&f, bad.bytes);
+    enum { NENT = 1 << 20, NPOST = 40 };
+    tpx_iov_t *io = malloc(NENT * sizeof(*io));
+    CHECK(io != NULL);
+    for (size_t i = 0; i < NENT; i++)
+        io[i] = (tpx_iov_t){.local = a.r, .local_offset = 2 * i, .remote = &bad,
+                            .remote_offset = 2 * i, .len = 1};
+    tpx_prep_t *pp = NULL;
+    CHECK(tpx_xfer_prepare(av, TPX_OP_READ, io, NENT, &pp) == TPX_OK);
+    free(io);
+    if (check_failures)
+        return 1;
+    long rss0 = rss_mb();
+    tpx_xfer_t *x[NPOST] = {0};
+    for (int i = 0; i < NPOST; i++)
+        CHECK(tpx_xfer_post(pp, NULL, 0, 60000, &x[i]) == TPX_OK);
+    int access = 0, busy = 0, other = 0;
+    for (int i = 0; i < NPOST; i++) {
+        tpx_status_t st = x[i] ? tpx_xfer_wait(x[i], 60000, NULL) : TPX_ERR_INTERNAL;
+        access += st == TPX_ERR_ACCESS;
+        busy += st == TPX_ERR_NO_RESOURCE;
+        other += st != TPX_ERR_ACCESS && st != TPX_ERR_NO_RESOURCE;
+        tpx_xfer_release(x[i]);
+    }
+    tpx_engine_counters_t c = {.size = sizeof(c)};
+    CHECK(tpx_engine_counters(v.e, &c) == TPX_OK);
+    long rss1 = rss_mb();
+    printf("listmem: %d READs of %d blocks: %d refused by key, %d over the quota (owner counts "
+           "%llu rejected, %llu refused); RSS %ld -> %ld MB\n", NPOST, NENT, access, busy,
+           (unsigned long long)c.rma_rejected, (unsigned long long)c.rma_refused, rss0, rss1);
+    CHECK_EQ(other, 0);
+    CHECK(busy > 0);
+    CHECK_EQ(c.rma_refused, busy);
+    CHECK_EQ(c.rma_rejected, access);
+    /* 40 lists of 20 MiB were sent: the owner kept none of them */
+    CHECK(rss1 - rss0 < 100);
+    /* the peer can still be served */
+    tpx_iov_t ok = {.local = a.r, .local_offset = 0, .remote = &v.d, .remote_offset = 0,
+                    .len = 65536};
+    tpx_xfer_t *y = NULL;
+    CHECK(tpx_rma(av, TPX_OP_READ, &ok, 1, NULL, 0, &y) == TPX_OK);
+    CHECK(tpx_xfer_wait(y, 10000, NULL) == TPX_OK);
+    tpx_xfer_release(y);
+    CHECK(memcmp(a.mem, v.mem, 65536) == 0);
+    tpx_prep_release(pp);
+    tpx_remote_forget(av);
+    side_close(&a);
+    side_close(&v);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         int (*fn)(void);
     } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
-                 {"peercap", t_peercap}, {"bells", t_bells}};
+                 {"peercap", t_peercap}, {"bells", t_bells},
+                 {"listmem", t_listmem}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem\n");
     return 2;
 }
