@@ -495,8 +495,8 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
         c->rd.off = c->rd.len = 0; /* nothing may be pending between requests */
         if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
             send_all(c->fd, body, blen, deadline_ns) != 0) {
-            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host, ep->port,
-                     strerror(errno));
+            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host,
+                     ep->port, strerror(errno));
             tpx__http_close(c);
             if (!fresh)
                 continue; /* a stale keep-alive connection: once more, fresh */

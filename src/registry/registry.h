@@ -10,6 +10,7 @@
  *               callback, so the fuzzer feeds it from memory.
  *   json.c      a validating JSON scanner (no tree, no allocation: spans
  *               into the text) and base64, for etcd's JSON gateway.
+ *   answer.c    etcd's answers and the published value, parsed (no I/O)
  *   registry.c  etcd v3 calls (kv/put, kv/range, lease/grant, keepalive,
  *               revoke), the value format of a published engine, the public
  *               tpx_registry_* API, the keep-alive thread and the resolver a
@@ -117,7 +118,10 @@ int tpx__json_u64(tpx__jspan_t v, uint64_t *out);
 void tpx__b64_encode(const unsigned char *in, size_t n, char *out);
 long tpx__b64_decode(const char *in, size_t n, unsigned char *out, size_t cap);
 
-/* ---- etcd answers and the published value (registry.c) ---- */
+/* ---- etcd answers and the published value (answer.c) ---- */
+
+/* An {"error": ...} answer: 1 and its message in err, else 0. */
+int tpx__reg_answer_error(tpx__jspan_t top, char *err, size_t errlen);
 
 /* What a range answer holds: up to `max` values (base64-decoded) with keys. */
 typedef struct {
@@ -140,6 +144,7 @@ void tpx__reg_kvs_free(tpx__reg_kv_t *kvs, size_t n);
  * metadata blob, the exported descriptors. Both checked on decode. */
 #define TPX_REG_VALUE_MAGIC   0x54505852u /* "TPXR" */
 #define TPX_REG_VALUE_VERSION 1
+#define TPX_REG_VALUE_HDR     16 /* magic u32, version u16, ndescs u16, md_len u32, reserved u32 */
 tpx_status_t tpx__reg_value_encode(const void *md, size_t md_len, const void *descs, size_t ndescs,
                                    unsigned char *out, size_t cap, size_t *len);
 /* md/descs point into buf. */

@@ -50,6 +50,16 @@ enum {
     TPX_FUZZ_SOCK_HANDLE = 2,
 };
 
+/* fuzz_reg: selector % 6; for HTTP, selector >> 3 & 15 = log2 of the read size. */
+enum {
+    TPX_FUZZ_REG_HTTP = 0,
+    TPX_FUZZ_REG_JSON = 1,
+    TPX_FUZZ_REG_ANSWER = 2,
+    TPX_FUZZ_REG_VALUE = 3,
+    TPX_FUZZ_REG_B64 = 4,
+    TPX_FUZZ_REG_URL = 5,
+};
+
 /* A property that must hold: on failure say which and abort (libFuzzer
  * saves the input as a crash). Not assert(): it must hold under NDEBUG. */
 #define TPX_FUZZ_CHECK(cond, what)                                                                 \

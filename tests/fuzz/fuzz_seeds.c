@@ -3,7 +3,7 @@
  * messages of every format, made by the library's own encoders, each
  * behind its target's selector byte (fuzz.h).
  *
- *   fuzz_seeds DIR      writes DIR/bs/, DIR/wire/, DIR/sock/ (created)
+ *   fuzz_seeds DIR      writes DIR/bs/, DIR/wire/, DIR/sock/, DIR/reg/ (created)
  *
  * Generated at build time, so the seeds always match the current formats.
  */
@@ -19,6 +19,8 @@
 #include "engine/wire.h"
 #include "fuzz.h"
 #include "plugin/sock/sock_wire.h"
+#include "registry/registry.h"
+#include "tpx/registry.h"
 
 static const char *g_dir;
 static int g_count;
@@ -423,6 +425,63 @@ static void seeds_sock(void)
     seed_write(&s, "sock", "handle_v6");
 }
 
+static void seed_text(uint8_t sel, const char *name, const char *text)
+{
+    seed_t s;
+    seed_start(&s, sel);
+    seed_add(&s, text, strlen(text));
+    seed_write(&s, "reg", name);
+}
+
+/* What etcd's JSON gateway answers (as etcd 3.4 sends them), the value of
+ * a published engine, base64 and endpoint lists. */
+static void seeds_reg(void)
+{
+    static const char range[] =
+        "{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":"
+        "\"13668033151171901709\",\"revision\":\"2\",\"raft_term\":\"2\"},\"kvs\":[{\"key\":"
+        "\"YQ==\",\"create_revision\":\"2\",\"mod_revision\":\"2\",\"version\":\"1\",\"value\":"
+        "\"Yg==\",\"lease\":\"4111120223826044933\"}],\"count\":\"1\"}";
+    static const char grant[] = "{\"header\":{\"revision\":\"1\"},\"ID\":\"4111120223826044933\","
+                                "\"TTL\":\"5\"}";
+    static const char ka[] = "{\"result\":{\"header\":{\"revision\":\"1\"},\"ID\":\"411\",\"TTL\":"
+                             "\"5\"}}\n";
+    static const char err[] = "{\"error\":\"etcdserver: requested lease not found\",\"message\":"
+                              "\"etcdserver: requested lease not found\",\"code\":5}";
+    char http[4096];
+    snprintf(http, sizeof(http),
+             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(range), range);
+    seed_text(TPX_FUZZ_REG_HTTP, "http_length", http);
+    seed_text(TPX_FUZZ_REG_HTTP | 7 << 3, "http_length_big_reads", http);
+    snprintf(http, sizeof(http),
+             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n"
+             "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+             strlen(ka), ka);
+    seed_text(TPX_FUZZ_REG_HTTP | 2 << 3, "http_chunked_then_close", http);
+    seed_text(TPX_FUZZ_REG_HTTP, "http_eof", "HTTP/1.0 200 OK\r\n\r\n{\"a\":1}");
+    seed_text(TPX_FUZZ_REG_JSON, "json_range", range);
+    seed_text(TPX_FUZZ_REG_JSON, "json_mixed",
+              "[1,-2.5e+3,true,false,null,\"\\u00e9\\n\\\"\",{\"a\":[{}],\"b\":\"\"}]");
+    seed_text(TPX_FUZZ_REG_ANSWER, "range", range);
+    seed_text(TPX_FUZZ_REG_ANSWER, "grant", grant);
+    seed_text(TPX_FUZZ_REG_ANSWER, "keepalive", ka);
+    seed_text(TPX_FUZZ_REG_ANSWER, "error", err);
+    unsigned char md[200], val[TPX_REG_VALUE_HDR + sizeof(md) + 2 * TPX_RDESC_SIZE];
+    unsigned char descs[2 * TPX_RDESC_SIZE];
+    size_t vl = 0;
+    memset(md, 0x5a, sizeof(md));
+    memset(descs, 0xa5, sizeof(descs));
+    must(tpx__reg_value_encode(md, sizeof(md), descs, 2, val, sizeof(val), &vl) == TPX_OK,
+         "registry value");
+    seed_t s;
+    seed_start(&s, TPX_FUZZ_REG_VALUE);
+    seed_add(&s, val, vl);
+    seed_write(&s, "reg", "value");
+    seed_text(TPX_FUZZ_REG_B64, "b64", "eyJhIjoxfQ==");
+    seed_text(TPX_FUZZ_REG_URL, "url", "etcd://10.0.0.1:2379,[fd00::1]:2379,etcd-2:2379");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -437,6 +496,7 @@ int main(int argc, char **argv)
     seeds_bs();
     seeds_wire();
     seeds_sock();
+    seeds_reg();
     printf("fuzz_seeds: %d seeds in %s\n", g_count, g_dir);
     return 0;
 }
