@@ -164,7 +164,13 @@ TPX_API tpx_status_t tpx_region_export(tpx_region_t *r, size_t offset, size_t le
         goto err_free;
     x->next_in_region = r->exports;
     r->exports = x;
-    e->nexports++;
+    if (e->nexports++ == 0) {
+        /* The first export makes an idle engine a server: its progress
+         * thread leaves the 100 ms sleep for the owner's polling at once,
+         * or a request arriving now would wait for that sleep to end. */
+        e->last_move_ns = tpx__now_ns();
+        tpx__progress_kick(e);
+    }
     tpx_rdesc_fields_t f = {.mem_type = (uint8_t)r->type, .engine_id = e->id, .key = x->key,
                             .addr = (uint64_t)(r->base + offset), .len = len,
                             .gpu = r->cuda_dev};

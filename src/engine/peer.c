@@ -475,6 +475,15 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             }
             pthread_mutex_lock(&e->lock);
             st = peer_go_live(p);
+            if (st == TPX_OK) {
+                /* A new peer's first one-sided request usually follows at
+                 * once: poll hot, waking an idle owner from its nap, rather
+                 * than leave the request for the next wake-up (a fresh
+                 * peer's first READ took 100 ms; the requester rings only
+                 * after 50 ms of quiet). */
+                e->last_move_ns = tpx__now_ns();
+                tpx__progress_kick(e);
+            }
             setup_close_listens(e, s);
             pthread_mutex_unlock(&e->lock);
             if (st != TPX_OK)
