@@ -303,9 +303,10 @@ TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *remote, tpx_op_t op, const t
  * bytes) is delivered to the remote engine's tpx_engine_get_notifs() once every
  * byte is in place: for WRITE after the data landed in its memory, for
  * READ after this side has all of it. timeout_ms: the transfer's deadline
- * (0: TPX_TIMEOUT_MS). Connects first if needed (waiting up to
- * TPX_CONNECT_TIMEOUT_MS). The result is a transfer like tpx_send()'s:
- * poll/wait/cancel/release; TPX_ERR_ACCESS if the owner refused. */
+ * (0: TPX_TIMEOUT_MS), counted from the call: connecting first if needed
+ * (up to the deadline; with 0 up to TPX_CONNECT_TIMEOUT_MS) is part of it.
+ * The result is a transfer like tpx_send()'s: poll/wait/cancel/release;
+ * TPX_ERR_ACCESS if the owner refused. */
 TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *prep, const void *notif, size_t notif_len,
                                    int timeout_ms, tpx_xfer_t **xfer);
 /* Free a preparation; posts still running keep what they need. */

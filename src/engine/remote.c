@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap/sha256.h"
 #include "ident.h"
@@ -309,10 +310,33 @@ tpx_status_t tpx__remote_refresh(tpx_remote_t *rm)
     return st;
 }
 
+/* Take rm->conn_lock by the deadline (another thread may be connecting). */
+static tpx_status_t conn_lock_by(tpx_remote_t *rm, uint64_t deadline_ns)
+{
+    if (pthread_mutex_trylock(&rm->conn_lock) == 0)
+        return TPX_OK;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = tpx__now_ns();
+    uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
+    uint64_t ns = (uint64_t)ts.tv_nsec + left % 1000000000ull;
+    ts.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
+    ts.tv_nsec = (long)(ns % 1000000000ull);
+    if (pthread_mutex_timedlock(&rm->conn_lock, &ts) == 0)
+        return TPX_OK;
+    TPX_ERROR("remote %s: another thread is connecting to it and did not finish within the "
+              "caller's deadline", rm->md.name);
+    return TPX_ERR_TIMED_OUT;
+}
+
 tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
-    pthread_mutex_lock(&rm->conn_lock);
+    int ms = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
+    tpx_status_t lst = conn_lock_by(rm, deadline);
+    if (lst != TPX_OK)
+        return lst;
     pthread_mutex_lock(&e->lock);
     if (rm->refs == 0) {
         pthread_mutex_unlock(&e->lock);
@@ -347,7 +371,8 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     if (p == NULL && rm->epoch > 0 && rm->resolver != NULL)
         st = remote_resolve(rm);
     if (p == NULL && st == TPX_OK) {
-        st = remote_dial(rm, timeout_ms, &p);
+        int left = tpx__ms_left(deadline);
+        st = left > 0 ? remote_dial(rm, left, &p) : TPX_ERR_TIMED_OUT;
         if (st == TPX_OK) {
             pthread_mutex_lock(&e->lock);
             p->remote = rm;
@@ -365,12 +390,19 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     return st;
 }
 
-tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, tpx_peer_t **out)
+tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
+    int ms = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
     for (int tries = 0;; tries++) {
         tpx_peer_t *p;
-        tpx_status_t st = tpx__remote_peer(rm, 0, &p);
+        int left = tpx__ms_left(deadline);
+        if (left <= 0) {
+            TPX_ERROR("remote %s: not connected within %d ms", rm->md.name, ms);
+            return TPX_ERR_TIMED_OUT;
+        }
+        tpx_status_t st = tpx__remote_peer(rm, left, &p);
         if (st != TPX_OK)
             return st;
         pthread_mutex_lock(&e->lock);

@@ -42,12 +42,14 @@ tpx_status_t tpx__remote_refresh(tpx_remote_t *rm);
 
 /* A ready connection to the remote: the current one, one the remote engine
  * opened to us, or a new one (timeout_ms 0: TPX_CONNECT_TIMEOUT_MS). A
- * failed connection is closed and replaced. Engine lock NOT held. */
+ * failed connection is closed and replaced. Everything, waiting for another
+ * thread's connect included, ends by timeout_ms (TPX_ERR_TIMED_OUT).
+ * Engine lock NOT held. */
 tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out);
 /* The same, returning with e->lock held and the peer current: it stays
  * valid until the lock is released (another thread may replace a failed
  * connection and free it as soon as the lock is dropped). */
-tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, tpx_peer_t **out);
+tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out);
 /* The name a notification from p is reported with: the peer's own name when
  * it is proven (signed with its key, or the connection we dialed for its
  * remote) and no loaded remote of another engine has that name; else "?"

@@ -417,7 +417,9 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     tpx_remote_t *rm = pp->rm;
     tpx_engine_t *e = rm->e;
     tpx_peer_t *p;
-    tpx_status_t st = tpx__remote_peer_locked(rm, &p);
+    /* The caller's deadline covers connecting too. */
+    uint64_t t0 = tpx__now_ns();
+    tpx_status_t st = tpx__remote_peer_locked(rm, timeout_ms, &p);
     if (st != TPX_OK)
         return st;
     for (uint32_t i = 0; i < pp->nregions; i++) {
@@ -452,7 +454,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         x->has_notif = 1;
     }
     if (timeout_ms > 0)
-        x->deadline_ns = tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+        x->deadline_ns = t0 + (uint64_t)timeout_ms * 1000000ull;
     x->prep = pp;
     x->segs = pp->segs;
     x->nsegs = pp->nsegs;
@@ -861,7 +863,7 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t le
         return TPX_ERR_INVALID_ARG;
     }
     tpx_peer_t *p;
-    tpx_status_t st = tpx__remote_peer_locked(rm, &p);
+    tpx_status_t st = tpx__remote_peer_locked(rm, 0, &p);
     if (st != TPX_OK)
         return st;
     tpx_engine_t *e = rm->e;

@@ -23,6 +23,9 @@
  *                       forged key) from one peer: the owner refuses those
  *                       over the peer's quota (counted) and keeps no list
  *                       memory once they are done
+ *   test_sec deadline   tpx_xfer_post(timeout_ms) to an owner that is gone
+ *                       returns by its deadline (it reconnects first), also
+ *                       while another thread is connecting with a longer one
  *
  * Attackers use the loopback addresses 127.0.0.2 and up (all of 127/8 is
  * loopback on Linux); legit engines connect from 127.0.0.1.
@@ -136,7 +139,7 @@ static int notif_wait(side_t *s, tpx_notif_t *out, int ms)
 
 static uint64_t requests_seen(side_t *s)
 {
-    tpx_engine_counters_t c;
+    tpx_engine_counters_t c = {.size = sizeof(c)};
     if (tpx_engine_counters(s->e, &c) != TPX_OK)
         return ~0ull;
     return c.rma_served + c.rma_rejected;
@@ -548,7 +551,7 @@ static int t_bells(void)
         worst = dt > worst ? dt : worst;
         reads++;
         failed += st != TPX_OK;
-        tpx_engine_counters_t c;
+        tpx_engine_counters_t c = {.size = sizeof(c)};
         CHECK(tpx_engine_counters(v.e, &c) == TPX_OK);
         usleep(20000);
     }
@@ -646,6 +649,74 @@ static int t_listmem(void)
     CHECK_DONE();
 }
 
+/* ---- deadlines ---------------------------------------------------------------------------- */
+
+typedef struct {
+    tpx_prep_t *pp;
+    int timeout_ms;
+    tpx_status_t st;
+    double secs;
+} post_t;
+
+static void *post_main(void *arg)
+{
+    post_t *a = arg;
+    uint64_t t0 = now_ms();
+    tpx_xfer_t *x = NULL;
+    a->st = tpx_xfer_post(a->pp, NULL, 0, a->timeout_ms, &x);
+    if (a->st == TPX_OK) {
+        a->st = tpx_xfer_wait(x, a->timeout_ms + 10000, NULL);
+        tpx_xfer_release(x);
+    }
+    a->secs = (double)(now_ms() - t0) / 1e3;
+    return NULL;
+}
+
+static int t_deadline(void)
+{
+    side_t v, o;
+    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    CHECK(side_open(&o, "O", 1u << 20) == 0);
+    tpx_remote_t *ro = load(&v, &o);
+    CHECK(ro != NULL);
+    if (check_failures)
+        return 1;
+    tpx_iov_t io = {.local = v.r, .local_offset = 0, .remote = &o.d, .remote_offset = 0,
+                    .len = 4096};
+    tpx_prep_t *pp = NULL;
+    CHECK(tpx_xfer_prepare(ro, TPX_OP_READ, &io, 1, &pp) == TPX_OK);
+    post_t first = {.pp = pp, .timeout_ms = 10000};
+    post_main(&first);
+    CHECK(first.st == TPX_OK);
+    side_close(&o); /* the owner is gone: its port refuses */
+    usleep(500 * 1000);
+    post_t a = {.pp = pp, .timeout_ms = 2000};
+    post_main(&a);
+    printf("deadline: a post with 2000 ms to a gone owner: %s after %.2f s\n",
+           tpx_status_string(a.st), a.secs);
+    CHECK(a.st != TPX_OK);
+    CHECK(a.secs < 6.0); /* it was 30 s (TPX_CONNECT_TIMEOUT_MS) */
+    /* one thread connects with 8 s, another posts with 1 s meanwhile */
+    post_t slow = {.pp = pp, .timeout_ms = 8000}, quick = {.pp = pp, .timeout_ms = 1000};
+    pthread_t t1, t2;
+    CHECK(pthread_create(&t1, NULL, post_main, &slow) == 0);
+    usleep(200 * 1000);
+    CHECK(pthread_create(&t2, NULL, post_main, &quick) == 0);
+    pthread_join(t2, NULL);
+    printf("deadline: a post with 1000 ms while another connects: %s after %.2f s\n",
+           tpx_status_string(quick.st), quick.secs);
+    CHECK(quick.st != TPX_OK);
+    CHECK(quick.secs < 5.0);
+    pthread_join(t1, NULL);
+    printf("deadline: the post with 8000 ms: %s after %.2f s\n", tpx_status_string(slow.st),
+           slow.secs);
+    CHECK(slow.st != TPX_OK);
+    tpx_prep_release(pp);
+    tpx_remote_forget(ro);
+    side_close(&v);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -653,11 +724,11 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
                  {"peercap", t_peercap}, {"bells", t_bells},
-                 {"listmem", t_listmem}};
+                 {"listmem", t_listmem}, {"deadline", t_deadline}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline\n");
     return 2;
 }
