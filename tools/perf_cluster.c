@@ -12,6 +12,7 @@
  *                        awaited) and READs every server's export from all
  *                        of them at once, --iters times; it prints per-pair
  *                        and total GB/s and checks every byte it read
+ *   list                 the names in the registry, one a line
  *   --cluster N,M        this host runs N servers and M clients (each its
  *                        own process, this tool again); the clients start
  *                        their timed READs together; one table: every pair
@@ -535,6 +536,7 @@ const char perf_cluster_usage[] =
     "                         or --duration S; --ttl S: the lease (TPX_METADATA_TTL)\n"
     "    client --peer A,B|all  READ every server's export from all at once, --iters\n"
     "                         rounds; --peers N: with all, wait for N servers\n"
+    "    list                 the names published (one a line)\n"
     "    --cluster N,M        N servers and M clients on this host: every client\n"
     "                         reads from every server; per-pair and total GB/s\n"
     "    --size S (64M), --iters N (10), --timeout S (60), --verify | --no-verify\n";
@@ -677,11 +679,27 @@ int perf_cluster_main(int argc, char **argv)
             return bench_usage_error("server: --name NAME is needed (the registry key)");
         return pc_server(&o);
     }
+    if (role != NULL && strcmp(role, "list") == 0) {
+        static char names[PC_MAX_PEERS * 16][TPX_NAME_MAX];
+        tpx_registry_t *reg = NULL;
+        size_t n = 0;
+        tpx_status_t st = tpx_registry_open(o.metadata, NULL, &reg);
+        if (st == TPX_OK)
+            st = tpx_registry_list(reg, names, PC_MAX_PEERS * 16, &n);
+        tpx_registry_close(reg);
+        if (st != TPX_OK) {
+            fprintf(stderr, "%s: list: %s\n", PC_PROG, tpx_strerror(st));
+            return BENCH_EXIT_FAIL;
+        }
+        for (size_t i = 0; i < n && i < PC_MAX_PEERS * 16; i++)
+            printf("%s\n", names[i]);
+        return BENCH_EXIT_OK;
+    }
     if (role != NULL && strcmp(role, "client") == 0) {
         if (o.peers == NULL)
             return bench_usage_error("client: --peer NAME[,NAME...] or --peer all is needed");
         return pc_client(&o);
     }
-    return bench_usage_error("--metadata: give server --name NAME, client --peer NAME, or "
-                             "--cluster N,M");
+    return bench_usage_error("--metadata: give server --name NAME, client --peer NAME, list, "
+                             "or --cluster N,M");
 }
