@@ -329,6 +329,7 @@ struct tpx_engine {
     int unpack_dev;            /* device the module/stream live on; -1: not set up */
     void *unpack_stream;       /* CUstream */
     void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
+    int gpu_ctx_held;          /* the primary context of `gpu` is retained (window.c) */
 };
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };
@@ -339,6 +340,12 @@ void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c);
 /* A receive comm of a devmem plugin: copy its unpack handle (device memory)
  * to the host, once; later calls and other comms return TPX_OK at once. */
 tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c);
+/* Around plugin listen/connect/accept: make the engine's GPU current, as
+ * NCCL's proxy does (Google's plugin puts a comm's buffers on the GPU that
+ * is current when it is made). Returns a token for leave(); a no-op for a
+ * host engine or without CUDA. */
+int tpx__engine_gpu_enter(tpx_engine_t *e);
+void tpx__engine_gpu_leave(int token);
 int tpx__comm_progress(tpx_comm_t *c);
 void tpx__comm_kick(tpx_comm_t *c);
 int tpx__ctrl_repost(tpx_comm_t *c);

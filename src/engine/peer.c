@@ -123,9 +123,11 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     info.nhandles = (uint16_t)s->nlisten;
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&e->lock);
+    int gtok = tpx__engine_gpu_enter(e);
     for (int i = 0; i < s->nlisten && st == TPX_OK; i++)
         st = tpx__net_listen(e->net, chan_dev(e, i == 0 ? 0 : i - 1), info.handles[i],
                              &s->listen[i]);
+    tpx__engine_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
         TPX_ERROR("peer %s: listen on plugin %s failed", p->name, e->net->name);
@@ -316,6 +318,7 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
     tpx_status_t st = TPX_OK;
     int all = 1;
     pthread_mutex_lock(&e->lock);
+    int gtok = tpx__engine_gpu_enter(e);
     for (int i = 0; i <= p->nchan && st == TPX_OK; i++) {
         tpx_comm_t *sc = i == 0 ? p->ctrl_send : p->send[i - 1];
         tpx_comm_t *rc = i == 0 ? p->ctrl_recv : p->recv[i - 1];
@@ -333,6 +336,7 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
             all &= rc->comm != NULL;
         }
     }
+    tpx__engine_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
         SETUP_ERR(p, "peer %s: establishing the plugin's connections failed (%s)", p->name,

@@ -350,6 +350,16 @@ void tpx__cuda_ctx_leave(int pushed)
     }
 }
 
+int tpx__cuda_ctx_current_device(void)
+{
+    CUcontext cur = NULL;
+    CUdevice dev = -1;
+    if (init_status != TPX_OK || tpx__cu.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL ||
+        tpx__cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return dev;
+}
+
 /* ---- memory ----------------------------------------------------------------------------- */
 
 tpx_status_t tpx__cuda_mem_alloc(int dev, size_t size, tpx__cuda_mem_t *out)

@@ -94,6 +94,7 @@ typedef int CUpointer_attribute;
     X(cuDevicePrimaryCtxRelease, (CUdevice dev), "cuDevicePrimaryCtxRelease_v2",                   \
       "cuDevicePrimaryCtxRelease")                                                                 \
     X(cuCtxGetCurrent, (CUcontext * ctx), "cuCtxGetCurrent", NULL)                                 \
+    X(cuCtxGetDevice, (CUdevice * dev), "cuCtxGetDevice", NULL)                                    \
     X(cuCtxPushCurrent, (CUcontext ctx), "cuCtxPushCurrent_v2", NULL)                              \
     X(cuCtxPopCurrent, (CUcontext * ctx), "cuCtxPopCurrent_v2", NULL)                              \
     X(cuCtxSynchronize, (void), "cuCtxSynchronize", NULL)                                          \
@@ -206,6 +207,10 @@ void tpx__cuda_ctx_release(int dev);
  * one thread-local read when the context is already current. */
 tpx_status_t tpx__cuda_ctx_enter(int dev, int *pushed);
 void tpx__cuda_ctx_leave(int pushed);
+
+/* The device of the context current on this thread, or -1 if none is (or
+ * CUDA is not initialised). */
+int tpx__cuda_ctx_current_device(void);
 
 /* ---- memory --------------------------------------------------------------------- */
 

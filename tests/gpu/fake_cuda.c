@@ -216,6 +216,13 @@ EXPORT CUresult cuCtxGetCurrent(void **ctx)
     *ctx = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
     return OK;
 }
+EXPORT CUresult cuCtxGetDevice(int *dev)
+{
+    if (ctx_depth == 0 || ctx_stack[ctx_depth - 1] == NULL)
+        return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+    *dev = 0;
+    return OK;
+}
 EXPORT CUresult cuCtxPushCurrent_v2(void *ctx)
 {
     if (ctx_depth == 16)

@@ -214,7 +214,7 @@ typedef struct tpx_sock_comm {
     void *gpu_devh, *gpu_bounce;         /* their allocations (sock_cuda.c) */
     unsigned char *emu_dev, *emu_rw;     /* emulated device memory: the two views */
     size_t emu_len;
-    int meta_mapped;                     /* meta is CUDA host-mapped memory */
+    int meta_mapped;                     /* meta is CUDA host-mapped memory (on `gpu`) */
     uint64_t rng;
 } tpx_sock_comm_t;
 
@@ -282,15 +282,18 @@ void tpx__sock_cuda_release(int dev);
 void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
 /* 1: piece payload complete, 0: would block, -1: failed (errno 0: CUDA). */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
-/* Strict TCPX placement on device 0 (its primary context is retained
+/* Strict TCPX placement on device `dev` (its primary context is retained
  * while any of these lives): host-mapped memory (host and device
  * addresses), device memory (a device address and an opaque allocation),
- * and a synchronous host-to-device copy. */
-tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out, void **dev_out);
-void tpx__sock_cuda_host_free(void *p);
-tpx_status_t tpx__sock_cuda_dev_alloc(size_t len, void **dptr, void **alloc);
+ * and a synchronous host-to-device copy. current_dev: the device of the
+ * caller's current context (0 if none), where Google's plugin puts a comm's
+ * buffers. */
+int tpx__sock_cuda_current_dev(void);
+tpx_status_t tpx__sock_cuda_host_alloc(int dev, size_t len, void **out, void **dev_out);
+void tpx__sock_cuda_host_free(int dev, void *p);
+tpx_status_t tpx__sock_cuda_dev_alloc(int dev, size_t len, void **dptr, void **alloc);
 void tpx__sock_cuda_dev_free(void *alloc);
-tpx_status_t tpx__sock_cuda_htod(void *dptr, const void *src, size_t len);
+tpx_status_t tpx__sock_cuda_htod(int dev, void *dptr, const void *src, size_t len);
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
 
 /* ---- sock_plugin.c ------------------------------------------------------ */

@@ -253,17 +253,23 @@ out:
     return rc;
 }
 
-/* Strict TCPX placement: everything on device 0, whose primary context is
- * retained once per allocation. */
-tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out, void **dev_out)
+/* Strict TCPX placement: on `dev`, whose primary context is retained once
+ * per allocation. */
+int tpx__sock_cuda_current_dev(void)
+{
+    int dev = tpx__cuda_ctx_current_device();
+    return dev >= 0 ? dev : 0;
+}
+
+tpx_status_t tpx__sock_cuda_host_alloc(int dev, size_t len, void **out, void **dev_out)
 {
     CUdeviceptr d = 0;
-    tpx_status_t st = tpx__cuda_ctx_retain(0, NULL);
+    tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
     if (st != TPX_OK)
         return st;
-    st = tpx__cuda_host_alloc(0, len, out, &d);
+    st = tpx__cuda_host_alloc(dev, len, out, &d);
     if (st != TPX_OK) {
-        tpx__cuda_ctx_release(0);
+        tpx__cuda_ctx_release(dev);
         return st;
     }
     memset(*out, 0, len);
@@ -271,26 +277,26 @@ tpx_status_t tpx__sock_cuda_host_alloc(size_t len, void **out, void **dev_out)
     return TPX_OK;
 }
 
-void tpx__sock_cuda_host_free(void *p)
+void tpx__sock_cuda_host_free(int dev, void *p)
 {
     if (p == NULL)
         return;
-    tpx__cuda_host_free(0, p);
-    tpx__cuda_ctx_release(0);
+    tpx__cuda_host_free(dev, p);
+    tpx__cuda_ctx_release(dev);
 }
 
-tpx_status_t tpx__sock_cuda_dev_alloc(size_t len, void **dptr, void **alloc)
+tpx_status_t tpx__sock_cuda_dev_alloc(int dev, size_t len, void **dptr, void **alloc)
 {
     tpx__cuda_mem_t *m = calloc(1, sizeof(*m));
     if (m == NULL)
         return TPX_ERR_NO_MEMORY;
-    tpx_status_t st = tpx__cuda_ctx_retain(0, NULL);
+    tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
     if (st != TPX_OK) {
         free(m);
         return st;
     }
-    if ((st = tpx__cuda_mem_alloc(0, len, m)) != TPX_OK) {
-        tpx__cuda_ctx_release(0);
+    if ((st = tpx__cuda_mem_alloc(dev, len, m)) != TPX_OK) {
+        tpx__cuda_ctx_release(dev);
         free(m);
         return st;
     }
@@ -303,15 +309,17 @@ void tpx__sock_cuda_dev_free(void *alloc)
 {
     if (alloc == NULL)
         return;
-    tpx__cuda_mem_free(alloc);
-    free(alloc);
-    tpx__cuda_ctx_release(0);
+    tpx__cuda_mem_t *m = alloc;
+    int dev = m->dev;
+    tpx__cuda_mem_free(m);
+    free(m);
+    tpx__cuda_ctx_release(dev);
 }
 
-tpx_status_t tpx__sock_cuda_htod(void *dptr, const void *src, size_t len)
+tpx_status_t tpx__sock_cuda_htod(int dev, void *dptr, const void *src, size_t len)
 {
     int pushed = 0;
-    tpx_status_t st = tpx__cuda_ctx_enter(0, &pushed);
+    tpx_status_t st = tpx__cuda_ctx_enter(dev, &pushed);
     if (st != TPX_OK)
         return st;
     st = TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(uintptr_t)dptr, src, len);

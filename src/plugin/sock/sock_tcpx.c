@@ -100,18 +100,22 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
     size_t bytes = SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES;
     tpx_nccl_unpack_handle_t h = {0};
     if (tpx__sock_cuda_available()) {
+        /* On the GPU current now, as Google's plugin (cudaGetDevice() when
+         * the comm is made; NCCL's proxy, and tpx's engine, make the
+         * comm's GPU current around listen/connect/accept). */
+        int dev = tpx__sock_cuda_current_dev();
         void *m = NULL, *md = NULL;
-        if (tpx__sock_cuda_host_alloc(sizeof(*c->meta), &m, &md) != TPX_OK)
+        if (tpx__sock_cuda_host_alloc(dev, sizeof(*c->meta), &m, &md) != TPX_OK)
             return TPX_ERR_NO_MEMORY;
+        c->gpu = dev;
         c->meta = m;
         c->meta_dev = md;
         c->meta_mapped = 1;
-        if (tpx__sock_cuda_dev_alloc(bytes, (void **)&c->bounce, &c->gpu_bounce) != TPX_OK ||
-            tpx__sock_cuda_dev_alloc(sizeof(h), &c->devh, &c->gpu_devh) != TPX_OK)
+        if (tpx__sock_cuda_dev_alloc(dev, bytes, (void **)&c->bounce, &c->gpu_bounce) != TPX_OK ||
+            tpx__sock_cuda_dev_alloc(dev, sizeof(h), &c->devh, &c->gpu_devh) != TPX_OK)
             return TPX_ERR_NO_MEMORY; /* comm_free releases what was made */
-        c->gpu = 0;
         h = (tpx_nccl_unpack_handle_t){.meta = md, .bounce_buf = c->bounce, .head = 0};
-        if (tpx__sock_cuda_htod(c->devh, &h, sizeof(h)) != TPX_OK)
+        if (tpx__sock_cuda_htod(dev, c->devh, &h, sizeof(h)) != TPX_OK)
             return TPX_ERR_CUDA;
     } else {
         c->meta = aligned_alloc(4096, (sizeof(*c->meta) + 4095) & ~(size_t)4095);
@@ -134,7 +138,7 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
 void tpx__sock_tcpx_comm_free(tpx_sock_comm_t *c)
 {
     if (c->meta_mapped)
-        tpx__sock_cuda_host_free(c->meta);
+        tpx__sock_cuda_host_free(c->gpu, c->meta);
     else
         free(c->meta);
     tpx__sock_cuda_dev_free(c->gpu_bounce);
