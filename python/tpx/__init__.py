@@ -28,7 +28,7 @@ __all__ = [
     "TpxError", "Engine", "Region", "Remote", "Prep", "Xfer", "Peer",
     "READ", "WRITE", "MEM_HOST", "MEM_CUDA", "PORT_EPHEMERAL", "PORT_NONE", "PORT_DEFAULT",
     "RDESC_SIZE", "NOTIF_MAX", "library_path", "nccl_plugin_path", "nixl_plugin_dir",
-    "version",
+    "version", "Registry",
 ]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,6 +92,12 @@ _IOV_DTYPE = np.dtype([("local", np.uint64), ("local_offset", np.uint64),
                        ("remote", np.uint64), ("remote_offset", np.uint64),
                        ("len", np.uint64)])
 
+class _RegEntry(ctypes.Structure):  # tpx_registry_entry_t (tpx/registry.h)
+    _fields_ = [("name", ctypes.c_char * NAME_MAX), ("md_len", ctypes.c_size_t),
+                ("md", ctypes.c_ubyte * METADATA_MAX), ("ndescs", ctypes.c_size_t),
+                ("descs", ctypes.c_ubyte * (RDESC_SIZE * 64))]
+
+
 _lib = None
 
 
@@ -135,6 +141,14 @@ def _api():
         "tpx_peer_close": (None, [_vp]),
         "tpx_send": (_st, [_vp, _vp, _sz, _sz, ctypes.POINTER(_vp)]),
         "tpx_recv": (_st, [_vp, _vp, _sz, _sz, ctypes.POINTER(_vp)]),
+        "tpx_registry_open": (_st, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_vp)]),
+        "tpx_registry_close": (None, [_vp]),
+        "tpx_registry_publish": (_st, [_vp, _vp, ctypes.c_char_p, _sz, ctypes.c_int]),
+        "tpx_registry_unpublish": (_st, [_vp, _vp]),
+        "tpx_registry_lookup": (_st, [_vp, ctypes.c_char_p, ctypes.POINTER(_RegEntry)]),
+        "tpx_registry_list": (_st, [_vp, _vp, _sz, ctypes.POINTER(_sz)]),
+        "tpx_registry_load_remote": (_st, [_vp, _vp, ctypes.c_char_p, ctypes.POINTER(_vp),
+                                           ctypes.POINTER(_RegEntry)]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -521,3 +535,78 @@ class Peer(_Owned):
         _check(_api().tpx_recv(self._h, region._h, region.addr - region.base + offset, length,
                                ctypes.byref(h)), "tpx_recv")
         return Xfer(self._engine, h)
+
+
+class Registry:
+    """Engines published in etcd (tpx/registry.h): publish an engine with its exported
+    descriptors under <prefix>/<engine name> (a lease kept alive by a thread), look names
+    up, list them, load them as remotes that reconnect through the registry. url
+    "etcd://host:port[,host:port]" and prefix default to TPX_METADATA and
+    TPX_METADATA_PREFIX."""
+
+    def __init__(self, url=None, prefix=None):
+        self._h = _vp()
+        _check(_api().tpx_registry_open(url.encode() if url else None,
+                                        prefix.encode() if prefix is not None else None,
+                                        ctypes.byref(self._h)), "tpx_registry_open")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def close(self):
+        """Revoke this registry's publications (their names vanish at once) and free it."""
+        if self._h:
+            _api().tpx_registry_close(self._h)
+            self._h = None
+
+    def publish(self, engine, descs=(), ttl=0):
+        """Publish engine (its name) with these exported descriptors (Region.export());
+        ttl seconds (0: TPX_METADATA_TTL)."""
+        raw = b"".join(bytes(d) for d in descs)
+        _check(_api().tpx_registry_publish(self._h, engine.handle, raw, len(descs), ttl),
+               "tpx_registry_publish")
+
+    def unpublish(self, engine):
+        _check(_api().tpx_registry_unpublish(self._h, engine.handle), "tpx_registry_unpublish")
+
+    @staticmethod
+    def _entry(e):
+        d = bytes(e.descs)
+        return bytes(e.md[:e.md_len]), [d[i * RDESC_SIZE:(i + 1) * RDESC_SIZE]
+                                         for i in range(e.ndescs)]
+
+    def lookup(self, name):
+        """(metadata blob, [descriptors]) published under name; TpxError
+        TPX_ERR_NOT_FOUND if there is none."""
+        e = _RegEntry()
+        _check(_api().tpx_registry_lookup(self._h, name.encode(), ctypes.byref(e)),
+               f"tpx_registry_lookup({name})")
+        return self._entry(e)
+
+    def list(self, max_names=4096):
+        """The names published under the prefix, sorted."""
+        buf = (ctypes.c_char * (NAME_MAX * max_names))()
+        n = _sz(0)
+        _check(_api().tpx_registry_list(self._h, buf, max_names, ctypes.byref(n)),
+               "tpx_registry_list")
+        raw = bytes(buf)
+        return [raw[i * NAME_MAX:(i + 1) * NAME_MAX].split(b"\0", 1)[0].decode()
+                for i in range(min(n.value, max_names))]
+
+    def load_remote(self, engine, name):
+        """(Remote, [descriptors]) of the engine published under name; the remote looks
+        the name up again whenever it must connect anew (its engine restarted)."""
+        h, e = _vp(), _RegEntry()
+        _check(_api().tpx_registry_load_remote(self._h, engine.handle, name.encode(),
+                                               ctypes.byref(h), ctypes.byref(e)),
+               f"tpx_registry_load_remote({name})")
+        return engine._own(Remote(engine, h)), self._entry(e)[1]

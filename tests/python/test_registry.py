@@ -1,0 +1,110 @@
+"""tpx.Registry (tpx/registry.h) against a real etcd started for this module
+(Debian's etcd-server, on 127.0.0.1 with free ports and its own data
+directory; skipped without it): publish, lookup, list, a remote by name that
+reads the published export, and departures."""
+import os
+import shutil
+import sys
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import tpx
+from conftest import MiB, agent_name, pattern
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def etcd():
+    exe = os.environ.get("TPX_ETCD") or shutil.which("etcd") or "/usr/bin/etcd"
+    if not os.access(exe, os.X_OK):
+        pytest.skip("no etcd binary (Debian: etcd-server)")
+    d = tempfile.mkdtemp(prefix="tpx-etcd-py-")
+    cp, pp = _free_port(), _free_port()
+    cu, pu = f"http://127.0.0.1:{cp}", f"http://127.0.0.1:{pp}"
+    log = open(os.path.join(d, "etcd.log"), "w")
+    p = subprocess.Popen([exe, "--name", "py", "--data-dir", os.path.join(d, "data"),
+                          "--listen-client-urls", cu, "--advertise-client-urls", cu,
+                          "--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
+                          "--initial-cluster", f"py={pu}"], stdout=log, stderr=log)
+    try:
+        end = time.monotonic() + 30
+        while True:
+            try:
+                req = urllib.request.Request(cu + "/v3/kv/range", data=b'{"key":"AA=="}')
+                urllib.request.urlopen(req, timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > end or p.poll() is not None:
+                    raise AssertionError("etcd did not start: " + open(log.name).read()[-2000:])
+                time.sleep(0.05)
+        yield f"etcd://127.0.0.1:{cp}"
+    finally:
+        p.terminate()
+        p.wait(10)
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_publish_lookup_list_read(etcd):
+    prefix = "/py-" + agent_name()
+    sname, n = "srv-" + agent_name()[:8], 4 * MiB
+    with tpx.Engine(name=sname) as s, tpx.Engine(name=agent_name()) as c, \
+            tpx.Registry(etcd, prefix) as pub, tpx.Registry(etcd, prefix) as reg:
+        data = pattern(n, 7)
+        desc = s.register(data).export()
+        pub.publish(s, [desc], ttl=5)
+        assert reg.list() == [sname]
+        md, descs = reg.lookup(sname)
+        assert descs == [desc] and len(md) > 0
+        with pytest.raises(tpx.TpxError) as e:
+            reg.lookup("nobody")
+        assert e.value.name == "TPX_ERR_NOT_FOUND"
+        remote, descs = reg.load_remote(c, sname)
+        assert remote.name == sname
+        buf = np.zeros(n, np.uint8)
+        x = remote.read(c.register(buf), [0], descs[0], [0], n)
+        assert x.wait(30000) == n
+        assert np.array_equal(buf, data)
+        pub.unpublish(s)
+        assert reg.list() == []
+
+
+PUBLISHER = """
+import os, sys, time, numpy as np, tpx
+e = tpx.Engine(name=sys.argv[1])
+r = tpx.Registry(sys.argv[2], sys.argv[3])
+r.publish(e, [e.register(np.ones(4096, np.uint8)).export()], ttl=2)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_sigkilled_publisher_leaves(etcd):
+    prefix = "/py-" + agent_name()
+    p = subprocess.Popen([sys.executable, "-c", PUBLISHER, "victim", etcd, prefix],
+                         stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        with tpx.Registry(etcd, prefix) as reg:
+            time.sleep(3)  # longer than the TTL: the lease is being renewed
+            assert reg.list() == ["victim"]
+            p.kill()
+            p.wait()
+            t0 = time.monotonic()
+            while reg.list() and time.monotonic() - t0 < 10:
+                time.sleep(0.1)
+            assert reg.list() == [] and time.monotonic() - t0 <= 2 + 2
+    finally:
+        p.kill()
+        p.wait()
