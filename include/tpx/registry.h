@@ -56,7 +56,9 @@ TPX_API void tpx_registry_close(tpx_registry_t *registry);
  * lease of ttl_s seconds (0: TPX_METADATA_TTL) kept alive every TTL/3 by
  * the registry's thread. If etcd forgets the lease (it was unreachable for
  * longer than the TTL) the thread publishes again once it answers.
- * Publishing the same engine again replaces the value (new descriptors). */
+ * Publishing the same engine again replaces the value (new descriptors).
+ * Unpublish (or close the registry) before destroying the engine: until
+ * then its entry stays published. */
 TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *registry, tpx_engine_t *engine,
                                           const tpx_rdesc_t *descs, size_t ndescs, int ttl_s);
 /* Remove the engine's key now (revokes its lease). */

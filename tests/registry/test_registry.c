@@ -410,6 +410,12 @@ static int case_publish(void)
     CHECK(etcd_now() - t0 < 5);
     tpx_registry_close(dead);
     CHECK(tpx_registry_open("etcd://nohost", NULL, &dead) == TPX_ERR_INVALID_ARG);
+    /* endpoints tried in turn: a dead one first, then etcd */
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d,127.0.0.1:%d", etcd_free_port(),
+             etcd.client_port);
+    CHECK(tpx_registry_open(url, "/tpx-test", &dead) == TPX_OK);
+    CHECK(tpx_registry_list(dead, names, 8, &n) == TPX_OK && n == 0);
+    tpx_registry_close(dead);
     CHECK_DONE();
 }
 
