@@ -148,6 +148,8 @@ typedef struct {
                                virtual device, one by one) */
     char nic[TPX_INFO_MAX_NICS][64]; /* their names (interface names for TCP plugins) */
     int nic_speed_mbps[TPX_INFO_MAX_NICS];
+    int identity_keys;      /* 1: an Ed25519 key proves this engine to its peers (libsodium);
+                               0: dial-only identity (TPX_IDENTITY, SECURITY.md) */
 } tpx_engine_info_t;
 
 /* Fills the first info->size bytes (info->size itself is left as is). */

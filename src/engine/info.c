@@ -30,6 +30,7 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
     info->chunk_bytes = e->chunk;
     info->window = e->window;
     info->port = e->bs_port;
+    info->identity_keys = e->ident_keys;
     /* A virtual device (fused NICs) is listed as its physical members, so
      * per-NIC summaries see every link. */
     for (int i = 0; i < e->ndevs && info->nnics < TPX_INFO_MAX_NICS; i++) {

@@ -162,6 +162,9 @@ static int impostor_round(int mode)
     if (mode == 0)
         m.e->ident_keys = 0;
     snprintf(m.e->name, sizeof(m.e->name), "O");
+    tpx_engine_info_t info = {.size = sizeof(info)};
+    CHECK(tpx_engine_info(v.e, &info) == TPX_OK);
+    CHECK_EQ(info.identity_keys, !dial_mode());
     /* M reaches V first: V holds an inbound connection that claims to be O. */
     tpx_peer_t *pm = NULL;
     tpx_status_t st = tpx_peer_connect(m.e, "127.0.0.1", tpx_engine_port(v.e), 5000, &pm);

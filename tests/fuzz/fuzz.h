@@ -41,6 +41,7 @@ enum {
     TPX_FUZZ_WIRE_RDESC_SUM = 3, /* checksum fixed up before decoding */
     TPX_FUZZ_WIRE_MD = 4,
     TPX_FUZZ_WIRE_MD_SUM = 5, /* checksum fixed up before decoding */
+    TPX_FUZZ_WIRE_IDENT = 6,
 };
 
 /* fuzz_sock: selector % 3. */

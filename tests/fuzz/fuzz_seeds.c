@@ -346,6 +346,28 @@ static void seeds_wire(void)
     seed_start(&s, TPX_FUZZ_WIRE_MD_SUM);
     seed_add(&s, blob, len);
     seed_write(&s, "wire", "md_small");
+    md.has_key = 1;
+    for (int i = 0; i < TPX_MD_KEY; i++)
+        md.key[i] = (unsigned char)(i * 7 + 1);
+    must(tpx__md_encode(&md, blob, sizeof(blob), &len) == TPX_OK, "metadata");
+    must(tpx__md_decode(blob, len, &back) == TPX_OK && back.has_key, "metadata");
+    seed_start(&s, TPX_FUZZ_WIRE_MD_SUM);
+    seed_add(&s, blob, len);
+    seed_write(&s, "wire", "md_key");
+    tpx_ident_msg_t im = {.has_key = 1};
+    memcpy(im.pk, md.key, sizeof(im.pk));
+    for (int i = 0; i < 64; i++)
+        im.sig[i] = (unsigned char)(255 - i);
+    unsigned char ib[TPX_IDENT_WIRE_SIZE];
+    tpx__ident_encode(&im, ib);
+    seed_start(&s, TPX_FUZZ_WIRE_IDENT);
+    seed_add(&s, ib, sizeof(ib));
+    seed_write(&s, "wire", "ident");
+    im.has_key = 0;
+    tpx__ident_encode(&im, ib);
+    seed_start(&s, TPX_FUZZ_WIRE_IDENT);
+    seed_add(&s, ib, sizeof(ib));
+    seed_write(&s, "wire", "ident_nokey");
 }
 
 /* ---- the built-in transport's wire ------------------------------------------------- */

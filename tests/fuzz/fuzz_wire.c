@@ -1,7 +1,7 @@
 /*
  * fuzz_wire.c - libFuzzer target for the engine's wire formats
- * (src/engine/wire.h): control messages, request lists, region descriptors
- * and metadata blobs.
+ * (src/engine/wire.h): control messages, request lists, region descriptors,
+ * metadata blobs and identity messages.
  *
  * The first input byte picks the decoder, the rest is its input. Every
  * decoder must survive any input without reading outside it, and whatever
@@ -136,6 +136,19 @@ static void fuzz_md(const uint8_t *data, size_t size, int fix_sum)
     free(in);
 }
 
+static void fuzz_ident(const uint8_t *data, size_t size)
+{
+    unsigned char *in = tpx_fuzz_fixed(data, size, size);
+    tpx_ident_msg_t m;
+    if (tpx__ident_decode(in, size, &m) == TPX_OK) {
+        unsigned char out[TPX_IDENT_WIRE_SIZE];
+        tpx__ident_encode(&m, out);
+        TPX_FUZZ_CHECK(size == TPX_IDENT_WIRE_SIZE && memcmp(out, in, size) == 0,
+                       "ident: decode . encode is not the identity");
+    }
+    free(in);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -143,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t sel = data[0];
     data++;
     size--;
-    switch (sel % 6) {
+    switch (sel % 7) {
     case TPX_FUZZ_WIRE_CTRL:
         fuzz_ctrl(data, size);
         break;
@@ -161,6 +174,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case TPX_FUZZ_WIRE_MD_SUM:
         fuzz_md(data, size, 1);
+        break;
+    case TPX_FUZZ_WIRE_IDENT:
+        fuzz_ident(data, size);
         break;
     }
     return 0;
