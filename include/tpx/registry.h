@@ -69,9 +69,25 @@ TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *registry, const char *n
                                          tpx_registry_entry_t *entry);
 /* The names published under the prefix, sorted (etcd's key order): up to
  * `max` into names[]; *n = how many there are in all (may exceed max).
- * Polling this (or tpx_registry_lookup) is how departures are seen. */
+ * Departures are seen by polling this, or with tpx_registry_watch(). */
 TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *registry, char (*names)[TPX_NAME_MAX],
                                        size_t max, size_t *n);
+/* A change under the prefix. */
+typedef struct {
+    char name[TPX_NAME_MAX];
+    int gone; /* 1: the name left (unpublished, or its lease expired); 0: published or replaced */
+} tpx_registry_event_t;
+
+/* Changes under the prefix, in order (etcd's watch): waits up to timeout_ms
+ * for the first one, then returns up to `max` of those that came; *n = 0
+ * when none came in time. The first call starts the watch at the revision
+ * of the last tpx_registry_list() (so nothing between a list and the watch
+ * is missed; without a list: from now on); a stream that breaks is opened
+ * again where it stopped. TPX_ERR_UNREACHABLE while etcd cannot be reached.
+ * One thread at a time watches a registry. */
+TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *registry, tpx_registry_event_t *events,
+                                        size_t max, size_t *n, int timeout_ms);
+
 /* Look `name` up and load it as a remote of `engine` (entry, if not NULL,
  * receives what was published, descriptors included). The remote looks the
  * name up again whenever it must connect anew (its engine restarted: a new

@@ -98,6 +98,10 @@ class _RegEntry(ctypes.Structure):  # tpx_registry_entry_t (tpx/registry.h)
                 ("descs", ctypes.c_ubyte * (RDESC_SIZE * 64))]
 
 
+class _RegEvent(ctypes.Structure):  # tpx_registry_event_t
+    _fields_ = [("name", ctypes.c_char * NAME_MAX), ("gone", ctypes.c_int)]
+
+
 _lib = None
 
 
@@ -149,6 +153,8 @@ def _api():
         "tpx_registry_list": (_st, [_vp, _vp, _sz, ctypes.POINTER(_sz)]),
         "tpx_registry_load_remote": (_st, [_vp, _vp, ctypes.c_char_p, ctypes.POINTER(_vp),
                                            ctypes.POINTER(_RegEntry)]),
+        "tpx_registry_watch": (_st, [_vp, ctypes.POINTER(_RegEvent), _sz, ctypes.POINTER(_sz),
+                                     ctypes.c_int]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -610,3 +616,12 @@ class Registry:
                                                ctypes.byref(h), ctypes.byref(e)),
                f"tpx_registry_load_remote({name})")
         return engine._own(Remote(engine, h)), self._entry(e)[1]
+
+    def watch(self, timeout_ms=1000, max_events=64):
+        """Changes under the prefix, in order: [(name, gone)], waiting up to timeout_ms for
+        the first ([] if none came); gone is True when the name left (unpublished or its
+        lease expired). Starts at the last list(), resumes after a broken stream."""
+        evs, n = (_RegEvent * max_events)(), _sz(0)
+        _check(_api().tpx_registry_watch(self._h, evs, max_events, ctypes.byref(n), timeout_ms),
+               "tpx_registry_watch")
+        return [(evs[i].name.decode(), bool(evs[i].gone)) for i in range(n.value)]

@@ -176,3 +176,54 @@ tpx_status_t tpx__reg_value_decode(const unsigned char *buf, size_t len, const u
     *ndescs = nd;
     return TPX_OK;
 }
+
+tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t *ev, size_t max,
+                                  size_t *n, uint64_t *rev, int *created, int *canceled, char *err,
+                                  size_t errlen)
+{
+    tpx__jspan_t top, res, v, arr, e, kv;
+    *n = 0;
+    *rev = 0;
+    *created = *canceled = 0;
+    if (tpx__json_parse(msg, len, &top) != 0 || top.p[0] != '{')
+        return TPX_ERR_PROTOCOL;
+    if (tpx__reg_answer_error(top, err, errlen))
+        return TPX_ERR_INVALID_STATE;
+    if (tpx__json_get(top, "result", &res) != 1 || res.p[0] != '{')
+        return TPX_ERR_PROTOCOL;
+    if (tpx__json_get(res, "header", &v) == 1 && v.p[0] == '{' &&
+        tpx__json_get(v, "revision", &e) == 1 && tpx__json_u64(e, rev) != 0)
+        return TPX_ERR_PROTOCOL;
+    *created = tpx__json_get(res, "created", &v) == 1 && v.n == 4 && memcmp(v.p, "true", 4) == 0;
+    *canceled = tpx__json_get(res, "canceled", &v) == 1 && v.n == 4 && memcmp(v.p, "true", 4) == 0;
+    int r = tpx__json_get(res, "events", &arr);
+    if (r == 0)
+        return TPX_OK;
+    if (r < 0 || arr.p[0] != '[')
+        return TPX_ERR_PROTOCOL;
+    size_t pos = 0;
+    while ((r = tpx__json_next(arr, &pos, &e)) == 1) {
+        if (e.p[0] != '{' || tpx__json_get(e, "kv", &kv) != 1 || kv.p[0] != '{' ||
+            tpx__json_get(kv, "key", &v) != 1 || v.n < 2 || v.p[0] != '"')
+            return TPX_ERR_PROTOCOL;
+        if (*n >= max)
+            return TPX_ERR_OVERFLOW;
+        tpx__reg_event_t *o = &ev[*n];
+        memset(o, 0, sizeof(*o));
+        long kl = tpx__b64_decode(v.p + 1, v.n - 2, (unsigned char *)o->key, sizeof(o->key) - 1);
+        if (kl < 0)
+            return TPX_ERR_PROTOCOL;
+        o->key[kl] = '\0';
+        if (tpx__json_get(e, "type", &v) == 1) {
+            char t[16];
+            size_t tl;
+            if (tpx__json_str(v, t, sizeof(t), &tl) != 0)
+                return TPX_ERR_PROTOCOL;
+            o->gone = strcmp(t, "DELETE") == 0;
+        }
+        if (tpx__json_get(kv, "mod_revision", &v) == 1 && tpx__json_u64(v, &o->mod_rev) != 0)
+            return TPX_ERR_PROTOCOL;
+        (*n)++;
+    }
+    return r < 0 ? TPX_ERR_PROTOCOL : TPX_OK;
+}

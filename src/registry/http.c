@@ -232,12 +232,17 @@ static int parse_chunk_size(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, size_t max_body,
-                                     tpx__http_resp_t *resp)
+/* The status line and headers; what the body's framing is. */
+typedef struct {
+    int status, keep_alive, chunked, have_len;
+    uint64_t clen;
+} http_head_t;
+
+static tpx_status_t read_head(tpx__http_rd_t *rd, uint64_t deadline_ns, http_head_t *h)
 {
     char line[1024];
     tpx_status_t st;
-    memset(resp, 0, sizeof(*resp));
+    memset(h, 0, sizeof(*h));
     if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
         return st;
     /* "HTTP/1.1 200 OK" */
@@ -245,11 +250,10 @@ tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, s
         !isdigit((unsigned char)line[9]) || !isdigit((unsigned char)line[10]) ||
         !isdigit((unsigned char)line[11]) || (line[12] != ' ' && line[12] != '\0'))
         return TPX_ERR_PROTOCOL;
-    int status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
-    if (status < 100)
+    h->status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+    if (h->status < 100)
         return TPX_ERR_PROTOCOL;
-    int keep_alive = line[7] == '1', chunked = 0, have_len = 0;
-    uint64_t clen = 0;
+    h->keep_alive = line[7] == '1';
     size_t head = strlen(line);
     for (;;) {
         if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
@@ -262,59 +266,78 @@ tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, s
         const char *v;
         if (hdr_is(line, "Content-Length", &v)) {
             uint64_t x;
-            if (parse_dec(v, UINT64_MAX, &x) != 0 || (have_len && x != clen))
+            if (parse_dec(v, UINT64_MAX, &x) != 0 || (h->have_len && x != h->clen))
                 return TPX_ERR_PROTOCOL;
-            clen = x;
-            have_len = 1;
+            h->clen = x;
+            h->have_len = 1;
         } else if (hdr_is(line, "Transfer-Encoding", &v)) {
             if (strcasecmp(v, "chunked") != 0)
                 return TPX_ERR_PROTOCOL; /* no other coding is asked for */
-            chunked = 1;
+            h->chunked = 1;
         } else if (hdr_is(line, "Connection", &v)) {
             if (strcasecmp(v, "close") == 0)
-                keep_alive = 0;
+                h->keep_alive = 0;
             else if (strcasecmp(v, "keep-alive") == 0)
-                keep_alive = 1;
+                h->keep_alive = 1;
         }
     }
-    if (chunked && have_len)
+    if (h->chunked && h->have_len)
         return TPX_ERR_PROTOCOL; /* ambiguous framing: refuse it */
-    if (status >= 100 && status < 200)
+    if (h->status >= 100 && h->status < 200)
         return TPX_ERR_PROTOCOL; /* no Expect: was sent, so no interim answer is due */
+    return TPX_OK;
+}
+
+/* One chunk of a chunked body appended to *body (bounded by max); *last
+ * set at the terminating zero-size chunk (its trailers consumed). */
+static tpx_status_t read_chunk(tpx__http_rd_t *rd, char **body, size_t *blen, size_t *bcap,
+                               size_t max, uint64_t deadline_ns, int *last)
+{
+    char line[1024];
+    uint64_t n;
+    tpx_status_t st;
+    *last = 0;
+    if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+        return st;
+    if (parse_chunk_size(line, max, &n) != 0)
+        return TPX_ERR_PROTOCOL;
+    if (n == 0) {
+        for (size_t trailers = 0;; trailers += strlen(line) + 2) { /* trailers, then CRLF */
+            if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+                return st;
+            if (line[0] == '\0')
+                break;
+            if (trailers > TPX_REG_HEAD_MAX)
+                return TPX_ERR_PROTOCOL;
+        }
+        *last = 1;
+        return TPX_OK;
+    }
+    if ((st = rd_body(rd, (size_t)n, body, blen, bcap, max, deadline_ns)) != TPX_OK)
+        return st;
+    if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+        return st;
+    return line[0] == '\0' ? TPX_OK : TPX_ERR_PROTOCOL;
+}
+
+tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, size_t max_body,
+                                     tpx__http_resp_t *resp)
+{
+    tpx_status_t st;
+    http_head_t h;
+    memset(resp, 0, sizeof(*resp));
+    if ((st = read_head(rd, deadline_ns, &h)) != TPX_OK)
+        return st;
+    int status = h.status, keep_alive = h.keep_alive, chunked = h.chunked, have_len = h.have_len;
+    uint64_t clen = h.clen;
     char *body = NULL;
     size_t blen = 0, bcap = 0;
     if (status == 204 || status == 304) {
         /* no body */
     } else if (chunked) {
-        for (;;) {
-            uint64_t n;
-            if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+        for (int last = 0; !last;)
+            if ((st = read_chunk(rd, &body, &blen, &bcap, max_body, deadline_ns, &last)) != TPX_OK)
                 goto fail;
-            if (parse_chunk_size(line, max_body, &n) != 0) {
-                st = TPX_ERR_PROTOCOL;
-                goto fail;
-            }
-            if (n == 0)
-                break;
-            if ((st = rd_body(rd, (size_t)n, &body, &blen, &bcap, max_body, deadline_ns)) != TPX_OK)
-                goto fail;
-            if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
-                goto fail;
-            if (line[0] != '\0') {
-                st = TPX_ERR_PROTOCOL;
-                goto fail;
-            }
-        }
-        for (size_t trailers = 0;; trailers += strlen(line) + 2) { /* trailers, then CRLF */
-            if ((st = rd_line(rd, line, sizeof(line), deadline_ns)) != TPX_OK)
-                goto fail;
-            if (line[0] == '\0')
-                break;
-            if (trailers > TPX_REG_HEAD_MAX) {
-                st = TPX_ERR_PROTOCOL;
-                goto fail;
-            }
-        }
     } else if (have_len) {
         if (clen > max_body) {
             st = TPX_ERR_PROTOCOL;
@@ -520,5 +543,79 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
             return st;
         c->cur = (c->cur + 1) % c->neps;
     }
+    return st;
+}
+
+/* ---- streams (etcd's watch) ---- */
+
+tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const char *body,
+                                   uint64_t deadline_ns)
+{
+    size_t blen = strlen(body);
+    char head[512];
+    tpx_status_t st = TPX_ERR_UNREACHABLE;
+    tpx__http_close(c);
+    for (int attempt = 0; attempt < c->neps; attempt++) {
+        if (tpx__ms_left(deadline_ns) <= 0)
+            return TPX_ERR_TIMED_OUT;
+        const tpx__reg_ep_t *ep = &c->eps[c->cur];
+        c->fd = dial(ep, deadline_ns, c->last_err, sizeof(c->last_err));
+        if (c->fd < 0) {
+            c->cur = (c->cur + 1) % c->neps;
+            st = TPX_ERR_UNREACHABLE;
+            continue;
+        }
+        c->rd.read = sock_read;
+        c->rd.ctx = &c->fd;
+        c->rd.off = c->rd.len = 0;
+        int hl =
+            snprintf(head, sizeof(head),
+                     "POST %s HTTP/1.1\r\nHost: %.100s:%s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     path, ep->host, ep->port, blen);
+        http_head_t h;
+        if (hl < 0 || (size_t)hl >= sizeof(head))
+            return TPX_ERR_INVALID_ARG;
+        if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
+            send_all(c->fd, body, blen, deadline_ns) != 0) {
+            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host,
+                     ep->port, strerror(errno));
+            st = TPX_ERR_CONN_RESET;
+        } else if ((st = read_head(&c->rd, deadline_ns, &h)) != TPX_OK) {
+            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
+                     st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st));
+        } else if (h.status != 200 || !h.chunked) {
+            snprintf(c->last_err, sizeof(c->last_err),
+                     "etcd %.100s:%s: a stream answered with HTTP status %d%s", ep->host, ep->port,
+                     h.status, h.chunked ? "" : ", not chunked");
+            st = TPX_ERR_PROTOCOL;
+        } else {
+            c->last_err[0] = '\0';
+            return TPX_OK;
+        }
+        tpx__http_close(c);
+        c->cur = (c->cur + 1) % c->neps;
+    }
+    return st;
+}
+
+tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t wait_ns, char **buf, size_t *len,
+                                   size_t *cap, size_t max)
+{
+    if (c->fd < 0)
+        return TPX_ERR_CONN_RESET;
+    if (c->rd.len == 0) {
+        /* nothing yet: wait for a first byte (a timeout leaves the stream intact) */
+        tpx_status_t st = rd_fill(&c->rd, 1, wait_ns);
+        if (st != TPX_OK)
+            return st;
+    }
+    int last = 0;
+    uint64_t grace = tpx__now_ns() + 5000000000ull; /* a chunk begun is finished soon */
+    tpx_status_t st = read_chunk(&c->rd, buf, len, cap, max, grace, &last);
+    if (st == TPX_OK && last)
+        st = TPX_ERR_CONN_RESET; /* the server ended the stream */
+    if (st != TPX_OK)
+        tpx__http_close(c);
     return st;
 }

@@ -150,7 +150,7 @@ out:
 /* Range [key, range_end) (range_end NULL: the key alone). */
 static tpx_status_t etcd_range(tpx__http_conn_t *c, const char *key, const char *range_end,
                                int keys_only, tpx__reg_kv_t *kvs, size_t max, size_t *n,
-                               size_t *total, char *err, size_t el)
+                               size_t *total, uint64_t *rev, char *err, size_t el)
 {
     char *k = b64_dup(key, strlen(key));
     char *re = range_end != NULL ? b64_dup(range_end, strlen(range_end)) : NULL, *ans;
@@ -171,6 +171,13 @@ static tpx_status_t etcd_range(tpx__http_conn_t *c, const char *key, const char 
     st = tpx__reg_parse_range(ans, alen, kvs, max, n, err, el);
     if (st == TPX_OK && total != NULL)
         st = tpx__reg_parse_range(ans, alen, NULL, 0, total, err, el);
+    if (st == TPX_OK && rev != NULL) {
+        tpx__jspan_t top, h, v;
+        *rev = 0;
+        if (tpx__json_parse(ans, alen, &top) == 0 && tpx__json_get(top, "header", &h) == 1 &&
+            h.p[0] == '{' && tpx__json_get(h, "revision", &v) == 1)
+            (void)tpx__json_u64(v, rev);
+    }
     if (st == TPX_ERR_PROTOCOL)
         snprintf(err, el, "etcd answered a range with something else");
     free(ans);
@@ -208,6 +215,17 @@ struct tpx_registry {
     int thread_started;
     pthread_t tid;
     tpx__http_conn_t ka; /* the keep-alive thread's */
+    uint64_t list_rev;   /* etcd's revision at the last list (under lock) */
+    /* tpx_registry_watch(): its stream, the bytes of a message not yet
+     * complete, events not yet handed out */
+    pthread_mutex_t watch_lock;
+    tpx__http_conn_t wc;
+    int watching;
+    uint64_t next_rev; /* where a reopened stream starts (0: now) */
+    char *wbuf;
+    size_t wlen, wcap;
+    tpx_registry_event_t *pend;
+    size_t npend, cpend;
 };
 
 static void reg_key(const tpx_registry_t *r, const char *name, char *key, size_t len)
@@ -260,6 +278,7 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
     snprintf(r->url, sizeof(r->url), "%s", url);
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->pub_lock, NULL);
+    pthread_mutex_init(&r->watch_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -267,6 +286,7 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
     pthread_condattr_destroy(&ca);
     tpx__http_init(&r->conn, r->eps, r->neps);
     tpx__http_init(&r->ka, r->eps, r->neps);
+    tpx__http_init(&r->wc, r->eps, r->neps);
     *out = r;
     return TPX_OK;
 }
@@ -493,6 +513,10 @@ TPX_API void tpx_registry_close(tpx_registry_t *r)
     }
     tpx__http_close(&r->conn);
     tpx__http_close(&r->ka);
+    tpx__http_close(&r->wc);
+    free(r->wbuf);
+    free(r->pend);
+    pthread_mutex_destroy(&r->watch_lock);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->pub_lock);
     pthread_mutex_destroy(&r->lock);
@@ -508,7 +532,7 @@ static tpx_status_t reg_lookup(tpx__http_conn_t *c, const char *url, const char 
     tpx__reg_kv_t kv;
     size_t n = 0;
     snprintf(key, sizeof(key), "%s/%s", prefix, name);
-    tpx_status_t st = etcd_range(c, key, NULL, 0, &kv, 1, &n, NULL, err, sizeof(err));
+    tpx_status_t st = etcd_range(c, key, NULL, 0, &kv, 1, &n, NULL, NULL, err, sizeof(err));
     if (st != TPX_OK) {
         TPX_ERROR("registry: cannot look up engine %s: etcd at %s: %s", name, url, err);
         return st;
@@ -567,7 +591,11 @@ TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *r, char (*names)[TPX_NAME
     if (want > 0 && kvs == NULL)
         return TPX_ERR_NO_MEMORY;
     pthread_mutex_lock(&r->lock);
-    tpx_status_t st = etcd_range(&r->conn, from, to, 1, kvs, want, &got, &total, err, sizeof(err));
+    uint64_t rev = 0;
+    tpx_status_t st =
+        etcd_range(&r->conn, from, to, 1, kvs, want, &got, &total, &rev, err, sizeof(err));
+    if (st == TPX_OK && rev > 0)
+        r->list_rev = rev;
     pthread_mutex_unlock(&r->lock);
     if (st != TPX_OK) {
         TPX_ERROR("tpx_registry_list: etcd at %s: %s", r->url, err);
@@ -585,6 +613,148 @@ TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *r, char (*names)[TPX_NAME
     free(kvs);
     *n = total > got ? o + (total - got) : o;
     return TPX_OK;
+}
+
+/* ---- watching ---- */
+
+#define WATCH_MSG_MAX  (8u << 20) /* one message of the watch stream */
+#define WATCH_PEND_MAX 65536      /* events held for the caller */
+
+static tpx_status_t watch_open(tpx_registry_t *r)
+{
+    char from[300], to[300], body[1024];
+    snprintf(from, sizeof(from), "%s/", r->prefix);
+    snprintf(to, sizeof(to), "%s0", r->prefix);
+    char *k = b64_dup(from, strlen(from)), *e = b64_dup(to, strlen(to));
+    if (k == NULL || e == NULL) {
+        free(k);
+        free(e);
+        return TPX_ERR_NO_MEMORY;
+    }
+    if (r->next_rev == 0) {
+        pthread_mutex_lock(&r->lock);
+        r->next_rev = r->list_rev > 0 ? r->list_rev + 1 : 0;
+        pthread_mutex_unlock(&r->lock);
+    }
+    char start[48] = "";
+    if (r->next_rev > 0)
+        snprintf(start, sizeof(start), ",\"start_revision\":\"%llu\"",
+                 (unsigned long long)r->next_rev);
+    snprintf(body, sizeof(body), "{\"create_request\":{\"key\":\"%s\",\"range_end\":\"%s\"%s}}", k,
+             e, start);
+    free(k);
+    free(e);
+    r->wlen = 0;
+    tpx_status_t st = tpx__http_stream_open(&r->wc, "/v3/watch", body, call_deadline());
+    if (st != TPX_OK) {
+        TPX_ERROR("tpx_registry_watch: cannot watch %s/ at %s: %s", r->prefix, r->url,
+                  r->wc.last_err[0] ? r->wc.last_err : tpx_status_string(st));
+        return st == TPX_ERR_NO_MEMORY ? st : TPX_ERR_UNREACHABLE;
+    }
+    r->watching = 1;
+    return TPX_OK;
+}
+
+/* The complete messages in r->wbuf: their events queued. */
+static tpx_status_t watch_take(tpx_registry_t *r)
+{
+    size_t fl = strlen(r->prefix) + 1;
+    char *nl;
+    while ((nl = memchr(r->wbuf, '\n', r->wlen)) != NULL) {
+        size_t ml = (size_t)(nl - r->wbuf);
+        size_t room = r->cpend - r->npend;
+        if (room < 1024) {
+            size_t cap = r->cpend ? r->cpend * 2 : 1024;
+            tpx_registry_event_t *np = realloc(r->pend, cap * sizeof(*np));
+            if (np == NULL)
+                return TPX_ERR_NO_MEMORY;
+            r->pend = np;
+            r->cpend = cap;
+        }
+        tpx__reg_event_t ev[256];
+        size_t n = 0;
+        uint64_t rev;
+        int created, canceled;
+        char err[160] = "";
+        tpx_status_t st = ml == 0 ? TPX_OK
+                                  : tpx__reg_parse_watch(r->wbuf, ml, ev, 256, &n, &rev, &created,
+                                                         &canceled, err, sizeof(err));
+        memmove(r->wbuf, nl + 1, r->wlen - ml - 1);
+        r->wlen -= ml + 1;
+        if (st != TPX_OK) {
+            TPX_ERROR("tpx_registry_watch: etcd at %s sent %s%s", r->url,
+                      st == TPX_ERR_INVALID_STATE ? "an error: " : "a malformed watch message",
+                      st == TPX_ERR_INVALID_STATE ? err : "");
+            return st == TPX_ERR_INVALID_STATE ? TPX_ERR_UNREACHABLE : st;
+        }
+        if (canceled) {
+            TPX_WARN("tpx_registry_watch: etcd at %s canceled the watch of %s/ (revision %llu "
+                     "compacted?): watching again from now; changes in between are lost",
+                     r->url, r->prefix, (unsigned long long)r->next_rev);
+            r->next_rev = 0;
+            return TPX_ERR_CONN_RESET;
+        }
+        if (created && r->next_rev == 0)
+            r->next_rev = rev + 1;
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].mod_rev >= r->next_rev)
+                r->next_rev = ev[i].mod_rev + 1;
+            const char *nm = ev[i].key + fl;
+            if (strncmp(ev[i].key, r->prefix, fl - 1) != 0 || ev[i].key[fl - 1] != '/' ||
+                !name_ok(nm))
+                continue;
+            if (r->npend >= WATCH_PEND_MAX) {
+                TPX_WARN("tpx_registry_watch: more than %d changes not taken: dropping",
+                         WATCH_PEND_MAX);
+                continue;
+            }
+            tpx_registry_event_t *o = &r->pend[r->npend++];
+            snprintf(o->name, sizeof(o->name), "%s", nm);
+            o->gone = ev[i].gone;
+        }
+    }
+    return TPX_OK;
+}
+
+TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *r, tpx_registry_event_t *events, size_t max,
+                                        size_t *n, int timeout_ms)
+{
+    if (r == NULL || n == NULL || (events == NULL && max > 0) || timeout_ms < 0) {
+        TPX_ERROR("tpx_registry_watch: invalid argument");
+        return TPX_ERR_INVALID_ARG;
+    }
+    *n = 0;
+    uint64_t deadline = tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    tpx_status_t st = TPX_OK;
+    pthread_mutex_lock(&r->watch_lock);
+    while (r->npend == 0) {
+        if (!r->watching && (st = watch_open(r)) != TPX_OK)
+            break;
+        st = tpx__http_stream_next(&r->wc, deadline, &r->wbuf, &r->wlen, &r->wcap, WATCH_MSG_MAX);
+        if (st == TPX_ERR_TIMED_OUT) {
+            st = TPX_OK;
+            break;
+        }
+        if (st == TPX_OK)
+            st = watch_take(r);
+        if (st != TPX_OK) {
+            /* the stream is done with: open it again where it stopped */
+            tpx__http_close(&r->wc);
+            r->watching = 0;
+            if (st == TPX_ERR_NO_MEMORY || tpx__now_ns() >= deadline)
+                break;
+            st = TPX_OK;
+        }
+    }
+    size_t k = TPX_MIN(max, r->npend);
+    if (k > 0) {
+        memcpy(events, r->pend, k * sizeof(*events));
+        memmove(r->pend, r->pend + k, (r->npend - k) * sizeof(*r->pend));
+        r->npend -= k;
+    }
+    *n = k;
+    pthread_mutex_unlock(&r->watch_lock);
+    return k > 0 ? TPX_OK : st;
 }
 
 /* ---- the resolver of remotes loaded from the registry ---- */

@@ -88,6 +88,19 @@ void tpx__http_close(tpx__http_conn_t *c);
 tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *body,
                             uint64_t deadline_ns, tpx__http_resp_t *resp);
 
+/* A streaming POST (etcd's watch) on connection c: the request sent and a
+ * 200 chunked head read; then tpx__http_stream_next() hands out the body's
+ * chunks as they come. */
+tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const char *body,
+                                   uint64_t deadline_ns);
+/* The next chunk appended to *buf (malloc'ed, grown, NUL-terminated, at
+ * most max bytes in all): its first byte is awaited until wait_ns
+ * (TPX_ERR_TIMED_OUT: nothing came, the stream is intact); a chunk begun
+ * must complete within 5 s. Any other error closes the stream
+ * (TPX_ERR_CONN_RESET: it ended). */
+tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t wait_ns, char **buf, size_t *len,
+                                   size_t *cap, size_t max);
+
 /* ---- JSON and base64 (json.c) ---- */
 
 #define TPX_JSON_MAX_DEPTH 32
@@ -139,6 +152,20 @@ tpx_status_t tpx__reg_parse_range(const char *body, size_t len, tpx__reg_kv_t *k
 tpx_status_t tpx__reg_parse_lease(const char *body, size_t len, int keepalive, uint64_t *id,
                                   int64_t *ttl, char *err, size_t errlen);
 void tpx__reg_kvs_free(tpx__reg_kv_t *kvs, size_t n);
+
+/* One event of a watch: the key, whether it was deleted, its revision. */
+typedef struct {
+    char key[256];
+    int gone;         /* DELETE (unpublished, or its lease expired); else PUT */
+    uint64_t mod_rev; /* the revision of the change */
+} tpx__reg_event_t;
+
+/* One message of a watch stream ({"result": {...}}): up to max events
+ * (TPX_ERR_OVERFLOW if there are more), the header's revision, whether the
+ * watch was created or canceled (compacted away). */
+tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t *ev, size_t max,
+                                  size_t *n, uint64_t *rev, int *created, int *canceled, char *err,
+                                  size_t errlen);
 
 /* The value stored under <prefix>/<name>: magic "TPXR", version, the
  * metadata blob, the exported descriptors. Both checked on decode. */

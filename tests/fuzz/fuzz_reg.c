@@ -2,7 +2,7 @@
  * fuzz_reg.c - libFuzzer target for the etcd metadata client's parsers
  * (src/registry): the HTTP/1.1 response reader (status line, headers,
  * Content-Length / chunked / close-delimited bodies), the JSON scanner and
- * its walks, etcd's answers (range, lease grant, keep-alive), the value of
+ * its walks, etcd's answers (range, lease grant, keep-alive, watch), the value of
  * a published engine, base64 and endpoint lists.
  *
  * The first input byte picks the parser; the rest is its input, in a heap
@@ -125,6 +125,15 @@ static void fuzz_answers(const unsigned char *in, size_t n)
                            total >= nk,
                        "range: count-only disagrees");
     }
+    tpx__reg_event_t ev[4];
+    uint64_t rev;
+    int created, canceled;
+    size_t ne = 0;
+    tpx_status_t wst =
+        tpx__reg_parse_watch(body, n, ev, 4, &ne, &rev, &created, &canceled, err, sizeof(err));
+    TPX_FUZZ_CHECK(ne <= 4, "watch: count");
+    for (size_t i = 0; wst == TPX_OK && i < ne; i++)
+        TPX_FUZZ_CHECK(strlen(ev[i].key) < sizeof(ev[i].key), "watch: key bound");
     uint64_t id;
     int64_t ttl;
     for (int ka = 0; ka < 2; ka++)

@@ -489,6 +489,12 @@ static void seeds_reg(void)
     seed_text(TPX_FUZZ_REG_ANSWER, "grant", grant);
     seed_text(TPX_FUZZ_REG_ANSWER, "keepalive", ka);
     seed_text(TPX_FUZZ_REG_ANSWER, "error", err);
+    seed_text(TPX_FUZZ_REG_ANSWER, "watch",
+              "{\"result\":{\"header\":{\"revision\":\"3\"},\"events\":[{\"type\":\"DELETE\","
+              "\"kv\":{\"key\":\"cC9h\",\"mod_revision\":\"3\"}},{\"kv\":{\"key\":\"cC9i\","
+              "\"mod_revision\":\"3\",\"value\":\"eA==\"}}]}}");
+    seed_text(TPX_FUZZ_REG_ANSWER, "watch_created",
+              "{\"result\":{\"header\":{\"revision\":\"1\"},\"created\":true}}");
     unsigned char md[200], val[TPX_REG_VALUE_HDR + sizeof(md) + 2 * TPX_RDESC_SIZE];
     unsigned char descs[2 * TPX_RDESC_SIZE];
     size_t vl = 0;

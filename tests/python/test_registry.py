@@ -99,12 +99,13 @@ def test_sigkilled_publisher_leaves(etcd):
         with tpx.Registry(etcd, prefix) as reg:
             time.sleep(3)  # longer than the TTL: the lease is being renewed
             assert reg.list() == ["victim"]
+            assert reg.watch(200) == []
             p.kill()
             p.wait()
             t0 = time.monotonic()
-            while reg.list() and time.monotonic() - t0 < 10:
-                time.sleep(0.1)
-            assert reg.list() == [] and time.monotonic() - t0 <= 2 + 2
+            assert reg.watch(10000) == [("victim", True)]
+            assert time.monotonic() - t0 <= 2 + 2
+            assert reg.list() == []
     finally:
         p.kill()
         p.wait()

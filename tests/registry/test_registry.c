@@ -11,6 +11,9 @@
  *   outage    etcd stopped mid-run: established transfers go on, new
  *             lookups fail with TPX_ERR_UNREACHABLE, and both recover when
  *             etcd is back (the lease is still renewed afterwards)
+ *   watch     tpx_registry_watch(): publish / unpublish / a SIGKILLed engine
+ *             seen as events, nothing missed between a list and the watch,
+ *             the watch resumed after etcd restarted
  *   restart   a remote loaded from the registry reconnects to its engine
  *             restarted under the same name (a new engine id and port);
  *             once the name's lease expired, it fails with NOT_FOUND
@@ -558,6 +561,64 @@ static int case_restart(void)
     CHECK_DONE();
 }
 
+/* Wait for the next event (up to ms), or n = 0. */
+static tpx_status_t next_event(tpx_registry_t *r, tpx_registry_event_t *ev, size_t *n, int ms)
+{
+    return tpx_registry_watch(r, ev, 1, n, ms);
+}
+
+static int case_watch(void)
+{
+    need_etcd();
+    node_t a;
+    CHECK(node_make(&a, "alpha", 1) == 0);
+    tpx_registry_t *pub, *w;
+    tpx_registry_event_t ev;
+    size_t n = 0;
+    char names[4][TPX_NAME_MAX];
+    CHECK(tpx_registry_open(NULL, "/watch", &pub) == TPX_OK);
+    CHECK(tpx_registry_open(NULL, "/watch", &w) == TPX_OK);
+    CHECK(tpx_registry_list(w, names, 4, &n) == TPX_OK && n == 0);
+    /* published after the list, before the first watch: not missed */
+    CHECK(tpx_registry_publish(pub, a.e, &a.desc, 1, 5) == TPX_OK);
+    CHECK(next_event(w, &ev, &n, 5000) == TPX_OK && n == 1);
+    CHECK(strcmp(ev.name, "alpha") == 0 && !ev.gone);
+    CHECK(next_event(w, &ev, &n, 200) == TPX_OK && n == 0); /* nothing more */
+    CHECK(tpx_registry_unpublish(pub, a.e) == TPX_OK);
+    CHECK(next_event(w, &ev, &n, 5000) == TPX_OK && n == 1);
+    CHECK(strcmp(ev.name, "alpha") == 0 && ev.gone);
+    /* other prefixes are not seen */
+    tpx_registry_t *other;
+    CHECK(tpx_registry_open(NULL, "/watchx", &other) == TPX_OK);
+    CHECK(tpx_registry_publish(other, a.e, &a.desc, 1, 5) == TPX_OK);
+    CHECK(next_event(w, &ev, &n, 300) == TPX_OK && n == 0);
+    tpx_registry_close(other);
+    /* a SIGKILLed engine: its departure is seen within TTL + 2 s */
+    const int ttl = 2;
+    setenv("TPX_METADATA_PREFIX", "/watch", 1);
+    pid_t pid = spawn_server("victim", 1, ttl);
+    CHECK(pid > 0);
+    CHECK(next_event(w, &ev, &n, 5000) == TPX_OK && n == 1 && !ev.gone);
+    reap(pid);
+    double t0 = etcd_now();
+    CHECK(next_event(w, &ev, &n, (ttl + 5) * 1000) == TPX_OK && n == 1);
+    double dt = etcd_now() - t0;
+    printf("watch: SIGKILLed engine gone after %.2f s (TTL %d s)\n", dt, ttl);
+    CHECK(strcmp(ev.name, "victim") == 0 && ev.gone && dt <= ttl + 2);
+    /* etcd restarts: the watch goes on where it stopped */
+    etcd_stop(&etcd);
+    CHECK(next_event(w, &ev, &n, 500) == TPX_ERR_UNREACHABLE);
+    CHECK(etcd_start(&etcd) == 0);
+    CHECK(tpx_registry_publish(pub, a.e, &a.desc, 1, 5) == TPX_OK);
+    CHECK(next_event(w, &ev, &n, 5000) == TPX_OK && n == 1);
+    CHECK(strcmp(ev.name, "alpha") == 0 && !ev.gone);
+    tpx_registry_close(pub);
+    CHECK(next_event(w, &ev, &n, 5000) == TPX_OK && n == 1 && ev.gone);
+    tpx_registry_close(w);
+    node_free(&a);
+    CHECK_DONE();
+}
+
 static int case_run(int argc, char **argv)
 {
     if (argc < 1) {
@@ -597,6 +658,8 @@ int main(int argc, char **argv)
         return case_outage();
     if (strcmp(c, "restart") == 0)
         return case_restart();
+    if (strcmp(c, "watch") == 0)
+        return case_watch();
     if (strcmp(c, "serve") == 0 && argc == 5)
         return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (strcmp(c, "run") == 0) {
