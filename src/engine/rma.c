@@ -638,6 +638,8 @@ static void target_refuse(tpx_xfer_t *x)
         seg->len = (uint64_t)x->want_nchunks * p->chunk;
         x->segs = seg;
         x->nsegs = 1;
+        x->regions = NULL; /* owned with segs: freed with them */
+        x->nregions = 0;
         x->segs_owned = 1;
         x->in.gate = UINT32_MAX;
         return;
