@@ -2,6 +2,7 @@
  * sysfs.c - one-line sysfs files (see sysfs.h).
  */
 #include "common/sysfs.h"
+#include "common/tsan.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,3 +32,7 @@ int tpx__sysfs_int(const char *path, long *out)
     *out = v;
     return 0;
 }
+
+#ifdef TPX_TSAN_BUILD
+char tpx__tsan_sync[4096]; /* common/tsan.h */
+#endif

@@ -24,6 +24,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/tsan.h"
 #include "sock.h"
 
 enum { CH_IDLE = 0, CH_PROGRESS = 1, CH_BLOCKED = 2, CH_PARKED = 3, CH_EOF = 4, CH_ERROR = -1 };
@@ -209,7 +210,9 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             iov[n_iov++] = (struct iovec){ch->req->buf + ch->piece.offset + ch->data_done,
                                           ch->piece.len - ch->data_done};
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
+        tpx__tsan_send_begin(ch->fd); /* common/tsan.h: the bytes order us before the receiver */
         ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        tpx__tsan_send_end();
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -356,6 +359,8 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                                                         c->bounce_io, iov, 64);
         }
         ssize_t n = recvmsg(ch->fd, &msg, MSG_DONTWAIT);
+        if (n > 0)
+            tpx__tsan_sock_received(ch->fd);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
