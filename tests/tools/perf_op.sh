@@ -32,19 +32,25 @@ done
 # (TPX_PORT_BASE, the next one), both free (one free port alone was seen
 # to collide with another test's ephemeral port on the next)
 PORT=$(python3 - <<'PY' 2>/dev/null || echo 28515
-import socket
-for _ in range(200):
-    a = socket.socket(); a.bind(("", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("", p + 1))
-    except OSError:
-        continue
-    finally:
-        b.close(); a.close()
-    print(p); break
+import random, socket
+for _ in range(1000):
+    p = random.randint(20000, 60000)
+    socks, ok = [], True
+    for q in (p, p + 1):
+        s = socket.socket()
+        socks.append(s)
+        try:
+            s.bind(("", q))
+        except OSError:
+            ok = False
+    for s in socks:
+        s.close()
+    if ok:
+        print(p)
+        break
 PY
 )
+[ -n "$PORT" ] || fail "no two free ports in a row"
 for op in write read; do
     TPX_PORT_BASE=$((PORT + 1)) "$PERF" --op $op --port "$PORT" server > "$WORK/srv.out" 2>&1 &
     SRV=$!
