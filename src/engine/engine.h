@@ -233,6 +233,7 @@ struct tpx_peer {
     uint32_t rma_ntargets;           /* its requests being served here (quota) */
     uint64_t list_bytes;             /* list buffers its requests hold now (quota) */
     int quota_warned;                /* a refusal was logged */
+    int rejects_logged;              /* refused requests logged (at most 10, then counted) */
     unsigned char notif_buf[1024];   /* a notification being reassembled */
     uint32_t notif_got, notif_total;
     uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */

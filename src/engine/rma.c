@@ -728,10 +728,16 @@ static void target_check(tpx_xfer_t *x)
             segs[i].region = NULL; /* nothing of ours is read or written */
         x->err = verdict;
         e->ctr.rma_rejected++;
-        TPX_WARN("peer %s: %s request %llu refused: entry %u: %s",
-                 p->remote_name[0] ? p->remote_name : p->name,
-                 op == TPX_WIRE_OP_WRITE ? "WRITE" : "READ", (unsigned long long)x->rid, bad,
-                 why);
+        /* A hostile peer must not flood the log: 10 lines per peer, then counted. */
+        if (p->rejects_logged < 10)
+            TPX_WARN("peer %s: %s request %llu refused: entry %u: %s%s",
+                     p->remote_name[0] ? p->remote_name : p->name,
+                     op == TPX_WIRE_OP_WRITE ? "WRITE" : "READ", (unsigned long long)x->rid, bad,
+                     why,
+                     p->rejects_logged == 9 ? " (further refusals of this peer are only "
+                                              "counted: rma_rejected)"
+                                            : "");
+        p->rejects_logged++;
     } else {
         x->nregions = nregs;
         for (uint32_t i = 0; i < nregs; i++)
