@@ -239,8 +239,10 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *engine, void *buf, si
 /* Accept a peer engine's blob (length-checked and verified; TPX_ERR_PROTOCOL
  * if malformed). Nothing is connected yet: the first transfer connects, or
  * tpx_remote_connect(). Loading the same engine twice returns the same
- * remote with a reference added. A peer that connected to us from that
- * engine is used in both directions (no second connection). */
+ * remote with a reference added. A remote is served only by a connection
+ * proven to be that engine (TPX_IDENTITY, SECURITY.md): with libsodium on
+ * both sides one the engine opened to us is used in both directions (no
+ * second connection); without, only one this engine dialed. */
 TPX_API tpx_status_t tpx_remote_load(tpx_engine_t *engine, const void *blob, size_t len,
                                      tpx_remote_t **remote);
 /* The name of tpx_remote_load() before 0.2. */
