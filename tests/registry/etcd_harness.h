@@ -104,9 +104,37 @@ static void etcd_log_tail(const etcd_t *s)
         fprintf(stderr, "(no etcd log)\n");
 }
 
+static int etcd_start_once(etcd_t *s);
+static void etcd_stop(etcd_t *s);
+
 /* (Re)start etcd: the first call picks ports and a data dir, later calls
- * reuse them (a restart keeps the data). 0 when it answers, -1 failed. */
+ * reuse them (a restart keeps the data). 0 when it answers, -1 failed. A
+ * first start that fails (a port taken by another test between the probe
+ * and etcd's bind) is retried on other ports. */
 static int etcd_start(etcd_t *s)
+{
+    int first = s->dir[0] == '\0';
+    for (int attempt = 0;; attempt++) {
+        if (etcd_start_once(s) == 0)
+            return 0;
+        etcd_stop(s);
+        if (!first || attempt == 2 || s->dir[0] == '\0')
+            return -1;
+        fprintf(stderr, "etcd did not start on ports %d/%d: trying others\n", s->client_port,
+                s->peer_port);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s/data'", s->dir);
+        if (system(cmd) != 0)
+            return -1;
+        s->client_port = etcd_free_port();
+        s->peer_port = etcd_free_port();
+        if (s->client_port <= 0 || s->peer_port <= 0 || s->client_port == s->peer_port)
+            return -1;
+        snprintf(s->url, sizeof(s->url), "etcd://127.0.0.1:%d", s->client_port);
+    }
+}
+
+static int etcd_start_once(etcd_t *s)
 {
     if (s->dir[0] == '\0') {
         if (s->bin[0] == '\0' && etcd_find(s) != 0)
