@@ -497,6 +497,9 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             s->stage = ST_DONE;
             free(s);
             p->setup = NULL;
+            /* The limiter belongs to the bootstrap thread; other threads
+             * use the connection from now on. */
+            tpx__bs_set_loglimit(p->bs, NULL);
             TPX_INFO("peer %s: ready, %d channel(s), %u-byte chunks", p->name, p->nchan,
                      p->chunk);
             return TPX_OK;
