@@ -23,10 +23,13 @@
  * the data pattern, the control stream, the worker processes, the table,
  * the progress line and the JSON writer -- lives in bench_common.c.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "bench_common.h"
@@ -809,6 +814,173 @@ static void nb_print_row(nb_main_t *m, const nb_row_t *r)
     fflush(stdout);
 }
 
+/* ---- --raw: plain TCP, the baseline -------------------------------------- */
+
+/* What the transport stands on: N TCP connections on 127.0.0.1, a sender
+ * and a receiver thread each, plain send()/recv() loops out of and into one
+ * buffer per connection -- no framing, no requests, no copies beyond the
+ * kernel's. One message of SIZE bytes is cut into N equal stretches, one
+ * per connection. Timing as for the transport: warm-up iterations, a
+ * barrier, then the timed ones until the last receiver has all its bytes. */
+typedef struct {
+    int fd;
+    int send;
+    uint64_t bytes;             /* per iteration on this connection */
+    uint64_t warmup, iters;
+    pthread_barrier_t *barrier; /* 2 * N threads: after the warm-up */
+    uint64_t t_end;
+    int failed;
+} nb_raw_conn_t;
+
+static int nb_raw_move(nb_raw_conn_t *c, unsigned char *buf, size_t cap, uint64_t bytes)
+{
+    while (bytes > 0) {
+        size_t n = bytes < cap ? (size_t)bytes : cap;
+        ssize_t r = c->send ? send(c->fd, buf, n, MSG_NOSIGNAL) : recv(c->fd, buf, n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        bytes -= (uint64_t)r;
+    }
+    return 0;
+}
+
+static void *nb_raw_main(void *arg)
+{
+    nb_raw_conn_t *c = arg;
+    size_t cap = (size_t)(c->bytes < (4u << 20) ? (c->bytes ? c->bytes : 1) : (4u << 20));
+    unsigned char *buf = malloc(cap);
+    if (buf == NULL) {
+        c->failed = 1;
+        pthread_barrier_wait(c->barrier);
+        return NULL;
+    }
+    memset(buf, 0x5a, cap);
+    c->failed = nb_raw_move(c, buf, cap, c->bytes * c->warmup) != 0;
+    pthread_barrier_wait(c->barrier);
+    if (!c->failed)
+        c->failed = nb_raw_move(c, buf, cap, c->bytes * c->iters) != 0;
+    c->t_end = bench_now_ns();
+    free(buf);
+    return NULL;
+}
+
+/* N connected pairs on 127.0.0.1: fds[2k] sends, fds[2k + 1] receives. */
+static int nb_raw_connect(int n, int *fds, int timeout_s)
+{
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(ls, n) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &al) != 0) {
+        fprintf(stderr, "%s: --raw: listening on 127.0.0.1: %s\n", NB_PROG, strerror(errno));
+        if (ls >= 0)
+            close(ls);
+        return -1;
+    }
+    struct timeval tv = {.tv_sec = timeout_s};
+    for (int k = 0; k < n; k++) {
+        fds[2 * k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[2 * k] < 0 || connect(fds[2 * k], (struct sockaddr *)&a, sizeof(a)) != 0 ||
+            (fds[2 * k + 1] = accept4(ls, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+            fprintf(stderr, "%s: --raw: connection %d: %s\n", NB_PROG, k, strerror(errno));
+            close(ls);
+            return -1;
+        }
+        for (int j = 0; j < 2; j++) { /* a dead peer ends the run, never hangs it */
+            setsockopt(fds[2 * k + j], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+            setsockopt(fds[2 * k + j], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        }
+    }
+    close(ls);
+    return 0;
+}
+
+/* The transport's TPX_NSOCKS in effect (its default depends on the CPUs),
+ * as --print-config shows it. */
+static uint64_t nb_raw_default_nsocks(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    uint64_t n = 2;
+    if (f == NULL)
+        return n;
+    tpx_config_print(f, 0);
+    fclose(f);
+    const char *v = text ? strstr(text, "TPX_NSOCKS=") : NULL;
+    if (v != NULL && strtoull(v + 11, NULL, 10) > 0)
+        n = strtoull(v + 11, NULL, 10);
+    free(text);
+    return n;
+}
+
+static int nb_run_raw(nb_main_t *m)
+{
+    const nb_params_t *p = &m->p;
+    if (!bench_quiet)
+        printf("# %s %s --raw: plain TCP on 127.0.0.1, nsocks connections with a sender and a "
+               "receiver thread each\n#   (send()/recv() loops of one buffer; a message is cut "
+               "into nsocks equal stretches); no data checks\n#\n",
+               NB_PROG, tpx_version_string());
+    if (!bench_quiet)
+        bench_table_header(stdout, nb_cols, NB_NCOLS);
+    for (uint64_t ci = 0; ci < p->nnsocks; ci++) {
+        int n = (int)(p->nsocks[ci] ? p->nsocks[ci] : nb_raw_default_nsocks());
+        for (uint64_t si = 0; si < p->nsizes; si++) {
+            uint64_t size = p->sizes[si], iters = nb_iters_for(p, size);
+            int fds[2 * NB_MAX_NSOCKS * 2];
+            if (n > 2 * NB_MAX_NSOCKS || nb_raw_connect(n, fds, (int)p->timeout_s) != 0)
+                return -1;
+            nb_raw_conn_t c[2 * 2 * NB_MAX_NSOCKS];
+            pthread_t t[2 * 2 * NB_MAX_NSOCKS];
+            pthread_barrier_t bar;
+            pthread_barrier_init(&bar, NULL, (unsigned)(2 * n + 1));
+            for (int k = 0; k < 2 * n; k++) {
+                uint64_t share = size / (uint64_t)n + ((uint64_t)(k / 2) < size % (uint64_t)n);
+                c[k] = (nb_raw_conn_t){.fd = fds[k], .send = k % 2 == 0, .bytes = share,
+                                       .warmup = nb_warmup_for(p, iters), .iters = iters,
+                                       .barrier = &bar};
+                pthread_create(&t[k], NULL, nb_raw_main, &c[k]);
+            }
+            uint64_t u0, s0, u1, s1;
+            pthread_barrier_wait(&bar);
+            uint64_t t0 = bench_now_ns();
+            bench_cpu_ns(&u0, &s0);
+            int failed = 0;
+            uint64_t t_end = t0;
+            for (int k = 0; k < 2 * n; k++) {
+                pthread_join(t[k], NULL);
+                failed |= c[k].failed;
+                if (!c[k].send && c[k].t_end > t_end)
+                    t_end = c[k].t_end;
+            }
+            bench_cpu_ns(&u1, &s1);
+            pthread_barrier_destroy(&bar);
+            for (int k = 0; k < 2 * n; k++)
+                close(fds[k]);
+            if (failed) {
+                nb_set_error(m, "--raw: a connection failed or stalled for %" PRIu64 " s",
+                             p->timeout_s);
+                return -1;
+            }
+            nb_row_t r = {.cfg = ci, .nsocks = (uint64_t)n, .peer_nsocks = (uint64_t)n,
+                          .size = size, .iters = iters, .warmup = nb_warmup_for(p, iters),
+                          .time_ns = t_end - t0, .rcpu_user_ns = u1 - u0, .rcpu_sys_ns = s1 - s0};
+            snprintf(r.dev_name, sizeof(r.dev_name), "raw-tcp");
+            nb_row_t *nr = realloc(m->rows, (m->nrows + 1) * sizeof(*nr));
+            if (nr == NULL)
+                return -1;
+            m->rows = nr;
+            m->rows[m->nrows++] = r;
+            m->header_done = 1; /* no transport device line */
+            nb_print_row(m, &r);
+        }
+    }
+    return 0;
+}
+
 static int nb_write_json(nb_main_t *m)
 {
     const nb_params_t *p = &m->p;
@@ -1095,6 +1267,7 @@ static void nb_usage(FILE *f)
             "\n"
             "SYNOPSIS\n"
             "    %1$s [--loopback] [OPTIONS]\n"
+            "    %1$s --raw [--sizes ...] [--nsocks ...] [--iters N]\n"
             "    %1$s server [--port P] [OPTIONS]\n"
             "    %1$s client HOST [--port P] [--dev N] [--json FILE] [--quiet]\n"
             "    %1$s --print-config | --help | --version\n"
@@ -1122,6 +1295,12 @@ static void nb_usage(FILE *f)
             "    --loopback\n"
             "        Receiver and sender on this host (the default when no role is given).\n"
             "        TPX_SOCKET_IFNAME defaults to \"lo\" in this mode.\n"
+            "    --raw\n"
+            "        No tpx at all: the same sizes over plain TCP on 127.0.0.1, nsocks\n"
+            "        connections (default: the transport's TPX_NSOCKS), one sender and one\n"
+            "        receiver thread each, send()/recv() loops; a message is cut into nsocks\n"
+            "        equal stretches. The baseline the transport's rows compare with; the\n"
+            "        same columns, nothing verified, cpu(s/GB) of both sides.\n"
             "    server\n"
             "        The receiver side on two machines. Waits on the bootstrap --port for\n"
             "        one client, sends it the run parameters (this side's options decide\n"
@@ -1226,6 +1405,7 @@ int main(int argc, char **argv)
         O_PLOT,
         O_TIMEOUT,
         O_PRINTCFG,
+        O_RAW,
     };
     static const struct option opts[] = {
         {"loopback", no_argument, NULL, O_LOOPBACK},
@@ -1246,13 +1426,14 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"quiet", no_argument, NULL, 'q'},
         {"print-config", no_argument, NULL, O_PRINTCFG},
+        {"raw", no_argument, NULL, O_RAW},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     static nb_main_t m;
     nb_params_t *p = &m.p;
-    int loopback_flag = 0, verify = -1, run_opts = 0;
+    int loopback_flag = 0, verify = -1, run_opts = 0, raw = 0;
     uint64_t v;
 
     bench_prog = NB_PROG;
@@ -1361,6 +1542,9 @@ int main(int argc, char **argv)
         case O_PRINTCFG:
             tpx_config_print(stdout, 0);
             return BENCH_EXIT_OK;
+        case O_RAW:
+            raw = 1;
+            break;
         case 'V':
             printf("%s %s (libtpx %s)\n", NB_PROG, tpx_version_string(), tpx_version_string());
             return BENCH_EXIT_OK;
@@ -1394,7 +1578,12 @@ int main(int argc, char **argv)
     bench_started(m.started, sizeof(m.started));
 
     int rc;
-    if (m.mode == BENCH_MODE_SERVER) {
+    if (raw && m.mode != BENCH_MODE_LOOPBACK)
+        return bench_usage_error("--raw runs on this host only (--loopback)");
+    if (raw) {
+        p->verify = 0;
+        rc = nb_run_raw(&m);
+    } else if (m.mode == BENCH_MODE_SERVER) {
         rc = nb_run_server(&m);
     } else if (m.mode == BENCH_MODE_CLIENT) {
         rc = nb_run_client(&m);
