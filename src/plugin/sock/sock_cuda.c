@@ -179,14 +179,19 @@ static tpx_status_t bounce_copy(tpx_sock_cuda_chan_t *k, tpx_sock_chan_t *ch, ui
         int cnt = tpx__sock_tcpx_iov(c, slot, msg_off, n, c->bounce, iov, 64);
         if (cnt <= 0)
             return TPX_ERR_INTERNAL;
-        for (int i = 0; i < cnt; i++) {
-            tpx_status_t st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)iov[i].iov_base,
-                                     stage, iov[i].iov_len, k->stream);
+        for (int i = 0; i < cnt;) {
+            /* one copy per run of fragments adjacent in the bounce buffer */
+            char *dst = iov[i].iov_base;
+            size_t len = iov[i].iov_len;
+            for (i++; i < cnt && (char *)iov[i].iov_base == dst + len; i++)
+                len += iov[i].iov_len;
+            tpx_status_t st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)dst, stage, len,
+                                     k->stream);
             if (st != TPX_OK)
                 return st;
-            stage += iov[i].iov_len;
-            msg_off += iov[i].iov_len;
-            n -= (uint32_t)iov[i].iov_len;
+            stage += len;
+            msg_off += len;
+            n -= (uint32_t)len;
         }
     }
     return TPX_OK;

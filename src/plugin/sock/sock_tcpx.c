@@ -163,7 +163,13 @@ void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size)
     enum { PAGES = SOCK_TCPX_SLOT_PAGES, PAGE = TPX_NCCL_UNPACK_PAGE_SIZE };
     _Static_assert(SOCK_TCPX_SLOT_PAGES <= TPX_NCCL_UNPACK_MAX_PAGES, "fragment queue row");
     static _Thread_local uint16_t perm[PAGES];
-    for (uint32_t i = 0; i < PAGES; i++)
+    /* A GPU bounce buffer is written with one host-to-device copy per run
+     * of adjacent pages: there, pages follow each other from a random start
+     * and splits are rarer, so a 4 MiB receive costs tens of copies, not a
+     * thousand. The published order is shuffled either way. */
+    const int runs = c->gpu >= 0;
+    const uint32_t start = runs ? (uint32_t)(rng_next(&c->rng) % PAGES) : 0;
+    for (uint32_t i = 0; i < PAGES && !runs; i++)
         perm[i] = (uint16_t)i;
     tpx_nccl_load_meta_t *m = c->meta->mem[slot];
     uint64_t npages = (size + PAGE - 1) / PAGE;
@@ -174,15 +180,19 @@ void tpx__sock_tcpx_layout(tpx_sock_comm_t *c, uint32_t slot, uint64_t size)
     while (pos < size) {
         uint32_t len = (uint32_t)TPX_MIN((uint64_t)PAGE, size - pos);
         uint64_t r = rng_next(&c->rng);
-        if (budget > 0 && len > 1 && (r & 7) == 0) {
+        if (budget > 0 && len > 1 && (r & (runs ? 63 : 7)) == 0) {
             len = 1 + (uint32_t)((r >> 8) % len);
             budget--;
         }
-        /* a random unused page: partial Fisher-Yates */
-        uint32_t j = n + (uint32_t)((r >> 24) % (PAGES - n));
-        uint16_t page = perm[j];
-        perm[j] = perm[n];
-        perm[n] = page;
+        uint32_t page;
+        if (runs) {
+            page = (start + n) % PAGES;
+        } else { /* a random unused page: partial Fisher-Yates */
+            uint32_t j = n + (uint32_t)((r >> 24) % (PAGES - n));
+            page = perm[j];
+            perm[j] = perm[n];
+            perm[n] = (uint16_t)page;
+        }
         uint32_t in_page = len < PAGE ? (uint32_t)((r >> 40) % (PAGE - len + 1)) : 0;
         m[n].f.src_off = base + (uint32_t)page * PAGE + in_page;
         m[n].f.len = len;
