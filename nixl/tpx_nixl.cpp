@@ -115,6 +115,7 @@ public:
 constexpr size_t NOTIF_BATCH = 32;
 constexpr int CONNECT_STEP_MS = 500;
 constexpr int CONNECT_TOTAL_MS = 30000;
+constexpr int POST_CONNECT_MS = 3000; /* the most a post waits for a (re)connection */
 
 class Engine : public BackendEngine {
 public:
@@ -328,7 +329,12 @@ public:
             tpx_xfer_release(q->xfer);
             q->xfer = nullptr;
         }
-        tpx_status_t s = tpx_xfer_post(q->prep, msg, len, 0, &q->xfer);
+        /* Connected already (the background connect), at once; else a post
+         * would wait up to TPX_CONNECT_TIMEOUT_MS (30 s) for a dead peer. */
+        tpx_status_t s = tpx_remote_connect(q->remote->r, POST_CONNECT_MS);
+        if (s != TPX_OK)
+            return from_tpx(s);
+        s = tpx_xfer_post(q->prep, msg, len, 0, &q->xfer);
         if (s != TPX_OK)
             return from_tpx(s);
         return IN_PROG;

@@ -16,6 +16,8 @@
 #      (TPX_UNPACK=kernel) at 1M, 16M, 256M, host receives through the GPU
 #      bounce buffer (TPX_SOCK_TCPX=2, device-to-host copies), and a
 #      one-sided READ of 1000 GPU blocks.
+#   3. the Python package on a torch CUDA tensor (py_vram.py): READ of
+#      1000 x 128 KiB GPU blocks between two engines, verified, GB/s.
 # Environment: DEVICE=0  ROUNDS=200 (random correctness rounds)
 #              ITERS=50 (timed iterations per throughput row)
 #              OUT=DIR  (also keep the full log there)
@@ -41,7 +43,7 @@ if ! grep -q '^TPX_NVCC:FILEPATH=/' "$BUILD/CMakeCache.txt"; then
   exit 1
 fi
 # Only what the steps below run, so work in progress elsewhere cannot stop it.
-cmake --build --preset release -j "$(nproc)" --target test_unpack_gpu test_engine_gpu tpx-netbench tpx-perf nccl-net-tpx \
+cmake --build --preset release -j "$(nproc)" --target tpx test_unpack_gpu test_engine_gpu tpx-netbench tpx-perf nccl-net-tpx \
   nccl-net-tpx-tcpx test_transport ncclnet_diff >/dev/null
 
 step() { # step NAME COMMAND...: run, log, fail on error or skip (77)
@@ -109,6 +111,12 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
   done
 fi
 
+# The Python package on GPU memory; not fatal (torch/numpy may be missing here).
+echo "== py-vram"
+env PYTHONPATH="$PWD/python" TPX_LIBRARY="$BUILD/lib/libtpx.so.0" TPX_SOCKET_IFNAME=lo \
+  TPX_BIND_ADDR=127.0.0.1 DEVICE="$DEVICE" python3 bench/gpu/py_vram.py 2>&1 | tee -a "$LOG" ||
+  echo "py-vram: FAILED or skipped (exit $?)" | tee -a "$LOG"
+
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" && cp "$LOG" "$OUT/gpu-bench.log"; fi
 echo
 echo "================ results ================"
@@ -120,6 +128,7 @@ sed -n '/^==== strict TCPX, one GPU/,/^==== end strict TCPX/p' "$LOG" |
 echo "---- transport alone (GB/s, 1e9 B/s) ----"
 grep -E '^ +[0-9]+ +[0-9]+ ' "$LOG" | head -40 || true
 grep -E 'engine/transport' "$LOG" || true
+grep -E '^python tpx VRAM|^py-vram' "$LOG" || true
 if [ "$NGPU" -ge 2 ]; then
   echo "---- GPU0 -> GPU1 through the engine ----"
   grep -E '^(== engine-gpu|[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +verified)' "$LOG" | head -30

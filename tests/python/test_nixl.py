@@ -202,3 +202,34 @@ def test_peer_killed_mid_transfer():
     finally:
         p.kill()
         a.deregister_memory(ra)
+
+
+def test_load_dead_peer_does_not_block():
+    """loadRemoteConnInfo must not wait for a connection (NIXL calls it under its
+    lock): the metadata of a dead peer loads at once, a transfer to it fails, and
+    the agent is torn down while its background connect is still retrying."""
+    p = Peer("nixl", agent_name(), 1 * MiB, seed=11)
+    md, base = p.md, int(p.info)
+    p.kill()
+    a = nu.new_agent(agent_name())
+    la = np.zeros(1 * MiB, np.uint8)
+    ra = nu.reg(a, la)
+    t0 = time.monotonic()
+    peer = a.add_remote_agent(md)
+    assert time.monotonic() - t0 < 5  # TPX_CONNECT_TIMEOUT_MS is 30 s
+    remote = nu.blocks(la, 1, 4096)
+    remote[:, 0] = base
+    t0 = time.monotonic()
+    with pytest.raises(Exception):
+        h = a.initialize_xfer("READ", a.get_xfer_descs(nu.blocks(la, 1, 4096), "DRAM"),
+                              a.get_xfer_descs(remote, "DRAM"), peer)
+        st = a.transfer(h)
+        if st == "PROC":
+            st = nu.wait_xfer(a, h, timeout=60)
+        assert st != "DONE"
+        raise RuntimeError("refused")
+    assert time.monotonic() - t0 < 15  # a post waits at most 3 s for a connection
+    a.deregister_memory(ra)
+    t0 = time.monotonic()
+    del a
+    assert time.monotonic() - t0 < 10
