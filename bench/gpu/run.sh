@@ -61,6 +61,11 @@ step() { # step NAME COMMAND...: run, log, fail on error or skip (77)
 }
 
 step unpack "$BUILD/bin/test_unpack_gpu" --device "$DEVICE" --rounds "$ROUNDS" --iters "$ITERS"
+# How the driver's entry points were found (cuGetProcAddress_v2 on CUDA 12+; dlsym only
+# as a fallback), and that a verified GPU transfer runs on them.
+step cuda-entry sh -c 'TPX_LOG_LEVEL=debug CUDA_VISIBLE_DEVICES=$1 TPX_SOCKET_IFNAME=lo "$0" \
+  --loopback --mem cuda --gpu 0,0 --size 1M --iters 2 --verify 2>&1 | grep -m1 "CUDA entry points"' \
+  "$BUILD/bin/tpx-perf" "$DEVICE"
 
 # Strict TCPX on one GPU: handle + bounce buffer in GPU memory (cuMemAlloc),
 # receives into GPU memory gathered by the kernel, never read on the CPU.
@@ -121,6 +126,7 @@ if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" && cp "$LOG" "$OUT/gpu-bench.log"; fi
 echo
 echo "================ results ================"
 sed -n '/^GPU [0-9]*:/p' "$LOG" | head -1
+grep -m1 'CUDA entry points' "$LOG" || true
 sed -n '/^== unpack throughput/,/^kernel 16x1024x4K (1 launch/p' "$LOG"
 echo "---- strict TCPX, one GPU (handle + bounce in GPU memory; all verified) ----"
 sed -n '/^==== strict TCPX, one GPU/,/^==== end strict TCPX/p' "$LOG" |
