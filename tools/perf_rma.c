@@ -16,12 +16,17 @@
  * stream: the owner's metadata and descriptor, fills and checks.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_common.h"
@@ -37,6 +42,8 @@ typedef struct {
     uint64_t nblock, nblocks;
     uint64_t iters, warmup, inflight;
     int prep_each, verify, notif;
+    int raw;     /* the raw TCP request/response row beside each row (default on) */
+    int latency; /* --latency: notification latency and idle CPU too */
     int mem_cuda, gpu;
     int channels, window;
     uint64_t chunk;
@@ -49,6 +56,11 @@ typedef struct {
 typedef struct {
     uint64_t block, blocks, bytes, iters;
     double prep_us, xfer_avg_us, xfer_p50_us, xfer_p99_us, gbps;
+    double cpu_us;                   /* process CPU per transfer (both engines in loopback) */
+    double raw_p50_us, raw_p99_us;   /* raw TCP: 64 B request, reply of `bytes` (0: not run) */
+    double raw_cpu_us;               /* process CPU per raw round trip */
+    double notif_p50_us, notif_p99_us; /* --latency WRITE: data in the owner's memory ->
+                                          tpx_engine_get_notifs() returned it (0: not run) */
     int verified;
 } pr_row_t;
 
@@ -183,11 +195,12 @@ static int pr_check(const unsigned char *base, const uint64_t *off, uint64_t blo
 
 /* ---- control stream between client and server --------------------------------------- */
 
-enum { PRM_HELLO = 1, PRM_MD, PRM_FILL, PRM_CHECK, PRM_OK, PRM_FAIL, PRM_BYE };
+/* PRM_RAW: serve a raw TCP row (a: reply bytes, b: round trips); PRM_OK a = its port. */
+enum { PRM_HELLO = 1, PRM_MD, PRM_FILL, PRM_CHECK, PRM_OK, PRM_FAIL, PRM_BYE, PRM_RAW };
 
 typedef struct {
     uint32_t magic, type;
-    uint64_t a, b, c; /* per type: HELLO size; FILL/CHECK block, blocks, iter */
+    uint64_t a, b, c; /* per type: HELLO size; FILL/CHECK block, blocks, iter; RAW bytes, n */
     uint32_t len;     /* bytes following */
 } pr_msg_t;
 
@@ -226,6 +239,120 @@ static int pr_recv(int fd, pr_msg_t *m, void *p, uint32_t cap, uint64_t timeout_
     if (len && bench_recv_all(fd, p, len, deadline) != 0)
         return -1;
     return 0;
+}
+
+/* ---- the raw TCP round trip beside each row ----------------------------------------------
+ * What the wire alone costs for the same bytes: one TCP connection
+ * (TCP_NODELAY), a 64-byte request answered by a reply of the transfer's
+ * size, one at a time; the requester times each round trip. */
+
+#define PR_RAW_REQ 64
+
+static uint64_t pr_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A listener on an ephemeral port of every address; its port in *port. */
+static int pr_raw_listen(int *port)
+{
+    char err[256];
+    int lfd = bench_tcp_listen(0, err, sizeof(err));
+    if (lfd < 0) {
+        fprintf(stderr, "tpx-perf: raw TCP row: %s\n", err);
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(lfd, (struct sockaddr *)&ss, &sl) != 0) {
+        close(lfd);
+        return -1;
+    }
+    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                           : ((struct sockaddr_in *)&ss)->sin_port);
+    return lfd;
+}
+
+/* The answering side: accept one connection on lfd (closed here), answer
+ * n requests with `reply` bytes each. 0 or -1. */
+static int pr_raw_serve(int lfd, uint64_t reply, uint64_t n, uint64_t timeout_s)
+{
+    struct pollfd pf = {.fd = lfd, .events = POLLIN};
+    int fd = poll(&pf, 1, (int)(timeout_s * 1000)) == 1 ? accept(lfd, NULL, NULL) : -1;
+    close(lfd);
+    if (fd < 0) {
+        fprintf(stderr, "tpx-perf: raw TCP row: no connection\n");
+        return -1;
+    }
+    bench_tcp_nodelay(fd);
+    unsigned char req[PR_RAW_REQ];
+    unsigned char *buf = calloc(1, reply);
+    int rc = buf == NULL ? -1 : 0;
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        uint64_t deadline = bench_now_ns() + timeout_s * 1000000000ull;
+        if (bench_recv_all(fd, req, sizeof(req), deadline) != 0 ||
+            bench_send_all(fd, buf, reply) != 0)
+            rc = -1;
+    }
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+typedef struct {
+    int lfd;
+    uint64_t reply, n, timeout_s;
+    int rc;
+} pr_raw_srv_t;
+
+static void *pr_raw_thread(void *arg)
+{
+    pr_raw_srv_t *s = arg;
+    s->rc = pr_raw_serve(s->lfd, s->reply, s->n, s->timeout_s);
+    return NULL;
+}
+
+/* The timing side: connect to host:port, warmup + iters round trips. */
+static int pr_raw_time(const char *host, int port, const pr_opts_t *o, uint64_t reply,
+                       pr_row_t *row)
+{
+    char err[256];
+    int fd = bench_tcp_connect(host, port, "", err, sizeof(err));
+    if (fd < 0) {
+        fprintf(stderr, "tpx-perf: raw TCP row: %s\n", err);
+        return -1;
+    }
+    bench_tcp_nodelay(fd);
+    uint64_t total = o->warmup + o->iters, cpu0 = 0;
+    uint64_t *lat = malloc(total * sizeof(*lat));
+    unsigned char *buf = malloc(reply), req[PR_RAW_REQ] = {0};
+    int rc = -1;
+    if (lat == NULL || buf == NULL)
+        goto out;
+    for (uint64_t i = 0; i < total; i++) {
+        if (i == o->warmup)
+            cpu0 = pr_cpu_ns();
+        uint64_t t0 = bench_now_ns();
+        if (bench_send_all(fd, req, sizeof(req)) != 0 ||
+            bench_recv_all(fd, buf, reply, t0 + o->timeout_s * 1000000000ull) != 0) {
+            fprintf(stderr, "tpx-perf: raw TCP row: the connection broke\n");
+            goto out;
+        }
+        lat[i] = bench_now_ns() - t0;
+    }
+    row->raw_cpu_us = (double)(pr_cpu_ns() - cpu0) / 1e3 / (double)o->iters;
+    uint64_t pct[4];
+    bench_percentiles(lat + o->warmup, o->iters, pct);
+    row->raw_p50_us = (double)pct[1] / 1e3;
+    row->raw_p99_us = (double)pct[2] / 1e3;
+    rc = 0;
+out:
+    free(lat);
+    free(buf);
+    close(fd);
+    return rc;
 }
 
 /* ---- the measurement ------------------------------------------------------------------ */
@@ -273,6 +400,88 @@ static int pr_owner_check(pr_ctx_t *c, uint64_t block, uint64_t n, const uint64_
     return 0;
 }
 
+
+/* The raw TCP row of `bytes`: in loopback against a thread of this process,
+ * else against the server (PRM_RAW). */
+static int pr_raw_row(pr_ctx_t *c, uint64_t bytes, pr_row_t *row)
+{
+    const pr_opts_t *o = c->o;
+    uint64_t n = o->warmup + o->iters;
+    if (c->own == NULL) {
+        pr_msg_t m;
+        unsigned char b[8];
+        if (pr_send(c->ctl, PRM_RAW, bytes, n, 0, NULL, 0) != 0 ||
+            pr_recv(c->ctl, &m, b, sizeof(b), o->timeout_s) != 0 || m.type != PRM_OK ||
+            m.a == 0 || m.a > 65535) {
+            fprintf(stderr, "tpx-perf: the server did not open a raw TCP row\n");
+            return -1;
+        }
+        return pr_raw_time(o->host, (int)m.a, o, bytes, row);
+    }
+    int port;
+    pr_raw_srv_t srv = {.reply = bytes, .n = n, .timeout_s = o->timeout_s};
+    if ((srv.lfd = pr_raw_listen(&port)) < 0)
+        return -1;
+    pthread_t th;
+    if (pthread_create(&th, NULL, pr_raw_thread, &srv) != 0) {
+        close(srv.lfd);
+        return -1;
+    }
+    int rc = pr_raw_time("127.0.0.1", port, o, bytes, row);
+    pthread_join(th, NULL);
+    return rc == 0 && srv.rc == 0 ? 0 : -1;
+}
+
+/*
+ * --latency, loopback WRITE: how long after its data is in the owner's
+ * memory tpx_engine_get_notifs() hands out a transfer's notification. The
+ * requester stamps the last 8 bytes of its last block with the iteration;
+ * this thread (the owner's application) watches that word in the owner's
+ * memory, notes when it changes (the data is there), then polls
+ * tpx_engine_get_notifs() until the notification comes. Both loops yield
+ * between looks, so the result includes a scheduling delay on a busy host.
+ */
+#define PR_STAMP (0x54505853ull << 32) /* "TPXS" */
+typedef struct {
+    tpx_engine_t *e;
+    const unsigned char *slot; /* the stamp's place in the owner's memory */
+    uint64_t total, timeout_s;
+    uint64_t *lat;             /* [total] ns */
+    _Atomic uint64_t done;     /* iterations whose notification came */
+    int rc;
+} pr_watch_t;
+
+static void *pr_watch_main(void *arg)
+{
+    pr_watch_t *w = arg;
+    for (uint64_t it = 0; it < w->total; it++) {
+        uint64_t want = PR_STAMP | (it + 1), deadline = bench_now_ns() + w->timeout_s * 1000000000ull;
+        while (__atomic_load_n((const uint64_t *)w->slot, __ATOMIC_ACQUIRE) != want) {
+            if (bench_now_ns() > deadline)
+                goto fail;
+            sched_yield();
+        }
+        uint64_t t_data = bench_now_ns();
+        tpx_notif_t nt;
+        size_t k = 0;
+        while (tpx_engine_get_notifs(w->e, &nt, 1, &k) == TPX_OK && k == 0) {
+            if (bench_now_ns() > deadline)
+                goto fail;
+            sched_yield();
+        }
+        if (k != 1)
+            goto fail;
+        w->lat[it] = bench_now_ns() - t_data;
+        atomic_store(&w->done, it + 1);
+    }
+    return NULL;
+fail:
+    fprintf(stderr, "tpx-perf: --latency: no data or notification within --timeout\n");
+    w->rc = -1;
+    atomic_store(&w->done, UINT64_MAX);
+    return NULL;
+}
+
 static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
 {
     const pr_opts_t *o = c->o;
@@ -305,8 +514,23 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
     }
     char note[32];
     bench_progress_t prog;
-    uint64_t bytes = block * n, timed_ns = 0, tstart = 0;
+    uint64_t bytes = block * n, timed_ns = 0, tstart = 0, cpu0 = 0, cpu_ns = 0;
     int verified = o->verify;
+    /* --latency WRITE in loopback: the owner's application watches for the
+     * data and its notification (pr_watch_main) */
+    pr_watch_t watch = {.e = c->own != NULL ? c->own->e : NULL, .total = total,
+                        .timeout_s = o->timeout_s};
+    pthread_t watch_th;
+    int watching = 0;
+    if (o->latency && o->notif && o->op == TPX_OP_WRITE && c->own != NULL && !o->mem_cuda) {
+        watch.slot = c->own->buf + roff[n - 1] + block - 8;
+        watch.lat = calloc(total, sizeof(*watch.lat));
+        if (watch.lat == NULL || pthread_create(&watch_th, NULL, pr_watch_main, &watch) != 0) {
+            free(watch.lat);
+            goto out_prep;
+        }
+        watching = 1;
+    }
     /* With verification, one transfer at a time (each checked); else
      * keep `inflight` posted. */
     uint64_t depth = o->verify ? 1 : o->inflight;
@@ -325,8 +549,19 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
                 if (pr_sync(c->req, 1) != 0)
                     goto out_prep;
             }
-            if (it == o->warmup)
+            if (watching) {
+                /* the previous notification first; then this one's stamp */
+                while (atomic_load(&watch.done) < it)
+                    sched_yield();
+                if (atomic_load(&watch.done) == UINT64_MAX)
+                    goto out_prep;
+                uint64_t stamp = PR_STAMP | (it + 1);
+                memcpy(c->req->buf + loff[n - 1] + block - 8, &stamp, 8);
+            }
+            if (it == o->warmup) {
                 tstart = bench_now_ns();
+                cpu0 = pr_cpu_ns();
+            }
             if (o->prep_each && it > 0) {
                 tpx_prep_release(prep);
                 t0 = bench_now_ns();
@@ -360,8 +595,10 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
             goto out_prep;
         }
         done++;
-        if (done == total)
+        if (done == total) {
             timed_ns = now - tstart;
+            cpu_ns = pr_cpu_ns() - cpu0;
+        }
         if (o->verify && o->op == TPX_OP_READ) {
             if (pr_sync(c->req, 0) != 0 || pr_check(c->req->buf, loff, block, n, 0, "requester"))
                 goto out_prep;
@@ -387,7 +624,19 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
                       .xfer_p50_us = pr_us(pct[1]), .xfer_p99_us = pr_us(pct[2]),
                       /* verifying: the checks between transfers are not timed */
                       .gbps = (double)(bytes * o->iters) / (depth == 1 ? sum : (double)timed_ns),
+                      .cpu_us = (double)cpu_ns / 1e3 / (double)o->iters,
                       .verified = verified};
+    if (watching) {
+        pthread_join(watch_th, NULL);
+        watching = 0;
+        if (watch.rc != 0)
+            goto out_prep;
+        bench_percentiles(watch.lat + o->warmup, o->iters, pct);
+        row->notif_p50_us = pr_us(pct[1]);
+        row->notif_p99_us = pr_us(pct[2]);
+    }
+    if (o->raw && pr_raw_row(c, bytes, row) != 0)
+        goto out_prep;
     rc = 0;
 out_prep:
     for (uint64_t i = 0; i < o->inflight; i++)
@@ -396,6 +645,11 @@ out_prep:
             tpx_xfer_release(fly[i]);
         }
     tpx_prep_release(prep);
+    if (watching) {
+        /* a failed run: the watcher gives up at its deadline */
+        pthread_join(watch_th, NULL);
+    }
+    free(watch.lat);
 out:
     free(loff);
     free(roff);
@@ -413,13 +667,20 @@ static void pr_print(const pr_opts_t *o, const pr_row_t *rows, int n)
     static const bench_col_t cols[] = {{"op", 5},       {"block", 9},    {"blocks", 7},
                                        {"bytes", 11},   {"prep_us", 9},  {"xfer_us", 9},
                                        {"p50_us", 9},   {"p99_us", 9},   {"GB/s", 7},
-                                       {"verified", 8}};
+                                       {"cpu_us", 8},   {"raw_p50", 8},  {"raw_p99", 8},
+                                       {"x_raw", 6},    {"raw_cpu", 8},  {"ntf_p50", 8},
+                                       {"ntf_p99", 8},  {"verified", 8}};
     enum { NC = sizeof(cols) / sizeof(cols[0]) };
     printf("# tpx-perf --op %s, %s, %s memory, %llu iterations (+%llu warm-up), %s "
            "preparation, GB/s = 1e9 B/s of payload\n",
            o->op == TPX_OP_READ ? "read" : "write", bench_mode_name(o->mode),
            o->mem_cuda ? "cuda" : "host", (unsigned long long)o->iters,
            (unsigned long long)o->warmup, o->prep_each ? "per-iteration" : "one");
+    printf("# cpu_us: CPU of this process per transfer (%s); raw_*: raw TCP round trip, "
+           "64 B request, reply of `bytes`, TCP_NODELAY, one connection, same run; "
+           "x_raw = p50 / raw_p50; ntf_*: data in the owner's memory -> "
+           "tpx_engine_get_notifs() (--latency, loopback WRITE); us\n",
+           o->mode == BENCH_MODE_LOOPBACK ? "both engines" : "the requester");
     bench_table_header(stdout, cols, NC);
     for (int i = 0; i < n; i++) {
         char cell[NC][BENCH_CELL];
@@ -432,7 +693,15 @@ static void pr_print(const pr_opts_t *o, const pr_row_t *rows, int n)
         snprintf(cell[6], BENCH_CELL, "%.1f", rows[i].xfer_p50_us);
         snprintf(cell[7], BENCH_CELL, "%.1f", rows[i].xfer_p99_us);
         snprintf(cell[8], BENCH_CELL, "%.2f", rows[i].gbps);
-        snprintf(cell[9], BENCH_CELL, "%s", rows[i].verified ? "yes" : "off");
+        snprintf(cell[9], BENCH_CELL, "%.1f", rows[i].cpu_us);
+        int raw = rows[i].raw_p50_us > 0, ntf = rows[i].notif_p50_us > 0;
+        snprintf(cell[10], BENCH_CELL, raw ? "%.1f" : "-", rows[i].raw_p50_us);
+        snprintf(cell[11], BENCH_CELL, raw ? "%.1f" : "-", rows[i].raw_p99_us);
+        snprintf(cell[12], BENCH_CELL, raw ? "%.1f" : "-", rows[i].xfer_p50_us / rows[i].raw_p50_us);
+        snprintf(cell[13], BENCH_CELL, raw ? "%.1f" : "-", rows[i].raw_cpu_us);
+        snprintf(cell[14], BENCH_CELL, ntf ? "%.1f" : "-", rows[i].notif_p50_us);
+        snprintf(cell[15], BENCH_CELL, ntf ? "%.1f" : "-", rows[i].notif_p99_us);
+        snprintf(cell[16], BENCH_CELL, "%s", rows[i].verified ? "yes" : "off");
         bench_table_row(stdout, cols, NC, cell);
     }
     fflush(stdout);
@@ -475,6 +744,16 @@ static int pr_json(const pr_opts_t *o, const pr_row_t *rows, int n)
         bench_json_dbl(f, "xfer_us_p50", rows[i].xfer_p50_us, 1);
         bench_json_dbl(f, "xfer_us_p99", rows[i].xfer_p99_us, 1);
         bench_json_dbl(f, "gbps", rows[i].gbps, 1);
+        bench_json_dbl(f, "cpu_us", rows[i].cpu_us, 1);
+        if (rows[i].raw_p50_us > 0) {
+            bench_json_dbl(f, "raw_us_p50", rows[i].raw_p50_us, 1);
+            bench_json_dbl(f, "raw_us_p99", rows[i].raw_p99_us, 1);
+            bench_json_dbl(f, "raw_cpu_us", rows[i].raw_cpu_us, 1);
+        }
+        if (rows[i].notif_p50_us > 0) {
+            bench_json_dbl(f, "notif_us_p50", rows[i].notif_p50_us, 1);
+            bench_json_dbl(f, "notif_us_p99", rows[i].notif_p99_us, 1);
+        }
         fprintf(f, "\"verified\": %s}", rows[i].verified ? "true" : "false");
     }
     fprintf(f, "]}\n");
@@ -501,6 +780,18 @@ static int pr_requester(pr_ctx_t *c)
         if (pr_row(c, o->block[i], o->blocks[0], &rows[i]) != 0)
             return 1;
     pr_print(o, rows, (int)o->nblock);
+    if (o->latency) {
+        /* the idle engine(s): past the owner's hot polling after the last
+         * transfer, CPU of this process over one second */
+        struct timespec ts = {.tv_sec = 1, .tv_nsec = 200 * 1000000L};
+        nanosleep(&ts, NULL);
+        uint64_t c0 = pr_cpu_ns(), t0 = bench_now_ns();
+        ts = (struct timespec){.tv_sec = 1};
+        nanosleep(&ts, NULL);
+        double pct = 100.0 * (double)(pr_cpu_ns() - c0) / (double)(bench_now_ns() - t0);
+        printf("# idle: %s used %.2f%% of a core over 1 s (1.2 s after the last transfer)\n",
+               c->own != NULL ? "both engines" : "the requester's engine", pct);
+    }
     if (o->json != NULL && pr_json(o, rows, (int)o->nblock) != 0)
         return 1;
     return 0;
@@ -612,6 +903,17 @@ static int pr_server(const pr_opts_t *o)
             goto out;
         if (m.type == PRM_BYE)
             break;
+        if (m.type == PRM_RAW) {
+            int rport;
+            int rl = m.a == 0 || m.a > own.size || m.b == 0 || m.b > 2000000 ? -1
+                                                                              : pr_raw_listen(&rport);
+            if (rl < 0 || pr_send(fd, PRM_OK, (uint64_t)rport, 0, 0, NULL, 0) != 0 ||
+                pr_raw_serve(rl, m.a, m.b, o->timeout_s) != 0) {
+                fprintf(stderr, "tpx-perf: the raw TCP row failed\n");
+                goto out;
+            }
+            continue;
+        }
         uint64_t block = m.a, n = m.b;
         if ((m.type != PRM_FILL && m.type != PRM_CHECK) || block == 0 || n == 0 ||
             2 * block * n > own.size) {
@@ -659,6 +961,12 @@ const char perf_rma_usage[] =
     "  --prep-each           prepare the descriptor list before every transfer (the cost a\n"
     "                        per-request preparation pays); default: prepare once, post many\n"
     "  --notif               attach a notification to every transfer\n"
+    "  --no-raw              leave out the raw TCP round trip of each row (64 B request,\n"
+    "                        reply of the row's bytes, TCP_NODELAY, one connection)\n"
+    "  --latency             one transfer at a time, no verification; a WRITE carries a\n"
+    "                        notification and (loopback) the time from its data in the\n"
+    "                        owner's memory to tpx_engine_get_notifs() is measured; then\n"
+    "                        the CPU an idle engine uses over 1 s\n"
     "  --verify/--no-verify  check every byte of every transfer (default on in loopback)\n"
     "  --mem host|cuda, --gpu N, --channels N, --chunk B, --window N, --plugin P,\n"
     "  --timeout S, --json FILE, --port P (control port, default 18515)\n"
@@ -668,7 +976,7 @@ const char perf_rma_usage[] =
 int perf_rma_main(int argc, char **argv)
 {
     pr_opts_t o = {.blocks = {1000}, .block = {16384}, .nblock = 1, .iters = 100, .warmup = 10,
-                   .inflight = 1, .verify = -1, .gpu = 0, .port = 18515, .timeout_s = 60};
+                   .inflight = 1, .verify = -1, .raw = 1, .gpu = 0, .port = 18515, .timeout_s = 60};
     int first_pos = argc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -717,6 +1025,10 @@ int perf_rma_main(int argc, char **argv)
             o.prep_each = 1;
         } else if (strcmp(a, "--notif") == 0) {
             o.notif = 1;
+        } else if (strcmp(a, "--no-raw") == 0) {
+            o.raw = 0;
+        } else if (strcmp(a, "--latency") == 0) {
+            o.latency = 1;
         } else if (strcmp(a, "--verify") == 0) {
             o.verify = 1;
         } else if (strcmp(a, "--no-verify") == 0) {
@@ -770,6 +1082,14 @@ int perf_rma_main(int argc, char **argv)
             return bench_usage_error("unexpected '%s': the role is loopback, server or client "
                                      "HOST", argv[first_pos]);
         }
+    }
+    if (o.latency) {
+        if (o.verify == 1)
+            return bench_usage_error("--latency times one transfer at a time without "
+                                     "verification: leave out --verify");
+        o.verify = 0;
+        o.inflight = 1;
+        o.notif |= o.op == TPX_OP_WRITE;
     }
     if (o.verify < 0)
         o.verify = o.mode == BENCH_MODE_LOOPBACK;

@@ -18,6 +18,8 @@
 #      one-sided READ of 1000 GPU blocks.
 #   3. the Python package on a torch CUDA tensor (py_vram.py): READ of
 #      1000 x 128 KiB GPU blocks between two engines, verified, GB/s.
+#   4. (CPU_BENCH=1, the default) the transport and the engine over loopback,
+#      and one-sided READ/WRITE latency next to a raw TCP round trip.
 # Environment: DEVICE=0  ROUNDS=200 (random correctness rounds)
 #              ITERS=50 (timed iterations per throughput row)
 #              OUT=DIR  (also keep the full log there)
@@ -114,6 +116,17 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
     step "perf-ch$ch" "$BUILD/bin/tpx-perf" --loopback --size 256M --iters 10 --no-verify \
       --channels "$ch" --compare-transport --quiet
   done
+  # One-sided latency (issue 18): a lone READ/WRITE next to a raw TCP round trip of the
+  # same size in the same run (x_raw = p50 / raw p50), WRITE's notification latency, and
+  # the CPU of an idle engine.
+  echo "==== latency" >>"$LOG"
+  for op in read write; do
+    step "latency-$op" "$BUILD/bin/tpx-perf" --loopback --op $op --latency --blocks 1 \
+      --block 4K,64K,512K --iters 1000
+    step "latency-$op-32x16K" "$BUILD/bin/tpx-perf" --loopback --op $op --latency --blocks 32 \
+      --block 16K --iters 1000
+  done
+  echo "==== end latency" >>"$LOG"
 fi
 
 # The Python package on GPU memory; not fatal (torch/numpy may be missing here).
@@ -135,6 +148,11 @@ echo "---- transport alone (GB/s, 1e9 B/s) ----"
 grep -E '^ +[0-9]+ +[0-9]+ ' "$LOG" | head -40 || true
 grep -E 'engine/transport' "$LOG" || true
 grep -E '^python tpx VRAM|^py-vram' "$LOG" || true
+if [ "${CPU_BENCH:-1}" = 1 ]; then
+  echo "---- one-sided latency, loopback, us (x_raw = p50 / raw TCP p50) ----"
+  sed -n '/^==== latency/,/^==== end latency/p' "$LOG" | grep -E '^#    op|^ +(read|write) |^# idle' |
+    awk '!/^#    op/ || !h++' || true
+fi
 if [ "$NGPU" -ge 2 ]; then
   echo "---- GPU0 -> GPU1 through the engine ----"
   grep -E '^(== engine-gpu|[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +verified)' "$LOG" | head -30

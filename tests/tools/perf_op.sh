@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools.perf.op: the one-sided mode of tpx-perf (--op read|write): loopback
 # READ and WRITE, verified, with JSON (checked by python3 -m json.tool when
-# python3 exists), then a server (the owner) and a client on 127.0.0.1.
+# python3 exists), --latency, then a server (the owner) and a client on
+# 127.0.0.1 (with the raw TCP row served by the server).
 set -u
 PERF=$1
 WORK=$(mktemp -d)
@@ -27,6 +28,14 @@ PY
 done
 "$PERF" --op read --prep-each --block 16K --blocks 50 --iters 3 --warmup 0 > "$WORK/pe.out" 2>&1 \
     || { cat "$WORK/pe.out"; fail "--prep-each"; }
+
+# --latency: the raw TCP row, WRITE's notification latency, the idle engine's CPU
+"$PERF" --op write --latency --block 4K --blocks 1 --iters 20 --warmup 2 > "$WORK/lat.out" 2>&1 \
+    || { cat "$WORK/lat.out"; fail "--latency"; }
+cat "$WORK/lat.out"
+awk '$1 == "write" && $11 != "-" && $15 != "-" { ok = 1 } END { exit !ok }' "$WORK/lat.out" \
+    || fail "--latency: no raw TCP or notification columns"
+grep -q '^# idle: both engines used' "$WORK/lat.out" || fail "--latency: no idle CPU line"
 
 # server and client: the control port and the engine's bootstrap port
 # (TPX_PORT_BASE, the next one), both free (one free port alone was seen
@@ -60,6 +69,8 @@ for op in write read; do
     SRV=
     cat "$WORK/cli.out" "$WORK/srv.out"
     grep -q ' yes$' "$WORK/cli.out" || fail "client $op: not verified"
+    awk '$1 == "'$op'" && $11 != "-" { ok = 1 } END { exit !ok }' "$WORK/cli.out" \
+        || fail "client $op: no raw TCP row"
     grep -q 'served 5 request' "$WORK/srv.out" || fail "server $op: did not serve 5 requests"
 done
 # bad input gets a usage error (exit 2)
