@@ -233,3 +233,19 @@ def test_load_dead_peer_does_not_block():
     t0 = time.monotonic()
     del a
     assert time.monotonic() - t0 < 10
+
+
+def test_agent_names():
+    """Engine names are the agents' names: 1..63 bytes (UUIDs are 36); a longer one
+    is refused cleanly when the backend is created."""
+    a, b = nu.new_agent("a" * 63), nu.new_agent(agent_name())
+    la, lb = np.zeros(4096, np.uint8), pattern(4096, 12)
+    ra, rb = nu.reg(a, la), nu.reg(b, lb)
+    peer = b.add_remote_agent(a.get_agent_metadata())
+    assert nu.run_xfer(b, "WRITE", nu.blocks(lb, 1, 4096), nu.blocks(la, 1, 4096), peer,
+                       b"x") == "DONE"
+    assert wait_until(lambda: a.get_new_notifs(), what="notification") == {b.name: [b"x"]}
+    with pytest.raises(Exception):
+        nu.new_agent("c" * 100)
+    a.deregister_memory(ra)
+    b.deregister_memory(rb)
