@@ -79,7 +79,7 @@ class _EngineParams(ctypes.Structure):
 class _Counters(ctypes.Structure):
     _fields_ = [("size", _sz)] + [(n, ctypes.c_uint64) for n in (
         "rma_served", "rma_rejected", "rma_bytes_out", "rma_bytes_in", "notifs_received",
-        "notifs_dropped", "peers_connected")]
+        "notifs_dropped", "peers_connected", "rma_refused")]
 
 
 class _Notif(ctypes.Structure):

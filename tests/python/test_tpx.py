@@ -1,6 +1,7 @@
 """The Python package `tpx` (ctypes over libtpx's C API) on its own: the same
 one-sided cases as the NIXL tests, plus two-sided send/recv and the API's
 objects."""
+import ctypes
 import os
 import signal
 import time
@@ -204,3 +205,14 @@ def test_peer_killed_mid_transfer():
             assert np.array_equal(la, pattern(size, 10))
         finally:
             p.kill()
+
+
+def test_struct_sizes():
+    """The binding's tpx_engine_params_t is the library's (size set by _init), and
+    counters come back through a struct of the binding's own size."""
+    buf = (ctypes.c_char * 4096)()
+    tpx._api().tpx_engine_params_init(ctypes.cast(buf, ctypes.POINTER(tpx._EngineParams)))
+    assert ctypes.c_size_t.from_buffer(buf).value == ctypes.sizeof(tpx._EngineParams)
+    with tpx.Engine(name=agent_name()) as e:
+        c = e.counters()
+        assert c["rma_served"] == 0 and "rma_refused" in c
