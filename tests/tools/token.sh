@@ -36,19 +36,24 @@ TPX_AUTH_TOKEN=$secret "$perf" --loopback --size 4K --iters 1 --json "$dir/loop.
 grep -qF "$secret" "$dir/loop.json" "$dir/loop.out" && bad "tpx-perf's JSON or output holds the token"
 
 # 2. TPX_AUTH_TOKEN_FILE
-free_port() {
+free_port() { # a port P with P + 1 free too (bind(0) may hand out one port again and again)
     python3 - <<'PY' 2>/dev/null || echo $((30000 + $$ % 20000))
-import socket
-for _ in range(200):
-    a = socket.socket(); a.bind(("", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("", p + 1))
-    except OSError:
-        continue
-    finally:
-        b.close(); a.close()
-    print(p); break
+import random, socket
+for _ in range(1000):
+    p = random.randint(20000, 60000)
+    socks, ok = [], True
+    for q in (p, p + 1):
+        s = socket.socket()
+        socks.append(s)
+        try:
+            s.bind(("", q))
+        except OSError:
+            ok = False
+    for s in socks:
+        s.close()
+    if ok:
+        print(p)
+        break
 PY
 }
 printf '%s\n' "$secret" >"$dir/token"
