@@ -7,10 +7,11 @@
  * dst_off} that the consumer must gather into the destination ("unpack")
  * before irecvConsumed(). This file reproduces that faithfully enough that
  * an engine passing against it works against the real plugin:
- *  - every receive slot owns 2048 bounce pages; a message is cut into
- *    fragments of at most 4 KiB (some split further, at random lengths),
- *    each placed at a random page and a random offset inside it, so the
- *    unpack sees any alignment and no order;
+ *  - every receive slot owns SOCK_TCPX_SLOT_PAGES (1280) bounce pages; a
+ *    message is cut into fragments of at most 4 KiB (some split further,
+ *    at random lengths), each placed at a random page (with a GPU bounce
+ *    buffer: pages in runs from a random start, see layout) and a random
+ *    offset inside it, so the unpack sees any alignment and no order;
  *  - the fragment list is published in shuffled order, with its count,
  *    only when test() reports the receive done;
  *  - the layout of a slot is not touched again until irecvConsumed.
