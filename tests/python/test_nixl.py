@@ -249,3 +249,12 @@ def test_agent_names():
         nu.new_agent("c" * 100)
     a.deregister_memory(ra)
     b.deregister_memory(rb)
+
+
+def test_vram_without_gpu_refused():
+    """VRAM_SEG is offered; without a GPU (CI) registering "VRAM" fails cleanly."""
+    a = nu.new_agent(agent_name())
+    buf = np.zeros(1 * MiB, np.uint8)
+    with pytest.raises(Exception):
+        a.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "VRAM")
+    nu.reg(a, buf)  # DRAM still registers
