@@ -93,6 +93,10 @@ TPX_CONFIG_X(RMA_PACK, INT, "1", 0, 1,
              "One-sided transfers of host memory: 1 packs blocks of at most 32 KiB (and a "
              "quarter chunk) back to back into shared chunks (one plugin request for many small blocks; "
              "gathered and scattered with memcpy), 0 sends every block in chunks of its own.")
+TPX_CONFIG_X(SPIN_US, INT, "200", 0, 1000000,
+             "An engine's progress thread keeps polling its plugin without sleeping for this "
+             "long after its last activity (a request or completion arrives within microseconds, "
+             "not at the next 200 us nap); then it naps, and sleeps once idle. 0: never spin.")
 TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
              "Received notifications an engine holds until tpx_engine_get_notifs() takes them; beyond "
              "that they are dropped and counted (`params.notif_queue` overrides).")

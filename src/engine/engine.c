@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -94,6 +95,11 @@ int tpx__engine_progress_locked(tpx_engine_t *e)
             (void)tpx__comm_progress(p->send[k]);
             (void)tpx__comm_progress(p->recv[k]);
         }
+        /* Control messages the data just produced (a WRITE's answer, a
+         * notification after a completion) leave in this pass, not after
+         * the next nap. */
+        if (p->outbox_n > 0 && p->state == PEER_READY)
+            (void)tpx__comm_progress(p->ctrl_send);
     }
     tpx__engine_sweep(e);
     tpx__engine_close_failed(e);
@@ -207,8 +213,25 @@ static void *progress_main(void *arg)
                      strerror(rc));
     }
     pthread_setname_np(pthread_self(), "tpx-progress");
+    /* Naps as long as asked, not 50 us more (the default timer slack). */
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     pthread_mutex_lock(&e->lock);
     while (!atomic_load(&e->stop)) {
+        if (e->inflight == 0 && tpx__now_ns() - e->last_move_ns < e->spin_ns) {
+            /* Just active (TPX_SPIN_US): the next request, answer or
+             * notification is likely microseconds away; poll the plugin
+             * without sleeping, yielding the core between passes. */
+            uint64_t before = e->nmoves, seen = e->ncompleted;
+            (void)tpx__engine_progress_locked(e);
+            if (e->nmoves != before || e->ncompleted != seen) {
+                e->last_move_ns = tpx__now_ns();
+                continue;
+            }
+            pthread_mutex_unlock(&e->lock);
+            sched_yield();
+            pthread_mutex_lock(&e->lock);
+            continue;
+        }
         if (e->inflight == 0 && (e->nexports > 0 || e->remotes != NULL)) {
             /* Idle, but peers may send one-sided requests at any time and
              * a plugin cannot tell us: poll every 200 us for 100 ms after
@@ -325,6 +348,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->timeout_ms = params->timeout_ms ? params->timeout_ms
                                        : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
     e->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
+    e->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;
     e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
     e->progress_thread = params->progress_thread != 0;
     e->progress_cpu = params->progress_cpu;

@@ -298,6 +298,7 @@ struct tpx_engine {
     uint64_t nmoves;           /* plugin requests completed, ever (progress-thread backoff) */
     uint64_t nbells;           /* doorbells heard, ever (tests) */
     uint64_t last_move_ns;     /* progress thread: last completion or post */
+    uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
     /* progress thread */
     int progress_thread;
     int progress_cpu;
