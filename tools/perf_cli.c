@@ -1002,7 +1002,7 @@ int main(int argc, char **argv)
             strcmp(argv[i], "--cluster") == 0 || strncmp(argv[i], "--cluster=", 10) == 0)
             return perf_cluster_main(argc, argv); /* engines through etcd (perf_cluster.c) */
     static pf_main_t m;
-    pf_cli_t cli;
+    pf_cli_t cli = {0};
     int rc = pf_parse_opts(argc, argv, &m, &cli);
     if (rc < 0)
         rc = pf_settle(argc, argv, &m, &cli);
