@@ -113,6 +113,8 @@ public:
 };
 
 constexpr size_t NOTIF_BATCH = 32;
+constexpr size_t LONG_NAME_MAX = 255;    /* agent names of 64..255 bytes travel in notifications */
+constexpr char LONG_MARK[] = "~nixl~"; /* engine names of such agents begin with this */
 constexpr int CONNECT_STEP_MS = 500;
 constexpr int CONNECT_TOTAL_MS = 30000;
 constexpr int POST_CONNECT_MS = 3000; /* the most a post waits for a (re)connection */
@@ -129,13 +131,30 @@ public:
             p.gpu = std::atoi(it->second.c_str());
         if (auto it = cp.find("port"); it != cp.end() && std::atoi(it->second.c_str()) > 0)
             p.port = std::atoi(it->second.c_str());
-        if (localAgent.empty() || localAgent.size() >= TPX_NAME_MAX) {
-            TPX_NIXL_LOG("agent name '%s' must have 1..%d bytes", localAgent.c_str(),
-                         TPX_NAME_MAX - 1);
+        /* Peers see the engine's name as the sender of notifications. An
+         * agent name that does not fit (62 bytes) travels in front of each
+         * notification instead, under an engine name that says so. */
+        if (localAgent.empty() || localAgent.size() > LONG_NAME_MAX ||
+            localAgent.compare(0, sizeof(LONG_MARK) - 1, LONG_MARK) == 0) {
+            TPX_NIXL_LOG("agent name '%s' must have 1..%zu bytes and not begin with %s",
+                         localAgent.c_str(), LONG_NAME_MAX, LONG_MARK);
             initErr = true;
             return;
         }
-        p.name = localAgent.c_str(); /* peers see it as the sender of notifications */
+        if (localAgent.size() < TPX_NAME_MAX - 1) { /* room for tpx's "?" of unproven names */
+            engine_name_ = localAgent;
+        } else {
+            uint64_t h = 1469598103934665603ull; /* FNV-1a: tells long names apart in logs */
+            for (unsigned char c : localAgent)
+                h = (h ^ c) * 1099511628211ull;
+            char buf[TPX_NAME_MAX];
+            std::snprintf(buf, sizeof(buf), "%s%016llx.%.36s", LONG_MARK, (unsigned long long)h,
+                          localAgent.c_str());
+            engine_name_ = buf;
+            notif_prefix_.assign(1, static_cast<char>(localAgent.size()));
+            notif_prefix_ += localAgent;
+        }
+        p.name = engine_name_.c_str();
         if (tpx_engine_create(&p, &eng_) != TPX_OK) {
             initErr = true;
             return;
@@ -319,9 +338,11 @@ public:
             return ERR_INVALID_PARAM;
         const void *msg = nullptr;
         size_t len = 0;
+        std::string wire;
         if (opt_args != nullptr && opt_args->hasNotif) {
-            msg = opt_args->notifMsg.data();
-            len = opt_args->notifMsg.size();
+            wire = notif_prefix_ + opt_args->notifMsg;
+            msg = wire.data();
+            len = wire.size();
             if (len > TPX_NOTIF_MAX)
                 return ERR_INVALID_PARAM;
         }
@@ -373,10 +394,17 @@ public:
             /* tpx marks a sender whose identity it could not prove "?name"
              * (no libsodium); NIXL matches notifications by agent name and
              * its own backends do not prove names either: the plain name. */
-            for (size_t i = 0; i < n; i++)
-                list.emplace_back(std::string(notifs_[i].from + (notifs_[i].from[0] == '?')),
-                                  std::string(reinterpret_cast<const char *>(notifs_[i].msg),
-                                              notifs_[i].len));
+            for (size_t i = 0; i < n; i++) {
+                std::string from(notifs_[i].from + (notifs_[i].from[0] == '?'));
+                std::string msg(reinterpret_cast<const char *>(notifs_[i].msg), notifs_[i].len);
+                size_t k;
+                if (from.compare(0, sizeof(LONG_MARK) - 1, LONG_MARK) == 0 && !msg.empty() &&
+                    (k = static_cast<unsigned char>(msg[0])) < msg.size()) {
+                    from = msg.substr(1, k); /* a long agent name, sent in front */
+                    msg.erase(0, 1 + k);
+                }
+                list.emplace_back(std::move(from), std::move(msg));
+            }
             if (n < notifs_.size())
                 return SUCCESS;
         }
@@ -384,12 +412,13 @@ public:
 
     status_t genNotif(const std::string &agent, const std::string &msg) const override
     {
-        if (msg.size() > TPX_NOTIF_MAX)
+        const std::string wire = notif_prefix_ + msg;
+        if (wire.size() > TPX_NOTIF_MAX)
             return ERR_INVALID_PARAM;
         RemoteRef rem = find(agent);
         if (!rem)
             return ERR_NOT_FOUND;
-        return from_tpx(tpx_notif_send(rem->r, msg.data(), msg.size()));
+        return from_tpx(tpx_notif_send(rem->r, wire.data(), wire.size()));
     }
 
 private:
@@ -427,6 +456,8 @@ private:
     }
 
     tpx_engine_t *eng_ = nullptr;
+    std::string engine_name_;  /* the agent's name, or LONG_MARK + hash + its start */
+    std::string notif_prefix_; /* "" or [length byte][agent name] before every notification */
     mutable std::mutex mu_; /* remotes_, queue_, stop_ */
     std::unordered_map<std::string, RemoteRef> remotes_;
     std::deque<RemoteRef> queue_;

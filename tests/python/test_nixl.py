@@ -235,18 +235,23 @@ def test_load_dead_peer_does_not_block():
     assert time.monotonic() - t0 < 10
 
 
-def test_agent_names():
-    """Engine names are the agents' names: 1..63 bytes (UUIDs are 36); a longer one
-    is refused cleanly when the backend is created."""
-    a, b = nu.new_agent("a" * 63), nu.new_agent(agent_name())
+@pytest.mark.parametrize("name_len", [62, 63, 64, 200])
+def test_agent_names(name_len):
+    """Engine names are the agents' names up to 62 bytes (UUIDs are 36); longer ones
+    (to 255) travel in front of each notification; 300 bytes are refused cleanly."""
+    a, b = nu.new_agent("a" * (name_len - 5) + agent_name()[:5]), nu.new_agent(agent_name())
     la, lb = np.zeros(4096, np.uint8), pattern(4096, 12)
     ra, rb = nu.reg(a, la), nu.reg(b, lb)
     peer = b.add_remote_agent(a.get_agent_metadata())
     assert nu.run_xfer(b, "WRITE", nu.blocks(lb, 1, 4096), nu.blocks(la, 1, 4096), peer,
                        b"x") == "DONE"
     assert wait_until(lambda: a.get_new_notifs(), what="notification") == {b.name: [b"x"]}
+    a.add_remote_agent(b.get_agent_metadata())
+    a.send_notif(b.name, b"back")  # a long-named sender: a's name arrives in full
+    got = wait_until(lambda: b.get_new_notifs(), what="notification")
+    assert got == {a.name: [b"back"]}
     with pytest.raises(Exception):
-        nu.new_agent("c" * 100)
+        nu.new_agent("c" * 300)
     a.deregister_memory(ra)
     b.deregister_memory(rb)
 
