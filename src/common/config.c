@@ -70,11 +70,22 @@ int tpx__parse_size(const char *s, int64_t *out)
     return 0;
 }
 
+/* Clear a copy of the secret; a plain memset of a buffer about to go out of
+ * scope may be optimised away. */
+static void cfg_wipe(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+    while (n-- > 0)
+        *v++ = 0;
+}
+
 /* TPX_AUTH_TOKEN_FILE: the token is the file's first line (without its
- * line end). Returns 0, or -1 after logging why. */
+ * line end). Returns 0, or -1 after logging why. Opened non-blocking: a
+ * FIFO (or a device) named by mistake or by someone else must not hang
+ * every caller of the configuration; only a regular file is read. */
 static int cfg_token_file(const char *path, char *out, size_t outlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         TPX_ERROR("TPX_AUTH_TOKEN_FILE=%s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -97,6 +108,7 @@ static int cfg_token_file(const char *path, char *out, size_t outlen)
         if (n < 0) {
             TPX_ERROR("TPX_AUTH_TOKEN_FILE=%s: read: %s", path, strerror(errno));
             close(fd);
+            cfg_wipe(buf, sizeof(buf));
             return -1;
         }
         if (n == 0)
@@ -110,11 +122,12 @@ static int cfg_token_file(const char *path, char *out, size_t outlen)
     if (len == 0 || len > CFG_TOKEN_MAX || len >= outlen) {
         TPX_ERROR("TPX_AUTH_TOKEN_FILE=%s: the token (first line) must have 1..%d bytes", path,
                   CFG_TOKEN_MAX);
+        cfg_wipe(buf, sizeof(buf));
         return -1;
     }
     memcpy(out, buf, len);
     out[len] = '\0';
-    memset(buf, 0, sizeof(buf));
+    cfg_wipe(buf, sizeof(buf));
     return 0;
 }
 

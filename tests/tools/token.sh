@@ -5,7 +5,8 @@
 #   2. TPX_AUTH_TOKEN_FILE: a server reading the token from a 0600 file
 #      serves a client that has it in TPX_AUTH_TOKEN, and refuses one with a
 #      wrong token; a file readable by others is used with a warning; both
-#      variables set is a configuration error.
+#      variables set is a configuration error; a FIFO is refused, not
+#      waited on.
 #   3. tpx-launch --hosts over the fake ssh (fake_ssh.sh records every argv)
 #      with TPX_AUTH_TOKEN set and TPX_LOG_LEVEL=debug: the run succeeds,
 #      both nodes' processes authenticated ("mutually authenticated" in their
@@ -70,6 +71,12 @@ rc=$?
 { [ $rc -ne 0 ] && grep -q "both set" <<<"$out"; } || bad "both token variables set: exit $rc, $out"
 out=$(TPX_AUTH_TOKEN_FILE=$dir/missing "$perf" --loopback --size 4K --iters 1 2>&1) &&
     bad "a missing token file was not an error"
+# A FIFO (no writer) is refused at once, not waited on forever.
+mkfifo "$dir/fifo"
+out=$(TPX_AUTH_TOKEN_FILE=$dir/fifo timeout 20 "$perf" --loopback --size 4K --iters 1 2>&1)
+rc=$?
+{ [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "not a regular file" <<<"$out"; } ||
+    bad "TPX_AUTH_TOKEN_FILE naming a FIFO: exit $rc (124: hung), $out"
 for want in ok refused; do
     port=$(free_port)
     TPX_AUTH_TOKEN_FILE=$dir/token TPX_PORT_BASE=$((port + 1)) "$perf" --port "$port" server \
