@@ -36,6 +36,33 @@ void tpx__reg_kvs_free(tpx__reg_kv_t *kvs, size_t n)
     }
 }
 
+/* A key (base64 in a JSON string) into key[TPX_REG_KEY_MAX]. A key too
+ * long for it is not ours (every key we write fits): it comes back empty,
+ * so callers skip it, rather than failing the whole answer (anyone who can
+ * write under the prefix could otherwise break list and watch). 0, or -1
+ * if malformed. */
+static int key_decode(tpx__jspan_t v, char *key)
+{
+    unsigned char tmp[TPX_REG_KEY_MAX + 3]; /* a last quantum may overshoot by 2 */
+    key[0] = '\0';
+    /* base64 never needs escapes: the span without its quotes is it */
+    if (v.n < 2 || v.p[0] != '"')
+        return -1;
+    size_t b = v.n - 2;
+    if (b % 4 != 0)
+        return -1;
+    if (b / 4 * 3 > sizeof(tmp))
+        return 0; /* too long (its grammar not checked: it is skipped) */
+    long kl = tpx__b64_decode(v.p + 1, b, tmp, sizeof(tmp));
+    if (kl < 0)
+        return -1;
+    if ((size_t)kl >= TPX_REG_KEY_MAX)
+        return 0;
+    memcpy(key, tmp, (size_t)kl);
+    key[kl] = '\0';
+    return 0;
+}
+
 tpx_status_t tpx__reg_parse_range(const char *body, size_t len, tpx__reg_kv_t *kvs, size_t max,
                                   size_t *n, char *err, size_t errlen)
 {
@@ -64,17 +91,10 @@ tpx_status_t tpx__reg_parse_range(const char *body, size_t len, tpx__reg_kv_t *k
             continue;
         tpx__reg_kv_t *o = &kvs[*n];
         memset(o, 0, sizeof(*o));
-        /* base64 never needs escapes: the span without its quotes is it */
-        if (v.n < 2 || v.p[0] != '"') {
+        if (key_decode(v, o->key) != 0) {
             st = TPX_ERR_PROTOCOL;
             break;
         }
-        long kl = tpx__b64_decode(v.p + 1, v.n - 2, (unsigned char *)o->key, sizeof(o->key) - 1);
-        if (kl < 0) {
-            st = TPX_ERR_PROTOCOL;
-            break;
-        }
-        o->key[kl] = '\0';
         r = tpx__json_get(kv, "value", &v);
         if (r == 1) {
             if (v.n < 2 || v.p[0] != '"' || v.n - 2 > TPX_REG_BODY_MAX) {
@@ -177,14 +197,14 @@ tpx_status_t tpx__reg_value_decode(const unsigned char *buf, size_t len, const u
     return TPX_OK;
 }
 
-tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t *ev, size_t max,
-                                  size_t *n, uint64_t *rev, int *created, int *canceled, char *err,
-                                  size_t errlen)
+tpx_status_t tpx__reg_watch_head(const char *msg, size_t len, tpx__jspan_t *events, uint64_t *rev,
+                                 int *created, int *canceled, char *err, size_t errlen)
 {
-    tpx__jspan_t top, res, v, arr, e, kv;
-    *n = 0;
+    tpx__jspan_t top, res, v, e;
     *rev = 0;
     *created = *canceled = 0;
+    events->p = NULL;
+    events->n = 0;
     if (tpx__json_parse(msg, len, &top) != 0 || top.p[0] != '{')
         return TPX_ERR_PROTOCOL;
     if (tpx__reg_answer_error(top, err, errlen))
@@ -196,34 +216,57 @@ tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t 
         return TPX_ERR_PROTOCOL;
     *created = tpx__json_get(res, "created", &v) == 1 && v.n == 4 && memcmp(v.p, "true", 4) == 0;
     *canceled = tpx__json_get(res, "canceled", &v) == 1 && v.n == 4 && memcmp(v.p, "true", 4) == 0;
-    int r = tpx__json_get(res, "events", &arr);
+    int r = tpx__json_get(res, "events", &v);
     if (r == 0)
         return TPX_OK;
-    if (r < 0 || arr.p[0] != '[')
+    if (r < 0 || v.p[0] != '[')
         return TPX_ERR_PROTOCOL;
+    *events = v;
+    return TPX_OK;
+}
+
+int tpx__reg_watch_event(tpx__jspan_t events, size_t *pos, tpx__reg_event_t *ev)
+{
+    tpx__jspan_t e, kv, v;
+    if (events.n == 0)
+        return 0;
+    int r = tpx__json_next(events, pos, &e);
+    if (r != 1)
+        return r;
+    if (e.p[0] != '{' || tpx__json_get(e, "kv", &kv) != 1 || kv.p[0] != '{' ||
+        tpx__json_get(kv, "key", &v) != 1)
+        return -1;
+    memset(ev, 0, sizeof(*ev));
+    if (key_decode(v, ev->key) != 0)
+        return -1;
+    if (tpx__json_get(e, "type", &v) == 1) {
+        char t[16];
+        size_t tl;
+        if (tpx__json_str(v, t, sizeof(t), &tl) != 0)
+            return -1;
+        ev->gone = strcmp(t, "DELETE") == 0;
+    }
+    if (tpx__json_get(kv, "mod_revision", &v) == 1 && tpx__json_u64(v, &ev->mod_rev) != 0)
+        return -1;
+    return 1;
+}
+
+tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t *ev, size_t max,
+                                  size_t *n, uint64_t *rev, int *created, int *canceled, char *err,
+                                  size_t errlen)
+{
+    tpx__jspan_t events;
+    tpx__reg_event_t one;
+    *n = 0;
+    tpx_status_t st = tpx__reg_watch_head(msg, len, &events, rev, created, canceled, err, errlen);
+    if (st != TPX_OK)
+        return st;
     size_t pos = 0;
-    while ((r = tpx__json_next(arr, &pos, &e)) == 1) {
-        if (e.p[0] != '{' || tpx__json_get(e, "kv", &kv) != 1 || kv.p[0] != '{' ||
-            tpx__json_get(kv, "key", &v) != 1 || v.n < 2 || v.p[0] != '"')
-            return TPX_ERR_PROTOCOL;
+    int r;
+    while ((r = tpx__reg_watch_event(events, &pos, &one)) == 1) {
         if (*n >= max)
             return TPX_ERR_OVERFLOW;
-        tpx__reg_event_t *o = &ev[*n];
-        memset(o, 0, sizeof(*o));
-        long kl = tpx__b64_decode(v.p + 1, v.n - 2, (unsigned char *)o->key, sizeof(o->key) - 1);
-        if (kl < 0)
-            return TPX_ERR_PROTOCOL;
-        o->key[kl] = '\0';
-        if (tpx__json_get(e, "type", &v) == 1) {
-            char t[16];
-            size_t tl;
-            if (tpx__json_str(v, t, sizeof(t), &tl) != 0)
-                return TPX_ERR_PROTOCOL;
-            o->gone = strcmp(t, "DELETE") == 0;
-        }
-        if (tpx__json_get(kv, "mod_revision", &v) == 1 && tpx__json_u64(v, &o->mod_rev) != 0)
-            return TPX_ERR_PROTOCOL;
-        (*n)++;
+        ev[(*n)++] = one;
     }
     return r < 0 ? TPX_ERR_PROTOCOL : TPX_OK;
 }

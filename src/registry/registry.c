@@ -671,23 +671,34 @@ static tpx_status_t watch_take(tpx_registry_t *r)
             r->pend = np;
             r->cpend = cap;
         }
-        tpx__reg_event_t ev[256];
-        size_t n = 0;
-        uint64_t rev;
-        int created, canceled;
+        /* Any number of events (one deleterange can end thousands of keys;
+         * a fixed array failed such a message, and the watch reopened at
+         * its revision and failed on it again, for ever): read one at a
+         * time, all checked before any is queued. */
+        tpx__reg_event_t ev;
+        tpx__jspan_t events = {NULL, 0};
+        uint64_t rev = 0;
+        int created = 0, canceled = 0, er = 0;
         char err[160] = "";
-        tpx_status_t st = ml == 0 ? TPX_OK
-                                  : tpx__reg_parse_watch(r->wbuf, ml, ev, 256, &n, &rev, &created,
-                                                         &canceled, err, sizeof(err));
-        memmove(r->wbuf, nl + 1, r->wlen - ml - 1);
-        r->wlen -= ml + 1;
+        tpx_status_t st = TPX_OK;
+        if (ml > 0)
+            st = tpx__reg_watch_head(r->wbuf, ml, &events, &rev, &created, &canceled, err,
+                                     sizeof(err));
+        for (size_t pos = 0; st == TPX_OK && (er = tpx__reg_watch_event(events, &pos, &ev)) == 1;)
+            ;
+        if (st == TPX_OK && er < 0)
+            st = TPX_ERR_PROTOCOL;
         if (st != TPX_OK) {
+            memmove(r->wbuf, nl + 1, r->wlen - ml - 1);
+            r->wlen -= ml + 1;
             TPX_ERROR("tpx_registry_watch: etcd at %s sent %s%s", r->url,
                       st == TPX_ERR_INVALID_STATE ? "an error: " : "a malformed watch message",
                       st == TPX_ERR_INVALID_STATE ? err : "");
             return st == TPX_ERR_INVALID_STATE ? TPX_ERR_UNREACHABLE : st;
         }
         if (canceled) {
+            memmove(r->wbuf, nl + 1, r->wlen - ml - 1);
+            r->wlen -= ml + 1;
             TPX_WARN("tpx_registry_watch: etcd at %s canceled the watch of %s/ (revision %llu "
                      "compacted?): watching again from now; changes in between are lost",
                      r->url, r->prefix, (unsigned long long)r->next_rev);
@@ -696,22 +707,34 @@ static tpx_status_t watch_take(tpx_registry_t *r)
         }
         if (created && r->next_rev == 0)
             r->next_rev = rev + 1;
-        for (size_t i = 0; i < n; i++) {
-            if (ev[i].mod_rev >= r->next_rev)
-                r->next_rev = ev[i].mod_rev + 1;
-            const char *nm = ev[i].key + fl;
-            if (strncmp(ev[i].key, r->prefix, fl - 1) != 0 || ev[i].key[fl - 1] != '/' ||
-                !name_ok(nm))
+        size_t dropped = 0;
+        for (size_t pos = 0; tpx__reg_watch_event(events, &pos, &ev) == 1;) {
+            if (ev.mod_rev >= r->next_rev)
+                r->next_rev = ev.mod_rev + 1;
+            const char *nm = ev.key + fl;
+            if (strncmp(ev.key, r->prefix, fl - 1) != 0 || ev.key[fl - 1] != '/' || !name_ok(nm))
                 continue;
             if (r->npend >= WATCH_PEND_MAX) {
-                TPX_WARN("tpx_registry_watch: more than %d changes not taken: dropping",
-                         WATCH_PEND_MAX);
+                dropped++;
                 continue;
+            }
+            if (r->npend >= r->cpend) {
+                size_t cap = r->cpend * 2;
+                tpx_registry_event_t *np = realloc(r->pend, cap * sizeof(*np));
+                if (np == NULL)
+                    return TPX_ERR_NO_MEMORY;
+                r->pend = np;
+                r->cpend = cap;
             }
             tpx_registry_event_t *o = &r->pend[r->npend++];
             snprintf(o->name, sizeof(o->name), "%s", nm);
-            o->gone = ev[i].gone;
+            o->gone = ev.gone;
         }
+        if (dropped > 0) /* once a message, not once an event */
+            TPX_WARN("tpx_registry_watch: more than %d changes not taken: %zu dropped",
+                     WATCH_PEND_MAX, dropped);
+        memmove(r->wbuf, nl + 1, r->wlen - ml - 1);
+        r->wlen -= ml + 1;
     }
     return TPX_OK;
 }

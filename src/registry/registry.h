@@ -136,9 +136,13 @@ long tpx__b64_decode(const char *in, size_t n, unsigned char *out, size_t cap);
 /* An {"error": ...} answer: 1 and its message in err, else 0. */
 int tpx__reg_answer_error(tpx__jspan_t top, char *err, size_t errlen);
 
+/* A key read back from etcd, NUL included: the longest prefix (255 bytes),
+ * '/' and a name (63) fit; a longer key (another program's) reads as "". */
+#define TPX_REG_KEY_MAX 512
+
 /* What a range answer holds: up to `max` values (base64-decoded) with keys. */
 typedef struct {
-    char key[256];
+    char key[TPX_REG_KEY_MAX];
     unsigned char *val; /* malloc'ed */
     size_t val_len;
 } tpx__reg_kv_t;
@@ -155,13 +159,23 @@ void tpx__reg_kvs_free(tpx__reg_kv_t *kvs, size_t n);
 
 /* One event of a watch: the key, whether it was deleted, its revision. */
 typedef struct {
-    char key[256];
+    char key[TPX_REG_KEY_MAX];
     int gone;         /* DELETE (unpublished, or its lease expired); else PUT */
     uint64_t mod_rev; /* the revision of the change */
 } tpx__reg_event_t;
 
-/* One message of a watch stream ({"result": {...}}): up to max events
- * (TPX_ERR_OVERFLOW if there are more), the header's revision, whether the
+/* One message of a watch stream ({"result": {...}}), validated as a whole:
+ * the header's revision, whether the watch was created or canceled, and
+ * the span of its events (n 0: none), read one at a time below (a
+ * message may hold any number: one deleterange can end thousands of keys,
+ * and nothing sized by the server is allocated). */
+tpx_status_t tpx__reg_watch_head(const char *msg, size_t len, tpx__jspan_t *events, uint64_t *rev,
+                                 int *created, int *canceled, char *err, size_t errlen);
+/* The next event, *pos starting at 0: 1 and *ev, 0 after the last, -1
+ * malformed. */
+int tpx__reg_watch_event(tpx__jspan_t events, size_t *pos, tpx__reg_event_t *ev);
+/* Both in one (the fuzzer's): up to max events (TPX_ERR_OVERFLOW if there
+ * are more), the header's revision, whether the
  * watch was created or canceled (compacted away). */
 tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t *ev, size_t max,
                                   size_t *n, uint64_t *rev, int *created, int *canceled, char *err,

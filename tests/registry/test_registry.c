@@ -14,6 +14,8 @@
  *   watch     tpx_registry_watch(): publish / unpublish / a SIGKILLed engine
  *             seen as events, nothing missed between a list and the watch,
  *             the watch resumed after etcd restarted
+ *   keys      keys etcd hands back: the longest prefix, another program's
+ *             over-long key under it, 1500 deletes in one watch message
  *   restart   a remote loaded from the registry reconnects to its engine
  *             restarted under the same name (a new engine id and port);
  *             once the name's lease expired, it fails with NOT_FOUND
@@ -34,6 +36,7 @@
 #include <unistd.h>
 
 #include "../unit/check.h"
+#include "common/util.h"
 #include "etcd_harness.h"
 #include "registry/registry.h"
 #include "tpx/registry.h"
@@ -247,6 +250,23 @@ static int case_unit(void)
     CHECK(nk == 2 && strcmp(kvs[0].key, "a") == 0 && kvs[0].val_len == 1 && kvs[0].val[0] == 'b');
     CHECK(strcmp(kvs[1].key, "c") == 0 && kvs[1].val == NULL);
     tpx__reg_kvs_free(kvs, nk);
+    /* a key longer than any of ours reads as "" (skipped), not as an error;
+     * a 300-byte one (the longest prefix's) whole */
+    {
+        static char key[701], k64[1000], body[2200];
+        for (int len = 300; len <= 700; len += 400) {
+            memset(key, 'k', (size_t)len);
+            key[len] = '\0';
+            tpx__b64_encode((const unsigned char *)key, (size_t)len, k64);
+            snprintf(body, sizeof(body),
+                     "{\"header\":{},\"kvs\":[{\"key\":\"%s\"},{\"key\":\"YQ==\"}]}", k64);
+            CHECK(tpx__reg_parse_range(body, strlen(body), kvs, 4, &nk, err, sizeof(err)) ==
+                  TPX_OK);
+            CHECK(nk == 2 && strlen(kvs[0].key) == (len == 300 ? 300u : 0u) &&
+                  strcmp(kvs[1].key, "a") == 0);
+            tpx__reg_kvs_free(kvs, nk);
+        }
+    }
     static const char lerr[] = "{\"error\":\"etcdserver: requested lease not found\",\"code\":5}";
     uint64_t id;
     int64_t ttl;
@@ -619,6 +639,123 @@ static int case_watch(void)
     CHECK_DONE();
 }
 
+/* A raw etcd call (the test plays another program writing to etcd). */
+static int raw_post(const char *path, const char *body)
+{
+    tpx__reg_ep_t eps[8];
+    int neps;
+    char why[256];
+    if (tpx__reg_parse_url(etcd.url, eps, 8, &neps, why, sizeof(why)) != 0)
+        return -1;
+    tpx__http_conn_t *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return -1;
+    tpx__http_init(c, eps, neps);
+    tpx__http_resp_t resp;
+    tpx_status_t st = tpx__http_post(c, path, body, tpx__now_ns() + 10000000000ull, &resp);
+    tpx__http_close(c);
+    free(c);
+    if (st != TPX_OK)
+        return -1;
+    int ok = resp.status == 200;
+    if (!ok)
+        fprintf(stderr, "%s: HTTP %d: %s\n", path, resp.status, resp.body);
+    free(resp.body);
+    return ok ? 0 : -1;
+}
+
+/* Put key (any bytes) = "x" with no lease. */
+static int raw_put(const char *key)
+{
+    static char k64[2048], body[2200];
+    tpx__b64_encode((const unsigned char *)key, strlen(key), k64);
+    snprintf(body, sizeof(body), "{\"key\":\"%s\",\"value\":\"eA==\"}", k64);
+    return raw_post("/v3/kv/put", body);
+}
+
+/* Keys etcd hands back that the parsers must take: our own under the
+ * longest prefix (255 bytes: its keys are longer than the 255 the key
+ * buffer held, so lookup failed after a successful publish), another
+ * program's over-long key under the prefix (it failed every list and
+ * stuck every watch), and one deleterange ending 1500 keys in a single
+ * watch message (more than the 256 events a message could hold: the
+ * watch reopened at that revision and failed on it again, for ever). */
+static int case_keys(void)
+{
+    need_etcd();
+    node_t a;
+    CHECK(node_make(&a, "alpha", 1) == 0);
+    char longp[256];
+    memset(longp, 'p', sizeof(longp) - 1);
+    longp[0] = '/';
+    longp[sizeof(longp) - 1] = '\0';
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    char names[8][TPX_NAME_MAX];
+    size_t n = 0;
+    CHECK(tpx_registry_open(NULL, longp, &r) == TPX_OK);
+    CHECK(tpx_registry_publish(r, a.e, &a.desc, 1, 5) == TPX_OK);
+    CHECK(tpx_registry_lookup(r, "alpha", &ent) == TPX_OK && ent.ndescs == 1);
+    CHECK(tpx_registry_list(r, names, 8, &n) == TPX_OK && n == 1 &&
+          strcmp(names[0], "alpha") == 0);
+    tpx_registry_close(r);
+
+    /* another program's long key under /k/, then alpha: list and watch go on */
+    tpx_registry_t *pub, *w;
+    tpx_registry_event_t ev[64];
+    CHECK(tpx_registry_open(NULL, "/k", &pub) == TPX_OK);
+    CHECK(tpx_registry_open(NULL, "/k", &w) == TPX_OK);
+    CHECK(tpx_registry_list(w, names, 8, &n) == TPX_OK && n == 0); /* the watch starts here */
+    static char lk[700];
+    memset(lk, 'z', sizeof(lk) - 1);
+    memcpy(lk, "/k/", 3);
+    CHECK(raw_put(lk) == 0);
+    CHECK(tpx_registry_publish(pub, a.e, &a.desc, 1, 5) == TPX_OK);
+    CHECK(tpx_registry_watch(w, ev, 64, &n, 5000) == TPX_OK && n == 1 &&
+          strcmp(ev[0].name, "alpha") == 0 && !ev[0].gone);
+    CHECK(tpx_registry_list(pub, names, 8, &n) == TPX_OK && n == 1 &&
+          strcmp(names[0], "alpha") == 0);
+
+    /* 1500 keys under /k/ put, then deleted by one deleterange */
+    enum { MANY = 1500 };
+    char key[64];
+    for (int i = 0; i < MANY; i++) {
+        snprintf(key, sizeof(key), "/k/m%04d", i);
+        if (raw_put(key) != 0) {
+            CHECK(0);
+            break;
+        }
+    }
+    size_t puts = 0, gone = 0;
+    uint64_t until = tpx__now_ns() + 20000000000ull;
+    while (puts < MANY && tpx__now_ns() < until &&
+           tpx_registry_watch(w, ev, 64, &n, 1000) == TPX_OK)
+        for (size_t i = 0; i < n; i++)
+            puts += !ev[i].gone && ev[i].name[0] == 'm';
+    CHECK_EQ(puts, (size_t)MANY);
+    static char dr[256];
+    char k64[64], e64[64];
+    tpx__b64_encode((const unsigned char *)"/k/m", 4, k64);
+    tpx__b64_encode((const unsigned char *)"/k/n", 4, e64);
+    snprintf(dr, sizeof(dr), "{\"key\":\"%s\",\"range_end\":\"%s\"}", k64, e64);
+    CHECK(raw_post("/v3/kv/deleterange", dr) == 0);
+    until = tpx__now_ns() + 20000000000ull;
+    while (gone < MANY && tpx__now_ns() < until &&
+           tpx_registry_watch(w, ev, 64, &n, 1000) == TPX_OK)
+        for (size_t i = 0; i < n; i++)
+            gone += ev[i].gone && ev[i].name[0] == 'm';
+    printf("keys: %zu puts and %zu deletes of one deleterange seen\n", puts, gone);
+    CHECK_EQ(gone, (size_t)MANY);
+    /* and the watch still works afterwards */
+    CHECK(tpx_registry_unpublish(pub, a.e) == TPX_OK);
+    CHECK(tpx_registry_watch(w, ev, 64, &n, 5000) == TPX_OK && n == 1 &&
+          strcmp(ev[0].name, "alpha") == 0 && ev[0].gone);
+    tpx_registry_close(pub);
+    tpx_registry_close(w);
+    node_free(&a);
+    CHECK_DONE();
+}
+
 static int case_run(int argc, char **argv)
 {
     if (argc < 1) {
@@ -660,6 +797,8 @@ int main(int argc, char **argv)
         return case_restart();
     if (strcmp(c, "watch") == 0)
         return case_watch();
+    if (strcmp(c, "keys") == 0)
+        return case_keys();
     if (strcmp(c, "serve") == 0 && argc == 5)
         return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (strcmp(c, "run") == 0) {
