@@ -33,6 +33,7 @@
 #include "common/tsan.h"
 #include "engine.h"
 #include "ident.h"
+#include "plugin/sock/sock_wire.h"
 #include "remote.h"
 
 #define MSG_READY (TPX_BS_TYPE_USER + 1)
@@ -263,6 +264,91 @@ static tpx_status_t ident_recv(tpx_peer_t *p, setup_t *s)
     return TPX_OK;
 }
 
+/* ---- steering: where an incoming peer's handles may send our connects ----------------- */
+
+/* An address as IPv4 (a mapped IPv6 one too): 1 and *v4 (host order), else 0. */
+static int addr_v4(const struct sockaddr *sa, uint32_t *v4)
+{
+    if (sa->sa_family == AF_INET) {
+        *v4 = ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr);
+        return 1;
+    }
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)(const void *)sa;
+    if (sa->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+        memcpy(v4, &s6->sin6_addr.s6_addr[12], 4);
+        *v4 = ntohl(*v4);
+        return 1;
+    }
+    return 0;
+}
+
+/* 1: loopback or unspecified (a connect there reaches this host). */
+static int addr_is_local_only(const struct sockaddr *sa)
+{
+    uint32_t v4;
+    if (addr_v4(sa, &v4))
+        return (v4 >> 24) == 127 || v4 == 0;
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)(const void *)sa;
+    return sa->sa_family == AF_INET6 &&
+           (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) || IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr));
+}
+
+/* 1: an address of this host (a socket can be bound to it). */
+static int addr_is_ours(const struct sockaddr_storage *ss)
+{
+    struct sockaddr_storage a = *ss;
+    socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                              : sizeof(struct sockaddr_in);
+    if (ss->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&a)->sin6_port = 0;
+    else
+        ((struct sockaddr_in *)&a)->sin_port = 0;
+    int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int ok = bind(fd, (struct sockaddr *)&a, len) == 0;
+    close(fd);
+    return ok;
+}
+
+/* An incoming peer that no token authenticated may not make this engine
+ * connect to this host's loopback services (the built-in transport's
+ * handles are read; other plugins' are opaque): a remote peer's handles
+ * must not name loopback or unspecified addresses, and a peer on another
+ * IPv4 loopback address may not name this one's. Data addresses otherwise
+ * rightly differ from the bootstrap address (data NICs), so they are not
+ * checked: without a token any peer may choose them (SECURITY.md). */
+static tpx_status_t handles_check(tpx_peer_t *p, setup_t *s, int n)
+{
+    struct sockaddr_storage peer;
+    if (!s->inbound || tpx__bs_authenticated(p->bs) || p->e->net->dl != NULL ||
+        tpx__bs_peer_addr(p->bs, &peer) != TPX_OK)
+        return TPX_OK;
+    uint32_t pv4 = 0;
+    int peer_v4 = addr_v4((struct sockaddr *)&peer, &pv4);
+    int peer_loop = addr_is_local_only((struct sockaddr *)&peer);
+    if (!peer_loop && addr_is_ours(&peer))
+        return TPX_OK; /* another process of this host */
+    for (int i = 0; i < n; i++) {
+        tpx_sock_handle_t h;
+        if (tpx__sock_handle_decode(s->their[i], &h) != TPX_OK)
+            continue; /* the plugin refuses it */
+        for (int k = 0; k < (h.naddrs > 0 ? h.naddrs : 1); k++) {
+            const struct sockaddr *a = &tpx__sock_handle_addr(&h, k)->sa;
+            uint32_t v4;
+            int bad = peer_loop ? (peer_v4 && addr_v4(a, &v4) && (v4 >> 24) == 127 && v4 != pv4)
+                                : addr_is_local_only(a);
+            if (bad) {
+                SETUP_ERR(p, "peer %s (not authenticated by a token) names a loopback address of "
+                          "this host in its connect handles: refused",
+                          p->name);
+                return TPX_ERR_PROTOCOL;
+            }
+        }
+    }
+    return TPX_OK;
+}
+
 static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
 {
     tpx_engine_t *e = p->e;
@@ -296,6 +382,8 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     p->nchan = TPX_MIN(e->nchan, info.nhandles - 1);
     p->chunk = TPX_MIN(e->chunk, info.chunk_bytes);
     memcpy(s->their, info.handles, (size_t)(1 + p->nchan) * TPX_BS_HANDLE_SIZE);
+    if ((st = handles_check(p, s, 1 + p->nchan)) != TPX_OK)
+        return st;
     pthread_mutex_lock(&e->lock);
     p->ctrl_send = comm_new(p, 1, 1, -1, chan_dev(e, 0));
     p->ctrl_recv = comm_new(p, 0, 1, -1, chan_dev(e, 0));

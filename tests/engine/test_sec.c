@@ -26,6 +26,9 @@
  *   test_sec deadline   tpx_xfer_post(timeout_ms) to an owner that is gone
  *                       returns by its deadline (it reconnects first), also
  *                       while another thread is connecting with a longer one
+ *   test_sec steer      a peer (no token) on another loopback address whose
+ *                       INFO names this host's 127.0.0.1 in its handles makes
+ *                       the engine connect nowhere
  *
  * Attackers use the loopback addresses 127.0.0.2 and up (all of 127/8 is
  * loopback on Linux); legit engines connect from 127.0.0.1.
@@ -51,6 +54,7 @@
 #include "engine/ident.h"
 #include "engine/remote.h"
 #include "engine/wire.h"
+#include "plugin/sock/sock_wire.h"
 #include "tpx/tpx.h"
 
 typedef struct {
@@ -742,6 +746,81 @@ static int t_deadline(void)
     CHECK_DONE();
 }
 
+/* ---- steering ------------------------------------------------------------------------------ */
+
+static int t_steer(void)
+{
+    side_t v;
+    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    if (check_failures)
+        return 1;
+    /* a canary listener on 127.0.0.1: nobody should connect to it */
+    int canary = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in ca = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &ca.sin_addr);
+    socklen_t cl = sizeof(ca);
+    CHECK(canary >= 0 && bind(canary, (struct sockaddr *)&ca, sizeof(ca)) == 0 &&
+          listen(canary, 64) == 0 && getsockname(canary, (struct sockaddr *)&ca, &cl) == 0);
+    tpx_engine_info_t ei = {.size = sizeof(ei)};
+    CHECK(tpx_engine_info(v.e, &ei) == TPX_OK);
+    tpx_bs_conn_t *c = hs_connect("127.0.0.2", tpx_engine_port(v.e), NULL);
+    CHECK(c != NULL);
+    if (check_failures)
+        return 1;
+    tpx_bs_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.engine_id = 0x1234;
+    info.gpu = -1;
+    info.chunk_bytes = 512 * 1024;
+    info.window = 16;
+    info.nhandles = 5;
+    snprintf(info.plugin, sizeof(info.plugin), "%s", ei.plugin);
+    snprintf(info.name, sizeof(info.name), "steer");
+    for (int i = 0; i < 5; i++) {
+        tpx_sock_handle_t h;
+        memset(&h, 0, sizeof(h));
+        h.addr.sin = ca;
+        h.nonce = 42;
+        h.naddrs = 1;
+        tpx__sock_handle_encode(&h, info.handles[i]);
+    }
+    unsigned char buf[TPX_BS_INFO_MAX_SIZE];
+    uint32_t len = 0;
+    CHECK(tpx__bs_info_encode(&info, buf, sizeof(buf), &len) == TPX_OK);
+    uint64_t dl = tpx__now_ns() + 3000000000ull;
+    CHECK(tpx__bs_send_wait(c, TPX_BS_MSG_INFO, buf, len, dl) == TPX_OK);
+    tpx_ident_msg_t im = {.has_key = 0};
+    unsigned char ib[TPX_IDENT_WIRE_SIZE];
+    tpx__ident_encode(&im, ib);
+    CHECK(tpx__bs_send_wait(c, TPX_BS_TYPE_USER + 3 /* IDENT */, ib, sizeof(ib), dl) == TPX_OK);
+    /* read what V sends until it closes, or 3 s */
+    int closed = 0;
+    for (uint64_t until = now_ms() + 3000; now_ms() < until && !closed;) {
+        unsigned char junk[4096];
+        struct pollfd pf = {.fd = tpx__bs_fd(c), .events = POLLIN};
+        (void)poll(&pf, 1, 50);
+        ssize_t r = recv(tpx__bs_fd(c), junk, sizeof(junk), MSG_DONTWAIT);
+        closed = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+    usleep(500 * 1000);
+    int got = 0;
+    for (;;) {
+        int fd = accept(canary, NULL, NULL);
+        if (fd < 0)
+            break;
+        got++;
+        close(fd);
+    }
+    printf("steer: the engine %s the peer; %d connection(s) reached the canary on 127.0.0.1\n",
+           closed ? "dropped" : "kept", got);
+    CHECK_EQ(got, 0);
+    CHECK(closed);
+    tpx__bs_close(c);
+    close(canary);
+    side_close(&v);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -749,11 +828,12 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
                  {"peercap", t_peercap}, {"bells", t_bells},
-                 {"listmem", t_listmem}, {"deadline", t_deadline}};
+                 {"listmem", t_listmem}, {"deadline", t_deadline},
+                 {"steer", t_steer}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline|steer\n");
     return 2;
 }
