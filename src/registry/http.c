@@ -15,10 +15,12 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -414,15 +416,117 @@ void tpx__http_close(tpx__http_conn_t *c)
     c->rd.off = c->rd.len = 0;
 }
 
-/* A non-blocking connect to one endpoint, bounded by the deadline. */
-static int dial(const tpx__reg_ep_t *ep, uint64_t deadline_ns, char *why, size_t why_len)
+/* ---- name resolution under the deadline ---- */
+
+/* getaddrinfo() has no timeout (a name whose DNS server is gone takes the
+ * resolver's retries: tens of seconds), so a host name is resolved on a
+ * detached thread that the caller waits for until its deadline; whoever
+ * lets go of the request last frees it (a late answer is dropped). An
+ * address literal is taken at once, on the caller's thread. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs, done, rc;
+    char host[sizeof(((tpx__reg_ep_t *)0)->host)], port[sizeof(((tpx__reg_ep_t *)0)->port)];
+    struct addrinfo *res;
+} gai_req_t;
+
+static void gai_put(gai_req_t *q)
 {
+    pthread_mutex_lock(&q->mu);
+    int last = --q->refs == 0;
+    pthread_mutex_unlock(&q->mu);
+    if (!last)
+        return;
+    if (q->res != NULL)
+        freeaddrinfo(q->res);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static void *gai_main(void *arg)
+{
+    gai_req_t *q = arg;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int rc = getaddrinfo(ep->host, ep->port, &hints, &res);
+    int rc = getaddrinfo(q->host, q->port, &hints, &res);
+    pthread_mutex_lock(&q->mu);
+    q->rc = rc;
+    q->res = res;
+    q->done = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    gai_put(q);
+    return NULL;
+}
+
+static int resolve(const tpx__reg_ep_t *ep, uint64_t deadline_ns, struct addrinfo **out, char *why,
+                   size_t why_len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+    if (getaddrinfo(ep->host, ep->port, &hints, out) == 0)
+        return 0; /* an address: no lookup */
+    gai_req_t *q = calloc(1, sizeof(*q));
+    if (q == NULL) {
+        snprintf(why, why_len, "etcd %.100s:%s: out of memory", ep->host, ep->port);
+        return -1;
+    }
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    memcpy(q->host, ep->host, sizeof(q->host));
+    memcpy(q->port, ep->port, sizeof(q->port));
+    q->refs = 2;
+    pthread_attr_t ta;
+    pthread_t t;
+    pthread_attr_init(&ta);
+    pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+    int prc = pthread_create(&t, &ta, gai_main, q);
+    pthread_attr_destroy(&ta);
+    if (prc != 0) {
+        q->refs = 1;
+        gai_put(q);
+        snprintf(why, why_len, "etcd %.100s:%s: cannot start a resolver thread: %s", ep->host,
+                 ep->port, strerror(prc));
+        return -1;
+    }
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                          .tv_nsec = (long)(deadline_ns % 1000000000ull)};
+    pthread_mutex_lock(&q->mu);
+    while (!q->done && pthread_cond_timedwait(&q->cv, &q->mu, &ts) == 0)
+        ;
+    int done = q->done, rc = q->rc;
+    if (done) {
+        *out = q->res;
+        q->res = NULL;
+    }
+    pthread_mutex_unlock(&q->mu);
+    gai_put(q);
+    if (!done) {
+        snprintf(why, why_len, "etcd %.100s:%s: name resolution timed out", ep->host, ep->port);
+        return -1;
+    }
     if (rc != 0) {
+        if (*out != NULL)
+            freeaddrinfo(*out);
         snprintf(why, why_len, "etcd %.100s:%s: %s", ep->host, ep->port, gai_strerror(rc));
         return -1;
     }
+    return 0;
+}
+
+/* A non-blocking connect to one endpoint, bounded by the deadline (name
+ * resolution included). */
+static int dial(const tpx__reg_ep_t *ep, uint64_t deadline_ns, char *why, size_t why_len)
+{
+    struct addrinfo *res = NULL;
+    if (resolve(ep, deadline_ns, &res, why, why_len) != 0)
+        return -1;
     int fd = -1, err = 0;
     for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);

@@ -15,7 +15,8 @@
  *             seen as events, nothing missed between a list and the watch,
  *             the watch resumed after etcd restarted
  *   keys      keys etcd hands back: the longest prefix, another program's
- *             over-long key under it, 1500 deletes in one watch message
+ *             over-long key under it, 1500 deletes in one watch message;
+ *             an endpoint by host name
  *   restart   a remote loaded from the registry reconnects to its engine
  *             restarted under the same name (a new engine id and port);
  *             once the name's lease expired, it fails with NOT_FOUND
@@ -698,6 +699,13 @@ static int case_keys(void)
     CHECK(tpx_registry_lookup(r, "alpha", &ent) == TPX_OK && ent.ndescs == 1);
     CHECK(tpx_registry_list(r, names, 8, &n) == TPX_OK && n == 1 &&
           strcmp(names[0], "alpha") == 0);
+    /* a host name (resolved on a helper thread, under the call's deadline) */
+    char url[96];
+    tpx_registry_t *rh;
+    snprintf(url, sizeof(url), "etcd://localhost:%d", etcd.client_port);
+    CHECK(tpx_registry_open(url, longp, &rh) == TPX_OK);
+    CHECK(tpx_registry_list(rh, names, 8, &n) == TPX_OK && n == 1);
+    tpx_registry_close(rh);
     tpx_registry_close(r);
 
     /* another program's long key under /k/, then alpha: list and watch go on */
