@@ -38,9 +38,10 @@ TPX_CONFIG_X(SOCK_HELLO_TIMEOUT_MS, INT, "3000", 1, 86400000,
              "Listener of the built-in transport: a connection that has not sent its complete "
              "hello within this time is closed, and a comm whose connections stop arriving for "
              "this long is dropped (at most `TPX_CONNECT_TIMEOUT_MS`; see SECURITY.md).")
-TPX_CONFIG_X(SOCK_LISTEN_PER_SOURCE, INT, "16", 1, 64,
+TPX_CONFIG_X(SOCK_LISTEN_PER_SOURCE, INT, "16", 1, 256,
              "Listener of the built-in transport: connections without a complete hello that one "
-             "source address may hold (of 64); a newer one from that source replaces its oldest.")
+             "source address may hold (of 256); a newer one from that source replaces its oldest "
+             "once that one is 0.5 s old.")
 TPX_CONFIG_X(NET_PLUGIN, STR, "builtin", 0, 0,
              "ncclNet plugin the engine drives: `builtin` (tpx's TCP transport), a name NAME "
              "(loads libnccl-net-NAME.so) or a path.")

@@ -389,3 +389,96 @@ int listen_half_recv(role_t *r) { return listen_attack_recv(r, ATK_HALF); }
 int listen_half_send(role_t *r) { return listen_attack_send(r, ATK_HALF); }
 int listen_flood_recv(role_t *r) { return listen_attack_recv(r, ATK_FLOOD); }
 int listen_flood_send(role_t *r) { return listen_attack_send(r, ATK_FLOOD); }
+
+/*
+ * listen_burst: a legitimate burst from one host is never cut by that
+ * host's own share. Two comms of 16 data sockets each (34 connections, over
+ * the per-source share of pending connections) and 10 more comms' control
+ * hellos (over the per-source share of comms being assembled) are opened
+ * from 127.0.0.1 before any hello is sent; accept() takes them in over
+ * 0.3 s of calls; then every hello goes out and both big comms must come
+ * out of accept() complete. (Before the share grace, the listener evicted
+ * the oldest of the source at its share: one connection of a 16-socket
+ * comm whose hello came late -- seen on a 16-core host with
+ * `tpx-netbench --nsocks 16` -- and the comm failed.)
+ */
+#define LB_COMMS 2
+#define LB_NSOCKS 16
+#define LB_EXTRA 10 /* control hellos of comms that complete later */
+
+static int lb_open(const tpx_sock_handle_t *h)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, &h->addr.sa, tpx__sock_addr_len(&h->addr)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int lb_hello(int fd, const tpx_sock_handle_t *h, uint64_t conn_id, int kind, int index,
+                    int nsocks)
+{
+    unsigned char b[TPX_SOCK_HELLO_WIRE_SIZE];
+    tpx_sock_hello_t hello = {.kind = (uint8_t)kind, .index = (uint8_t)index,
+                              .nsocks = (uint8_t)nsocks, .nonce = h->nonce, .conn_id = conn_id};
+    tpx__sock_hello_encode(&hello, b);
+    return send(fd, b, sizeof(b), MSG_NOSIGNAL) == (ssize_t)sizeof(b) ? 0 : -1;
+}
+
+int listen_burst_role(role_t *r)
+{
+    void *lc;
+    unsigned char handle[HANDLE_SIZE];
+    tpx_sock_handle_t h;
+    enum { NBIG = LB_COMMS * (1 + LB_NSOCKS) };
+    int fds[NBIG + LB_EXTRA];
+    TRY(tt_role_init(r));
+    CHECK_RC(nt_listen(&r->nt, 0, handle, &lc));
+    CHECK(tpx__sock_handle_decode(handle, &h) == TPX_OK, "bad handle from listen()");
+    for (int i = 0; i < NBIG + LB_EXTRA; i++) {
+        fds[i] = lb_open(&h);
+        CHECK(fds[i] >= 0, "connect %d to the listener failed: %s", i, strerror(errno));
+    }
+    /* accept() sees them all without a hello, many times over */
+    uint64_t end = nt_deadline_ms(300);
+    while (nt_now_ns() < end) {
+        void *c = NULL;
+        CHECK(ls_accept(r, lc, &c) == 0 && c == NULL, "accept() before any hello");
+        usleep(1000);
+    }
+    uint64_t ids[LB_COMMS];
+    for (int k = 0; k < LB_COMMS; k++) {
+        ids[k] = 0x6275727374000000ull + (uint64_t)k; /* "burst" */
+        int *f = &fds[k * (1 + LB_NSOCKS)];
+        CHECK(lb_hello(f[0], &h, ids[k], TPX_SOCK_HELLO_CTRL, 0, LB_NSOCKS) == 0, "send hello");
+        for (int i = 0; i < LB_NSOCKS; i++)
+            CHECK(lb_hello(f[1 + i], &h, ids[k], TPX_SOCK_HELLO_DATA, i, LB_NSOCKS) == 0,
+                  "send hello");
+    }
+    for (int i = 0; i < LB_EXTRA; i++)
+        CHECK(lb_hello(fds[NBIG + i], &h, 0x6578747261000000ull + (uint64_t)i,
+                       TPX_SOCK_HELLO_CTRL, 0, 1) == 0, "send hello");
+    int got = 0;
+    end = nt_deadline_ms(5000);
+    while (got < LB_COMMS && nt_now_ns() < end) {
+        void *c = NULL;
+        CHECK(ls_accept(r, lc, &c) == 0, "accept() failed on a legitimate burst");
+        if (c != NULL) {
+            got++;
+            CHECK_RC(nt_close_recv(&r->nt, c));
+        } else {
+            usleep(1000);
+        }
+    }
+    CHECK(got == LB_COMMS, "%d of %d comms of %d sockets from one host came out of accept() "
+                           "(the listener cut a legitimate burst)", got, LB_COMMS, LB_NSOCKS);
+    for (int i = 0; i < NBIG + LB_EXTRA; i++)
+        close(fds[i]);
+    CHECK_RC(nt_close_listen(&r->nt, lc));
+    tt_say("%d comms of %d data sockets + %d more from one host accepted", LB_COMMS, LB_NSOCKS,
+           LB_EXTRA);
+    return 0;
+}

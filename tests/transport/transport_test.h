@@ -172,5 +172,6 @@ int listen_half_recv(role_t *r);
 int listen_half_send(role_t *r);
 int listen_flood_recv(role_t *r);
 int listen_flood_send(role_t *r);
+int listen_burst_role(role_t *r);
 
 #endif

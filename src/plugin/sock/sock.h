@@ -35,7 +35,7 @@
 #define TPX_SOCK_MIN_PIECE (64u * 1024)
 #define TPX_SOCK_MAX_REQS 256
 #define TPX_SOCK_MAX_DEVS 64
-#define TPX_SOCK_MAX_PENDING 64 /* half-open connections a listener holds */
+#define TPX_SOCK_MAX_PENDING 256 /* half-open connections a listener holds */
 
 /* ---- logging: through NCCL's logger when one was given to init() ------- */
 extern tpx_nccl_logger_t tpx__sock_logger;

@@ -13,7 +13,8 @@
  *  - pending: accepted, hello not complete. At most TPX_SOCK_MAX_PENDING,
  *    of which one source address holds at most TPX_SOCK_LISTEN_PER_SOURCE;
  *    a connection silent for TPX_SOCK_HELLO_TIMEOUT_MS is closed. A new
- *    connection from a source at its share replaces that source's oldest;
+ *    connection from a source at its share replaces that source's oldest
+ *    once that one is older than SOCK_SHARE_GRACE_NS;
  *    one that finds the list full replaces the oldest of the source that
  *    holds the most.
  *  - groups: the sockets of one comm, grouped by the random conn_id of
@@ -63,8 +64,14 @@
 #include "sock.h"
 
 #define SOCK_LISTEN_MAGIC 0x4c49534eu /* "LISN" */
-#define SOCK_MAX_GROUPS 16            /* comms being assembled at once */
-#define SOCK_GROUPS_PER_SOURCE 4      /* ... of which one source address holds */
+#define SOCK_MAX_GROUPS 64            /* comms being assembled at once */
+#define SOCK_GROUPS_PER_SOURCE 8      /* ... of which one source address holds */
+/* A source over its share loses only entries this old: a real connector's
+ * hello follows its connect at once and its comm completes within
+ * milliseconds, so a legitimate burst (16 data sockets + control, several
+ * comms of an engine's channels at once, all from one host) is never cut
+ * by its own share; it is held back only when the whole stage is full. */
+#define SOCK_SHARE_GRACE_NS 500000000ull
 #define SOCK_ACCEPT_BUDGET 256        /* new connections per accept() call and socket */
 #define SOCK_LISTEN_BACKLOG 1024
 #define SOCK_REJECT_LOG_NS 1000000000ull /* one rejection summary a second */
@@ -358,25 +365,26 @@ static void group_drop(listen_comm_t *l, int gi, int why, uint64_t now)
 }
 
 /* The incomplete group to drop for a new one from `src`: the stalest of
- * src if it holds its share, else (table full) the stalest of the source
+ * src if it holds its share and that one is older than the grace, else
+ * (table full) the stalest of the source
  * holding the most. Groups complete or grown in this accept() call are
  * never chosen. -1: none needed, or none possible (*refuse set). */
-static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int *refuse)
+static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, uint64_t now,
+                        int *refuse)
 {
     int mine = 0, stalest = -1;
     for (int i = 0; i < l->ngroups; i++) {
         const group_t *g = &l->groups[i];
-        if (!same_host(&g->src, src))
-            continue;
+        if (!same_host(&g->src, src) || group_complete(g))
+            continue; /* complete comms wait for accept(): not in the share */
         mine++;
-        if (!group_complete(g) && g->gen != l->gen &&
+        if (g->gen != l->gen &&
             (stalest < 0 || g->progress_ns < l->groups[stalest].progress_ns))
             stalest = i;
     }
-    if (mine >= SOCK_GROUPS_PER_SOURCE) {
-        *refuse = stalest < 0;
+    if (mine >= SOCK_GROUPS_PER_SOURCE && stalest >= 0 &&
+        l->groups[stalest].progress_ns + SOCK_SHARE_GRACE_NS <= now)
         return stalest;
-    }
     if (l->ngroups < SOCK_MAX_GROUPS)
         return -1;
     int best = -1, best_n = 0;
@@ -407,7 +415,7 @@ static int group_add(listen_comm_t *l, const tpx_sock_hello_t *h, int fd,
             g = &l->groups[i];
     if (g == NULL) {
         int refuse = 0;
-        int victim = group_victim(l, peer, &refuse);
+        int victim = group_victim(l, peer, now, &refuse);
         if (refuse)
             return REJ_GROUP_REFUSED;
         if (victim >= 0)
@@ -498,11 +506,13 @@ static int pending_advance(listen_comm_t *l, int i, uint64_t now)
 }
 
 /* The pending connection to close for a new one from `src`: the oldest of
- * src if it holds its share, else (list full) the oldest of the source
+ * src if it holds its share and that one is older than the grace, else
+ * (list full) the oldest of the source
  * holding the most. Connections accepted in this accept() call are never
  * chosen (each is read once more first). -1: there is room; -2: no
  * candidate (*why: the reason). */
-static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, int *why)
+static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, uint64_t now,
+                          int *why)
 {
     int mine = 0, oldest = -1;
     for (int i = 0; i < l->npend; i++) {
@@ -513,9 +523,10 @@ static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, in
             (oldest < 0 || l->pend[i].since_ns < l->pend[oldest].since_ns))
             oldest = i;
     }
-    if (mine >= l->per_source) {
+    if (mine >= l->per_source && oldest >= 0 &&
+        l->pend[oldest].since_ns + SOCK_SHARE_GRACE_NS <= now) {
         *why = REJ_SHARE;
-        return oldest >= 0 ? oldest : -2;
+        return oldest;
     }
     if (l->npend < TPX_SOCK_MAX_PENDING)
         return -1;
@@ -554,7 +565,7 @@ static int conn_arrived(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer, u
     }
     int why = 0, victim;
     for (int tries = 0;; tries++) {
-        victim = pending_victim(l, peer, &why);
+        victim = pending_victim(l, peer, now, &why);
         if (victim < 0)
             break;
         /* Read the victim once more: a hello that arrived since saves it. */
