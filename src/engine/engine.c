@@ -177,6 +177,36 @@ TPX_API int tpx_progress(tpx_engine_t *e)
  * bootstrap connection (doorbells). Lock held on entry and exit. */
 static void progress_sleep(tpx_engine_t *e, long nap_ns)
 {
+    if (e->net_wakes) {
+        /* The built-in transport wakes us when one of our comms completes
+         * a request (the next request, answer or notification): arm it,
+         * then look once more, since a completion just before arming would
+         * wake no one. */
+        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+            if (p->state != PEER_READY)
+                continue;
+            tpx_comm_t *cs[2 + 2 * TPX_MAX_CHANNELS];
+            int nc = 0;
+            cs[nc++] = p->ctrl_send;
+            cs[nc++] = p->ctrl_recv;
+            for (int k = 0; k < p->nchan; k++) {
+                cs[nc++] = p->send[k];
+                cs[nc++] = p->recv[k];
+            }
+            for (int i = 0; i < nc; i++)
+                if (cs[i] != NULL && cs[i]->comm != NULL && !cs[i]->wake_set)
+                    cs[i]->wake_set = tpx__net_set_wake(e->net, cs[i]->comm, &e->net_wake);
+        }
+        e->net_wake.fd = e->wake_efd;
+        atomic_store(&e->net_wake.armed, 1);
+        uint64_t before = e->nmoves, seen = e->ncompleted;
+        (void)tpx__engine_progress_locked(e);
+        if (e->nmoves != before || e->ncompleted != seen || e->inflight > 0) {
+            atomic_store(&e->net_wake.armed, 0);
+            e->last_move_ns = tpx__now_ns();
+            return;
+        }
+    }
     struct pollfd pf[1 + 64];
     int n = 0;
     pf[n++] = (struct pollfd){.fd = e->wake_efd, .events = POLLIN};
@@ -189,6 +219,7 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
     int r = ppoll(pf, (nfds_t)n, &ts, NULL);
     pthread_mutex_lock(&e->lock);
     e->sleeping = 0;
+    atomic_store(&e->net_wake.armed, 0);
     if (r > 0 && (pf[0].revents & POLLIN)) {
         uint64_t v;
         ssize_t k = read(e->wake_efd, &v, sizeof(v));
@@ -383,6 +414,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     }
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
+    e->net_wakes = tpx__net_set_wake(e->net, NULL, NULL);
     if (e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK &&
         e->window > TPX_NCCL_UNPACK_QUEUE_DEPTH) {
         /* one fragment-queue row per request in flight */

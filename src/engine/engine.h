@@ -87,6 +87,7 @@ struct tpx_comm {
     unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
                              slot, allocated on first use */
     tpx_region_t *stage_region;
+    int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
 
@@ -299,6 +300,8 @@ struct tpx_engine {
     uint64_t nbells;           /* doorbells heard, ever (tests) */
     uint64_t last_move_ns;     /* progress thread: last completion or post */
     uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
+    int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
+    tpx_net_wake_t net_wake;   /* ... through wake_efd, when armed */
     /* progress thread */
     int progress_thread;
     int progress_cpu;

@@ -25,6 +25,15 @@ static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 static tpx_net_t nets[NET_MAX];
 static int nnets;
 
+int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w)
+{
+    if (n == NULL || n->table != (const void *)&tpx__sock_net_v10)
+        return 0;
+    if (comm != NULL)
+        tpx__sock_comm_set_wake(comm, w);
+    return 1;
+}
+
 /* ---- the logger handed to plugins ----------------------------------------- */
 
 static int nccl_to_tpx_level(tpx_nccl_log_level_t level)

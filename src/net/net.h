@@ -13,6 +13,7 @@
 #ifndef TPX_NET_H
 #define TPX_NET_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,18 @@ typedef struct {
     int nmembers;
     int members[TPX_NCCL_NET_MAX_DEVS_PER_NIC];
 } tpx_net_props_t;
+
+/*
+ * An engine's wake-up for tpx's own transport, outside the ncclNet tables:
+ * when one of a comm's requests completes while `armed` is set, the
+ * transport's helper thread clears it and writes 1 to the eventfd `fd`, so
+ * an engine sleeping in poll() acts within microseconds. The engine owns
+ * it and keeps it alive longer than its comms.
+ */
+typedef struct {
+    _Atomic int armed;
+    int fd;
+} tpx_net_wake_t;
 
 typedef struct tpx_net {
     char label[256];   /* what was asked for ("builtin", a name or a path) */
@@ -57,6 +70,10 @@ int tpx__net_has_vdev(const tpx_net_t *n);
  * refuses the list. */
 tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *vdev);
 tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_comm);
+/* Have `comm` (a send or receive comm of n) wake `w` on completions: 1 if
+ * the plugin can (the built-in transport), 0 if not (foreign plugins: the
+ * engine polls). comm NULL: only ask. */
+int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w);
 /* Non-blocking: *comm stays NULL until established; call again with the
  * same handle / dev_handle storage. dev_handle: >= 32 bytes, 16-aligned,
  * owned by the caller for the life of the comm. */

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
+#include "net/net.h"
 #include "sock_wire.h"
 #include "tpx/ncclnet.h"
 
@@ -179,6 +180,8 @@ typedef struct tpx_sock_comm {
     tpx_sock_req_t *reqs;         /* ring of max_reqs */
     _Atomic uint64_t posted;      /* messages posted (API thread writes) */
     _Atomic uint64_t finished;    /* messages whose bytes have all moved */
+    /* The engine to wake when a message finishes (tpx__sock_comm_set_wake). */
+    tpx_net_wake_t *_Atomic wake;
     /* Messages the helpers may move: `posted`, except in strict TCPX mode,
      * where only test() makes progress: there it is what `posted` was at
      * the last test() call. */

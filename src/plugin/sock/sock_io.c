@@ -26,6 +26,7 @@
 
 #include "common/tsan.h"
 #include "sock.h"
+#include "sock_tables.h"
 
 enum { CH_IDLE = 0, CH_PROGRESS = 1, CH_BLOCKED = 2, CH_PARKED = 3, CH_EOF = 4, CH_ERROR = -1 };
 
@@ -92,8 +93,25 @@ static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t un
                               uint64_t total)
 {
     uint64_t target = total ? total : 1;
-    if (atomic_fetch_add_explicit(&r->done, units, memory_order_release) + units == target)
+    if (atomic_fetch_add_explicit(&r->done, units, memory_order_release) + units == target) {
         atomic_fetch_add_explicit(&c->finished, 1, memory_order_relaxed);
+        /* An engine asleep until something completes: wake it (once per
+         * arming: no system call while it is awake and polling). */
+        tpx_net_wake_t *w = atomic_load_explicit(&c->wake, memory_order_acquire);
+        if (w != NULL && atomic_load_explicit(&w->armed, memory_order_relaxed) &&
+            atomic_exchange(&w->armed, 0)) {
+            uint64_t one = 1;
+            ssize_t n = write(w->fd, &one, sizeof(one));
+            (void)n; /* EAGAIN: a wake-up is pending already */
+        }
+    }
+}
+
+void tpx__sock_comm_set_wake(void *comm, void *wake)
+{
+    tpx_sock_comm_t *c = comm;
+    if (c != NULL && (c->magic == SOCK_COMM_MAGIC_SEND || c->magic == SOCK_COMM_MAGIC_RECV))
+        atomic_store_explicit(&c->wake, (tpx_net_wake_t *)wake, memory_order_release);
 }
 
 /* Set the "peer closed" error, quietly: between pieces no byte was lost,

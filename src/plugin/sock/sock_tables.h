@@ -91,5 +91,8 @@ extern const tpx_ncclnet_v7_t tpx__sock_net_v7;
 extern const tpx_ncclnet_v8_t tpx__sock_net_v8;
 extern const tpx_ncclnet_v9_t tpx__sock_net_v9;
 extern const tpx_ncclnet_v10_t tpx__sock_net_v10;
+/* The engine's wake-up on this comm's completions (net.h: tpx_net_wake_t);
+ * only through tpx__net_set_wake, never through the tables. */
+void tpx__sock_comm_set_wake(void *comm, void *wake);
 
 #endif
