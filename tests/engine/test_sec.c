@@ -821,6 +821,55 @@ static int t_steer(void)
     CHECK_DONE();
 }
 
+/* A legitimate burst from one host is never cut by that host's share of
+ * connections being set up: BURST peers connect to V at once from
+ * 127.0.0.1 (more than the 16 set-ups one address may hold) and all of them
+ * are served. */
+#define BURST 28
+typedef struct {
+    tpx_engine_t *e;
+    int port;
+    tpx_peer_t *peer;
+    tpx_status_t st;
+} burst_t;
+
+static void *burst_main(void *arg)
+{
+    burst_t *b = arg;
+    b->st = tpx_peer_connect(b->e, "127.0.0.1", b->port, 20000, &b->peer);
+    return NULL;
+}
+
+static int t_burst(void)
+{
+    side_t v, a;
+    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    CHECK(side_open(&a, "A", 1u << 20) == 0);
+    if (check_failures)
+        return 1;
+    burst_t b[BURST];
+    pthread_t th[BURST];
+    for (int i = 0; i < BURST; i++) {
+        b[i] = (burst_t){.e = a.e, .port = tpx_engine_port(v.e)};
+        CHECK(pthread_create(&th[i], NULL, burst_main, &b[i]) == 0);
+    }
+    int ok = 0;
+    for (int i = 0; i < BURST; i++) {
+        pthread_join(th[i], NULL);
+        if (b[i].st != TPX_OK)
+            printf("peer %d: %s\n", i, tpx_status_string(b[i].st));
+        ok += b[i].st == TPX_OK;
+    }
+    printf("%d of %d peers connecting at once from one address were served\n", ok, BURST);
+    CHECK(ok == BURST);
+    for (int i = 0; i < BURST; i++)
+        if (b[i].st == TPX_OK)
+            tpx_peer_close(b[i].peer);
+    side_close(&a);
+    side_close(&v);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -829,11 +878,11 @@ int main(int argc, char **argv)
     } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
                  {"peercap", t_peercap}, {"bells", t_bells},
                  {"listmem", t_listmem}, {"deadline", t_deadline},
-                 {"steer", t_steer}};
+                 {"steer", t_steer}, {"burst", t_burst}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline|steer\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline|steer|burst\n");
     return 2;
 }
