@@ -379,25 +379,28 @@ fail:
 static ssize_t sock_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
 {
     int fd = *(int *)ctx;
-    for (;;) {
+    /* At or past the deadline the socket is still looked at once (a
+     * watch with timeout 0 takes what has arrived, not nothing). */
+    for (int last = 0; !last;) {
         int ms = tpx__ms_left(deadline_ns);
-        if (ms <= 0) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
+        last = ms <= 0;
         struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int r = poll(&pf, 1, ms);
-        if (r < 0 && errno == EINTR)
+        int r = poll(&pf, 1, last ? 0 : ms);
+        if (r < 0 && errno == EINTR) {
+            last = 0;
             continue;
+        }
         if (r < 0)
             return -1;
         if (r == 0)
             continue; /* the deadline check above ends it */
-        ssize_t got = recv(fd, buf, len, 0);
-        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        ssize_t got = recv(fd, buf, len, MSG_DONTWAIT);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         return got;
     }
+    errno = ETIMEDOUT;
+    return -1;
 }
 
 void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps)

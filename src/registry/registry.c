@@ -199,6 +199,7 @@ typedef struct reg_pub {
     uint64_t lease;
     int ttl;
     uint64_t next_ns; /* the next renewal */
+    int reput;        /* put the value again (it replaced a publication the thread was renewing) */
 } reg_pub_t;
 
 struct tpx_registry {
@@ -326,11 +327,15 @@ static void *reg_keepalive_main(void *arg)
         memcpy(val, due->val, vlen);
         snprintf(key, sizeof(key), "%s", due->key);
         snprintf(name, sizeof(name), "%s", due->name);
-        pthread_mutex_unlock(&r->pub_lock);
 
         int64_t left = 0;
         uint64_t new_lease = 0;
+        int reput = due->reput;
+        due->reput = 0;
+        pthread_mutex_unlock(&r->pub_lock);
         tpx_status_t st = etcd_keepalive(&r->ka, lease, &left, err, sizeof(err));
+        if (st == TPX_OK && left > 0 && reput)
+            st = etcd_put(&r->ka, key, val, vlen, lease, err, sizeof(err));
         if (st == TPX_OK && left <= 0) {
             TPX_WARN("registry: etcd forgot the lease of engine %s (it was unreachable for "
                      "longer than the TTL of %d s): publishing it again",
@@ -362,6 +367,8 @@ static void *reg_keepalive_main(void *arg)
         }
         if (new_lease != 0 && st == TPX_OK)
             p->lease = new_lease;
+        if (reput && st != TPX_OK)
+            p->reput = 1; /* again on the next try */
         uint64_t period = st == TPX_OK ? (uint64_t)p->ttl * 1000000000ull / 3 : 1000000000ull;
         p->next_ns = tpx__now_ns() + TPX_MAX(period, 500000000ull);
     }
@@ -454,6 +461,10 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
         }
         r->thread_started = 1;
     }
+    char name[TPX_NAME_MAX], key[sizeof(p->key)];
+    uint64_t lease = p->lease;
+    snprintf(name, sizeof(name), "%s", p->name);
+    snprintf(key, sizeof(key), "%s", p->key);
     pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->pub_lock);
     if (old != NULL) {
@@ -461,9 +472,21 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
         etcd_revoke(&r->conn, old->lease);
         pthread_mutex_unlock(&r->lock);
         pub_free(old);
+        /* The keep-alive thread may have been putting the old value again
+         * (its lease lost) while ours went in: its put can land after ours,
+         * and its lease, revoked, take the key with it. It puts ours once
+         * more, after whatever it was doing. */
+        pthread_mutex_lock(&r->pub_lock);
+        for (reg_pub_t *q = r->pubs; q != NULL; q = q->next)
+            if (q->lease == lease && strcmp(q->key, key) == 0) {
+                q->reput = 1;
+                q->next_ns = 0;
+                pthread_cond_signal(&r->cv);
+            }
+        pthread_mutex_unlock(&r->pub_lock);
     }
-    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors)",
-             p->name, r->url, p->key, (unsigned long long)p->lease, ttl, ndescs);
+    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors)", name,
+             r->url, key, (unsigned long long)lease, ttl, ndescs);
     return TPX_OK;
 }
 

@@ -16,7 +16,8 @@
  *             the watch resumed after etcd restarted
  *   keys      keys etcd hands back: the longest prefix, another program's
  *             over-long key under it, 1500 deletes in one watch message;
- *             an endpoint by host name
+ *             an endpoint by host name; a watch with timeout 0; a
+ *             publication replaced
  *   restart   a remote loaded from the registry reconnects to its engine
  *             restarted under the same name (a new engine id and port);
  *             once the name's lease expired, it fails with NOT_FOUND
@@ -724,6 +725,12 @@ static int case_keys(void)
     CHECK(tpx_registry_list(pub, names, 8, &n) == TPX_OK && n == 1 &&
           strcmp(names[0], "alpha") == 0);
 
+    /* timeout 0 polls: what has arrived is returned (it read nothing) */
+    CHECK(raw_put("/k/zz") == 0);
+    usleep(500 * 1000);
+    CHECK(tpx_registry_watch(w, ev, 64, &n, 0) == TPX_OK && n == 1 &&
+          strcmp(ev[0].name, "zz") == 0 && !ev[0].gone);
+
     /* 1500 keys under /k/ put, then deleted by one deleterange */
     enum { MANY = 1500 };
     char key[64];
@@ -754,10 +761,28 @@ static int case_keys(void)
             gone += ev[i].gone && ev[i].name[0] == 'm';
     printf("keys: %zu puts and %zu deletes of one deleterange seen\n", puts, gone);
     CHECK_EQ(gone, (size_t)MANY);
+    /* published again (the same engine, other descriptors): the newer value
+     * stays, also after the keep-alive thread put it once more */
+    CHECK(tpx_registry_publish(pub, a.e, NULL, 0, 2) == TPX_OK);
+    CHECK(tpx_registry_watch(w, ev, 64, &n, 5000) == TPX_OK && n >= 1 &&
+          strcmp(ev[0].name, "alpha") == 0 && !ev[0].gone);
+    CHECK(tpx_registry_lookup(pub, "alpha", &ent) == TPX_OK && ent.ndescs == 0);
+    usleep(1500 * 1000); /* a renewal (TTL 2 s: every 0.67 s) */
+    CHECK(tpx_registry_lookup(pub, "alpha", &ent) == TPX_OK && ent.ndescs == 0);
+    while (tpx_registry_watch(w, ev, 64, &n, 0) == TPX_OK && n > 0)
+        ; /* the re-put's event */
     /* and the watch still works afterwards */
     CHECK(tpx_registry_unpublish(pub, a.e) == TPX_OK);
-    CHECK(tpx_registry_watch(w, ev, 64, &n, 5000) == TPX_OK && n == 1 &&
-          strcmp(ev[0].name, "alpha") == 0 && ev[0].gone);
+    int seen_gone = 0;
+    until = tpx__now_ns() + 5000000000ull;
+    while (!seen_gone && tpx__now_ns() < until &&
+           tpx_registry_watch(w, ev, 64, &n, 1000) == TPX_OK)
+        for (size_t i = 0; i < n; i++) {
+            if (!ev[i].gone)
+                printf("keys: late event: %s put\n", ev[i].name);
+            seen_gone |= ev[i].gone && strcmp(ev[i].name, "alpha") == 0;
+        }
+    CHECK(seen_gone);
     tpx_registry_close(pub);
     tpx_registry_close(w);
     node_free(&a);
