@@ -197,7 +197,6 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
                 if (cs[i] != NULL && cs[i]->comm != NULL && !cs[i]->wake_set)
                     cs[i]->wake_set = tpx__net_set_wake(e->net, cs[i]->comm, &e->net_wake);
         }
-        e->net_wake.fd = e->wake_efd;
         atomic_store(&e->net_wake.armed, 1);
         uint64_t before = e->nmoves, seen = e->ncompleted;
         (void)tpx__engine_progress_locked(e);
@@ -427,6 +426,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     }
     e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    e->net_wake.fd = e->wake_efd; /* before any comm can see it (tpx__net_set_wake) */
     if (e->efd < 0 || e->wake_efd < 0) {
         st = tpx__status_from_errno(errno);
         TPX_ERROR("eventfd: %s", strerror(errno));
