@@ -612,9 +612,32 @@ static int late_server_main(void *arg)
     return check_failures != 0;
 }
 
+/* A loopback port that is free now and stays free for a while: one below
+ * the kernel's ephemeral range, so no connect() -- not even our own
+ * client's retries to that very port -- is given it as its source port (a
+ * port from bind(0) was, and the late server found it taken). */
 static int free_port(void)
 {
-    int lfd = listen_any("127.0.0.1");
+    int lo = 32768;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d", &lo) != 1)
+            lo = 32768;
+        fclose(f);
+    }
+    unsigned seed = (unsigned)getpid() ^ (unsigned)tpx__now_ns();
+    for (int i = 0; i < 1000 && lo > 21024; i++) {
+        int p = 21000 + (int)(rand_r(&seed) % (unsigned)(lo - 21000));
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return p;
+    }
+    int lfd = listen_any("127.0.0.1"); /* no room below the ephemeral range */
     close(lfd);
     return g_port;
 }
