@@ -44,6 +44,7 @@ typedef struct {
     int prep_each, verify, notif;
     int raw;     /* the raw TCP request/response row beside each row (default on) */
     int latency; /* --latency: notification latency and idle CPU too */
+    uint64_t gap_ms; /* --gap: idle time before each transfer (a cold owner) */
     int mem_cuda, gpu;
     int channels, window;
     uint64_t chunk;
@@ -558,6 +559,11 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
                 uint64_t stamp = PR_STAMP | (it + 1);
                 memcpy(c->req->buf + loff[n - 1] + block - 8, &stamp, 8);
             }
+            if (o->gap_ms > 0) {
+                struct timespec ts = {.tv_sec = (time_t)(o->gap_ms / 1000),
+                                      .tv_nsec = (long)(o->gap_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
             if (it == o->warmup) {
                 tstart = bench_now_ns();
                 cpu0 = pr_cpu_ns();
@@ -967,6 +973,8 @@ const char perf_rma_usage[] =
     "                        notification and (loopback) the time from its data in the\n"
     "                        owner's memory to tpx_engine_get_notifs() is measured; then\n"
     "                        the CPU an idle engine uses over 1 s\n"
+    "  --gap MS              sleep MS before each transfer, so that it finds the engines\n"
+    "                        idle (the latency of a lone request; one at a time)\n"
     "  --verify/--no-verify  check every byte of every transfer (default on in loopback)\n"
     "  --mem host|cuda, --gpu N, --channels N, --chunk B, --window N, --plugin P,\n"
     "  --timeout S, --json FILE, --port P (control port, default 18515)\n"
@@ -1029,6 +1037,11 @@ int perf_rma_main(int argc, char **argv)
             o.raw = 0;
         } else if (strcmp(a, "--latency") == 0) {
             o.latency = 1;
+        } else if (strcmp(a, "--gap") == 0) {
+            NEED();
+            if (bench_parse_uint(v, 1, 60000, &o.gap_ms) != 0)
+                return bench_usage_error("--gap %s: expected 1..60000 (ms)", v);
+            o.inflight = 1;
         } else if (strcmp(a, "--verify") == 0) {
             o.verify = 1;
         } else if (strcmp(a, "--no-verify") == 0) {
@@ -1091,6 +1104,8 @@ int perf_rma_main(int argc, char **argv)
         o.inflight = 1;
         o.notif |= o.op == TPX_OP_WRITE;
     }
+    if (o.gap_ms > 0)
+        o.inflight = 1;
     if (o.verify < 0)
         o.verify = o.mode == BENCH_MODE_LOOPBACK;
     if (pr_max_bytes(&o) > (32ull << 30))

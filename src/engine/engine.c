@@ -267,10 +267,11 @@ static void *progress_main(void *arg)
              * a plugin cannot tell us: poll every 200 us for 100 ms after
              * the last activity; later sleep in poll() on the peers'
              * bootstrap connections, where a requester rings a doorbell
-             * when it has been quiet to us for 50 ms (tpx__peer_ring). */
+             * when it has been quiet to us for 50 ms (tpx__peer_ring).
+             * The built-in transport wakes us itself: no polling. */
             uint64_t before = e->nmoves, seen = e->ncompleted;
-            progress_sleep(e, tpx__now_ns() - e->last_move_ns < 100000000ull ? 200 * 1000L
-                                                                               : 100 * 1000000L);
+            int hot = !e->net_wakes && tpx__now_ns() - e->last_move_ns < 100000000ull;
+            progress_sleep(e, hot ? 200 * 1000L : 100 * 1000000L);
             (void)tpx__engine_progress_locked(e);
             if (e->nmoves != before || e->ncompleted != seen)
                 e->last_move_ns = tpx__now_ns();

@@ -36,6 +36,8 @@ cat "$WORK/lat.out"
 awk '$1 == "write" && $11 != "-" && $15 != "-" { ok = 1 } END { exit !ok }' "$WORK/lat.out" \
     || fail "--latency: no raw TCP or notification columns"
 grep -q '^# idle: both engines used' "$WORK/lat.out" || fail "--latency: no idle CPU line"
+"$PERF" --op read --latency --gap 120 --block 4K --blocks 1 --iters 3 --warmup 0 > "$WORK/gap.out" 2>&1 \
+    || { cat "$WORK/gap.out"; fail "--gap"; }
 
 # server and client: the control port and the engine's bootstrap port
 # (TPX_PORT_BASE, the next one), both free (one free port alone was seen
