@@ -120,12 +120,19 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
   # same size in the same run (x_raw = p50 / raw p50), WRITE's notification latency, and
   # the CPU of an idle engine.
   echo "==== latency" >>"$LOG"
+  lstep() { echo "-- $1" >>"$LOG"; step "$@"; } # the step's name above its rows
   for op in read write; do
-    step "latency-$op" "$BUILD/bin/tpx-perf" --loopback --op $op --latency --blocks 1 \
+    lstep "latency-$op" "$BUILD/bin/tpx-perf" --loopback --op $op --latency --blocks 1 \
       --block 4K,64K,512K --iters 1000
-    step "latency-$op-32x16K" "$BUILD/bin/tpx-perf" --loopback --op $op --latency --blocks 32 \
+    lstep "latency-$op-32x16K" "$BUILD/bin/tpx-perf" --loopback --op $op --latency --blocks 32 \
       --block 16K --iters 1000
   done
+  # a lone READ that finds both engines idle (150 ms since the last one)
+  lstep latency-read-cold "$BUILD/bin/tpx-perf" --loopback --op read --latency --gap 150 \
+    --blocks 1 --block 4K --iters 40 --warmup 2
+  # the same rows with spinning off: the transport's wake-up alone (CPU per policy)
+  lstep latency-read-nospin env TPX_SPIN_US=0 "$BUILD/bin/tpx-perf" --loopback --op read \
+    --latency --blocks 1 --block 4K,64K,512K --iters 1000
   echo "==== end latency" >>"$LOG"
 fi
 
@@ -150,7 +157,7 @@ grep -E 'engine/transport' "$LOG" || true
 grep -E '^python tpx VRAM|^py-vram' "$LOG" || true
 if [ "${CPU_BENCH:-1}" = 1 ]; then
   echo "---- one-sided latency, loopback, us (x_raw = p50 / raw TCP p50) ----"
-  sed -n '/^==== latency/,/^==== end latency/p' "$LOG" | grep -E '^#    op|^ +(read|write) |^# idle' |
+  sed -n '/^==== latency/,/^==== end latency/p' "$LOG" | grep -E '^-- |^#    op|^ +(read|write) |^# idle' |
     awk '!/^#    op/ || !h++' || true
 fi
 if [ "$NGPU" -ge 2 ]; then
