@@ -65,6 +65,11 @@ TPX_CONFIG_X(BIND_ADDR, STR, "", 0, 0,
 TPX_CONFIG_X(AUTH_TOKEN, STR, "", 0, 0,
              "Shared secret: peers prove knowledge of it with an HMAC-SHA256 challenge; it is "
              "never sent. Empty: no authentication.")
+TPX_CONFIG_X(TRUST_HANDLES, INT, "0", 0, 1,
+             "1: a peer that no token authenticated may name any data address in its plugin "
+             "handles (a trusted network). 0: such a peer's data connections go only to the "
+             "address its bootstrap connection came from (multi-NIC hosts, whose data NICs differ "
+             "from the bootstrap address, set `TPX_AUTH_TOKEN`).")
 TPX_CONFIG_X(AUTH_TOKEN_FILE, STR, "", 0, 0,
              "Read `TPX_AUTH_TOKEN` from this file instead (its first line; keep it mode 0600: "
              "a file readable by group or others is used with a warning). Setting both is an "

@@ -312,13 +312,39 @@ static int addr_is_ours(const struct sockaddr_storage *ss)
     return ok;
 }
 
-/* An incoming peer that no token authenticated may not make this engine
- * connect to this host's loopback services (the built-in transport's
- * handles are read; other plugins' are opaque): a remote peer's handles
- * must not name loopback or unspecified addresses, and a peer on another
- * IPv4 loopback address may not name this one's. Data addresses otherwise
- * rightly differ from the bootstrap address (data NICs), so they are not
- * checked: without a token any peer may choose them (SECURITY.md). */
+/* addr_is_ours() of a handle's address. */
+static int addr_sa_is_ours(const struct sockaddr *sa)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    memcpy(&ss, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                              : sizeof(struct sockaddr_in));
+    return (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) && addr_is_ours(&ss);
+}
+
+/* 1: the same IP address (IPv4-mapped IPv6 counts as IPv4). */
+static int addr_same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+    uint32_t va = 0, vb = 0;
+    int a4 = addr_v4(a, &va), b4 = addr_v4(b, &vb);
+    if (a4 || b4)
+        return a4 && b4 && va == vb;
+    return a->sa_family == AF_INET6 && b->sa_family == AF_INET6 &&
+           memcmp(&((const struct sockaddr_in6 *)(const void *)a)->sin6_addr,
+                  &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr, 16) == 0;
+}
+
+/* An incoming peer that no token authenticated must not steer this
+ * engine's connects (the built-in transport's handles are read; other
+ * plugins' are opaque): every address its handles name must be the one its
+ * bootstrap connection came from (a local peer, on a loopback address, may
+ * also name this host's other addresses: it could connect there itself).
+ * Data NICs rightly differ from the
+ * bootstrap address on multi-NIC hosts: there a token authenticates the
+ * peer, or TPX_TRUST_HANDLES=1 (a trusted network) falls back to the
+ * weaker rule: a remote peer may not name loopback or unspecified
+ * addresses, a peer on another IPv4 loopback address may not name this
+ * one's (SECURITY.md). */
 static tpx_status_t handles_check(tpx_peer_t *p, setup_t *s, int n)
 {
     struct sockaddr_storage peer;
@@ -329,7 +355,8 @@ static tpx_status_t handles_check(tpx_peer_t *p, setup_t *s, int n)
     int peer_v4 = addr_v4((struct sockaddr *)&peer, &pv4);
     int peer_loop = addr_is_local_only((struct sockaddr *)&peer);
     if (!peer_loop && addr_is_ours(&peer))
-        return TPX_OK; /* another process of this host */
+        return TPX_OK; /* another process of this host: it can connect anywhere itself */
+    int own_only = tpx__config_int(TPX_CFG_TRUST_HANDLES) == 0;
     for (int i = 0; i < n; i++) {
         tpx_sock_handle_t h;
         if (tpx__sock_handle_decode(s->their[i], &h) != TPX_OK)
@@ -337,6 +364,14 @@ static tpx_status_t handles_check(tpx_peer_t *p, setup_t *s, int n)
         for (int k = 0; k < (h.naddrs > 0 ? h.naddrs : 1); k++) {
             const struct sockaddr *a = &tpx__sock_handle_addr(&h, k)->sa;
             uint32_t v4;
+            if (own_only && !addr_same_ip(a, (const struct sockaddr *)&peer) &&
+                !(peer_loop && !addr_is_local_only(a) && addr_sa_is_ours(a))) {
+                SETUP_ERR(p, "peer %s (not authenticated by a token) names an address other than "
+                          "its own in its connect handles: refused (multi-NIC peers: set "
+                          "TPX_AUTH_TOKEN; a trusted network: TPX_TRUST_HANDLES=1)",
+                          p->name);
+                return TPX_ERR_PROTOCOL;
+            }
             int bad = peer_loop ? (peer_v4 && addr_v4(a, &v4) && (v4 >> 24) == 127 && v4 != pv4)
                                 : addr_is_local_only(a);
             if (bad) {

@@ -748,19 +748,25 @@ static int t_deadline(void)
 
 /* ---- steering ------------------------------------------------------------------------------ */
 
-static int t_steer(void)
+/* A peer on 127.0.0.2 with no token names a canary listener in its
+ * handles: on 127.0.0.1 (steer) or on [::1] (steer6, which the rule before
+ * TPX_TRUST_HANDLES let through: it only compared IPv4 loopback
+ * addresses). Nobody may connect to the canary; the peer is dropped. */
+static int steer_run(int v6)
 {
     side_t v;
     CHECK(side_open(&v, "V", 1u << 20) == 0);
     if (check_failures)
         return 1;
-    /* a canary listener on 127.0.0.1: nobody should connect to it */
-    int canary = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int canary = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     struct sockaddr_in ca = {.sin_family = AF_INET};
+    struct sockaddr_in6 ca6 = {.sin6_family = AF_INET6};
     inet_pton(AF_INET, "127.0.0.1", &ca.sin_addr);
-    socklen_t cl = sizeof(ca);
-    CHECK(canary >= 0 && bind(canary, (struct sockaddr *)&ca, sizeof(ca)) == 0 &&
-          listen(canary, 64) == 0 && getsockname(canary, (struct sockaddr *)&ca, &cl) == 0);
+    inet_pton(AF_INET6, "::1", &ca6.sin6_addr);
+    struct sockaddr *cap = v6 ? (struct sockaddr *)&ca6 : (struct sockaddr *)&ca;
+    socklen_t cl = v6 ? sizeof(ca6) : sizeof(ca);
+    CHECK(canary >= 0 && bind(canary, cap, cl) == 0 && listen(canary, 64) == 0 &&
+          getsockname(canary, cap, &cl) == 0);
     tpx_engine_info_t ei = {.size = sizeof(ei)};
     CHECK(tpx_engine_info(v.e, &ei) == TPX_OK);
     tpx_bs_conn_t *c = hs_connect("127.0.0.2", tpx_engine_port(v.e), NULL);
@@ -779,7 +785,10 @@ static int t_steer(void)
     for (int i = 0; i < 5; i++) {
         tpx_sock_handle_t h;
         memset(&h, 0, sizeof(h));
-        h.addr.sin = ca;
+        if (v6)
+            h.addr.sin6 = ca6;
+        else
+            h.addr.sin = ca;
         h.nonce = 42;
         h.naddrs = 1;
         tpx__sock_handle_encode(&h, info.handles[i]);
@@ -811,8 +820,8 @@ static int t_steer(void)
         got++;
         close(fd);
     }
-    printf("steer: the engine %s the peer; %d connection(s) reached the canary on 127.0.0.1\n",
-           closed ? "dropped" : "kept", got);
+    printf("steer: the engine %s the peer; %d connection(s) reached the canary on %s\n",
+           closed ? "dropped" : "kept", got, v6 ? "[::1]" : "127.0.0.1");
     CHECK_EQ(got, 0);
     CHECK(closed);
     tpx__bs_close(c);
@@ -820,6 +829,9 @@ static int t_steer(void)
     side_close(&v);
     CHECK_DONE();
 }
+
+static int t_steer(void) { return steer_run(0); }
+static int t_steer6(void) { return steer_run(1); }
 
 /* A legitimate burst from one host is never cut by that host's share of
  * connections being set up: BURST peers connect to V at once from
@@ -878,11 +890,11 @@ int main(int argc, char **argv)
     } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
                  {"peercap", t_peercap}, {"bells", t_bells},
                  {"listmem", t_listmem}, {"deadline", t_deadline},
-                 {"steer", t_steer}, {"burst", t_burst}};
+                 {"steer", t_steer}, {"steer6", t_steer6}, {"burst", t_burst}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline|steer|burst\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline|steer|steer6|burst\n");
     return 2;
 }

@@ -16,6 +16,9 @@ fi
 
 export TPX_SOCKET_IFNAME=eth1,eth2,eth3,eth4 # data NICs only; bootstrap goes over eth0
 export TPX_CHANNELS=4
+# Data NICs differ from the bootstrap address: peers must be authenticated
+# to name them (TPX_TRUST_HANDLES, SECURITY.md).
+export TPX_AUTH_TOKEN=${TPX_AUTH_TOKEN:-tpx-netns-testbed}
 export TPX_LOG_LEVEL=${TPX_LOG_LEVEL:-warn}
 WORK=$(mktemp -d)
 PIDS=""
