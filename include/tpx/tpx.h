@@ -305,8 +305,11 @@ TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *remote, tpx_op_t op, const t
                                       size_t n, tpx_prep_t **prep);
 /* Start a prepared transfer. `notif` (may be NULL; at most TPX_NOTIF_MAX
  * bytes) is delivered to the remote engine's tpx_engine_get_notifs() once every
- * byte is in place: for WRITE after the data landed in its memory, for
- * READ after this side has all of it. timeout_ms: the transfer's deadline
+ * byte is in place: for WRITE after the data landed in its memory (it
+ * travels with the request; a WRITE that completes TPX_OK was notified, one
+ * canceled in time reports TPX_ERR_CANCELED and was not), for READ after
+ * this side has all of it. Never for one the owner refused or that failed
+ * before every byte was there. timeout_ms: the transfer's deadline
  * (0: TPX_TIMEOUT_MS), counted from the call: connecting first if needed
  * (up to the deadline; with 0 up to TPX_CONNECT_TIMEOUT_MS) is part of it.
  * The result is a transfer like tpx_send()'s: poll/wait/cancel/release;

@@ -172,9 +172,13 @@ struct tpx_xfer {
     uint32_t list_done;      /* owner: list chunks received */
     tpx_listbuf_t *lb;       /* owner: pool buffer holding the list */
     tpx_prep_t *prep;
-    unsigned char *notif;    /* sent to the owner when the transfer completed */
+    unsigned char *notif;    /* READ: sent to the owner when the transfer completed;
+                                owner of a WRITE: the requester's, delivered once
+                                the data is in place (wire.h) */
     uint32_t notif_len;
     int has_notif;
+    int notif_ahead;         /* WRITE: its notification went with the request (1),
+                                and a cancel after it (2) */
     uint32_t want_nent, want_nchunks; /* owner: what the RMA_REQ announced */
     tpx_xfer_t *rnext, *rprev; /* peer's requests waiting for an answer */
     tpx_lane_t lane[];       /* 2 * nchan: send lanes, then receive lanes */
@@ -237,6 +241,10 @@ struct tpx_peer {
     int rejects_logged;              /* refused requests logged (at most 10, then counted) */
     unsigned char notif_buf[1024];   /* a notification being reassembled */
     uint32_t notif_got, notif_total;
+    uint8_t notif_flags;             /* ... its parts' flags (TPX_CTRL_NOTIF_HELD) */
+    int held_ready;                  /* a HELD notification waits for its RMA_REQ */
+    struct tpx_held *held_head, *held_tail; /* HELD notifications of requests not
+                                               started yet, in order (rma.c) */
     uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */
     uint64_t failed_ns;   /* when it failed */
     uint64_t last_tx_ns;  /* last one-sided request or notification sent */
@@ -406,6 +414,15 @@ void tpx__rma_list_chunk_done(tpx_xfer_t *x);
 tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m);
 void tpx__rma_completed(tpx_xfer_t *x);
 void tpx__rma_notif_part(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* Check where control message m arrives against the HELD notifications
+ * (wire.h); 0: the peer failed. */
+int tpx__rma_held_order(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* The owner got RMA_CANCEL: drop that WRITE's notification if still held. */
+void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* The application canceled requester transfer x (engine lock held): a
+ * WRITE whose notification went ahead asks the owner to drop it. */
+void tpx__rma_canceled(tpx_xfer_t *x);
+/* Free the peer's list buffers and the notifications it holds. */
 void tpx__peer_listbufs_free(tpx_peer_t *p);
 void tpx__engine_rma_fini(tpx_engine_t *e);
 void tpx__prep_zombies_free(tpx_engine_t *e);

@@ -15,8 +15,13 @@
  * received into scratch and discarded), a READ answers RMA_RESP and sends
  * the bytes. A WRITE is answered with RMA_RESP once its bytes are in place.
  * The requester's transfer completes when all its chunks are done and the
- * answer came; then, and only then, its notification is sent, so the owner
- * sees it after the data (WRITE) or after the requester has it (READ).
+ * answer came.
+ *
+ * Notifications: a WRITE's travels with its request (HELD NOTIF parts just
+ * before the RMA_REQ, wire.h); the owner keeps it with the transfer and
+ * delivers it when the WRITE's bytes are in place, just before it answers
+ * -- not at all if the WRITE was refused or failed. A READ's can only be
+ * sent when the requester has every byte: when its transfer completes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +40,15 @@ _Static_assert(TPX_CTRL_MSG_SIZE == TPX_CTRL_SIZE, "control message size");
  * buffer goes back to the system as soon as its request was checked. */
 #define LISTBUF_POOL_MAX 4
 #define LISTBUF_POOL_CAP (1024 * 1024)
+
+/* A HELD notification received, waiting for its request to start. */
+struct tpx_held {
+    struct tpx_held *next;
+    uint64_t rid;       /* its request's, once that came */
+    int dropped;        /* the requester canceled it (RMA_CANCEL) */
+    uint32_t len;
+    unsigned char *msg; /* handed to the transfer as its notification */
+};
 
 struct tpx_listbuf {
     tpx_listbuf_t *next;
@@ -113,6 +127,13 @@ void tpx__peer_listbufs_free(tpx_peer_t *p)
         free(b);
     }
     p->nlistbufs = 0;
+    while (p->held_head != NULL) {
+        struct tpx_held *h = p->held_head;
+        p->held_head = h->next;
+        free(h->msg);
+        free(h);
+    }
+    p->held_tail = NULL;
 }
 
 /* ---- a small map (key -> index) for preparing lists --------------------------------------- */
@@ -389,12 +410,13 @@ TPX_API void tpx_prep_release(tpx_prep_t *pp)
 
 /* ---- posting ----------------------------------------------------------------------------- */
 
-static tpx_status_t notif_post(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
+static tpx_status_t notif_post(tpx_peer_t *p, const unsigned char *msg, uint32_t len,
+                               uint8_t flags)
 {
     uint32_t off = 0;
     do {
         tpx_ctrl_t m = {.type = TPX_CTRL_NOTIF, .notif_total = (uint16_t)len,
-                        .notif_off = (uint16_t)off};
+                        .notif_off = (uint16_t)off, .flags = flags};
         m.part_len = (uint8_t)TPX_MIN(len - off, (uint32_t)TPX_CTRL_NOTIF_PART);
         memcpy(m.part, msg + off, m.part_len);
         tpx_status_t st = tpx__peer_ctrl_send(p, &m, NULL);
@@ -442,7 +464,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         st = TPX_ERR_NO_MEMORY;
         goto err_unlock;
     }
-    if (notif != NULL) {
+    if (notif != NULL && pp->op == TPX_OP_READ) {
         x->notif = malloc(notif_len ? notif_len : 1);
         if (x->notif == NULL) {
             free(x);
@@ -479,7 +501,19 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
                     .op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
                     .nent = pp->nsegs, .total = pp->total, .list_len = pp->list_len,
                     .nchunks = pp->npayload};
-    if ((st = tpx__peer_ctrl_send(p, &m, x)) != TPX_OK) {
+    /* A WRITE's notification goes first, held for the request (wire.h). A
+     * message half sent leaves the control stream unusable: the peer fails. */
+    uint64_t seq0 = p->send_seq;
+    if (notif != NULL && pp->op == TPX_OP_WRITE) {
+        m.flags = TPX_CTRL_REQ_NOTIF;
+        x->notif_ahead = 1;
+        st = notif_post(p, notif, (uint32_t)notif_len, TPX_CTRL_NOTIF_HELD);
+    }
+    if (st == TPX_OK)
+        st = tpx__peer_ctrl_send(p, &m, x);
+    if (st != TPX_OK) {
+        if (p->send_seq != seq0)
+            tpx__peer_fail(p, st, "no memory for a request's control messages");
         free(x->notif);
         free(x);
         goto err_unlock;
@@ -553,8 +587,16 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "an answer that matches no request");
         return TPX_ERR_PROTOCOL;
     }
+    if ((m->flags & TPX_CTRL_RESP_NOTIFIED) && (x->kind != XK_WRITE || !x->notif_ahead)) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a notification reported that was never sent");
+        return TPX_ERR_PROTOCOL;
+    }
     rma_unlink(p, x);
     x->resp_pending = 0;
+    /* Its notification was delivered: a cancel came too late, and the
+     * transfer reports what the owner saw, TPX_OK. */
+    if (m->flags & TPX_CTRL_RESP_NOTIFIED)
+        x->canceled = 0;
     if (m->status != 0) {
         x->err = (tpx_status_t)m->status;
         if (x->kind == XK_READ) {
@@ -590,6 +632,16 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
         free(x);
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a request list");
         return;
+    }
+    if (m->flags & TPX_CTRL_REQ_NOTIF) {
+        struct tpx_held *h = p->held_head; /* there: tpx__rma_held_order() */
+        p->held_head = h->next;
+        if (p->held_head == NULL)
+            p->held_tail = NULL;
+        x->notif = h->msg;
+        x->notif_len = h->len;
+        x->has_notif = !h->dropped;
+        free(h);
     }
     p->rma_ntargets++;
     x->released = 1; /* internal: freed when done */
@@ -771,6 +823,8 @@ void tpx__rma_list_chunk_done(tpx_xfer_t *x)
         target_check(x);
 }
 
+static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len);
+
 /* Transfer x (one-sided, either side) is DONE: answer, notify, count. */
 void tpx__rma_completed(tpx_xfer_t *x)
 {
@@ -782,17 +836,22 @@ void tpx__rma_completed(tpx_xfer_t *x)
     case XK_READ:
         rma_unlink(p, x);
         if (x->status == TPX_OK && x->has_notif && live &&
-            notif_post(p, x->notif, x->notif_len) != TPX_OK)
+            notif_post(p, x->notif, x->notif_len, 0) != TPX_OK)
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
         if (x->prep != NULL)
             prep_unref(x->prep, x->status != TPX_OK && p->state != PEER_READY);
         x->prep = NULL;
         break;
     case XK_TWRITE:
+        /* The bytes are in place: the notification first, then the answer. */
+        if (x->status == TPX_OK && x->has_notif)
+            notif_deliver(p, x->notif, x->notif_len);
         if (live) {
             tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rid, .status = x->status};
             if (x->status > 0 || x->status == TPX_ERR_TRUNCATED)
                 m.status = TPX_ERR_INTERNAL;
+            if (m.status == TPX_OK && x->has_notif)
+                m.flags = TPX_CTRL_RESP_NOTIFIED;
             if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK)
                 tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
         }
@@ -851,17 +910,98 @@ static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
 
 void tpx__rma_notif_part(tpx_peer_t *p, const tpx_ctrl_t *m)
 {
-    if (m->notif_off != p->notif_got || (p->notif_got > 0 && m->notif_total != p->notif_total)) {
+    if (m->notif_off != p->notif_got ||
+        (p->notif_got > 0 && (m->notif_total != p->notif_total || m->flags != p->notif_flags))) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "notification parts out of order");
         return;
     }
     p->notif_total = m->notif_total;
+    p->notif_flags = m->flags;
     memcpy(p->notif_buf + p->notif_got, m->part, m->part_len);
     p->notif_got += m->part_len;
-    if (p->notif_got == p->notif_total) {
+    if (p->notif_got < p->notif_total)
+        return;
+    p->notif_got = 0;
+    if (!(m->flags & TPX_CTRL_NOTIF_HELD)) {
         notif_deliver(p, p->notif_buf, p->notif_total);
-        p->notif_got = 0;
+        return;
     }
+    /* Kept for its request, which may wait in the queue of early headers. */
+    struct tpx_held *h = malloc(sizeof(*h));
+    unsigned char *msg = malloc(p->notif_total ? p->notif_total : 1);
+    if (h == NULL || msg == NULL) {
+        free(h);
+        free(msg);
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
+        return;
+    }
+    memcpy(msg, p->notif_buf, p->notif_total);
+    *h = (struct tpx_held){.len = p->notif_total, .msg = msg};
+    if (p->held_tail)
+        p->held_tail->next = h;
+    else
+        p->held_head = h;
+    p->held_tail = h;
+    p->held_ready = 1;
+}
+
+int tpx__rma_held_order(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    /* Parts of one notification come back to back; a HELD one is followed
+     * at once by its WRITE request, and only such a request claims one. */
+    int in_parts = p->notif_got > 0;
+    int claims = m->type == TPX_CTRL_RMA_REQ && (m->flags & TPX_CTRL_REQ_NOTIF);
+    const char *why = NULL;
+    if (in_parts && m->type != TPX_CTRL_NOTIF)
+        why = "a notification cut short";
+    else if (p->held_ready && !claims)
+        why = "a held notification without its request";
+    else if (claims && !p->held_ready)
+        why = "a request that claims a notification never sent";
+    if (why != NULL) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, why);
+        return 0;
+    }
+    if (claims) {
+        p->held_ready = 0;
+        p->held_tail->rid = m->rid; /* the one just completed */
+    }
+    return 1;
+}
+
+void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    /* Still waiting to start (its request queued behind others)... */
+    for (struct tpx_held *h = p->held_head; h != NULL; h = h->next) {
+        if (h->rid == m->rid && !h->dropped) {
+            h->dropped = 1;
+            return;
+        }
+    }
+    /* ... or running. Not found: it ended already (its answer says how). */
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next) {
+        if (x->kind == XK_TWRITE && x->rid == m->rid && x->state != XF_DONE) {
+            x->has_notif = 0;
+            return;
+        }
+    }
+}
+
+void tpx__rma_canceled(tpx_xfer_t *x)
+{
+    tpx_peer_t *p = x->peer;
+    if (x->kind != XK_WRITE || x->notif_ahead != 1 || !x->resp_pending ||
+        p->state != PEER_READY || p->remote_closed)
+        return;
+    x->notif_ahead = 2;
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_CANCEL, .rid = x->rid};
+    if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+        return;
+    }
+    tpx__peer_ring(p);
+    tpx__comm_kick(p->ctrl_send);
+    tpx__progress_kick(p->e);
 }
 
 TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t len)
@@ -877,7 +1017,7 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t le
     tpx_engine_t *e = rm->e;
     st = tpx__peer_usable(p, "tpx_notif_send");
     if (st == TPX_OK)
-        st = notif_post(p, msg, (uint32_t)len);
+        st = notif_post(p, msg, (uint32_t)len, 0);
     if (st == TPX_OK) {
         tpx__peer_ring(p);
         tpx__comm_kick(p->ctrl_send);

@@ -8,7 +8,7 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 2
+#define CTRL_VERSION 3 /* 3: a WRITE's notification travels with it */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
 #define LIST_VERSION 1
 #define RDESC_MAGIC 0x54505844u /* "TPXD" */
@@ -33,6 +33,7 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
     case TPX_CTRL_RMA_REQ:
         tpx__put64(out + 16, m->rid);
         out[24] = m->op;
+        out[25] = m->flags;
         tpx__put32(out + 28, m->nent);
         tpx__put64(out + 32, m->total);
         tpx__put64(out + 40, m->list_len);
@@ -43,11 +44,16 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         tpx__put32(out + 24, (uint32_t)m->status);
         tpx__put32(out + 28, m->nchunks);
         tpx__put64(out + 32, m->total);
+        out[40] = m->flags;
+        break;
+    case TPX_CTRL_RMA_CANCEL:
+        tpx__put64(out + 16, m->rid);
         break;
     case TPX_CTRL_NOTIF:
         tpx__put16(out + 16, m->notif_total);
         tpx__put16(out + 18, m->notif_off);
         out[20] = m->part_len;
+        out[21] = m->flags;
         memcpy(out + 24, m->part,
                m->part_len < TPX_CTRL_NOTIF_PART ? m->part_len : TPX_CTRL_NOTIF_PART);
         break;
@@ -76,7 +82,9 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
     case TPX_CTRL_RMA_REQ:
         m.rid = tpx__get64(in + 16);
         m.op = in[24];
-        if (!tpx__all_zero(in + 25, 3))
+        m.flags = in[25];
+        if (!tpx__all_zero(in + 26, 2) || (m.flags & ~TPX_CTRL_REQ_NOTIF) != 0 ||
+            (m.flags != 0 && m.op != TPX_WIRE_OP_WRITE))
             return TPX_ERR_PROTOCOL;
         m.nent = tpx__get32(in + 28);
         m.total = tpx__get64(in + 32);
@@ -93,15 +101,22 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
         m.status = (int32_t)tpx__get32(in + 24);
         m.nchunks = tpx__get32(in + 28);
         m.total = tpx__get64(in + 32);
-        used = 40;
-        if (m.status > 0 || (m.status != 0 && (m.nchunks != 0 || m.total != 0)))
+        m.flags = in[40];
+        used = 41;
+        if (m.status > 0 || (m.status != 0 && (m.nchunks != 0 || m.total != 0 || m.flags != 0)) ||
+            (m.flags & ~TPX_CTRL_RESP_NOTIFIED) != 0)
             return TPX_ERR_PROTOCOL;
+        break;
+    case TPX_CTRL_RMA_CANCEL:
+        m.rid = tpx__get64(in + 16);
+        used = 24;
         break;
     case TPX_CTRL_NOTIF:
         m.notif_total = tpx__get16(in + 16);
         m.notif_off = tpx__get16(in + 18);
         m.part_len = in[20];
-        if (!tpx__all_zero(in + 21, 3) || m.part_len > TPX_CTRL_NOTIF_PART ||
+        m.flags = in[21];
+        if (!tpx__all_zero(in + 22, 2) || (m.flags & ~TPX_CTRL_NOTIF_HELD) != 0 || m.part_len > TPX_CTRL_NOTIF_PART ||
             m.notif_total > TPX_WIRE_NOTIF_MAX || m.notif_off > m.notif_total ||
             m.part_len > m.notif_total - m.notif_off ||
             (m.part_len == 0 && m.notif_total != 0) ||

@@ -21,16 +21,27 @@
  *   0 u32 magic "TPXC"   4 u16 version   6 u16 type   8 u64 seq
  *   16.. per type (unused bytes must be zero):
  *   SEND_HDR  16 u64 len                                  (two-sided data follows)
- *   RMA_REQ   16 u64 rid  24 u8 op  25..28 0  28 u32 nent  32 u64 total
- *             40 u64 list_len  48 u32 nchunks             (the list, then for
+ *   RMA_REQ   16 u64 rid  24 u8 op  25 u8 flags  26..28 0  28 u32 nent
+ *             32 u64 total  40 u64 list_len  48 u32 nchunks (the list, then for
  *                                                          WRITE the data, follow)
- *   RMA_RESP  16 u64 rid  24 i32 status  28 u32 nchunks  32 u64 total
+ *   RMA_RESP  16 u64 rid  24 i32 status  28 u32 nchunks  32 u64 total  40 u8 flags
  *                                                         (READ, status 0: data follows)
- *   NOTIF     16 u16 total  18 u16 off  20 u8 part_len  21..24 0  24 part[40]
+ *   RMA_CANCEL 16 u64 rid   (the requester canceled that WRITE: drop its notification)
+ *   NOTIF     16 u16 total  18 u16 off  20 u8 part_len  21 u8 flags  22..24 0
+ *             24 part[40]
  *   BYE       nothing
  *
  * seq counts every control message of one direction (BYE included); the
  * receiver checks it, so a lost or reordered message is a protocol error.
+ *
+ * A WRITE's notification travels with it: its NOTIF parts carry flag HELD
+ * and come just before the RMA_REQ (flag NOTIF, op WRITE) they belong to,
+ * with nothing in between; the owner keeps it and delivers it once that
+ * WRITE's data is in its memory, never if the WRITE fails or is refused.
+ * A NOTIF without HELD is delivered when it arrives. The owner's RMA_RESP
+ * says (flag NOTIFIED) whether it delivered the notification; a requester
+ * that cancels such a WRITE sends RMA_CANCEL, and the owner drops the
+ * notification if it has not delivered it yet.
  */
 #define TPX_CTRL_SIZE 64
 #define TPX_CTRL_NOTIF_PART 40
@@ -42,15 +53,20 @@ enum {
     TPX_CTRL_RMA_REQ = 3,
     TPX_CTRL_RMA_RESP = 4,
     TPX_CTRL_NOTIF = 5,
+    TPX_CTRL_RMA_CANCEL = 6,
 };
 enum { TPX_WIRE_OP_READ = 1, TPX_WIRE_OP_WRITE = 2 };
+#define TPX_CTRL_REQ_NOTIF 1u  /* RMA_REQ flags: the HELD notification just before is its */
+#define TPX_CTRL_NOTIF_HELD 1u /* NOTIF flags: part of the next RMA_REQ's notification */
+#define TPX_CTRL_RESP_NOTIFIED 1u /* RMA_RESP flags: the WRITE's notification was delivered */
 
 typedef struct {
     uint16_t type;
     uint64_t seq;
     uint64_t len;      /* SEND_HDR */
-    uint64_t rid;      /* RMA_REQ, RMA_RESP: the requester's id of the transfer */
+    uint64_t rid;      /* RMA_REQ, RMA_RESP, RMA_CANCEL: the requester's id of the transfer */
     uint8_t op;        /* RMA_REQ */
+    uint8_t flags;     /* RMA_REQ, RMA_RESP, NOTIF: TPX_CTRL_<type>_* */
     uint32_t nent;     /* RMA_REQ: list entries */
     uint64_t total;    /* RMA_REQ, RMA_RESP: payload bytes */
     uint64_t list_len; /* RMA_REQ */
@@ -64,7 +80,8 @@ typedef struct {
 void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE]);
 /* TPX_ERR_PROTOCOL unless magic, version and type are known, unused bytes
  * are zero and the fields are in range (op known, status <= 0, a NOTIF part
- * inside its total <= TPX_WIRE_NOTIF_MAX). */
+ * inside its total <= TPX_WIRE_NOTIF_MAX, flags known, REQ_NOTIF only on a
+ * WRITE, RESP_NOTIFIED only with status 0). */
 tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t *m);
 
 /* ---- request lists: what an RMA_REQ asks of the owner -----------------------------

@@ -477,6 +477,8 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
         return;
     }
     p->recv_seq++;
+    if (!tpx__rma_held_order(p, &m))
+        return;
     if (m.type == TPX_CTRL_BYE) {
         tpx__peer_remote_closed(p, "the peer closed the connection");
         return;
@@ -487,6 +489,10 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
     }
     if (m.type == TPX_CTRL_NOTIF) {
         tpx__rma_notif_part(p, &m);
+        return;
+    }
+    if (m.type == TPX_CTRL_RMA_CANCEL) {
+        tpx__rma_cancel_received(p, &m);
         return;
     }
     if (!ctrl_has_data(&m)) {
@@ -879,6 +885,7 @@ TPX_API tpx_status_t tpx_xfer_cancel(tpx_xfer_t *x)
         xfer_unqueue(x);
     } else if (x->state == XF_ACTIVE) {
         x->canceled = 1;
+        tpx__rma_canceled(x);
         st = TPX_INPROGRESS;
     }
     pthread_mutex_unlock(&e->lock);
@@ -905,6 +912,7 @@ TPX_API void tpx_xfer_release(tpx_xfer_t *x)
         return;
     }
     x->canceled = 1;
+    tpx__rma_canceled(x);
     x->released = 1; /* freed when it completes */
     pthread_mutex_unlock(&e->lock);
 }

@@ -273,6 +273,45 @@ static int t_notif(void)
                 }
     }
     CHECK_EQ(early, 0);
+    /* A WRITE's notification travels with its request (one to many parts)
+     * and the owner delivers it before it answers: when the WRITE is done
+     * here, B holds it already. Standalone ones in between do not mix. */
+    enum { NW = 8 };
+    static const size_t lens[NW] = {0, 1, 39, 40, 41, 200, 1023, TPX_NOTIF_MAX};
+    static tpx_notif_t got[2 * NW];
+    unsigned char wmsg[NW][TPX_NOTIF_MAX];
+    tpx_xfer_t *wx[NW];
+    for (int i = 0; i < NW; i++) {
+        fill(wmsg[i], lens[i], (uint64_t)i + 100);
+        CHECK(tpx_xfer_post(pw, wmsg[i], lens[i], 0, &wx[i]) == TPX_OK);
+        char sm[4];
+        CHECK(tpx_notif_send(rm, sm, (size_t)snprintf(sm, sizeof(sm), "s%d", i)) == TPX_OK);
+    }
+    for (int i = 0; i < NW; i++) {
+        CHECK(tpx_xfer_wait(wx[i], 10000, NULL) == TPX_OK);
+        tpx_xfer_release(wx[i]);
+    }
+    size_t ngot = 0, nw_at_once = 0;
+    CHECK(tpx_engine_get_notifs(b.e, got, 2 * NW, &ngot) == TPX_OK);
+    for (size_t k = 0; k < ngot; k++)
+        nw_at_once += got[k].len != 2;
+    CHECK_EQ(nw_at_once, NW);
+    while (ngot < 2 * NW && !check_failures)
+        CHECK(notif_wait(&b, &got[ngot++]) == 0);
+    int seen_w[NW] = {0}, seen_s[NW] = {0};
+    for (size_t k = 0; k < ngot; k++) {
+        if (got[k].len == 2 && got[k].msg[0] == 's') {
+            seen_s[got[k].msg[1] - '0']++;
+            continue;
+        }
+        for (int i = 0; i < NW; i++)
+            if (got[k].len == lens[i] && memcmp(got[k].msg, wmsg[i], lens[i]) == 0)
+                seen_w[i]++;
+    }
+    for (int i = 0; i < NW; i++) {
+        CHECK_EQ(seen_w[i], 1);
+        CHECK_EQ(seen_s[i], 1);
+    }
     /* standalone notifications, the largest size, ordered */
     unsigned char big[TPX_NOTIF_MAX];
     fill(big, sizeof(big), 77);

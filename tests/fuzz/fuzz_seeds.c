@@ -246,6 +246,27 @@ static void seeds_wire(void)
         .type = TPX_CTRL_NOTIF, .seq = 13, .notif_total = 50, .notif_off = 40, .part_len = 10};
     memcpy(n.part, "0123456789", 10);
     seed_ctrl(&n, "ctrl_notif");
+    /* a WRITE's notification: HELD parts, then the request that claims them */
+    tpx_ctrl_t nh = {.type = TPX_CTRL_NOTIF, .seq = 14, .notif_total = 5, .part_len = 5,
+                     .flags = TPX_CTRL_NOTIF_HELD};
+    memcpy(nh.part, "ready", 5);
+    seed_ctrl(&nh, "ctrl_notif_held");
+    seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RMA_REQ,
+                            .seq = 15,
+                            .rid = 5,
+                            .op = TPX_WIRE_OP_WRITE,
+                            .flags = TPX_CTRL_REQ_NOTIF,
+                            .nent = 2,
+                            .total = 8192,
+                            .list_len = TPX_LIST_SIZE(1, 2),
+                            .nchunks = 2},
+              "ctrl_rma_write_notif");
+    seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RMA_RESP,
+                            .seq = 16,
+                            .rid = 5,
+                            .flags = TPX_CTRL_RESP_NOTIFIED},
+              "ctrl_rma_resp_notified");
+    seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RMA_CANCEL, .seq = 17, .rid = 5}, "ctrl_rma_cancel");
 
     /* request lists: 2-byte chunk selector (fuzz_wire.c), then the list */
     static const struct {
