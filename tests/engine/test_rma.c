@@ -23,6 +23,7 @@
 #include "../unit/check.h"
 #include "common/tsan.h"
 #include "engine/engine.h" /* struct tpx_prep: the hostile test corrupts a list */
+#include "engine/remote.h" /* ... and sends control messages out of order */
 #include "engine/wire.h"
 #include "tpx/tpx.h"
 
@@ -855,6 +856,39 @@ static int t_hostile(void)
         CHECK(run_checked(&c, &b, rc, TPX_OP_READ, &blk, 1, "another peer") == 0);
         CHECK(run_checked(&a, &b, rm, TPX_OP_WRITE, &blk, 1, "after reconnecting") == 0);
     }
+    /* A notification held for a WRITE request that does not follow: B
+     * delivers neither it nor the message after it and drops the
+     * connection; A then writes with a notification again. */
+    tpx_peer_t *p = NULL;
+    CHECK(tpx__remote_peer_locked(rm, 5000, &p) == TPX_OK);
+    if (p != NULL) {
+        tpx_ctrl_t held = {.type = TPX_CTRL_NOTIF, .notif_total = 1, .part_len = 1,
+                           .flags = TPX_CTRL_NOTIF_HELD, .part = {'h'}};
+        tpx_ctrl_t plain = {.type = TPX_CTRL_NOTIF, .notif_total = 1, .part_len = 1,
+                            .part = {'x'}};
+        CHECK(tpx__peer_ctrl_send(p, &held, NULL) == TPX_OK);
+        CHECK(tpx__peer_ctrl_send(p, &plain, NULL) == TPX_OK);
+        tpx__comm_kick(p->ctrl_send);
+        tpx__progress_kick(a.e);
+        pthread_mutex_unlock(&a.e->lock);
+    }
+    int gone = 0;
+    for (int i = 0; i < 500 && !gone; i++) {
+        usleep(10 * 1000);
+        pthread_mutex_lock(&a.e->lock);
+        gone = rm->peer != p || p->state != PEER_READY || p->remote_closed;
+        pthread_mutex_unlock(&a.e->lock);
+    }
+    CHECK(gone);
+    tpx_engine_counters_t cb = {.size = sizeof(cb)};
+    CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
+    CHECK_EQ(cb.notifs_received, 0);
+    tpx_xfer_t *x = NULL;
+    CHECK(tpx_rma(rm, TPX_OP_WRITE, &v, 1, "ok", 2, &x) == TPX_OK);
+    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    tpx_xfer_release(x);
+    tpx_notif_t nt;
+    CHECK(notif_wait(&b, &nt) == 0 && nt.len == 2 && memcmp(nt.msg, "ok", 2) == 0);
     tpx_remote_forget(rm);
     tpx_remote_forget(rc);
     side_close(&a);
