@@ -266,13 +266,14 @@ void tpx__remote_set_resolver(tpx_remote_t *rm, tpx__resolver_t *r)
 }
 
 /* Before connecting anew: where is the remote's name now? A restarted
- * engine has a new id (and maybe port). conn_lock held. */
-static tpx_status_t remote_resolve(tpx_remote_t *rm)
+ * engine has a new id (and maybe port). Returns by deadline_ns (the
+ * caller's: other threads wait for conn_lock meanwhile). conn_lock held. */
+static tpx_status_t remote_resolve(tpx_remote_t *rm, uint64_t deadline_ns)
 {
     unsigned char blob[TPX_METADATA_MAX];
     size_t len = sizeof(blob);
     tpx_md_t md;
-    tpx_status_t st = rm->resolver->fn(rm->resolver, blob, &len);
+    tpx_status_t st = rm->resolver->fn(rm->resolver, deadline_ns, blob, &len);
     if (st != TPX_OK)
         return st; /* the resolver said why */
     if (tpx__md_decode(blob, len, &md) != TPX_OK) {
@@ -294,7 +295,7 @@ tpx_status_t tpx__remote_refresh(tpx_remote_t *rm)
 {
     pthread_mutex_lock(&rm->conn_lock);
     uint64_t was = rm->md.engine_id;
-    tpx_status_t st = rm->resolver != NULL ? remote_resolve(rm) : TPX_OK;
+    tpx_status_t st = rm->resolver != NULL ? remote_resolve(rm, UINT64_MAX) : TPX_OK;
     tpx_peer_t *old = NULL;
     if (st == TPX_OK && rm->md.engine_id != was) {
         pthread_mutex_lock(&rm->e->lock);
@@ -369,7 +370,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
         tpx_peer_close(old);
     tpx_status_t st = TPX_OK;
     if (p == NULL && rm->epoch > 0 && rm->resolver != NULL)
-        st = remote_resolve(rm);
+        st = remote_resolve(rm, deadline);
     if (p == NULL && st == TPX_OK) {
         int left = tpx__ms_left(deadline);
         st = left > 0 ? remote_dial(rm, left, &p) : TPX_ERR_TIMED_OUT;

@@ -12,10 +12,13 @@
  * before each new connection after the first (its engine may have
  * restarted with a new id and port). fn writes the current blob of the
  * remote's name into blob[*len] (*len: its size in, the blob's out); an
- * error fails that connection. Owned by the remote: destroy at its end. */
+ * error fails that connection. It returns by deadline_ns (tpx__now_ns()
+ * clock; UINT64_MAX: its own default), TPX_ERR_TIMED_OUT once that passed.
+ * Owned by the remote: destroy at its end. */
 typedef struct tpx__resolver tpx__resolver_t;
 struct tpx__resolver {
-    tpx_status_t (*fn)(tpx__resolver_t *r, unsigned char *blob, size_t *len);
+    tpx_status_t (*fn)(tpx__resolver_t *r, uint64_t deadline_ns, unsigned char *blob,
+                       size_t *len);
     void (*destroy)(tpx__resolver_t *r);
 };
 

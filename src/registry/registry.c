@@ -36,11 +36,12 @@ static uint64_t call_deadline(void)
 
 /* POST and take a 200 answer's body (the caller frees it). Anything else
  * is described in err. */
-static tpx_status_t etcd_post(tpx__http_conn_t *c, const char *path, const char *body, char **out,
-                              size_t *out_len, char *err, size_t errlen)
+static tpx_status_t etcd_post_by(tpx__http_conn_t *c, const char *path, const char *body,
+                                 uint64_t deadline_ns, char **out, size_t *out_len, char *err,
+                                 size_t errlen)
 {
     tpx__http_resp_t resp;
-    tpx_status_t st = tpx__http_post(c, path, body, call_deadline(), &resp);
+    tpx_status_t st = tpx__http_post(c, path, body, deadline_ns, &resp);
     if (st != TPX_OK) {
         snprintf(err, errlen, "%s", c->last_err[0] ? c->last_err : tpx_status_string(st));
         return st == TPX_ERR_TIMED_OUT || st == TPX_ERR_CONN_RESET ? TPX_ERR_UNREACHABLE
@@ -60,6 +61,13 @@ static tpx_status_t etcd_post(tpx__http_conn_t *c, const char *path, const char 
     *out = resp.body;
     *out_len = resp.body_len;
     return TPX_OK;
+}
+
+/* etcd_post_by() with TPX_METADATA_TIMEOUT_MS from now. */
+static tpx_status_t etcd_post(tpx__http_conn_t *c, const char *path, const char *body, char **out,
+                              size_t *out_len, char *err, size_t errlen)
+{
+    return etcd_post_by(c, path, body, call_deadline(), out, out_len, err, errlen);
 }
 
 static char *b64_dup(const void *p, size_t n)
@@ -147,10 +155,12 @@ out:
     return st;
 }
 
-/* Range [key, range_end) (range_end NULL: the key alone). */
+/* Range [key, range_end) (range_end NULL: the key alone), answered by
+ * deadline_ns. */
 static tpx_status_t etcd_range(tpx__http_conn_t *c, const char *key, const char *range_end,
                                int keys_only, tpx__reg_kv_t *kvs, size_t max, size_t *n,
-                               size_t *total, uint64_t *rev, char *err, size_t el)
+                               size_t *total, uint64_t *rev, uint64_t deadline_ns, char *err,
+                               size_t el)
 {
     char *k = b64_dup(key, strlen(key));
     char *re = range_end != NULL ? b64_dup(range_end, strlen(range_end)) : NULL, *ans;
@@ -165,7 +175,7 @@ static tpx_status_t etcd_range(tpx__http_conn_t *c, const char *key, const char 
                  keys_only ? ",\"keys_only\":true" : "");
     else
         snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k);
-    st = etcd_post(c, "/v3/kv/range", body, &ans, &alen, err, el);
+    st = etcd_post_by(c, "/v3/kv/range", body, deadline_ns, &ans, &alen, err, el);
     if (st != TPX_OK)
         goto out;
     st = tpx__reg_parse_range(ans, alen, kvs, max, n, err, el);
@@ -546,16 +556,18 @@ TPX_API void tpx_registry_close(tpx_registry_t *r)
     free(r);
 }
 
-/* Look `name` up on connection c: the entry, or NOT_FOUND / UNREACHABLE
- * with the error logged here. */
+/* Look `name` up on connection c by deadline_ns: the entry, or NOT_FOUND /
+ * UNREACHABLE with the error logged here. */
 static tpx_status_t reg_lookup(tpx__http_conn_t *c, const char *url, const char *prefix,
-                               const char *name, tpx_registry_entry_t *entry)
+                               const char *name, uint64_t deadline_ns,
+                               tpx_registry_entry_t *entry)
 {
     char key[512], err[256] = "";
     tpx__reg_kv_t kv;
     size_t n = 0;
     snprintf(key, sizeof(key), "%s/%s", prefix, name);
-    tpx_status_t st = etcd_range(c, key, NULL, 0, &kv, 1, &n, NULL, NULL, err, sizeof(err));
+    tpx_status_t st = etcd_range(c, key, NULL, 0, &kv, 1, &n, NULL, NULL, deadline_ns, err,
+                                 sizeof(err));
     if (st != TPX_OK) {
         TPX_ERROR("registry: cannot look up engine %s: etcd at %s: %s", name, url, err);
         return st;
@@ -594,7 +606,7 @@ TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *r, const char *name,
         return TPX_ERR_INVALID_ARG;
     }
     pthread_mutex_lock(&r->lock);
-    tpx_status_t st = reg_lookup(&r->conn, r->url, r->prefix, name, entry);
+    tpx_status_t st = reg_lookup(&r->conn, r->url, r->prefix, name, call_deadline(), entry);
     pthread_mutex_unlock(&r->lock);
     return st;
 }
@@ -616,7 +628,8 @@ TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *r, char (*names)[TPX_NAME
     pthread_mutex_lock(&r->lock);
     uint64_t rev = 0;
     tpx_status_t st =
-        etcd_range(&r->conn, from, to, 1, kvs, want, &got, &total, &rev, err, sizeof(err));
+        etcd_range(&r->conn, from, to, 1, kvs, want, &got, &total, &rev, call_deadline(), err,
+                   sizeof(err));
     if (st == TPX_OK && rev > 0)
         r->list_rev = rev;
     pthread_mutex_unlock(&r->lock);
@@ -811,14 +824,27 @@ typedef struct {
     char url[512], prefix[256], name[TPX_NAME_MAX];
 } reg_resolver_t;
 
-static tpx_status_t resolver_fn(tpx__resolver_t *base, unsigned char *blob, size_t *len)
+/* The lookup ends by the caller's deadline (a tpx_xfer_post()'s: the
+ * remote's other posters wait meanwhile), and by TPX_METADATA_TIMEOUT_MS. */
+static tpx_status_t resolver_fn(tpx__resolver_t *base, uint64_t deadline_ns, unsigned char *blob,
+                                size_t *len)
 {
     reg_resolver_t *rs = (reg_resolver_t *)base;
+    uint64_t own = call_deadline();
+    if (deadline_ns > own)
+        deadline_ns = own;
+    if (tpx__ms_left(deadline_ns) <= 0) {
+        TPX_ERROR("registry: no time left to look up engine %s (the caller's deadline passed)",
+                  rs->name);
+        return TPX_ERR_TIMED_OUT;
+    }
     tpx_registry_entry_t *entry = malloc(sizeof(*entry));
     if (entry == NULL)
         return TPX_ERR_NO_MEMORY;
-    tpx_status_t st = reg_lookup(&rs->conn, rs->url, rs->prefix, rs->name, entry);
+    tpx_status_t st = reg_lookup(&rs->conn, rs->url, rs->prefix, rs->name, deadline_ns, entry);
     tpx__http_close(&rs->conn); /* reconnections are rare: no connection kept */
+    if (st == TPX_ERR_UNREACHABLE && deadline_ns < own && tpx__ms_left(deadline_ns) <= 0)
+        st = TPX_ERR_TIMED_OUT; /* the caller's deadline cut the lookup short */
     if (st == TPX_OK) {
         if (entry->md_len > *len) {
             st = TPX_ERR_PROTOCOL;

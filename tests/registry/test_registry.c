@@ -21,6 +21,11 @@
  *   restart   a remote loaded from the registry reconnects to its engine
  *             restarted under the same name (a new engine id and port);
  *             once the name's lease expired, it fails with NOT_FOUND
+ *   stall     etcd stopped (SIGSTOP: it accepts and never answers) while a
+ *             registry-loaded remote's engine is dead: tpx_xfer_post()
+ *             with a 200 ms deadline returns by it, and so does a second
+ *             poster to that remote (the lookup honours the caller's
+ *             deadline, not TPX_METADATA_TIMEOUT_MS)
  *   run -- CMD...   run CMD with TPX_METADATA pointing at a fresh etcd
  *             (for the tpx-perf cluster tests); its exit status
  *   serve NAME GEN TTL   (internal) a server engine for sigkill/restart
@@ -29,6 +34,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -789,6 +795,83 @@ static int case_keys(void)
     CHECK_DONE();
 }
 
+/* ---- stall: the caller's deadline bounds the registry lookup ---- */
+
+typedef struct {
+    tpx_prep_t *prep;
+    tpx_status_t st;
+    double secs;
+} post_job_t;
+
+/* Post with a 200 ms deadline; wait for the transfer by its deadline. */
+static void *post_job(void *arg)
+{
+    post_job_t *j = arg;
+    double t0 = etcd_now();
+    tpx_xfer_t *x = NULL;
+    j->st = tpx_xfer_post(j->prep, NULL, 0, 200, &x);
+    j->secs = etcd_now() - t0;
+    if (j->st == TPX_OK) {
+        j->st = tpx_xfer_wait(x, 5000, NULL);
+        tpx_xfer_release(x);
+    }
+    return NULL;
+}
+
+static int case_stall(void)
+{
+    /* a lookup may take 20 s: only the caller's deadline can end it sooner */
+    setenv("TPX_METADATA_TIMEOUT_MS", "20000", 1);
+    need_etcd();
+    pid_t pid = spawn_server("sleeper", 1, 60);
+    CHECK(pid > 0);
+    node_t c;
+    CHECK(node_make(&c, "poster", 9) == 0);
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    CHECK(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+    tpx_remote_t *rm;
+    CHECK(tpx_registry_load_remote(r, c.e, "sleeper", &rm, &ent) == TPX_OK);
+    CHECK(read_check(c.e, rm, &ent.descs[0], 1) == TPX_OK);
+    unsigned char *buf = malloc(4096);
+    tpx_region_t *reg = NULL;
+    CHECK(buf != NULL && tpx_mem_register(c.e, buf, 4096, TPX_MEM_HOST, &reg) == TPX_OK);
+    tpx_iov_t v = {.local = reg, .remote = &ent.descs[0], .len = 4096};
+    tpx_prep_t *prep = NULL;
+    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &v, 1, &prep) == TPX_OK);
+
+    /* the engine dies; etcd stops answering */
+    reap(pid);
+    CHECK(etcd.pid > 0 && kill(etcd.pid, SIGSTOP) == 0);
+    usleep(300000); /* the dead connection is seen closed */
+    /* Two posters at once (the second waits for the first's connect); a
+     * first failure may be the dead connection's: the next post resolves. */
+    int timed_out = 0;
+    for (int round = 0; round < 3 && !timed_out; round++) {
+        post_job_t j[2] = {{.prep = prep}, {.prep = prep}};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, post_job, &j[1]) == 0);
+        post_job(&j[0]);
+        pthread_join(th, NULL);
+        for (int i = 0; i < 2; i++) {
+            printf("round %d poster %d: %s after %.3f s\n", round, i, tpx_strerror(j[i].st),
+                   j[i].secs);
+            CHECK(j[i].st != TPX_OK);
+            CHECK(j[i].secs < 3.0); /* 200 ms asked; 20 s if the lookup ignored it */
+            timed_out |= j[i].st == TPX_ERR_TIMED_OUT;
+        }
+    }
+    CHECK(timed_out);
+    kill(etcd.pid, SIGCONT);
+    tpx_prep_release(prep);
+    tpx_mem_deregister(reg);
+    free(buf);
+    tpx_remote_forget(rm);
+    tpx_registry_close(r);
+    node_free(&c);
+    CHECK_DONE();
+}
+
 static int case_run(int argc, char **argv)
 {
     if (argc < 1) {
@@ -832,6 +915,8 @@ int main(int argc, char **argv)
         return case_watch();
     if (strcmp(c, "keys") == 0)
         return case_keys();
+    if (strcmp(c, "stall") == 0)
+        return case_stall();
     if (strcmp(c, "serve") == 0 && argc == 5)
         return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (strcmp(c, "run") == 0) {
