@@ -102,7 +102,8 @@ typedef struct {
     int progress_thread;    /* 1: an engine thread drives progress; 0: call tpx_progress() */
     int progress_cpu;       /* CPU for the progress thread; -1: not pinned;
                                TPX_CPU_NUMA_LOCAL: a CPU of the NIC's NUMA node */
-    const char *auth_token; /* NULL: TPX_AUTH_TOKEN; "" : no authentication */
+    const char *auth_token; /* NULL: TPX_AUTH_TOKEN; "" : no authentication; at most
+                               255 bytes (longer: TPX_ERR_CONFIG, from any source) */
     const char *name;       /* this engine's name, shown to peers with its notifications
                                (< 64 bytes); NULL: "<hostname>:<pid>:<gpu>" */
     int notif_queue;        /* bound of the notification queue; 0: TPX_NOTIF_QUEUE */

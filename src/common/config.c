@@ -179,6 +179,11 @@ static void cfg_load_once(void)
         } else {
             cfg_str[TPX_CFG_AUTH_TOKEN] = token;
         }
+    } else if (strlen(cfg_str[TPX_CFG_AUTH_TOKEN]) > CFG_TOKEN_MAX) {
+        /* as for the file: refused, never cut (peers would disagree) */
+        TPX_ERROR("TPX_AUTH_TOKEN has %zu bytes: a token has at most %d",
+                  strlen(cfg_str[TPX_CFG_AUTH_TOKEN]), CFG_TOKEN_MAX);
+        cfg_status = TPX_ERR_CONFIG;
     }
 }
 

@@ -64,7 +64,8 @@ TPX_CONFIG_X(BIND_ADDR, STR, "", 0, 0,
              "first IPv4 address). Empty: all addresses.")
 TPX_CONFIG_X(AUTH_TOKEN, STR, "", 0, 0,
              "Shared secret: peers prove knowledge of it with an HMAC-SHA256 challenge; it is "
-             "never sent. Empty: no authentication.")
+             "never sent; at most 255 bytes (a longer one, here or in the file, is a "
+             "configuration error). Empty: no authentication.")
 TPX_CONFIG_X(TRUST_HANDLES, INT, "0", 0, 1,
              "1: a peer that no token authenticated may name any data address in its plugin "
              "handles (a trusted network). 0: such a peer's data connections go only to the "

@@ -383,8 +383,20 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
     e->progress_thread = params->progress_thread != 0;
     e->progress_cpu = params->progress_cpu;
-    snprintf(e->auth_token, sizeof(e->auth_token), "%s",
-             params->auth_token ? params->auth_token : tpx__config_str(TPX_CFG_AUTH_TOKEN));
+    {
+        /* An over-long token is refused (TPX_AUTH_TOKEN and its file are, by
+         * tpx__config_load()), never cut: both ends must hold the same. */
+        const char *tok =
+            params->auth_token ? params->auth_token : tpx__config_str(TPX_CFG_AUTH_TOKEN);
+        size_t tl = strlen(tok);
+        if (tl >= sizeof(e->auth_token)) {
+            TPX_ERROR("tpx_engine_create: the authentication token (params.auth_token) has %zu "
+                      "bytes: at most %zu", tl, sizeof(e->auth_token) - 1);
+            st = TPX_ERR_CONFIG;
+            goto err_free;
+        }
+        memcpy(e->auth_token, tok, tl + 1);
+    }
     if (params->name != NULL && (params->name[0] == '\0' || strlen(params->name) >= 64)) {
         TPX_ERROR("tpx_engine_create: the engine name must have 1..63 bytes");
         st = TPX_ERR_INVALID_ARG;

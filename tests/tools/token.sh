@@ -71,6 +71,16 @@ rc=$?
 { [ $rc -ne 0 ] && grep -q "both set" <<<"$out"; } || bad "both token variables set: exit $rc, $out"
 out=$(TPX_AUTH_TOKEN_FILE=$dir/missing "$perf" --loopback --size 4K --iters 1 2>&1) &&
     bad "a missing token file was not an error"
+# A token over 255 bytes is refused, from the variable as from the file (never cut).
+long=$(head -c 256 /dev/zero | tr '\0' k)
+out=$(TPX_AUTH_TOKEN=$long "$perf" --loopback --size 4K --iters 1 2>&1)
+rc=$?
+{ [ $rc -ne 0 ] && grep -q "at most 255" <<<"$out"; } || bad "a 256-byte TPX_AUTH_TOKEN: exit $rc, $out"
+printf '%s\n' "$long" >"$dir/long"
+chmod 600 "$dir/long"
+out=$(TPX_AUTH_TOKEN_FILE=$dir/long "$perf" --loopback --size 4K --iters 1 2>&1)
+rc=$?
+{ [ $rc -ne 0 ] && grep -q "1..255 bytes" <<<"$out"; } || bad "a 256-byte token file: exit $rc, $out"
 # A FIFO (no writer) is refused at once, not waited on forever.
 mkfifo "$dir/fifo"
 out=$(TPX_AUTH_TOKEN_FILE=$dir/fifo timeout 20 "$perf" --loopback --size 4K --iters 1 2>&1)

@@ -75,6 +75,23 @@ int main(void)
         fprintf(stderr, "stderr got: %.*s\n", (int)n, buf);
     CHECK(n <= 0);
 
+    /* params.auth_token: 255 bytes are taken, 256 refused (never cut) */
+    {
+        static char tok[257];
+        memset(tok, 'k', 256);
+        tpx_log_set_level(TPX_LOG_NONE);
+        tpx_engine_params_init(&p);
+        p.port = TPX_PORT_NONE;
+        p.auth_token = tok;
+        e = NULL;
+        CHECK_EQ(tpx_engine_create(&p, &e), TPX_ERR_CONFIG);
+        CHECK(e == NULL);
+        tok[255] = '\0';
+        CHECK_EQ(tpx_engine_create(&p, &e), TPX_OK);
+        tpx_engine_destroy(e);
+        tpx_log_set_level(TPX_LOG_WARN);
+    }
+
     /* The old names still work (deprecated for one release). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

@@ -31,6 +31,17 @@ int main(int argc, char **argv)
         CHECK_EQ(tpx_config_check(), TPX_ERR_CONFIG); /* TPX_NSOCKS=17 */
         CHECK_DONE();
     }
+    if (argc > 1 && strcmp(argv[1], "token") == 0) {
+        /* Run with a 256-byte TPX_AUTH_TOKEN: refused (as from the file), not cut */
+        CHECK_EQ(tpx_config_check(), TPX_ERR_CONFIG);
+        tpx_engine_t *e = NULL;
+        tpx_engine_params_t p;
+        tpx_engine_params_init(&p);
+        p.port = TPX_PORT_NONE;
+        CHECK_EQ(tpx_engine_create(&p, &e), TPX_ERR_CONFIG);
+        CHECK(e == NULL);
+        CHECK_DONE();
+    }
     setenv("TPX_NSOCKS", "8", 1);
     setenv("TPX_PIECE_BYTES", "2M", 1);
     unsetenv("TPX_LOG_LEVEL");
