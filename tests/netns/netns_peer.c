@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tpx/status.h"
 #include "tpx/tpx.h"
 
 /* The fill/verify loops touch every byte; keep them fast in Debug builds. */
@@ -76,40 +77,14 @@ static np_opts_t O;
 
 /* ---- reporting ---------------------------------------------------------------- */
 
-/* The status's enum name (TPX_ERR_ dropped), for lines a script parses. */
-static const struct {
-    tpx_status_t st;
-    const char *name;
-} np_status_names[] = {
-    {TPX_OK, "OK"},
-    {TPX_INPROGRESS, "INPROGRESS"},
-    {TPX_ERR_INVALID_ARG, "INVALID_ARG"},
-    {TPX_ERR_INVALID_STATE, "INVALID_STATE"},
-    {TPX_ERR_NO_RESOURCE, "NO_RESOURCE"},
-    {TPX_ERR_NO_MEMORY, "NO_MEMORY"},
-    {TPX_ERR_UNSUPPORTED, "UNSUPPORTED"},
-    {TPX_ERR_CONFIG, "CONFIG"},
-    {TPX_ERR_TIMED_OUT, "TIMED_OUT"},
-    {TPX_ERR_CONN_REFUSED, "CONN_REFUSED"},
-    {TPX_ERR_CONN_RESET, "CONN_RESET"},
-    {TPX_ERR_PROTOCOL, "PROTOCOL"},
-    {TPX_ERR_TRUNCATED, "TRUNCATED"},
-    {TPX_ERR_UNREACHABLE, "UNREACHABLE"},
-    {TPX_ERR_ADDR_IN_USE, "ADDR_IN_USE"},
-    {TPX_ERR_NO_DEVICE, "NO_DEVICE"},
-    {TPX_ERR_IO, "IO"},
-    {TPX_ERR_PLUGIN, "PLUGIN"},
-    {TPX_ERR_CUDA, "CUDA"},
-    {TPX_ERR_INTERNAL, "INTERNAL"},
-    {TPX_ERR_CANCELED, "CANCELED"},
-};
-
+/* The status's enum name (tpx_status_name()) without its "TPX_ERR_" or
+ * "TPX_" prefix, for lines a script parses: TIMED_OUT, OK, INPROGRESS. */
 static const char *np_status_name(tpx_status_t st)
 {
-    for (size_t i = 0; i < sizeof(np_status_names) / sizeof(np_status_names[0]); i++)
-        if (np_status_names[i].st == st)
-            return np_status_names[i].name;
-    return "OTHER"; /* newer than this table: the lines carry tpx_strerror() too */
+    const char *n = tpx_status_name(st);
+    if (strncmp(n, "TPX_ERR_", 8) == 0)
+        return n + 8;
+    return strncmp(n, "TPX_", 4) == 0 ? n + 4 : n;
 }
 
 static uint64_t np_epoch_ms(void)
