@@ -487,7 +487,6 @@ class Xfer:
         n = _sz()
         st = _api().tpx_xfer_poll(self._h, ctypes.byref(n))
         if st == _INPROGRESS:
-            os.sched_yield()  # a poll loop must not starve the progress thread
             return False
         _check(st, "transfer")
         self.bytes = n.value

@@ -153,6 +153,9 @@ struct tpx_xfer {
     int drain;               /* recv: message larger than the buffer, discard it */
     int canceled, released;  /* read and written under the engine lock only */
     int unseen;              /* DONE, not yet reported by poll/wait (counted in e->nunseen) */
+    atomic_int settled;      /* 0 while it runs; 1 once DONE (stored after `status`) or
+                                released: tpx_xfer_poll() answers a running transfer of a
+                                progress-thread engine without the engine lock */
     uint64_t deadline_ns;
     tpx_xfer_t *next, *prev; /* peer's list of transfers not DONE */
     /* chunks */

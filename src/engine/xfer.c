@@ -52,6 +52,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     tpx_peer_t *p = x->peer;
     x->state = XF_DONE;
     x->status = x->canceled && st == TPX_OK ? TPX_ERR_CANCELED : st;
+    atomic_store_explicit(&x->settled, 1, memory_order_release);
     if (x->prev)
         x->prev->next = x->next;
     else if (p->active == x)
@@ -816,8 +817,26 @@ static tpx_status_t xfer_seen(tpx_xfer_t *x, size_t *bytes)
     return st;
 }
 
+/* A transfer still running on an engine whose thread drives progress:
+ * known without the engine lock, which a caller polling in a loop would
+ * otherwise take again and again while the progress thread wants it.
+ * Anything else (done, released, caller-driven progress) takes the lock. */
+static int xfer_running(const tpx_xfer_t *x)
+{
+    return x != NULL && x->e->progress_thread &&
+           atomic_load_explicit(&x->settled, memory_order_acquire) == 0;
+}
+
 TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
 {
+    if (xfer_running(x)) {
+        /* The core goes to whoever waits for it (the progress thread, the
+         * transport's threads): a loop of polls on a busy machine kept
+         * them waiting for its time slice to end (100 x 16 KiB READs:
+         * 0.25 GB/s instead of 2.8). Returns at once on an idle core. */
+        sched_yield();
+        return TPX_INPROGRESS;
+    }
     tpx_status_t st = xfer_lock(x, "tpx_xfer_poll");
     if (st != TPX_OK)
         return st;
@@ -831,6 +850,10 @@ TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
 
 TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
 {
+    if (timeout_ms == 0 && xfer_running(x)) {
+        sched_yield(); /* a poll: see tpx_xfer_poll() */
+        return TPX_INPROGRESS;
+    }
     uint64_t limit = timeout_ms < 0 ? UINT64_MAX
                                     : tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
     tpx_status_t st = xfer_lock(x, "tpx_xfer_wait");
@@ -914,5 +937,6 @@ TPX_API void tpx_xfer_release(tpx_xfer_t *x)
     x->canceled = 1;
     tpx__rma_canceled(x);
     x->released = 1; /* freed when it completes */
+    atomic_store_explicit(&x->settled, 1, memory_order_relaxed);
     pthread_mutex_unlock(&e->lock);
 }

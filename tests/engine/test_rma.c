@@ -646,6 +646,93 @@ static int t_prepost(void)
     CHECK_DONE();
 }
 
+/* Two threads, each posting its own preparation (disjoint blocks) again and
+ * again and polling it in a tight loop (tpx_xfer_poll() answers a running
+ * transfer without the engine lock, and yields): every READ ends, with the
+ * right bytes, and a poll after the end says the same again. */
+typedef struct {
+    side_t *a, *b;
+    tpx_prep_t *pp;
+    const blk_t *blk;
+    int nb, fails;
+    size_t want;
+} pollloop_t;
+
+static void *pollloop_thread(void *arg)
+{
+    pollloop_t *t = arg;
+    for (int it = 0; it < 50 && t->fails == 0; it++) {
+        for (int i = 0; i < t->nb; i++)
+            fill(t->b->mem + t->blk[i].roff, t->blk[i].len, (uint64_t)(it * 1000 + i + t->nb));
+        tpx_xfer_t *x;
+        if (tpx_xfer_post(t->pp, NULL, 0, 10000, &x) != TPX_OK) {
+            t->fails++;
+            break;
+        }
+        tpx_status_t st;
+        size_t bytes = 0, again = 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while ((st = tpx_xfer_poll(x, &bytes)) == TPX_INPROGRESS) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            if (t1.tv_sec - t0.tv_sec > 30)
+                break; /* the transfer's own deadline (10 s) ends it first */
+        }
+        if (st != TPX_OK || bytes != t->want || tpx_xfer_poll(x, &again) != TPX_OK ||
+            again != t->want) {
+            fprintf(stderr, "pollloop: %s, %zu bytes (want %zu), again %zu\n",
+                    tpx_status_string(st), bytes, t->want, again);
+            t->fails++;
+        }
+        tpx_xfer_release(x);
+        for (int i = 0; i < t->nb; i++)
+            if (memcmp(t->a->mem + t->blk[i].loff, t->b->mem + t->blk[i].roff,
+                       t->blk[i].len) != 0) {
+                fprintf(stderr, "pollloop: block %d differs after READ %d\n", i, it);
+                t->fails++;
+                break;
+            }
+    }
+    return NULL;
+}
+
+static int t_pollloop(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    enum { NB = 200 };
+    blk_t blk[NB];
+    make_blocks(blk, NB, a.size, 16u << 10);
+    pollloop_t t[2];
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+        t[k] = (pollloop_t){.a = &a, .b = &b, .blk = blk + k * (NB / 2), .nb = NB / 2};
+        for (int i = 0; i < NB / 2; i++)
+            t[k].want += t[k].blk[i].len;
+        tpx_iov_t *v = make_iov(&a, &b, t[k].blk, NB / 2);
+        CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB / 2, &t[k].pp) == TPX_OK);
+        free(v);
+    }
+    if (check_failures)
+        return 1;
+    for (int k = 0; k < 2; k++)
+        CHECK(pthread_create(&th[k], NULL, pollloop_thread, &t[k]) == 0);
+    for (int k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+        CHECK_EQ(t[k].fails, 0);
+        tpx_prep_release(t[k].pp);
+    }
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
 /* Adjacent blocks (coalesced into one entry) and blocks that are adjacent on
  * one side only (not coalesced). */
 static int t_coalesce(void)
@@ -1157,7 +1244,8 @@ int main(int argc, char **argv)
                  {"prepost", t_prepost}, {"coalesce", t_coalesce}, {"overflow", t_overflow},
                  {"metadata", t_metadata}, {"bell", t_bell},
                  {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
-                 {"failclose", t_failclose}, {"abi", t_abi}};
+                 {"failclose", t_failclose}, {"abi", t_abi},
+                 {"pollloop", t_pollloop}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
