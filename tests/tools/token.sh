@@ -37,11 +37,16 @@ TPX_AUTH_TOKEN=$secret "$perf" --loopback --size 4K --iters 1 --json "$dir/loop.
 grep -qF "$secret" "$dir/loop.json" "$dir/loop.out" && bad "tpx-perf's JSON or output holds the token"
 
 # 2. TPX_AUTH_TOKEN_FILE
-free_port() { # a port P with P + 1 free too (bind(0) may hand out one port again and again)
-    python3 - <<'PY' 2>/dev/null || echo $((30000 + $$ % 20000))
+free_port() { # a port P with P + 1 free too, below the kernel's ephemeral range: a port from
+    # that range can be handed to some connect() as its source port before the server binds it
+    python3 - <<'PY' 2>/dev/null || echo $((21000 + $$ % 9000))
 import random, socket
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except Exception:
+    lo = 32768
 for _ in range(1000):
-    p = random.randint(20000, 60000)
+    p = random.randint(20000, max(20001, lo - 2))
     socks, ok = [], True
     for q in (p, p + 1):
         s = socket.socket()
@@ -92,6 +97,14 @@ for want in ok refused; do
     TPX_AUTH_TOKEN_FILE=$dir/token TPX_PORT_BASE=$((port + 1)) "$perf" --port "$port" server \
         >"$dir/srv.out" 2>&1 &
     srv=$!
+    # The client's 5 s set-up budget starts once the server listens, not while its process
+    # starts (that alone can take seconds on a loaded 2-core machine).
+    for _ in $(seq 300); do
+        grep -q "listening on port" "$dir/srv.out" 2>/dev/null && break
+        kill -0 "$srv" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "listening on port" "$dir/srv.out" || { cat "$dir/srv.out"; bad "server ($want) did not start listening"; }
     if [ $want = ok ]; then tok=$secret; else tok="wrong-$secret"; fi
     TPX_AUTH_TOKEN=$tok TPX_CONNECT_TIMEOUT_MS=5000 timeout 60 "$perf" --port "$port" --size 64K \
         --iters 2 client 127.0.0.1 >"$dir/cli.out" 2>&1
