@@ -499,8 +499,20 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     for (int i = 0; i < e->window; i++) {
         tpx_slot_t *sl = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
         sl->req = NULL;
-        TPX_CHECK_GOTO(tpx__net_irecv(e->net, c->comm, p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE,
-                                      TPX_CTRL_MSG_SIZE, 0, mh, &sl->req), st, out);
+        st = tpx__net_irecv(e->net, c->comm, p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE,
+                            TPX_CTRL_MSG_SIZE, 0, mh, &sl->req);
+        if (st == TPX_ERR_CONN_RESET) {
+            /* The peer closed right after its READY (a client that connects
+             * and leaves at once) and the plugin saw it before this post:
+             * the peer is set up all the same and fails now, as it would a
+             * moment later, so tpx_peer_accept still hands it out instead
+             * of it vanishing unlogged, whichever side was faster. */
+            p->state = PEER_READY;
+            tpx__peer_fail(p, st, "the peer closed the connection as it was set up");
+            return TPX_OK;
+        }
+        if (st < 0)
+            goto out;
         if (sl->req == NULL) {
             TPX_ERROR("peer %s: plugin refused a control receive", p->name);
             return TPX_ERR_PLUGIN;
