@@ -40,27 +40,9 @@ grep -q '^# idle: both engines used' "$WORK/lat.out" || fail "--latency: no idle
     || { cat "$WORK/gap.out"; fail "--gap"; }
 
 # server and client: the control port and the engine's bootstrap port
-# (TPX_PORT_BASE, the next one), both free (one free port alone was seen
-# to collide with another test's ephemeral port on the next)
-PORT=$(python3 - <<'PY' 2>/dev/null || echo 28515
-import random, socket
-for _ in range(1000):
-    p = random.randint(20000, 60000)
-    socks, ok = [], True
-    for q in (p, p + 1):
-        s = socket.socket()
-        socks.append(s)
-        try:
-            s.bind(("", q))
-        except OSError:
-            ok = False
-    for s in socks:
-        s.close()
-    if ok:
-        print(p)
-        break
-PY
-)
+# (TPX_PORT_BASE, the next one), both free (ports.sh)
+. "$(dirname "$0")/ports.sh"
+PORT=$(free_port)
 [ -n "$PORT" ] || fail "no two free ports in a row"
 for op in write read; do
     TPX_PORT_BASE=$((PORT + 1)) "$PERF" --op $op --port "$PORT" server > "$WORK/srv.out" 2>&1 &

@@ -37,31 +37,7 @@ TPX_AUTH_TOKEN=$secret "$perf" --loopback --size 4K --iters 1 --json "$dir/loop.
 grep -qF "$secret" "$dir/loop.json" "$dir/loop.out" && bad "tpx-perf's JSON or output holds the token"
 
 # 2. TPX_AUTH_TOKEN_FILE
-free_port() { # a port P with P + 1 free too, below the kernel's ephemeral range: a port from
-    # that range can be handed to some connect() as its source port before the server binds it
-    python3 - <<'PY' 2>/dev/null || echo $((21000 + $$ % 9000))
-import random, socket
-try:
-    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except Exception:
-    lo = 32768
-for _ in range(1000):
-    p = random.randint(20000, max(20001, lo - 2))
-    socks, ok = [], True
-    for q in (p, p + 1):
-        s = socket.socket()
-        socks.append(s)
-        try:
-            s.bind(("", q))
-        except OSError:
-            ok = False
-    for s in socks:
-        s.close()
-    if ok:
-        print(p)
-        break
-PY
-}
+. "$(dirname "$0")/ports.sh"
 printf '%s\n' "$secret" >"$dir/token"
 chmod 600 "$dir/token"
 out=$(TPX_AUTH_TOKEN_FILE=$dir/token "$perf" --print-config 2>&1)
