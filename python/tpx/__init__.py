@@ -212,7 +212,23 @@ def _bytes_of(obj):
 
 # ---- objects ----------------------------------------------------------------
 
-class Engine:
+class _Closable:
+    """A context manager whose close() also runs when it is garbage-collected."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Engine(_Closable):
     """One tpx engine (tpx_engine_create). Every setting left at None comes from
     the TPX_* environment variables, as in C."""
 
@@ -240,18 +256,6 @@ class Engine:
         self._owned = []  # regions, remotes, preps, peers: released before the engine
         self._xfers = weakref.WeakSet()  # transfers still held by the caller
         self._nbuf = (_Notif * 64)()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def close(self):
         """Release everything this engine made, then the engine."""
@@ -542,7 +546,7 @@ class Peer(_Owned):
         return Xfer(self._engine, h)
 
 
-class Registry:
+class Registry(_Closable):
     """Engines published in etcd (tpx/registry.h): publish an engine with its exported
     descriptors under <prefix>/<engine name> (a lease kept alive by a thread), look names
     up, list them, load them as remotes that reconnect through the registry. url
@@ -554,18 +558,6 @@ class Registry:
         _check(_api().tpx_registry_open(url.encode() if url else None,
                                         prefix.encode() if prefix is not None else None,
                                         ctypes.byref(self._h)), "tpx_registry_open")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def close(self):
         """Revoke this registry's publications (their names vanish at once) and free it."""
