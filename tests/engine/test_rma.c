@@ -26,14 +26,7 @@
 #include "engine/remote.h" /* ... and sends control messages out of order */
 #include "engine/wire.h"
 #include "tpx/tpx.h"
-
-typedef struct {
-    tpx_engine_t *e;
-    unsigned char *mem;
-    size_t size;
-    tpx_region_t *r;
-    tpx_rdesc_t d;
-} side_t;
+#include "side.h"
 
 typedef struct {
     size_t loff, roff, len;
@@ -49,56 +42,6 @@ static uint64_t rnd(void)
 }
 static size_t rnd_in(size_t lo, size_t hi) { return lo + (size_t)(rnd() % (hi - lo + 1)); }
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-    uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        p[i] = (unsigned char)s;
-    }
-}
-
-static int side_open(side_t *s, const char *name, size_t size, int notif_queue)
-{
-    tpx_engine_params_t p;
-    tpx_engine_params_init(&p);
-    p.bind_addr = "127.0.0.1";
-    p.port = TPX_PORT_EPHEMERAL;
-    p.name = name;
-    p.notif_queue = notif_queue;
-    memset(s, 0, sizeof(*s));
-    if (tpx_engine_create(&p, &s->e) != TPX_OK)
-        return -1;
-    s->size = size;
-    s->mem = aligned_alloc(4096, size);
-    if (s->mem == NULL)
-        return -1;
-    fill(s->mem, size, (uint64_t)name[0]);
-    if (tpx_mem_register(s->e, s->mem, size, TPX_MEM_HOST, &s->r) != TPX_OK ||
-        tpx_region_export(s->r, 0, 0, &s->d) != TPX_OK)
-        return -1;
-    return 0;
-}
-
-static void side_close(side_t *s)
-{
-    tpx_engine_destroy(s->e);
-    free(s->mem);
-}
-
-/* `from` loads the metadata of `to`. */
-static tpx_remote_t *load(side_t *from, side_t *to)
-{
-    unsigned char blob[TPX_METADATA_MAX];
-    size_t len = sizeof(blob);
-    tpx_remote_t *rm = NULL;
-    if (tpx_engine_get_metadata(to->e, blob, &len) != TPX_OK ||
-        tpx_remote_load(from->e, blob, len, &rm) != TPX_OK)
-        return NULL;
-    return rm;
-}
 
 /* n blocks in [4 KiB, maxblk] at random offsets, each in its own slot of
  * the buffer on both sides (slots permuted), so none overlap. */

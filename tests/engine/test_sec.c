@@ -56,63 +56,8 @@
 #include "engine/wire.h"
 #include "plugin/sock/sock_wire.h"
 #include "tpx/tpx.h"
+#include "side.h"
 
-typedef struct {
-    tpx_engine_t *e;
-    unsigned char *mem;
-    size_t size;
-    tpx_region_t *r;
-    tpx_rdesc_t d;
-} side_t;
-
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-    uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        p[i] = (unsigned char)s;
-    }
-}
-
-static int side_open(side_t *s, const char *name, size_t size)
-{
-    tpx_engine_params_t p;
-    tpx_engine_params_init(&p);
-    p.bind_addr = "127.0.0.1";
-    p.port = TPX_PORT_EPHEMERAL;
-    p.name = name;
-    memset(s, 0, sizeof(*s));
-    if (tpx_engine_create(&p, &s->e) != TPX_OK)
-        return -1;
-    s->size = size;
-    s->mem = aligned_alloc(4096, size);
-    if (s->mem == NULL)
-        return -1;
-    fill(s->mem, size, (uint64_t)name[0]);
-    if (tpx_mem_register(s->e, s->mem, size, TPX_MEM_HOST, &s->r) != TPX_OK ||
-        tpx_region_export(s->r, 0, 0, &s->d) != TPX_OK)
-        return -1;
-    return 0;
-}
-
-static void side_close(side_t *s)
-{
-    tpx_engine_destroy(s->e);
-    free(s->mem);
-}
-
-static tpx_remote_t *load(side_t *from, side_t *to)
-{
-    unsigned char blob[TPX_METADATA_MAX];
-    size_t len = sizeof(blob);
-    tpx_remote_t *rm = NULL;
-    if (tpx_engine_get_metadata(to->e, blob, &len) != TPX_OK ||
-        tpx_remote_load(from->e, blob, len, &rm) != TPX_OK)
-        return NULL;
-    return rm;
-}
 
 /* No keys: TPX_IDENTITY=dial, or libsodium is not installed (./dev installs it). */
 static int dial_mode(void)
@@ -158,9 +103,9 @@ static uint64_t requests_seen(side_t *s)
 static int impostor_round(int mode)
 {
     side_t v, o, m;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
-    CHECK(side_open(&o, "O", 1u << 20) == 0);
-    CHECK(side_open(&m, mode == 2 ? "O" : "M", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
+    CHECK(side_open(&o, "O", 1u << 20, 0) == 0);
+    CHECK(side_open(&m, mode == 2 ? "O" : "M", 1u << 20, 0) == 0);
     if (check_failures)
         return 1;
     if (mode < 2)
@@ -376,8 +321,8 @@ static int legit_connects(side_t *l, side_t *v, int tries, int ms, const char *w
 static int t_lockout(void)
 {
     side_t v, l;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
-    CHECK(side_open(&l, "L", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
+    CHECK(side_open(&l, "L", 1u << 20, 0) == 0);
     if (check_failures)
         return 1;
     static const struct {
@@ -407,8 +352,8 @@ static int t_flood(void)
 {
     setenv("TPX_AUTH_TOKEN", "test-sec-flood-token", 1);
     side_t v, l;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
-    CHECK(side_open(&l, "L", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
+    CHECK(side_open(&l, "L", 1u << 20, 0) == 0);
     if (check_failures)
         return 1;
     hostile_t h1 = {.port = tpx_engine_port(v.e), .nsrc = 1, .mode = 1};
@@ -441,9 +386,9 @@ static int t_flood(void)
 static int t_peercap(void)
 {
     side_t v, a, l;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
-    CHECK(side_open(&a, "A", 1u << 20) == 0);
-    CHECK(side_open(&l, "L", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
+    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
+    CHECK(side_open(&l, "L", 1u << 20, 0) == 0);
     if (check_failures)
         return 1;
     tpx_remote_t *vl = load(&v, &l); /* V knows L */
@@ -530,9 +475,9 @@ static void *bellflood_main(void *arg)
 static int t_bells(void)
 {
     side_t v, r, a;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
-    CHECK(side_open(&r, "R", 1u << 20) == 0);
-    CHECK(side_open(&a, "A", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
+    CHECK(side_open(&r, "R", 1u << 20, 0) == 0);
+    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
     if (check_failures)
         return 1;
     tpx_remote_t *rv = load(&r, &v), *av = load(&a, &v);
@@ -596,8 +541,8 @@ static long rss_mb(void)
 static int t_listmem(void)
 {
     side_t v, a;
-    CHECK(side_open(&v, "V", 4u << 20) == 0);
-    CHECK(side_open(&a, "A", 4u << 20) == 0);
+    CHECK(side_open(&v, "V", 4u << 20, 0) == 0);
+    CHECK(side_open(&a, "A", 4u << 20, 0) == 0);
     tpx_remote_t *av = load(&a, &v);
     CHECK(av != NULL && tpx_remote_connect(av, 10000) == TPX_OK);
     if (check_failures)
@@ -704,8 +649,8 @@ static void *post_main(void *arg)
 static int t_deadline(void)
 {
     side_t v, o;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
-    CHECK(side_open(&o, "O", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
+    CHECK(side_open(&o, "O", 1u << 20, 0) == 0);
     tpx_remote_t *ro = load(&v, &o);
     CHECK(ro != NULL);
     if (check_failures)
@@ -755,7 +700,7 @@ static int t_deadline(void)
 static int steer_run(int v6)
 {
     side_t v;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
     if (check_failures)
         return 1;
     int canary = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -855,8 +800,8 @@ static void *burst_main(void *arg)
 static int t_burst(void)
 {
     side_t v, a;
-    CHECK(side_open(&v, "V", 1u << 20) == 0);
-    CHECK(side_open(&a, "A", 1u << 20) == 0);
+    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
+    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
     if (check_failures)
         return 1;
     burst_t b[BURST];
