@@ -141,6 +141,30 @@ int bench_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     return 0;
 }
 
+int bench_parse_gpus(const char *arg, int max, int out[2])
+{
+    char a[32];
+    const char *comma = strchr(arg, ',');
+    uint64_t x, y;
+    if (comma == NULL) {
+        if (bench_parse_uint(arg, 0, (uint64_t)max, &x) != 0)
+            return 0;
+        out[0] = (int)x;
+        return 1;
+    }
+    size_t l = (size_t)(comma - arg);
+    if (l >= sizeof(a))
+        return 0;
+    memcpy(a, arg, l);
+    a[l] = '\0';
+    if (bench_parse_uint(a, 0, (uint64_t)max, &x) != 0 ||
+        bench_parse_uint(comma + 1, 0, (uint64_t)max, &y) != 0)
+        return 0;
+    out[0] = (int)x;
+    out[1] = (int)y;
+    return 2;
+}
+
 int bench_parse_sizes(const char *arg, uint64_t *sizes, uint64_t max_n, uint64_t max_size,
                       uint64_t *n)
 {

@@ -57,6 +57,8 @@ void bench_words_in(void *dst, const unsigned char *src, size_t nwords);
 int bench_parse_size(const char *s, uint64_t *out);
 /* A decimal integer in [min, max]. -1 on bad input. */
 int bench_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* --gpu N (returns 1, out[0] = N) or A,B (returns 2); each in [0, max]; 0: malformed. */
+int bench_parse_gpus(const char *arg, int max, int out[2]);
 /*
  * "64K:1G" (A to B, doubling) or a comma list of sizes and ranges
  * ("4K,1M:64M") into sizes[0..*n). At most max_n sizes, each <= max_size.

@@ -319,31 +319,6 @@ static int pf_run_client(pf_main_t *m)
     return rc;
 }
 
-/* --gpu N (returns 1, out[0] = N) or A,B (returns 2); 0: malformed. */
-static int pf_parse_gpus(const char *arg, int out[2])
-{
-    char a[32];
-    const char *comma = strchr(arg, ',');
-    uint64_t x, y;
-    if (comma == NULL) {
-        if (bench_parse_uint(arg, 0, PF_MAX_GPU, &x) != 0)
-            return 0;
-        out[0] = (int)x;
-        return 1;
-    }
-    size_t l = (size_t)(comma - arg);
-    if (l >= sizeof(a))
-        return 0;
-    memcpy(a, arg, l);
-    a[l] = '\0';
-    if (bench_parse_uint(a, 0, PF_MAX_GPU, &x) != 0 ||
-        bench_parse_uint(comma + 1, 0, PF_MAX_GPU, &y) != 0)
-        return 0;
-    out[0] = (int)x;
-    out[1] = (int)y;
-    return 2;
-}
-
 /*
  * The number of CUDA devices, counted in a child process: CUDA must not be
  * initialised in this one, which forks the sides later (the way
@@ -731,7 +706,7 @@ static int pf_parse_opts(int argc, char **argv, pf_main_t *m, pf_cli_t *cli)
             lanes_arg = (int)v;
             break;
         case O_GPU:
-            if ((ngpu_arg = pf_parse_gpus(optarg, m->gpu)) == 0)
+            if ((ngpu_arg = bench_parse_gpus(optarg, PF_MAX_GPU, m->gpu)) == 0)
                 return bench_usage_error("--gpu: '%s' is not a GPU index N or a pair A,B "
                                          "(0..%d)",
                                          optarg, PF_MAX_GPU);

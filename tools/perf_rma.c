@@ -45,7 +45,8 @@ typedef struct {
     int raw;     /* the raw TCP request/response row beside each row (default on) */
     int latency; /* --latency: notification latency and idle CPU too */
     uint64_t gap_ms; /* --gap: idle time before each transfer (a cold owner) */
-    int mem_cuda, gpu;
+    int mem_cuda, gpu; /* gpu: this side's GPU (--loopback: the owner's) */
+    int gpu_req;       /* --loopback: the requester's GPU (--gpu A,B: B; else = gpu) */
     int channels, window;
     uint64_t chunk;
     const char *plugin, *json, *host;
@@ -76,12 +77,12 @@ typedef struct {
     tpx_rdesc_t d;
 } pr_side_t;
 
-static int pr_engine(const pr_opts_t *o, const char *name, int port, tpx_engine_t **e)
+static int pr_engine(const pr_opts_t *o, const char *name, int port, int gpu, tpx_engine_t **e)
 {
     tpx_engine_params_t p;
     tpx_engine_params_init(&p);
     p.plugin = o->plugin;
-    p.gpu = o->mem_cuda ? o->gpu : -1;
+    p.gpu = o->mem_cuda ? gpu : -1;
     p.channels = o->channels;
     p.chunk_bytes = o->chunk;
     p.window = o->window;
@@ -99,7 +100,7 @@ static int pr_engine(const pr_opts_t *o, const char *name, int port, tpx_engine_
     return 0;
 }
 
-static int pr_side_mem(const pr_opts_t *o, pr_side_t *s, size_t size)
+static int pr_side_mem(const pr_opts_t *o, pr_side_t *s, size_t size, int gpu)
 {
     s->size = size;
     s->buf = aligned_alloc(4096, size);
@@ -110,10 +111,10 @@ static int pr_side_mem(const pr_opts_t *o, pr_side_t *s, size_t size)
     memset(s->buf, 0, size);
     void *addr = s->buf;
     if (o->mem_cuda) {
-        tpx_status_t st = tpx_gpu_alloc(o->gpu, size, &s->dev);
+        tpx_status_t st = tpx_gpu_alloc(gpu, size, &s->dev);
         if (st != TPX_OK) {
             fprintf(stderr, "tpx-perf: --mem cuda: cannot allocate %zu bytes on GPU %d: %s\n",
-                    size, o->gpu, tpx_status_string(st));
+                    size, gpu, tpx_status_string(st));
             return -1;
         }
         addr = s->dev;
@@ -809,9 +810,9 @@ static int pr_loopback(const pr_opts_t *o)
     pr_ctx_t c = {.o = o, .req = &req, .own = &own, .ctl = -1};
     int rc = 1;
     size_t size = pr_max_bytes(o);
-    if (pr_engine(o, "requester", TPX_PORT_EPHEMERAL, &req.e) != 0 ||
-        pr_engine(o, "owner", TPX_PORT_EPHEMERAL, &own.e) != 0 ||
-        pr_side_mem(o, &req, size) != 0 || pr_side_mem(o, &own, size) != 0)
+    if (pr_engine(o, "requester", TPX_PORT_EPHEMERAL, o->gpu_req, &req.e) != 0 ||
+        pr_engine(o, "owner", TPX_PORT_EPHEMERAL, o->gpu, &own.e) != 0 ||
+        pr_side_mem(o, &req, size, o->gpu_req) != 0 || pr_side_mem(o, &own, size, o->gpu) != 0)
         goto out;
     unsigned char blob[TPX_METADATA_MAX];
     size_t len = sizeof(blob);
@@ -852,7 +853,8 @@ static int pr_client(const pr_opts_t *o)
         goto out;
     }
     memcpy(c.rdesc.bytes, buf + m.len - TPX_RDESC_SIZE, TPX_RDESC_SIZE);
-    if (pr_engine(o, "client", TPX_PORT_EPHEMERAL, &req.e) != 0 || pr_side_mem(o, &req, size) != 0)
+    if (pr_engine(o, "client", TPX_PORT_EPHEMERAL, o->gpu, &req.e) != 0 ||
+        pr_side_mem(o, &req, size, o->gpu) != 0)
         goto out;
     if (tpx_remote_load(req.e, buf, m.len - TPX_RDESC_SIZE, &c.rm) != TPX_OK)
         goto out;
@@ -895,8 +897,8 @@ static int pr_server(const pr_opts_t *o)
     }
     pr_opts_t so = *o;
     so.mem_cuda = (int)m.b && o->mem_cuda;
-    if (pr_engine(&so, "server", TPX_PORT_DEFAULT, &own.e) != 0 ||
-        pr_side_mem(&so, &own, (size_t)m.a) != 0)
+    if (pr_engine(&so, "server", TPX_PORT_DEFAULT, so.gpu, &own.e) != 0 ||
+        pr_side_mem(&so, &own, (size_t)m.a, so.gpu) != 0)
         goto out;
     size_t len = TPX_METADATA_MAX;
     if (tpx_engine_get_metadata(own.e, buf, &len) != TPX_OK)
@@ -976,7 +978,9 @@ const char perf_rma_usage[] =
     "  --gap MS              sleep MS before each transfer, so that it finds the engines\n"
     "                        idle (the latency of a lone request; one at a time)\n"
     "  --verify/--no-verify  check every byte of every transfer (default on in loopback)\n"
-    "  --mem host|cuda, --gpu N, --channels N, --chunk B, --window N, --plugin P,\n"
+    "  --gpu N | A,B         the GPU of --mem cuda; in loopback A,B puts the owner on GPU A\n"
+    "                        and the requester on GPU B (N = N,N)\n"
+    "  --mem host|cuda, --channels N, --chunk B, --window N, --plugin P,\n"
     "  --timeout S, --json FILE, --port P (control port, default 18515)\n"
     "  roles: loopback (default; both engines in this process), server (the owner: serves one\n"
     "  client), client HOST (the requester)\n";
@@ -985,7 +989,8 @@ int perf_rma_main(int argc, char **argv)
 {
     pr_opts_t o = {.blocks = {1000}, .block = {16384}, .nblock = 1, .iters = 100, .warmup = 10,
                    .inflight = 1, .verify = -1, .raw = 1, .gpu = 0, .port = 18515, .timeout_s = 60};
-    int first_pos = argc;
+    int first_pos = argc, ngpu_arg = 0;
+    bench_prog = "tpx-perf";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1051,15 +1056,21 @@ int perf_rma_main(int argc, char **argv)
             if (strcmp(v, "host") != 0 && strcmp(v, "cuda") != 0)
                 return bench_usage_error("--mem %s: expected host or cuda", v);
             o.mem_cuda = strcmp(v, "cuda") == 0;
-        } else if (strcmp(a, "--gpu") == 0 || strcmp(a, "--channels") == 0 ||
+        } else if (strcmp(a, "--gpu") == 0) {
+            NEED();
+            int g[2];
+            ngpu_arg = bench_parse_gpus(v, 1023, g);
+            if (ngpu_arg == 0)
+                return bench_usage_error("--gpu %s: expected N or A,B (0..1023)", v);
+            o.gpu = g[0];
+            o.gpu_req = ngpu_arg == 2 ? g[1] : g[0];
+        } else if (strcmp(a, "--channels") == 0 ||
                    strcmp(a, "--window") == 0 || strcmp(a, "--port") == 0) {
             NEED();
-            uint64_t hi = strcmp(a, "--port") == 0 ? 65535 : strcmp(a, "--gpu") == 0 ? 1023 : 32;
-            if (bench_parse_uint(v, strcmp(a, "--gpu") == 0 ? 0 : 1, hi, &u) != 0)
+            uint64_t hi = strcmp(a, "--port") == 0 ? 65535 : 32;
+            if (bench_parse_uint(v, 1, hi, &u) != 0)
                 return bench_usage_error("%s %s: out of range", a, v);
-            if (a[2] == 'g')
-                o.gpu = (int)u;
-            else if (a[2] == 'c')
+            if (a[2] == 'c')
                 o.channels = (int)u;
             else if (a[2] == 'w')
                 o.window = (int)u;
@@ -1106,14 +1117,18 @@ int perf_rma_main(int argc, char **argv)
     }
     if (o.gap_ms > 0)
         o.inflight = 1;
+    if (ngpu_arg == 2 && o.mode != BENCH_MODE_LOOPBACK)
+        return bench_usage_error("--gpu A,B places the two engines of --loopback; a server or "
+                                 "client has one: --gpu N");
     if (o.verify < 0)
         o.verify = o.mode == BENCH_MODE_LOOPBACK;
     if (pr_max_bytes(&o) > (32ull << 30))
         return bench_usage_error("--block x --blocks needs more than 16 GiB per side");
     if (o.mem_cuda) {
         int ngpu = 0;
-        if (tpx_gpu_count(&ngpu) != TPX_OK || o.gpu >= ngpu) {
-            fprintf(stderr, "tpx-perf: --mem cuda: no CUDA GPU %d on this machine\n", o.gpu);
+        if (tpx_gpu_count(&ngpu) != TPX_OK || o.gpu >= ngpu || o.gpu_req >= ngpu) {
+            fprintf(stderr, "tpx-perf: --mem cuda: no CUDA GPU %d on this machine\n",
+                    o.gpu >= ngpu ? o.gpu : o.gpu_req);
             return 1;
         }
     }

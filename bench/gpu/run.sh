@@ -94,6 +94,10 @@ step tcpx-gpu-read env $TCPX_ENV TPX_SOCK_TCPX=1 TPX_UNPACK=kernel \
   "$BUILD/bin/tpx-perf" --op read --mem cuda --gpu 0 --block 16K,128K --blocks 1000 --iters 10 \
   --verify
 echo "==== end strict TCPX" >>"$LOG"
+# The same READ in plain mode, both engines on GPU 0 (--gpu 0,0): issue 14 saw it hang.
+step rma-gpu-plain env $TCPX_ENV timeout 120 \
+  "$BUILD/bin/tpx-perf" --loopback --op read --mem cuda --gpu 0,0 --block 16K,128K --blocks 1000 \
+  --iters 20 --verify
 
 # GPU0 -> GPU1 through the engine (two GPUs), next to NCCL's socket transport
 # and NCCL over our plugin.

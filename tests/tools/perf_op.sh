@@ -60,4 +60,11 @@ done
 # bad input gets a usage error (exit 2)
 "$PERF" --op sideways > /dev/null 2>&1; [ $? = 2 ] || fail "--op sideways: exit status"
 "$PERF" --op read --blocks 0 > /dev/null 2>&1; [ $? = 2 ] || fail "--blocks 0: exit status"
+# --gpu A,B places the two loopback engines (as in the two-sided mode); host memory
+# ignores it, a server or client has one engine and refuses a pair
+"$PERF" --op read --gpu 0,0 --block 4K --blocks 10 --iters 2 --warmup 0 > "$WORK/g.out" 2>&1 \
+    || { cat "$WORK/g.out"; fail "--gpu 0,0 in loopback"; }
+"$PERF" --op read --gpu 0,1 server > "$WORK/g.out" 2>&1; [ $? = 2 ] || fail "--gpu A,B server: exit status"
+grep -q 'tpx-perf: --gpu A,B' "$WORK/g.out" || fail "--gpu A,B server: message"
+"$PERF" --op read --gpu 0,x > /dev/null 2>&1; [ $? = 2 ] || fail "--gpu 0,x: exit status"
 echo PASS
