@@ -1,7 +1,7 @@
 /*
  * engine.c - engine life cycle and the progress loop.
  *
- * Progress is one function (tpx__engine_progress_locked) that never blocks:
+ * Progress is one function (tpx__engine_progress) that never blocks:
  * it drives every comm of every ready peer (drain the window head, post
  * what fits, drain again) and sweeps deadlines and peer liveness every
  * 10 ms. It is called by tpx_progress() in caller-driven mode, by
@@ -26,6 +26,11 @@
 
 #include "common/config.h"
 #include "engine.h"
+#include "mem.h"
+#include "peer.h"
+#include "rma.h"
+#include "window.h"
+#include "xfer.h"
 #include "remote.h"
 
 TPX_API void tpx_engine_params_init(tpx_engine_params_t *p)
@@ -77,7 +82,7 @@ static tpx_status_t bind_addr_from_config(char *out, size_t cap)
     return TPX_OK;
 }
 
-int tpx__engine_progress_locked(tpx_engine_t *e)
+int tpx__engine_progress(tpx_engine_t *e)
 {
     uint64_t before = e->ncompleted;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
@@ -104,6 +109,18 @@ int tpx__engine_progress_locked(tpx_engine_t *e)
     tpx__engine_sweep(e);
     tpx__engine_close_failed(e);
     return (int)(e->ncompleted - before);
+}
+
+void tpx__progress_kick(tpx_engine_t *e)
+{
+    if (!e->progress_thread)
+        return;
+    pthread_cond_broadcast(&e->cond);
+    if (e->sleeping) {
+        uint64_t one = 1;
+        ssize_t n = write(e->wake_efd, &one, sizeof(one));
+        (void)n;
+    }
 }
 
 void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns)
@@ -164,7 +181,7 @@ TPX_API int tpx_progress(tpx_engine_t *e)
         return 0;
     pthread_mutex_lock(&e->lock);
     if (!e->progress_thread)
-        (void)tpx__engine_progress_locked(e);
+        (void)tpx__engine_progress(e);
     /* Every completion since the last call, wherever it happened (posts
      * and polls drive progress too). */
     int n = (int)TPX_MIN(e->ncompleted - e->nreported, (uint64_t)INT32_MAX);
@@ -199,7 +216,7 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
         }
         atomic_store(&e->net_wake.armed, 1);
         uint64_t before = e->nmoves, seen = e->ncompleted;
-        (void)tpx__engine_progress_locked(e);
+        (void)tpx__engine_progress(e);
         if (e->nmoves != before || e->ncompleted != seen || e->inflight > 0) {
             atomic_store(&e->net_wake.armed, 0);
             e->last_move_ns = tpx__now_ns();
@@ -252,7 +269,7 @@ static void *progress_main(void *arg)
              * notification is likely microseconds away; poll the plugin
              * without sleeping, yielding the core between passes. */
             uint64_t before = e->nmoves, seen = e->ncompleted;
-            (void)tpx__engine_progress_locked(e);
+            (void)tpx__engine_progress(e);
             if (e->nmoves != before || e->ncompleted != seen) {
                 e->last_move_ns = tpx__now_ns();
                 continue;
@@ -272,7 +289,7 @@ static void *progress_main(void *arg)
             uint64_t before = e->nmoves, seen = e->ncompleted;
             int hot = !e->net_wakes && tpx__now_ns() - e->last_move_ns < 100000000ull;
             progress_sleep(e, hot ? 200 * 1000L : 100 * 1000000L);
-            (void)tpx__engine_progress_locked(e);
+            (void)tpx__engine_progress(e);
             if (e->nmoves != before || e->ncompleted != seen)
                 e->last_move_ns = tpx__now_ns();
             continue;
@@ -282,13 +299,13 @@ static void *progress_main(void *arg)
              * in control messages and check peers. */
             uint64_t before = e->nmoves, seen = e->ncompleted;
             tpx__engine_cond_wait(e, 100 * 1000000ull);
-            (void)tpx__engine_progress_locked(e);
+            (void)tpx__engine_progress(e);
             if (e->nmoves != before || e->ncompleted != seen)
                 e->last_move_ns = tpx__now_ns();
             continue;
         }
         uint64_t before = e->nmoves;
-        int n = tpx__engine_progress_locked(e);
+        int n = tpx__engine_progress(e);
         uint64_t now = tpx__now_ns();
         if (n > 0 || e->nmoves != before)
             e->last_move_ns = now;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "mem.h"
 
 #define TOMBSTONE ((struct tpx_export *)(uintptr_t)1)
 

@@ -14,6 +14,10 @@
 #include <string.h>
 
 #include "engine.h"
+#include "mem.h"
+#include "peer.h"
+#include "window.h"
+#include "xfer.h"
 #include "gpu/cuda.h"
 
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,

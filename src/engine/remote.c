@@ -23,6 +23,7 @@
 
 #include "bootstrap/sha256.h"
 #include "ident.h"
+#include "peer.h"
 #include "remote.h"
 
 /* ---- metadata ------------------------------------------------------------------------- */

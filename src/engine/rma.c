@@ -28,6 +28,11 @@
 
 #include "common/config.h"
 #include "engine.h"
+#include "mem.h"
+#include "peer.h"
+#include "rma.h"
+#include "window.h"
+#include "xfer.h"
 #include "remote.h"
 
 _Static_assert(TPX_RDESC_SIZE == TPX_WIRE_RDESC_SIZE, "descriptor size");
@@ -465,28 +470,28 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         goto err_unlock;
     }
     if (notif != NULL && pp->op == TPX_OP_READ) {
-        x->notif = malloc(notif_len ? notif_len : 1);
-        if (x->notif == NULL) {
+        x->rma.notif = malloc(notif_len ? notif_len : 1);
+        if (x->rma.notif == NULL) {
             free(x);
             st = TPX_ERR_NO_MEMORY;
             goto err_unlock;
         }
-        memcpy(x->notif, notif, notif_len);
-        x->notif_len = (uint32_t)notif_len;
-        x->has_notif = 1;
+        memcpy(x->rma.notif, notif, notif_len);
+        x->rma.notif_len = (uint32_t)notif_len;
+        x->rma.has_notif = 1;
     }
     if (timeout_ms > 0)
         x->deadline_ns = t0 + (uint64_t)timeout_ms * 1000000ull;
-    x->prep = pp;
+    x->req.prep = pp;
     x->segs = pp->segs;
     x->nsegs = pp->nsegs;
     x->regions = pp->regions;
     x->nregions = pp->nregions;
-    x->list = pp->list;
-    x->list_len = pp->list_len;
-    x->list_region = pp->list_region;
-    x->rid = p->next_rid++;
-    x->total = x->len = pp->total;
+    x->rma.list = pp->list;
+    x->rma.list_len = pp->list_len;
+    x->rma.list_region = pp->list_region;
+    x->rma.rid = p->next_rid++;
+    x->rma.total = x->len = pp->total;
     if (pp->op == TPX_OP_WRITE) {
         x->out = (tpx_stream_t){.nchunks = pp->nlist + pp->npayload, .nlist = pp->nlist,
                                 .gate = UINT32_MAX, .first_chan = p->send_cursor};
@@ -496,8 +501,8 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         x->in = (tpx_stream_t){.nchunks = pp->npayload, .gate = UINT32_MAX};
     }
     x->nchunks = pp->nlist + pp->npayload;
-    x->hdr_pending = x->resp_pending = 1;
-    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_REQ, .rid = x->rid,
+    x->hdr_pending = x->req.resp_pending = 1;
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_REQ, .rid = x->rma.rid,
                     .op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
                     .nent = pp->nsegs, .total = pp->total, .list_len = pp->list_len,
                     .nchunks = pp->npayload};
@@ -506,7 +511,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     uint64_t seq0 = p->send_seq;
     if (notif != NULL && pp->op == TPX_OP_WRITE) {
         m.flags = TPX_CTRL_REQ_NOTIF;
-        x->notif_ahead = 1;
+        x->req.notif_ahead = 1;
         st = notif_post(p, notif, (uint32_t)notif_len, TPX_CTRL_NOTIF_HELD);
     }
     if (st == TPX_OK)
@@ -514,7 +519,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     if (st != TPX_OK) {
         if (p->send_seq != seq0)
             tpx__peer_fail(p, st, "no memory for a request's control messages");
-        free(x->notif);
+        free(x->rma.notif);
         free(x);
         goto err_unlock;
     }
@@ -522,9 +527,9 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     p->send_cursor = (int)((p->send_cursor + x->out.nchunks) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
-    x->rprev = p->rma_tail;
+    x->req.rprev = p->rma_tail;
     if (p->rma_tail)
-        p->rma_tail->rnext = x;
+        p->rma_tail->req.rnext = x;
     else
         p->rma_head = x;
     p->rma_tail = x;
@@ -559,17 +564,17 @@ TPX_API tpx_status_t tpx_rma(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov
 
 static void rma_unlink(tpx_peer_t *p, tpx_xfer_t *x)
 {
-    if (x->rprev)
-        x->rprev->rnext = x->rnext;
+    if (x->req.rprev)
+        x->req.rprev->req.rnext = x->req.rnext;
     else if (p->rma_head == x)
-        p->rma_head = x->rnext;
+        p->rma_head = x->req.rnext;
     else
         return; /* not linked */
-    if (x->rnext)
-        x->rnext->rprev = x->rprev;
+    if (x->req.rnext)
+        x->req.rnext->req.rprev = x->req.rprev;
     else
-        p->rma_tail = x->rprev;
-    x->rnext = x->rprev = NULL;
+        p->rma_tail = x->req.rprev;
+    x->req.rnext = x->req.rprev = NULL;
 }
 
 tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
@@ -579,20 +584,20 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
         return TPX_ERR_PROTOCOL;
     }
     tpx_xfer_t *x = p->rma_head;
-    while (x != NULL && x->rid != m->rid)
-        x = x->rnext;
+    while (x != NULL && x->rma.rid != m->rid)
+        x = x->req.rnext;
     if (x == NULL || (m->nchunks > 0 && x->kind != XK_READ) ||
         (m->status == 0 && x->kind == XK_READ &&
-         (m->nchunks != x->in.nchunks || m->total != x->total))) {
+         (m->nchunks != x->in.nchunks || m->total != x->rma.total))) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "an answer that matches no request");
         return TPX_ERR_PROTOCOL;
     }
-    if ((m->flags & TPX_CTRL_RESP_NOTIFIED) && (x->kind != XK_WRITE || !x->notif_ahead)) {
+    if ((m->flags & TPX_CTRL_RESP_NOTIFIED) && (x->kind != XK_WRITE || !x->req.notif_ahead)) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a notification reported that was never sent");
         return TPX_ERR_PROTOCOL;
     }
     rma_unlink(p, x);
-    x->resp_pending = 0;
+    x->req.resp_pending = 0;
     /* Its notification was delivered: a cancel came too late, and the
      * transfer reports what the owner saw, TPX_OK. */
     if (m->flags & TPX_CTRL_RESP_NOTIFIED)
@@ -638,23 +643,23 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
         p->held_head = h->next;
         if (p->held_head == NULL)
             p->held_tail = NULL;
-        x->notif = h->msg;
-        x->notif_len = h->len;
-        x->has_notif = !h->dropped;
+        x->rma.notif = h->msg;
+        x->rma.notif_len = h->len;
+        x->rma.has_notif = !h->dropped;
         free(h);
     }
     p->rma_ntargets++;
     x->released = 1; /* internal: freed when done */
     x->nsegs = 0;
     x->nregions = 0;
-    x->rid = m->rid;
-    x->total = x->len = m->total;
-    x->want_nent = m->nent;
-    x->want_nchunks = m->nchunks;
-    x->lb = lb;
-    x->list = lb ? lb->buf : NULL;
-    x->list_len = m->list_len;
-    x->list_region = lb ? lb->region : NULL;
+    x->rma.rid = m->rid;
+    x->rma.total = x->len = m->total;
+    x->own.want_nent = m->nent;
+    x->own.want_nchunks = m->nchunks;
+    x->own.lb = lb;
+    x->rma.list = lb ? lb->buf : NULL;
+    x->rma.list_len = m->list_len;
+    x->rma.list_region = lb ? lb->region : NULL;
     uint32_t nlist = div_up(m->list_len, p->chunk);
     x->in = (tpx_stream_t){.nlist = nlist, .first_chan = p->recv_cursor,
                            .nchunks = nlist + (x->kind == XK_TWRITE ? m->nchunks : 0),
@@ -679,7 +684,7 @@ static void target_refuse(tpx_xfer_t *x)
         TPX_WARN("peer %s: request %llu refused: the peer had too many requests or too much "
                  "request-list memory here (TPX_RMA_PEER_REQUESTS, TPX_RMA_PEER_LIST_BYTES; "
                  "further refusals are only counted: rma_refused)",
-                 p->remote_name[0] ? p->remote_name : p->name, (unsigned long long)x->rid);
+                 p->remote_name[0] ? p->remote_name : p->name, (unsigned long long)x->rma.rid);
     p->quota_warned = 1;
     if (x->kind == XK_TWRITE) {
         tpx_seg_t *seg = calloc(1, sizeof(*seg));
@@ -687,7 +692,7 @@ static void target_refuse(tpx_xfer_t *x)
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory to refuse a request");
             return;
         }
-        seg->len = (uint64_t)x->want_nchunks * p->chunk;
+        seg->len = (uint64_t)x->own.want_nchunks * p->chunk;
         x->segs = seg;
         x->nsegs = 1;
         x->regions = NULL; /* owned with segs: freed with them */
@@ -696,7 +701,7 @@ static void target_refuse(tpx_xfer_t *x)
         x->in.gate = UINT32_MAX;
         return;
     }
-    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rid, .status = TPX_ERR_NO_RESOURCE};
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rma.rid, .status = TPX_ERR_NO_RESOURCE};
     if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK)
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
 }
@@ -706,15 +711,15 @@ static void target_check(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
     tpx_engine_t *e = p->e;
-    if (x->list == NULL) {
+    if (x->rma.list == NULL) {
         target_refuse(x);
         return;
     }
     tpx_list_hdr_t h;
     uint32_t nchunks;
     uint8_t op = x->kind == XK_TWRITE ? TPX_WIRE_OP_WRITE : TPX_WIRE_OP_READ;
-    if (tpx__list_check(x->list, x->list_len, p->chunk, &h, &nchunks) != TPX_OK || h.op != op ||
-        h.nent != x->want_nent || h.total != x->total || nchunks != x->want_nchunks) {
+    if (tpx__list_check(x->rma.list, x->rma.list_len, p->chunk, &h, &nchunks) != TPX_OK || h.op != op ||
+        h.nent != x->own.want_nent || h.total != x->rma.total || nchunks != x->own.want_nchunks) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "malformed request list");
         return;
     }
@@ -730,7 +735,7 @@ static void target_check(tpx_xfer_t *x)
     }
     uint32_t nregs = 0;
     for (uint32_t k = 0; k < h.nkeys; k++) {
-        xp[k] = tpx__export_find(e, tpx__list_key(x->list, k));
+        xp[k] = tpx__export_find(e, tpx__list_key(x->rma.list, k));
         if (xp[k] == NULL || xp[k]->region->dead)
             continue;
         uint32_t i = 0;
@@ -746,7 +751,7 @@ static void target_check(tpx_xfer_t *x)
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, len;
-        tpx__list_entry(x->list, h.nkeys, i, &k, &off, &len);
+        tpx__list_entry(x->rma.list, h.nkeys, i, &k, &off, &len);
         const struct tpx_export *ex = xp[k];
         if (verdict == TPX_OK) {
             why = ex == NULL                ? "unknown key"
@@ -769,8 +774,8 @@ static void target_check(tpx_xfer_t *x)
                               .shared = (uint8_t)shared};
     }
     free(xp);
-    listbuf_put(p, x->lb);
-    x->lb = NULL;
+    listbuf_put(p, x->own.lb);
+    x->own.lb = NULL;
     x->segs = segs;
     x->nsegs = h.nent;
     x->segs_owned = 1;
@@ -784,7 +789,7 @@ static void target_check(tpx_xfer_t *x)
         if (p->rejects_logged < 10)
             TPX_WARN("peer %s: %s request %llu refused: entry %u: %s%s",
                      p->remote_name[0] ? p->remote_name : p->name,
-                     op == TPX_WIRE_OP_WRITE ? "WRITE" : "READ", (unsigned long long)x->rid, bad,
+                     op == TPX_WIRE_OP_WRITE ? "WRITE" : "READ", (unsigned long long)x->rma.rid, bad,
                      why,
                      p->rejects_logged == 9 ? " (further refusals of this peer are only "
                                               "counted: rma_rejected)"
@@ -799,17 +804,17 @@ static void target_check(tpx_xfer_t *x)
         x->in.gate = UINT32_MAX; /* receive the payload (into scratch if refused) */
         return;
     }
-    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rid, .status = verdict};
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rma.rid, .status = verdict};
     if (verdict == TPX_OK) {
-        m.nchunks = x->want_nchunks;
-        m.total = x->total;
+        m.nchunks = x->own.want_nchunks;
+        m.total = x->rma.total;
     }
     if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
         return;
     }
     if (verdict == TPX_OK) {
-        x->out = (tpx_stream_t){.nchunks = x->want_nchunks, .gate = UINT32_MAX,
+        x->out = (tpx_stream_t){.nchunks = x->own.want_nchunks, .gate = UINT32_MAX,
                                 .first_chan = p->send_cursor};
         p->send_cursor = (int)((p->send_cursor + x->out.nchunks) % (uint32_t)p->nchan);
         x->nchunks += x->out.nchunks;
@@ -819,7 +824,7 @@ static void target_check(tpx_xfer_t *x)
 
 void tpx__rma_list_chunk_done(tpx_xfer_t *x)
 {
-    if (++x->list_done == x->in.nlist)
+    if (++x->own.list_done == x->in.nlist)
         target_check(x);
 }
 
@@ -835,22 +840,22 @@ void tpx__rma_completed(tpx_xfer_t *x)
     case XK_WRITE:
     case XK_READ:
         rma_unlink(p, x);
-        if (x->status == TPX_OK && x->has_notif && live &&
-            notif_post(p, x->notif, x->notif_len, 0) != TPX_OK)
+        if (x->status == TPX_OK && x->rma.has_notif && live &&
+            notif_post(p, x->rma.notif, x->rma.notif_len, 0) != TPX_OK)
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
-        if (x->prep != NULL)
-            prep_unref(x->prep, x->status != TPX_OK && p->state != PEER_READY);
-        x->prep = NULL;
+        if (x->req.prep != NULL)
+            prep_unref(x->req.prep, x->status != TPX_OK && p->state != PEER_READY);
+        x->req.prep = NULL;
         break;
     case XK_TWRITE:
         /* The bytes are in place: the notification first, then the answer. */
-        if (x->status == TPX_OK && x->has_notif)
-            notif_deliver(p, x->notif, x->notif_len);
+        if (x->status == TPX_OK && x->rma.has_notif)
+            notif_deliver(p, x->rma.notif, x->rma.notif_len);
         if (live) {
-            tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rid, .status = x->status};
+            tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rma.rid, .status = x->status};
             if (x->status > 0 || x->status == TPX_ERR_TRUNCATED)
                 m.status = TPX_ERR_INTERNAL;
-            if (m.status == TPX_OK && x->has_notif)
+            if (m.status == TPX_OK && x->rma.has_notif)
                 m.flags = TPX_CTRL_RESP_NOTIFIED;
             if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK)
                 tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
@@ -860,12 +865,12 @@ void tpx__rma_completed(tpx_xfer_t *x)
         if (x->status == TPX_OK) {
             e->ctr.rma_served++;
             if (x->kind == XK_TWRITE)
-                e->ctr.rma_bytes_in += x->total;
+                e->ctr.rma_bytes_in += x->rma.total;
             else
-                e->ctr.rma_bytes_out += x->total;
+                e->ctr.rma_bytes_out += x->rma.total;
         }
-        listbuf_put(p, x->lb);
-        x->lb = NULL;
+        listbuf_put(p, x->own.lb);
+        x->own.lb = NULL;
         p->rma_ntargets--;
         break;
     default:
@@ -980,8 +985,8 @@ void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m)
     }
     /* ... or running. Not found: it ended already (its answer says how). */
     for (tpx_xfer_t *x = p->active; x != NULL; x = x->next) {
-        if (x->kind == XK_TWRITE && x->rid == m->rid && x->state != XF_DONE) {
-            x->has_notif = 0;
+        if (x->kind == XK_TWRITE && x->rma.rid == m->rid && x->state != XF_DONE) {
+            x->rma.has_notif = 0;
             return;
         }
     }
@@ -990,11 +995,11 @@ void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m)
 void tpx__rma_canceled(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
-    if (x->kind != XK_WRITE || x->notif_ahead != 1 || !x->resp_pending ||
+    if (x->kind != XK_WRITE || x->req.notif_ahead != 1 || !x->req.resp_pending ||
         p->state != PEER_READY || p->remote_closed)
         return;
-    x->notif_ahead = 2;
-    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_CANCEL, .rid = x->rid};
+    x->req.notif_ahead = 2;
+    tpx_ctrl_t m = {.type = TPX_CTRL_RMA_CANCEL, .rid = x->rma.rid};
     if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
         return;
@@ -1036,7 +1041,7 @@ TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *e, tpx_notif_t *out, si
     }
     pthread_mutex_lock(&e->lock);
     if (!e->progress_thread)
-        (void)tpx__engine_progress_locked(e);
+        (void)tpx__engine_progress(e);
     size_t k = 0;
     while (k < max && e->notif_n > 0) {
         notif_entry_t *ne = e->notifs[e->notif_head];

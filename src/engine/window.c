@@ -22,6 +22,10 @@
 #include <stdio.h>
 
 #include "engine.h"
+#include "mem.h"
+#include "peer.h"
+#include "window.h"
+#include "xfer.h"
 #include "gpu/cuda.h"
 #include "unpack/unpack_gpu.h"
 

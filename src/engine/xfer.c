@@ -19,6 +19,11 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "mem.h"
+#include "peer.h"
+#include "rma.h"
+#include "window.h"
+#include "xfer.h"
 
 /* Send a control message (its seq is assigned here, in posting order). */
 tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner)
@@ -40,7 +45,7 @@ static void xfer_free(tpx_xfer_t *x)
         free(x->segs);
         free(x->regions);
     }
-    free(x->notif);
+    free(x->rma.notif);
     free(x);
 }
 
@@ -68,7 +73,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
         tpx__region_maybe_release(r);
     }
     x->nregions = 0;
-    x->region = NULL;
+    x->two.region = NULL;
     if (x->kind >= XK_WRITE)
         tpx__rma_completed(x); /* may free the preparation (x->regions) */
     pthread_cond_broadcast(&e->cond);
@@ -83,8 +88,8 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
 void tpx__xfer_maybe_done(tpx_xfer_t *x)
 {
     if (x->state == XF_ACTIVE && x->chunks_done == x->nchunks && !x->hdr_pending &&
-        !x->resp_pending)
-        tpx__xfer_complete(x, x->drain ? TPX_ERR_TRUNCATED : x->err);
+        !x->req.resp_pending)
+        tpx__xfer_complete(x, x->two.drain ? TPX_ERR_TRUNCATED : x->err);
 }
 
 /* The run of segments sharing payload chunk k, found from the segment a
@@ -186,15 +191,15 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
     out->shared = 0;
     if (j < st->nlist) {
         uint64_t o = (uint64_t)j * chunk;
-        out->len = (uint32_t)TPX_MIN(chunk, x->list_len - o);
-        if (x->list == NULL) { /* a request refused unread (rma.c): drained */
+        out->len = (uint32_t)TPX_MIN(chunk, x->rma.list_len - o);
+        if (x->rma.list == NULL) { /* a request refused unread (rma.c): drained */
             out->buf = NULL;
             out->region = NULL;
             return;
         }
-        out->buf = (char *)x->list + o;
-        out->region = x->list_region;
-        out->roff = (uint64_t)((uintptr_t)x->list - x->list_region->base) + o;
+        out->buf = (char *)x->rma.list + o;
+        out->region = x->rma.list_region;
+        out->roff = (uint64_t)((uintptr_t)x->rma.list - x->rma.list_region->base) + o;
         return;
     }
     uint32_t k = j - st->nlist;
@@ -379,14 +384,14 @@ void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx)
 static void recv_match(tpx_peer_t *p, tpx_xfer_t *x, const tpx_ctrl_t *m)
 {
     x->len = m->len;
-    x->seq = m->seq;
-    x->seg1 = (tpx_seg_t){.region = x->region, .off = x->off, .len = m->len, .chunk0 = 0};
-    if (m->len > x->cap) {
-        x->drain = 1;
-        x->seg1.region = NULL;
+    x->two.seq = m->seq;
+    x->two.seg1 = (tpx_seg_t){.region = x->two.region, .off = x->two.off, .len = m->len, .chunk0 = 0};
+    if (m->len > x->two.cap) {
+        x->two.drain = 1;
+        x->two.seg1.region = NULL;
         TPX_WARN("peer %s: message %llu of %llu bytes is larger than the receive of %llu bytes: "
                  "discarded (TPX_ERR_TRUNCATED)", p->name, (unsigned long long)m->seq,
-                 (unsigned long long)m->len, (unsigned long long)x->cap);
+                 (unsigned long long)m->len, (unsigned long long)x->two.cap);
     }
     x->nchunks = (uint32_t)((m->len + p->chunk - 1) / p->chunk);
     x->in = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
@@ -623,9 +628,9 @@ tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind)
     x->kind = kind;
     x->status = TPX_INPROGRESS;
     x->out.gate = x->in.gate = UINT32_MAX;
-    x->segs = &x->seg1;
+    x->segs = &x->two.seg1;
     x->nsegs = 1;
-    x->regions = &x->region;
+    x->regions = &x->two.region;
     x->deadline_ns = tpx__now_ns() + (uint64_t)p->e->timeout_ms * 1000000ull;
     return x;
 }
@@ -650,12 +655,12 @@ static tpx_status_t xfer_new(tpx_peer_t *p, tpx_region_t *r, size_t offset, size
     tpx_xfer_t *x = tpx__xfer_alloc(p, kind);
     if (x == NULL)
         return TPX_ERR_NO_MEMORY;
-    x->region = r;
+    x->two.region = r;
     x->nregions = 1;
-    x->off = offset;
-    x->cap = len;
+    x->two.off = offset;
+    x->two.cap = len;
     x->len = len;
-    x->seg1 = (tpx_seg_t){.region = r, .off = offset, .len = len, .chunk0 = 0};
+    x->two.seg1 = (tpx_seg_t){.region = r, .off = offset, .len = len, .chunk0 = 0};
     *out = x;
     return TPX_OK;
 }
@@ -689,18 +694,6 @@ tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn)
     return TPX_ERR_INVALID_STATE;
 }
 
-void tpx__progress_kick(tpx_engine_t *e)
-{
-    if (!e->progress_thread)
-        return;
-    pthread_cond_broadcast(&e->cond);
-    if (e->sleeping) {
-        uint64_t one = 1;
-        ssize_t n = write(e->wake_efd, &one, sizeof(one));
-        (void)n;
-    }
-}
-
 TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, size_t len,
                               tpx_xfer_t **out)
 {
@@ -713,7 +706,7 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     st = tpx__peer_usable(p, "tpx_send");
     if (st != TPX_OK)
         goto err_unlock;
-    x->seq = p->send_seq;
+    x->two.seq = p->send_seq;
     x->nchunks = (uint32_t)((len + p->chunk - 1) / p->chunk);
     x->out = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
                             .first_chan = p->send_cursor};
@@ -842,7 +835,7 @@ TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
         return st;
     tpx_engine_t *e = x->e;
     if (x->state != XF_DONE && !e->progress_thread)
-        (void)tpx__engine_progress_locked(e);
+        (void)tpx__engine_progress(e);
     st = xfer_seen(x, bytes);
     pthread_mutex_unlock(&e->lock);
     return st;
@@ -871,7 +864,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
              * at its deadline; wake up at least every 100 ms regardless. */
             tpx__engine_cond_wait(e, TPX_MIN(limit - now, 100 * 1000000ull));
         } else {
-            if (tpx__engine_progress_locked(e) == 0) {
+            if (tpx__engine_progress(e) == 0) {
                 pthread_mutex_unlock(&e->lock);
                 sched_yield();
                 pthread_mutex_lock(&e->lock);

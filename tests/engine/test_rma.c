@@ -22,8 +22,11 @@
 
 #include "../unit/check.h"
 #include "common/tsan.h"
-#include "engine/engine.h" /* struct tpx_prep: the hostile test corrupts a list */
-#include "engine/remote.h" /* ... and sends control messages out of order */
+#include "engine/engine.h"
+#include "engine/peer.h"   /* the hostile test sends control messages out of order */
+#include "engine/rma.h"    /* struct tpx_prep: the hostile test corrupts a list */
+#include "engine/window.h" /* ... and kicks the control comm */
+#include "engine/remote.h"
 #include "engine/wire.h"
 #include "tpx/tpx.h"
 #include "side.h"

@@ -52,6 +52,7 @@
 #include "bootstrap/bootstrap.h"
 #include "engine/engine.h"
 #include "engine/ident.h"
+#include "engine/peer.h"
 #include "engine/remote.h"
 #include "engine/wire.h"
 #include "plugin/sock/sock_wire.h"

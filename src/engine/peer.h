@@ -1,0 +1,136 @@
+/*
+ * peer.h - one connection to a peer engine: its set-up and close
+ * (peer.c), its control stream, failure, deadlines and liveness (xfer.c).
+ *
+ * Ownership: a peer being set up belongs to the thread setting it up (the
+ * caller of tpx_peer_connect, or the bootstrap thread for an incoming one)
+ * and is in no list. Once linked (e->peers) the engine owns it; it is
+ * handed out to the application (tpx_peer_connect/accept: `accepted`) or
+ * to a remote (`remote`), and freed by tpx_peer_close() -- or by the
+ * bootstrap thread when nobody took it and it failed long ago. A linked
+ * peer's fields are guarded by e->lock; `bs` is used without it only by
+ * the thread setting the peer up.
+ *
+ * A peer owns its comms (window.h), its control buffers and scratch (and
+ * their internal regions), its queues of early headers, pending receives
+ * and outgoing control messages, and the one-sided list buffers and held
+ * notifications (rma.c). Its transfers are on `active` (xfer.h).
+ */
+#ifndef TPX_ENGINE_PEER_H
+#define TPX_ENGINE_PEER_H
+
+#include "engine.h"
+
+typedef enum {
+    PEER_SETUP = 0, /* bootstrap and channel establishment in progress */
+    PEER_READY = 1,
+    PEER_FAILED = 2,
+    PEER_CLOSED = 3,
+} tpx_peer_state_t;
+
+/* A control message waiting for a send slot, and the transfer it belongs to. */
+typedef struct {
+    unsigned char msg[TPX_CTRL_MSG_SIZE];
+    tpx_xfer_t *owner;
+} tpx_ctrl_out_t;
+
+struct tpx_peer {
+    tpx_engine_t *e;
+    tpx_peer_t *next;     /* engine's list */
+    tpx_peer_state_t state;
+    tpx_status_t error;   /* why it failed */
+    char name[96];        /* the peer's address, for logs */
+    tpx_bs_conn_t *bs;    /* bootstrap connection, kept open for liveness */
+    int nchan;
+    uint32_t chunk;
+    tpx_comm_t *ctrl_send, *ctrl_recv;
+    tpx_comm_t *send[TPX_MAX_CHANNELS], *recv[TPX_MAX_CHANNELS];
+    /* two-sided ordering */
+    uint64_t send_seq, recv_seq;
+    int send_cursor, recv_cursor;
+    tpx_xfer_t *active;               /* transfers not DONE (doubly linked) */
+    tpx_xfer_t **recv_pending;        /* posted receives waiting for a header */
+    uint32_t recv_pending_n, recv_pending_cap;
+    unsigned char (*unexpected)[TPX_CTRL_MSG_SIZE]; /* headers waiting for a receive */
+    uint32_t unexpected_head, unexpected_n, unexpected_cap;
+    /* control buffers: [0, window) receive, [window, 2*window) send */
+    unsigned char *ctrl_buf;
+    tpx_region_t *ctrl_region;
+    uint32_t ctrl_send_free[TPX_WINDOW_MAX];
+    uint16_t ctrl_idle[TPX_WINDOW_MAX]; /* receive buffers not posted (flow control) */
+    int ctrl_nidle;
+    int ctrl_send_nfree;
+    tpx_ctrl_out_t *outbox;          /* control messages waiting for a send slot */
+    uint32_t outbox_head, outbox_n, outbox_cap;
+    tpx_xfer_t *ctrl_send_owner[TPX_WINDOW_MAX]; /* transfer of each posted message */
+    /* discard buffer for drained (truncated) receives */
+    void *scratch;
+    tpx_region_t *scratch_region;
+    int accepted;         /* handed out (tpx_peer_connect/accept) or taken by a remote */
+    uint64_t remote_id;   /* the peer engine's id and name (bootstrap INFO) */
+    char remote_name[64];
+    tpx_remote_t *remote; /* the remote that owns this connection, if any */
+    int dialed;           /* this engine connected (tpx_peer_connect), not accepted */
+    int verified;         /* the peer proved (IDENT) it holds remote_pk's key */
+    unsigned char remote_pk[32];
+    /* one-sided (rma.c) */
+    uint64_t next_rid;
+    tpx_xfer_t *rma_head, *rma_tail; /* requests waiting for an answer, oldest first */
+    struct tpx_listbuf *listbufs;       /* free registered buffers for incoming lists */
+    uint32_t nlistbufs;              /* ... how many */
+    uint32_t rma_ntargets;           /* its requests being served here (quota) */
+    uint64_t list_bytes;             /* list buffers its requests hold now (quota) */
+    int quota_warned;                /* a refusal was logged */
+    int rejects_logged;              /* refused requests logged (at most 10, then counted) */
+    unsigned char notif_buf[1024];   /* a notification being reassembled */
+    uint32_t notif_got, notif_total;
+    uint8_t notif_flags;             /* ... its parts' flags (TPX_CTRL_NOTIF_HELD) */
+    int held_ready;                  /* a HELD notification waits for its RMA_REQ */
+    struct tpx_held *held_head, *held_tail; /* HELD notifications of requests not
+                                               started yet, in order (rma.c) */
+    uint64_t bs_eof_ns;   /* when the bootstrap connection ended (0: open) */
+    uint64_t failed_ns;   /* when it failed */
+    uint64_t last_tx_ns;  /* last one-sided request or notification sent */
+    uint64_t bell_window_ns; /* doorbells: start of the current second (peer.c) */
+    uint32_t bell_count;     /* bootstrap frames received in it */
+    int remote_closed;    /* the peer said goodbye / its control stream ended:
+                             no new message will come; data in flight still may */
+    /* setup state (peer.c; the setting-up thread's) */
+    void *setup;
+};
+
+/* ---- peer.c: set-up, close, doorbells, the bootstrap thread ---- */
+tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
+void tpx__bs_thread_stop(tpx_engine_t *e);
+void tpx__peer_destroy(tpx_peer_t *p);
+/* Close a failed peer's plugin comms now (their threads stop touching user
+ * memory); the peer object stays until tpx_peer_close(). Lock held. */
+void tpx__peer_close_comms(tpx_peer_t *p);
+/* Drive abandoned connects (lock held). */
+void tpx__engine_reap(tpx_engine_t *e);
+/* Ring the peer's doorbell (a frame on the bootstrap connection) if it
+ * may be asleep: nothing sent to it for 50 ms. Lock held. */
+void tpx__peer_ring(tpx_peer_t *p);
+/* Read every pending bootstrap frame of every ready peer (notes an EOF).
+ * The number of doorbells among them. Lock held. */
+int tpx__engine_bells(tpx_engine_t *e);
+
+/* ---- xfer.c: the control stream, failure, deadlines, liveness (lock held) ---- */
+/* Queue a ready control message (copied) on the outbox; owner: the
+ * transfer whose hdr_pending clears when it has left. */
+tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
+                                 tpx_xfer_t *owner);
+/* Encode and queue m with the next control sequence number. */
+tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner);
+void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg);
+void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx);
+/* The peer fails with st (once): its transfers end with st. */
+void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
+/* The peer closed its side cleanly: fail what can no longer complete. */
+void tpx__peer_remote_closed(tpx_peer_t *p, const char *why);
+/* TPX_OK if API call `fn` may start a transfer on p (logs why not). */
+tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
+/* Every 10 ms: deadlines of transfers and receives, bootstrap liveness. */
+void tpx__engine_sweep(tpx_engine_t *e);
+
+#endif

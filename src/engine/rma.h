@@ -1,0 +1,60 @@
+/*
+ * rma.h - one-sided READ and WRITE, preparations, and notifications
+ * (rma.c). The transfers' one-sided parts are in xfer.h (rma, req, own).
+ *
+ * Ownership: a preparation belongs to the user (tpx_xfer_prepare/
+ * tpx_prep_release) and is referenced by each post running from it
+ * (`refs`); the last reference frees it -- or, when a failed peer's comm may
+ * still read its list, hands it to e->prep_zombies, freed once those comms
+ * are closed. It holds its local regions (`holds`) and owns its list and
+ * list region. The notification queue (e->notifs) is the engine's; entries
+ * are handed to the user by tpx_engine_get_notifs(). All under e->lock.
+ */
+#ifndef TPX_ENGINE_RMA_H
+#define TPX_ENGINE_RMA_H
+
+#include "engine.h"
+#include "xfer.h"
+
+/* A prepared one-sided transfer. */
+struct tpx_prep {
+    tpx_prep_t *next_zombie; /* engine's list of preparations freed after comms close */
+    tpx_remote_t *rm;
+    tpx_op_t op;
+    int refs;               /* the user's + one per post running */
+    uint32_t chunk;
+    tpx_seg_t *segs;        /* local side, coalesced */
+    uint32_t nsegs;
+    uint32_t npayload;      /* payload chunks */
+    uint64_t total;
+    unsigned char *list;    /* the encoded request list */
+    size_t list_len;
+    uint32_t nlist;         /* its chunks */
+    tpx_region_t *list_region;
+    tpx_region_t **regions; /* distinct local regions (held) */
+    uint32_t nregions;
+};
+
+/* The owner got RMA_REQ m: start serving it (list receives queued). */
+void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* A list chunk of owner transfer x arrived; the last one checks the list. */
+void tpx__rma_list_chunk_done(tpx_xfer_t *x);
+/* The requester got RMA_RESP m (a protocol error fails the peer). */
+tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* One-sided transfer x (either role) is DONE: answer, notify, count. */
+void tpx__rma_completed(tpx_xfer_t *x);
+void tpx__rma_notif_part(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* Check where control message m arrives against the HELD notifications
+ * (wire.h); 0: the peer failed. */
+int tpx__rma_held_order(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* The owner got RMA_CANCEL: drop that WRITE's notification if still held. */
+void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* The application canceled requester transfer x (engine lock held): a
+ * WRITE whose notification went ahead asks the owner to drop it. */
+void tpx__rma_canceled(tpx_xfer_t *x);
+/* Free the peer's list buffers and the notifications it holds. */
+void tpx__peer_listbufs_free(tpx_peer_t *p);
+void tpx__engine_rma_fini(tpx_engine_t *e);
+void tpx__prep_zombies_free(tpx_engine_t *e);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * window.h - one plugin comm and its window of requests in flight
+ * (window.c): the "plugin window" phase of the progress loop.
+ *
+ * A comm belongs to its peer (peer.h: ctrl_send, ctrl_recv, send[], recv[]);
+ * it is created when the peer is set up and closed when the peer fails or
+ * closes (peer.c). Its fields are guarded by e->lock; while its peer is
+ * being set up only the setting-up thread touches it.
+ *
+ * The window is a FIFO: posted >= done, slot = n % cap, only the head is
+ * tested (TCPX rejects anything else), cap <= 16 for TCPX. A slot carries
+ * either a data chunk of a transfer (SLOT_DATA) or a control message
+ * (SLOT_CTRL).
+ */
+#ifndef TPX_ENGINE_WINDOW_H
+#define TPX_ENGINE_WINDOW_H
+
+#include "engine.h"
+
+/* What a window slot carries. */
+typedef enum { SLOT_DATA = 1, SLOT_CTRL = 2 } tpx_slot_kind_t;
+
+typedef struct {
+    void *req;          /* the plugin's request */
+    void *dst;          /* receive: where the bytes go (NULL: discard) */
+    tpx_xfer_t *x;      /* SLOT_DATA: the transfer */
+    uint32_t len;       /* bytes posted */
+    uint8_t kind;       /* tpx_slot_kind_t */
+    uint8_t tested;     /* test() said done (it must not be called again) */
+    uint8_t launched;   /* the GPU unpack of this receive was launched */
+    int8_t dst_dev;     /* CUDA device of dst; -1: host memory */
+    uint8_t ev_wslot;   /* window slot whose unpack event covers this receive */
+    uint16_t ctrl;      /* SLOT_CTRL: index of the control buffer */
+    uint32_t chunk;     /* SLOT_DATA: chunk index within its stream */
+    uint8_t shared;     /* SLOT_DATA: a shared chunk in the comm's staging buffer */
+} tpx_slot_t;
+
+/* A per-comm FIFO of requests in flight: posted >= done, slot = n % cap. */
+typedef struct {
+    tpx_slot_t slots[TPX_WINDOW_MAX];
+    uint64_t posted, done;
+    int cap;
+} tpx_window_t;
+
+struct tpx_comm {
+    tpx_peer_t *peer;    /* owner */
+    void *comm;          /* plugin comm */
+    int is_send;
+    int is_ctrl;
+    int chan;            /* data channel index (ctrl: -1) */
+    int lane;            /* index into transfers' lane[]: send chan, recv nchan + chan */
+    int connecting;      /* connect() called, not finished */
+    int id;              /* engine-wide id: index into regions' handle arrays */
+    int dev;             /* plugin device */
+    tpx_window_t win;
+    /* schedule: SLOT_DATA lanes waiting for window space (intrusive list
+     * through the transfers' lane[lane]; xfer.c) */
+    tpx_xfer_t *q_head, *q_tail;
+    uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
+    void *unpack_ev[TPX_WINDOW_MAX]; /* CUevent per slot for GPU unpacks (lazy) */
+    /* Devmem plugins: the device handle's {meta, bounce_buf, head}, copied
+     * to the host once (the plugin's copy is device memory: never read on
+     * the CPU), and the CPU address of meta (host-mapped memory). */
+    int unpack_loaded;
+    tpx_nccl_unpack_handle_t unpack;
+    const tpx_nccl_unpack_meta_t *meta_host;
+    unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
+                             slot, allocated on first use (xfer.c) */
+    tpx_region_t *stage_region;
+    int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
+    _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
+};
+
+int tpx__comm_progress(tpx_comm_t *c);
+void tpx__comm_kick(tpx_comm_t *c);
+int tpx__ctrl_repost(tpx_comm_t *c);
+
+/* A receive comm of a devmem plugin: copy its unpack handle (device memory)
+ * to the host, once; later calls and other comms return TPX_OK at once. */
+tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c);
+void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c);
+
+#endif

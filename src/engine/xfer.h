@@ -1,0 +1,151 @@
+/*
+ * xfer.h - a transfer: its state, its chunk streams and its lanes on the
+ * comms (xfer.c), and its role-specific parts (two-sided: xfer.c;
+ * one-sided requester and owner: rma.c).
+ *
+ * Ownership: a user transfer (tpx_send/recv, tpx_xfer_post) belongs to
+ * the user's handle until tpx_xfer_release(); one released while running
+ * is marked `released` and freed by the engine when it completes. An
+ * owner-side transfer (XK_TWRITE/XK_TREAD) is the engine's from the start
+ * (`released` = 1). While not DONE a transfer is on its peer's `active`
+ * list and referenced from the comms' lane queues and window slots. All
+ * fields are guarded by e->lock, except `settled` (atomic).
+ */
+#ifndef TPX_ENGINE_XFER_H
+#define TPX_ENGINE_XFER_H
+
+#include "engine.h"
+#include "window.h"
+
+typedef enum { XF_QUEUED = 0, XF_ACTIVE = 1, XF_DONE = 2 } tpx_xfer_state_t;
+typedef enum {
+    XK_SEND = 1,  /* two-sided */
+    XK_RECV = 2,
+    XK_WRITE = 3, /* one-sided, this side asked (rma.c) */
+    XK_READ = 4,
+    XK_TWRITE = 5, /* one-sided, the peer asked: carried out here (internal) */
+    XK_TREAD = 6,
+} tpx_xfer_kind_t;
+
+/* A transfer's place in one comm's queue of lanes (schedule phase). */
+typedef struct {
+    tpx_xfer_t *next;    /* next transfer in the comm's queue */
+    uint32_t next_chunk; /* next chunk of this transfer for that channel */
+    uint32_t seg;        /* segment of the last payload chunk posted (a cursor) */
+    uint8_t queued;
+} tpx_lane_t;
+
+/* Where payload bytes live: payload chunk k lies in the segment with the
+ * largest chunk0 <= k, or -- a shared chunk (wire.h, tpx_chunker_t) -- in
+ * the run of segments whose chunk0 is k, at their pack_off. region NULL:
+ * discarded (a receive drained). */
+typedef struct {
+    tpx_region_t *region;
+    uint64_t off, len;   /* region offset and length */
+    uint32_t chunk0;     /* index of the segment's first payload chunk */
+    uint32_t pack_off;   /* shared: offset inside the chunk */
+    uint8_t shared;
+} tpx_seg_t;
+
+/* A transfer's chunks in one direction (out: on the send comms, in: on the
+ * receive comms). Chunks [0, nlist) carry the request list (one-sided),
+ * the rest the payload segments. Chunks from `gate` on are not posted
+ * until the gate opens (the owner has not checked the list yet). */
+typedef struct {
+    uint32_t nchunks, nlist, gate;
+    int first_chan;
+} tpx_stream_t;
+
+typedef struct tpx_listbuf tpx_listbuf_t; /* rma.c */
+
+/* Two-sided (XK_SEND, XK_RECV): one contiguous range of one user region. */
+typedef struct {
+    tpx_region_t *region;   /* the user's region (regions = &region) */
+    uint64_t off, cap;      /* region offset, receive capacity */
+    uint64_t seq;           /* the message's control sequence number */
+    int drain;              /* receive: message larger than the buffer, discard it */
+    tpx_seg_t seg1;         /* its one payload segment (segs = &seg1) */
+} tpx_xfer_two_t;
+
+/* One-sided, both roles: the request list and the notification. */
+typedef struct {
+    uint64_t rid;           /* the requester's id of the transfer */
+    uint64_t total;         /* payload bytes */
+    unsigned char *list;    /* the request list (requester: the prep's; owner: lb's) */
+    uint64_t list_len;
+    tpx_region_t *list_region;
+    unsigned char *notif;   /* READ: sent to the owner when the transfer completed;
+                               owner of a WRITE: the requester's, delivered once the
+                               data is in place (wire.h). Owned (freed with x). */
+    uint32_t notif_len;
+    int has_notif;
+} tpx_xfer_rma_t;
+
+/* One-sided, requester (XK_WRITE, XK_READ). */
+typedef struct {
+    tpx_prep_t *prep;       /* the preparation (a reference held while running) */
+    int resp_pending;       /* the owner's answer has not come */
+    int notif_ahead;        /* WRITE: its notification went with the request (1),
+                               and a cancel after it (2) */
+    tpx_xfer_t *rnext, *rprev; /* peer's requests waiting for an answer */
+} tpx_xfer_req_t;
+
+/* One-sided, owner (XK_TWRITE, XK_TREAD): the peer's request served here. */
+typedef struct {
+    uint32_t list_done;     /* list chunks received */
+    tpx_listbuf_t *lb;      /* pool buffer holding the list (until it is checked) */
+    uint32_t want_nent, want_nchunks; /* what the RMA_REQ announced */
+} tpx_xfer_own_t;
+
+struct tpx_xfer {
+    /* ---- common to every kind ---- */
+    tpx_engine_t *e;
+    tpx_peer_t *peer;
+    tpx_xfer_kind_t kind;
+    tpx_xfer_state_t state;
+    tpx_status_t status;     /* final status once DONE */
+    tpx_status_t err;        /* status to end with once every chunk is done (one-sided:
+                                the owner's refusal); TPX_OK otherwise */
+    uint64_t len;            /* bytes of the message (two-sided) or payload (one-sided) */
+    uint32_t nchunks, chunks_done; /* over both streams */
+    int hdr_pending;         /* the control message it owns (send header, RMA_REQ) has
+                                not left yet (peer's ctrl_send_owner) */
+    int canceled, released;  /* read and written under the engine lock only */
+    int unseen;              /* DONE, not yet reported by poll/wait (counted in e->nunseen) */
+    atomic_int settled;      /* 0 while it runs; 1 once DONE (stored after `status`) or
+                                released: tpx_xfer_poll() answers a running transfer of a
+                                progress-thread engine without the engine lock */
+    uint64_t deadline_ns;
+    tpx_xfer_t *next, *prev; /* peer's list of transfers not DONE */
+    tpx_stream_t out, in;    /* its chunks on the send / receive comms */
+    tpx_seg_t *segs;         /* payload segments; two-sided: &two.seg1 */
+    uint32_t nsegs;
+    int segs_owned;          /* segs and regions are x's (freed with it) */
+    tpx_region_t **regions;  /* regions whose bytes move (xfers counted); two-sided:
+                                &two.region */
+    uint32_t nregions;
+    /* ---- by role: only the part(s) of x's kind are used, the others stay zero ---- */
+    tpx_xfer_two_t two;      /* XK_SEND, XK_RECV */
+    tpx_xfer_rma_t rma;      /* XK_WRITE, XK_READ, XK_TWRITE, XK_TREAD */
+    tpx_xfer_req_t req;      /* XK_WRITE, XK_READ */
+    tpx_xfer_own_t own;      /* XK_TWRITE, XK_TREAD */
+    tpx_lane_t lane[];       /* 2 * nchan: send lanes, then receive lanes */
+};
+
+tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind);
+/* Count x's regions and put it on its peer's active list (inflight++). */
+void tpx__xfer_attach(tpx_xfer_t *x);
+/* x ends with st (once): off the lists, regions released, one-sided
+ * epilogue (rma.c), waiters woken, the engine fd raised or x freed. */
+void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st);
+/* Complete x if every chunk is done and nothing else is awaited. */
+void tpx__xfer_maybe_done(tpx_xfer_t *x);
+/* Queue stream st of x on the send (or receive) comms' lanes. */
+void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
+/* A data slot of comm c completed: scatter a shared chunk, count it. */
+void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s);
+/* Post the next queued item of comm c (data chunk or control message).
+ * 1 posted, 0 nothing to post / plugin busy, -1 the peer failed. */
+int tpx__comm_post_next(tpx_comm_t *c);
+
+#endif
