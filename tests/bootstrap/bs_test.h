@@ -1,7 +1,8 @@
-/* bs_test.h - helpers for the bootstrap tests: checks, log capture, fd
- * counting, raw sockets that speak (or abuse) the wire format, and a small
- * poll()-driven server that handshakes many connections at once. Each test
- * is one process (children forked where a peer is needed), exit 0 = pass. */
+/* bs_test.h - the bootstrap tests' fixture (the checks are those of
+ * ../common/tpx_test.h): log capture, fd counting, raw sockets that speak
+ * (or abuse) the wire format, and a small poll()-driven server that
+ * handshakes many connections at once. Each test is one process (children
+ * forked where a peer is needed), exit 0 = pass. */
 #ifndef TPX_TEST_BS_TEST_H
 #define TPX_TEST_BS_TEST_H
 
@@ -18,45 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/tpx_test.h"
 #include "bootstrap/bootstrap.h"
 #include "common/log.h"
-
-static int check_failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "[%d] %s:%d: CHECK failed: %s\n", (int)getpid(), __FILE__, __LINE__,   \
-                    #cond);                                                                        \
-            check_failures++;                                                                      \
-        }                                                                                          \
-    } while (0)
-#define CHECK_EQ(a, b)                                                                             \
-    do {                                                                                           \
-        long long va_ = (long long)(a), vb_ = (long long)(b);                                      \
-        if (va_ != vb_) {                                                                          \
-            fprintf(stderr, "[%d] %s:%d: CHECK failed: %s == %s (%lld != %lld)\n", (int)getpid(),  \
-                    __FILE__, __LINE__, #a, #b, va_, vb_);                                         \
-            check_failures++;                                                                      \
-        }                                                                                          \
-    } while (0)
-#define CHECK_DONE()                                                                               \
-    do {                                                                                           \
-        if (check_failures) {                                                                      \
-            fprintf(stderr, "%d check(s) failed\n", check_failures);                               \
-            return 1;                                                                              \
-        }                                                                                          \
-        printf("ok\n");                                                                            \
-        return 0;                                                                                  \
-    } while (0)
-
-static inline uint64_t after_ms(int ms)
-{
-    return tpx__now_ns() + (uint64_t)ms * 1000000ull;
-}
-static inline double ms_since_ns(uint64_t t0)
-{
-    return (double)(tpx__now_ns() - t0) / 1e6;
-}
 
 static inline void test_log_init(void)
 {
@@ -205,7 +170,7 @@ static inline int raw_send_frame(int fd, uint16_t type, const void *payload, uin
 static inline int raw_read(int fd, void *p, size_t n, int timeout_ms)
 {
     unsigned char *b = p;
-    uint64_t deadline = after_ms(timeout_ms);
+    uint64_t deadline = test_deadline_ms(timeout_ms);
     while (n > 0) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int ms = tpx__ms_left(deadline);
@@ -238,7 +203,7 @@ static inline int raw_recv_frame(int fd, tpx_bs_hdr_t *h, void *buf, uint32_t ca
  * if it is still open after timeout_ms. */
 static inline double raw_wait_eof(int fd, int timeout_ms)
 {
-    uint64_t t0 = tpx__now_ns(), deadline = after_ms(timeout_ms);
+    uint64_t t0 = tpx__now_ns(), deadline = test_deadline_ms(timeout_ms);
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int ms = tpx__ms_left(deadline);
@@ -247,7 +212,7 @@ static inline double raw_wait_eof(int fd, int timeout_ms)
         char junk[256];
         ssize_t r = recv(fd, junk, sizeof(junk), 0);
         if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
-            return ms_since_ns(t0);
+            return test_ms_since(t0);
     }
 }
 
@@ -272,7 +237,7 @@ static inline int serve(int lfd, const char *token, int n, int deadline_ms, int 
     tpx_bs_conn_t **conns = calloc((size_t)cap, sizeof(*conns));
     uint64_t *t0 = calloc((size_t)cap, sizeof(*t0));
     struct pollfd *pfd = calloc((size_t)cap + 1, sizeof(*pfd));
-    uint64_t end = after_ms(total_ms);
+    uint64_t end = test_deadline_ms(total_ms);
     while (done < n && tpx__now_ns() < end) {
         int np = 0, timeout = tpx__ms_left(end);
         pfd[np++] = (struct pollfd){.fd = done + nconn < n ? lfd : -1, .events = POLLIN};
@@ -288,7 +253,7 @@ static inline int serve(int lfd, const char *token, int n, int deadline_ms, int 
             int fd;
             while (done + nconn < n && nconn < cap && tpx__bs_accept(lfd, &fd) == TPX_OK) {
                 tpx_bs_conn_t *c;
-                if (tpx__bs_server_start(fd, token, after_ms(deadline_ms), &c) != TPX_OK) {
+                if (tpx__bs_server_start(fd, token, test_deadline_ms(deadline_ms), &c) != TPX_OK) {
                     close(fd);
                     continue;
                 }
@@ -304,7 +269,7 @@ static inline int serve(int lfd, const char *token, int n, int deadline_ms, int 
             }
             served_t *r = &res[done++];
             r->st = st;
-            r->ms = ms_since_ns(t0[i]);
+            r->ms = test_ms_since(t0[i]);
             r->authenticated = tpx__bs_authenticated(conns[i]);
             snprintf(r->peer, sizeof(r->peer), "%s", tpx__bs_peer_str(conns[i]));
             r->app_rc = st == TPX_OK && on_ready ? on_ready(conns[i]) : 0;

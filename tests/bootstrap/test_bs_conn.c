@@ -56,19 +56,23 @@ static int server_exchange(tpx_bs_conn_t *c)
     uint32_t len = 0;
     tpx_bs_info_t got, want;
     make_info(&want);
-    bad |= (tpx__bs_recv_wait(c, TPX_BS_MSG_INFO, buf, sizeof(buf), &len, after_ms(5000)) != TPX_OK)
+    bad |= (tpx__bs_recv_wait(c, TPX_BS_MSG_INFO, buf, sizeof(buf), &len, test_deadline_ms(5000)) !=
+            TPX_OK)
            << 0;
     bad |= (tpx__bs_info_decode(buf, len, &got) != TPX_OK) << 1;
     bad |= (memcmp(&got, &want, sizeof(got)) != 0) << 2;
-    bad |= (tpx__bs_recv_wait(c, MSG_EMPTY, buf, sizeof(buf), &len, after_ms(5000)) != TPX_OK) << 3;
+    bad |=
+        (tpx__bs_recv_wait(c, MSG_EMPTY, buf, sizeof(buf), &len, test_deadline_ms(5000)) != TPX_OK)
+        << 3;
     bad |= (len != 0) << 4;
     for (uint32_t i = 0; i < TPX_BS_MAX_MSG; i++)
         buf[i] = pattern(i);
-    bad |= (tpx__bs_send_wait(c, MSG_BIG, buf, TPX_BS_MAX_MSG, after_ms(5000)) != TPX_OK) << 5;
+    bad |= (tpx__bs_send_wait(c, MSG_BIG, buf, TPX_BS_MAX_MSG, test_deadline_ms(5000)) != TPX_OK)
+           << 5;
     /* The client closes after reading: a clean EOF, not a warning. */
     uint16_t type;
     tpx_status_t st;
-    uint64_t end = after_ms(5000);
+    uint64_t end = test_deadline_ms(5000);
     while ((st = tpx__bs_recv(c, &type, buf, sizeof(buf), &len)) == TPX_INPROGRESS &&
            tpx__now_ns() < end) {
         struct pollfd pfd = {.fd = tpx__bs_fd(c), .events = POLLIN};
@@ -92,10 +96,10 @@ static int client_exchange(tpx_bs_conn_t *c)
     uint32_t len = 0;
     bad |= tpx__bs_info_encode(&info, buf, sizeof(buf), &len) != TPX_OK;
     bad |= len != TPX_BS_INFO_SIZE(8);
-    bad |= tpx__bs_send_wait(c, TPX_BS_MSG_INFO, buf, len, after_ms(5000)) != TPX_OK;
-    bad |= tpx__bs_send_wait(c, MSG_EMPTY, NULL, 0, after_ms(5000)) != TPX_OK;
+    bad |= tpx__bs_send_wait(c, TPX_BS_MSG_INFO, buf, len, test_deadline_ms(5000)) != TPX_OK;
+    bad |= tpx__bs_send_wait(c, MSG_EMPTY, NULL, 0, test_deadline_ms(5000)) != TPX_OK;
     memset(buf, 0, sizeof(buf));
-    bad |= tpx__bs_recv_wait(c, MSG_BIG, buf, sizeof(buf), &len, after_ms(5000)) != TPX_OK;
+    bad |= tpx__bs_recv_wait(c, MSG_BIG, buf, sizeof(buf), &len, test_deadline_ms(5000)) != TPX_OK;
     bad |= len != TPX_BS_MAX_MSG;
     for (uint32_t i = 0; i < TPX_BS_MAX_MSG && !bad; i++)
         bad |= buf[i] != pattern(i);
@@ -120,35 +124,36 @@ static int client_main(void *arg)
     log_capture_begin();
     int fds0 = count_fds();
     tpx_bs_conn_t *c = NULL;
-    tpx_status_t st = tpx__bs_client_start(a->host ? a->host : "127.0.0.1", g_port, g_token,
-                                           after_ms(a->deadline_ms ? a->deadline_ms : 5000), &c);
+    tpx_status_t st =
+        tpx__bs_client_start(a->host ? a->host : "127.0.0.1", g_port, g_token,
+                             test_deadline_ms(a->deadline_ms ? a->deadline_ms : 5000), &c);
     if (st == TPX_OK)
         st = tpx__bs_handshake_wait(c);
     if (a->expect_ok) {
-        CHECK_EQ(st, TPX_OK);
+        EXPECT_EQ(st, TPX_OK);
         if (st == TPX_OK) {
-            CHECK_EQ(tpx__bs_authenticated(c), g_token != NULL);
-            CHECK_EQ(client_exchange(c), 0);
+            EXPECT_EQ(tpx__bs_authenticated(c), g_token != NULL);
+            EXPECT_EQ(client_exchange(c), 0);
         }
     } else {
-        CHECK(st < 0);
+        EXPECT(st < 0);
         if (a->expect_st != 0)
-            CHECK_EQ(st, a->expect_st);
+            EXPECT_EQ(st, a->expect_st);
         /* Sticky, and not logged twice. */
         if (c != NULL)
-            CHECK_EQ(tpx__bs_advance(c), st);
+            EXPECT_EQ(tpx__bs_advance(c), st);
     }
     tpx__bs_close(c);
-    CHECK_EQ(count_fds(), fds0);
+    EXPECT_EQ(count_fds(), fds0);
     char *log = log_capture_end();
     if (a->expect_ok)
-        CHECK_EQ(count_lines_with(log, " WARN "), 0);
+        EXPECT_EQ(count_lines_with(log, " WARN "), 0);
     else
-        CHECK_EQ(count_lines_with(log, " WARN "), 1);
+        EXPECT_EQ(count_lines_with(log, " WARN "), 1);
     if (a->expect_log)
-        CHECK(strstr(log, a->expect_log) != NULL);
+        EXPECT(strstr(log, a->expect_log) != NULL);
     free(log);
-    return check_failures != 0;
+    return test_failed() != 0;
 }
 
 /* Listen on an ephemeral loopback port; sets g_port. */
@@ -177,25 +182,25 @@ static void pair(const char *server_token, const char *client_token, int expect_
     served_t r = {0};
     int n = serve(lfd, server_token, 1, 5000, 20000, expect_ok ? server_exchange : NULL, &r);
     char *log = log_capture_end();
-    CHECK_EQ(n, 1);
+    EXPECT_EQ(n, 1);
     if (expect_ok) {
-        CHECK_EQ(r.st, TPX_OK);
-        CHECK_EQ(r.app_rc, 0);
-        CHECK_EQ(r.authenticated, server_token != NULL);
-        CHECK_EQ(count_lines_with(log, " WARN "), 0);
+        EXPECT_EQ(r.st, TPX_OK);
+        EXPECT_EQ(r.app_rc, 0);
+        EXPECT_EQ(r.authenticated, server_token != NULL);
+        EXPECT_EQ(count_lines_with(log, " WARN "), 0);
     } else {
-        CHECK(r.st < 0);
+        EXPECT(r.st < 0);
         if (server_st != 0)
-            CHECK_EQ(r.st, server_st);
-        CHECK_EQ(count_lines_with(log, " WARN "), 1);
-        CHECK(r.ms < 2000);
+            EXPECT_EQ(r.st, server_st);
+        EXPECT_EQ(count_lines_with(log, " WARN "), 1);
+        EXPECT(r.ms < 2000);
     }
     if (server_log)
-        CHECK(strstr(log, server_log) != NULL);
+        EXPECT(strstr(log, server_log) != NULL);
     free(log);
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(reap(pid), 0);
     close(lfd);
-    CHECK_EQ(count_fds(), fds0);
+    EXPECT_EQ(count_fds(), fds0);
 }
 
 /* ---- replay -------------------------------------------------------------------- */
@@ -217,47 +222,47 @@ static int replay_main(void *arg)
 
     /* 1: a good handshake, recorded. */
     int fd = raw_connect(g_port);
-    CHECK(fd >= 0);
-    CHECK_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
-    CHECK_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
-    CHECK_EQ(h.type, TPX_BS_MSG_CHALLENGE);
-    CHECK_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
+    EXPECT(fd >= 0);
+    EXPECT_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
+    EXPECT_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
+    EXPECT_EQ(h.type, TPX_BS_MSG_CHALLENGE);
+    EXPECT_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
     uint8_t mac[TPX_BS_MAC_SIZE];
     tpx__bs_handshake_mac(token, TPX_BS_MAC_SERVER, cn, ch.nonce, mac);
-    CHECK(tpx__ct_equal(mac, ch.mac, sizeof(mac)));
+    EXPECT(tpx__ct_equal(mac, ch.mac, sizeof(mac)));
     memcpy(sn1, ch.nonce, sizeof(sn1));
     tpx_bs_auth_t auth;
     tpx__bs_handshake_mac(token, TPX_BS_MAC_CLIENT, ch.nonce, cn, auth.mac);
     tpx__bs_hdr_encode(TPX_BS_MSG_AUTH, TPX_BS_AUTH_SIZE, auth_frame);
     tpx__bs_auth_encode(&auth, auth_frame + TPX_BS_HDR_SIZE);
-    CHECK_EQ(raw_write(fd, auth_frame, sizeof(auth_frame)), 0);
-    CHECK_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
-    CHECK_EQ(h.type, TPX_BS_MSG_WELCOME);
+    EXPECT_EQ(raw_write(fd, auth_frame, sizeof(auth_frame)), 0);
+    EXPECT_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
+    EXPECT_EQ(h.type, TPX_BS_MSG_WELCOME);
     close(fd);
 
     /* 2: same HELLO, the recorded AUTH replayed. */
     fd = raw_connect(g_port);
-    CHECK(fd >= 0);
-    CHECK_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
-    CHECK_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
-    CHECK_EQ(h.type, TPX_BS_MSG_CHALLENGE);
-    CHECK_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
-    CHECK(memcmp(ch.nonce, sn1, sizeof(sn1)) != 0); /* a fresh server nonce */
-    CHECK_EQ(raw_write(fd, auth_frame, sizeof(auth_frame)), 0);
+    EXPECT(fd >= 0);
+    EXPECT_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
+    EXPECT_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
+    EXPECT_EQ(h.type, TPX_BS_MSG_CHALLENGE);
+    EXPECT_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
+    EXPECT(memcmp(ch.nonce, sn1, sizeof(sn1)) != 0); /* a fresh server nonce */
+    EXPECT_EQ(raw_write(fd, auth_frame, sizeof(auth_frame)), 0);
     double ms = raw_wait_eof(fd, 3000); /* dropped, no WELCOME */
-    CHECK(ms >= 0);
+    EXPECT(ms >= 0);
     close(fd);
 
     /* 3: the server's own CHALLENGE mac replayed as an AUTH (reflection). */
     fd = raw_connect(g_port);
-    CHECK(fd >= 0);
-    CHECK_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
-    CHECK_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
-    CHECK_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
-    CHECK_EQ(raw_send_frame(fd, TPX_BS_MSG_AUTH, ch.mac, TPX_BS_MAC_SIZE), 0);
-    CHECK(raw_wait_eof(fd, 3000) >= 0);
+    EXPECT(fd >= 0);
+    EXPECT_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
+    EXPECT_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
+    EXPECT_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
+    EXPECT_EQ(raw_send_frame(fd, TPX_BS_MSG_AUTH, ch.mac, TPX_BS_MAC_SIZE), 0);
+    EXPECT(raw_wait_eof(fd, 3000) >= 0);
     close(fd);
-    return check_failures != 0;
+    return test_failed() != 0;
 }
 
 static void scenario_replay(void)
@@ -270,24 +275,24 @@ static void scenario_replay(void)
     memset(r, 0, sizeof(r));
     int n = serve(lfd, token, 3, 5000, 20000, NULL, r);
     char *log = log_capture_end();
-    CHECK_EQ(n, 3);
-    CHECK_EQ(r[0].st, TPX_OK);
-    CHECK_EQ(r[0].authenticated, 1);
-    CHECK_EQ(r[1].st, TPX_ERR_PROTOCOL);
-    CHECK_EQ(r[2].st, TPX_ERR_PROTOCOL);
-    CHECK_EQ(count_lines_with(log, "authentication failed"), 2);
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(r[0].st, TPX_OK);
+    EXPECT_EQ(r[0].authenticated, 1);
+    EXPECT_EQ(r[1].st, TPX_ERR_PROTOCOL);
+    EXPECT_EQ(r[2].st, TPX_ERR_PROTOCOL);
+    EXPECT_EQ(count_lines_with(log, "authentication failed"), 2);
     free(log);
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(reap(pid), 0);
 
     /* A real client still gets in afterwards. */
     g_token = token;
     client_args_t ca = {.expect_ok = 1};
     pid = spawn(client_main, &ca);
     n = serve(lfd, token, 1, 5000, 20000, server_exchange, r);
-    CHECK_EQ(n, 1);
-    CHECK_EQ(r[0].st, TPX_OK);
-    CHECK_EQ(r[0].app_rc, 0);
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(r[0].st, TPX_OK);
+    EXPECT_EQ(r[0].app_rc, 0);
+    EXPECT_EQ(reap(pid), 0);
     close(lfd);
 }
 
@@ -303,16 +308,16 @@ static int bad_auth_main(void *arg)
     tpx_bs_hdr_t h;
     tpx_bs_challenge_t ch;
     int fd = raw_connect(g_port);
-    CHECK_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
-    CHECK_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
-    CHECK_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
+    EXPECT_EQ(raw_send_frame(fd, TPX_BS_MSG_HELLO, hb, sizeof(hb)), 0);
+    EXPECT_EQ(raw_recv_frame(fd, &h, buf, sizeof(buf), 3000), 0);
+    EXPECT_EQ(tpx__bs_challenge_decode(buf, h.len, &ch), TPX_OK);
     tpx_bs_auth_t auth;
     tpx__bs_handshake_mac(wrong, TPX_BS_MAC_CLIENT, ch.nonce, hello.nonce, auth.mac);
     tpx__bs_auth_encode(&auth, buf);
-    CHECK_EQ(raw_send_frame(fd, TPX_BS_MSG_AUTH, buf, TPX_BS_AUTH_SIZE), 0);
-    CHECK(raw_wait_eof(fd, 3000) >= 0);
+    EXPECT_EQ(raw_send_frame(fd, TPX_BS_MSG_AUTH, buf, TPX_BS_AUTH_SIZE), 0);
+    EXPECT(raw_wait_eof(fd, 3000) >= 0);
     close(fd);
-    return check_failures != 0;
+    return test_failed() != 0;
 }
 
 static void scenario_wrongtoken(void)
@@ -326,13 +331,13 @@ static void scenario_wrongtoken(void)
     pid_t pid = spawn(bad_auth_main, (void *)"beta");
     log_capture_begin();
     served_t r = {0};
-    CHECK_EQ(serve(lfd, "alpha", 1, 5000, 20000, NULL, &r), 1);
+    EXPECT_EQ(serve(lfd, "alpha", 1, 5000, 20000, NULL, &r), 1);
     char *log = log_capture_end();
-    CHECK_EQ(r.st, TPX_ERR_PROTOCOL);
-    CHECK(strstr(log, "authentication failed") != NULL);
-    CHECK_EQ(count_lines_with(log, " WARN "), 1);
+    EXPECT_EQ(r.st, TPX_ERR_PROTOCOL);
+    EXPECT(strstr(log, "authentication failed") != NULL);
+    EXPECT_EQ(count_lines_with(log, " WARN "), 1);
     free(log);
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(reap(pid), 0);
     close(lfd);
 }
 
@@ -365,7 +370,7 @@ static int garbage_main(void *arg)
     uint64_t t0 = tpx__now_ns();
     for (int g = 0; g < G__N; g++) {
         int fd = fds[g] = raw_connect(g_port);
-        CHECK(fd >= 0);
+        EXPECT(fd >= 0);
         unsigned char b[1100], h[TPX_BS_HDR_SIZE];
         memset(b, 0, sizeof(b));
         tpx_bs_hello_t hello = {.flags = 0}; /* the server has no token */
@@ -431,21 +436,21 @@ static int garbage_main(void *arg)
     /* A good client while all of that is pending. */
     client_args_t ca = {.expect_ok = 1};
     int rc = client_main(&ca);
-    CHECK_EQ(rc, 0);
-    double good_ms = ms_since_ns(t0);
-    CHECK(good_ms < GARBAGE_DEADLINE_MS); /* served before the stallers were dropped */
+    EXPECT_EQ(rc, 0);
+    double good_ms = test_ms_since(t0);
+    EXPECT(good_ms < GARBAGE_DEADLINE_MS); /* served before the stallers were dropped */
     /* Every hostile connection is closed by the server (the server side
      * checks how soon); stalls no later than their deadline. */
     for (int g = 0; g < G__N; g++) {
         if (fds[g] < 0)
             continue;
-        CHECK(raw_wait_eof(fds[g], 5000) >= 0);
-        double total = ms_since_ns(t0);
+        EXPECT(raw_wait_eof(fds[g], 5000) >= 0);
+        double total = test_ms_since(t0);
         if (g_is_stall[g])
-            CHECK(total >= GARBAGE_DEADLINE_MS * 0.9 && total < GARBAGE_DEADLINE_MS + 2000);
+            EXPECT(total >= GARBAGE_DEADLINE_MS * 0.9 && total < GARBAGE_DEADLINE_MS + 2000);
         close(fds[g]);
     }
-    return check_failures != 0;
+    return test_failed() != 0;
 }
 
 /* A raw server that misbehaves towards a real client. */
@@ -457,10 +462,10 @@ static int hostile_server_main(void *arg)
         int fd;
         struct pollfd pfd = {.fd = lfd, .events = POLLIN};
         poll(&pfd, 1, 5000);
-        CHECK_EQ(tpx__bs_accept(lfd, &fd), TPX_OK);
+        EXPECT_EQ(tpx__bs_accept(lfd, &fd), TPX_OK);
         unsigned char b[256], h[TPX_BS_HDR_SIZE];
         tpx_bs_hdr_t hdr;
-        CHECK_EQ(raw_recv_frame(fd, &hdr, b, sizeof(b), 3000), 0); /* HELLO */
+        EXPECT_EQ(raw_recv_frame(fd, &hdr, b, sizeof(b), 3000), 0); /* HELLO */
         memset(b, 0, sizeof(b));
         switch (s) {
         case S_GARBAGE:
@@ -480,7 +485,7 @@ static int hostile_server_main(void *arg)
         raw_wait_eof(fd, 5000);
         close(fd);
     }
-    return check_failures != 0;
+    return test_failed() != 0;
 }
 
 static void scenario_garbage(void)
@@ -492,7 +497,7 @@ static void scenario_garbage(void)
     log_capture_begin();
     int n = serve(lfd, NULL, G__N + 1, GARBAGE_DEADLINE_MS, 20000, server_exchange, r);
     char *log = log_capture_end();
-    CHECK_EQ(n, G__N + 1);
+    EXPECT_EQ(n, G__N + 1);
     int ok = 0, timed_out = 0;
     for (int i = 0; i < n; i++) {
         printf("server: connection %2d: %-45s after %4.0f ms\n", i, tpx_status_string(r[i].st),
@@ -500,21 +505,21 @@ static void scenario_garbage(void)
         ok += r[i].st == TPX_OK;
         timed_out += r[i].st == TPX_ERR_TIMED_OUT;
         if (r[i].st == TPX_ERR_TIMED_OUT) /* stalls: dropped at their deadline */
-            CHECK(r[i].ms >= GARBAGE_DEADLINE_MS * 0.99 && r[i].ms < GARBAGE_DEADLINE_MS + 1000);
+            EXPECT(r[i].ms >= GARBAGE_DEADLINE_MS * 0.99 && r[i].ms < GARBAGE_DEADLINE_MS + 1000);
         else /* bad bytes: dropped as soon as they arrive */
-            CHECK(r[i].ms < 500);
+            EXPECT(r[i].ms < 500);
         if (r[i].st == TPX_OK)
-            CHECK_EQ(r[i].app_rc, 0);
+            EXPECT_EQ(r[i].app_rc, 0);
     }
-    CHECK_EQ(ok, 1);
-    CHECK_EQ(timed_out, 4);
-    CHECK_EQ(count_lines_with(log, " WARN "), G__N); /* one line per dropped peer */
-    CHECK_EQ(count_lines_with(log, "did not complete the handshake"), 4);
-    CHECK(strstr(log, "bad magic") != NULL);
-    CHECK(strstr(log, "unsupported bootstrap version") != NULL);
-    CHECK(strstr(log, "length over limit") != NULL);
+    EXPECT_EQ(ok, 1);
+    EXPECT_EQ(timed_out, 4);
+    EXPECT_EQ(count_lines_with(log, " WARN "), G__N); /* one line per dropped peer */
+    EXPECT_EQ(count_lines_with(log, "did not complete the handshake"), 4);
+    EXPECT(strstr(log, "bad magic") != NULL);
+    EXPECT(strstr(log, "unsupported bootstrap version") != NULL);
+    EXPECT(strstr(log, "length over limit") != NULL);
     free(log);
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(reap(pid), 0);
     close(lfd);
 
     /* The other direction: a real client against a hostile server. */
@@ -527,19 +532,20 @@ static void scenario_garbage(void)
         log_capture_begin();
         tpx_bs_conn_t *c = NULL;
         uint64_t t0 = tpx__now_ns();
-        tpx_status_t st = tpx__bs_client_start("127.0.0.1", g_port, g_token, after_ms(800), &c);
+        tpx_status_t st =
+            tpx__bs_client_start("127.0.0.1", g_port, g_token, test_deadline_ms(800), &c);
         if (st == TPX_OK)
             st = tpx__bs_handshake_wait(c);
-        double ms = ms_since_ns(t0);
+        double ms = test_ms_since(t0);
         tpx__bs_close(c);
         char *l = log_capture_end();
         printf("hostile server case %d: %s after %.0f ms\n", s, tpx_status_string(st), ms);
-        CHECK_EQ(st, want[s]);
-        CHECK(ms < (s == S_STALL ? 1800 : 500));
-        CHECK_EQ(count_lines_with(l, " WARN "), 1);
+        EXPECT_EQ(st, want[s]);
+        EXPECT(ms < (s == S_STALL ? 1800 : 500));
+        EXPECT_EQ(count_lines_with(l, " WARN "), 1);
         free(l);
     }
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(reap(pid), 0);
     close(lfd);
 }
 
@@ -554,7 +560,7 @@ static int slowloris_main(void *arg)
     uint64_t t0 = tpx__now_ns();
     for (int i = 0; i < SLOW_N; i++) {
         fds[i] = raw_connect(g_port);
-        CHECK(fds[i] >= 0);
+        EXPECT(fds[i] >= 0);
         unsigned char h[TPX_BS_HDR_SIZE];
         tpx__bs_hdr_encode(TPX_BS_MSG_HELLO, TPX_BS_HELLO_SIZE, h);
         if (fds[i] >= 0)
@@ -562,19 +568,19 @@ static int slowloris_main(void *arg)
     }
     for (int i = 0; i < SLOW_GOOD; i++) {
         client_args_t ca = {.expect_ok = 1};
-        CHECK_EQ(client_main(&ca), 0);
+        EXPECT_EQ(client_main(&ca), 0);
     }
-    double good_ms = ms_since_ns(t0);
+    double good_ms = test_ms_since(t0);
     printf("slowloris: %d good clients served in %.0f ms with %d stalled connections open\n",
            SLOW_GOOD, good_ms, SLOW_N);
-    CHECK(good_ms < 2400); /* before the first staller's deadline (2500 ms) */
+    EXPECT(good_ms < 2400); /* before the first staller's deadline (2500 ms) */
     for (int i = 0; i < SLOW_N; i++) {
         if (fds[i] < 0)
             continue;
-        CHECK(raw_wait_eof(fds[i], 5000) >= 0);
+        EXPECT(raw_wait_eof(fds[i], 5000) >= 0);
         close(fds[i]);
     }
-    return check_failures != 0;
+    return test_failed() != 0;
 }
 
 static void scenario_slowloris(void)
@@ -585,15 +591,15 @@ static void scenario_slowloris(void)
     tpx__log_level = TPX_LOG_ERROR; /* 200 "dropped" lines are expected */
     int n = serve(lfd, NULL, SLOW_N + SLOW_GOOD, 2500, 30000, server_exchange, r);
     test_log_init();
-    CHECK_EQ(n, SLOW_N + SLOW_GOOD);
+    EXPECT_EQ(n, SLOW_N + SLOW_GOOD);
     int ok = 0, timed_out = 0;
     for (int i = 0; i < n; i++) {
         ok += r[i].st == TPX_OK;
         timed_out += r[i].st == TPX_ERR_TIMED_OUT;
     }
-    CHECK_EQ(ok, SLOW_GOOD);
-    CHECK_EQ(timed_out, SLOW_N);
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(ok, SLOW_GOOD);
+    EXPECT_EQ(timed_out, SLOW_N);
+    EXPECT_EQ(reap(pid), 0);
     close(lfd);
 }
 
@@ -603,40 +609,22 @@ static int late_server_main(void *arg)
 {
     usleep(300 * 1000);
     int lfd = -1, port = 0;
-    CHECK_EQ(tpx__bs_listen("127.0.0.1", g_port, &lfd, &port), TPX_OK);
+    EXPECT_EQ(tpx__bs_listen("127.0.0.1", g_port, &lfd, &port), TPX_OK);
     served_t r = {0};
-    CHECK_EQ(serve(lfd, "late", 1, 5000, 10000, server_exchange, &r), 1);
-    CHECK_EQ(r.st, TPX_OK);
-    CHECK_EQ(r.app_rc, 0);
+    EXPECT_EQ(serve(lfd, "late", 1, 5000, 10000, server_exchange, &r), 1);
+    EXPECT_EQ(r.st, TPX_OK);
+    EXPECT_EQ(r.app_rc, 0);
     close(lfd);
-    return check_failures != 0;
+    return test_failed() != 0;
 }
 
-/* A loopback port that is free now and stays free for a while: one below
- * the kernel's ephemeral range, so no connect() -- not even our own
- * client's retries to that very port -- is given it as its source port (a
- * port from bind(0) was, and the late server found it taken). */
+/* A loopback port that is free now and stays free for a while (see
+ * test_free_port: the late server found a port from bind(0) taken). */
 static int free_port(void)
 {
-    int lo = 32768;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%d", &lo) != 1)
-            lo = 32768;
-        fclose(f);
-    }
-    unsigned seed = (unsigned)getpid() ^ (unsigned)tpx__now_ns();
-    for (int i = 0; i < 1000 && lo > 21024; i++) {
-        int p = 21000 + (int)(rand_r(&seed) % (unsigned)(lo - 21000));
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-        if (fd >= 0)
-            close(fd);
-        if (ok)
-            return p;
-    }
+    int p = test_free_port();
+    if (p > 0)
+        return p;
     int lfd = listen_any("127.0.0.1"); /* no room below the ephemeral range */
     close(lfd);
     return g_port;
@@ -648,17 +636,17 @@ static void scenario_refused(void)
     log_capture_begin();
     tpx_bs_conn_t *c = NULL;
     uint64_t t0 = tpx__now_ns();
-    tpx_status_t st = tpx__bs_client_start("127.0.0.1", g_port, NULL, after_ms(400), &c);
-    CHECK_EQ(st, TPX_OK);
+    tpx_status_t st = tpx__bs_client_start("127.0.0.1", g_port, NULL, test_deadline_ms(400), &c);
+    EXPECT_EQ(st, TPX_OK);
     if (st == TPX_OK)
         st = tpx__bs_handshake_wait(c);
-    double ms = ms_since_ns(t0);
+    double ms = test_ms_since(t0);
     tpx__bs_close(c);
     char *log = log_capture_end();
-    CHECK_EQ(st, TPX_ERR_CONN_REFUSED);
-    CHECK(ms >= 390 && ms < 1500);
-    CHECK(strstr(log, "could not connect to 127.0.0.1:") != NULL);
-    CHECK_EQ(count_lines_with(log, " WARN "), 1);
+    EXPECT_EQ(st, TPX_ERR_CONN_REFUSED);
+    EXPECT(ms >= 390 && ms < 1500);
+    EXPECT(strstr(log, "could not connect to 127.0.0.1:") != NULL);
+    EXPECT_EQ(count_lines_with(log, " WARN "), 1);
     free(log);
 
     /* Client first, server 300 ms later: the retries reach it. */
@@ -666,13 +654,14 @@ static void scenario_refused(void)
     pid_t pid = spawn(late_server_main, NULL);
     g_token = "late";
     client_args_t ca = {.expect_ok = 1, .deadline_ms = 5000};
-    CHECK_EQ(client_main(&ca), 0);
-    CHECK_EQ(reap(pid), 0);
+    EXPECT_EQ(client_main(&ca), 0);
+    EXPECT_EQ(reap(pid), 0);
 
     /* Bad arguments. */
     tpx__log_level = TPX_LOG_NONE;
-    CHECK_EQ(tpx__bs_client_start("127.0.0.1", 0, NULL, after_ms(100), &c), TPX_ERR_INVALID_ARG);
-    CHECK_EQ(tpx__bs_client_start("", 1, NULL, after_ms(100), &c), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_client_start("127.0.0.1", 0, NULL, test_deadline_ms(100), &c),
+              TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_client_start("", 1, NULL, test_deadline_ms(100), &c), TPX_ERR_INVALID_ARG);
     test_log_init();
 }
 
@@ -682,31 +671,31 @@ static void scenario_busy(void)
 {
     int fds0 = count_fds();
     int lfd = -1, port = 0, lfd2 = -1, port2 = -1;
-    CHECK_EQ(tpx__bs_listen(NULL, 0, &lfd, &port), TPX_OK);
-    CHECK(port > 0);
+    EXPECT_EQ(tpx__bs_listen(NULL, 0, &lfd, &port), TPX_OK);
+    EXPECT(port > 0);
     char expect[64];
     snprintf(expect, sizeof(expect), "bootstrap port %d is busy", port);
     const char *addrs[] = {NULL, "", "127.0.0.1", "0.0.0.0", "localhost"};
     for (size_t i = 0; i < sizeof(addrs) / sizeof(addrs[0]); i++) {
         log_capture_begin();
-        CHECK_EQ(tpx__bs_listen(addrs[i], port, &lfd2, &port2), TPX_ERR_ADDR_IN_USE);
+        EXPECT_EQ(tpx__bs_listen(addrs[i], port, &lfd2, &port2), TPX_ERR_ADDR_IN_USE);
         char *log = log_capture_end();
-        CHECK(strstr(log, expect) != NULL);
-        CHECK_EQ(count_lines_with(log, " ERROR "), 1);
+        EXPECT(strstr(log, expect) != NULL);
+        EXPECT_EQ(count_lines_with(log, " ERROR "), 1);
         free(log);
     }
-    CHECK_EQ(lfd2, -1);
-    CHECK_EQ(port2, -1);
+    EXPECT_EQ(lfd2, -1);
+    EXPECT_EQ(port2, -1);
     close(lfd);
     /* Free again: the same port can be taken (SO_REUSEADDR, no TIME_WAIT issue). */
-    CHECK_EQ(tpx__bs_listen("127.0.0.1", port, &lfd, &port2), TPX_OK);
-    CHECK_EQ(port2, port);
+    EXPECT_EQ(tpx__bs_listen("127.0.0.1", port, &lfd, &port2), TPX_OK);
+    EXPECT_EQ(port2, port);
     close(lfd);
     tpx__log_level = TPX_LOG_NONE;
-    CHECK_EQ(tpx__bs_listen(NULL, -1, &lfd, NULL), TPX_ERR_INVALID_ARG);
-    CHECK_EQ(tpx__bs_listen(NULL, 65536, &lfd, NULL), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_listen(NULL, -1, &lfd, NULL), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_listen(NULL, 65536, &lfd, NULL), TPX_ERR_INVALID_ARG);
     test_log_init();
-    CHECK_EQ(count_fds(), fds0);
+    EXPECT_EQ(count_fds(), fds0);
 }
 
 /* ---- ipv6 / dual stack / hostname --------------------------------------------------------- */
@@ -722,14 +711,14 @@ static void one_pair_on(const char *listen_addr, const char *connect_host)
     client_args_t ca = {.host = connect_host, .expect_ok = 1};
     pid_t pid = spawn(client_main, &ca);
     served_t r = {0};
-    CHECK_EQ(serve(lfd, "v6", 1, 5000, 20000, server_exchange, &r), 1);
-    CHECK_EQ(r.st, TPX_OK);
-    CHECK_EQ(r.app_rc, 0);
+    EXPECT_EQ(serve(lfd, "v6", 1, 5000, 20000, server_exchange, &r), 1);
+    EXPECT_EQ(r.st, TPX_OK);
+    EXPECT_EQ(r.app_rc, 0);
     if (strcmp(connect_host, "127.0.0.1") == 0) /* IPv4-mapped shown as IPv4 */
-        CHECK(strncmp(r.peer, "127.0.0.1:", 10) == 0);
+        EXPECT(strncmp(r.peer, "127.0.0.1:", 10) == 0);
     if (strcmp(connect_host, "::1") == 0)
-        CHECK(strncmp(r.peer, "[::1]:", 6) == 0);
-    CHECK_EQ(reap(pid), 0);
+        EXPECT(strncmp(r.peer, "[::1]:", 6) == 0);
+    EXPECT_EQ(reap(pid), 0);
     close(lfd);
     printf("%s <- %s: ok\n", listen_addr ? listen_addr : "(any)", connect_host);
 }
@@ -799,5 +788,5 @@ int main(int argc, char **argv)
                 argv[0]);
         return 2;
     }
-    CHECK_DONE();
+    TEST_DONE();
 }

@@ -66,11 +66,11 @@ static void fuzz_hdr(long iters)
         const char *why = NULL;
         tpx_status_t st = tpx__bs_hdr_decode(b, max, &h, &why);
         if (st == TPX_OK) {
-            CHECK(h.len <= max && h.len <= TPX_BS_MAX_MSG);
+            EXPECT(h.len <= max && h.len <= TPX_BS_MAX_MSG);
         } else {
-            CHECK_EQ(st, TPX_ERR_PROTOCOL);
-            CHECK(why != NULL);
-            CHECK(h.type == 0xdead && h.len == 0xbeef); /* untouched */
+            EXPECT_EQ(st, TPX_ERR_PROTOCOL);
+            EXPECT(why != NULL);
+            EXPECT(h.type == 0xdead && h.len == 0xbeef); /* untouched */
         }
         free(b);
     }
@@ -90,16 +90,16 @@ static void fuzz_handshake_payloads(long iters)
         tpx_bs_challenge_t ch;
         tpx_bs_auth_t au;
         tpx_status_t st = tpx__bs_hello_decode(b, len, &he);
-        CHECK(st == TPX_OK ? len == TPX_BS_HELLO_SIZE && he.flags <= 1 : st == TPX_ERR_PROTOCOL);
+        EXPECT(st == TPX_OK ? len == TPX_BS_HELLO_SIZE && he.flags <= 1 : st == TPX_ERR_PROTOCOL);
         st = tpx__bs_challenge_decode(b, len, &ch);
-        CHECK(st == TPX_OK ? len == TPX_BS_CHALLENGE_SIZE && ch.flags <= 1
-                           : st == TPX_ERR_PROTOCOL);
+        EXPECT(st == TPX_OK ? len == TPX_BS_CHALLENGE_SIZE && ch.flags <= 1
+                            : st == TPX_ERR_PROTOCOL);
         st = tpx__bs_auth_decode(b, len, &au);
-        CHECK(st == TPX_OK ? len == TPX_BS_AUTH_SIZE : st == TPX_ERR_PROTOCOL);
+        EXPECT(st == TPX_OK ? len == TPX_BS_AUTH_SIZE : st == TPX_ERR_PROTOCOL);
         if (st == TPX_OK) { /* round trip */
             unsigned char e[TPX_BS_AUTH_SIZE];
             tpx__bs_auth_encode(&au, e);
-            CHECK(memcmp(e, b, len) == 0);
+            EXPECT(memcmp(e, b, len) == 0);
         }
         free(b);
     }
@@ -127,12 +127,12 @@ static void fuzz_info(long iters)
         rnd_info(&in);
         uint32_t len = 0;
         unsigned char *b = malloc(TPX_BS_INFO_MAX_SIZE + 64);
-        CHECK_EQ(tpx__bs_info_encode(&in, b, TPX_BS_INFO_MAX_SIZE, &len), TPX_OK);
-        CHECK_EQ(len, TPX_BS_INFO_SIZE(in.nhandles));
+        EXPECT_EQ(tpx__bs_info_encode(&in, b, TPX_BS_INFO_MAX_SIZE, &len), TPX_OK);
+        EXPECT_EQ(len, TPX_BS_INFO_SIZE(in.nhandles));
         switch (rnd_below(5)) {
         case 0: /* unmodified: must round-trip exactly */
-            CHECK_EQ(tpx__bs_info_decode(b, len, &out), TPX_OK);
-            CHECK(memcmp(&in, &out, sizeof(in)) == 0);
+            EXPECT_EQ(tpx__bs_info_decode(b, len, &out), TPX_OK);
+            EXPECT(memcmp(&in, &out, sizeof(in)) == 0);
             break;
         case 1: /* flip bytes */
             for (uint32_t k = 1 + rnd_below(4); k > 0; k--)
@@ -156,17 +156,17 @@ static void fuzz_info(long iters)
         memset(&out, 0x77, sizeof(out));
         tpx_status_t st = tpx__bs_info_decode(x, len, &out);
         if (st == TPX_OK) {
-            CHECK(out.nhandles >= 1 && out.nhandles <= TPX_BS_MAX_HANDLES);
-            CHECK_EQ(len, TPX_BS_INFO_SIZE(out.nhandles));
-            CHECK(memchr(out.plugin, '\0', sizeof(out.plugin)) != NULL);
+            EXPECT(out.nhandles >= 1 && out.nhandles <= TPX_BS_MAX_HANDLES);
+            EXPECT_EQ(len, TPX_BS_INFO_SIZE(out.nhandles));
+            EXPECT(memchr(out.plugin, '\0', sizeof(out.plugin)) != NULL);
             /* Re-encoding gives the same bytes. */
             unsigned char *y = malloc(len);
             uint32_t len2 = 0;
-            CHECK_EQ(tpx__bs_info_encode(&out, y, len, &len2), TPX_OK);
-            CHECK(len2 == len && memcmp(x, y, len) == 0);
+            EXPECT_EQ(tpx__bs_info_encode(&out, y, len, &len2), TPX_OK);
+            EXPECT(len2 == len && memcmp(x, y, len) == 0);
             free(y);
         } else {
-            CHECK_EQ(st, TPX_ERR_PROTOCOL);
+            EXPECT_EQ(st, TPX_ERR_PROTOCOL);
         }
         free(x);
         free(b);
@@ -177,14 +177,14 @@ static void fuzz_info(long iters)
     uint32_t len = 0;
     rnd_info(&in);
     in.nhandles = 0;
-    CHECK_EQ(tpx__bs_info_encode(&in, b, sizeof(b), &len), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_info_encode(&in, b, sizeof(b), &len), TPX_ERR_INVALID_ARG);
     in.nhandles = TPX_BS_MAX_HANDLES + 1;
-    CHECK_EQ(tpx__bs_info_encode(&in, b, sizeof(b), &len), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_info_encode(&in, b, sizeof(b), &len), TPX_ERR_INVALID_ARG);
     in.nhandles = TPX_BS_MAX_HANDLES;
-    CHECK_EQ(tpx__bs_info_encode(&in, b, sizeof(b) - 1, &len), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_info_encode(&in, b, sizeof(b) - 1, &len), TPX_ERR_INVALID_ARG);
     memset(in.plugin, 'x', sizeof(in.plugin));
-    CHECK_EQ(tpx__bs_info_encode(&in, b, sizeof(b), &len), TPX_ERR_INVALID_ARG);
-    CHECK_EQ(len, 0);
+    EXPECT_EQ(tpx__bs_info_encode(&in, b, sizeof(b), &len), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(len, 0);
 }
 
 /* ---- the stream parser, through real sockets ----------------------------------------- */
@@ -209,9 +209,10 @@ static void fuzz_handshake_stream(long iters, int client_side)
         }
         const char *token = rnd_below(2) ? "fuzz" : NULL;
         tpx_bs_conn_t *c = NULL;
-        tpx_status_t st = client_side ? tpx__bs_client_start_fd(sv[0], token, after_ms(5000), &c)
-                                      : tpx__bs_server_start(sv[0], token, after_ms(5000), &c);
-        CHECK_EQ(st, TPX_OK);
+        tpx_status_t st = client_side
+                              ? tpx__bs_client_start_fd(sv[0], token, test_deadline_ms(5000), &c)
+                              : tpx__bs_server_start(sv[0], token, test_deadline_ms(5000), &c);
+        EXPECT_EQ(st, TPX_OK);
         size_t n = rnd_stream(b, sizeof(b));
         if (!client_side && rnd_below(2) && n >= TPX_BS_HDR_SIZE + TPX_BS_HELLO_SIZE) {
             /* A well-formed HELLO first, so the fuzz reaches WAIT_AUTH. */
@@ -223,7 +224,7 @@ static void fuzz_handshake_stream(long iters, int client_side)
                                    b + TPX_BS_HDR_SIZE + TPX_BS_HELLO_SIZE);
         }
         if (n > 0 && write(sv[1], b, n) != (ssize_t)n)
-            CHECK(0);
+            EXPECT(0);
         shutdown(sv[1], SHUT_WR);
         int steps = 0;
         do {
@@ -231,11 +232,11 @@ static void fuzz_handshake_stream(long iters, int client_side)
         } while (st == TPX_INPROGRESS && ++steps < 100000);
         if (st == TPX_OK) {
             /* Only a tokenless server fed a zero AUTH may accept. */
-            CHECK(!client_side && token == NULL);
+            EXPECT(!client_side && token == NULL);
         } else {
-            CHECK(is_conn_error(st));
+            EXPECT(is_conn_error(st));
         }
-        CHECK_EQ(tpx__bs_advance(c), st); /* sticky */
+        EXPECT_EQ(tpx__bs_advance(c), st); /* sticky */
         tpx__bs_close(c);
         close(sv[1]);
     }
@@ -246,8 +247,8 @@ static int pair_up(int sv[2], tpx_bs_conn_t **cli, tpx_bs_conn_t **srv)
 {
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return -1;
-    if (tpx__bs_client_start_fd(sv[0], "k", after_ms(5000), cli) != TPX_OK ||
-        tpx__bs_server_start(sv[1], "k", after_ms(5000), srv) != TPX_OK)
+    if (tpx__bs_client_start_fd(sv[0], "k", test_deadline_ms(5000), cli) != TPX_OK ||
+        tpx__bs_server_start(sv[1], "k", test_deadline_ms(5000), srv) != TPX_OK)
         return -1;
     tpx_status_t a, b;
     int steps = 0;
@@ -268,7 +269,7 @@ static void fuzz_messages(long iters)
     for (long i = 0; i < iters; i++) {
         int sv[2];
         tpx_bs_conn_t *cli = NULL, *srv = NULL;
-        CHECK_EQ(pair_up(sv, &cli, &srv), 0);
+        EXPECT_EQ(pair_up(sv, &cli, &srv), 0);
         size_t n = rnd_stream(b, sizeof(b));
         if (n >= TPX_BS_HDR_SIZE && rnd_below(2)) { /* a valid user message first */
             uint32_t len = rnd_below((uint32_t)(n - TPX_BS_HDR_SIZE + 1));
@@ -276,7 +277,7 @@ static void fuzz_messages(long iters)
         }
         int fd = tpx__bs_fd(cli);
         if (n > 0 && write(fd, b, n) != (ssize_t)n)
-            CHECK(0);
+            EXPECT(0);
         shutdown(fd, SHUT_WR);
         uint32_t cap = rnd_below(2) ? TPX_BS_MAX_MSG : rnd_below(64);
         tpx_status_t st;
@@ -286,14 +287,14 @@ static void fuzz_messages(long iters)
             uint32_t len = 0xffffffffu;
             st = tpx__bs_recv(srv, &type, out, cap, &len);
             if (st == TPX_OK) {
-                CHECK(type >= TPX_BS_TYPE_USER && len <= cap);
+                EXPECT(type >= TPX_BS_TYPE_USER && len <= cap);
                 got++;
                 continue;
             }
             if (st != TPX_INPROGRESS || ++steps > 100000)
                 break;
         }
-        CHECK(is_conn_error(st));
+        EXPECT(is_conn_error(st));
         (void)got;
         tpx__bs_close(cli);
         tpx__bs_close(srv);
@@ -308,50 +309,51 @@ static void misuse(void)
     unsigned char b[16];
     uint16_t type;
     uint32_t len;
-    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    CHECK_EQ(tpx__bs_server_start(sv[1], NULL, after_ms(1000), &srv), TPX_OK);
-    CHECK_EQ(tpx__bs_send(srv, TPX_BS_TYPE_USER, b, 1), TPX_ERR_INVALID_STATE);
-    CHECK_EQ(tpx__bs_recv(srv, &type, b, sizeof(b), &len), TPX_ERR_INVALID_STATE);
-    CHECK_EQ(tpx__bs_flush(srv), TPX_ERR_INVALID_STATE);
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    EXPECT_EQ(tpx__bs_server_start(sv[1], NULL, test_deadline_ms(1000), &srv), TPX_OK);
+    EXPECT_EQ(tpx__bs_send(srv, TPX_BS_TYPE_USER, b, 1), TPX_ERR_INVALID_STATE);
+    EXPECT_EQ(tpx__bs_recv(srv, &type, b, sizeof(b), &len), TPX_ERR_INVALID_STATE);
+    EXPECT_EQ(tpx__bs_flush(srv), TPX_ERR_INVALID_STATE);
     tpx__bs_close(srv);
     close(sv[0]);
 
-    CHECK_EQ(pair_up(sv, &cli, &srv), 0);
-    CHECK_EQ(tpx__bs_send(cli, TPX_BS_MSG_WELCOME, b, 1), TPX_ERR_INVALID_ARG);
-    CHECK_EQ(tpx__bs_send(cli, TPX_BS_TYPE_USER, NULL, 1), TPX_ERR_INVALID_ARG);
-    CHECK_EQ(tpx__bs_send(cli, TPX_BS_TYPE_USER, b, TPX_BS_MAX_MSG + 1), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(pair_up(sv, &cli, &srv), 0);
+    EXPECT_EQ(tpx__bs_send(cli, TPX_BS_MSG_WELCOME, b, 1), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_send(cli, TPX_BS_TYPE_USER, NULL, 1), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx__bs_send(cli, TPX_BS_TYPE_USER, b, TPX_BS_MAX_MSG + 1), TPX_ERR_INVALID_ARG);
     /* Fill the socket: sends queue up to TPX_BS_MAX_QUEUED, then refuse. */
     static unsigned char big[TPX_BS_MAX_MSG];
     tpx_status_t st;
     int queued = 0;
     while ((st = tpx__bs_send(cli, TPX_BS_TYPE_USER, big, sizeof(big))) == TPX_OK)
         queued++;
-    CHECK_EQ(st, TPX_ERR_NO_RESOURCE);
-    CHECK(queued >= (int)(TPX_BS_MAX_QUEUED / TPX_BS_MAX_MSG) - 1);
-    CHECK_EQ(tpx__bs_flush(cli), TPX_INPROGRESS);
-    CHECK(tpx__bs_events(cli) & POLLOUT);
+    EXPECT_EQ(st, TPX_ERR_NO_RESOURCE);
+    EXPECT(queued >= (int)(TPX_BS_MAX_QUEUED / TPX_BS_MAX_MSG) - 1);
+    EXPECT_EQ(tpx__bs_flush(cli), TPX_INPROGRESS);
+    EXPECT(tpx__bs_events(cli) & POLLOUT);
     /* Drain on the other side; everything arrives intact. */
     int recvd = 0;
-    uint64_t end = after_ms(5000);
+    uint64_t end = test_deadline_ms(5000);
     while (tpx__now_ns() < end && recvd < queued) {
         st = tpx__bs_recv(srv, &type, big, sizeof(big), &len);
         if (st == TPX_OK) {
-            CHECK_EQ(len, sizeof(big));
+            EXPECT_EQ(len, sizeof(big));
             recvd++;
         }
-        CHECK(st >= 0);
+        EXPECT(st >= 0);
         (void)tpx__bs_flush(cli);
     }
-    CHECK_EQ(recvd, queued);
-    CHECK_EQ(tpx__bs_flush(cli), TPX_OK);
+    EXPECT_EQ(recvd, queued);
+    EXPECT_EQ(tpx__bs_flush(cli), TPX_OK);
     /* A message over the receiver's cap is a protocol error, and sticky. */
-    CHECK_EQ(tpx__bs_send_wait(cli, TPX_BS_TYPE_USER, big, 100, after_ms(1000)), TPX_OK);
-    CHECK_EQ(tpx__bs_recv_wait(srv, TPX_BS_TYPE_USER, big, 99, &len, after_ms(1000)),
-             TPX_ERR_PROTOCOL);
-    CHECK_EQ(tpx__bs_recv(srv, &type, big, sizeof(big), &len), TPX_ERR_PROTOCOL);
+    EXPECT_EQ(tpx__bs_send_wait(cli, TPX_BS_TYPE_USER, big, 100, test_deadline_ms(1000)), TPX_OK);
+    EXPECT_EQ(tpx__bs_recv_wait(srv, TPX_BS_TYPE_USER, big, 99, &len, test_deadline_ms(1000)),
+              TPX_ERR_PROTOCOL);
+    EXPECT_EQ(tpx__bs_recv(srv, &type, big, sizeof(big), &len), TPX_ERR_PROTOCOL);
     /* recv_wait times out (not sticky) when nothing comes. */
-    CHECK_EQ(tpx__bs_recv_wait(cli, TPX_BS_TYPE_USER, big, sizeof(big), &len, after_ms(50)),
-             TPX_ERR_TIMED_OUT);
+    EXPECT_EQ(
+        tpx__bs_recv_wait(cli, TPX_BS_TYPE_USER, big, sizeof(big), &len, test_deadline_ms(50)),
+        TPX_ERR_TIMED_OUT);
     tpx__bs_close(cli);
     tpx__bs_close(srv);
 }
@@ -372,16 +374,16 @@ int main(int argc, char **argv)
     fuzz_hdr(iters);
     fuzz_handshake_payloads(iters);
     fuzz_info(iters);
-    printf("decoders: %.0f ms\n", ms_since_ns(t0));
+    printf("decoders: %.0f ms\n", test_ms_since(t0));
     t0 = tpx__now_ns();
     fuzz_handshake_stream(iters, 0);
     fuzz_handshake_stream(iters / 5, 1);
-    printf("handshake streams: %.0f ms\n", ms_since_ns(t0));
+    printf("handshake streams: %.0f ms\n", test_ms_since(t0));
     t0 = tpx__now_ns();
     fuzz_messages(iters / 5);
-    printf("message streams: %.0f ms\n", ms_since_ns(t0));
+    printf("message streams: %.0f ms\n", test_ms_since(t0));
     misuse();
 
-    CHECK_EQ(count_fds(), fds0);
-    CHECK_DONE();
+    EXPECT_EQ(count_fds(), fds0);
+    TEST_DONE();
 }

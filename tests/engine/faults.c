@@ -50,8 +50,8 @@ static int expect_msg(int link, uint64_t want)
     if (ht_get(link, &v, HT_PIPE_MS) != 0)
         return -1;
     if (v != want) {
-        ht_say("expected message 0x%llx, got 0x%llx", (unsigned long long)want,
-               (unsigned long long)v);
+        test_say("expected message 0x%llx, got 0x%llx", (unsigned long long)want,
+                 (unsigned long long)v);
         return -1;
     }
     return 0;
@@ -95,7 +95,7 @@ static int kill_srv(int arg)
 
     size_t bytes = 0;
     tpx_status_t st = tpx_xfer_wait(xa, -1, &bytes);
-    uint64_t t_end = ht_now_ns();
+    uint64_t t_end = test_now_ns();
     tpx_status_t st2 = tpx_xfer_poll(xa, NULL);
     tpx_xfer_release(xa);
     uint64_t t_kill = 0;
@@ -103,9 +103,9 @@ static int kill_srv(int arg)
     CHECK(t_kill != 0, "client A was not killed mid-transfer (see the supervisor's message)");
     double after = ((double)t_end - (double)t_kill) / 1e9;
     const char *tmo = getenv("TPX_TIMEOUT_MS");
-    ht_say("the 1 GiB receive from the killed client ended with %s (%d) %.3f s after the SIGKILL "
-           "(TPX_TIMEOUT_MS=%s; limit %.0f s)",
-           tpx_strerror(st), (int)st, after, tmo ? tmo : "(default)", KILL_LIMIT_S);
+    test_say("the 1 GiB receive from the killed client ended with %s (%d) %.3f s after the SIGKILL "
+             "(TPX_TIMEOUT_MS=%s; limit %.0f s)",
+             tpx_strerror(st), (int)st, after, tmo ? tmo : "(default)", KILL_LIMIT_S);
     CHECK(st != TPX_OK, "the receive from the killed client ended TPX_OK (%zu bytes)", bytes);
     CHECK(st != TPX_INPROGRESS, "tpx_xfer_wait(-1) returned TPX_INPROGRESS");
     CHECK(after >= 0, "the receive from A failed %.3f s BEFORE A was killed", -after);
@@ -118,9 +118,9 @@ static int kill_srv(int arg)
     TRY(ht_guard_check(rb.p, HT_GUARD, 1, "client B before the kill"));
     TRY(ht_guard_check(rb.p + HT_GUARD + KILL_B_LEN, HT_GUARD, 2, "client B before the kill"));
 
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     tpx_peer_close(pa);
-    ht_say("tpx_peer_close(dead peer) took %.3f s", ht_secs_since(t0));
+    test_say("tpx_peer_close(dead peer) took %.3f s", test_secs_since(t0));
 
     /* After the kill: three receives and one send on B's connection. */
     TRY(ht_put(L_sb, MSG_AFTER));
@@ -143,16 +143,16 @@ static int kill_srv(int arg)
         TRY(ht_guard_check(rb2.p + o - HT_GUARD, HT_GUARD, 10 + (uint64_t)i, what));
     }
     TRY(ht_guard_check(rb2.p + rb2.len - HT_GUARD, HT_GUARD, 13, "after the kill"));
-    ht_say("client B: 256 MiB before and 4 x 16 MiB after the kill verified");
+    test_say("client B: 256 MiB before and 4 x 16 MiB after the kill verified");
     TRY(ht_barrier(L_sb, NULL));
     tpx_peer_close(pb);
     ht_buf_free(&ra);
     ht_buf_free(&rb);
     ht_buf_free(&rb2);
     ht_buf_free(&sb2);
-    t0 = ht_now_ns();
+    t0 = test_now_ns();
     tpx_engine_destroy(e);
-    ht_say("tpx_engine_destroy took %.3f s", ht_secs_since(t0));
+    test_say("tpx_engine_destroy took %.3f s", test_secs_since(t0));
     return ht_res_check(res0, "after tpx_engine_destroy");
 }
 
@@ -172,7 +172,7 @@ static int kill_a(int arg)
     CHECK_OK(tpx_send(peer, s.reg, 0, KILL_LEN, &x));
     TRY(ht_put(L_pa, MSG_POSTED));
     tpx_status_t st = tpx_xfer_wait(x, -1, NULL);
-    ht_say("my 1 GiB send ended (%s) before I was killed", tpx_strerror(st));
+    test_say("my 1 GiB send ended (%s) before I was killed", tpx_strerror(st));
     TRY(ht_put(L_pa, MSG_COMPLETED));
     for (;;)
         pause(); /* the supervisor kills us */
@@ -237,25 +237,25 @@ int scen_kill(int argc, char **argv)
     int failed = 0;
     uint64_t v = 0, t_kill = 0;
     if (ht_get(L_pa, &v, HT_PIPE_MS) != 0 || v != MSG_POSTED) {
-        ht_say("FAIL: client A never posted its send");
+        test_say("FAIL: client A never posted its send");
         failed = 1;
     } else {
         ht_sleep_ms(KILL_DELAY_MS);
         int r = ht_get(L_pa, &v, 0);
         if (r == 0) {
-            ht_say("FAIL: client A's 1 GiB send completed within %d ms of its post: too fast to "
-                   "kill mid-transfer (lower KILL_DELAY_MS)",
-                   KILL_DELAY_MS);
+            test_say("FAIL: client A's 1 GiB send completed within %d ms of its post: too fast to "
+                     "kill mid-transfer (lower KILL_DELAY_MS)",
+                     KILL_DELAY_MS);
             failed = 1;
         } else if (r < 0) {
             failed = 1;
         } else {
-            t_kill = ht_now_ns(); /* before kill(): A cannot be seen dead earlier */
+            t_kill = test_now_ns(); /* before kill(): A cannot be seen dead earlier */
         }
     }
     kill(a, SIGKILL);
     if (t_kill)
-        ht_say("SIGKILLed client A %d ms after it posted its 1 GiB send", KILL_DELAY_MS);
+        test_say("SIGKILLed client A %d ms after it posted its 1 GiB send", KILL_DELAY_MS);
     ht_put(L_ps, t_kill);
     return ht_supervise() || failed;
 }
@@ -282,7 +282,7 @@ static int auth_srv(int arg)
                             "good client"));
             TRY(ht_barrier(L_auth[k], NULL));
             tpx_peer_close(p);
-            ht_say("client with the right token (#%d) served", k);
+            test_say("client with the right token (#%d) served", k);
             continue;
         }
         uint64_t st = 0;
@@ -309,14 +309,14 @@ static int auth_cli(int k)
         TRY(ht_barrier(L_auth[k], NULL));
         tpx_peer_close(p);
     } else {
-        uint64_t t0 = ht_now_ns();
+        uint64_t t0 = test_now_ns();
         tpx_status_t st = tpx_peer_connect(e, HT_HOST, (int)port, AUTH_CONNECT_MS, &p);
-        double dt = ht_secs_since(t0);
+        double dt = test_secs_since(t0);
         TRY(ht_put(L_auth[k], (uint64_t)(int64_t)st));
-        ht_say("token '%s' against 's3cret': tpx_peer_connect returned %s (%d) after %.3f s "
-               "(connect timeout %d ms)%s",
-               auth_token[k], tpx_strerror(st), (int)st, dt, AUTH_CONNECT_MS,
-               st == TPX_ERR_TIMED_OUT ? "; a timeout, not a clear rejection" : "");
+        test_say("token '%s' against 's3cret': tpx_peer_connect returned %s (%d) after %.3f s "
+                 "(connect timeout %d ms)%s",
+                 auth_token[k], tpx_strerror(st), (int)st, dt, AUTH_CONNECT_MS,
+                 st == TPX_ERR_TIMED_OUT ? "; a timeout, not a clear rejection" : "");
         CHECK(st < 0, "connected with token '%s' to a server that wants 's3cret'", auth_token[k]);
         CHECK(p == NULL, "tpx_peer_connect wrote its output on failure");
         CHECK(dt < AUTH_CONNECT_MS / 1000.0 + 2.0, "the refusal took %.3f s", dt);
@@ -377,7 +377,7 @@ static int fz_connect(int port)
 
 static void fz_send(int fd, const uint8_t *b, size_t n, int max_ms)
 {
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     while (n > 0) {
         ssize_t k = send(fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (k > 0) {
@@ -387,7 +387,7 @@ static void fz_send(int fd, const uint8_t *b, size_t n, int max_ms)
         }
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return;
-        int left = max_ms - (int)(ht_secs_since(t0) * 1000);
+        int left = max_ms - (int)(test_secs_since(t0) * 1000);
         if (left <= 0)
             return;
         struct pollfd p = {fd, POLLOUT, 0};
@@ -448,8 +448,8 @@ static void *relay_main(void *arg)
     }
     fcntl(b, F_SETFL, fcntl(b, F_GETFL) & ~O_NONBLOCK);
     int open_a = 1, open_b = 1;
-    uint64_t t0 = ht_now_ns();
-    while ((open_a || open_b) && ht_secs_since(t0) < 10) {
+    uint64_t t0 = test_now_ns();
+    while ((open_a || open_b) && test_secs_since(t0) < 10) {
         struct pollfd q[2] = {{a, open_a ? POLLIN : 0, 0}, {b, open_b ? POLLIN : 0, 0}};
         if (poll(q, 2, 200) <= 0)
             continue;
@@ -540,9 +540,9 @@ static int garbage_fuzzer(int arg)
     pthread_join(th, NULL);
     close(rl.lfd);
     size_t nrec = rl.nc2s < sizeof(rl.c2s) ? rl.nc2s : sizeof(rl.c2s);
-    ht_say("recorded a real handshake through a relay: connect %s; %zu bytes client->server, %zu "
-           "server->client",
-           tpx_strerror(st), rl.nc2s, rl.ns2c);
+    test_say("recorded a real handshake through a relay: connect %s; %zu bytes client->server, %zu "
+             "server->client",
+             tpx_strerror(st), rl.nc2s, rl.ns2c);
     TRY(ht_put(L_sf, st == TPX_OK ? MSG_REC_OK : MSG_REC_FAILED));
     if (nrec > FUZZ_MSG / 4)
         nrec = FUZZ_MSG / 4;
@@ -555,8 +555,8 @@ static int garbage_fuzzer(int arg)
     } n;
     memset(&n, 0, sizeof(n));
     uint64_t rs = ht_seed(6, 0, 0);
-    uint64_t t0 = ht_now_ns();
-    while (ht_secs_since(t0) < FUZZ_S) {
+    uint64_t t0 = test_now_ns();
+    while (test_secs_since(t0) < FUZZ_S) {
         int fd = fz_connect((int)port);
         n.conns++;
         if (fd < 0) {
@@ -613,12 +613,13 @@ static int garbage_fuzzer(int arg)
         }
         ht_sleep_ms(1);
     }
-    ht_say("fuzzed for %.0f s: %d connections (%d failed to connect): %d random, mutated "
-           "handshakes %d exact/%d cut/%d flipped/%d fields/%d +tail/%d twice, %d closed at once, "
-           "%d reset, %d silent, %d floods of %zu KiB, %d runs of 00/ff; %d left open",
-           FUZZ_S, n.conns, n.connfail, n.random, n.mutated[0], n.mutated[1], n.mutated[2],
-           n.mutated[3], n.mutated[4], n.mutated[5], n.closed, n.rst, n.silent, n.flood,
-           (size_t)FUZZ_MSG / 1024, n.tiny, nhalf);
+    test_say(
+        "fuzzed for %.0f s: %d connections (%d failed to connect): %d random, mutated "
+        "handshakes %d exact/%d cut/%d flipped/%d fields/%d +tail/%d twice, %d closed at once, "
+        "%d reset, %d silent, %d floods of %zu KiB, %d runs of 00/ff; %d left open",
+        FUZZ_S, n.conns, n.connfail, n.random, n.mutated[0], n.mutated[1], n.mutated[2],
+        n.mutated[3], n.mutated[4], n.mutated[5], n.closed, n.rst, n.silent, n.flood,
+        (size_t)FUZZ_MSG / 1024, n.tiny, nhalf);
     CHECK(n.connfail * 10 < n.conns, "%d of %d connections to the bootstrap port failed",
           n.connfail, n.conns);
     /* The silent and half-sent connections stay open while the good client
@@ -643,9 +644,9 @@ static int garbage_srv(int arg)
     /* The fuzzer's recording client. */
     tpx_peer_t *p = NULL;
     int accepted = 0;
-    uint64_t rec = 0, t0 = ht_now_ns();
+    uint64_t rec = 0, t0 = test_now_ns();
     while (!(rec == MSG_REC_FAILED || (rec == MSG_REC_OK && accepted))) {
-        CHECK(ht_secs_since(t0) < 40, "the recording client: accepted %d, fuzzer said 0x%llx",
+        CHECK(test_secs_since(t0) < 40, "the recording client: accepted %d, fuzzer said 0x%llx",
               accepted, (unsigned long long)rec);
         if (!accepted) {
             tpx_status_t st = tpx_peer_accept(e, 100, &p);
@@ -664,7 +665,7 @@ static int garbage_srv(int arg)
     if (accepted)
         tpx_peer_close(p);
     if (rec == MSG_REC_FAILED)
-        ht_say("note: the relayed handshake failed (the fuzz still replays what was recorded)");
+        test_say("note: the relayed handshake failed (the fuzz still replays what was recorded)");
 
     /* During the fuzz no peer may come out of tpx_peer_accept. */
     int fds_peak = 0;
@@ -690,23 +691,23 @@ static int garbage_srv(int arg)
                     "good client after garbage"));
     TRY(ht_barrier(L_sg, NULL));
     tpx_peer_close(p);
-    ht_say("served a good client after the garbage");
+    test_say("served a good client after the garbage");
 
     TRY(ht_put(L_sf, MSG_CLOSE_HALFOPEN));
     TRY(expect_msg(L_sf, MSG_CLOSED));
-    t0 = ht_now_ns();
+    t0 = test_now_ns();
     int nf = ht_fd_count();
-    while (nf > fds_idle && ht_secs_since(t0) < FUZZ_LEAK_WAIT_S) {
+    while (nf > fds_idle && test_secs_since(t0) < FUZZ_LEAK_WAIT_S) {
         ht_sleep_ms(100);
         nf = ht_fd_count();
     }
-    ht_say("server fds: %d with the engine idle, %d at most during the fuzz, %d after (%.1f s "
-           "after the fuzzer closed everything)",
-           fds_idle, fds_peak, nf, ht_secs_since(t0));
+    test_say("server fds: %d with the engine idle, %d at most during the fuzz, %d after (%.1f s "
+             "after the fuzzer closed everything)",
+             fds_idle, fds_peak, nf, test_secs_since(t0));
     int leaked = nf > fds_idle;
     if (leaked) {
-        ht_say("FAIL: %d fds more than before the fuzz, %.0f s after the garbage ended:",
-               nf - fds_idle, FUZZ_LEAK_WAIT_S);
+        test_say("FAIL: %d fds more than before the fuzz, %.0f s after the garbage ended:",
+                 nf - fds_idle, FUZZ_LEAK_WAIT_S);
         ht_dump_fds();
     }
     tpx_engine_destroy(e);
@@ -780,7 +781,7 @@ static int trunc_srv(int arg)
         tpx_status_t st = tpx_xfer_wait(x, -1, &bytes);
         tpx_status_t st2 = tpx_xfer_poll(x, NULL);
         tpx_xfer_release(x);
-        ht_say("%s: %s (%d)", what, tpx_strerror(st), (int)st);
+        test_say("%s: %s (%d)", what, tpx_strerror(st), (int)st);
         CHECK(st2 == st, "%s: tpx_xfer_poll afterwards says %s", what, tpx_strerror(st2));
         if (TR[i].truncated) {
             CHECK(st == TPX_ERR_TRUNCATED, "%s: %s, expected TPX_ERR_TRUNCATED", what,
@@ -822,8 +823,8 @@ static int trunc_cli(int arg)
         tpx_status_t st = tpx_xfer_wait(x, -1, &bytes);
         tpx_xfer_release(x);
         if (TR[i].truncated) {
-            ht_say("step %zu: the send of %zu bytes into a %zu-byte receive ended %s (%d)", i,
-                   TR[i].send, TR[i].recv, tpx_strerror(st), (int)st);
+            test_say("step %zu: the send of %zu bytes into a %zu-byte receive ended %s (%d)", i,
+                     TR[i].send, TR[i].recv, tpx_strerror(st), (int)st);
             CHECK(st == TPX_OK || st == TPX_ERR_TRUNCATED,
                   "step %zu: the sender should see TPX_OK or TPX_ERR_TRUNCATED", i);
         } else {
@@ -851,16 +852,7 @@ int scen_truncated(int argc, char **argv)
 /* ==== badargs ============================================================================ */
 
 #define SENT ((void *)(uintptr_t)0x5e5e5e50)
-static int bad_failures;
 
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            ht_say("FAIL at %s:%d", __FILE__, __LINE__);                                           \
-            ht_say(__VA_ARGS__);                                                                   \
-            bad_failures++;                                                                        \
-        }                                                                                          \
-    } while (0)
 /* The call must return an error (a negative status). */
 #define EXPECT_ERR(call)                                                                           \
     do {                                                                                           \
@@ -878,7 +870,7 @@ static int bad_failures;
         if (st_ == TPX_OK && e_ != SENT && e_ != NULL)                                             \
             tpx_engine_destroy(e_);                                                                \
         if (st_ < 0)                                                                               \
-            ht_say("ok: %s -> %s", why, tpx_strerror(st_));                                        \
+            test_say("ok: %s -> %s", why, tpx_strerror(st_));                                      \
     } while (0)
 /* A send/recv that must fail without producing a transfer. */
 #define EXPECT_POST_ERR(fn, ...)                                                                   \
@@ -893,24 +885,6 @@ static int bad_failures;
             tpx_xfer_release(x_);                                                                  \
         }                                                                                          \
     } while (0)
-
-/* A port on which nothing listens (bound, then closed). */
-static int dead_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof(sa);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
 
 static int bad_srv(int arg)
 {
@@ -1019,17 +993,17 @@ static int bad_cli(int arg)
     p.port = port2;
     EXPECT_CREATE_ERR(&p, "a port another engine listens on");
 
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     st = tpx_peer_accept(e, 1000, &peer);
     EXPECT(st < 0, "tpx_peer_accept on an engine without a listener: %s", tpx_strerror(st));
-    EXPECT(ht_secs_since(t0) < 3, "tpx_peer_accept on an engine without a listener took %.1f s",
-           ht_secs_since(t0));
+    EXPECT(test_secs_since(t0) < 3, "tpx_peer_accept on an engine without a listener took %.1f s",
+           test_secs_since(t0));
     st = tpx_peer_accept(e2, 0, &peer);
     EXPECT(st == TPX_INPROGRESS, "tpx_peer_accept(timeout 0) with nobody connecting: %s",
            tpx_strerror(st));
-    t0 = ht_now_ns();
+    t0 = test_now_ns();
     st = tpx_peer_accept(e2, 300, &peer);
-    double dt = ht_secs_since(t0);
+    double dt = test_secs_since(t0);
     EXPECT(st != TPX_OK && dt >= 0.25 && dt < 3,
            "tpx_peer_accept(timeout 300 ms) with nobody connecting: %s after %.3f s",
            tpx_strerror(st), dt);
@@ -1042,12 +1016,12 @@ static int bad_cli(int arg)
     EXPECT_ERR(tpx_peer_connect(e, HT_HOST, port2, 1000, NULL));
     EXPECT(peer == SENT, "a failed connect wrote its output");
 
-    int dport = dead_port();
-    t0 = ht_now_ns();
+    int dport = test_free_port(); /* nothing listens there */
+    t0 = test_now_ns();
     st = tpx_peer_connect(e, HT_HOST, dport, 2000, &peer);
-    dt = ht_secs_since(t0);
-    ht_say("connect to port %d where nothing listens (timeout 2000 ms): %s (%d) after %.3f s",
-           dport, tpx_strerror(st), (int)st, dt);
+    dt = test_secs_since(t0);
+    test_say("connect to port %d where nothing listens (timeout 2000 ms): %s (%d) after %.3f s",
+             dport, tpx_strerror(st), (int)st, dt);
     EXPECT(st < 0, "connect to a port where nothing listens succeeded");
     EXPECT(dt < 3.5, "connect to a port where nothing listens took %.3f s (timeout 2 s)", dt);
     EXPECT(peer == SENT, "a failed connect wrote its output");
@@ -1110,11 +1084,10 @@ static int bad_cli(int arg)
     tpx_engine_destroy(e);
     tpx_engine_destroy(e2);
     munmap(buf, 2 * MiB);
-    if (ht_res_check(res0, "after every engine (also the failed ones) is gone") != 0)
-        bad_failures++;
-    if (bad_failures)
-        ht_say("%d check(s) failed", bad_failures);
-    return bad_failures ? 1 : 0;
+    EXPECT(ht_res_check(res0, "after every engine (also the failed ones) is gone") == 0);
+    if (test_failed())
+        test_say("%d check(s) failed", test_failed());
+    return test_failed() ? 1 : 0;
 }
 
 int scen_badargs(int argc, char **argv)

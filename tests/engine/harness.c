@@ -37,32 +37,7 @@ static const char *party_name[HT_MAXPARTY] = {"sup"};
 static pid_t sup_pid;
 static char log_pattern[512]; /* TPX_LOG_FILE set by us ("" if the user set one) */
 
-/* ---- reporting ------------------------------------------------------------- */
-
-void ht_say(const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    const char *who = party_name[ht_me] ? party_name[ht_me] : "?";
-    fprintf(stderr, "[%s/%s %d] %s\n", ht_scenario, who, (int)getpid(), msg);
-}
-
 /* ---- time and CPU ------------------------------------------------------------ */
-
-uint64_t ht_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-double ht_secs_since(uint64_t t0_ns)
-{
-    return (double)(ht_now_ns() - t0_ns) / 1e9;
-}
 
 double ht_cpu_s(void)
 {
@@ -160,9 +135,9 @@ HT_HOT int ht_verify(const void *buf, size_t len, uint64_t seed, size_t skip, co
     }
     if (bad == 0)
         return 0;
-    ht_say("%s: data mismatch: %zu of %zu words differ (%zu of them zero), first at byte %zu of "
-           "%zu (got 0x%02x, want 0x%02x)",
-           what, bad, nw, zero, first, len, got, want);
+    test_say("%s: data mismatch: %zu of %zu words differ (%zu of them zero), first at byte %zu of "
+             "%zu (got 0x%02x, want 0x%02x)",
+             what, bad, nw, zero, first, len, got, want);
     return -1;
 }
 
@@ -193,7 +168,7 @@ int ht_link(int party_a, int party_b)
 {
     int ab[2], ba[2];
     if (nlinks == HT_MAXLINKS || pipe(ab) != 0 || pipe(ba) != 0) {
-        ht_say("cannot create a link: %s", strerror(errno));
+        test_say("cannot create a link: %s", strerror(errno));
         exit(2);
     }
     link_t *l = &links[nlinks];
@@ -247,7 +222,7 @@ int ht_put(int link, uint64_t v)
 {
     int s = link_side(link);
     if (s < 0) {
-        ht_say("ht_put: link %d is not ours", link);
+        test_say("ht_put: link %d is not ours", link);
         return -1;
     }
     sigset_t set, old;
@@ -265,7 +240,7 @@ int ht_put(int link, uint64_t v)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (k != (ssize_t)sizeof(v)) {
-        ht_say("pipe to %s: %s", link_other(link), k < 0 ? strerror(err) : "short write");
+        test_say("pipe to %s: %s", link_other(link), k < 0 ? strerror(err) : "short write");
         return -1;
     }
     return 0;
@@ -275,10 +250,10 @@ static int get_common(int link, uint64_t *v, int timeout_ms, tpx_engine_t *engin
 {
     int s = link_side(link);
     if (s < 0) {
-        ht_say("ht_get: link %d is not ours", link);
+        test_say("ht_get: link %d is not ours", link);
         return -1;
     }
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     for (;;) {
         int slice = timeout_ms;
         if (engine != NULL) {
@@ -292,13 +267,13 @@ static int get_common(int link, uint64_t *v, int timeout_ms, tpx_engine_t *engin
         if (r > 0)
             break;
         if (r < 0) {
-            ht_say("poll on the pipe from %s: %s", link_other(link), strerror(errno));
+            test_say("poll on the pipe from %s: %s", link_other(link), strerror(errno));
             return -1;
         }
         if (timeout_ms == 0)
             return 1;
-        if (engine == NULL || ht_secs_since(t0) * 1000 >= timeout_ms) {
-            ht_say("timed out after %d ms waiting for %s", timeout_ms, link_other(link));
+        if (engine == NULL || test_secs_since(t0) * 1000 >= timeout_ms) {
+            test_say("timed out after %d ms waiting for %s", timeout_ms, link_other(link));
             return -1;
         }
     }
@@ -307,11 +282,11 @@ static int get_common(int link, uint64_t *v, int timeout_ms, tpx_engine_t *engin
         k = read(links[link].rd[s], v, sizeof(*v));
     } while (k < 0 && errno == EINTR);
     if (k == 0) {
-        ht_say("%s is gone (pipe closed)", link_other(link));
+        test_say("%s is gone (pipe closed)", link_other(link));
         return -1;
     }
     if (k != (ssize_t)sizeof(*v)) {
-        ht_say("pipe from %s: %s", link_other(link), k < 0 ? strerror(errno) : "short read");
+        test_say("pipe from %s: %s", link_other(link), k < 0 ? strerror(errno) : "short read");
         return -1;
     }
     return 0;
@@ -335,8 +310,8 @@ int ht_barrier(int link, tpx_engine_t *engine)
     if (ht_put(link, BARRIER_WORD) != 0 || get_common(link, &v, HT_PIPE_MS, engine) != 0)
         return -1;
     if (v != BARRIER_WORD) {
-        ht_say("barrier with %s: got 0x%llx, not the barrier word", link_other(link),
-               (unsigned long long)v);
+        test_say("barrier with %s: got 0x%llx, not the barrier word", link_other(link),
+                 (unsigned long long)v);
         return -1;
     }
     return 0;
@@ -358,7 +333,7 @@ static int nkids;
 void ht_spawn(int party, const char *name, ht_role_fn fn, int arg)
 {
     if (nkids == HT_MAXPARTY || party <= HT_SUP || party >= HT_MAXPARTY) {
-        ht_say("ht_spawn: bad party %d", party);
+        test_say("ht_spawn: bad party %d", party);
         exit(2);
     }
     party_name[party] = name;
@@ -394,6 +369,7 @@ static void role_main(const kid_t *k)
         signal(sigs[i], crash_handler);
 #endif
     ht_me = k->party;
+    test_set_tag("%s/%s", ht_scenario, party_name[ht_me] ? party_name[ht_me] : "?");
     links_keep_mine();
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != sup_pid)
@@ -402,10 +378,10 @@ static void role_main(const kid_t *k)
     /* Load the configuration now: it opens the log file once per process,
      * which the leak checks must count as already there. */
     if (tpx_config_check() != TPX_OK)
-        ht_say("note: tpx_config_check() reports a malformed TPX_* variable");
+        test_say("note: tpx_config_check() reports a malformed TPX_* variable");
     int rc = k->fn(k->arg);
     if (rc == 0)
-        ht_say("ok");
+        test_say("ok");
     exit(rc == 0 ? 0 : 1); /* exit(), not _exit(): LeakSanitizer runs at exit */
 }
 
@@ -416,7 +392,7 @@ void ht_start(void)
         fflush(stderr);
         pid_t pid = fork();
         if (pid < 0) {
-            ht_say("fork: %s", strerror(errno));
+            test_say("fork: %s", strerror(errno));
             for (int j = 0; j < i; j++)
                 kill(kids[j].pid, SIGKILL);
             exit(2);
@@ -479,7 +455,7 @@ static int collect_log(const kid_t *k)
 
 int ht_supervise(void)
 {
-    uint64_t t0 = ht_now_ns(), grace_from = 0;
+    uint64_t t0 = test_now_ns(), grace_from = 0;
     int failed = 0, left = nkids, killed = 0;
     while (left > 0) {
         int st = 0;
@@ -489,15 +465,15 @@ int ht_supervise(void)
         if (pid < 0)
             break;
         if (pid == 0) {
-            double el = ht_secs_since(t0);
-            int grace_over = grace_from && ht_secs_since(grace_from) > HT_GRACE_S;
+            double el = test_secs_since(t0);
+            int grace_over = grace_from && test_secs_since(grace_from) > HT_GRACE_S;
             if (!killed && (el > HT_SUPERVISE_S || grace_over)) {
                 for (int i = 0; i < nkids; i++) {
                     if (kids[i].reaped)
                         continue;
-                    ht_say("killing %s (pid %d): still running %.0f s into the test%s",
-                           party_name[kids[i].party], (int)kids[i].pid, el,
-                           grace_over ? " and after another role failed" : "");
+                    test_say("killing %s (pid %d): still running %.0f s into the test%s",
+                             party_name[kids[i].party], (int)kids[i].pid, el,
+                             grace_over ? " and after another role failed" : "");
                     kill(kids[i].pid, SIGKILL);
                     kids[i].expect_sig = 0; /* a straggler is a failure */
                 }
@@ -523,30 +499,32 @@ int ht_supervise(void)
             ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
         if (!ok) {
             if (WIFSIGNALED(st))
-                ht_say("role %s (pid %d) died of signal %d (%s)%s", name, (int)pid, WTERMSIG(st),
-                       strsignal(WTERMSIG(st)),
-                       WTERMSIG(st) == SIGALRM ? ": the hang guard fired" : "");
+                test_say("role %s (pid %d) died of signal %d (%s)%s", name, (int)pid, WTERMSIG(st),
+                         strsignal(WTERMSIG(st)),
+                         WTERMSIG(st) == SIGALRM ? ": the hang guard fired" : "");
             else
-                ht_say("role %s (pid %d) failed (exit %d)", name, (int)pid, WEXITSTATUS(st));
+                test_say("role %s (pid %d) failed (exit %d)", name, (int)pid, WEXITSTATUS(st));
             failed = 1;
             if (grace_from == 0)
-                grace_from = ht_now_ns();
+                grace_from = test_now_ns();
         }
     }
     int warns = 0;
     for (int i = 0; i < nkids; i++)
         warns += collect_log(&kids[i]);
     if (warns && ht_clean) {
-        ht_say("FAIL: %d unexpected WARN/ERROR log line(s) in a scenario that expects none", warns);
+        test_say("FAIL: %d unexpected WARN/ERROR log line(s) in a scenario that expects none",
+                 warns);
         failed = 1;
     }
-    ht_say(failed ? "SCENARIO FAILED" : "scenario passed");
+    test_say(failed ? "SCENARIO FAILED" : "scenario passed");
     return failed;
 }
 
 void ht_init(const char *scenario, int clean)
 {
     ht_scenario = scenario;
+    test_set_tag("%s/sup", scenario);
     ht_clean = clean;
     sup_pid = getpid();
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -703,16 +681,16 @@ void ht_dump_fds(void)
             }
         }
         if (shown++ < 40)
-            ht_say("  fd %s -> %s %s", de->d_name, t, desc);
+            test_say("  fd %s -> %s %s", de->d_name, t, desc);
     }
     closedir(d);
     free(tab);
     if (shown > 40)
-        ht_say("  ... %d fds in all", shown);
-    ht_say("  sockets: %d: %d listening, %d established, %d close-wait, %d other TCP, %d not in "
-           "the TCP table (unconnected or failed connect)",
-           sockets, bystate[10], bystate[1], bystate[8],
-           sockets - notcp - bystate[10] - bystate[1] - bystate[8], notcp);
+        test_say("  ... %d fds in all", shown);
+    test_say("  sockets: %d: %d listening, %d established, %d close-wait, %d other TCP, %d not in "
+             "the TCP table (unconnected or failed connect)",
+             sockets, bystate[10], bystate[1], bystate[8],
+             sockets - notcp - bystate[10] - bystate[1] - bystate[8], notcp);
 }
 
 static void dump_threads(void)
@@ -733,7 +711,7 @@ static void dump_threads(void)
             fclose(f);
         }
         name[strcspn(name, "\n")] = '\0';
-        ht_say("  thread %s: %s", de->d_name, name);
+        test_say("  thread %s: %s", de->d_name, name);
     }
     closedir(d);
 }
@@ -747,8 +725,8 @@ int ht_res_check(ht_res_t before, const char *when)
         now = ht_res_now();
     }
     if (now.fds > before.fds || now.threads > before.threads) {
-        ht_say("FAIL: leak %s: fds %d -> %d, threads %d -> %d", when, before.fds, now.fds,
-               before.threads, now.threads);
+        test_say("FAIL: leak %s: fds %d -> %d, threads %d -> %d", when, before.fds, now.fds,
+                 before.threads, now.threads);
         ht_dump_fds();
         dump_threads();
         return 1;
@@ -773,8 +751,8 @@ tpx_engine_t *ht_engine(int port, int channels, int window, int progress_thread,
     tpx_engine_t *e = NULL;
     tpx_status_t st = tpx_engine_create(&p, &e);
     if (st != TPX_OK || e == NULL) {
-        ht_say("tpx_engine_create(port %d, channels %d, window %d, thread %d): %s (%d)", port,
-               channels, window, progress_thread, tpx_strerror(st), (int)st);
+        test_say("tpx_engine_create(port %d, channels %d, window %d, thread %d): %s (%d)", port,
+                 channels, window, progress_thread, tpx_strerror(st), (int)st);
         return NULL;
     }
     return e;
@@ -782,11 +760,11 @@ tpx_engine_t *ht_engine(int port, int channels, int window, int progress_thread,
 
 int ht_connect(tpx_engine_t *e, int port, tpx_peer_t **peer)
 {
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     tpx_status_t st = tpx_peer_connect(e, HT_HOST, port, HT_CONN_MS, peer);
     if (st != TPX_OK) {
-        ht_say("tpx_peer_connect(%s:%d): %s (%d) after %.3f s", HT_HOST, port, tpx_strerror(st),
-               (int)st, ht_secs_since(t0));
+        test_say("tpx_peer_connect(%s:%d): %s (%d) after %.3f s", HT_HOST, port, tpx_strerror(st),
+                 (int)st, test_secs_since(t0));
         return -1;
     }
     return 0;
@@ -794,11 +772,11 @@ int ht_connect(tpx_engine_t *e, int port, tpx_peer_t **peer)
 
 int ht_accept(tpx_engine_t *e, tpx_peer_t **peer)
 {
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     tpx_status_t st = tpx_peer_accept(e, HT_CONN_MS, peer);
     if (st != TPX_OK) {
-        ht_say("tpx_peer_accept: %s (%d) after %.3f s", tpx_strerror(st), (int)st,
-               ht_secs_since(t0));
+        test_say("tpx_peer_accept: %s (%d) after %.3f s", tpx_strerror(st), (int)st,
+                 test_secs_since(t0));
         return -1;
     }
     return 0;
@@ -810,13 +788,13 @@ int ht_buf_new(tpx_engine_t *e, size_t len, ht_buf_t *b)
     size_t map = (len + pg - 1) / pg * pg;
     void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        ht_say("mmap(%zu): %s", map, strerror(errno));
+        test_say("mmap(%zu): %s", map, strerror(errno));
         return -1;
     }
     tpx_region_t *r = NULL;
     tpx_status_t st = tpx_mem_register(e, p, len, TPX_MEM_HOST, &r);
     if (st != TPX_OK || r == NULL) {
-        ht_say("tpx_mem_register(%zu bytes): %s (%d)", len, tpx_strerror(st), (int)st);
+        test_say("tpx_mem_register(%zu bytes): %s (%d)", len, tpx_strerror(st), (int)st);
         munmap(p, map);
         return -1;
     }
@@ -842,16 +820,16 @@ void ht_buf_free(ht_buf_t *b)
 int ht_wait(tpx_xfer_t *x, size_t len, const char *what)
 {
     size_t bytes = (size_t)-1;
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     tpx_status_t st = tpx_xfer_wait(x, -1, &bytes);
     tpx_xfer_release(x);
     if (st != TPX_OK) {
-        ht_say("%s: tpx_xfer_wait: %s (%d) after %.3f s", what, tpx_strerror(st), (int)st,
-               ht_secs_since(t0));
+        test_say("%s: tpx_xfer_wait: %s (%d) after %.3f s", what, tpx_strerror(st), (int)st,
+                 test_secs_since(t0));
         return -1;
     }
     if (bytes != len) {
-        ht_say("%s: %zu bytes reported, expected %zu", what, bytes, len);
+        test_say("%s: %zu bytes reported, expected %zu", what, bytes, len);
         return -1;
     }
     return 0;
@@ -871,12 +849,12 @@ int ht_exchange(tpx_engine_t *e, tpx_peer_t *peer, size_t len, uint64_t seed_out
     ht_guard_fill(r.p + HT_GUARD + len, HT_GUARD, 2);
     tpx_status_t st = tpx_recv(peer, r.reg, HT_GUARD, len, &xr);
     if (st != TPX_OK) {
-        ht_say("%s: tpx_recv(%zu): %s (%d)", what, len, tpx_strerror(st), (int)st);
+        test_say("%s: tpx_recv(%zu): %s (%d)", what, len, tpx_strerror(st), (int)st);
         goto out;
     }
     st = tpx_send(peer, s.reg, 0, len, &xs);
     if (st != TPX_OK) {
-        ht_say("%s: tpx_send(%zu): %s (%d)", what, len, tpx_strerror(st), (int)st);
+        test_say("%s: tpx_send(%zu): %s (%d)", what, len, tpx_strerror(st), (int)st);
         tpx_xfer_release(xr);
         goto out;
     }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../common/tpx_test.h"
 #include "tpx/tpx.h"
 
 #define KiB ((size_t)1024)
@@ -45,35 +46,10 @@ extern int ht_me; /* this process's party */
 extern const char *ht_scenario;
 extern int ht_clean; /* 1: a WARN/ERROR log line fails the scenario */
 
-/* ---- reporting ---------------------------------------------------------- */
-void ht_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        ht_say("FAIL at %s:%d", __FILE__, __LINE__);                                               \
-        ht_say(__VA_ARGS__);                                                                       \
-        return 1;                                                                                  \
-    } while (0)
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            FAIL(__VA_ARGS__);                                                                     \
-    } while (0)
-#define CHECK_OK(call)                                                                             \
-    do {                                                                                           \
-        tpx_status_t st_ = (call);                                                                 \
-        if (st_ != TPX_OK)                                                                         \
-            FAIL("%s: %s (%d)", #call, tpx_strerror(st_), (int)st_);                               \
-    } while (0)
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        if ((call) != 0)                                                                           \
-            return 1;                                                                              \
-    } while (0)
+/* ---- reporting: test_say() and the checks of ../common/tpx_test.h; each
+ * role's tag is "scenario/role". ------------------------------------------- */
 
 /* ---- time and CPU ---------------------------------------------------------- */
-uint64_t ht_now_ns(void);
-double ht_secs_since(uint64_t t0_ns);
 double ht_cpu_s(void); /* user + system CPU time of this process */
 void ht_sleep_ms(int ms);
 

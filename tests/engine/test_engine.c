@@ -58,15 +58,15 @@ static int sizes_srv(int arg)
         char what[128];
         snprintf(what, sizeof(what), "recv #%zu of %zu bytes at offset %zu", i, len, o);
         tpx_xfer_t *x;
-        uint64_t t0 = ht_now_ns();
+        uint64_t t0 = test_now_ns();
         CHECK_OK(tpx_recv(peer, r.reg, o, len, &x));
         TRY(ht_wait(x, len, what));
-        double dt = ht_secs_since(t0);
+        double dt = test_secs_since(t0);
         TRY(ht_verify(r.p + o, len, ht_seed(1, (unsigned)g_channels, (unsigned)i), 0, what));
         TRY(ht_guard_check(r.p, o, i, what));
         TRY(ht_guard_check(r.p + o + len, tail, i + 100, what));
         if (len >= 64 * MiB)
-            ht_say("received %zu MiB in %.3f s (from post)", len / MiB, dt);
+            test_say("received %zu MiB in %.3f s (from post)", len / MiB, dt);
     }
     TRY(ht_barrier(L_main, NULL));
     tpx_peer_close(peer);
@@ -92,13 +92,13 @@ static int sizes_cli(int arg)
         char what[128];
         snprintf(what, sizeof(what), "send #%zu of %zu bytes at offset %zu", i, len, o);
         tpx_xfer_t *x;
-        uint64_t t0 = ht_now_ns();
+        uint64_t t0 = test_now_ns();
         CHECK_OK(tpx_send(peer, s.reg, o, len, &x));
         TRY(ht_wait(x, len, what));
-        double dt = ht_secs_since(t0);
+        double dt = test_secs_since(t0);
         if (len >= 64 * MiB)
-            ht_say("sent %zu MiB in %.3f s: %.2f GB/s (%d channels, window 16)", len / MiB, dt,
-                   (double)len / dt / 1e9, g_channels);
+            test_say("sent %zu MiB in %.3f s: %.2f GB/s (%d channels, window 16)", len / MiB, dt,
+                     (double)len / dt / 1e9, g_channels);
     }
     TRY(ht_barrier(L_main, NULL));
     tpx_peer_close(peer);
@@ -164,7 +164,7 @@ static int many_drive(tpx_engine_t *e, int fd, tpx_xfer_t **x, tpx_status_t *stv
     enum { NX = 2 * MANY_N };
     long sum = 0, calls = 0;
     int fd_polls = 0, fd_readable = 0;
-    uint64_t t0 = ht_now_ns(), t_last = t0;
+    uint64_t t0 = test_now_ns(), t_last = t0;
     while (sum < NX) {
         int n = tpx_progress(e);
         CHECK(n >= 0, "tpx_progress returned %d", n);
@@ -180,8 +180,8 @@ static int many_drive(tpx_engine_t *e, int fd, tpx_xfer_t **x, tpx_status_t *stv
             fd_readable += rr > 0;
         }
         if (n > 0)
-            t_last = ht_now_ns();
-        if (ht_secs_since(t_last) > 10) {
+            t_last = test_now_ns();
+        if (test_secs_since(t_last) > 10) {
             /* Stuck: are the transfers stuck, or only the count? */
             int ndone = 0;
             for (int j = 0; j < NX; j++)
@@ -192,16 +192,17 @@ static int many_drive(tpx_engine_t *e, int fd, tpx_xfer_t **x, tpx_status_t *stv
                  ndone > sum ? ": completions happened that tpx_progress() never reported" : "");
         }
     }
-    double dt = ht_secs_since(t0);
+    double dt = test_secs_since(t0);
     int pending = 0;
     for (int j = 0; j < NX; j++) {
         stv[j] = tpx_xfer_poll(x[j], &got[j]);
         done[j] = stv[j] != TPX_INPROGRESS;
         pending += !done[j];
     }
-    ht_say("caller-driven: %ld tpx_progress() calls reported %ld completions in %.3f s; engine fd "
-           "polled %d times (%d readable)",
-           calls, sum, dt, fd_polls, fd_readable);
+    test_say(
+        "caller-driven: %ld tpx_progress() calls reported %ld completions in %.3f s; engine fd "
+        "polled %d times (%d readable)",
+        calls, sum, dt, fd_polls, fd_readable);
     CHECK(sum == NX, "tpx_progress() reported %ld completions for %d transfers", sum, NX);
     CHECK(pending == 0, "tpx_progress() reported all %d complete, but %d are still in progress", NX,
           pending);
@@ -217,7 +218,7 @@ static int many_wait_fd(tpx_engine_t *e, int fd, tpx_xfer_t **x, tpx_status_t *s
     int n = tpx_progress(e);
     CHECK(n >= 0, "tpx_progress on a progress-thread engine returned %d", n);
     int ndone = 0, wakeups = 0, timeouts = 0;
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     while (ndone < NX) {
         struct pollfd p = {fd, POLLIN, 0};
         int rr = poll(&p, 1, 1000);
@@ -234,12 +235,12 @@ static int many_wait_fd(tpx_engine_t *e, int fd, tpx_xfer_t **x, tpx_status_t *s
             done[j] = 1;
             ndone++;
         }
-        CHECK(ht_secs_since(t0) < 150, "only %d of %d transfers done after %.0f s", ndone, NX,
-              ht_secs_since(t0));
+        CHECK(test_secs_since(t0) < 150, "only %d of %d transfers done after %.0f s", ndone, NX,
+              test_secs_since(t0));
     }
-    ht_say("progress thread: all %d done in %.3f s; %d wakeups from the engine fd, %d poll "
-           "timeouts (1 s)",
-           NX, ht_secs_since(t0), wakeups, timeouts);
+    test_say("progress thread: all %d done in %.3f s; %d wakeups from the engine fd, %d poll "
+             "timeouts (1 s)",
+             NX, test_secs_since(t0), wakeups, timeouts);
     CHECK(wakeups > 0, "the engine fd never became readable while %d transfers completed", NX);
     /* Every completion has been observed: an event loop sleeping on the
      * fd must now sleep, not spin. */
@@ -250,16 +251,16 @@ static int many_wait_fd(tpx_engine_t *e, int fd, tpx_xfer_t **x, tpx_status_t *s
         tpx_progress(e);
         int rr2 = poll(&p, 1, 0);
         many_fd_spins = 1; /* reported now, failed at the end (after the data checks) */
-        ht_say("FAIL at %s:%d", __FILE__, __LINE__);
-        ht_say("the engine fd stays readable after every completion was observed with "
-               "tpx_xfer_poll() (%d wakeups for %d completions): an event loop following tpx.h "
-               "(\"poll it, then call tpx_progress()/tpx_xfer_poll()\") spins; after a "
-               "tpx_progress() call it is %s",
-               wakeups, NX, rr2 == 0 ? "clear" : "still readable");
+        test_say("FAIL at %s:%d", __FILE__, __LINE__);
+        test_say("the engine fd stays readable after every completion was observed with "
+                 "tpx_xfer_poll() (%d wakeups for %d completions): an event loop following tpx.h "
+                 "(\"poll it, then call tpx_progress()/tpx_xfer_poll()\") spins; after a "
+                 "tpx_progress() call it is %s",
+                 wakeups, NX, rr2 == 0 ? "clear" : "still readable");
     } else if (wakeups > 2 * NX + 10) {
         many_fd_spins = 1;
-        ht_say("FAIL: %d wakeups from the engine fd for %d completions: it is not cleared", wakeups,
-               NX);
+        test_say("FAIL: %d wakeups from the engine fd for %d completions: it is not cleared",
+                 wakeups, NX);
     }
     return 0;
 }
@@ -296,7 +297,7 @@ static int many_run(tpx_engine_t *e, tpx_peer_t *peer, int caller_driven, unsign
               MANY_N, tpx_strerror(st), (int)st,
               st == TPX_ERR_NO_RESOURCE ? ": the engine must queue 200 outstanding transfers" : "");
     }
-    ht_say("posted %d receives (%zu bytes) and %d sends", MANY_N, bytes_in, MANY_N);
+    test_say("posted %d receives (%zu bytes) and %d sends", MANY_N, bytes_in, MANY_N);
 
     int fd = tpx_engine_fd(e);
     CHECK(fd >= 0, "tpx_engine_fd: %d", fd);
@@ -404,7 +405,7 @@ static int peers_srv(int arg)
               (unsigned long long)id);
         peer[id] = p;
     }
-    ht_say("accepted %d peers", NPEERS);
+    test_say("accepted %d peers", NPEERS);
     ht_buf_t s[NPEERS], r[NPEERS];
     for (int i = 0; i < NPEERS; i++) {
         TRY(ht_buf_new(e, PEERS_LEN, &s[i]));
@@ -508,8 +509,8 @@ int scen_peers(int argc, char **argv)
 static double idle_cpu(void)
 {
     double c0 = ht_cpu_s();
-    uint64_t t0 = ht_now_ns();
-    while (ht_secs_since(t0) < IDLE_S)
+    uint64_t t0 = test_now_ns();
+    while (test_secs_since(t0) < IDLE_S)
         ht_sleep_ms(50);
     return ht_cpu_s() - c0;
 }
@@ -533,9 +534,9 @@ static int idle_role(int is_srv)
                     "warm-up"));
     TRY(ht_barrier(L_main, NULL));
     double cpu = idle_cpu();
-    ht_say("idle engine (progress thread, 1 connected peer, nothing posted): %.3f s CPU over "
-           "%.1f s (limit %.1f s)",
-           cpu, IDLE_S, IDLE_MAX_CPU_S);
+    test_say("idle engine (progress thread, 1 connected peer, nothing posted): %.3f s CPU over "
+             "%.1f s (limit %.1f s)",
+             cpu, IDLE_S, IDLE_MAX_CPU_S);
     CHECK(cpu <= IDLE_MAX_CPU_S, "an idle engine used %.3f s of CPU in %.1f s (limit %.1f s)", cpu,
           IDLE_S, IDLE_MAX_CPU_S);
     TRY(ht_barrier(L_main, NULL));
@@ -549,8 +550,8 @@ static int idle_role(int is_srv)
         CHECK_OK(tpx_recv(peer, b.reg, 0, MiB, &x));
     TRY(ht_barrier(L_main, NULL));
     cpu = idle_cpu();
-    ht_say("(info) %s over %.1f s: %.3f s CPU", is_srv ? "one receive posted, waiting" : "idle",
-           IDLE_S, cpu);
+    test_say("(info) %s over %.1f s: %.3f s CPU", is_srv ? "one receive posted, waiting" : "idle",
+             IDLE_S, cpu);
     TRY(ht_barrier(L_main, NULL));
     if (!is_srv) {
         ht_fill(b.p, MiB, ht_seed(9, 7, 7), 0);
@@ -593,7 +594,7 @@ static int bw_srv(int arg)
     ht_guard_fill(r.p, HT_GUARD, 1);
     ht_guard_fill(r.p + HT_GUARD + BW_LEN, HT_GUARD, 2);
     TRY(ht_barrier(L_main, NULL));
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     for (unsigned i = 0; i < BW_N; i++) {
         tpx_xfer_t *x;
         char what[64];
@@ -607,12 +608,12 @@ static int bw_srv(int arg)
         CHECK(memcmp(tmp, r.p + HT_GUARD + BW_LEN - 4096, 4096) == 0, "%s: the last 4 KiB differ",
               what);
     }
-    double dt = ht_secs_since(t0);
+    double dt = test_secs_since(t0);
     TRY(ht_verify(r.p + HT_GUARD, BW_LEN, ht_seed(10, 0, 0), BW_N - 1, "the last receive"));
     TRY(ht_guard_check(r.p, HT_GUARD, 1, "bw"));
     TRY(ht_guard_check(r.p + HT_GUARD + BW_LEN, HT_GUARD, 2, "bw"));
-    ht_say("bw: receiver: %d x %zu MiB in %.3f s = %.2f GB/s (channels %s%d)", BW_N, BW_LEN / MiB,
-           dt, (double)BW_N * BW_LEN / dt / 1e9, g_channels ? "" : "env/default, ", g_channels);
+    test_say("bw: receiver: %d x %zu MiB in %.3f s = %.2f GB/s (channels %s%d)", BW_N, BW_LEN / MiB,
+             dt, (double)BW_N * BW_LEN / dt / 1e9, g_channels ? "" : "env/default, ", g_channels);
     printf("bw_GBps %.3f\n", (double)BW_N * BW_LEN / dt / 1e9);
     TRY(ht_barrier(L_main, NULL));
     tpx_peer_close(peer);
@@ -635,7 +636,7 @@ static int bw_cli(int arg)
     TRY(ht_barrier(L_main, NULL));
     /* All sends posted at once (the receiver reposts one at a time). */
     tpx_xfer_t *x[BW_N];
-    uint64_t t0 = ht_now_ns();
+    uint64_t t0 = test_now_ns();
     for (unsigned i = 0; i < BW_N; i++)
         CHECK_OK(tpx_send(peer, s.reg, 8 * (size_t)i, BW_LEN, &x[i]));
     for (unsigned i = 0; i < BW_N; i++) {
@@ -643,9 +644,9 @@ static int bw_cli(int arg)
         snprintf(what, sizeof(what), "send #%u of %zu MiB", i, BW_LEN / MiB);
         TRY(ht_wait(x[i], BW_LEN, what));
     }
-    double dt = ht_secs_since(t0);
-    ht_say("bw: sender: %d x %zu MiB in %.3f s = %.2f GB/s", BW_N, BW_LEN / MiB, dt,
-           (double)BW_N * BW_LEN / dt / 1e9);
+    double dt = test_secs_since(t0);
+    test_say("bw: sender: %d x %zu MiB in %.3f s = %.2f GB/s", BW_N, BW_LEN / MiB, dt,
+             (double)BW_N * BW_LEN / dt / 1e9);
     TRY(ht_barrier(L_main, NULL));
     tpx_peer_close(peer);
     ht_buf_free(&s);

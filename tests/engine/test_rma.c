@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../unit/check.h"
+#include "../common/tpx_test.h"
 #include "common/tsan.h"
 #include "engine/engine.h"
 #include "engine/peer.h"   /* the hostile test sends control messages out of order */
@@ -28,8 +28,8 @@
 #include "engine/window.h" /* ... and kicks the control comm */
 #include "engine/remote.h"
 #include "engine/wire.h"
-#include "tpx/tpx.h"
 #include "side.h"
+#include "tpx/tpx.h"
 
 typedef struct {
     size_t loff, roff, len;
@@ -113,11 +113,11 @@ static int run_checked(side_t *a, side_t *b, tpx_remote_t *rm, tpx_op_t op, cons
 static int t_basic(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 64u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 64u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 64u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     static const struct {
         size_t n, maxblk;
@@ -129,19 +129,19 @@ static int t_basic(void)
             make_blocks(blk, cases[c].n, a.size, cases[c].maxblk);
             fill(a.mem, a.size, rnd());
             fill(b.mem, b.size, rnd());
-            CHECK(run_checked(&a, &b, rm, (tpx_op_t)op, blk, cases[c].n, "basic") == 0);
+            EXPECT(run_checked(&a, &b, rm, (tpx_op_t)op, blk, cases[c].n, "basic") == 0);
         }
     }
     tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
-    CHECK(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
-    CHECK_EQ(cb.rma_served, 12);
-    CHECK_EQ(cb.rma_rejected, 0);
-    CHECK_EQ(ca.rma_served, 0);
+    EXPECT(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
+    EXPECT_EQ(cb.rma_served, 12);
+    EXPECT_EQ(cb.rma_rejected, 0);
+    EXPECT_EQ(ca.rma_served, 0);
     free(blk);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Wait for one notification on s (5 s). */
@@ -162,21 +162,21 @@ static int notif_wait(side_t *s, tpx_notif_t *out)
 static int t_notif(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 4u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 4u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 4u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 4u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     enum { NB = 64, ITERS = 150 };
     blk_t blk[NB];
     make_blocks(blk, NB, a.size, 32u << 10);
     tpx_iov_t *v = make_iov(&a, &b, blk, NB);
     tpx_prep_t *pw, *pr;
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_WRITE, v, NB, &pw) == TPX_OK);
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB, &pr) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_WRITE, v, NB, &pw) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB, &pr) == TPX_OK);
     int early = 0;
-    for (int it = 0; it < ITERS && !check_failures; it++) {
+    for (int it = 0; it < ITERS && !test_failed(); it++) {
         /* WRITE: when B sees the notification, its blocks hold the new bytes. */
         unsigned char val = (unsigned char)(it * 7 + 1);
         for (int i = 0; i < NB; i++)
@@ -184,20 +184,20 @@ static int t_notif(void)
         char msg[32];
         int ml = snprintf(msg, sizeof(msg), "w%d", it);
         tpx_xfer_t *x;
-        CHECK(tpx_xfer_post(pw, msg, (size_t)ml, 0, &x) == TPX_OK);
+        EXPECT(tpx_xfer_post(pw, msg, (size_t)ml, 0, &x) == TPX_OK);
         tpx_notif_t nt;
-        CHECK(notif_wait(&b, &nt) == 0);
-        CHECK(nt.len == (size_t)ml && memcmp(nt.msg, msg, nt.len) == 0);
+        EXPECT(notif_wait(&b, &nt) == 0);
+        EXPECT(nt.len == (size_t)ml && memcmp(nt.msg, msg, nt.len) == 0);
         /* without keys an inbound peer is not proven: its name comes with "?" */
         const char *idm = getenv("TPX_IDENTITY");
-        CHECK(strcmp(nt.from, idm != NULL && strcmp(idm, "dial") == 0 ? "?A" : "A") == 0);
+        EXPECT(strcmp(nt.from, idm != NULL && strcmp(idm, "dial") == 0 ? "?A" : "A") == 0);
         for (int i = 0; i < NB; i++)
             for (size_t k = 0; k < blk[i].len; k++)
                 if (b.mem[blk[i].roff + k] != val) {
                     early++;
                     break;
                 }
-        CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+        EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
         tpx_xfer_release(x);
         /* READ: B is told its blocks were read only after A has them; B
          * then overwrites them at once, and A's copy must be the old one. */
@@ -205,12 +205,12 @@ static int t_notif(void)
         for (int i = 0; i < NB; i++)
             memset(b.mem + blk[i].roff, rv, blk[i].len);
         ml = snprintf(msg, sizeof(msg), "r%d", it);
-        CHECK(tpx_xfer_post(pr, msg, (size_t)ml, 0, &x) == TPX_OK);
-        CHECK(notif_wait(&b, &nt) == 0);
-        CHECK(nt.len == (size_t)ml && memcmp(nt.msg, msg, nt.len) == 0);
+        EXPECT(tpx_xfer_post(pr, msg, (size_t)ml, 0, &x) == TPX_OK);
+        EXPECT(notif_wait(&b, &nt) == 0);
+        EXPECT(nt.len == (size_t)ml && memcmp(nt.msg, msg, nt.len) == 0);
         for (int i = 0; i < NB; i++)
             memset(b.mem + blk[i].roff, 0xEE, blk[i].len);
-        CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+        EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
         tpx_xfer_release(x);
         for (int i = 0; i < NB; i++)
             for (size_t k = 0; k < blk[i].len; k++)
@@ -219,7 +219,7 @@ static int t_notif(void)
                     break;
                 }
     }
-    CHECK_EQ(early, 0);
+    EXPECT_EQ(early, 0);
     /* A WRITE's notification travels with its request (one to many parts)
      * and the owner delivers it before it answers: when the WRITE is done
      * here, B holds it already. Standalone ones in between do not mix. */
@@ -230,21 +230,21 @@ static int t_notif(void)
     tpx_xfer_t *wx[NW];
     for (int i = 0; i < NW; i++) {
         fill(wmsg[i], lens[i], (uint64_t)i + 100);
-        CHECK(tpx_xfer_post(pw, wmsg[i], lens[i], 0, &wx[i]) == TPX_OK);
+        EXPECT(tpx_xfer_post(pw, wmsg[i], lens[i], 0, &wx[i]) == TPX_OK);
         char sm[4];
-        CHECK(tpx_notif_send(rm, sm, (size_t)snprintf(sm, sizeof(sm), "s%d", i)) == TPX_OK);
+        EXPECT(tpx_notif_send(rm, sm, (size_t)snprintf(sm, sizeof(sm), "s%d", i)) == TPX_OK);
     }
     for (int i = 0; i < NW; i++) {
-        CHECK(tpx_xfer_wait(wx[i], 10000, NULL) == TPX_OK);
+        EXPECT(tpx_xfer_wait(wx[i], 10000, NULL) == TPX_OK);
         tpx_xfer_release(wx[i]);
     }
     size_t ngot = 0, nw_at_once = 0;
-    CHECK(tpx_engine_get_notifs(b.e, got, 2 * NW, &ngot) == TPX_OK);
+    EXPECT(tpx_engine_get_notifs(b.e, got, 2 * NW, &ngot) == TPX_OK);
     for (size_t k = 0; k < ngot; k++)
         nw_at_once += got[k].len != 2;
-    CHECK_EQ(nw_at_once, NW);
-    while (ngot < 2 * NW && !check_failures)
-        CHECK(notif_wait(&b, &got[ngot++]) == 0);
+    EXPECT_EQ(nw_at_once, NW);
+    while (ngot < 2 * NW && !test_failed())
+        EXPECT(notif_wait(&b, &got[ngot++]) == 0);
     int seen_w[NW] = {0}, seen_s[NW] = {0};
     for (size_t k = 0; k < ngot; k++) {
         if (got[k].len == 2 && got[k].msg[0] == 's') {
@@ -256,24 +256,24 @@ static int t_notif(void)
                 seen_w[i]++;
     }
     for (int i = 0; i < NW; i++) {
-        CHECK_EQ(seen_w[i], 1);
-        CHECK_EQ(seen_s[i], 1);
+        EXPECT_EQ(seen_w[i], 1);
+        EXPECT_EQ(seen_s[i], 1);
     }
     /* standalone notifications, the largest size, ordered */
     unsigned char big[TPX_NOTIF_MAX];
     fill(big, sizeof(big), 77);
-    CHECK(tpx_notif_send(rm, big, sizeof(big)) == TPX_OK);
-    CHECK(tpx_notif_send(rm, "", 0) == TPX_OK);
+    EXPECT(tpx_notif_send(rm, big, sizeof(big)) == TPX_OK);
+    EXPECT(tpx_notif_send(rm, "", 0) == TPX_OK);
     tpx_notif_t nt;
-    CHECK(notif_wait(&b, &nt) == 0 && nt.len == sizeof(big) && memcmp(nt.msg, big, nt.len) == 0);
-    CHECK(notif_wait(&b, &nt) == 0 && nt.len == 0);
+    EXPECT(notif_wait(&b, &nt) == 0 && nt.len == sizeof(big) && memcmp(nt.msg, big, nt.len) == 0);
+    EXPECT(notif_wait(&b, &nt) == 0 && nt.len == 0);
     tpx_prep_release(pw);
     tpx_prep_release(pr);
     free(v);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* A descriptor with one field changed (its checksum recomputed). */
@@ -292,21 +292,21 @@ static tpx_rdesc_t forge(const tpx_rdesc_t *d, uint64_t add_len, uint64_t xor_ke
 static int t_reject(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 8u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 8u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     /* a sub-range export: [1 MiB, 2 MiB) of B */
     tpx_rdesc_t sub;
-    CHECK(tpx_region_export(b.r, 1u << 20, 1u << 20, &sub) == TPX_OK);
+    EXPECT(tpx_region_export(b.r, 1u << 20, 1u << 20, &sub) == TPX_OK);
     /* a second region, exported, then deregistered */
     unsigned char *m2 = aligned_alloc(4096, 1u << 20);
     tpx_region_t *r2;
     tpx_rdesc_t d2;
-    CHECK(tpx_mem_register(b.e, m2, 1u << 20, TPX_MEM_HOST, &r2) == TPX_OK);
-    CHECK(tpx_region_export(r2, 0, 0, &d2) == TPX_OK);
+    EXPECT(tpx_mem_register(b.e, m2, 1u << 20, TPX_MEM_HOST, &r2) == TPX_OK);
+    EXPECT(tpx_region_export(r2, 0, 0, &d2) == TPX_OK);
     tpx_mem_deregister(r2);
     tpx_rdesc_t past_end = forge(&b.d, 4096, 0), past_sub = forge(&sub, 64 << 10, 0),
                 bad_key = forge(&b.d, 0, 1);
@@ -339,20 +339,20 @@ static int t_reject(void)
             if (st != TPX_ERR_ACCESS)
                 fprintf(stderr, "%s (%s): %s\n", cases[c].what, op == 1 ? "READ" : "WRITE",
                         tpx_status_string(st));
-            CHECK(st == TPX_ERR_ACCESS);
-            CHECK(memcmp(snap_a, a.mem, a.size) == 0);
-            CHECK(memcmp(snap_b, b.mem, b.size) == 0);
+            EXPECT(st == TPX_ERR_ACCESS);
+            EXPECT(memcmp(snap_a, a.mem, a.size) == 0);
+            EXPECT(memcmp(snap_b, b.mem, b.size) == 0);
             n_rej++;
         }
     }
     tpx_engine_counters_t cb = {.size = sizeof(cb)};
-    CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
-    CHECK_EQ(cb.rma_rejected, n_rej);
+    EXPECT(tpx_engine_counters(b.e, &cb) == TPX_OK);
+    EXPECT_EQ(cb.rma_rejected, n_rej);
     /* no notification for a refused transfer */
     size_t nn = 1;
     tpx_notif_t nt;
-    CHECK(tpx_engine_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
-    CHECK_EQ(nn, 0);
+    EXPECT(tpx_engine_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
+    EXPECT_EQ(nn, 0);
     /* the connection is still good: a valid transfer into the sub-range */
     blk_t ok = {.loff = 12345, .roff = 4000, .len = 100000};
     fill(a.mem, a.size, 5);
@@ -360,28 +360,28 @@ static int t_reject(void)
     tpx_iov_t v = {.local = a.r, .local_offset = ok.loff, .remote = &sub,
                    .remote_offset = ok.roff, .len = ok.len};
     tpx_xfer_t *x;
-    CHECK(tpx_rma(rm, TPX_OP_WRITE, &v, 1, NULL, 0, &x) == TPX_OK);
-    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_rma(rm, TPX_OP_WRITE, &v, 1, NULL, 0, &x) == TPX_OK);
+    EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
     tpx_xfer_release(x);
     memcpy(snap_b + (1u << 20) + ok.roff, a.mem + ok.loff, ok.len);
-    CHECK(memcmp(snap_b, b.mem, b.size) == 0);
+    EXPECT(memcmp(snap_b, b.mem, b.size) == 0);
     free(snap_a);
     free(snap_b);
     free(m2);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 static int t_badargs(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     tpx_prep_t *pp;
     tpx_iov_t good = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
@@ -393,7 +393,7 @@ static int t_badargs(void)
     do {                                                                                           \
         v = good;                                                                                  \
         v.field = value;                                                                           \
-        CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &v, 1, &pp) == TPX_ERR_INVALID_ARG);               \
+        EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, &v, 1, &pp) == TPX_ERR_INVALID_ARG);              \
     } while (0)
     BAD(len, 0);
     BAD(local, NULL);
@@ -405,50 +405,50 @@ static int t_badargs(void)
     BAD(remote_offset, b.size - 100);
     BAD(remote_offset, SIZE_MAX);
 #undef BAD
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &good, 0, &pp) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_xfer_prepare(rm, (tpx_op_t)7, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_xfer_prepare(NULL, TPX_OP_READ, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &good, 1, &pp) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, &good, 0, &pp) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_xfer_prepare(rm, (tpx_op_t)7, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_xfer_prepare(NULL, TPX_OP_READ, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, &good, 1, &pp) == TPX_OK);
     tpx_xfer_t *x;
     unsigned char big[TPX_NOTIF_MAX + 1] = {0};
-    CHECK(tpx_xfer_post(pp, big, sizeof(big), 0, &x) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_xfer_post(pp, NULL, 3, 0, &x) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_xfer_post(pp, NULL, 0, -1, &x) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_xfer_post(NULL, NULL, 0, 0, &x) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_notif_send(rm, big, sizeof(big)) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_region_export(a.r, a.size, 1, &junk) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_region_export(a.r, 0, a.size + 1, &junk) == TPX_ERR_INVALID_ARG);
-    CHECK(tpx_rdesc_info(&junk, NULL, NULL) == TPX_ERR_PROTOCOL);
+    EXPECT(tpx_xfer_post(pp, big, sizeof(big), 0, &x) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_xfer_post(pp, NULL, 3, 0, &x) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_xfer_post(pp, NULL, 0, -1, &x) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_xfer_post(NULL, NULL, 0, 0, &x) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_notif_send(rm, big, sizeof(big)) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_region_export(a.r, a.size, 1, &junk) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_region_export(a.r, 0, a.size + 1, &junk) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_rdesc_info(&junk, NULL, NULL) == TPX_ERR_PROTOCOL);
     uint64_t addr = 0, len = 0;
-    CHECK(tpx_rdesc_info(&b.d, &addr, &len) == TPX_OK);
-    CHECK(addr == (uint64_t)(uintptr_t)b.mem && len == b.size);
+    EXPECT(tpx_rdesc_info(&b.d, &addr, &len) == TPX_OK);
+    EXPECT(addr == (uint64_t)(uintptr_t)b.mem && len == b.size);
     size_t n;
-    CHECK(tpx_engine_get_notifs(NULL, NULL, 0, &n) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_engine_get_notifs(NULL, NULL, 0, &n) == TPX_ERR_INVALID_ARG);
     /* a deregistered local region: the preparation can no longer be posted */
     unsigned char *m2 = aligned_alloc(4096, 65536);
     tpx_region_t *r2;
-    CHECK(tpx_mem_register(a.e, m2, 65536, TPX_MEM_HOST, &r2) == TPX_OK);
+    EXPECT(tpx_mem_register(a.e, m2, 65536, TPX_MEM_HOST, &r2) == TPX_OK);
     tpx_prep_t *p2;
     v = good;
     v.local = r2;
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &v, 1, &p2) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, &v, 1, &p2) == TPX_OK);
     tpx_mem_deregister(r2);
-    CHECK(tpx_xfer_post(p2, NULL, 0, 0, &x) == TPX_ERR_INVALID_STATE);
+    EXPECT(tpx_xfer_post(p2, NULL, 0, 0, &x) == TPX_ERR_INVALID_STATE);
     tpx_prep_release(p2);
     free(m2);
     /* the preparation still works */
-    CHECK(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_OK);
-    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_OK);
+    EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
     tpx_xfer_release(x);
     tpx_prep_release(pp);
     /* forget with a preparation alive: it fails cleanly, then frees */
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_WRITE, &good, 1, &pp) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_WRITE, &good, 1, &pp) == TPX_OK);
     tpx_remote_forget(rm);
-    CHECK(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_ERR_INVALID_STATE);
+    EXPECT(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_ERR_INVALID_STATE);
     tpx_prep_release(pp);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* The owner deregisters memory a peer is reading: that transfer ends with
@@ -457,11 +457,11 @@ static int t_badargs(void)
 static int t_dereg(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 256u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 4u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 256u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 4u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     int errors = 0;
     for (int round = 0; round < 6 && errors < 2; round++) {
@@ -470,15 +470,15 @@ static int t_dereg(void)
         memset(m, 0x11, big);
         tpx_region_t *r;
         tpx_rdesc_t d;
-        CHECK(tpx_mem_register(b.e, m, big, TPX_MEM_HOST, &r) == TPX_OK);
-        CHECK(tpx_region_export(r, 0, 0, &d) == TPX_OK);
+        EXPECT(tpx_mem_register(b.e, m, big, TPX_MEM_HOST, &r) == TPX_OK);
+        EXPECT(tpx_region_export(r, 0, 0, &d) == TPX_OK);
         tpx_iov_t v[4];
         for (int i = 0; i < 4; i++)
             v[i] = (tpx_iov_t){.local = a.r, .local_offset = (size_t)(3 - i) * (64u << 20),
                                .remote = &d, .remote_offset = (size_t)i * (64u << 20),
                                .len = 64u << 20};
         tpx_xfer_t *x;
-        CHECK(tpx_rma(rm, TPX_OP_READ, v, 4, NULL, 0, &x) == TPX_OK);
+        EXPECT(tpx_rma(rm, TPX_OP_READ, v, 4, NULL, 0, &x) == TPX_OK);
         usleep((useconds_t)(round * 3000));
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -490,85 +490,85 @@ static int t_dereg(void)
         double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
         printf("round %d: READ of a region deregistered under it: %s after %.1f ms\n", round,
                tpx_status_string(st), ms);
-        CHECK(st != TPX_INPROGRESS);
+        EXPECT(st != TPX_INPROGRESS);
         if (st != TPX_OK)
             errors++;
         tpx_xfer_release(x);
         /* the next transfer works (connecting again if the peer failed) */
         blk_t blk = {.loff = 0, .roff = 100, .len = 1u << 20};
         fill(b.mem, b.size, (uint64_t)round);
-        CHECK(run_checked(&a, &b, rm, TPX_OP_READ, &blk, 1, "after dereg") == 0);
+        EXPECT(run_checked(&a, &b, rm, TPX_OP_READ, &blk, 1, "after dereg") == 0);
     }
-    CHECK(errors > 0);
+    EXPECT(errors > 0);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Both directions over the one connection A opened. */
 static int t_twoway(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 8u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 8u << 20, 0) == 0);
     tpx_remote_t *ab = load(&a, &b);
-    CHECK(ab != NULL);
-    CHECK(tpx_remote_connect(ab, 5000) == TPX_OK);
+    EXPECT(ab != NULL);
+    EXPECT(tpx_remote_connect(ab, 5000) == TPX_OK);
     tpx_remote_t *ba = load(&b, &a);
-    CHECK(ba != NULL);
-    if (check_failures)
+    EXPECT(ba != NULL);
+    if (test_failed())
         return 1;
-    CHECK(strcmp(tpx_remote_name(ab), "B") == 0 && strcmp(tpx_remote_name(ba), "A") == 0);
+    EXPECT(strcmp(tpx_remote_name(ab), "B") == 0 && strcmp(tpx_remote_name(ba), "A") == 0);
     blk_t blk[8];
-    for (int i = 0; i < 20 && !check_failures; i++) {
+    for (int i = 0; i < 20 && !test_failed(); i++) {
         make_blocks(blk, 8, a.size, 256u << 10);
-        CHECK(run_checked(&a, &b, ab, i % 2 ? TPX_OP_READ : TPX_OP_WRITE, blk, 8, "a->b") == 0);
+        EXPECT(run_checked(&a, &b, ab, i % 2 ? TPX_OP_READ : TPX_OP_WRITE, blk, 8, "a->b") == 0);
         make_blocks(blk, 8, b.size, 256u << 10);
-        CHECK(run_checked(&b, &a, ba, i % 2 ? TPX_OP_WRITE : TPX_OP_READ, blk, 8, "b->a") == 0);
+        EXPECT(run_checked(&b, &a, ba, i % 2 ? TPX_OP_WRITE : TPX_OP_READ, blk, 8, "b->a") == 0);
     }
     tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
-    CHECK(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
+    EXPECT(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
     /* one connection serves both directions when it is proven by a key;
      * without keys each side dials its own */
     const char *idm = getenv("TPX_IDENTITY");
     int conns = idm != NULL && strcmp(idm, "dial") == 0 ? 2 : 1;
-    CHECK_EQ(ca.peers_connected, conns);
-    CHECK_EQ(cb.peers_connected, conns);
-    CHECK_EQ(ca.rma_served, 20);
-    CHECK_EQ(cb.rma_served, 20);
+    EXPECT_EQ(ca.peers_connected, conns);
+    EXPECT_EQ(cb.peers_connected, conns);
+    EXPECT_EQ(ca.rma_served, 20);
+    EXPECT_EQ(cb.rma_served, 20);
     tpx_remote_forget(ba);
     tpx_remote_forget(ab);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Prepare once, post many times: in sequence and 16 at once. */
 static int t_prepost(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 16u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 16u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 16u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 16u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     enum { NB = 200 };
     blk_t blk[NB];
     make_blocks(blk, NB, a.size, 64u << 10);
     tpx_iov_t *v = make_iov(&a, &b, blk, NB);
     tpx_prep_t *pp;
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB, &pp) == TPX_OK);
-    for (int it = 0; it < 100 && !check_failures; it++) {
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB, &pp) == TPX_OK);
+    for (int it = 0; it < 100 && !test_failed(); it++) {
         for (int i = 0; i < NB; i++)
             fill(b.mem + blk[i].roff, blk[i].len, (uint64_t)(it * NB + i));
         tpx_xfer_t *x;
-        CHECK(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_OK);
-        CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+        EXPECT(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_OK);
+        EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
         tpx_xfer_release(x);
         for (int i = 0; i < NB; i++)
-            CHECK(memcmp(a.mem + blk[i].loff, b.mem + blk[i].roff, blk[i].len) == 0);
+            EXPECT(memcmp(a.mem + blk[i].loff, b.mem + blk[i].roff, blk[i].len) == 0);
     }
     tpx_xfer_t *xs[16];
     /* 16 posts of one READ at once write the same bytes to the same place
@@ -576,20 +576,20 @@ static int t_prepost(void)
     for (int i = 0; i < NB; i++)
         tpx__tsan_benign(a.mem + blk[i].loff, blk[i].len);
     for (int i = 0; i < 16; i++)
-        CHECK(tpx_xfer_post(pp, NULL, 0, 0, &xs[i]) == TPX_OK);
+        EXPECT(tpx_xfer_post(pp, NULL, 0, 0, &xs[i]) == TPX_OK);
     tpx_prep_release(pp); /* the posts keep what they need */
     for (int i = 0; i < 16; i++) {
         size_t bytes = 0;
-        CHECK(tpx_xfer_wait(xs[i], 10000, &bytes) == TPX_OK);
+        EXPECT(tpx_xfer_wait(xs[i], 10000, &bytes) == TPX_OK);
         tpx_xfer_release(xs[i]);
     }
     for (int i = 0; i < NB; i++)
-        CHECK(memcmp(a.mem + blk[i].loff, b.mem + blk[i].roff, blk[i].len) == 0);
+        EXPECT(memcmp(a.mem + blk[i].loff, b.mem + blk[i].roff, blk[i].len) == 0);
     free(v);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Two threads, each posting its own preparation (disjoint blocks) again and
@@ -645,11 +645,11 @@ static void *pollloop_thread(void *arg)
 static int t_pollloop(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 8u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 8u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     enum { NB = 200 };
     blk_t blk[NB];
@@ -661,22 +661,22 @@ static int t_pollloop(void)
         for (int i = 0; i < NB / 2; i++)
             t[k].want += t[k].blk[i].len;
         tpx_iov_t *v = make_iov(&a, &b, t[k].blk, NB / 2);
-        CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB / 2, &t[k].pp) == TPX_OK);
+        EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, v, NB / 2, &t[k].pp) == TPX_OK);
         free(v);
     }
-    if (check_failures)
+    if (test_failed())
         return 1;
     for (int k = 0; k < 2; k++)
-        CHECK(pthread_create(&th[k], NULL, pollloop_thread, &t[k]) == 0);
+        EXPECT(pthread_create(&th[k], NULL, pollloop_thread, &t[k]) == 0);
     for (int k = 0; k < 2; k++) {
         pthread_join(th[k], NULL);
-        CHECK_EQ(t[k].fails, 0);
+        EXPECT_EQ(t[k].fails, 0);
         tpx_prep_release(t[k].pp);
     }
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Adjacent blocks (coalesced into one entry) and blocks that are adjacent on
@@ -684,10 +684,10 @@ static int t_pollloop(void)
 static int t_coalesce(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 8u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 8u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 8u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 8u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    if (check_failures)
+    if (test_failed())
         return 1;
     blk_t blk[512];
     for (int i = 0; i < 256; i++) /* both sides contiguous */
@@ -697,99 +697,99 @@ static int t_coalesce(void)
         blk[i] = (blk_t){.loff = (4u << 20) + 3000u * (size_t)(i - 256),
                          .roff = (4u << 20) + 3000u * (size_t)(511 - i), .len = 3000};
     for (int op = TPX_OP_READ; op <= TPX_OP_WRITE; op++)
-        CHECK(run_checked(&a, &b, rm, (tpx_op_t)op, blk, 512, "coalesce") == 0);
+        EXPECT(run_checked(&a, &b, rm, (tpx_op_t)op, blk, 512, "coalesce") == 0);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 static int t_overflow(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 1u << 20, 8) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 8) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    if (check_failures)
+    if (test_failed())
         return 1;
     for (int i = 0; i < 20; i++) {
         char m[32];
         int n = snprintf(m, sizeof(m), "%d", i);
-        CHECK(tpx_notif_send(rm, m, (size_t)n) == TPX_OK);
+        EXPECT(tpx_notif_send(rm, m, (size_t)n) == TPX_OK);
     }
     tpx_engine_counters_t cb = {.size = sizeof(cb)};
     for (int i = 0; i < 500 && cb.notifs_received < 20; i++) {
         usleep(10000);
-        CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
+        EXPECT(tpx_engine_counters(b.e, &cb) == TPX_OK);
     }
-    CHECK_EQ(cb.notifs_received, 20);
-    CHECK_EQ(cb.notifs_dropped, 12);
+    EXPECT_EQ(cb.notifs_received, 20);
+    EXPECT_EQ(cb.notifs_dropped, 12);
     tpx_notif_t nt[20];
     size_t n = 0;
-    CHECK(tpx_engine_get_notifs(b.e, nt, 20, &n) == TPX_ERR_OVERFLOW);
-    CHECK_EQ(n, 8);
+    EXPECT(tpx_engine_get_notifs(b.e, nt, 20, &n) == TPX_ERR_OVERFLOW);
+    EXPECT_EQ(n, 8);
     for (size_t i = 0; i < n; i++) {
         char want[32];
         snprintf(want, sizeof(want), "%zu", i);
-        CHECK(nt[i].len == strlen(want) && memcmp(nt[i].msg, want, nt[i].len) == 0);
+        EXPECT(nt[i].len == strlen(want) && memcmp(nt[i].msg, want, nt[i].len) == 0);
     }
-    CHECK(tpx_engine_get_notifs(b.e, nt, 20, &n) == TPX_OK);
-    CHECK_EQ(n, 0);
-    CHECK(tpx_notif_send(rm, "again", 5) == TPX_OK);
-    CHECK(notif_wait(&b, nt) == 0 && nt[0].len == 5);
+    EXPECT(tpx_engine_get_notifs(b.e, nt, 20, &n) == TPX_OK);
+    EXPECT_EQ(n, 0);
+    EXPECT(tpx_notif_send(rm, "again", 5) == TPX_OK);
+    EXPECT(notif_wait(&b, nt) == 0 && nt[0].len == 5);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 static int t_metadata(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     unsigned char blob[TPX_METADATA_MAX];
     size_t len = 10;
-    CHECK(tpx_engine_get_metadata(b.e, blob, &len) == TPX_ERR_INVALID_ARG);
-    CHECK(len > 10 && len <= TPX_METADATA_MAX);
+    EXPECT(tpx_engine_get_metadata(b.e, blob, &len) == TPX_ERR_INVALID_ARG);
+    EXPECT(len > 10 && len <= TPX_METADATA_MAX);
     size_t need = len;
-    CHECK(tpx_engine_get_metadata(b.e, blob, &len) == TPX_OK && len == need);
+    EXPECT(tpx_engine_get_metadata(b.e, blob, &len) == TPX_OK && len == need);
     tpx_remote_t *r1, *r2;
     for (size_t i = 0; i < len; i++) { /* every flipped byte is refused */
         blob[i] ^= 0x40;
-        CHECK(tpx_remote_load(a.e, blob, len, &r1) == TPX_ERR_PROTOCOL);
+        EXPECT(tpx_remote_load(a.e, blob, len, &r1) == TPX_ERR_PROTOCOL);
         blob[i] ^= 0x40;
     }
     for (size_t l = 0; l < len; l++)
-        CHECK(tpx_remote_load(a.e, blob, l, &r1) == TPX_ERR_PROTOCOL);
-    CHECK(tpx_remote_load(a.e, blob, len, &r1) == TPX_OK);
-    CHECK(tpx_remote_load(a.e, blob, len, &r2) == TPX_OK);
-    CHECK(r1 == r2);
-    CHECK(strcmp(tpx_remote_name(r1), "B") == 0);
+        EXPECT(tpx_remote_load(a.e, blob, l, &r1) == TPX_ERR_PROTOCOL);
+    EXPECT(tpx_remote_load(a.e, blob, len, &r1) == TPX_OK);
+    EXPECT(tpx_remote_load(a.e, blob, len, &r2) == TPX_OK);
+    EXPECT(r1 == r2);
+    EXPECT(strcmp(tpx_remote_name(r1), "B") == 0);
     tpx_remote_forget(r2);
     /* connect lazily: the first transfer connects */
     tpx_iov_t v = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
                    .len = 4096};
     tpx_xfer_t *x;
-    CHECK(tpx_rma(r1, TPX_OP_READ, &v, 1, NULL, 0, &x) == TPX_OK);
-    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_rma(r1, TPX_OP_READ, &v, 1, NULL, 0, &x) == TPX_OK);
+    EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
     tpx_xfer_release(x);
-    CHECK(memcmp(a.mem, b.mem, 4096) == 0);
+    EXPECT(memcmp(a.mem, b.mem, 4096) == 0);
     tpx_remote_forget(r1);
     /* an engine without a bootstrap port has no metadata */
     tpx_engine_params_t p;
     tpx_engine_params_init(&p);
     p.port = TPX_PORT_NONE;
     tpx_engine_t *e;
-    CHECK(tpx_engine_create(&p, &e) == TPX_OK);
+    EXPECT(tpx_engine_create(&p, &e) == TPX_OK);
     len = sizeof(blob);
-    CHECK(tpx_engine_get_metadata(e, blob, &len) == TPX_ERR_INVALID_STATE);
+    EXPECT(tpx_engine_get_metadata(e, blob, &len) == TPX_ERR_INVALID_STATE);
     tpx_engine_destroy(e);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Transfers of an engine in flight (engine.h), under its lock. */
@@ -807,25 +807,24 @@ static uint64_t inflight(tpx_engine_t *e)
 static int t_cancel(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 64u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 64u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 64u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    if (check_failures || rm == NULL)
+    if (test_failed() || rm == NULL)
         return 1;
     blk_t blk[64];
     size_t n_ok = 0;
-    for (int round = 0; round < 6 && !check_failures; round++) {
+    for (int round = 0; round < 6 && !test_failed(); round++) {
         make_blocks(blk, 64, a.size, 1u << 20);
         tpx_iov_t *v = make_iov(&a, &b, blk, 64);
         tpx_op_t op = round % 2 ? TPX_OP_WRITE : TPX_OP_READ;
         tpx_xfer_t *x;
-        CHECK(tpx_rma(rm, op, v, 64, round < 3 ? "never" : NULL, round < 3 ? 5 : 0, &x) ==
-              TPX_OK);
+        EXPECT(tpx_rma(rm, op, v, 64, round < 3 ? "never" : NULL, round < 3 ? 5 : 0, &x) == TPX_OK);
         if (round < 3) {
             tpx_status_t st = tpx_xfer_cancel(x);
-            CHECK(st == TPX_INPROGRESS || st == TPX_OK);
+            EXPECT(st == TPX_INPROGRESS || st == TPX_OK);
             st = tpx_xfer_wait(x, 20000, NULL);
-            CHECK(st == TPX_ERR_CANCELED || st == TPX_OK); /* OK: it had ended already */
+            EXPECT(st == TPX_ERR_CANCELED || st == TPX_OK); /* OK: it had ended already */
             n_ok += st == TPX_OK;
             tpx_xfer_release(x);
         } else {
@@ -835,24 +834,24 @@ static int t_cancel(void)
              * which also orders its writes before ours) */
             for (int k = 0; k < 2000 && (inflight(a.e) || inflight(b.e)); k++)
                 usleep(10 * 1000);
-            CHECK(inflight(a.e) == 0 && inflight(b.e) == 0);
+            EXPECT(inflight(a.e) == 0 && inflight(b.e) == 0);
         }
         free(v);
         make_blocks(blk, 64, a.size, 256u << 10);
         fill(a.mem, a.size, (uint64_t)round + 7);
         fill(b.mem, b.size, (uint64_t)round + 70);
-        CHECK(run_checked(&a, &b, rm, op, blk, 64, "after a cancel") == 0);
+        EXPECT(run_checked(&a, &b, rm, op, blk, 64, "after a cancel") == 0);
     }
     /* a canceled transfer sends no notification: only those that ended OK */
     tpx_notif_t nt[8];
     size_t n = 0;
     usleep(200 * 1000);
-    CHECK(tpx_engine_get_notifs(b.e, nt, 8, &n) == TPX_OK);
-    CHECK_EQ(n, n_ok);
+    EXPECT(tpx_engine_get_notifs(b.e, nt, 8, &n) == TPX_OK);
+    EXPECT_EQ(n, n_ok);
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* A requester that sends a malformed request list (what a hostile or
@@ -861,17 +860,17 @@ static int t_cancel(void)
 static int t_hostile(void)
 {
     side_t a, b, c;
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
-    CHECK(side_open(&c, "C", 1u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 0) == 0);
+    EXPECT(side_open(&c, "C", 1u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b), *rc = load(&c, &b);
-    if (check_failures || rm == NULL || rc == NULL)
+    if (test_failed() || rm == NULL || rc == NULL)
         return 1;
     tpx_iov_t v = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
                    .len = 65536};
     for (int field = 0; field < 4; field++) {
         tpx_prep_t *pp;
-        CHECK(tpx_xfer_prepare(rm, field % 2 ? TPX_OP_WRITE : TPX_OP_READ, &v, 1, &pp) == TPX_OK);
+        EXPECT(tpx_xfer_prepare(rm, field % 2 ? TPX_OP_WRITE : TPX_OP_READ, &v, 1, &pp) == TPX_OK);
         if (field < 2)
             pp->list[0] ^= 0xff; /* magic */
         else
@@ -882,25 +881,25 @@ static int t_hostile(void)
             st = tpx_xfer_wait(x, 10000, NULL);
             tpx_xfer_release(x);
         }
-        CHECK(st != TPX_OK && st != TPX_INPROGRESS);
+        EXPECT(st != TPX_OK && st != TPX_INPROGRESS);
         tpx_prep_release(pp);
         /* B still serves C, and A again on a new connection */
         blk_t blk = {.loff = 0, .roff = 4096, .len = 100000};
-        CHECK(run_checked(&c, &b, rc, TPX_OP_READ, &blk, 1, "another peer") == 0);
-        CHECK(run_checked(&a, &b, rm, TPX_OP_WRITE, &blk, 1, "after reconnecting") == 0);
+        EXPECT(run_checked(&c, &b, rc, TPX_OP_READ, &blk, 1, "another peer") == 0);
+        EXPECT(run_checked(&a, &b, rm, TPX_OP_WRITE, &blk, 1, "after reconnecting") == 0);
     }
     /* A notification held for a WRITE request that does not follow: B
      * delivers neither it nor the message after it and drops the
      * connection; A then writes with a notification again. */
     tpx_peer_t *p = NULL;
-    CHECK(tpx__remote_peer_locked(rm, 5000, &p) == TPX_OK);
+    EXPECT(tpx__remote_peer_locked(rm, 5000, &p) == TPX_OK);
     if (p != NULL) {
         tpx_ctrl_t held = {.type = TPX_CTRL_NOTIF, .notif_total = 1, .part_len = 1,
                            .flags = TPX_CTRL_NOTIF_HELD, .part = {'h'}};
         tpx_ctrl_t plain = {.type = TPX_CTRL_NOTIF, .notif_total = 1, .part_len = 1,
                             .part = {'x'}};
-        CHECK(tpx__peer_ctrl_send(p, &held, NULL) == TPX_OK);
-        CHECK(tpx__peer_ctrl_send(p, &plain, NULL) == TPX_OK);
+        EXPECT(tpx__peer_ctrl_send(p, &held, NULL) == TPX_OK);
+        EXPECT(tpx__peer_ctrl_send(p, &plain, NULL) == TPX_OK);
         tpx__comm_kick(p->ctrl_send);
         tpx__progress_kick(a.e);
         pthread_mutex_unlock(&a.e->lock);
@@ -912,22 +911,22 @@ static int t_hostile(void)
         gone = rm->peer != p || p->state != PEER_READY || p->remote_closed;
         pthread_mutex_unlock(&a.e->lock);
     }
-    CHECK(gone);
+    EXPECT(gone);
     tpx_engine_counters_t cb = {.size = sizeof(cb)};
-    CHECK(tpx_engine_counters(b.e, &cb) == TPX_OK);
-    CHECK_EQ(cb.notifs_received, 0);
+    EXPECT(tpx_engine_counters(b.e, &cb) == TPX_OK);
+    EXPECT_EQ(cb.notifs_received, 0);
     tpx_xfer_t *x = NULL;
-    CHECK(tpx_rma(rm, TPX_OP_WRITE, &v, 1, "ok", 2, &x) == TPX_OK);
-    CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_rma(rm, TPX_OP_WRITE, &v, 1, "ok", 2, &x) == TPX_OK);
+    EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
     tpx_xfer_release(x);
     tpx_notif_t nt;
-    CHECK(notif_wait(&b, &nt) == 0 && nt.len == 2 && memcmp(nt.msg, "ok", 2) == 0);
+    EXPECT(notif_wait(&b, &nt) == 0 && nt.len == 2 && memcmp(nt.msg, "ok", 2) == 0);
     tpx_remote_forget(rm);
     tpx_remote_forget(rc);
     side_close(&a);
     side_close(&b);
     side_close(&c);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* A preparation that fails (more than 2^32 chunks) leaves the other
@@ -935,41 +934,41 @@ static int t_hostile(void)
 static int t_holds(void)
 {
     side_t b;
-    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 0) == 0);
     tpx_engine_params_t p;
     tpx_engine_params_init(&p);
     p.bind_addr = "127.0.0.1";
     p.port = TPX_PORT_EPHEMERAL;
     p.chunk_bytes = 4096;
     tpx_engine_t *e = NULL;
-    CHECK(tpx_engine_create(&p, &e) == TPX_OK);
-    if (check_failures)
+    EXPECT(tpx_engine_create(&p, &e) == TPX_OK);
+    if (test_failed())
         return 1;
     size_t big = (16u << 20) + 4096;
     unsigned char *m = aligned_alloc(4096, big);
     tpx_region_t *r;
-    CHECK(tpx_mem_register(e, m, big, TPX_MEM_HOST, &r) == TPX_OK);
+    EXPECT(tpx_mem_register(e, m, big, TPX_MEM_HOST, &r) == TPX_OK);
     unsigned char blob[TPX_METADATA_MAX];
     size_t len = sizeof(blob);
     tpx_remote_t *rm = NULL;
-    CHECK(tpx_engine_get_metadata(b.e, blob, &len) == TPX_OK);
-    CHECK(tpx_remote_load(e, blob, len, &rm) == TPX_OK);
+    EXPECT(tpx_engine_get_metadata(b.e, blob, &len) == TPX_OK);
+    EXPECT(tpx_remote_load(e, blob, len, &rm) == TPX_OK);
     /* a remote descriptor that claims a huge range (only prepare reads it) */
     tpx_rdesc_fields_t f;
-    CHECK(tpx__rdesc_decode(b.d.bytes, &f) == TPX_OK);
+    EXPECT(tpx__rdesc_decode(b.d.bytes, &f) == TPX_OK);
     f.len = 1ull << 40;
     tpx_rdesc_t huge;
     tpx__rdesc_encode(&f, huge.bytes);
     tpx_iov_t one = {.local = r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
                      .len = 4096};
     tpx_prep_t *p1, *p2;
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, &one, 1, &p1) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, &one, 1, &p1) == TPX_OK);
     size_t n = 1u << 20;
     tpx_iov_t *v = malloc(n * sizeof(*v));
     for (size_t i = 0; i < n; i++) /* 2^20 x 4097 chunks > 2^32; never adjacent */
         v[i] = (tpx_iov_t){.local = r, .local_offset = i % 2, .remote = &huge,
                            .remote_offset = (i % 2) * 8192, .len = big - 1};
-    CHECK(tpx_xfer_prepare(rm, TPX_OP_READ, v, n, &p2) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, v, n, &p2) == TPX_ERR_INVALID_ARG);
     free(v);
     tpx_mem_deregister(r); /* p1 still holds the region's record */
     tpx_prep_release(p1);  /* must not touch a freed region */
@@ -977,7 +976,7 @@ static int t_holds(void)
     tpx_remote_forget(rm);
     tpx_engine_destroy(e);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* A receive ends at its deadline while its message is still arriving; the
@@ -988,7 +987,7 @@ static int t_failclose(void)
 {
     char logpath[] = "/tmp/tpx-failclose-XXXXXX";
     int lfd = mkstemp(logpath);
-    CHECK(lfd >= 0);
+    EXPECT(lfd >= 0);
     close(lfd);
     setenv("TPX_LOG_FILE", logpath, 1);
     setenv("TPX_LOG_LEVEL", "info", 1);
@@ -1002,38 +1001,38 @@ static int t_failclose(void)
      * reaches B: the send is then unmatched (not failed) and ends at its
      * own deadline, which must come before the test's 10 s wait. */
     p.timeout_ms = 3000;
-    CHECK(tpx_engine_create(&p, &a) == TPX_OK);
+    EXPECT(tpx_engine_create(&p, &a) == TPX_OK);
     p.name = "B";
     p.timeout_ms = 400;
-    CHECK(tpx_engine_create(&p, &b) == TPX_OK);
-    if (check_failures)
+    EXPECT(tpx_engine_create(&p, &b) == TPX_OK);
+    if (test_failed())
         return 1;
     size_t n = 512u << 20;
     void *ma = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
                     -1, 0);
     void *mb = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
                     -1, 0);
-    CHECK(ma != MAP_FAILED && mb != MAP_FAILED);
+    EXPECT(ma != MAP_FAILED && mb != MAP_FAILED);
     tpx_region_t *ra, *rb;
-    CHECK(tpx_mem_register(a, ma, n, TPX_MEM_HOST, &ra) == TPX_OK);
-    CHECK(tpx_mem_register(b, mb, n, TPX_MEM_HOST, &rb) == TPX_OK);
+    EXPECT(tpx_mem_register(a, ma, n, TPX_MEM_HOST, &ra) == TPX_OK);
+    EXPECT(tpx_mem_register(b, mb, n, TPX_MEM_HOST, &rb) == TPX_OK);
     tpx_peer_t *pa = NULL, *pb = NULL;
-    CHECK(tpx_peer_connect(a, "127.0.0.1", tpx_engine_port(b), 5000, &pa) == TPX_OK);
-    CHECK(tpx_peer_accept(b, 5000, &pb) == TPX_OK);
-    if (check_failures)
+    EXPECT(tpx_peer_connect(a, "127.0.0.1", tpx_engine_port(b), 5000, &pa) == TPX_OK);
+    EXPECT(tpx_peer_accept(b, 5000, &pb) == TPX_OK);
+    if (test_failed())
         return 1;
     tpx_xfer_t *xr, *xs;
-    CHECK(tpx_recv(pb, rb, 0, n, &xr) == TPX_OK);
+    EXPECT(tpx_recv(pb, rb, 0, n, &xr) == TPX_OK);
     usleep(380 * 1000); /* the send starts just before the receive's deadline */
-    CHECK(tpx_send(pa, ra, 0, n, &xs) == TPX_OK);
+    EXPECT(tpx_send(pa, ra, 0, n, &xs) == TPX_OK);
     tpx_status_t st = tpx_xfer_wait(xr, 10000, NULL);
     printf("receive: %s\n", tpx_status_string(st));
     tpx_xfer_release(xr);
     tpx_mem_deregister(rb);
-    CHECK(munmap(mb, n) == 0);
+    EXPECT(munmap(mb, n) == 0);
     st = tpx_xfer_wait(xs, 10000, NULL);
     printf("send: %s\n", tpx_status_string(st));
-    CHECK(st != TPX_INPROGRESS);
+    EXPECT(st != TPX_INPROGRESS);
     usleep(500 * 1000);
     tpx_xfer_release(xs);
     tpx_peer_close(pa);
@@ -1052,8 +1051,8 @@ static int t_failclose(void)
     if (f != NULL)
         fclose(f);
     unlink(logpath);
-    CHECK_EQ(bad, 0);
-    CHECK_DONE();
+    EXPECT_EQ(bad, 0);
+    TEST_DONE();
 }
 
 /* Owner's doorbells heard so far (engine.h; the lock orders the count). */
@@ -1074,11 +1073,11 @@ static uint64_t bells_heard(tpx_engine_t *e)
 static int t_bell(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 1u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL && tpx_remote_connect(rm, 5000) == TPX_OK);
-    if (check_failures)
+    EXPECT(rm != NULL && tpx_remote_connect(rm, 5000) == TPX_OK);
+    if (test_failed())
         return 1;
     tpx_iov_t v = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
                    .len = 4096};
@@ -1088,8 +1087,8 @@ static int t_bell(void)
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         tpx_xfer_t *x;
-        CHECK(tpx_rma(rm, TPX_OP_READ, &v, 1, NULL, 0, &x) == TPX_OK);
-        CHECK(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+        EXPECT(tpx_rma(rm, TPX_OP_READ, &v, 1, NULL, 0, &x) == TPX_OK);
+        EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         tpx_xfer_release(x);
         double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
@@ -1099,12 +1098,12 @@ static int t_bell(void)
             usleep(10 * 1000);
         printf("READ of 4 KiB after 0.3 s idle: %.2f ms, %llu doorbell(s) heard\n", ms,
                (unsigned long long)(bells_heard(b.e) - heard));
-        CHECK(bells_heard(b.e) > heard);
+        EXPECT(bells_heard(b.e) > heard);
     }
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Growing structs: a caller built against an older, smaller struct has
@@ -1118,7 +1117,7 @@ static int t_abi(void)
     } old;
     memset(&old, 0xA5, sizeof(old));
     tpx_engine_params_init(&old.p);
-    CHECK_EQ(old.p.size, sizeof(tpx_engine_params_t));
+    EXPECT_EQ(old.p.size, sizeof(tpx_engine_params_t));
     old.p.bind_addr = "127.0.0.1";
     old.p.port = TPX_PORT_EPHEMERAL;
     size_t old_psize = offsetof(tpx_engine_params_t, progress_thread);
@@ -1127,10 +1126,10 @@ static int t_abi(void)
      * 0xA5... would crash if it were. */
     memset((char *)&old.p + old_psize, 0xA5, sizeof(old.p) - old_psize);
     tpx_engine_t *e = NULL;
-    CHECK(tpx_engine_create(&old.p, &e) == TPX_OK);
+    EXPECT(tpx_engine_create(&old.p, &e) == TPX_OK);
     if (e == NULL)
         return 1;
-    CHECK(tpx_engine_port(e) > 0);
+    EXPECT(tpx_engine_port(e) > 0);
 
     /* info: a caller whose struct ends after `port`. */
     union {
@@ -1140,18 +1139,18 @@ static int t_abi(void)
     size_t old_isize = offsetof(tpx_engine_info_t, nnics);
     memset(&info, 0x5A, sizeof(info));
     info.i.size = old_isize;
-    CHECK(tpx_engine_info(e, &info.i) == TPX_OK);
-    CHECK_EQ(info.i.size, old_isize);
-    CHECK_EQ(info.i.port, tpx_engine_port(e));
-    CHECK(strlen(info.i.plugin) > 0);
+    EXPECT(tpx_engine_info(e, &info.i) == TPX_OK);
+    EXPECT_EQ(info.i.size, old_isize);
+    EXPECT_EQ(info.i.port, tpx_engine_port(e));
+    EXPECT(strlen(info.i.plugin) > 0);
     for (size_t k = old_isize; k < sizeof(info.b); k++)
-        CHECK(info.b[k] == 0x5A);
+        EXPECT(info.b[k] == 0x5A);
     /* the full struct, and the forgotten size */
     tpx_engine_info_t full = {.size = sizeof(full)};
-    CHECK(tpx_engine_info(e, &full) == TPX_OK);
-    CHECK(full.nnics > 0);
+    EXPECT(tpx_engine_info(e, &full) == TPX_OK);
+    EXPECT(full.nnics > 0);
     tpx_engine_info_t zero = {0};
-    CHECK(tpx_engine_info(e, &zero) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_engine_info(e, &zero) == TPX_ERR_INVALID_ARG);
 
     /* counters: only the first two fields known to an old caller */
     union {
@@ -1161,13 +1160,13 @@ static int t_abi(void)
     size_t old_csize = offsetof(tpx_engine_counters_t, rma_bytes_out);
     memset(&ctr, 0x5A, sizeof(ctr));
     ctr.c.size = old_csize;
-    CHECK(tpx_engine_counters(e, &ctr.c) == TPX_OK);
-    CHECK_EQ(ctr.c.rma_served, 0);
-    CHECK_EQ(ctr.c.rma_rejected, 0);
+    EXPECT(tpx_engine_counters(e, &ctr.c) == TPX_OK);
+    EXPECT_EQ(ctr.c.rma_served, 0);
+    EXPECT_EQ(ctr.c.rma_rejected, 0);
     for (size_t k = old_csize; k < sizeof(ctr.b); k++)
-        CHECK(ctr.b[k] == 0x5A);
+        EXPECT(ctr.b[k] == 0x5A);
     tpx_engine_counters_t cz = {0};
-    CHECK(tpx_engine_counters(e, &cz) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_engine_counters(e, &cz) == TPX_ERR_INVALID_ARG);
     tpx_engine_destroy(e);
 
     /* params with size 0: refused */
@@ -1175,9 +1174,9 @@ static int t_abi(void)
     tpx_engine_params_init(&p0);
     p0.size = 0;
     e = NULL;
-    CHECK(tpx_engine_create(&p0, &e) == TPX_ERR_INVALID_ARG);
-    CHECK(e == NULL);
-    CHECK_DONE();
+    EXPECT(tpx_engine_create(&p0, &e) == TPX_ERR_INVALID_ARG);
+    EXPECT(e == NULL);
+    TEST_DONE();
 }
 
 int main(int argc, char **argv)

@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../unit/check.h"
+#include "../common/tpx_test.h"
 #include "bootstrap/bootstrap.h"
 #include "engine/engine.h"
 #include "engine/ident.h"
@@ -56,9 +56,8 @@
 #include "engine/remote.h"
 #include "engine/wire.h"
 #include "plugin/sock/sock_wire.h"
-#include "tpx/tpx.h"
 #include "side.h"
-
+#include "tpx/tpx.h"
 
 /* No keys: TPX_IDENTITY=dial, or libsodium is not installed (./dev installs it). */
 static int dial_mode(void)
@@ -67,18 +66,11 @@ static int dial_mode(void)
     return (m != NULL && strcmp(m, "dial") == 0) || !tpx__ident_available();
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
-
 /* One notification on s within ms, or -1. */
 static int notif_wait(side_t *s, tpx_notif_t *out, int ms)
 {
-    uint64_t until = now_ms() + (uint64_t)ms;
-    while (now_ms() < until) {
+    uint64_t until = test_deadline_ms(ms);
+    while (test_now_ns() < until) {
         size_t n = 0;
         if (tpx_engine_get_notifs(s->e, out, 1, &n) != TPX_OK)
             return -1;
@@ -104,10 +96,10 @@ static uint64_t requests_seen(side_t *s)
 static int impostor_round(int mode)
 {
     side_t v, o, m;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    CHECK(side_open(&o, "O", 1u << 20, 0) == 0);
-    CHECK(side_open(&m, mode == 2 ? "O" : "M", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&o, "O", 1u << 20, 0) == 0);
+    EXPECT(side_open(&m, mode == 2 ? "O" : "M", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     if (mode < 2)
         m.e->id = o.e->id; /* public: in O's metadata and in every rdesc of O */
@@ -115,15 +107,15 @@ static int impostor_round(int mode)
         m.e->ident_keys = 0;
     snprintf(m.e->name, sizeof(m.e->name), "O");
     tpx_engine_info_t info = {.size = sizeof(info)};
-    CHECK(tpx_engine_info(v.e, &info) == TPX_OK);
-    CHECK_EQ(info.identity_keys, !dial_mode());
+    EXPECT(tpx_engine_info(v.e, &info) == TPX_OK);
+    EXPECT_EQ(info.identity_keys, !dial_mode());
     /* M reaches V first: V holds an inbound connection that claims to be O. */
     tpx_peer_t *pm = NULL;
     tpx_status_t st = tpx_peer_connect(m.e, "127.0.0.1", tpx_engine_port(v.e), 5000, &pm);
     printf("mode %d: the attacker's connection to the victim: %s\n", mode, tpx_status_string(st));
     tpx_remote_t *ro = load(&v, &o);
-    CHECK(ro != NULL);
-    if (check_failures)
+    EXPECT(ro != NULL);
+    if (test_failed())
         return 1;
     /* WRITE: V's secret must land in O's memory, never in M. */
     memset(v.mem, 0x5e, 4096);
@@ -135,8 +127,8 @@ static int impostor_round(int mode)
         st = tpx_xfer_wait(x, 10000, NULL);
     tpx_xfer_release(x);
     printf("mode %d: WRITE: %s\n", mode, tpx_status_string(st));
-    CHECK(st == TPX_OK);
-    CHECK(memcmp(o.mem + 8192, v.mem, 4096) == 0);
+    EXPECT(st == TPX_OK);
+    EXPECT(memcmp(o.mem + 8192, v.mem, 4096) == 0);
     /* READ: V must get O's bytes, never M's. */
     fill(o.mem + 65536, 4096, 99);
     tpx_iov_t r = {.local = v.r, .local_offset = 16384, .remote = &o.d, .remote_offset = 65536,
@@ -147,32 +139,32 @@ static int impostor_round(int mode)
         st = tpx_xfer_wait(x, 10000, NULL);
     tpx_xfer_release(x);
     printf("mode %d: READ: %s\n", mode, tpx_status_string(st));
-    CHECK(st == TPX_OK);
-    CHECK(memcmp(v.mem + 16384, o.mem + 65536, 4096) == 0);
+    EXPECT(st == TPX_OK);
+    EXPECT(memcmp(v.mem + 16384, o.mem + 65536, 4096) == 0);
     /* the owner counts a request when its side ends, maybe just after ours */
-    for (uint64_t until = now_ms() + 5000; requests_seen(&o) < 2 && now_ms() < until;)
+    for (uint64_t until = test_deadline_ms(5000); requests_seen(&o) < 2 && test_now_ns() < until;)
         usleep(1000);
-    CHECK_EQ(requests_seen(&o), 2);
-    CHECK_EQ(requests_seen(&m), 0);
+    EXPECT_EQ(requests_seen(&o), 2);
+    EXPECT_EQ(requests_seen(&m), 0);
     /* Notifications: M's never reads as O's; O's does (with keys). */
     tpx_remote_t *mv = load(&m, &v);
-    CHECK(mv != NULL);
+    EXPECT(mv != NULL);
     if (mv != NULL && tpx_notif_send(mv, "from-M", 6) == TPX_OK) {
         tpx_notif_t nt;
         if (notif_wait(&v, &nt, 3000) == 0) {
             printf("mode %d: the attacker's notification arrived from \"%s\"\n", mode, nt.from);
-            CHECK(strcmp(nt.from, "O") != 0);
+            EXPECT(strcmp(nt.from, "O") != 0);
         } else {
             printf("mode %d: the attacker's notification did not arrive\n", mode);
         }
     }
     tpx_remote_t *ov = load(&o, &v);
-    CHECK(ov != NULL && tpx_notif_send(ov, "from-O", 6) == TPX_OK);
+    EXPECT(ov != NULL && tpx_notif_send(ov, "from-O", 6) == TPX_OK);
     tpx_notif_t nt;
-    CHECK(notif_wait(&v, &nt, 5000) == 0);
-    CHECK(nt.len == 6 && memcmp(nt.msg, "from-O", 6) == 0);
+    EXPECT(notif_wait(&v, &nt, 5000) == 0);
+    EXPECT(nt.len == 6 && memcmp(nt.msg, "from-O", 6) == 0);
     printf("mode %d: the owner's notification arrived from \"%s\"\n", mode, nt.from);
-    CHECK(strcmp(nt.from, dial_mode() ? "?O" : "O") == 0);
+    EXPECT(strcmp(nt.from, dial_mode() ? "?O" : "O") == 0);
     if (mv != NULL)
         tpx_remote_forget(mv);
     if (ov != NULL)
@@ -183,7 +175,7 @@ static int impostor_round(int mode)
     side_close(&m);
     side_close(&o);
     side_close(&v);
-    return check_failures ? 1 : 0;
+    return test_failed() ? 1 : 0;
 }
 
 static int t_impostor(void)
@@ -192,7 +184,7 @@ static int t_impostor(void)
         if (dial_mode() ? mode != 1 : 1)
             if (impostor_round(mode) != 0)
                 return 1;
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* ---- hostile bootstrap clients ----------------------------------------------------------- */
@@ -303,10 +295,10 @@ static int legit_connects(side_t *l, side_t *v, int tries, int ms, const char *w
     int ok = 0;
     double worst = 0;
     for (int i = 0; i < tries; i++) {
-        uint64_t t0 = now_ms();
+        uint64_t t0 = test_now_ns();
         tpx_peer_t *p = NULL;
         tpx_status_t st = tpx_peer_connect(l->e, "127.0.0.1", tpx_engine_port(v->e), ms, &p);
-        double dt = (double)(now_ms() - t0) / 1e3;
+        double dt = test_secs_since(t0);
         worst = dt > worst ? dt : worst;
         if (st == TPX_OK) {
             ok++;
@@ -322,9 +314,9 @@ static int legit_connects(side_t *l, side_t *v, int tries, int ms, const char *w
 static int t_lockout(void)
 {
     side_t v, l;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    CHECK(side_open(&l, "L", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&l, "L", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     static const struct {
         int nsrc, nconn;
@@ -333,52 +325,53 @@ static int t_lockout(void)
         hostile_t h = {.port = tpx_engine_port(v.e), .nsrc = rounds[r].nsrc,
                        .nconn = rounds[r].nconn, .mode = 0};
         pthread_t t;
-        CHECK(pthread_create(&t, NULL, hostile_main, &h) == 0);
+        EXPECT(pthread_create(&t, NULL, hostile_main, &h) == 0);
         /* let the attacker fill every slot first */
-        for (uint64_t until = now_ms() + 5000; atomic_load(&h.made) < h.nconn && now_ms() < until;)
+        for (uint64_t until = test_deadline_ms(5000);
+             atomic_load(&h.made) < h.nconn && test_now_ns() < until;)
             usleep(10000);
         char what[64];
         snprintf(what, sizeof(what), "lockout, %d stalled from %d address(es)", h.nconn, h.nsrc);
         printf("%s: attacker made %ld connections\n", what, atomic_load(&h.made));
-        CHECK_EQ(legit_connects(&l, &v, 6, 15000, what), 6);
+        EXPECT_EQ(legit_connects(&l, &v, 6, 15000, what), 6);
         atomic_store(&h.stop, 1);
         pthread_join(t, NULL);
     }
     side_close(&l);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 static int t_flood(void)
 {
     setenv("TPX_AUTH_TOKEN", "test-sec-flood-token", 1);
     side_t v, l;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    CHECK(side_open(&l, "L", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&l, "L", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     hostile_t h1 = {.port = tpx_engine_port(v.e), .nsrc = 1, .mode = 1};
     hostile_t h2 = {.port = tpx_engine_port(v.e), .nsrc = 4, .mode = 2,
                     .token = "test-sec-flood-token"};
     pthread_t t1, t2;
-    CHECK(pthread_create(&t1, NULL, hostile_main, &h1) == 0);
-    CHECK(pthread_create(&t2, NULL, hostile_main, &h2) == 0);
+    EXPECT(pthread_create(&t1, NULL, hostile_main, &h1) == 0);
+    EXPECT(pthread_create(&t2, NULL, hostile_main, &h2) == 0);
     usleep(300 * 1000);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = test_now_ns();
     long m0 = atomic_load(&h1.made) + atomic_load(&h2.made);
     int ok = legit_connects(&l, &v, 18, 15000, "connect/close flood");
-    double s = (double)(now_ms() - t0) / 1e3;
+    double s = test_secs_since(t0);
     long m = atomic_load(&h1.made) + atomic_load(&h2.made) - m0;
     printf("flood: %ld hostile connections in %.1f s (%.0f/s) during the legit connects\n", m, s,
            (double)m / (s > 0 ? s : 1));
-    CHECK_EQ(ok, 18);
+    EXPECT_EQ(ok, 18);
     atomic_store(&h1.stop, 1);
     atomic_store(&h2.stop, 1);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
     side_close(&l);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* Run with TPX_MAX_PEERS=8: 6 peers of an unknown engine fit, the 7th is
@@ -387,33 +380,33 @@ static int t_flood(void)
 static int t_peercap(void)
 {
     side_t v, a, l;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    CHECK(side_open(&l, "L", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&l, "L", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     tpx_remote_t *vl = load(&v, &l); /* V knows L */
-    CHECK(vl != NULL);
+    EXPECT(vl != NULL);
     int port = tpx_engine_port(v.e);
     tpx_peer_t *pa[8] = {0};
     for (int i = 0; i < 6; i++)
-        CHECK(tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[i]) == TPX_OK);
+        EXPECT(tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[i]) == TPX_OK);
     tpx_status_t st = tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[6]);
     printf("7th peer of an unknown engine: %s\n", tpx_status_string(st));
-    CHECK(st == TPX_ERR_NO_RESOURCE);
+    EXPECT(st == TPX_ERR_NO_RESOURCE);
     tpx_peer_t *pl = NULL;
     st = tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl);
     printf("a peer V knows by its key: %s\n", tpx_status_string(st));
     if (dial_mode()) {
-        CHECK(st == TPX_ERR_NO_RESOURCE); /* without keys nobody is known */
+        EXPECT(st == TPX_ERR_NO_RESOURCE); /* without keys nobody is known */
     } else {
-        CHECK(st == TPX_OK);
+        EXPECT(st == TPX_OK);
         tpx_peer_t *pl2 = NULL;
-        CHECK(tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl2) == TPX_OK);
+        EXPECT(tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl2) == TPX_OK);
         tpx_peer_t *pl3 = NULL;
         st = tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl3);
         printf("the 9th peer: %s\n", tpx_status_string(st));
-        CHECK(st == TPX_ERR_NO_RESOURCE);
+        EXPECT(st == TPX_ERR_NO_RESOURCE);
         tpx_peer_close(pl2);
     }
     /* room again once peers leave */
@@ -421,13 +414,13 @@ static int t_peercap(void)
     pl = NULL;
     tpx_peer_close(pa[0]);
     pa[0] = NULL;
-    for (uint64_t until = now_ms() + 5000; now_ms() < until;) {
+    for (uint64_t until = test_deadline_ms(5000); test_now_ns() < until;) {
         st = tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[0]);
         if (st == TPX_OK)
             break;
         usleep(50000);
     }
-    CHECK(st == TPX_OK);
+    EXPECT(st == TPX_OK);
     for (int i = 0; i < 8; i++)
         tpx_peer_close(pa[i]);
     tpx_peer_close(pl);
@@ -435,7 +428,7 @@ static int t_peercap(void)
     side_close(&l);
     side_close(&a);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* ---- doorbell flood ------------------------------------------------------------------------ */
@@ -453,8 +446,8 @@ static void *bellflood_main(void *arg)
     unsigned char buf[12 * 341];
     for (size_t i = 0; i < sizeof(buf); i += 12)
         tpx__bs_hdr_encode(TPX_BS_TYPE_USER + 2 /* BELL */, 0, buf + i);
-    uint64_t until = now_ms() + 8000;
-    while (!atomic_load(&b->stop) && now_ms() < until) {
+    uint64_t until = test_deadline_ms(8000);
+    while (!atomic_load(&b->stop) && test_now_ns() < until) {
         ssize_t n = send(b->fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             atomic_fetch_add(&b->sent, n / 12);
@@ -476,38 +469,38 @@ static void *bellflood_main(void *arg)
 static int t_bells(void)
 {
     side_t v, r, a;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    CHECK(side_open(&r, "R", 1u << 20, 0) == 0);
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&r, "R", 1u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     tpx_remote_t *rv = load(&r, &v), *av = load(&a, &v);
-    CHECK(rv != NULL && av != NULL);
-    CHECK(tpx_remote_connect(rv, 10000) == TPX_OK && tpx_remote_connect(av, 10000) == TPX_OK);
-    if (check_failures)
+    EXPECT(rv != NULL && av != NULL);
+    EXPECT(tpx_remote_connect(rv, 10000) == TPX_OK && tpx_remote_connect(av, 10000) == TPX_OK);
+    if (test_failed())
         return 1;
     /* the attacker writes doorbells straight onto its bootstrap socket */
     bellflood_t b = {.fd = tpx__bs_fd(av->peer->bs)};
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, bellflood_main, &b) == 0);
+    EXPECT(pthread_create(&t, NULL, bellflood_main, &b) == 0);
     tpx_iov_t io = {.local = r.r, .local_offset = 0, .remote = &v.d, .remote_offset = 0,
                     .len = 4096};
     int reads = 0, failed = 0;
-    uint64_t t0 = now_ms();
+    uint64_t t0 = test_now_ns();
     double worst = 0;
-    while (now_ms() - t0 < 3000 && !check_failures) {
-        uint64_t s0 = now_ms();
+    while (test_now_ns() - t0 < 3000000000ull && !test_failed()) {
+        uint64_t s0 = test_now_ns();
         tpx_xfer_t *x = NULL;
         tpx_status_t st = tpx_rma(rv, TPX_OP_READ, &io, 1, NULL, 0, &x);
         if (st == TPX_OK)
             st = tpx_xfer_wait(x, 5000, NULL);
         tpx_xfer_release(x);
-        double dt = (double)(now_ms() - s0) / 1e3;
+        double dt = test_secs_since(s0);
         worst = dt > worst ? dt : worst;
         reads++;
         failed += st != TPX_OK;
         tpx_engine_counters_t c = {.size = sizeof(c)};
-        CHECK(tpx_engine_counters(v.e, &c) == TPX_OK);
+        EXPECT(tpx_engine_counters(v.e, &c) == TPX_OK);
         usleep(20000);
     }
     atomic_store(&b.stop, 1);
@@ -515,14 +508,14 @@ static int t_bells(void)
     printf("bells: %ld doorbell frames sent, attacker %s; %d READs of 4 KiB meanwhile, %d failed, "
            "slowest %.3f s\n", atomic_load(&b.sent), atomic_load(&b.cut) ? "dropped" : "NOT dropped",
            reads, failed, worst);
-    CHECK_EQ(failed, 0);
-    CHECK(atomic_load(&b.cut));
+    EXPECT_EQ(failed, 0);
+    EXPECT(atomic_load(&b.cut));
     tpx_remote_forget(av);
     tpx_remote_forget(rv);
     side_close(&a);
     side_close(&r);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* ---- memory amplification ----------------------------------------------------------------- */
@@ -542,36 +535,36 @@ static long rss_mb(void)
 static int t_listmem(void)
 {
     side_t v, a;
-    CHECK(side_open(&v, "V", 4u << 20, 0) == 0);
-    CHECK(side_open(&a, "A", 4u << 20, 0) == 0);
+    EXPECT(side_open(&v, "V", 4u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 4u << 20, 0) == 0);
     tpx_remote_t *av = load(&a, &v);
-    CHECK(av != NULL && tpx_remote_connect(av, 10000) == TPX_OK);
-    if (check_failures)
+    EXPECT(av != NULL && tpx_remote_connect(av, 10000) == TPX_OK);
+    if (test_failed())
         return 1;
     /* a descriptor of V with a wrong key: every request is refused */
     tpx_rdesc_fields_t f;
-    CHECK(tpx__rdesc_decode(v.d.bytes, &f) == TPX_OK);
+    EXPECT(tpx__rdesc_decode(v.d.bytes, &f) == TPX_OK);
     f.key ^= 0x5a5a;
     tpx_rdesc_t bad;
     tpx__rdesc_encode(&f, bad.bytes);
     enum { NENT = 1 << 20, NPOST = 40 };
     tpx_iov_t *io = malloc(NENT * sizeof(*io));
-    CHECK(io != NULL);
+    EXPECT(io != NULL);
     for (size_t i = 0; i < NENT; i++)
         io[i] = (tpx_iov_t){.local = a.r, .local_offset = 2 * i, .remote = &bad,
                             .remote_offset = 2 * i, .len = 1};
     tpx_prep_t *pp = NULL, *pw = NULL;
-    CHECK(tpx_xfer_prepare(av, TPX_OP_READ, io, NENT, &pp) == TPX_OK);
-    CHECK(tpx_xfer_prepare(av, TPX_OP_WRITE, io, NENT, &pw) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(av, TPX_OP_READ, io, NENT, &pp) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(av, TPX_OP_WRITE, io, NENT, &pw) == TPX_OK);
     free(io);
-    if (check_failures)
+    if (test_failed())
         return 1;
     /* WRITEs over the quota: refused unread, their payload drained */
     {
         tpx_xfer_t *w[8] = {0};
         int wbusy = 0, wother = 0;
         for (int i = 0; i < 8; i++)
-            CHECK(tpx_xfer_post(pw, NULL, 0, 60000, &w[i]) == TPX_OK);
+            EXPECT(tpx_xfer_post(pw, NULL, 0, 60000, &w[i]) == TPX_OK);
         for (int i = 0; i < 8; i++) {
             tpx_status_t st = w[i] ? tpx_xfer_wait(w[i], 60000, NULL) : TPX_ERR_INTERNAL;
             wbusy += st == TPX_ERR_NO_RESOURCE;
@@ -579,15 +572,15 @@ static int t_listmem(void)
             tpx_xfer_release(w[i]);
         }
         printf("listmem: 8 WRITEs of %d blocks: %d over the quota\n", NENT, wbusy);
-        CHECK_EQ(wother, 0);
-        CHECK(wbusy > 0);
+        EXPECT_EQ(wother, 0);
+        EXPECT(wbusy > 0);
     }
     tpx_engine_counters_t c0 = {.size = sizeof(c0)};
-    CHECK(tpx_engine_counters(v.e, &c0) == TPX_OK);
+    EXPECT(tpx_engine_counters(v.e, &c0) == TPX_OK);
     long rss0 = rss_mb();
     tpx_xfer_t *x[NPOST] = {0};
     for (int i = 0; i < NPOST; i++)
-        CHECK(tpx_xfer_post(pp, NULL, 0, 60000, &x[i]) == TPX_OK);
+        EXPECT(tpx_xfer_post(pp, NULL, 0, 60000, &x[i]) == TPX_OK);
     int access = 0, busy = 0, other = 0;
     for (int i = 0; i < NPOST; i++) {
         tpx_status_t st = x[i] ? tpx_xfer_wait(x[i], 60000, NULL) : TPX_ERR_INTERNAL;
@@ -597,31 +590,31 @@ static int t_listmem(void)
         tpx_xfer_release(x[i]);
     }
     tpx_engine_counters_t c = {.size = sizeof(c)};
-    CHECK(tpx_engine_counters(v.e, &c) == TPX_OK);
+    EXPECT(tpx_engine_counters(v.e, &c) == TPX_OK);
     long rss1 = rss_mb();
     printf("listmem: %d READs of %d blocks: %d refused by key, %d over the quota (owner counts "
            "%llu rejected, %llu refused); RSS %ld -> %ld MB\n", NPOST, NENT, access, busy,
            (unsigned long long)c.rma_rejected, (unsigned long long)c.rma_refused, rss0, rss1);
-    CHECK_EQ(other, 0);
-    CHECK(busy > 0);
-    CHECK_EQ(c.rma_refused - c0.rma_refused, busy);
-    CHECK_EQ(c.rma_rejected - c0.rma_rejected, access);
+    EXPECT_EQ(other, 0);
+    EXPECT(busy > 0);
+    EXPECT_EQ(c.rma_refused - c0.rma_refused, busy);
+    EXPECT_EQ(c.rma_rejected - c0.rma_rejected, access);
     /* 40 lists of 20 MiB were sent: the owner kept none of them */
-    CHECK(rss1 - rss0 < 100);
+    EXPECT(rss1 - rss0 < 100);
     /* the peer can still be served */
     tpx_iov_t ok = {.local = a.r, .local_offset = 0, .remote = &v.d, .remote_offset = 0,
                     .len = 65536};
     tpx_xfer_t *y = NULL;
-    CHECK(tpx_rma(av, TPX_OP_READ, &ok, 1, NULL, 0, &y) == TPX_OK);
-    CHECK(tpx_xfer_wait(y, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_rma(av, TPX_OP_READ, &ok, 1, NULL, 0, &y) == TPX_OK);
+    EXPECT(tpx_xfer_wait(y, 10000, NULL) == TPX_OK);
     tpx_xfer_release(y);
-    CHECK(memcmp(a.mem, v.mem, 65536) == 0);
+    EXPECT(memcmp(a.mem, v.mem, 65536) == 0);
     tpx_prep_release(pp);
     tpx_prep_release(pw);
     tpx_remote_forget(av);
     side_close(&a);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* ---- deadlines ---------------------------------------------------------------------------- */
@@ -636,60 +629,60 @@ typedef struct {
 static void *post_main(void *arg)
 {
     post_t *a = arg;
-    uint64_t t0 = now_ms();
+    uint64_t t0 = test_now_ns();
     tpx_xfer_t *x = NULL;
     a->st = tpx_xfer_post(a->pp, NULL, 0, a->timeout_ms, &x);
     if (a->st == TPX_OK) {
         a->st = tpx_xfer_wait(x, a->timeout_ms + 10000, NULL);
         tpx_xfer_release(x);
     }
-    a->secs = (double)(now_ms() - t0) / 1e3;
+    a->secs = test_secs_since(t0);
     return NULL;
 }
 
 static int t_deadline(void)
 {
     side_t v, o;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    CHECK(side_open(&o, "O", 1u << 20, 0) == 0);
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&o, "O", 1u << 20, 0) == 0);
     tpx_remote_t *ro = load(&v, &o);
-    CHECK(ro != NULL);
-    if (check_failures)
+    EXPECT(ro != NULL);
+    if (test_failed())
         return 1;
     tpx_iov_t io = {.local = v.r, .local_offset = 0, .remote = &o.d, .remote_offset = 0,
                     .len = 4096};
     tpx_prep_t *pp = NULL;
-    CHECK(tpx_xfer_prepare(ro, TPX_OP_READ, &io, 1, &pp) == TPX_OK);
+    EXPECT(tpx_xfer_prepare(ro, TPX_OP_READ, &io, 1, &pp) == TPX_OK);
     post_t first = {.pp = pp, .timeout_ms = 10000};
     post_main(&first);
-    CHECK(first.st == TPX_OK);
+    EXPECT(first.st == TPX_OK);
     side_close(&o); /* the owner is gone: its port refuses */
     usleep(500 * 1000);
     post_t a = {.pp = pp, .timeout_ms = 2000};
     post_main(&a);
     printf("deadline: a post with 2000 ms to a gone owner: %s after %.2f s\n",
            tpx_status_string(a.st), a.secs);
-    CHECK(a.st != TPX_OK);
-    CHECK(a.secs < 6.0); /* it was 30 s (TPX_CONNECT_TIMEOUT_MS) */
+    EXPECT(a.st != TPX_OK);
+    EXPECT(a.secs < 6.0); /* it was 30 s (TPX_CONNECT_TIMEOUT_MS) */
     /* one thread connects with 8 s, another posts with 1 s meanwhile */
     post_t slow = {.pp = pp, .timeout_ms = 8000}, quick = {.pp = pp, .timeout_ms = 1000};
     pthread_t t1, t2;
-    CHECK(pthread_create(&t1, NULL, post_main, &slow) == 0);
+    EXPECT(pthread_create(&t1, NULL, post_main, &slow) == 0);
     usleep(200 * 1000);
-    CHECK(pthread_create(&t2, NULL, post_main, &quick) == 0);
+    EXPECT(pthread_create(&t2, NULL, post_main, &quick) == 0);
     pthread_join(t2, NULL);
     printf("deadline: a post with 1000 ms while another connects: %s after %.2f s\n",
            tpx_status_string(quick.st), quick.secs);
-    CHECK(quick.st != TPX_OK);
-    CHECK(quick.secs < 5.0);
+    EXPECT(quick.st != TPX_OK);
+    EXPECT(quick.secs < 5.0);
     pthread_join(t1, NULL);
     printf("deadline: the post with 8000 ms: %s after %.2f s\n", tpx_status_string(slow.st),
            slow.secs);
-    CHECK(slow.st != TPX_OK);
+    EXPECT(slow.st != TPX_OK);
     tpx_prep_release(pp);
     tpx_remote_forget(ro);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* ---- steering ------------------------------------------------------------------------------ */
@@ -701,8 +694,8 @@ static int t_deadline(void)
 static int steer_run(int v6)
 {
     side_t v;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     int canary = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     struct sockaddr_in ca = {.sin_family = AF_INET};
@@ -711,13 +704,13 @@ static int steer_run(int v6)
     inet_pton(AF_INET6, "::1", &ca6.sin6_addr);
     struct sockaddr *cap = v6 ? (struct sockaddr *)&ca6 : (struct sockaddr *)&ca;
     socklen_t cl = v6 ? sizeof(ca6) : sizeof(ca);
-    CHECK(canary >= 0 && bind(canary, cap, cl) == 0 && listen(canary, 64) == 0 &&
-          getsockname(canary, cap, &cl) == 0);
+    EXPECT(canary >= 0 && bind(canary, cap, cl) == 0 && listen(canary, 64) == 0 &&
+           getsockname(canary, cap, &cl) == 0);
     tpx_engine_info_t ei = {.size = sizeof(ei)};
-    CHECK(tpx_engine_info(v.e, &ei) == TPX_OK);
+    EXPECT(tpx_engine_info(v.e, &ei) == TPX_OK);
     tpx_bs_conn_t *c = hs_connect("127.0.0.2", tpx_engine_port(v.e), NULL);
-    CHECK(c != NULL);
-    if (check_failures)
+    EXPECT(c != NULL);
+    if (test_failed())
         return 1;
     tpx_bs_info_t info;
     memset(&info, 0, sizeof(info));
@@ -741,16 +734,16 @@ static int steer_run(int v6)
     }
     unsigned char buf[TPX_BS_INFO_MAX_SIZE];
     uint32_t len = 0;
-    CHECK(tpx__bs_info_encode(&info, buf, sizeof(buf), &len) == TPX_OK);
+    EXPECT(tpx__bs_info_encode(&info, buf, sizeof(buf), &len) == TPX_OK);
     uint64_t dl = tpx__now_ns() + 3000000000ull;
-    CHECK(tpx__bs_send_wait(c, TPX_BS_MSG_INFO, buf, len, dl) == TPX_OK);
+    EXPECT(tpx__bs_send_wait(c, TPX_BS_MSG_INFO, buf, len, dl) == TPX_OK);
     tpx_ident_msg_t im = {.has_key = 0};
     unsigned char ib[TPX_IDENT_WIRE_SIZE];
     tpx__ident_encode(&im, ib);
-    CHECK(tpx__bs_send_wait(c, TPX_BS_TYPE_USER + 3 /* IDENT */, ib, sizeof(ib), dl) == TPX_OK);
+    EXPECT(tpx__bs_send_wait(c, TPX_BS_TYPE_USER + 3 /* IDENT */, ib, sizeof(ib), dl) == TPX_OK);
     /* read what V sends until it closes, or 3 s */
     int closed = 0;
-    for (uint64_t until = now_ms() + 3000; now_ms() < until && !closed;) {
+    for (uint64_t until = test_deadline_ms(3000); test_now_ns() < until && !closed;) {
         unsigned char junk[4096];
         struct pollfd pf = {.fd = tpx__bs_fd(c), .events = POLLIN};
         (void)poll(&pf, 1, 50);
@@ -768,12 +761,12 @@ static int steer_run(int v6)
     }
     printf("steer: the engine %s the peer; %d connection(s) reached the canary on %s\n",
            closed ? "dropped" : "kept", got, v6 ? "[::1]" : "127.0.0.1");
-    CHECK_EQ(got, 0);
-    CHECK(closed);
+    EXPECT_EQ(got, 0);
+    EXPECT(closed);
     tpx__bs_close(c);
     close(canary);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 static int t_steer(void) { return steer_run(0); }
@@ -801,15 +794,15 @@ static void *burst_main(void *arg)
 static int t_burst(void)
 {
     side_t v, a;
-    CHECK(side_open(&v, "V", 1u << 20, 0) == 0);
-    CHECK(side_open(&a, "A", 1u << 20, 0) == 0);
-    if (check_failures)
+    EXPECT(side_open(&v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    if (test_failed())
         return 1;
     burst_t b[BURST];
     pthread_t th[BURST];
     for (int i = 0; i < BURST; i++) {
         b[i] = (burst_t){.e = a.e, .port = tpx_engine_port(v.e)};
-        CHECK(pthread_create(&th[i], NULL, burst_main, &b[i]) == 0);
+        EXPECT(pthread_create(&th[i], NULL, burst_main, &b[i]) == 0);
     }
     int ok = 0;
     for (int i = 0; i < BURST; i++) {
@@ -819,13 +812,13 @@ static int t_burst(void)
         ok += b[i].st == TPX_OK;
     }
     printf("%d of %d peers connecting at once from one address were served\n", ok, BURST);
-    CHECK(ok == BURST);
+    EXPECT(ok == BURST);
     for (int i = 0; i < BURST; i++)
         if (b[i].st == TPX_OK)
             tpx_peer_close(b[i].peer);
     side_close(&a);
     side_close(&v);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 int main(int argc, char **argv)

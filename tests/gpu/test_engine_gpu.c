@@ -20,14 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/tpx_test.h"
 #include "tpx/tpx.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void pattern(unsigned char *h, size_t n, uint64_t seed)
 {
@@ -42,15 +36,6 @@ static void pattern(unsigned char *h, size_t n, uint64_t seed)
     }
 }
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        tpx_status_t st_ = (call);                                                                 \
-        if (st_ != TPX_OK) {                                                                       \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, tpx_strerror(st_));     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static size_t sizes[32];
 static int nsizes, iters = 10;
 
@@ -61,51 +46,51 @@ static int run_side(int server, int gpu, int pipefd[2])
     p.gpu = gpu;
     p.port = server ? TPX_PORT_EPHEMERAL : TPX_PORT_NONE;
     tpx_engine_t *e;
-    CHECK(tpx_engine_create(&p, &e));
+    CHECK_OK(tpx_engine_create(&p, &e));
     tpx_peer_t *peer;
     if (server) {
         int port = tpx_engine_port(e);
         if (write(pipefd[1], &port, sizeof(port)) != sizeof(port))
             return 1;
-        CHECK(tpx_peer_accept(e, -1, &peer));
+        CHECK_OK(tpx_peer_accept(e, -1, &peer));
     } else {
         int port;
         if (read(pipefd[0], &port, sizeof(port)) != sizeof(port))
             return 1;
-        CHECK(tpx_peer_connect(e, "127.0.0.1", port, 0, &peer));
+        CHECK_OK(tpx_peer_connect(e, "127.0.0.1", port, 0, &peer));
     }
     size_t max = 0;
     for (int i = 0; i < nsizes; i++)
         max = sizes[i] > max ? sizes[i] : max;
     void *dbuf;
-    CHECK(tpx_gpu_alloc(gpu, max, &dbuf));
+    CHECK_OK(tpx_gpu_alloc(gpu, max, &dbuf));
     unsigned char *h = malloc(max), *w = malloc(max);
     if (h == NULL || w == NULL)
         return 1;
     tpx_region_t *r;
-    CHECK(tpx_mem_register(e, dbuf, max, TPX_MEM_CUDA, &r));
+    CHECK_OK(tpx_mem_register(e, dbuf, max, TPX_MEM_CUDA, &r));
     int fails = 0;
     for (int s = 0; s < nsizes; s++) {
         size_t n = sizes[s];
         pattern(h, n, n);
         if (server) {
             memset(w, 0, n);
-            CHECK(tpx_gpu_copy(dbuf, w, n));
+            CHECK_OK(tpx_gpu_copy(dbuf, w, n));
         } else {
-            CHECK(tpx_gpu_copy(dbuf, h, n));
+            CHECK_OK(tpx_gpu_copy(dbuf, h, n));
         }
-        double t0 = 0;
+        uint64_t t0 = 0;
         for (int i = -1; i < iters; i++) { /* i = -1: warm-up */
             if (i == 0)
-                t0 = now_s();
+                t0 = test_now_ns();
             tpx_xfer_t *x;
-            CHECK(server ? tpx_recv(peer, r, 0, n, &x) : tpx_send(peer, r, 0, n, &x));
-            CHECK(tpx_xfer_wait(x, -1, NULL));
+            CHECK_OK(server ? tpx_recv(peer, r, 0, n, &x) : tpx_send(peer, r, 0, n, &x));
+            CHECK_OK(tpx_xfer_wait(x, -1, NULL));
             tpx_xfer_release(x);
         }
-        double dt = now_s() - t0;
+        double dt = test_secs_since(t0);
         if (server) {
-            CHECK(tpx_gpu_copy(w, dbuf, n));
+            CHECK_OK(tpx_gpu_copy(w, dbuf, n));
             int ok = memcmp(w, h, n) == 0;
             fails += !ok;
             printf("%-12zu %6d %10.3f %9.2f  %s\n", n, iters, dt * 1e3 / iters,

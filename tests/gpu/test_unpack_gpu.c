@@ -26,9 +26,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/tpx_test.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "gpu/cuda.h"
+#include "tpx/tpx.h"
 #include "unpack/unpack.h"
 #include "unpack/unpack_gpu.h"
 
@@ -42,17 +44,6 @@
 #define BOUNCE_PER_JOB ((size_t)MAX_FRAGS * PAGE + 64)
 #define DST_PER_JOB    ((size_t)MAX_FRAGS * (PAGE + 16) + 4 * GUARD)
 #define MIB            (1024.0 * 1024.0)
-
-static int failures;
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        tpx_status_t st_ = (call);                                                                 \
-        if (st_ < 0) {                                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, tpx_status_string(st_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* ---- randomness ------------------------------------------------------------------- */
 
@@ -145,7 +136,7 @@ static int check_request(fixture_t *fx, int round, const char *what, int j, cons
 {
     size_t lo = r->dst_at - GUARD;
     size_t n = GUARD + r->used + GUARD;
-    CK(TPX_CU(cuMemcpyDtoH, fx->got, fx->dst.ptr + lo, n));
+    REQUIRE_OK(TPX_CU(cuMemcpyDtoH, fx->got, fx->dst.ptr + lo, n));
     memset(fx->expect, POISON, n);
     /* The CPU reference, on the host copy of the bounce buffer. */
     tpx__unpack_cpu(fx->expect + GUARD, fx->bounce_h + r->bounce_at, fx->meta->mem[j], r->nfrags);
@@ -169,7 +160,7 @@ static int check_request(fixture_t *fx, int round, const char *what, int j, cons
         }
     }
     fprintf(stderr, "\n");
-    failures++;
+    ADD_FAILURE("%s round %d request %d differs from the CPU reference", what, round, j);
     return 1;
 }
 
@@ -179,22 +170,24 @@ typedef enum { MODE_KERNEL, MODE_D2D } run_mode_t;
 static int run_round(fixture_t *fx, int round, run_mode_t mode, int njobs, const req_t *reqs,
                      uint32_t max_frags, int inline_jobs)
 {
-    CK(TPX_CU(cuMemsetD8Async, fx->dst.ptr, POISON, fx->dst.size, fx->stream));
+    REQUIRE_OK(TPX_CU(cuMemsetD8Async, fx->dst.ptr, POISON, fx->dst.size, fx->stream));
     for (int j = 0; j < njobs; j++)
         set_job(fx, j, meta_row_d(fx, j), fx->bounce.ptr + reqs[j].bounce_at,
                 fx->dst.ptr + reqs[j].dst_at, reqs[j].nfrags);
     if (mode == MODE_KERNEL && inline_jobs) {
-        CK(tpx__unpack_gpu_launch_inline(fx->dev, fx->jobs, (uint32_t)njobs, max_frags,
-                                         fx->stream));
+        REQUIRE_OK(tpx__unpack_gpu_launch_inline(fx->dev, fx->jobs, (uint32_t)njobs, max_frags,
+                                                 fx->stream));
     } else if (mode == MODE_KERNEL) {
-        CK(tpx__unpack_gpu_launch(fx->dev, jobs_at(fx, 0), (uint32_t)njobs, max_frags, fx->stream));
+        REQUIRE_OK(tpx__unpack_gpu_launch(fx->dev, jobs_at(fx, 0), (uint32_t)njobs, max_frags,
+                                          fx->stream));
     } else {
         for (int j = 0; j < njobs; j++)
-            CK(tpx__unpack_gpu_d2d(fx->dev, (void *)(uintptr_t)(fx->dst.ptr + reqs[j].dst_at),
-                                   (const void *)(uintptr_t)(fx->bounce.ptr + reqs[j].bounce_at),
-                                   fx->meta->mem[j], reqs[j].nfrags, fx->stream));
+            REQUIRE_OK(
+                tpx__unpack_gpu_d2d(fx->dev, (void *)(uintptr_t)(fx->dst.ptr + reqs[j].dst_at),
+                                    (const void *)(uintptr_t)(fx->bounce.ptr + reqs[j].bounce_at),
+                                    fx->meta->mem[j], reqs[j].nfrags, fx->stream));
     }
-    CK(TPX_CU(cuStreamSynchronize, fx->stream));
+    REQUIRE_OK(TPX_CU(cuStreamSynchronize, fx->stream));
     int bad = 0;
     const char *what = mode == MODE_D2D ? "d2d" : inline_jobs ? "kernel (inline jobs)" : "kernel";
     for (int j = 0; j < njobs && bad < 3; j++)
@@ -320,14 +313,14 @@ static int big_offsets(fixture_t *fx)
     const uint64_t G4 = 4ull << 30;
     const size_t window = 1u << 20;
     size_t free_b = 0, total_b = 0;
-    CK(TPX_CU(cuMemGetInfo, &free_b, &total_b));
+    REQUIRE_OK(TPX_CU(cuMemGetInfo, &free_b, &total_b));
     if (free_b < 2 * G4 + (1ull << 30)) {
         printf("  large offsets: skipped (%.1f GiB free)\n", free_b / (MIB * 1024));
         return 0;
     }
     tpx__cuda_mem_t bb, db;
-    CK(tpx__cuda_mem_alloc(fx->dev, G4 + window, &bb));
-    CK(tpx__cuda_mem_alloc(fx->dev, G4 + 2 * window, &db));
+    REQUIRE_OK(tpx__cuda_mem_alloc(fx->dev, G4 + window, &bb));
+    REQUIRE_OK(tpx__cuda_mem_alloc(fx->dev, G4 + 2 * window, &db));
     /* The source window [4 GiB - 1 MiB, 4 GiB + 1 MiB) holds random data. */
     const uint64_t src_lo = G4 - window;
     unsigned char *src_h = malloc(2 * window);
@@ -340,9 +333,9 @@ static int big_offsets(fixture_t *fx)
     fill_random(src_h, 2 * window);
     /* A synchronous copy from pageable memory may return before its DMA
      * lands, and the test's stream does not wait for the legacy stream. */
-    CK(TPX_CU(cuMemcpyHtoD, bb.ptr + src_lo, src_h, window));
-    CK(TPX_CU(cuCtxSynchronize));
-    CK(TPX_CU(cuMemsetD8Async, db.ptr + G4, POISON, 2 * window, fx->stream));
+    REQUIRE_OK(TPX_CU(cuMemcpyHtoD, bb.ptr + src_lo, src_h, window));
+    REQUIRE_OK(TPX_CU(cuCtxSynchronize));
+    REQUIRE_OK(TPX_CU(cuMemsetD8Async, db.ptr + G4, POISON, 2 * window, fx->stream));
     tpx_nccl_load_meta_t cpu[256];
     uint32_t n = 256;
     uint64_t pos = 0;
@@ -362,15 +355,15 @@ static int big_offsets(fixture_t *fx)
         pos = dst_off + len - G4 - 16;
     }
     set_job(fx, 0, meta_row_d(fx, 0), bb.ptr, db.ptr, n);
-    CK(tpx__unpack_gpu_launch(fx->dev, jobs_at(fx, 0), 1, n, fx->stream));
-    CK(TPX_CU(cuStreamSynchronize, fx->stream));
-    CK(TPX_CU(cuMemcpyDtoH, got_h, db.ptr + G4, 2 * window));
+    REQUIRE_OK(tpx__unpack_gpu_launch(fx->dev, jobs_at(fx, 0), 1, n, fx->stream));
+    REQUIRE_OK(TPX_CU(cuStreamSynchronize, fx->stream));
+    REQUIRE_OK(TPX_CU(cuMemcpyDtoH, got_h, db.ptr + G4, 2 * window));
     memset(exp_h, POISON, 2 * window);
     tpx__unpack_cpu(exp_h, src_h, cpu, n);
     int bad = memcmp(exp_h, got_h, 2 * window) != 0;
     printf("  large offsets (src_off up to 0xffffffff, dst_off > 4 GiB): %s\n",
            bad ? "FAILED" : "ok");
-    failures += bad;
+    EXPECT(!bad, "large offsets differ from the CPU reference");
     free(src_h);
     free(exp_h);
     free(got_h);
@@ -389,12 +382,12 @@ static void correctness(fixture_t *fx, int rounds)
         fprintf(stderr, "out of host memory\n");
         exit(1);
     }
-    CK(tpx__cuda_host_alloc(fx->dev, DST_PER_JOB, (void **)&fx->got, NULL));
-    CK(tpx__cuda_mem_alloc(fx->dev, bounce_bytes, &fx->bounce));
-    CK(tpx__cuda_mem_alloc(fx->dev, dst_bytes, &fx->dst));
+    REQUIRE_OK(tpx__cuda_host_alloc(fx->dev, DST_PER_JOB, (void **)&fx->got, NULL));
+    REQUIRE_OK(tpx__cuda_mem_alloc(fx->dev, bounce_bytes, &fx->bounce));
+    REQUIRE_OK(tpx__cuda_mem_alloc(fx->dev, dst_bytes, &fx->dst));
     fill_random(fx->bounce_h, bounce_bytes);
-    CK(TPX_CU(cuMemcpyHtoD, fx->bounce.ptr, fx->bounce_h, bounce_bytes));
-    CK(TPX_CU(cuCtxSynchronize));
+    REQUIRE_OK(TPX_CU(cuMemcpyHtoD, fx->bounce.ptr, fx->bounce_h, bounce_bytes));
+    REQUIRE_OK(TPX_CU(cuCtxSynchronize));
 
     uint64_t frags = 0;
     int bad = sweep_round(fx, MODE_KERNEL, 0, &frags);
@@ -497,11 +490,11 @@ static bench_res_t bench_run(fixture_t *fx, const bench_cfg_t *c, tpx__cuda_mem_
     bench_res_t res = {0, 0};
     CUevent e0, e1;
     bench_layout(fx, c, b, d, perm);
-    CK(tpx__cuda_event_create(fx->dev, 1, &e0));
-    CK(tpx__cuda_event_create(fx->dev, 1, &e1));
+    REQUIRE_OK(tpx__cuda_event_create(fx->dev, 1, &e0));
+    REQUIRE_OK(tpx__cuda_event_create(fx->dev, 1, &e1));
     for (int w = 0; w < 3; w++)
-        CK(bench_once(fx, c, b, d, &res.launches));
-    CK(TPX_CU(cuStreamSynchronize, fx->stream));
+        REQUIRE_OK(bench_once(fx, c, b, d, &res.launches));
+    REQUIRE_OK(TPX_CU(cuStreamSynchronize, fx->stream));
     if (!c->memcpy) { /* what was timed must also be right */
         unsigned char *hb = malloc(BENCH_BYTES + 64), *hd = malloc(BENCH_BYTES + 64);
         unsigned char *he = malloc(BENCH_BYTES + 64);
@@ -509,15 +502,13 @@ static bench_res_t bench_run(fixture_t *fx, const bench_cfg_t *c, tpx__cuda_mem_
             fprintf(stderr, "out of host memory\n");
             exit(1);
         }
-        CK(TPX_CU(cuMemcpyDtoH, hb, b->ptr, BENCH_BYTES));
-        CK(TPX_CU(cuMemcpyDtoH, hd, d->ptr + c->dst_shift, BENCH_BYTES));
+        REQUIRE_OK(TPX_CU(cuMemcpyDtoH, hb, b->ptr, BENCH_BYTES));
+        REQUIRE_OK(TPX_CU(cuMemcpyDtoH, hd, d->ptr + c->dst_shift, BENCH_BYTES));
         uint32_t per = BENCH_BYTES / c->frag / MAX_JOBS;
         for (int j = 0; j < MAX_JOBS; j++)
             tpx__unpack_cpu(he, hb, fx->meta->mem[j], per);
-        if (memcmp(he, hd, BENCH_BYTES) != 0) {
-            fprintf(stderr, "bench '%s': destination differs from the CPU reference\n", c->name);
-            failures++;
-        }
+        EXPECT(memcmp(he, hd, BENCH_BYTES) == 0,
+               "bench '%s': destination differs from the CPU reference", c->name);
         free(hb);
         free(hd);
         free(he);
@@ -525,12 +516,12 @@ static bench_res_t bench_run(fixture_t *fx, const bench_cfg_t *c, tpx__cuda_mem_
     float best_ms = 0;
     for (int trial = 0; trial < 3; trial++) {
         float ms = 0;
-        CK(tpx__cuda_event_record(e0, fx->stream));
+        REQUIRE_OK(tpx__cuda_event_record(e0, fx->stream));
         for (int i = 0; i < iters; i++)
-            CK(bench_once(fx, c, b, d, &res.launches));
-        CK(tpx__cuda_event_record(e1, fx->stream));
-        CK(tpx__cuda_event_sync(e1));
-        CK(TPX_CU(cuEventElapsedTime, &ms, e0, e1));
+            REQUIRE_OK(bench_once(fx, c, b, d, &res.launches));
+        REQUIRE_OK(tpx__cuda_event_record(e1, fx->stream));
+        REQUIRE_OK(tpx__cuda_event_sync(e1));
+        REQUIRE_OK(TPX_CU(cuEventElapsedTime, &ms, e0, e1));
         if (trial == 0 || ms < best_ms)
             best_ms = ms;
     }
@@ -560,8 +551,8 @@ static int throughput(fixture_t *fx, int iters, const char *gpu, double require_
         fprintf(stderr, "out of host memory\n");
         exit(1);
     }
-    CK(tpx__cuda_mem_alloc(fx->dev, BENCH_BYTES, &b));
-    CK(tpx__cuda_mem_alloc(fx->dev, BENCH_BYTES + 64, &d));
+    REQUIRE_OK(tpx__cuda_mem_alloc(fx->dev, BENCH_BYTES, &b));
+    REQUIRE_OK(tpx__cuda_mem_alloc(fx->dev, BENCH_BYTES + 64, &d));
     {
         unsigned char *h = malloc(BENCH_BYTES);
         if (!h) {
@@ -569,8 +560,8 @@ static int throughput(fixture_t *fx, int iters, const char *gpu, double require_
             exit(1);
         }
         fill_random(h, BENCH_BYTES);
-        CK(TPX_CU(cuMemcpyHtoD, b.ptr, h, BENCH_BYTES));
-        CK(TPX_CU(cuCtxSynchronize));
+        REQUIRE_OK(TPX_CU(cuMemcpyHtoD, b.ptr, h, BENCH_BYTES));
+        REQUIRE_OK(TPX_CU(cuCtxSynchronize));
         free(h);
     }
     for (size_t i = 0; i < TPX_ARRAY_SIZE(cfgs); i++)
@@ -652,13 +643,13 @@ int main(int argc, char **argv)
     fx.dev = dev;
     char name[128], bus[32], gpu[320];
     int sms = 0, ccmaj = 0, ccmin = 0, pushed = 0;
-    CK(tpx__cuda_ctx_retain(dev, NULL));
-    CK(tpx__cuda_ctx_enter(dev, &pushed));
-    CK(tpx__cuda_device_name(dev, name, sizeof(name)));
-    CK(tpx__cuda_device_pci_bus_id(dev, bus, sizeof(bus)));
-    CK(tpx__cuda_device_attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms));
-    CK(tpx__cuda_device_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &ccmaj));
-    CK(tpx__cuda_device_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &ccmin));
+    REQUIRE_OK(tpx__cuda_ctx_retain(dev, NULL));
+    REQUIRE_OK(tpx__cuda_ctx_enter(dev, &pushed));
+    REQUIRE_OK(tpx__cuda_device_name(dev, name, sizeof(name)));
+    REQUIRE_OK(tpx__cuda_device_pci_bus_id(dev, bus, sizeof(bus)));
+    REQUIRE_OK(tpx__cuda_device_attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms));
+    REQUIRE_OK(tpx__cuda_device_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &ccmaj));
+    REQUIRE_OK(tpx__cuda_device_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &ccmin));
     int drv = tpx__cuda_driver_version();
     snprintf(gpu, sizeof(gpu), "%s (sm_%d%d, %d SMs, %s, driver API %d.%d)", name, ccmaj, ccmin,
              sms, bus, drv / 1000, (drv % 1000) / 10);
@@ -669,10 +660,11 @@ int main(int argc, char **argv)
         printf("FAIL: the unpack kernel does not load on this GPU: %s\n", tpx_status_string(st));
         return 1;
     }
-    CK(tpx__cuda_stream_create(dev, &fx.stream));
-    CK(tpx__cuda_host_alloc(dev, sizeof(tpx_nccl_unpack_meta_t), (void **)&fx.meta, &fx.meta_d));
-    CK(tpx__cuda_host_alloc(dev, MAX_JOBS * sizeof(tpx_unpack_job_t), (void **)&fx.jobs,
-                            &fx.jobs_d));
+    REQUIRE_OK(tpx__cuda_stream_create(dev, &fx.stream));
+    REQUIRE_OK(
+        tpx__cuda_host_alloc(dev, sizeof(tpx_nccl_unpack_meta_t), (void **)&fx.meta, &fx.meta_d));
+    REQUIRE_OK(tpx__cuda_host_alloc(dev, MAX_JOBS * sizeof(tpx_unpack_job_t), (void **)&fx.jobs,
+                                    &fx.jobs_d));
 
     int rc = 0;
     if (check) {
@@ -688,8 +680,8 @@ int main(int argc, char **argv)
     tpx__unpack_gpu_fini(dev);
     tpx__cuda_ctx_leave(pushed);
     tpx__cuda_ctx_release(dev);
-    if (failures) {
-        printf("FAIL: %d check(s) failed (seed %" PRIu64 ")\n", failures, seed);
+    if (test_failed()) {
+        printf("FAIL: %d check(s) failed (seed %" PRIu64 ")\n", test_failed(), seed);
         return 1;
     }
     printf("%s\n", rc ? "FAIL: throughput below the required ratio" : "ok");

@@ -2,7 +2,7 @@
  * etcd_harness.h - start and stop a private etcd for a test (header-only,
  * used by test_registry.c): Debian's `etcd` (package etcd-server, or
  * $TPX_ETCD) on 127.0.0.1, client and peer ports that were free a moment
- * before, its own data directory under /tmp; its log is etcd.log there and
+ * before (test_free_ports), its own data directory under /tmp; its log is etcd.log there and
  * is printed when a test fails. Every wait has a deadline.
  */
 #ifndef TPX_TESTS_ETCD_HARNESS_H
@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/tpx_test.h"
+
 #define ETCD_SKIP 77 /* ctest SKIP_RETURN_CODE: no etcd on this machine */
 
 typedef struct {
@@ -31,28 +33,6 @@ typedef struct {
     char url[64]; /* etcd://127.0.0.1:PORT */
     char bin[512];
 } etcd_t;
-
-static int etcd_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static double etcd_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Find the etcd binary: $TPX_ETCD, else `etcd` on PATH or in /usr/bin. */
 static int etcd_find(etcd_t *s)
@@ -126,9 +106,9 @@ static int etcd_start(etcd_t *s)
         snprintf(cmd, sizeof(cmd), "rm -rf '%s/data'", s->dir);
         if (system(cmd) != 0)
             return -1;
-        s->client_port = etcd_free_port();
-        s->peer_port = etcd_free_port();
-        if (s->client_port <= 0 || s->peer_port <= 0 || s->client_port == s->peer_port)
+        s->client_port = test_free_ports(1);
+        s->peer_port = s->client_port + 1;
+        if (s->client_port <= 0)
             return -1;
         snprintf(s->url, sizeof(s->url), "etcd://127.0.0.1:%d", s->client_port);
     }
@@ -142,9 +122,9 @@ static int etcd_start_once(etcd_t *s)
         snprintf(s->dir, sizeof(s->dir), "/tmp/tpx-etcd-XXXXXX");
         if (mkdtemp(s->dir) == NULL)
             return -1;
-        s->client_port = etcd_free_port();
-        s->peer_port = etcd_free_port();
-        if (s->client_port <= 0 || s->peer_port <= 0 || s->client_port == s->peer_port)
+        s->client_port = test_free_ports(1);
+        s->peer_port = s->client_port + 1;
+        if (s->client_port <= 0)
             return -1;
         snprintf(s->url, sizeof(s->url), "etcd://127.0.0.1:%d", s->client_port);
     }
@@ -171,8 +151,8 @@ static int etcd_start_once(etcd_t *s)
         _exit(127);
     }
     s->pid = pid;
-    double end = etcd_now() + 30;
-    while (etcd_now() < end) {
+    uint64_t end = test_deadline_ms(30000);
+    while (test_now_ns() < end) {
         if (etcd_ready(s))
             return 0;
         int st;
@@ -195,10 +175,10 @@ static void etcd_stop(etcd_t *s)
     if (s->pid <= 0)
         return;
     kill(s->pid, SIGTERM);
-    double end = etcd_now() + 10;
+    uint64_t end = test_deadline_ms(10000);
     int st;
     while (waitpid(s->pid, &st, WNOHANG) != s->pid) {
-        if (etcd_now() > end) {
+        if (test_now_ns() > end) {
             kill(s->pid, SIGKILL);
             waitpid(s->pid, &st, 0);
             break;

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/tpx_test.h"
 #include "gpu/cuda.h"
 #include "tpx/ncclnet.h"
 
@@ -52,13 +53,6 @@ static void plugin_log(tpx_nccl_log_level_t level, unsigned long flags, const ch
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* One result line; `ok` compares observed with expected. */
@@ -101,7 +95,7 @@ static int pair_open(pair_t *p)
     memset(p, 0, sizeof(*p));
     if (N->listen(0, p->handle, &p->lc) != TPX_NCCL_SUCCESS || p->lc == NULL)
         return -1;
-    uint64_t end = now_ms() + DEADLINE_MS;
+    uint64_t end = test_deadline_ms(DEADLINE_MS);
     while (p->sc == NULL || p->rc == NULL) {
         if (p->sc == NULL) {
             tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)p->sstore;
@@ -115,7 +109,7 @@ static int pair_open(pair_t *p)
                 return -1;
             p->null_accepts += p->rc == NULL;
         }
-        if (now_ms() > end)
+        if (test_now_ns() > end)
             return -1;
     }
     /* The unpack handle is device memory: copied down, never read here. */
@@ -156,11 +150,11 @@ static int post_recv(pair_t *p, void *buf, int size, void *mh, void **req)
  * deadline. rc of each side's last test in *src and *rrc; 1 if both done. */
 static int drive(void *sreq, void *rreq, int ms, int *src, int *rrc, int *sdone, int *rdone)
 {
-    uint64_t end = now_ms() + (uint64_t)ms;
+    uint64_t end = test_deadline_ms(ms);
     *src = *rrc = 0;
     *sdone = sreq == NULL;
     *rdone = rreq == NULL;
-    while (!(*sdone && *rdone) && now_ms() < end) {
+    while (!(*sdone && *rdone) && test_now_ns() < end) {
         int size = -1;
         if (!*sdone && (*src = N->test(sreq, sdone, &size)) != 0 && !*sdone)
             break;
@@ -323,13 +317,13 @@ static void check_order(void)
     fill(s, 2 * n, 7);
     N->isend(p.sc, s, (int)n, 0, NULL, &sreq[0]);
     N->isend(p.sc, s + n, (int)n, 0, NULL, &sreq[1]);
-    uint64_t end = now_ms() + DEADLINE_MS;
+    uint64_t end = test_deadline_ms(DEADLINE_MS);
     int sd = 0;
     do {
         if (!sd)
             N->test(sreq[0], &sd, &size);
         rc = N->test(rreq[1], &done, &size);
-    } while (rc == 0 && !done && now_ms() < end);
+    } while (rc == 0 && !done && test_now_ns() < end);
     line("test non-head, busy", rc == 3 && !done, fmt("rc %d done %d", rc, done), "rc 3 done 0",
          "once the head transmits");
     int a, b, c, d;
@@ -364,9 +358,9 @@ static void check_send_after_close(void)
     void *req = NULL;
     int rc = N->isend(p.sc, b, sizeof(b), 0, NULL, &req);
     int trc = 0, done = 0, size = -1;
-    uint64_t end = now_ms() + 5000;
+    uint64_t end = test_deadline_ms(5000);
     while (rc == 0 && req != NULL && (trc = N->test(req, &done, &size)) == 0 && !done &&
-           now_ms() < end)
+           test_now_ns() < end)
         ;
     line("isend after peer close", rc == 0 && trc == 2 && !done,
          fmt("isend rc %d, test rc %d done %d", rc, trc, done), "isend rc 0, test rc 2 done 0",
@@ -386,8 +380,8 @@ static void check_close_mid(int close_receiver)
     post_recv(&p, r, (int)n, NULL, &rreq);
     N->isend(p.sc, s, (int)n, 0, NULL, &sreq);
     int done = 0, size = -1;
-    uint64_t end = now_ms() + 20; /* let the message start */
-    while (now_ms() < end) {
+    uint64_t end = test_deadline_ms(20); /* let the message start */
+    while (test_now_ns() < end) {
         N->test(sreq, &done, &size);
         N->test(rreq, &done, &size);
     }
@@ -400,11 +394,11 @@ static void check_close_mid(int close_receiver)
     }
     void *req = close_receiver ? sreq : rreq;
     int rc = 0;
-    uint64_t t0 = now_ms(), limit = t0 + (close_receiver ? 5000 : HANG_MS);
+    uint64_t t0 = test_now_ns(), limit = test_deadline_ms(close_receiver ? 5000 : HANG_MS);
     done = 0;
-    while ((rc = N->test(req, &done, &size)) == 0 && !done && now_ms() < limit)
+    while ((rc = N->test(req, &done, &size)) == 0 && !done && test_now_ns() < limit)
         usleep(100);
-    uint64_t ms = now_ms() - t0;
+    uint64_t ms = (uint64_t)test_ms_since(t0);
     if (close_receiver)
         line("receiver closes mid-msg", rc == 2 && !done,
              fmt("sender test rc %d done %d after %llu ms", rc, done, (unsigned long long)ms),

@@ -5,6 +5,8 @@
  */
 #include "nettest.h"
 
+#include "../common/tpx_test.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -321,18 +323,6 @@ int nt_close_listen(const nt_t *nt, void *comm)
 
 /* ---- loops with deadlines --------------------------------------------- */
 
-uint64_t nt_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t nt_deadline_ms(int64_t ms)
-{
-    return nt_now_ns() + (uint64_t)ms * 1000000ull;
-}
-
 int nt_connect_wait(const nt_t *nt, int dev, void *handle, void **send_comm, uint64_t deadline)
 {
     *send_comm = NULL;
@@ -340,7 +330,7 @@ int nt_connect_wait(const nt_t *nt, int dev, void *handle, void **send_comm, uin
         int rc = nt_connect(nt, dev, handle, send_comm);
         if (rc != 0 || *send_comm != NULL)
             return rc;
-        if (nt_now_ns() >= deadline)
+        if (test_now_ns() >= deadline)
             return NT_TIMEOUT;
         sched_yield();
     }
@@ -353,7 +343,7 @@ int nt_accept_wait(const nt_t *nt, void *listen_comm, void **recv_comm, uint64_t
         int rc = nt_accept(nt, listen_comm, recv_comm);
         if (rc != 0 || *recv_comm != NULL)
             return rc;
-        if (nt_now_ns() >= deadline)
+        if (test_now_ns() >= deadline)
             return NT_TIMEOUT;
         sched_yield();
     }
@@ -371,7 +361,7 @@ nt_result_t nt_wait(const nt_t *nt, void *request, uint64_t deadline)
             r.size = size;
             return r;
         }
-        if (nt_now_ns() >= deadline) {
+        if (test_now_ns() >= deadline) {
             r.rc = NT_TIMEOUT;
             return r;
         }

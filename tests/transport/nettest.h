@@ -110,9 +110,7 @@ int nt_make_vdevice(const nt_t *nt, int *d, const int *devs, int ndevs);
 
 /* ---- loops with deadlines --------------------------------------------- */
 
-uint64_t nt_now_ns(void);
-/* now + ms, in nt_now_ns() units. */
-uint64_t nt_deadline_ms(int64_t ms);
+/* Deadlines are test_deadline_ms() values (../common/tpx_test.h). */
 /* Poll connect() with the same handle buffer until a comm, an error or the
  * deadline (NT_TIMEOUT). */
 int nt_connect_wait(const nt_t *nt, int dev, void *handle, void **send_comm, uint64_t deadline);

@@ -34,7 +34,7 @@ int tagmismatch_recv(role_t *r)
     /* A matching message first: the comm works. */
     TRY(tt_recv_one(r, rc, buf, sizeof(buf), sizeof(buf), 5, NULL, tt_seed(7, 0, 0)));
     CHECK_RC(nt_irecv1(&r->nt, rc, buf, sizeof(buf), 6, NULL, &req));
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(IO_MS));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
     CHECK(w.rc != NT_TIMEOUT,
           "a receive for tag 6 of a message sent with tag 5 neither "
           "completed nor failed within %d ms",
@@ -44,7 +44,7 @@ int tagmismatch_recv(role_t *r)
           "(size %d); expected an error rc",
           w.size);
     CHECK(w.done == 0, "test() returned rc %d with done=1", w.rc);
-    tt_say("tag mismatch reported by test() with rc %d, as expected", w.rc);
+    test_say("tag mismatch reported by test() with rc %d, as expected", w.rc);
     TRY(tt_sync_put(r, 'x'));
     TRY(tt_recv_close(r, 1, &lc, &rc));
     return 0;
@@ -61,12 +61,12 @@ int tagmismatch_send(role_t *r)
     TRY(tt_sync_get(r, 'x', IO_MS));
     /* Whatever the sender's request says (done, or the receiver's close), it
      * must say it: no hang. */
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(PEERCLOSE_MS));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(PEERCLOSE_MS));
     CHECK(w.rc != NT_TIMEOUT,
           "after the receiver rejected the message, the send neither "
           "completed nor failed within %d ms",
           PEERCLOSE_MS);
-    tt_say("the send of the mismatched message ended with rc %d done %d", w.rc, w.done);
+    test_say("the send of the mismatched message ended with rc %d done %d", w.rc, w.done);
     (void)nt_close_send(&r->nt, sc);
     return 0;
 }
@@ -78,11 +78,11 @@ int tagmismatch_send(role_t *r)
 /* Poll test() for `ms` milliseconds (driving progress), then SIGKILL self. */
 static void die_midway(role_t *r, void *req, int ms)
 {
-    uint64_t end = nt_deadline_ms(ms);
+    uint64_t end = test_deadline_ms(ms);
     int done = 0, size = 0, rc = 0;
-    while (nt_now_ns() < end && rc == 0 && !done)
+    while (test_now_ns() < end && rc == 0 && !done)
         rc = nt_test(&r->nt, req, &done, &size);
-    tt_say("killing myself %d ms into a 1 GiB transfer (test: rc %d done %d)", ms, rc, done);
+    test_say("killing myself %d ms into a 1 GiB transfer (test: rc %d done %d)", ms, rc, done);
     fflush(stderr);
     kill(getpid(), SIGKILL);
     pause();
@@ -92,9 +92,9 @@ static void die_midway(role_t *r, void *req, int ms)
  * closing the comm afterwards must not hang. */
 static int expect_peer_gone(role_t *r, void *req, const char *side)
 {
-    uint64_t t0 = nt_now_ns();
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(PEERCLOSE_MS));
-    double s = tt_secs(t0);
+    uint64_t t0 = test_now_ns();
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(PEERCLOSE_MS));
+    double s = test_secs_since(t0);
     CHECK(w.rc != NT_TIMEOUT,
           "%s: the peer died mid-transfer, but test() still reports not-done "
           "with rc 0 after %d ms (hang)",
@@ -107,7 +107,7 @@ static int expect_peer_gone(role_t *r, void *req, const char *side)
           "%s: after the peer died, test() returned "
           "rc %d done %d; expected rc %d done 0",
           side, w.rc, w.done, TPX_NCCL_SYSTEM_ERROR);
-    tt_say("%s: peer death reported as rc %d after %.3f s (%d polls)", side, w.rc, s, w.polls);
+    test_say("%s: peer death reported as rc %d after %.3f s (%d polls)", side, w.rc, s, w.polls);
     return 0;
 }
 
@@ -126,17 +126,18 @@ int peerclose_recv(role_t *r)
     void *req2 = NULL;
     int rc2 = nt_irecv1(&r->nt, rc, buf, 4096, 0, mh, &req2);
     if (rc2 == 0) {
-        nt_result_t w = nt_wait(&r->nt, req2, nt_deadline_ms(PEERCLOSE_MS));
+        nt_result_t w = nt_wait(&r->nt, req2, test_deadline_ms(PEERCLOSE_MS));
         CHECK(w.rc != 0 && w.rc != NT_TIMEOUT,
               "a receive posted after the peer died: rc %d "
               "done %d (expected an error)",
               w.rc, w.done);
     }
     CHECK_RC(nt_deregmr(&r->nt, rc, mh));
-    uint64_t t0 = nt_now_ns();
+    uint64_t t0 = test_now_ns();
     (void)nt_close_recv(&r->nt, rc);
     (void)nt_close_listen(&r->nt, lc);
-    CHECK(tt_secs(t0) < 5.0, "closing after the peer died took %.1f s", tt_secs(t0));
+    CHECK(test_secs_since(t0) < 5.0, "closing after the peer died took %.1f s",
+          test_secs_since(t0));
     nt_free(buf, PC_SIZE);
     return 0;
 }
@@ -181,11 +182,12 @@ int peerclose_send_side_survives(role_t *r)
     TRY(tt_sync_put(r, 's'));
     TRY(expect_peer_gone(r, req, "sender"));
     CHECK_RC(nt_deregmr(&r->nt, sc, mh));
-    uint64_t t0 = nt_now_ns();
+    uint64_t t0 = test_now_ns();
     (void)nt_close_send(&r->nt, sc);
-    CHECK(tt_secs(t0) < 5.0, "closeSend after the peer died took %.1f s", tt_secs(t0));
+    CHECK(test_secs_since(t0) < 5.0, "closeSend after the peer died took %.1f s",
+          test_secs_since(t0));
     nt_free(buf, PC_SIZE);
-    tt_say("sender survived the receiver's death (no SIGPIPE)");
+    test_say("sender survived the receiver's death (no SIGPIPE)");
     return 0;
 }
 
@@ -212,10 +214,10 @@ static int raw_send(int fd, const void *buf, size_t n)
 /* 1 if the plugin closed its end (EOF or reset) within `ms`, else 0. */
 static int raw_closed_within(int fd, int ms)
 {
-    uint64_t deadline = nt_deadline_ms(ms);
+    uint64_t deadline = test_deadline_ms(ms);
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        uint64_t now = nt_now_ns();
+        uint64_t now = test_now_ns();
         int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000);
         int pr = poll(&pfd, 1, left);
         if (pr > 0) {
@@ -225,7 +227,7 @@ static int raw_closed_within(int fd, int ms)
                 return 1;
             continue; /* the transport never talks back during the hello; keep reading */
         }
-        if (nt_now_ns() >= deadline)
+        if (test_now_ns() >= deadline)
             return 0;
     }
 }
@@ -296,8 +298,8 @@ static int garbage_connect(const tpx_sock_handle_t *h, int phase, bad_peer_t *ba
  * return a comm or an error. */
 static int accept_idle(role_t *r, void *lc, int ms)
 {
-    uint64_t end = nt_deadline_ms(ms);
-    while (nt_now_ns() < end) {
+    uint64_t end = test_deadline_ms(ms);
+    while (test_now_ns() < end) {
         void *c = NULL;
         int rc = nt_accept(&r->nt, lc, &c);
         CHECK(rc == 0, "accept() returned rc %d while only bad peers were connecting", rc);
@@ -337,7 +339,7 @@ int garbage_recv(role_t *r)
     CHECK(tpx__sock_handle_decode(handle, &h) == TPX_OK, "listen() produced a handle that "
                                                          "tpx__sock_handle_decode rejects");
     char a[96];
-    tt_say("listener at %s", tpx__sock_addr_str(&h.addr, a, sizeof(a)));
+    test_say("listener at %s", tpx__sock_addr_str(&h.addr, a, sizeof(a)));
 
     /* Phase 1: bad peers, including one that stays silent; then the real sender. */
     TRY(garbage_connect(&h, 0, bad0, &nbad0));
@@ -345,8 +347,8 @@ int garbage_recv(role_t *r)
     CHECK(silent >= 0, "raw connect: %s", strerror(errno));
     TRY(accept_idle(r, lc, 300));
     TRY(tt_link_put(r, handle, sizeof(handle)));
-    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc[0], nt_deadline_ms(CONN_MS)));
-    tt_say("accepted the real sender after %d bad peers and a silent one", nbad0);
+    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc[0], test_deadline_ms(CONN_MS)));
+    test_say("accepted the real sender after %d bad peers and a silent one", nbad0);
     TRY(check_rejected(bad0, nbad0, 1000));
 
     /* Phase 2: more bad peers, a control connection whose data sockets never
@@ -359,15 +361,15 @@ int garbage_recv(role_t *r)
     CHECK(raw_send(half, hello, sizeof(hello)) == 0, "raw send failed");
     TRY(accept_idle(r, lc, 200));
     TRY(tt_sync_put(r, 'g'));
-    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc[1], nt_deadline_ms(CONN_MS)));
-    tt_say("the listener kept serving: second real comm accepted");
+    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc[1], test_deadline_ms(CONN_MS)));
+    test_say("the listener kept serving: second real comm accepted");
     TRY(check_rejected(bad1, nbad1, 1000));
 
     /* Phase 3: the silent peer and the incomplete comm expire at their
      * deadline; accept() then times out itself (no real peer is coming). */
-    uint64_t t0 = nt_now_ns();
+    uint64_t t0 = test_now_ns();
     void *c = NULL;
-    int arc = nt_accept_wait(&r->nt, lc, &c, nt_deadline_ms(4 * GB_TIMEOUT_MS));
+    int arc = nt_accept_wait(&r->nt, lc, &c, test_deadline_ms(4 * GB_TIMEOUT_MS));
     CHECK(arc != NT_TIMEOUT,
           "accept() with no peer coming did not fail within %d ms "
           "(TPX_CONNECT_TIMEOUT_MS=%d)",
@@ -376,7 +378,7 @@ int garbage_recv(role_t *r)
           "accept() returned a comm (rc %d) from a silent peer or an "
           "incomplete set of connections",
           arc);
-    tt_say("idle accept() failed with rc %d after %.1f s, as expected", arc, tt_secs(t0));
+    test_say("idle accept() failed with rc %d after %.1f s, as expected", arc, test_secs_since(t0));
     CHECK(raw_closed_within(silent, 500), "the silent peer was not closed by its deadline");
     CHECK(raw_closed_within(half, 500), "the control connection without data sockets was not "
                                         "closed by its deadline");
@@ -394,9 +396,9 @@ int garbage_recv(role_t *r)
         CHECK_RC(nt_deregmr(&r->nt, rc[i], mh[i]));
         CHECK_RC(nt_close_recv(&r->nt, rc[i]));
     }
-    tt_say("both real comms transferred %zu bytes, verified", (size_t)GB_SIZE);
+    test_say("both real comms transferred %zu bytes, verified", (size_t)GB_SIZE);
     CHECK_RC(nt_close_listen(&r->nt, lc));
-    tt_say("the plugin logged %d warnings for the bad peers", nt_warn_count());
+    test_say("the plugin logged %d warnings for the bad peers", nt_warn_count());
     nt_free(buf, 2 * GB_SIZE);
     return 0;
 }
@@ -409,9 +411,9 @@ int garbage_send(role_t *r)
     TRY(tt_role_init(r));
     memcpy(copy[0], handle, sizeof(handle));
     memcpy(copy[1], handle, sizeof(handle));
-    CHECK_RC(nt_connect_wait(&r->nt, 0, copy[0], &sc[0], nt_deadline_ms(CONN_MS)));
+    CHECK_RC(nt_connect_wait(&r->nt, 0, copy[0], &sc[0], test_deadline_ms(CONN_MS)));
     TRY(tt_sync_get(r, 'g', CONN_MS));
-    CHECK_RC(nt_connect_wait(&r->nt, 0, copy[1], &sc[1], nt_deadline_ms(CONN_MS)));
+    CHECK_RC(nt_connect_wait(&r->nt, 0, copy[1], &sc[1], test_deadline_ms(CONN_MS)));
     unsigned char *buf = nt_alloc(2 * GB_SIZE);
     CHECK(buf != NULL, "out of memory");
     for (int i = 0; i < 2; i++) {
@@ -452,19 +454,19 @@ int closebusy_recv(role_t *r)
         CHECK_RC(nt_irecv1(&r->nt, rc, buf, CB_SIZE, 0, mh, &s[i].req));
     TRY(tt_sync_put(r, 'p'));
     TRY(tt_sync_get(r, 's', IO_MS));
-    uint64_t end = nt_deadline_ms(PC_KILL_AFTER_MS);
+    uint64_t end = test_deadline_ms(PC_KILL_AFTER_MS);
     int done = 0, size = 0, trc = 0;
-    while (nt_now_ns() < end && trc == 0 && !done)
+    while (test_now_ns() < end && trc == 0 && !done)
         trc = nt_test(&r->nt, s[0].req, &done, &size);
     CHECK(trc == 0 && !done,
           "the first 256 MiB receive ended within %d ms (rc %d done %d); "
           "inconclusive",
           PC_KILL_AFTER_MS, trc, done);
     CHECK_RC(nt_deregmr(&r->nt, rc, mh));
-    uint64_t t0 = nt_now_ns();
+    uint64_t t0 = test_now_ns();
     CHECK_RC(nt_close_recv(&r->nt, rc));
-    double secs = tt_secs(t0);
-    tt_say("closeRecv with %d x 256 MiB receives in flight returned in %.3f s", CB_N, secs);
+    double secs = test_secs_since(t0);
+    test_say("closeRecv with %d x 256 MiB receives in flight returned in %.3f s", CB_N, secs);
     CHECK(secs < CB_CLOSE_S,
           "closeRecv with receives in flight took %.2f s (> %.0f s): it waits "
           "for in-flight data instead of stopping",
@@ -474,7 +476,7 @@ int closebusy_recv(role_t *r)
     size_t bad = nt_check_byte(buf, CB_SIZE, 0x77);
     CHECK(bad == NT_VERIFY_OK, "byte %zu of a receive buffer was written after closeRecv returned",
           bad);
-    tt_say("no writes into the buffers after closeRecv returned");
+    test_say("no writes into the buffers after closeRecv returned");
     CHECK_RC(nt_close_listen(&r->nt, lc));
     TRY(tt_sync_put(r, 'd'));
     nt_free(buf, CB_SIZE);
@@ -496,9 +498,10 @@ int closebusy_send(role_t *r)
     TRY(tt_sync_get(r, 'd', IO_MS));
     TRY(expect_peer_gone(r, s[CB_N - 1].req, "sender"));
     CHECK_RC(nt_deregmr(&r->nt, sc, mh));
-    uint64_t t0 = nt_now_ns();
+    uint64_t t0 = test_now_ns();
     (void)nt_close_send(&r->nt, sc);
-    CHECK(tt_secs(t0) < 5.0, "closeSend after the receiver closed took %.1f s", tt_secs(t0));
+    CHECK(test_secs_since(t0) < 5.0, "closeSend after the receiver closed took %.1f s",
+          test_secs_since(t0));
     nt_free(buf, CB_SIZE);
     return 0;
 }
@@ -524,10 +527,11 @@ int latepost_recv(role_t *r)
     CHECK(buf != NULL, "out of memory");
     for (int i = 0; i < LATE_N; i++)
         TRY(tt_recv_one(r, rc, buf, LATE_BUF, late_sizes[i], i, NULL, tt_seed(12, (unsigned)i, 0)));
-    tt_say("%d messages sent before the sender closed and exited were received, verified", LATE_N);
+    test_say("%d messages sent before the sender closed and exited were received, verified",
+             LATE_N);
     int prc = nt_irecv1(&r->nt, rc, buf, LATE_BUF, LATE_N, NULL, &req);
     if (prc == 0) {
-        nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(PEERCLOSE_MS));
+        nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(PEERCLOSE_MS));
         CHECK(w.rc != NT_TIMEOUT,
               "a receive beyond the last message of a closed sender neither "
               "failed nor completed within %d ms",
@@ -538,7 +542,7 @@ int latepost_recv(role_t *r)
               w.size);
         prc = w.rc;
     }
-    tt_say("a receive beyond the last message failed with rc %d, as expected", prc);
+    test_say("a receive beyond the last message failed with rc %d, as expected", prc);
     CHECK(prc == TPX_NCCL_SYSTEM_ERROR, "rc %d; a closed peer is rc %d", prc,
           TPX_NCCL_SYSTEM_ERROR);
     (void)nt_close_recv(&r->nt, rc);
@@ -580,7 +584,7 @@ int closerace_recv(role_t *r)
         TRY(tt_recv_open(r, 1, &lc, &rc));
         CHECK_RC(nt_irecv1(&r->nt, rc, buf, CR_SIZE, 0, NULL, &req));
         TRY(tt_sync_put(r, 'r'));
-        nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(IO_MS));
+        nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
         CHECK(w.rc == 0 && w.done == 1,
               "iteration %d: the sender closed right after its message "
               "was done; test() on the receive returned rc %d done %d (after %d polls), but "
@@ -591,7 +595,7 @@ int closerace_recv(role_t *r)
         (void)nt_close_recv(&r->nt, rc);
         CHECK_RC(nt_close_listen(&r->nt, lc));
     }
-    tt_say("%d sender-closes racing the receiver's test(): all messages reported done", CR_ITERS);
+    test_say("%d sender-closes racing the receiver's test(): all messages reported done", CR_ITERS);
     nt_free(buf, CR_SIZE);
     return 0;
 }
@@ -627,7 +631,7 @@ int recvsmall_recv(role_t *r)
     memset(buf, 0x5A, RS_POST + RS_GUARD);
     CHECK_RC(nt_regmr(&r->nt, rc, buf, RS_POST, TPX_NCCL_PTR_HOST, &mh));
     CHECK_RC(nt_irecv1(&r->nt, rc, buf, RS_POST, 0, mh, &req));
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(IO_MS));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
     CHECK(w.rc != NT_TIMEOUT,
           "a 64 KiB receive of a 1 MiB message neither failed nor completed "
           "within %d ms",
@@ -642,7 +646,7 @@ int recvsmall_recv(role_t *r)
           "OVERRUN: guard byte %zu after the 64 KiB receive buffer was "
           "written",
           bad);
-    tt_say("receive too small: test() rc %d, done 0, guard bytes intact", w.rc);
+    test_say("receive too small: test() rc %d, done 0, guard bytes intact", w.rc);
     CHECK(w.rc == TPX_NCCL_INTERNAL_ERROR, "rc %d; the transport's spec says %d", w.rc,
           TPX_NCCL_INTERNAL_ERROR);
     TRY(tt_sync_put(r, 'x'));
@@ -665,12 +669,12 @@ int recvsmall_send(role_t *r)
     CHECK_RC(nt_regmr(&r->nt, sc, buf, RS_SEND, TPX_NCCL_PTR_HOST, &mh));
     CHECK_RC(nt_isend(&r->nt, sc, buf, RS_SEND, 0, mh, &req));
     TRY(tt_sync_get(r, 'x', IO_MS));
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(PEERCLOSE_MS));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(PEERCLOSE_MS));
     CHECK(w.rc != NT_TIMEOUT,
           "after the receiver rejected the message, the send neither "
           "completed nor failed within %d ms",
           PEERCLOSE_MS);
-    tt_say("the send of the oversized message ended with rc %d done %d", w.rc, w.done);
+    test_say("the send of the oversized message ended with rc %d done %d", w.rc, w.done);
     CHECK_RC(nt_deregmr(&r->nt, sc, mh));
     (void)nt_close_send(&r->nt, sc);
     nt_free(buf, RS_SEND);
@@ -700,14 +704,15 @@ static int connect_must_fail(role_t *r, const unsigned char *handle, const char 
     unsigned char h[HANDLE_SIZE];
     void *c = NULL;
     memcpy(h, handle, sizeof(h));
-    uint64_t t0 = nt_now_ns();
-    int rc = nt_connect_wait(&r->nt, 0, h, &c, nt_deadline_ms(3 * BA_TIMEOUT_MS + 2000));
+    uint64_t t0 = test_now_ns();
+    int rc = nt_connect_wait(&r->nt, 0, h, &c, test_deadline_ms(3 * BA_TIMEOUT_MS + 2000));
     CHECK(rc != NT_TIMEOUT,
           "connect with %s neither failed nor connected within %d ms (the "
           "connect deadline is %d ms)",
           what, 3 * BA_TIMEOUT_MS + 2000, BA_TIMEOUT_MS);
     CHECK(rc != 0, "connect with %s returned a comm %p", what, c);
-    tt_say("connect with %s failed with rc %d after %.2f s, as expected", what, rc, tt_secs(t0));
+    test_say("connect with %s failed with rc %d after %.2f s, as expected", what, rc,
+             test_secs_since(t0));
     return 0;
 }
 
@@ -728,7 +733,7 @@ int badargs_recv(role_t *r)
     CHECK_RC(nt_close_listen(&r->nt, lc_closed));
     TRY(tt_link_put(r, handles, sizeof(handles)));
     TRY(tt_sync_get(r, 'c', 60000)); /* the sender's failing connects come first */
-    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc, nt_deadline_ms(CONN_MS)));
+    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc, test_deadline_ms(CONN_MS)));
 
     /* irecv with n = 2 (maxRecvs is 1). */
     unsigned char *buf = nt_alloc(2 * BA_SIZE);
@@ -739,7 +744,7 @@ int badargs_recv(role_t *r)
     void *mhs[2] = {NULL, NULL};
     int rc2 = nt_irecv(&r->nt, rc, 2, data, sizes, tags, mhs, &req);
     CHECK(rc2 != 0, "irecv with n = 2 (maxRecvs 1) returned success (request %p)", req);
-    tt_say("irecv with n = 2 refused with rc %d", rc2);
+    test_say("irecv with n = 2 refused with rc %d", rc2);
     /* A post that failed never completes; the comm still works. */
     TRY(tt_recv_one(r, rc, buf, BA_SIZE, BA_SIZE, 0, NULL, tt_seed(11, 0, 0)));
     CHECK_RC(nt_close_recv(&r->nt, rc));
@@ -770,7 +775,7 @@ int badargs_send(role_t *r)
     TRY(connect_must_fail(r, handles[1], "the handle of a closed listener"));
     TRY(tt_sync_put(r, 'c'));
     memcpy(h, handles[0], sizeof(h));
-    CHECK_RC(nt_connect_wait(&r->nt, 0, h, &sc, nt_deadline_ms(CONN_MS)));
+    CHECK_RC(nt_connect_wait(&r->nt, 0, h, &sc, test_deadline_ms(CONN_MS)));
     unsigned char *buf = nt_alloc(BA_SIZE);
     CHECK(buf != NULL, "out of memory");
     TRY(tt_send_one(r, sc, buf, BA_SIZE, 0, NULL, tt_seed(11, 0, 0)));

@@ -82,7 +82,7 @@ static int ls_accept_wait(role_t *r, void *lc, void **c, uint64_t deadline)
         int rc = ls_accept(r, lc, c);
         if (rc != 0 || *c != NULL)
             return rc;
-        if (nt_now_ns() >= deadline)
+        if (test_now_ns() >= deadline)
             return NT_TIMEOUT;
         sched_yield();
     }
@@ -183,7 +183,7 @@ static void attacker(const attack_t *a, int ready)
         c[i].src = i < a->n ? a->src0 + i % a->nsrc : 0;
     }
     int signalled = 0;
-    uint64_t report = nt_deadline_ms(1000);
+    uint64_t report = test_deadline_ms(1000);
     for (;;) {
         int up = 0;
         for (int i = 0; i < n; i++) {
@@ -199,10 +199,10 @@ static void attacker(const attack_t *a, int ready)
             if (write(ready, &b, 1) == 1)
                 signalled = 1;
         }
-        if (nt_now_ns() >= report) {
+        if (test_now_ns() >= report) {
             fprintf(stderr, "[attacker] %d up, %ld opened, %ld closed by the listener\n", up,
                     opened, closed_by_listener);
-            report = nt_deadline_ms(1000);
+            report = test_deadline_ms(1000);
         }
         if (poll(pfd, (nfds_t)n, 10) < 0 && errno != EINTR)
             _exit(3);
@@ -274,9 +274,9 @@ static void attack_stop(pid_t pid, int ready_fd)
  * fail. Returns when the attacker is ready (or after LS_LOAD_MS * 4). */
 static int accept_under_load(role_t *r, void *lc, int ready_fd)
 {
-    uint64_t t0 = nt_now_ns(), end = nt_deadline_ms(4 * LS_LOAD_MS);
+    uint64_t t0 = test_now_ns(), end = test_deadline_ms(4 * LS_LOAD_MS);
     int ready = 0;
-    while (nt_now_ns() < end && !(ready && tt_secs(t0) * 1000 >= LS_LOAD_MS)) {
+    while (test_now_ns() < end && !(ready && test_secs_since(t0) * 1000 >= LS_LOAD_MS)) {
         void *c = NULL;
         int rc = ls_accept(r, lc, &c);
         CHECK(rc == 0, "accept() returned rc %d under attack, before any real peer", rc);
@@ -286,7 +286,8 @@ static int accept_under_load(role_t *r, void *lc, int ready_fd)
             ready = 1;
         sched_yield();
     }
-    tt_say("attack %s after %.1f s", ready ? "established" : "still building up", tt_secs(t0));
+    test_say("attack %s after %.1f s", ready ? "established" : "still building up",
+             test_secs_since(t0));
     return 0;
 }
 
@@ -320,17 +321,18 @@ static int listen_attack_recv(role_t *r, int mode)
             fail = 1;
             break;
         }
-        uint64_t t0 = nt_now_ns();
-        int arc = ls_accept_wait(r, lc, &rc, nt_deadline_ms(LS_BOUND_MS));
-        double s = tt_secs(t0);
+        uint64_t t0 = test_now_ns();
+        int arc = ls_accept_wait(r, lc, &rc, test_deadline_ms(LS_BOUND_MS));
+        double s = test_secs_since(t0);
         if (arc != 0 || rc == NULL) {
-            tt_say("FAIL: real connection %d not accepted within %d ms under attack (rc %d, "
-                   "%.1f s)", k, LS_BOUND_MS, arc, s);
+            test_say("FAIL: real connection %d not accepted within %d ms under attack (rc %d, "
+                     "%.1f s)",
+                     k, LS_BOUND_MS, arc, s);
             fail = 1;
             break;
         }
         worst = s > worst ? s : worst;
-        tt_say("real connection %d accepted %.3f s after the sender was told to connect", k, s);
+        test_say("real connection %d accepted %.3f s after the sender was told to connect", k, s);
         if (ls_tcpx()) {
             if (nt_close_recv(&r->nt, rc) != 0)
                 fail = 1;
@@ -347,8 +349,9 @@ static int listen_attack_recv(role_t *r, int mode)
     CHECK(fail == 0, "the listener did not serve real connections under attack");
     CHECK_RC(nt_close_listen(&r->nt, lc));
     int w = nt_warn_count();
-    tt_say("%d real comms accepted under attack, slowest after %.3f s; the plugin logged %d "
-           "WARN line(s)", LS_COMMS, worst, w);
+    test_say("%d real comms accepted under attack, slowest after %.3f s; the plugin logged %d "
+             "WARN line(s)",
+             LS_COMMS, worst, w);
     CHECK(w <= LS_MAX_WARN, "the listener logged %d WARN lines under attack: rejections must "
                             "be summarised (at most one line a second), not logged one by one",
           w);
@@ -367,7 +370,7 @@ static int listen_attack_send(role_t *r, int mode)
             TRY(tt_link_get(r, handle, sizeof(handle), CONN_MS));
         TRY(tt_sync_get(r, 'c', CONN_MS));
         memcpy(copy, handle, sizeof(handle));
-        CHECK_RC(nt_connect_wait(&r->nt, 0, copy, &sc, nt_deadline_ms(CONN_MS)));
+        CHECK_RC(nt_connect_wait(&r->nt, 0, copy, &sc, test_deadline_ms(CONN_MS)));
         CHECK(sc != NULL, "connect returned no comm");
         if (ls_tcpx()) {
             CHECK_RC(nt_close_send(&r->nt, sc));
@@ -379,7 +382,7 @@ static int listen_attack_send(role_t *r, int mode)
         CHECK_RC(nt_close_send(&r->nt, sc));
     }
     nt_free(buf, LS_SIZE);
-    tt_say("%d comms connected and sent under attack", LS_COMMS);
+    test_say("%d comms connected and sent under attack", LS_COMMS);
     return 0;
 }
 
@@ -443,8 +446,8 @@ int listen_burst_role(role_t *r)
         CHECK(fds[i] >= 0, "connect %d to the listener failed: %s", i, strerror(errno));
     }
     /* accept() sees them all without a hello, many times over */
-    uint64_t end = nt_deadline_ms(300);
-    while (nt_now_ns() < end) {
+    uint64_t end = test_deadline_ms(300);
+    while (test_now_ns() < end) {
         void *c = NULL;
         CHECK(ls_accept(r, lc, &c) == 0 && c == NULL, "accept() before any hello");
         usleep(1000);
@@ -462,8 +465,8 @@ int listen_burst_role(role_t *r)
         CHECK(lb_hello(fds[NBIG + i], &h, 0x6578747261000000ull + (uint64_t)i,
                        TPX_SOCK_HELLO_CTRL, 0, 1) == 0, "send hello");
     int got = 0;
-    end = nt_deadline_ms(5000);
-    while (got < LB_COMMS && nt_now_ns() < end) {
+    end = test_deadline_ms(5000);
+    while (got < LB_COMMS && test_now_ns() < end) {
         void *c = NULL;
         CHECK(ls_accept(r, lc, &c) == 0, "accept() failed on a legitimate burst");
         if (c != NULL) {
@@ -478,7 +481,7 @@ int listen_burst_role(role_t *r)
     for (int i = 0; i < NBIG + LB_EXTRA; i++)
         close(fds[i]);
     CHECK_RC(nt_close_listen(&r->nt, lc));
-    tt_say("%d comms of %d data sockets + %d more from one host accepted", LB_COMMS, LB_NSOCKS,
-           LB_EXTRA);
+    test_say("%d comms of %d data sockets + %d more from one host accepted", LB_COMMS, LB_NSOCKS,
+             LB_EXTRA);
     return 0;
 }

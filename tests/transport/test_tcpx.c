@@ -96,7 +96,7 @@ static int tx_test(role_t *r, void *req, int *done)
  * done=1 (the data arrived, then the peer closed), is success. */
 static int tx_wait(role_t *r, void *req, int ms, const char *what)
 {
-    uint64_t deadline = nt_deadline_ms(ms);
+    uint64_t deadline = test_deadline_ms(ms);
     for (;;) {
         int done = 0;
         int rc = tx_test(r, req, &done);
@@ -106,7 +106,7 @@ static int tx_wait(role_t *r, void *req, int ms, const char *what)
             return 0;
         }
         CHECK(rc == 0, "%s: test() returned rc %d (done 0)", what, rc);
-        CHECK(nt_now_ns() < deadline, "%s: not done within %d ms", what, ms);
+        CHECK(test_now_ns() < deadline, "%s: not done within %d ms", what, ms);
         sched_yield();
     }
 }
@@ -183,7 +183,7 @@ static int rx_check_devhandle(rx_t *x)
 /* Poll accept() with device-handle storage until a comm. */
 static int rx_accept(role_t *r, rx_t *x, int ms)
 {
-    uint64_t deadline = nt_deadline_ms(ms);
+    uint64_t deadline = test_deadline_ms(ms);
     memset(x->store, TX_STORE_POISON, sizeof(x->store));
     x->rc = NULL;
     x->accept_nulls = 0;
@@ -194,7 +194,7 @@ static int rx_accept(role_t *r, rx_t *x, int ms)
         if (x->rc != NULL)
             break;
         x->accept_nulls++;
-        CHECK(nt_now_ns() < deadline, "accept: no comm within %d ms (%d NULL comms)", ms,
+        CHECK(test_now_ns() < deadline, "accept: no comm within %d ms (%d NULL comms)", ms,
               x->accept_nulls);
         CHECK(!link_eof(r), "accept: the sender role exited");
         sched_yield();
@@ -380,7 +380,7 @@ typedef struct {
 /* Connect polling with the same handle buffer; count the NULL comms. */
 static int sx_connect(role_t *r, unsigned char *h, void **sc, int *nulls)
 {
-    uint64_t deadline = nt_deadline_ms(CONN_MS);
+    uint64_t deadline = test_deadline_ms(CONN_MS);
     int n = 0;
     *sc = NULL;
     for (;;) {
@@ -389,7 +389,7 @@ static int sx_connect(role_t *r, unsigned char *h, void **sc, int *nulls)
         if (*sc != NULL)
             break;
         n++;
-        CHECK(nt_now_ns() < deadline, "connect: no comm within %d ms", CONN_MS);
+        CHECK(test_now_ns() < deadline, "connect: no comm within %d ms", CONN_MS);
         CHECK(!link_eof(r), "connect: the receiver role exited");
         sched_yield();
     }
@@ -464,10 +464,10 @@ int tcpx_props_role(role_t *r)
     nt_props_t p;
     TRY(tt_role_init(r));
     CHECK_RC(nt_props(&r->nt, 0, &p));
-    tt_say("v%d dev 0 (%s): netDeviceType %d netDeviceVersion %d maxRecvs %d ptrSupport %#x "
-           "forceFlush %d",
-           r->nt.abi, p.name ? p.name : "(null)", p.dev_type, p.dev_version, p.max_recvs,
-           p.ptr_support, p.force_flush);
+    test_say("v%d dev 0 (%s): netDeviceType %d netDeviceVersion %d maxRecvs %d ptrSupport %#x "
+             "forceFlush %d",
+             r->nt.abi, p.name ? p.name : "(null)", p.dev_type, p.dev_version, p.max_recvs,
+             p.ptr_support, p.force_flush);
     CHECK(p.dev_type == TPX_NCCL_NET_DEVICE_UNPACK, "netDeviceType %d, expected UNPACK (1)",
           p.dev_type);
     CHECK(p.dev_version == TPX_NCCL_NET_DEVICE_UNPACK_VERSION, "netDeviceVersion %d, expected 7",
@@ -491,7 +491,7 @@ int tcpx_nullcomm_recv(role_t *r)
     /* The sender's connect() has returned its comm: everything is ready. */
     TRY(tt_sync_get(r, 'c', CONN_MS));
     TRY(rx_accept(r, &x, CONN_MS));
-    tt_say("accept(): %d NULL comm(s) with the peer ready, then a comm", x.accept_nulls);
+    test_say("accept(): %d NULL comm(s) with the peer ready, then a comm", x.accept_nulls);
     CHECK(x.accept_nulls >= 3,
           "accept() returned a comm after %d NULL comms; TCPX gives NULL comms for the first "
           "calls (expected >= 3)",
@@ -513,7 +513,7 @@ int tcpx_nullcomm_send(role_t *r)
     TRY(tt_role_init(r));
     /* The listener is up (its handle is here): the peer is ready. */
     TRY(sx_connect(r, h, &sc, &nulls));
-    tt_say("connect(): %d NULL comm(s) with the listener ready, then a comm", nulls);
+    test_say("connect(): %d NULL comm(s) with the listener ready, then a comm", nulls);
     CHECK(nulls >= 3,
           "connect() returned a comm after %d NULL comms; TCPX gives NULL comms for the first "
           "calls (expected >= 3)",
@@ -543,13 +543,13 @@ int tcpx_devhandle_recv(role_t *r)
     e = tx_accept(&r->nt, x.lc, &comm, &none);
     CHECK(e != 0 && comm == NULL,
           "accept(*recvDevComm = NULL) returned rc %d comm %p; expected an error rc", e, comm);
-    tt_say("accept() without device-handle storage: rc %d (NULL and *NULL), as expected", e);
+    test_say("accept() without device-handle storage: rc %d (NULL and *NULL), as expected", e);
     TRY(rx_accept(r, &x, CONN_MS)); /* checks what the storage holds */
-    tt_say("device handle {type %d, version %d, handle %p, size %zu, needsProxyProgress %d}; "
-           "meta %p bounce_buf %p head %llu",
-           (int)x.dh->netDeviceType, x.dh->netDeviceVersion, x.dh->handle, x.dh->size,
-           x.dh->needsProxyProgress, (void *)x.uh->meta, x.uh->bounce_buf,
-           (unsigned long long)x.uh->head);
+    test_say("device handle {type %d, version %d, handle %p, size %zu, needsProxyProgress %d}; "
+             "meta %p bounce_buf %p head %llu",
+             (int)x.dh->netDeviceType, x.dh->netDeviceVersion, x.dh->handle, x.dh->size,
+             x.dh->needsProxyProgress, (void *)x.uh->meta, x.uh->bounce_buf,
+             (unsigned long long)x.uh->head);
     unsigned char *buf = nt_alloc(MiB);
     CHECK(buf != NULL, "out of memory");
     for (int i = 0; i < DEVH_N; i++) {
@@ -625,8 +625,9 @@ int tcpx_nocpu_recv(role_t *r)
     f = cpu_read_faults(x.uh->bounce_buf);
     CHECK(f == 0, "a CPU read of the bounce buffer %p %s; it must fault (device memory)",
           x.uh->bounce_buf, f > 0 ? "succeeded" : "could not be tried");
-    tt_say("CPU reads of the device handle %p and the bounce buffer %p fault; tpx's copies "
-           "read them (meta %p)", x.dh->handle, x.uh->bounce_buf, (void *)x.uh->meta);
+    test_say("CPU reads of the device handle %p and the bounce buffer %p fault; tpx's copies "
+             "read them (meta %p)",
+             x.dh->handle, x.uh->bounce_buf, (void *)x.uh->meta);
     unsigned char *buf = nt_alloc(4 * MiB);
     CHECK(buf != NULL, "out of memory");
     for (int i = 0; i < NOCPU_N; i++) {
@@ -709,7 +710,7 @@ int tcpx_unpack_recv(role_t *r)
     CHECK(buf != NULL, "out of memory");
     CHECK_RC(nt_regmr(&r->nt, x.rc, buf, len, TPX_NCCL_PTR_HOST, &mh));
     uint64_t j = 0, bytes = 0, frags = 0;
-    uint64_t t0 = nt_now_ns();
+    uint64_t t0 = test_now_ns();
     for (int round = 0; round < UNPACK_ROUNDS; round++) {
         int k = unpack_batch(round);
         for (int i = 0; i < k; i++, j++) {
@@ -729,9 +730,9 @@ int tcpx_unpack_recv(role_t *r)
         for (int i = 0; i < k; i++)
             CHECK_RC(rx_consume(r, &x, &m[i]));
     }
-    tt_say("%d rounds of up to %d receives: %llu messages, %llu bytes, %llu fragments, verified",
-           UNPACK_ROUNDS, TX_DEPTH, (unsigned long long)j, (unsigned long long)bytes,
-           (unsigned long long)frags);
+    test_say("%d rounds of up to %d receives: %llu messages, %llu bytes, %llu fragments, verified",
+             UNPACK_ROUNDS, TX_DEPTH, (unsigned long long)j, (unsigned long long)bytes,
+             (unsigned long long)frags);
     /* Sliding window: 16 in flight, each consumed as soon as it is unpacked. */
     uint64_t total = (uint64_t)unpack_total(), head = j;
     for (; j < total && j - head < TX_DEPTH; j++) {
@@ -751,8 +752,8 @@ int tcpx_unpack_recv(role_t *r)
             j++;
         }
     }
-    tt_say("%llu messages, %llu bytes in %.2f s, all unpacked on the CPU and verified",
-           (unsigned long long)total, (unsigned long long)bytes, tt_secs(t0));
+    test_say("%llu messages, %llu bytes in %.2f s, all unpacked on the CPU and verified",
+             (unsigned long long)total, (unsigned long long)bytes, test_secs_since(t0));
     CHECK_RC(nt_deregmr(&r->nt, x.rc, mh));
     return rx_finish(r, &x, buf, len, 1);
 }
@@ -793,7 +794,7 @@ int tcpx_17th_recv(role_t *r)
         RX_POST_OK(r, &x, &m[j], 0, NULL);
     int e = rx_post(r, &x, &m[TX_DEPTH], 0, NULL);
     CHECK(e == RC_INT, "irecv number 17 with 16 in flight returned rc %d; expected %d", e, RC_INT);
-    tt_say("irecv number 17 refused with rc %d, as expected", e);
+    test_say("irecv number 17 refused with rc %d, as expected", e);
     for (int j = 0; j < TX_DEPTH; j++)
         TRY(tx_wait(r, m[j].req, IO_MS, "irecv"));
     for (int j = 0; j < TX_DEPTH; j++) {
@@ -822,7 +823,7 @@ int tcpx_17th_send(role_t *r)
     nt_fill(b, N17_SIZE, tt_seed(44, TX_DEPTH, 0));
     int e = nt_isend(&r->nt, sc, b, N17_SIZE, 0, NULL, &extra);
     CHECK(e == RC_INT, "isend number 17 with 16 in flight returned rc %d; expected %d", e, RC_INT);
-    tt_say("isend number 17 refused with rc %d, as expected", e);
+    test_say("isend number 17 refused with rc %d, as expected", e);
     for (int j = 0; j < TX_DEPTH; j++)
         TRY(tx_wait(r, reqs[j], IO_MS, "isend"));
     TRY(sx_one(r, sc, buf, N17_SIZE, tt_seed(44, TX_DEPTH, 0), 0));
@@ -841,7 +842,7 @@ int tcpx_17th_send(role_t *r)
 /* Poll test() on the non-head `req` until rc 3; rc 0 / done 0 before. */
 static int nonhead_until_rc3(role_t *r, void *req, const char *what)
 {
-    uint64_t deadline = nt_deadline_ms(IO_MS);
+    uint64_t deadline = test_deadline_ms(IO_MS);
     int polls = 0;
     for (;;) {
         int done = 0, e = tx_test(r, req, &done);
@@ -850,13 +851,13 @@ static int nonhead_until_rc3(role_t *r, void *req, const char *what)
             break;
         CHECK(e == 0, "%s: test() on a request that is not the head: rc %d; expected 0 until "
               "the head transmits, then %d", what, e, RC_INT);
-        CHECK(nt_now_ns() < deadline, "%s: no rc %d within %d ms (%d polls)", what, RC_INT,
-              IO_MS, polls);
+        CHECK(test_now_ns() < deadline, "%s: no rc %d within %d ms (%d polls)", what, RC_INT, IO_MS,
+              polls);
         polls++;
         sched_yield();
     }
-    tt_say("%s: rc 0 / done 0 for %d poll(s), then rc %d once the head transmits", what, polls,
-           RC_INT);
+    test_say("%s: rc 0 / done 0 for %d poll(s), then rc %d once the head transmits", what, polls,
+             RC_INT);
     return 0;
 }
 
@@ -968,7 +969,7 @@ int tcpx_consume_order_recv(role_t *r)
           "irecvConsumed of the second completed receive before the first: rc %d; "
           "expected %d",
           e, RC_INT);
-    tt_say("irecvConsumed out of order: rc %d, as expected", e);
+    test_say("irecvConsumed out of order: rc %d, as expected", e);
     CHECK_RC(rx_consume(r, &x, &m[0]));
     CHECK_RC(rx_consume(r, &x, &m[1]));
     /* Phase 2: 16 receives completed and not consumed hold every slot. */
@@ -988,7 +989,7 @@ int tcpx_consume_order_recv(role_t *r)
           "irecv with 16 receives done but not consumed: rc %d; expected %d (a "
           "receive slot frees only at irecvConsumed)",
           e, RC_INT);
-    tt_say("irecv with 16 unconsumed receives: rc %d, as expected", e);
+    test_say("irecv with 16 unconsumed receives: rc %d, as expected", e);
     CHECK_RC(rx_consume(r, &x, &p[0]));
     RX_POST_OK(r, &x, &p[TX_DEPTH], 0, NULL);
     TRY(tx_wait(r, p[TX_DEPTH].req, IO_MS, "irecv 17"));
@@ -1041,9 +1042,9 @@ int tcpx_tags_recv(role_t *r)
         TRY(rx_unpack(&x, &m[j])); /* the j-th message sent, whatever the tags */
         CHECK_RC(rx_consume(r, &x, &m[j]));
     }
-    tt_say("%d messages sent with tags 5,6,7,5,0 matched receives posted with tags 9,9,1,12345,5 "
-           "in FIFO order",
-           TAGS_N);
+    test_say("%d messages sent with tags 5,6,7,5,0 matched receives posted with tags 9,9,1,12345,5 "
+             "in FIFO order",
+             TAGS_N);
     return rx_finish(r, &x, buf, len, 1);
 }
 
@@ -1072,7 +1073,7 @@ int tcpx_peerclose_recv(role_t *r)
     TRY(rx_open(r, &x));
     unsigned char *buf = nt_alloc(len);
     CHECK(buf != NULL, "out of memory");
-    uint64_t j = 0, head = 0, gone_at = 0, deadline = nt_deadline_ms(IO_MS);
+    uint64_t j = 0, head = 0, gone_at = 0, deadline = test_deadline_ms(IO_MS);
     for (; j < TX_DEPTH; j++) {
         m[j] = (rmsg_t){.buf = buf + j * TX_MAX_RECV,
                         .posted = TX_MAX_RECV,
@@ -1112,7 +1113,7 @@ int tcpx_peerclose_recv(role_t *r)
             break;
         CHECK(e == 0, "test() returned rc %d with done 0; expected 0, or 2 once the sender died",
               e);
-        uint64_t now = nt_now_ns();
+        uint64_t now = test_now_ns();
         if (gone_at == 0 && link_eof(r))
             gone_at = now;
         if (gone_at != 0 && now - gone_at >= PEERCLOSE_MS * 1000000ull)
@@ -1125,13 +1126,13 @@ int tcpx_peerclose_recv(role_t *r)
      * before the head started -> rc 2 (its control socket saw it). Either
      * way it keeps saying so; an engine gives up on its own deadline. */
     int want = e;
-    tt_say("after %llu complete messages, test() of receive %llu: rc %d done 0 (peer died: %s)%s",
-           (unsigned long long)head, (unsigned long long)head, e,
-           e == 0 ? "a hang, as TCPX when the message had started" : "rc 2",
-           post_failed ? "; a later irecv was refused with rc 2" : "");
-    uint64_t end = nt_deadline_ms(STUCK_MS);
+    test_say("after %llu complete messages, test() of receive %llu: rc %d done 0 (peer died: %s)%s",
+             (unsigned long long)head, (unsigned long long)head, e,
+             e == 0 ? "a hang, as TCPX when the message had started" : "rc 2",
+             post_failed ? "; a later irecv was refused with rc 2" : "");
+    uint64_t end = test_deadline_ms(STUCK_MS);
     long polls = 0;
-    while (nt_now_ns() < end) {
+    while (test_now_ns() < end) {
         e = tx_test(r, m[head % TX_DEPTH].req, &done);
         polls++;
         CHECK(e == want && done == 0,
@@ -1140,12 +1141,13 @@ int tcpx_peerclose_recv(role_t *r)
         usleep(100);
     }
     CHECK_NO_SIZES();
-    tt_say("test() kept returning rc %d with done 0 (%ld polls over %d ms); giving up", want,
-           polls, STUCK_MS);
-    uint64_t t0 = nt_now_ns();
+    test_say("test() kept returning rc %d with done 0 (%ld polls over %d ms); giving up", want,
+             polls, STUCK_MS);
+    uint64_t t0 = test_now_ns();
     (void)nt_close_recv(&r->nt, x.rc);
     (void)nt_close_listen(&r->nt, x.lc);
-    CHECK(tt_secs(t0) < 5.0, "closing after the peer died took %.1f s", tt_secs(t0));
+    CHECK(test_secs_since(t0) < 5.0, "closing after the peer died took %.1f s",
+          test_secs_since(t0));
     nt_free(buf, len);
     return 0;
 }
@@ -1179,7 +1181,7 @@ int tcpx_peerclose_send(role_t *r)
         if (!done)
             sched_yield();
     }
-    tt_say("killing myself with %d sends of 4 MiB in flight (%d done)", tail - head, head);
+    test_say("killing myself with %d sends of 4 MiB in flight (%d done)", tail - head, head);
     fflush(stderr);
     kill(getpid(), SIGKILL);
     pause();
@@ -1205,7 +1207,7 @@ int tcpx_iflush_recv(role_t *r)
           "iflush() returned success (request %p); TCPX's iflush must never be called, "
           "so the emulation must refuse it",
           freq);
-    tt_say("iflush() refused with rc %d, as expected", e);
+    test_say("iflush() refused with rc %d, as expected", e);
     TRY(rx_unpack(&x, &m));
     CHECK_RC(rx_consume(r, &x, &m));
     m.seed = tt_seed(49, 1, 0); /* the comm still works */
@@ -1234,7 +1236,7 @@ int tcpx_init_twice_recv(role_t *r)
     TRY(tt_role_init(r));
     int e = nt_init(&r->nt);
     CHECK(e != 0, "a second init() in the same process returned success; TCPX inits once");
-    tt_say("second init(): rc %d, as expected", e);
+    test_say("second init(): rc %d, as expected", e);
     TRY(rx_open(r, &x)); /* the first init still holds */
     unsigned char *buf = nt_alloc(INIT2_SIZE);
     CHECK(buf != NULL, "out of memory");
@@ -1276,7 +1278,7 @@ int tcpx_bigrecv_recv(role_t *r)
               "irecv of %zu bytes (> 4 MiB) returned success (request %p); TCPX "
               "receives at most 4 MiB per request",
               bigrecv_bad[i], m.req);
-        tt_say("irecv of %zu bytes refused with rc %d, as expected", bigrecv_bad[i], e);
+        test_say("irecv of %zu bytes refused with rc %d, as expected", bigrecv_bad[i], e);
     }
     /* Exactly 4 MiB works, in slot 0: the refused posts took nothing. */
     rmsg_t m = {.buf = buf, .posted = TX_MAX_RECV, .size = TX_MAX_RECV, .seed = tt_seed(51, 0, 0)};

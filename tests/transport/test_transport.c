@@ -42,21 +42,6 @@
 
 /* ---- the harness (transport_test.h) ------------------------------------------ */
 
-void tt_say(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[%s %d] %s\n", nt_tag(), (int)getpid(), msg);
-}
-
-double tt_secs(uint64_t t0)
-{
-    return (double)(nt_now_ns() - t0) / 1e9;
-}
-
 uint64_t tt_seed(unsigned scen, unsigned a, unsigned b)
 {
     return ((uint64_t)scen << 48) ^ ((uint64_t)a << 24) ^ (uint64_t)b ^ 0x5eed;
@@ -72,7 +57,7 @@ int tt_link_put(role_t *r, const void *buf, size_t n)
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0) {
-            tt_say("link write: %s", strerror(errno));
+            test_say("link write: %s", strerror(errno));
             return -1;
         }
         p += k;
@@ -85,11 +70,11 @@ int tt_link_put(role_t *r, const void *buf, size_t n)
 int tt_link_get(role_t *r, void *buf, size_t n, int timeout_ms)
 {
     char *p = buf;
-    uint64_t deadline = nt_deadline_ms(timeout_ms);
+    uint64_t deadline = test_deadline_ms(timeout_ms);
     while (n > 0) {
-        uint64_t now = nt_now_ns();
+        uint64_t now = test_now_ns();
         if (now >= deadline) {
-            tt_say("link read: no word from the peer role within %d ms", timeout_ms);
+            test_say("link read: no word from the peer role within %d ms", timeout_ms);
             return -1;
         }
         int left = (int)((deadline - now) / 1000000);
@@ -103,7 +88,7 @@ int tt_link_get(role_t *r, void *buf, size_t n, int timeout_ms)
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0) {
-            tt_say("link read: %s", k == 0 ? "the peer role exited" : strerror(errno));
+            test_say("link read: %s", k == 0 ? "the peer role exited" : strerror(errno));
             return -1;
         }
         p += k;
@@ -123,7 +108,7 @@ int tt_sync_get(role_t *r, char want, int timeout_ms)
     if (tt_link_get(r, &c, 1, timeout_ms) != 0)
         return -1;
     if (c != want) {
-        tt_say("link: expected '%c' from the peer role, got '%c'", want, c);
+        test_say("link: expected '%c' from the peer role, got '%c'", want, c);
         return -1;
     }
     return 0;
@@ -176,7 +161,7 @@ static int accept_all(role_t *r, int n, void **lcomm, void **rcomm, uint64_t dea
         }
         if (pending == 0)
             return 0;
-        CHECK(nt_now_ns() < deadline, "accept: %d of %d comms not accepted by the deadline",
+        CHECK(test_now_ns() < deadline, "accept: %d of %d comms not accepted by the deadline",
               pending, n);
         CHECK(!peer_gone(r), "accept: the sender role exited");
         sched_yield();
@@ -199,7 +184,7 @@ static int connect_all(role_t *r, int n, unsigned char *handles, void **scomm, u
         }
         if (pending == 0)
             return 0;
-        CHECK(nt_now_ns() < deadline, "connect: %d of %d comms not connected by the deadline",
+        CHECK(test_now_ns() < deadline, "connect: %d of %d comms not connected by the deadline",
               pending, n);
         CHECK(!peer_gone(r), "connect: the receiver role exited");
         sched_yield();
@@ -214,7 +199,7 @@ int tt_recv_open(role_t *r, int n, void **lcomm, void **rcomm)
     for (int i = 0; i < n; i++)
         CHECK_RC(nt_listen(&r->nt, 0, handles + (size_t)i * HANDLE_SIZE, &lcomm[i]));
     TRY(tt_link_put(r, handles, (size_t)n * HANDLE_SIZE));
-    return accept_all(r, n, lcomm, rcomm, nt_deadline_ms(CONN_MS));
+    return accept_all(r, n, lcomm, rcomm, test_deadline_ms(CONN_MS));
 }
 
 /* Sender: read n handles, init (the first time), connect to each. */
@@ -223,7 +208,7 @@ int tt_send_open(role_t *r, int n, void **scomm)
     unsigned char handles[8 * HANDLE_SIZE];
     TRY(tt_link_get(r, handles, (size_t)n * HANDLE_SIZE, CONN_MS));
     TRY(tt_role_init(r));
-    return connect_all(r, n, handles, scomm, nt_deadline_ms(CONN_MS));
+    return connect_all(r, n, handles, scomm, test_deadline_ms(CONN_MS));
 }
 
 int tt_recv_close(role_t *r, int n, void **lcomm, void **rcomm)
@@ -252,7 +237,7 @@ int tt_send_one(role_t *r, void *comm, void *buf, size_t size, int tag, void *mh
     nt_fill(buf, size, seed);
     CHECK_RC(nt_isend(&r->nt, comm, buf, size, tag, mh, &req));
     CHECK(req != NULL, "isend(%zu bytes) returned success without a request", size);
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(IO_MS));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
     CHECK(w.rc != NT_TIMEOUT, "isend of %zu bytes not done within %d ms", size, IO_MS);
     CHECK(w.rc == 0, "test() of an isend of %zu bytes returned rc %d", size, w.rc);
     CHECK(w.size == (int)size, "test() of an isend of %zu bytes reported size %d", size, w.size);
@@ -268,7 +253,7 @@ int tt_recv_one(role_t *r, void *comm, unsigned char *buf, size_t posted, size_t
     memset(buf, 0xA5, posted);
     CHECK_RC(nt_irecv1(&r->nt, comm, buf, posted, tag, mh, &req));
     CHECK(req != NULL, "irecv(%zu bytes) returned success without a request", posted);
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(IO_MS));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
     CHECK(w.rc != NT_TIMEOUT, "irecv of %zu bytes (posted %zu) not done within %d ms", size, posted,
           IO_MS);
     CHECK(w.rc == 0, "test() of an irecv of %zu bytes returned rc %d", size, w.rc);
@@ -305,8 +290,8 @@ int tt_wait_all(role_t *r, slot_t *s, int n, uint64_t deadline, const char *what
                 left--;
             }
         }
-        CHECK(left == 0 || nt_now_ns() < deadline, "%s: %d of %d requests not done by the deadline",
-              what, left, n);
+        CHECK(left == 0 || test_now_ns() < deadline,
+              "%s: %d of %d requests not done by the deadline", what, left, n);
         sched_yield();
     }
     return 0;
@@ -329,9 +314,10 @@ static int sizes_recv(role_t *r)
     for (unsigned i = 0; i < 2 * SIZES_N; i++) {
         size_t size = sizes_list[i / 2];
         size_t posted = i % 2 ? size + SIZES_EXTRA : size; /* every other one posted larger */
-        uint64_t t0 = nt_now_ns();
+        uint64_t t0 = test_now_ns();
         TRY(tt_recv_one(r, rc, buf, posted, size, 7, mh, tt_seed(1, i, 0)));
-        tt_say("received %zu bytes (posted %zu) in %.3f s, verified", size, posted, tt_secs(t0));
+        test_say("received %zu bytes (posted %zu) in %.3f s, verified", size, posted,
+                 test_secs_since(t0));
     }
     CHECK_RC(nt_deregmr(&r->nt, rc, mh));
     TRY(tt_recv_close(r, 1, &lc, &rc));
@@ -366,17 +352,17 @@ static int big_recv(role_t *r)
     unsigned char *buf = nt_alloc(BIG_SIZE);
     CHECK(buf != NULL, "out of memory (1 GiB)");
     CHECK_RC(nt_regmr(&r->nt, rc, buf, BIG_SIZE, TPX_NCCL_PTR_HOST, &mh));
-    uint64_t t0 = nt_now_ns();
+    uint64_t t0 = test_now_ns();
     CHECK_RC(nt_irecv1(&r->nt, rc, buf, BIG_SIZE, 1, mh, &req));
-    nt_result_t w = nt_wait(&r->nt, req, nt_deadline_ms(90000));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(90000));
     CHECK(w.rc != NT_TIMEOUT, "1 GiB receive not done within 90 s");
     CHECK(w.rc == 0, "test() of the 1 GiB receive returned rc %d", w.rc);
     CHECK(w.size == (int)BIG_SIZE, "1 GiB receive reported size %d", w.size);
-    double s = tt_secs(t0);
+    double s = test_secs_since(t0);
     size_t bad = nt_verify(buf, BIG_SIZE, tt_seed(2, 0, 0));
     CHECK(bad == NT_VERIFY_OK, "1 GiB message: first wrong byte at offset %zu", bad);
-    tt_say("received 1 GiB in %.2f s (%.2f GB/s incl. the sender's fill), verified", s,
-           (double)BIG_SIZE / s / 1e9);
+    test_say("received 1 GiB in %.2f s (%.2f GB/s incl. the sender's fill), verified", s,
+             (double)BIG_SIZE / s / 1e9);
     CHECK_RC(nt_deregmr(&r->nt, rc, mh));
     TRY(tt_recv_close(r, 1, &lc, &rc));
     nt_free(buf, BIG_SIZE);
@@ -431,7 +417,7 @@ static int inflight_recv_n(role_t *r, int n)
                   "(request %p)",
                   round, j, n, rc2, s[j].req);
         }
-        TRY(tt_wait_all(r, s, n, nt_deadline_ms(IO_MS), "inflight recv"));
+        TRY(tt_wait_all(r, s, n, test_deadline_ms(IO_MS), "inflight recv"));
         for (int j = 0; j < n; j++) {
             size_t size = inflight_size(round, j);
             unsigned char *b = buf + (size_t)j * MIX_SLOT;
@@ -444,7 +430,7 @@ static int inflight_recv_n(role_t *r, int n)
             CHECK(bad == NT_VERIFY_OK, "round %d request %d: byte %zu past the message written",
                   round, j, bad);
         }
-        tt_say("round %d: %d receives in flight, all verified", round, n);
+        test_say("round %d: %d receives in flight, all verified", round, n);
     }
     CHECK_RC(nt_deregmr(&r->nt, rc, mh));
     TRY(tt_recv_close(r, 1, &lc, &rc));
@@ -474,7 +460,7 @@ static int inflight_send_n(role_t *r, int n)
                   "(request %p)",
                   round, j, n, rc2, s[j].req);
         }
-        TRY(tt_wait_all(r, s, n, nt_deadline_ms(IO_MS), "inflight send"));
+        TRY(tt_wait_all(r, s, n, test_deadline_ms(IO_MS), "inflight send"));
         for (int j = 0; j < n; j++)
             CHECK(s[j].size == (int)inflight_size(round, j),
                   "round %d: send %d reported size %d, sent %zu", round, j, s[j].size,
@@ -551,10 +537,10 @@ static int overflow_role(role_t *r, int is_recv)
               is_recv ? "irecv" : "isend", limit + 1, limit, extra);
         CHECK(rc == TPX_NCCL_INTERNAL_ERROR, "%s number %d failed with rc %d; expected %d",
               is_recv ? "irecv" : "isend", limit + 1, rc, TPX_NCCL_INTERNAL_ERROR);
-        tt_say("request %d of a %d-request window refused with rc %d, as expected", limit + 1,
-               limit, rc);
+        test_say("request %d of a %d-request window refused with rc %d, as expected", limit + 1,
+                 limit, rc);
     }
-    TRY(tt_wait_all(r, s, limit, nt_deadline_ms(IO_MS),
+    TRY(tt_wait_all(r, s, limit, test_deadline_ms(IO_MS),
                     is_recv ? "overflow recv" : "overflow send"));
     /* The window is free again: the refused request's message comes now. */
     unsigned char *b = buf + (size_t)limit * OVF_SIZE;
@@ -566,7 +552,7 @@ static int overflow_role(role_t *r, int is_recv)
             CHECK(bad == NT_VERIFY_OK, "message %d: first wrong byte at %zu", j, bad);
         }
         TRY(tt_recv_one(r, comm, b, OVF_SIZE, OVF_SIZE, 0, mh, tt_seed(4, (unsigned)limit, 0)));
-        tt_say("after the refused post the comm still works; %d messages verified", limit + 1);
+        test_say("after the refused post the comm still works; %d messages verified", limit + 1);
     } else {
         TRY(tt_send_one(r, comm, b, OVF_SIZE, 0, mh, tt_seed(4, (unsigned)limit, 0)));
     }
@@ -604,14 +590,14 @@ static size_t mc_size(int it, int round, int c, int m)
 
 static int settle_counts(int fds, int threads, int *fds_now, int *threads_now)
 {
-    uint64_t deadline = nt_deadline_ms(3000);
+    uint64_t deadline = test_deadline_ms(3000);
     do {
         *fds_now = nt_count_fds();
         *threads_now = nt_count_threads();
         if (*fds_now <= fds && *threads_now <= threads)
             return 0;
         usleep(10000);
-    } while (nt_now_ns() < deadline);
+    } while (test_now_ns() < deadline);
     return -1;
 }
 
@@ -656,7 +642,7 @@ static int multicomm_role(role_t *r, int is_recv)
                           m, rc);
                 }
             }
-            TRY(tt_wait_all(r, s, MC_COMMS * MC_PER, nt_deadline_ms(IO_MS), "multicomm"));
+            TRY(tt_wait_all(r, s, MC_COMMS * MC_PER, test_deadline_ms(IO_MS), "multicomm"));
             for (int c = 0; c < MC_COMMS; c++) {
                 for (int m = 0; m < MC_PER; m++) {
                     slot_t *sl = &s[c * MC_PER + m];
@@ -693,12 +679,12 @@ static int multicomm_role(role_t *r, int is_recv)
             usleep(200000);
             fds0 = nt_count_fds();
             thr0 = nt_count_threads();
-            tt_say("iteration 0: %d comms x %d rounds verified; after close: %d fds, %d threads",
-                   MC_COMMS, MC_ROUNDS, fds0, thr0);
+            test_say("iteration 0: %d comms x %d rounds verified; after close: %d fds, %d threads",
+                     MC_COMMS, MC_ROUNDS, fds0, thr0);
         } else {
             int fds1, thr1;
             int ok = settle_counts(fds0, thr0, &fds1, &thr1);
-            tt_say("iteration %d verified; after close: %d fds, %d threads", it, fds1, thr1);
+            test_say("iteration %d verified; after close: %d fds, %d threads", it, fds1, thr1);
             CHECK(ok == 0, "a connect/transfer/close cycle leaked: %d -> %d fds, %d -> %d threads",
                   fds0, fds1, thr0, thr1);
         }
@@ -763,7 +749,7 @@ static int tags_role(role_t *r, int is_recv)
         }
         CHECK(rc == 0 && s[i].req != NULL, "post %d (tag %d) returned rc %d", i, tag_list[i], rc);
     }
-    TRY(tt_wait_all(r, s, TAG_N, nt_deadline_ms(IO_MS), "tags"));
+    TRY(tt_wait_all(r, s, TAG_N, test_deadline_ms(IO_MS), "tags"));
     for (int i = 0; i < TAG_N && is_recv; i++) {
         CHECK(s[i].size == (int)tag_size(i), "tag %d: size %d, expected %zu", tag_list[i],
               s[i].size, tag_size(i));
@@ -772,7 +758,8 @@ static int tags_role(role_t *r, int is_recv)
               bad);
     }
     if (is_recv)
-        tt_say("%d tagged messages one by one and %d in flight matched and verified", TAG_N, TAG_N);
+        test_say("%d tagged messages one by one and %d in flight matched and verified", TAG_N,
+                 TAG_N);
     CHECK_RC(nt_deregmr(&r->nt, comm, mh));
     if (is_recv)
         TRY(tt_recv_close(r, 1, &lc, &comm));
@@ -797,20 +784,20 @@ static int props_role(role_t *r)
     int ndev = 0, ndev2 = 0;
     nt_props_t p;
     CHECK(r->nt.name != NULL, "the table has no name");
-    tt_say("table \"%s\" (ncclNetPlugin_v%d)", r->nt.name, r->nt.abi);
+    test_say("table \"%s\" (ncclNetPlugin_v%d)", r->nt.name, r->nt.abi);
     CHECK_RC(nt_init(&r->nt));
     CHECK_RC(nt_devices(&r->nt, &ndev));
     CHECK_RC(nt_devices(&r->nt, &ndev2));
     CHECK(ndev >= 1, "devices() = %d with TPX_SOCKET_IFNAME=lo", ndev);
     CHECK(ndev == ndev2, "devices() changed from %d to %d", ndev, ndev2);
     CHECK_RC(nt_props(&r->nt, 0, &p));
-    tt_say("dev 0: name %s pci %s guid %#llx ptr %#x speed %d port %d latency %.1f maxComms %d "
-           "maxRecvs %d type %d version %d regIsGlobal %d forceFlush %d vProps %d/%d maxP2p %zu "
-           "maxColl %zu",
-           p.name ? p.name : "(null)", p.pci_path ? p.pci_path : "(null)",
-           (unsigned long long)p.guid, p.ptr_support, p.speed, p.port, (double)p.latency,
-           p.max_comms, p.max_recvs, p.dev_type, p.dev_version, p.reg_is_global, p.force_flush,
-           p.vprops_ndevs, p.vprops_dev0, p.max_p2p_bytes, p.max_coll_bytes);
+    test_say("dev 0: name %s pci %s guid %#llx ptr %#x speed %d port %d latency %.1f maxComms %d "
+             "maxRecvs %d type %d version %d regIsGlobal %d forceFlush %d vProps %d/%d maxP2p %zu "
+             "maxColl %zu",
+             p.name ? p.name : "(null)", p.pci_path ? p.pci_path : "(null)",
+             (unsigned long long)p.guid, p.ptr_support, p.speed, p.port, (double)p.latency,
+             p.max_comms, p.max_recvs, p.dev_type, p.dev_version, p.reg_is_global, p.force_flush,
+             p.vprops_ndevs, p.vprops_dev0, p.max_p2p_bytes, p.max_coll_bytes);
     CHECK(p.name != NULL && strcmp(p.name, "lo") == 0, "dev 0 is \"%s\", expected \"lo\"",
           p.name ? p.name : "(null)");
     CHECK(p.ptr_support & TPX_NCCL_PTR_HOST, "ptrSupport %#x lacks TPX_NCCL_PTR_HOST",
@@ -829,7 +816,7 @@ static int props_role(role_t *r)
     }
     for (int d = 1; d < ndev; d++) {
         CHECK_RC(nt_props(&r->nt, d, &p));
-        tt_say("dev %d: %s", d, p.name ? p.name : "(null)");
+        test_say("dev %d: %s", d, p.name ? p.name : "(null)");
     }
     return tt_expect_no_warnings();
 }
@@ -896,6 +883,7 @@ static pid_t spawn_role(const char *tag, role_fn fn, const char *so, int abi, in
     if (pid != 0)
         return pid;
     nt_set_tag(tag);
+    test_set_tag("%s", tag);
     close(other);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_DFL); /* the plugin must not raise it (MSG_NOSIGNAL) */
@@ -904,7 +892,7 @@ static pid_t spawn_role(const char *tag, role_fn fn, const char *so, int abi, in
     int rc = 1;
     if (nt_open(so, abi, &r.nt) == 0)
         rc = fn(&r);
-    tt_say("%s", rc == 0 ? "role passed" : "role FAILED");
+    test_say("%s", rc == 0 ? "role passed" : "role FAILED");
     fflush(stderr);
     _exit(rc == 0 ? 0 : 1);
 }
@@ -950,7 +938,7 @@ static int run(const scenario_t *sc, const char *so, int abi)
     close(sv[1]);
 
     int status[2] = {0, 0}, left = sc->send != NULL ? 2 : 1, failed = 0;
-    uint64_t deadline = nt_deadline_ms(SUPERVISE_S * 1000);
+    uint64_t deadline = test_deadline_ms(SUPERVISE_S * 1000);
     while (left > 0) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
@@ -963,7 +951,7 @@ static int run(const scenario_t *sc, const char *so, int abi)
                 left--;
                 if (!status_ok(st, want[i]) && !failed) {
                     failed = 1;
-                    uint64_t grace = nt_deadline_ms(GRACE_S * 1000);
+                    uint64_t grace = test_deadline_ms(GRACE_S * 1000);
                     if (grace < deadline)
                         deadline = grace;
                 }
@@ -971,7 +959,7 @@ static int run(const scenario_t *sc, const char *so, int abi)
         }
         if (p > 0)
             continue;
-        if (nt_now_ns() >= deadline) {
+        if (test_now_ns() >= deadline) {
             for (int i = 0; i < 2; i++) {
                 if (pids[i] > 0) {
                     fprintf(stderr, "supervisor: the %s (pid %d) is still running; killing it\n",

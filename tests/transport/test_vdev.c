@@ -85,7 +85,7 @@ static int vdev_make(role_t *r, vdev_t *v)
     }
     v->vd = -1;
     CHECK_RC(nt_make_vdevice(&r->nt, &v->vd, v->members, v->n));
-    tt_say("%d device(s); virtual device %d = %s", v->ndev, v->vd, name);
+    test_say("%d device(s); virtual device %d = %s", v->ndev, v->vd, name);
     CHECK(v->vd == v->ndev, "the first virtual device is %d; expected it after the %d physical "
                             "ones", v->vd, v->ndev);
     CHECK_RC(nt_devices(&r->nt, &ndev2));
@@ -152,7 +152,7 @@ static int vdev_check_spread(const vdev_t *v, const char *side)
         lo = data < lo ? data : lo;
         hi = data > hi ? data : hi;
     }
-    tt_say("%s: %d connection(s), per member:%s", side, total, line);
+    test_say("%s: %d connection(s), per member:%s", side, total, line);
     CHECK(total >= 1 + v->n, "%s: %d connections for %d members", side, total, v->n);
     CHECK(lo >= 1 && hi == lo, "%s: data connections per member from %d to %d: not even", side,
           lo, hi);
@@ -181,7 +181,7 @@ int vdev_recv(role_t *r)
     memset(handle, 0, sizeof(handle));
     CHECK_RC(nt_listen(&r->nt, v.vd, handle, &lc));
     TRY(tt_link_put(r, handle, sizeof(handle)));
-    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc, nt_deadline_ms(CONN_MS)));
+    CHECK_RC(nt_accept_wait(&r->nt, lc, &rc, test_deadline_ms(CONN_MS)));
     CHECK(rc != NULL, "accept on the virtual device gave no comm");
     unsigned char *buf = nt_alloc(VD_BUF);
     CHECK(buf != NULL, "out of memory");
@@ -193,14 +193,14 @@ int vdev_recv(role_t *r)
         s[j].req = NULL;
         CHECK_RC(nt_irecv1(&r->nt, rc, buf + (size_t)j * VD_SLOT, VD_SLOT, j, mh, &s[j].req));
     }
-    TRY(tt_wait_all(r, s, VD_FLIGHT, nt_deadline_ms(IO_MS), "vdev recv"));
+    TRY(tt_wait_all(r, s, VD_FLIGHT, test_deadline_ms(IO_MS), "vdev recv"));
     for (int j = 0; j < VD_FLIGHT; j++) {
         CHECK(s[j].size == (int)flight_size(j), "message %d: size %d, expected %zu", j, s[j].size,
               flight_size(j));
         size_t bad = nt_verify(buf + (size_t)j * VD_SLOT, flight_size(j), tt_seed(60, 99, j));
         CHECK(bad == NT_VERIFY_OK, "message %d: first wrong byte at %zu", j, bad);
     }
-    tt_say("%zu sizes one by one and %d messages in flight verified", VD_NSIZES, VD_FLIGHT);
+    test_say("%zu sizes one by one and %d messages in flight verified", VD_NSIZES, VD_FLIGHT);
     TRY(vdev_check_spread(&v, "receiver"));
     TRY(tt_sync_put(r, 'v'));
     CHECK_RC(nt_deregmr(&r->nt, rc, mh));
@@ -212,13 +212,13 @@ int vdev_recv(role_t *r)
         memset(handle, 0, sizeof(handle));
         CHECK_RC(nt_listen(&r->nt, devs[k], handle, &lc));
         TRY(tt_link_put(r, handle, sizeof(handle)));
-        CHECK_RC(nt_accept_wait(&r->nt, lc, &rc, nt_deadline_ms(CONN_MS)));
+        CHECK_RC(nt_accept_wait(&r->nt, lc, &rc, test_deadline_ms(CONN_MS)));
         CHECK_RC(nt_regmr(&r->nt, rc, buf, VD_MIXED, TPX_NCCL_PTR_HOST, &mh));
         TRY(tt_recv_one(r, rc, buf, VD_MIXED, VD_MIXED, 5, mh, tt_seed(61, k, 0)));
         CHECK_RC(nt_deregmr(&r->nt, rc, mh));
         TRY(tt_recv_close(r, 1, &lc, &rc));
     }
-    tt_say("device 0 -> virtual device and virtual device -> device 0: verified");
+    test_say("device 0 -> virtual device and virtual device -> device 0: verified");
     nt_free(buf, VD_BUF);
     return tt_expect_no_warnings();
 }
@@ -231,7 +231,7 @@ int vdev_send(role_t *r)
     slot_t s[VD_FLIGHT];
     TRY(tt_link_get(r, handle, sizeof(handle), CONN_MS));
     TRY(vdev_make(r, &v));
-    CHECK_RC(nt_connect_wait(&r->nt, v.vd, handle, &sc, nt_deadline_ms(CONN_MS)));
+    CHECK_RC(nt_connect_wait(&r->nt, v.vd, handle, &sc, test_deadline_ms(CONN_MS)));
     CHECK(sc != NULL, "connect on the virtual device gave no comm");
     unsigned char *buf = nt_alloc(VD_BUF);
     CHECK(buf != NULL, "out of memory");
@@ -244,7 +244,7 @@ int vdev_send(role_t *r)
         CHECK_RC(nt_isend(&r->nt, sc, buf + (size_t)j * VD_SLOT, flight_size(j), j, mh,
                           &s[j].req));
     }
-    TRY(tt_wait_all(r, s, VD_FLIGHT, nt_deadline_ms(IO_MS), "vdev send"));
+    TRY(tt_wait_all(r, s, VD_FLIGHT, test_deadline_ms(IO_MS), "vdev send"));
     TRY(vdev_check_spread(&v, "sender"));
     TRY(tt_sync_get(r, 'v', IO_MS)); /* the receiver has counted its connections */
     CHECK_RC(nt_deregmr(&r->nt, sc, mh));
@@ -252,7 +252,7 @@ int vdev_send(role_t *r)
     int devs[2] = {0, v.vd};
     for (int k = 0; k < 2; k++) {
         TRY(tt_link_get(r, handle, sizeof(handle), CONN_MS));
-        CHECK_RC(nt_connect_wait(&r->nt, devs[k], handle, &sc, nt_deadline_ms(CONN_MS)));
+        CHECK_RC(nt_connect_wait(&r->nt, devs[k], handle, &sc, test_deadline_ms(CONN_MS)));
         CHECK_RC(nt_regmr(&r->nt, sc, buf, VD_MIXED, TPX_NCCL_PTR_HOST, &mh));
         TRY(tt_send_one(r, sc, buf, VD_MIXED, 5, mh, tt_seed(61, k, 0)));
         CHECK_RC(nt_deregmr(&r->nt, sc, mh));
@@ -303,8 +303,8 @@ static int handle_codec(void)
     bad[TPX_SOCK_HANDLE_MORE_OFF + 2] = 1; /* reserved field of NIC 2 */
     CHECK(tpx__sock_handle_decode(bad, &o) != TPX_OK, "a handle with a reserved field set "
           "decoded");
-    tt_say("handle codec: 4 IPv6 NICs round-trip in %d bytes; bad entries refused",
-           TPX_SOCK_HANDLE_STAGE_OFF);
+    test_say("handle codec: 4 IPv6 NICs round-trip in %d bytes; bad entries refused",
+             TPX_SOCK_HANDLE_STAGE_OFF);
     return 0;
 }
 
@@ -321,7 +321,7 @@ static int refuse(role_t *r, const char *what, int *d, const int *devs, int ndev
     CHECK_RC(nt_devices(&r->nt, &n));
     CHECK(n == ndev_now, "makeVDevice with %s changed devices() from %d to %d", what, ndev_now,
           n);
-    tt_say("makeVDevice with %s: rc %d, as expected", what, rc);
+    test_say("makeVDevice with %s: rc %d, as expected", what, rc);
     return 0;
 }
 
@@ -331,7 +331,7 @@ int vdev_badargs_role(role_t *r)
     nt_props_t p;
     TRY(handle_codec());
     if (r->nt.abi < 9) {
-        tt_say("ncclNet v%d has no makeVDevice: nothing more to test", r->nt.abi);
+        test_say("ncclNet v%d has no makeVDevice: nothing more to test", r->nt.abi);
         return 0;
     }
     TRY(tt_role_init(r));
@@ -372,6 +372,6 @@ int tcpx_vdev_role(role_t *r)
           "expected one", nt_warn_count() - w0);
     CHECK_RC(nt_devices(&r->nt, &n));
     CHECK(n == ndev, "devices() changed from %d to %d", ndev, n);
-    tt_say("strict TCPX mode: makeVDevice refused with rc %d", rc);
+    test_say("strict TCPX mode: makeVDevice refused with rc %d", rc);
     return 0;
 }

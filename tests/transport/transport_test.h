@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/tpx_test.h"
 #include "nettest.h"
 
 #define HANDLE_SIZE  TPX_NCCL_NET_HANDLE_MAXSIZE
@@ -42,36 +43,9 @@ typedef struct {
     int size;
 } slot_t;
 
-/* ---- reporting ------------------------------------------------------------ */
+/* ---- reporting: test_say() and the checks of ../common/tpx_test.h; each
+ * role's tag is its name. ------------------------------------------------- */
 
-/* "[tag pid] message" on stderr. */
-void tt_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        tt_say("FAIL at %s:%d", __FILE__, __LINE__);                                               \
-        tt_say(__VA_ARGS__);                                                                       \
-        return 1;                                                                                  \
-    } while (0)
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            FAIL(__VA_ARGS__);                                                                     \
-    } while (0)
-#define CHECK_RC(call)                                                                             \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != 0)                                                                              \
-            FAIL("%s returned rc %d", #call, rc_);                                                 \
-    } while (0)
-/* A helper that failed has already said why. */
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        if ((call) != 0)                                                                           \
-            return 1;                                                                              \
-    } while (0)
-
-double tt_secs(uint64_t t0);
 /* A distinct data seed per (scenario, a, b): a wrong message is a mismatch. */
 uint64_t tt_seed(unsigned scen, unsigned a, unsigned b);
 

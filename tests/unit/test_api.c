@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../common/tpx_test.h"
 #include "tpx/tpx.h"
 
 static int lines, errors;
@@ -33,17 +33,17 @@ int main(void)
         TPX_ERR_CANCELED};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         const char *n = tpx_status_name(all[i]);
-        CHECK(strncmp(n, "TPX_", 4) == 0 && strcmp(n, "TPX_ERR_UNKNOWN") != 0);
+        EXPECT(strncmp(n, "TPX_", 4) == 0 && strcmp(n, "TPX_ERR_UNKNOWN") != 0);
         for (size_t j = 0; j < i; j++)
-            CHECK(strcmp(n, tpx_status_name(all[j])) != 0);
+            EXPECT(strcmp(n, tpx_status_name(all[j])) != 0);
     }
-    CHECK(strcmp(tpx_status_name(TPX_ERR_TIMED_OUT), "TPX_ERR_TIMED_OUT") == 0);
-    CHECK(strcmp(tpx_status_name(TPX_OK), "TPX_OK") == 0);
-    CHECK(strcmp(tpx_status_name((tpx_status_t)-999), "TPX_ERR_UNKNOWN") == 0);
+    EXPECT(strcmp(tpx_status_name(TPX_ERR_TIMED_OUT), "TPX_ERR_TIMED_OUT") == 0);
+    EXPECT(strcmp(tpx_status_name(TPX_OK), "TPX_OK") == 0);
+    EXPECT(strcmp(tpx_status_name((tpx_status_t)-999), "TPX_ERR_UNKNOWN") == 0);
 
     /* Log lines go to the callback, and nothing to stderr. */
     int saved = dup(2), pfd[2];
-    CHECK(saved >= 0 && pipe(pfd) == 0);
+    EXPECT(saved >= 0 && pipe(pfd) == 0);
     dup2(pfd[1], 2);
     tpx_log_set_callback(on_log, NULL);
     tpx_engine_t *e = NULL;
@@ -66,14 +66,14 @@ int main(void)
     char buf[512];
     ssize_t n = read(pfd[0], buf, sizeof(buf));
     close(pfd[0]);
-    CHECK_EQ(st, TPX_ERR_INVALID_ARG);
-    CHECK(e == NULL);
-    CHECK(after_cb >= 1 && errors >= 1);
-    CHECK(strstr(last, "ERROR") != NULL && strstr(last, "engine") != NULL && !strchr(last, '\n'));
-    CHECK_EQ(after_none, after_cb); /* TPX_LOG_NONE: not even errors */
+    EXPECT_EQ(st, TPX_ERR_INVALID_ARG);
+    EXPECT(e == NULL);
+    EXPECT(after_cb >= 1 && errors >= 1);
+    EXPECT(strstr(last, "ERROR") != NULL && strstr(last, "engine") != NULL && !strchr(last, '\n'));
+    EXPECT_EQ(after_none, after_cb); /* TPX_LOG_NONE: not even errors */
     if (n > 0)
         fprintf(stderr, "stderr got: %.*s\n", (int)n, buf);
-    CHECK(n <= 0);
+    EXPECT(n <= 0);
 
     /* params.auth_token: 255 bytes are taken, 256 refused (never cut) */
     {
@@ -84,10 +84,10 @@ int main(void)
         p.port = TPX_PORT_NONE;
         p.auth_token = tok;
         e = NULL;
-        CHECK_EQ(tpx_engine_create(&p, &e), TPX_ERR_CONFIG);
-        CHECK(e == NULL);
+        EXPECT_EQ(tpx_engine_create(&p, &e), TPX_ERR_CONFIG);
+        EXPECT(e == NULL);
         tok[255] = '\0';
-        CHECK_EQ(tpx_engine_create(&p, &e), TPX_OK);
+        EXPECT_EQ(tpx_engine_create(&p, &e), TPX_OK);
         tpx_engine_destroy(e);
         tpx_log_set_level(TPX_LOG_WARN);
     }
@@ -97,11 +97,11 @@ int main(void)
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     tpx_log_set_level(TPX_LOG_NONE); /* the NULL arguments below are logged */
     size_t k = 1;
-    CHECK_EQ(tpx_get_notifs(NULL, NULL, 0, &k), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx_get_notifs(NULL, NULL, 0, &k), TPX_ERR_INVALID_ARG);
     tpx_remote_t *rm = NULL;
-    CHECK_EQ(tpx_engine_load_remote(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
+    EXPECT_EQ(tpx_engine_load_remote(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
 #pragma GCC diagnostic pop
-    CHECK_EQ(tpx_remote_load(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
-    CHECK(rm == NULL);
-    CHECK_DONE();
+    EXPECT_EQ(tpx_remote_load(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
+    EXPECT(rm == NULL);
+    TEST_DONE();
 }

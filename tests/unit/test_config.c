@@ -2,56 +2,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "../common/tpx_test.h"
 #include "common/config.h"
 #include "tpx/tpx.h"
 
 int main(int argc, char **argv)
 {
     int64_t v = 0;
-    CHECK(tpx__parse_size("0", &v) == 0 && v == 0);
-    CHECK(tpx__parse_size("64K", &v) == 0 && v == 65536);
-    CHECK(tpx__parse_size("64KiB", &v) == 0 && v == 65536);
-    CHECK(tpx__parse_size("1M", &v) == 0 && v == 1048576);
-    CHECK(tpx__parse_size("2g", &v) == 0 && v == 2147483648LL);
-    CHECK(tpx__parse_size("", &v) != 0);
-    CHECK(tpx__parse_size("abc", &v) != 0);
-    CHECK(tpx__parse_size("12Q", &v) != 0);
-    CHECK(tpx__parse_size("1K2", &v) != 0);
-    CHECK(tpx__parse_size("99999999999999999999", &v) != 0);
-    CHECK(tpx__parse_size("9000000000G", &v) != 0);
+    EXPECT(tpx__parse_size("0", &v) == 0 && v == 0);
+    EXPECT(tpx__parse_size("64K", &v) == 0 && v == 65536);
+    EXPECT(tpx__parse_size("64KiB", &v) == 0 && v == 65536);
+    EXPECT(tpx__parse_size("1M", &v) == 0 && v == 1048576);
+    EXPECT(tpx__parse_size("2g", &v) == 0 && v == 2147483648LL);
+    EXPECT(tpx__parse_size("", &v) != 0);
+    EXPECT(tpx__parse_size("abc", &v) != 0);
+    EXPECT(tpx__parse_size("12Q", &v) != 0);
+    EXPECT(tpx__parse_size("1K2", &v) != 0);
+    EXPECT(tpx__parse_size("99999999999999999999", &v) != 0);
+    EXPECT(tpx__parse_size("9000000000G", &v) != 0);
 
     if (argc > 1 && strcmp(argv[1], "bad") == 0) {
         /* Run by ctest with TPX_NSOCKS=abc: the check must fail cleanly. */
-        CHECK_EQ(tpx_config_check(), TPX_ERR_CONFIG);
-        CHECK(tpx__config_int(TPX_CFG_NSOCKS) >= 2); /* falls back to the default (auto: >= 2) */
-        CHECK_DONE();
+        EXPECT_EQ(tpx_config_check(), TPX_ERR_CONFIG);
+        EXPECT(tpx__config_int(TPX_CFG_NSOCKS) >= 2); /* falls back to the default (auto: >= 2) */
+        TEST_DONE();
     }
     if (argc > 1 && strcmp(argv[1], "range") == 0) {
-        CHECK_EQ(tpx_config_check(), TPX_ERR_CONFIG); /* TPX_NSOCKS=17 */
-        CHECK_DONE();
+        EXPECT_EQ(tpx_config_check(), TPX_ERR_CONFIG); /* TPX_NSOCKS=17 */
+        TEST_DONE();
     }
     if (argc > 1 && strcmp(argv[1], "token") == 0) {
         /* Run with a 256-byte TPX_AUTH_TOKEN: refused (as from the file), not cut */
-        CHECK_EQ(tpx_config_check(), TPX_ERR_CONFIG);
+        EXPECT_EQ(tpx_config_check(), TPX_ERR_CONFIG);
         tpx_engine_t *e = NULL;
         tpx_engine_params_t p;
         tpx_engine_params_init(&p);
         p.port = TPX_PORT_NONE;
-        CHECK_EQ(tpx_engine_create(&p, &e), TPX_ERR_CONFIG);
-        CHECK(e == NULL);
-        CHECK_DONE();
+        EXPECT_EQ(tpx_engine_create(&p, &e), TPX_ERR_CONFIG);
+        EXPECT(e == NULL);
+        TEST_DONE();
     }
     setenv("TPX_NSOCKS", "8", 1);
     setenv("TPX_PIECE_BYTES", "2M", 1);
     unsetenv("TPX_LOG_LEVEL");
-    CHECK_EQ(tpx_config_check(), TPX_OK);
-    CHECK_EQ(tpx__config_int(TPX_CFG_NSOCKS), 8);
-    CHECK_EQ(tpx__config_int(TPX_CFG_PIECE_BYTES), 2 << 20);
-    CHECK_EQ(tpx__config_int(TPX_CFG_MAX_REQUESTS), 32);
-    CHECK(strcmp(tpx__config_str(TPX_CFG_LOG_LEVEL), "warn") == 0);
+    EXPECT_EQ(tpx_config_check(), TPX_OK);
+    EXPECT_EQ(tpx__config_int(TPX_CFG_NSOCKS), 8);
+    EXPECT_EQ(tpx__config_int(TPX_CFG_PIECE_BYTES), 2 << 20);
+    EXPECT_EQ(tpx__config_int(TPX_CFG_MAX_REQUESTS), 32);
+    EXPECT(strcmp(tpx__config_str(TPX_CFG_LOG_LEVEL), "warn") == 0);
     /* Read once: later changes are not seen. */
     setenv("TPX_NSOCKS", "2", 1);
-    CHECK_EQ(tpx__config_int(TPX_CFG_NSOCKS), 8);
-    CHECK_DONE();
+    EXPECT_EQ(tpx__config_int(TPX_CFG_NSOCKS), 8);
+    TEST_DONE();
 }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "../common/tpx_test.h"
 #include "tpx/tpx.h"
 
 #define BEGIN "<!-- config-table:begin -->\n"
@@ -16,17 +16,17 @@ int main(int argc, char **argv)
         return 2;
     }
     FILE *f = fopen(argv[1], "r");
-    CHECK(f != NULL);
+    EXPECT(f != NULL);
     if (f == NULL)
-        CHECK_DONE();
+        TEST_DONE();
     static char readme[1 << 20];
     size_t n = fread(readme, 1, sizeof(readme) - 1, f);
     fclose(f);
     readme[n] = '\0';
     char *b = strstr(readme, BEGIN), *e = b ? strstr(b, END) : NULL;
-    CHECK(b != NULL && e != NULL);
+    EXPECT(b != NULL && e != NULL);
     if (b == NULL || e == NULL)
-        CHECK_DONE();
+        TEST_DONE();
     b += strlen(BEGIN);
     *e = '\0';
 
@@ -35,11 +35,10 @@ int main(int argc, char **argv)
     FILE *m = open_memstream(&want, &wlen);
     tpx_config_print(m, 1);
     fclose(m);
-    if (strcmp(b, want) != 0) {
-        fprintf(stderr, "README.md's configuration table is out of date. Replace the lines "
-                        "between the config-table markers with:\n%s", want);
-        check_failures++;
-    }
+    EXPECT(strcmp(b, want) == 0,
+           "README.md's configuration table is out of date. Replace the lines "
+           "between the config-table markers with:\n%s",
+           want);
     free(want);
-    CHECK_DONE();
+    TEST_DONE();
 }

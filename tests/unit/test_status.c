@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
+#include "../common/tpx_test.h"
 #include "common/util.h"
 #include "tpx/tpx.h"
 
@@ -18,20 +18,20 @@ int main(void)
     size_t n = sizeof(all) / sizeof(all[0]);
     for (size_t i = 0; i < n; i++) {
         const char *s = tpx_strerror(all[i]);
-        CHECK(s != NULL && s[0] != '\0' && strcmp(s, "unknown status") != 0);
+        EXPECT(s != NULL && s[0] != '\0' && strcmp(s, "unknown status") != 0);
         for (size_t j = 0; j < i; j++)
-            CHECK(strcmp(s, tpx_status_string(all[j])) != 0);
-        CHECK(all[i] <= TPX_INPROGRESS);
+            EXPECT(strcmp(s, tpx_status_string(all[j])) != 0);
+        EXPECT(all[i] <= TPX_INPROGRESS);
     }
-    CHECK(strcmp(tpx_status_string((tpx_status_t)12345), "unknown status") == 0);
-    CHECK_EQ(tpx__status_from_errno(0), TPX_OK);
-    CHECK_EQ(tpx__status_from_errno(EAGAIN), TPX_INPROGRESS);
-    CHECK_EQ(tpx__status_from_errno(ECONNRESET), TPX_ERR_CONN_RESET);
-    CHECK_EQ(tpx__status_from_errno(EPIPE), TPX_ERR_CONN_RESET);
-    CHECK_EQ(tpx__status_from_errno(ECONNREFUSED), TPX_ERR_CONN_REFUSED);
-    CHECK_EQ(tpx__status_from_errno(ETIMEDOUT), TPX_ERR_TIMED_OUT);
-    CHECK_EQ(tpx__status_from_errno(EADDRINUSE), TPX_ERR_ADDR_IN_USE);
-    CHECK_EQ(tpx__status_from_errno(EIO), TPX_ERR_IO);
-    CHECK(strlen(tpx_version_string()) >= 5);
-    CHECK_DONE();
+    EXPECT(strcmp(tpx_status_string((tpx_status_t)12345), "unknown status") == 0);
+    EXPECT_EQ(tpx__status_from_errno(0), TPX_OK);
+    EXPECT_EQ(tpx__status_from_errno(EAGAIN), TPX_INPROGRESS);
+    EXPECT_EQ(tpx__status_from_errno(ECONNRESET), TPX_ERR_CONN_RESET);
+    EXPECT_EQ(tpx__status_from_errno(EPIPE), TPX_ERR_CONN_RESET);
+    EXPECT_EQ(tpx__status_from_errno(ECONNREFUSED), TPX_ERR_CONN_REFUSED);
+    EXPECT_EQ(tpx__status_from_errno(ETIMEDOUT), TPX_ERR_TIMED_OUT);
+    EXPECT_EQ(tpx__status_from_errno(EADDRINUSE), TPX_ERR_ADDR_IN_USE);
+    EXPECT_EQ(tpx__status_from_errno(EIO), TPX_ERR_IO);
+    EXPECT(strlen(tpx_version_string()) >= 5);
+    TEST_DONE();
 }

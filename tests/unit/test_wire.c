@@ -2,7 +2,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "check.h"
+#include "../common/tpx_test.h"
 #include "plugin/sock/sock_wire.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -24,70 +24,70 @@ int main(void)
     inet_pton(AF_INET, "127.0.0.1", &h.addr.sin.sin_addr);
     h.nonce = 0x0123456789abcdefull;
     tpx__sock_handle_encode(&h, buf);
-    CHECK_EQ(tpx__sock_handle_decode(buf, &o), TPX_OK);
-    CHECK_EQ(o.addr.sa.sa_family, AF_INET);
-    CHECK_EQ(ntohs(o.addr.sin.sin_port), 4242);
-    CHECK(o.addr.sin.sin_addr.s_addr == h.addr.sin.sin_addr.s_addr);
-    CHECK(o.nonce == h.nonce);
+    EXPECT_EQ(tpx__sock_handle_decode(buf, &o), TPX_OK);
+    EXPECT_EQ(o.addr.sa.sa_family, AF_INET);
+    EXPECT_EQ(ntohs(o.addr.sin.sin_port), 4242);
+    EXPECT(o.addr.sin.sin_addr.s_addr == h.addr.sin.sin_addr.s_addr);
+    EXPECT(o.nonce == h.nonce);
     for (int i = 64; i < 128; i++)
-        CHECK_EQ(buf[i], 0); /* connector-private bytes start zeroed */
+        EXPECT_EQ(buf[i], 0); /* connector-private bytes start zeroed */
     memset(&h, 0, sizeof(h));
     h.addr.sin6.sin6_family = AF_INET6;
     h.addr.sin6.sin6_port = htons(1);
     inet_pton(AF_INET6, "fd00::1", &h.addr.sin6.sin6_addr);
     tpx__sock_handle_encode(&h, buf);
-    CHECK_EQ(tpx__sock_handle_decode(buf, &o), TPX_OK);
-    CHECK_EQ(o.addr.sa.sa_family, AF_INET6);
-    CHECK(memcmp(&o.addr.sin6.sin6_addr, &h.addr.sin6.sin6_addr, 16) == 0);
+    EXPECT_EQ(tpx__sock_handle_decode(buf, &o), TPX_OK);
+    EXPECT_EQ(o.addr.sa.sa_family, AF_INET6);
+    EXPECT(memcmp(&o.addr.sin6.sin6_addr, &h.addr.sin6.sin6_addr, 16) == 0);
     unsigned char bad[128];
     memset(bad, 0, sizeof(bad));
-    CHECK(tpx__sock_handle_decode(bad, &o) != TPX_OK);
+    EXPECT(tpx__sock_handle_decode(bad, &o) != TPX_OK);
     memcpy(bad, buf, 128);
     bad[0] ^= 1;
-    CHECK(tpx__sock_handle_decode(bad, &o) != TPX_OK);
+    EXPECT(tpx__sock_handle_decode(bad, &o) != TPX_OK);
     memcpy(bad, buf, 128);
     bad[7] = 5; /* family */
-    CHECK(tpx__sock_handle_decode(bad, &o) != TPX_OK);
+    EXPECT(tpx__sock_handle_decode(bad, &o) != TPX_OK);
     memcpy(bad, buf, 128);
     bad[8] = bad[9] = 0; /* port 0 */
-    CHECK(tpx__sock_handle_decode(bad, &o) != TPX_OK);
+    EXPECT(tpx__sock_handle_decode(bad, &o) != TPX_OK);
 
     /* hello */
     unsigned char hb[TPX_SOCK_HELLO_WIRE_SIZE];
     tpx_sock_hello_t he = {.kind = TPX_SOCK_HELLO_DATA, .index = 3, .nsocks = 4, .nonce = 7,
                            .conn_id = 99}, ho;
     tpx__sock_hello_encode(&he, hb);
-    CHECK_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
-    CHECK(ho.kind == he.kind && ho.index == 3 && ho.nsocks == 4 && ho.nonce == 7 &&
-          ho.conn_id == 99);
+    EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
+    EXPECT(ho.kind == he.kind && ho.index == 3 && ho.nsocks == 4 && ho.nonce == 7 &&
+           ho.conn_id == 99);
     he.index = 4; /* index >= nsocks */
     tpx__sock_hello_encode(&he, hb);
-    CHECK(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
     he.index = 0;
     he.nsocks = 17;
     tpx__sock_hello_encode(&he, hb);
-    CHECK(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
     he.nsocks = 1;
     he.kind = 9;
     tpx__sock_hello_encode(&he, hb);
-    CHECK(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
 
     /* piece */
     unsigned char pb[TPX_SOCK_PIECE_WIRE_SIZE];
     tpx_sock_piece_t p = {.tag = 5, .len = 100, .seq = 1ull << 40, .total = 1000, .offset = 900},
                      po;
     tpx__sock_piece_encode(&p, pb);
-    CHECK_EQ(tpx__sock_piece_decode(pb, &po), TPX_OK);
-    CHECK(memcmp(&p, &po, sizeof(p)) == 0);
+    EXPECT_EQ(tpx__sock_piece_decode(pb, &po), TPX_OK);
+    EXPECT(memcmp(&p, &po, sizeof(p)) == 0);
     p.offset = 901; /* runs past the end */
     tpx__sock_piece_encode(&p, pb);
-    CHECK(tpx__sock_piece_decode(pb, &po) != TPX_OK);
+    EXPECT(tpx__sock_piece_decode(pb, &po) != TPX_OK);
     p = (tpx_sock_piece_t){.len = 1, .total = UINT64_MAX, .offset = UINT64_MAX};
     tpx__sock_piece_encode(&p, pb);
-    CHECK(tpx__sock_piece_decode(pb, &po) != TPX_OK);
+    EXPECT(tpx__sock_piece_decode(pb, &po) != TPX_OK);
     p = (tpx_sock_piece_t){.len = 0, .total = 10, .offset = 0}; /* empty piece of a non-empty msg */
     tpx__sock_piece_encode(&p, pb);
-    CHECK(tpx__sock_piece_decode(pb, &po) != TPX_OK);
+    EXPECT(tpx__sock_piece_decode(pb, &po) != TPX_OK);
 
     /* Random bytes never decode into something out of bounds (and never crash). */
     for (int i = 0; i < 200000; i++) {
@@ -101,10 +101,10 @@ int main(void)
             r[12] = r[13] = r[14] = r[15] = 0;
         }
         if (tpx__sock_piece_decode(r, &po) == TPX_OK)
-            CHECK(po.offset <= po.total && po.len <= po.total - po.offset);
+            EXPECT(po.offset <= po.total && po.len <= po.total - po.offset);
         if (tpx__sock_hello_decode(r, &ho) == TPX_OK)
-            CHECK(ho.index < ho.nsocks && ho.nsocks <= TPX_SOCK_MAX_SOCKS);
+            EXPECT(ho.index < ho.nsocks && ho.nsocks <= TPX_SOCK_MAX_SOCKS);
         (void)tpx__sock_handle_decode(r, &o);
     }
-    CHECK_DONE();
+    TEST_DONE();
 }
