@@ -78,7 +78,7 @@ typedef struct {
     uint64_t chunk;                 /* largest isend; 0: whole message (<= 1 GiB) */
     uint64_t verify;                /* fill a pattern and check every byte */
     uint64_t timeout_s;             /* no progress for this long: error */
-    uint64_t nthreads;              /* TPX_NTHREADS; NB_AUTO: environment */
+    uint64_t nthreads;              /* TPX_SOCK_WORKERS; NB_AUTO: environment */
 } nb_params_t;
 
 /*
@@ -88,7 +88,7 @@ typedef struct {
 typedef struct {
     uint64_t cfg;         /* index into params.nsocks */
     uint64_t nsocks;      /* effective TPX_NSOCKS of the receiver */
-    uint64_t nthreads;    /* effective TPX_NTHREADS of the receiver */
+    uint64_t nthreads;    /* effective TPX_SOCK_WORKERS of the receiver */
     uint64_t peer_nsocks; /* effective TPX_NSOCKS of the sender */
     uint64_t size, iters, warmup, window, chunk, nchunks, nbuf;
     uint64_t time_ns;                   /* receiver: barrier release to last completion */
@@ -619,7 +619,7 @@ static int nb_worker(nb_worker_t *w)
         return -1;
     }
     w->nsocks = bench_config_int("TPX_NSOCKS");
-    w->nthreads = bench_config_int("TPX_NTHREADS");
+    w->nthreads = bench_config_int("TPX_SOCK_WORKERS");
     if (w->nsocks < 0) /* tpx_config_print() changed its format: say what we asked for */
         w->nsocks = (int64_t)p->nsocks[w->cfg];
     if (w->nthreads < 0)
@@ -772,8 +772,8 @@ static void nb_print_header(nb_main_t *m)
            it, wu, p->window, p->chunk ? bench_human(p->chunk, hb, sizeof(hb)) : "whole message",
            p->verify ? "on" : "off", p->timeout_s);
     const char *ifn = getenv("TPX_SOCKET_IFNAME");
-    printf("# TPX_SOCKET_IFNAME=%s  dev %d  TPX_NTHREADS=%s\n", ifn ? ifn : "(unset)", m->dev,
-           getenv("TPX_NTHREADS") ? getenv("TPX_NTHREADS") : "(default)");
+    printf("# TPX_SOCKET_IFNAME=%s  dev %d  TPX_SOCK_WORKERS=%s\n", ifn ? ifn : "(unset)", m->dev,
+           getenv("TPX_SOCK_WORKERS") ? getenv("TPX_SOCK_WORKERS") : "(default)");
     printf("# GB/s = 1e9 bytes/s, receiver side: from the barrier release (receives posted)\n"
            "#   to the last completion; time(ms) = that time / iters; warm-up not timed;\n"
            "#   cpu(s/GB) = user+sys CPU of both processes (all threads) per 1e9 bytes\n");
@@ -792,7 +792,7 @@ static void nb_print_row(nb_main_t *m, const nb_row_t *r)
         return;
     if (!m->header_done) {
         m->header_done = 1;
-        printf("# device %" PRIu64 ": %s, %" PRIu64 " Mb/s; TPX_NTHREADS effective %" PRIu64
+        printf("# device %" PRIu64 ": %s, %" PRIu64 " Mb/s; TPX_SOCK_WORKERS effective %" PRIu64
                " (0: one per data connection)\n#\n",
                r->dev, r->dev_name, r->speed_mbps, r->nthreads);
         bench_table_header(stdout, nb_cols, NB_NCOLS);
@@ -1109,7 +1109,7 @@ static void nb_env_apply(const nb_params_t *p, uint64_t cfg)
     }
     if (p->nthreads != NB_AUTO) {
         snprintf(v, sizeof(v), "%" PRIu64, p->nthreads);
-        setenv("TPX_NTHREADS", v, 1);
+        setenv("TPX_SOCK_WORKERS", v, 1);
     }
 }
 
@@ -1322,7 +1322,7 @@ static void nb_usage(FILE *f)
             "    --nsocks LIST    TPX_NSOCKS values, one configuration each, e.g. 1,2,4,8,16\n"
             "                     (default: TPX_NSOCKS from the environment, or the transport's\n"
             "                     default)\n"
-            "    --nthreads N     TPX_NTHREADS for every configuration (default: environment)\n"
+            "    --nthreads N     TPX_SOCK_WORKERS (I/O threads) for every configuration (default: environment)\n"
             "    --window W       requests in flight per comm (default %5$d, at most 256; the\n"
             "                     transport accepts TPX_MAX_REQUESTS). Buffers: enough messages\n"
             "                     to fill the window, at most 1 GiB per side, at least one\n"
@@ -1346,9 +1346,9 @@ static void nb_usage(FILE *f)
             "\n"
             "ENVIRONMENT\n"
             "    The transport's TPX_* variables apply (TPX_SOCKET_IFNAME, TPX_NSOCKS,\n"
-            "    TPX_NTHREADS, TPX_PIECE_BYTES, TPX_SOCK_BUF_BYTES, TPX_LOG_LEVEL, ...);\n"
+            "    TPX_SOCK_WORKERS, TPX_PIECE_BYTES, TPX_SOCK_BUF_BYTES, TPX_LOG_LEVEL, ...);\n"
             "    `%1$s --print-config` lists them all with defaults and meanings.\n"
-            "    --nsocks and --nthreads set TPX_NSOCKS and TPX_NTHREADS per configuration.\n"
+            "    --nsocks and --nthreads set TPX_NSOCKS and TPX_SOCK_WORKERS per configuration.\n"
             "\n"
             "EXAMPLES\n"
             "    %1$s\n"

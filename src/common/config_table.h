@@ -23,8 +23,10 @@ TPX_CONFIG_X(NSOCKS, INT, "0", 0, 16,
              "and at most 8 (one loopback comm on a 16-core H100 host: 5.3, 9.9, 16.3, 25.7, "
              "27.2 GB/s with 1, 2, 4, 8, 16). On a virtual device (`TPX_NIC_FUSE`) rounded up to "
              "a multiple of its NICs.")
-TPX_CONFIG_X(NTHREADS, INT, "0", 0, 16,
-             "Helper threads per comm of the built-in transport (0: one per data connection).")
+TPX_CONFIG_X(SOCK_WORKERS, INT, "0", 0, 64,
+             "I/O threads of the built-in transport, shared by every comm of the process (each "
+             "multiplexes many connections with epoll; pinned to the NICs' NUMA nodes when "
+             "known). 0: half the CPUs, at least 1 and at most 8.")
 TPX_CONFIG_X(MAX_REQUESTS, INT, "32", 1, 256,
              "Requests a comm of the built-in transport accepts in flight; one more is an error.")
 TPX_CONFIG_X(PIECE_BYTES, INT, "1M", 65536, 67108864,

@@ -3,14 +3,19 @@
  *
  * The transport is an ncclNet plugin and nothing else: it knows nothing of
  * the tpx engine. It promises:
- *  - a comm is one control connection plus `nsocks` data connections, served
- *    by helper threads; all socket I/O happens in those threads;
+ *  - a comm is one control connection plus `nsocks` data connections; their
+ *    socket I/O happens in a small process-wide pool of I/O workers
+ *    (TPX_SOCK_WORKERS, see sock_io.c), each multiplexing the connections of
+ *    many comms with edge-triggered epoll; a comm's data connections are
+ *    dealt over the workers (NUMA-local to the NIC first), so the threads of
+ *    a process do not grow with peers or comms, and the pool stops when the
+ *    last comm closes;
  *  - each message is cut into pieces that free data connections take as
  *    they become free (guided self-scheduling: large pieces first, shrinking
  *    toward 64 KiB at the end of a message), so a slow connection never sets
  *    the pace;
  *  - isend/irecv/test never block and never make system calls except one
- *    eventfd write to wake a sleeping helper; test() only reads counters;
+ *    eventfd write to wake a sleeping worker; test() only reads counters;
  *  - every failure (peer close, reset, malformed data, a message larger than
  *    the receive) is sticky on the comm and reported by test(), never turned
  *    into "not done".
@@ -76,7 +81,7 @@ typedef struct {
 
 /* Settings read once at init. */
 typedef struct {
-    int nsocks, nthreads, max_reqs;
+    int nsocks, workers, max_reqs;
     uint64_t piece_bytes;
     int sock_buf;
     int connect_timeout_ms;
@@ -139,12 +144,17 @@ typedef struct {
     _Atomic uint64_t claimed; /* recv: bytes announced by piece headers */
 } tpx_sock_req_t;
 
-/* Per data connection progress, owned by one helper thread. */
-typedef struct {
+struct tpx_sock_worker; /* sock_io.c: one thread of the process-wide I/O pool */
+
+/* Per data connection progress. Everything but the atomics and the fields
+ * marked otherwise belongs to the worker the connection is assigned to. */
+typedef struct tpx_sock_chan {
     int fd;
     int active;            /* a piece is in progress */
-    int parked;            /* recv: header read, message not posted yet */
+    _Atomic int parked;    /* recv: header read, message not posted yet (posters read it) */
+    _Atomic int idle;      /* send: found no piece to take (posters read it) */
     int want_write;        /* send: the last write would block */
+    int eof;               /* recv: the sender closed this connection between pieces */
     tpx_sock_piece_t piece;
     unsigned char hdr[TPX_SOCK_PIECE_WIRE_SIZE];
     uint32_t hdr_done;     /* header bytes moved */
@@ -153,17 +163,16 @@ typedef struct {
     uint64_t bytes;        /* payload bytes moved in total (stats) */
     uint32_t copy_done;    /* CUDA send: payload bytes copied to staging */
     tpx_sock_cuda_chan_t *cu; /* CUDA staging of this connection, made on first use */
-} tpx_sock_chan_t;
-
-typedef struct {
+    /* The worker's bookkeeping (sock_io.c). */
     struct tpx_sock_comm *comm;
-    pthread_t thread;
-    int started;
-    int efd;               /* eventfd: wake-up from the API thread */
-    _Atomic int sleeping;  /* 1 while blocked in poll() waiting for work */
-    _Atomic int parked_wait; /* recv: asleep with a parked piece */
-    int first, stride;     /* serves chans first, first+stride, ... */
-} tpx_sock_worker_t;
+    struct tpx_sock_worker *worker; /* set once at start, before the worker sees it */
+    struct tpx_sock_chan *kick_next; /* the worker's kick stack (lock-free, MPSC) */
+    _Atomic int kicked;    /* on the kick stack */
+    struct tpx_sock_chan *run_next;  /* the worker's run queue */
+    int queued;            /* on the run queue */
+    int registered;        /* in the worker's epoll set */
+    uint32_t events;       /* epoll events not handled yet */
+} tpx_sock_chan_t;
 
 typedef enum { SOCK_COMM_SEND = 1, SOCK_COMM_RECV = 2 } tpx_sock_comm_kind_t;
 
@@ -172,10 +181,9 @@ typedef struct tpx_sock_comm {
     tpx_sock_comm_kind_t kind;
     int dev;
     int ctrl_fd;
-    int nsocks, nthreads, max_reqs;
+    int nsocks, max_reqs;
     uint64_t conn_id;
     tpx_sock_chan_t chans[TPX_SOCK_MAX_SOCKS];
-    tpx_sock_worker_t workers[TPX_SOCK_MAX_SOCKS];
 
     tpx_sock_req_t *reqs;         /* ring of max_reqs */
     _Atomic uint64_t posted;      /* messages posted (API thread writes) */
@@ -192,10 +200,11 @@ typedef struct tpx_sock_comm {
     uint64_t sched_seq, sched_off;
 
     _Atomic int error;    /* sticky tpx_status_t; 0 while healthy */
-    _Atomic int closing;  /* set by close: helpers exit */
+    _Atomic int closing;  /* set by close: workers stop moving its data */
     _Atomic int eof_chans; /* recv: data connections the sender closed */
-    _Atomic int peer_gone; /* send: the receiver closed; helpers are stopping */
-    _Atomic int helpers_stopped; /* send: helpers that saw peer_gone */
+    _Atomic int peer_gone; /* send: the receiver closed; connections are stopping */
+    int pooled;           /* counted by the I/O pool (sock_io.c) */
+    _Atomic int running;  /* data connections of this comm a worker is moving right now */
 
     /* strict TCPX mode */
     int tcpx;
@@ -240,16 +249,23 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm);
 tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm);
 tpx_status_t tpx__sock_close_listen(void *listen_comm);
 
-/* ---- sock_io.c: helper threads ------------------------------------------ */
-/* Allocate the ring and start the helpers of a fully connected comm. */
+/* ---- sock_io.c: the I/O workers ---------------------------------------- */
+/* Allocate the ring and hand the data connections of a fully connected
+ * comm to the process-wide I/O workers (started on first use). */
 tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c);
-/* Stop helpers, close sockets, free. Safe on a partly built comm. */
+/* Take the comm's connections back from the workers (waits until none of
+ * them touches the comm any more), close sockets, free. Safe on a partly
+ * built comm. */
 void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
-/* Wake helpers that sleep (after a post). */
-void tpx__sock_comm_wake(tpx_sock_comm_t *c, int only_sleeping);
-/* Record the first error of a comm (sticky) and wake everyone. */
+/* After a post (or strict TCPX test()) made more messages movable: hand the
+ * connections that wait for one (send: idle; recv: parked) to their
+ * workers. API thread of the comm only. */
+void tpx__sock_comm_kick(tpx_sock_comm_t *c);
+/* Record the first error of a comm (sticky) and wake its engine. */
 void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why);
 tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks);
+/* Threads of the I/O pool (0 before the first comm). */
+int tpx__sock_pool_size(void);
 
 /* Socket options common to every data/control connection. */
 void tpx__sock_setopts(int fd, int data);

@@ -1,34 +1,119 @@
 /*
- * sock_io.c - the helper threads that move a comm's bytes.
+ * sock_io.c - the I/O workers that move every comm's bytes.
  *
- * Each helper serves a fixed subset of the comm's data connections with
- * non-blocking I/O and sleeps in poll() when none can move. Sending: an idle
- * connection takes the next piece from the comm's scheduler (sched_take) and
- * writes header + payload with one sendmsg per attempt. Receiving: a
- * connection reads a piece header, finds the posted receive for its message
- * number, checks it (tag, size, bounds) and reads the payload straight into
- * the user buffer. A header that arrives before its receive is posted
- * "parks" the connection: its payload stays in the kernel (TCP flow control
- * pushes back) until irecv wakes the helper.
+ * A small process-wide pool of worker threads (TPX_SOCK_WORKERS; default
+ * half the CPUs, at most 8) serves the data connections of all comms: a
+ * comm's connections are dealt over the workers when it starts (those
+ * NUMA-local to its NIC first, when sysfs names the node), so the threads
+ * of a process do not grow with peers, channels or sockets. Each worker
+ * multiplexes its connections with one epoll set and runs them from a run
+ * queue, at most SOCK_TURN_BYTES per connection per turn, so one busy
+ * connection cannot starve the others of its worker.
  *
- * Completion is published with one atomic add per piece; test() reads it.
- * Nothing here allocates or logs on the data path; the first error of a
- * comm is logged once, stored, and every helper stops moving data.
+ * Edge-triggered epoll: a connection is registered once and never
+ * modified. A connection leaves the run queue only when it cannot go on:
+ * its socket said EAGAIN (the next edge brings it back), or it waits for a
+ * post (send: no piece to take, `idle`; recv: a piece header for a message
+ * not posted yet, `parked`), and then the poster's kick brings it back.
+ * Level-triggered would need an epoll_ctl(MOD) every time a connection
+ * parks, unparks or fills its socket buffer (the old poll() loop rebuilt
+ * that set every turn); edge-triggered costs none.
+ *
+ * Kicks: a poster (isend/irecv, strict TCPX test()) pushes the idle/parked
+ * connections of its comm on their worker's lock-free kick stack and
+ * writes the worker's eventfd only if the worker announced it sleeps.
+ * Both sides use the Dekker pattern with sequentially consistent atomics:
+ * the worker stores idle/parked (or `sleeping`) and then re-reads
+ * `movable` (or the kick stack); the poster stores `movable` (or pushes)
+ * and then reads idle/parked (or `sleeping`): one of them sees the other.
+ *
+ * Sending: an idle connection takes the next piece from the comm's
+ * scheduler (sched_take) and writes header + payload with one sendmsg per
+ * attempt. Receiving: a connection reads a piece header, finds the posted
+ * receive for its message number, checks it (tag, size, bounds) and reads
+ * the payload straight into the user buffer. A header that arrives before
+ * its receive is posted "parks" the connection: its payload stays in the
+ * kernel (TCP flow control pushes back) until irecv kicks it.
+ *
+ * Completion is published with one atomic add per piece; test() reads it,
+ * and the worker that completes a message wakes a sleeping engine
+ * (tpx_net_wake_t). Nothing here allocates or logs on the data path; the
+ * first error of a comm is logged once, stored, and no connection of the
+ * comm moves data any more.
+ *
+ * Close: the closing thread asks every worker that serves the comm to drop
+ * its connections (out of epoll, the run queue and the kick stack) and
+ * waits for each answer; after that no worker touches the comm. Only the
+ * comm's own API thread kicks its connections, so none can be kicked
+ * while it closes.
+ *
+ * CUDA staging waits for a copy inside the worker (sock_cuda.c): a worker
+ * serving a CUDA connection is held for the length of one 512 KiB copy.
  */
 #include <errno.h>
-#include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/tsan.h"
 #include "sock.h"
 #include "sock_tables.h"
 
-enum { CH_IDLE = 0, CH_PROGRESS = 1, CH_BLOCKED = 2, CH_PARKED = 3, CH_EOF = 4, CH_ERROR = -1 };
+enum {
+    CH_IDLE = 0,
+    CH_PROGRESS = 1,
+    CH_BLOCKED = 2,
+    CH_PARKED = 3,
+    CH_EOF = 4,
+    CH_MORE = 5, /* its turn's budget is spent; more may move at once */
+    CH_ERROR = -1
+};
+
+#define SOCK_TURN_BYTES (4u << 20) /* a connection's bytes per turn of its worker */
+#define SOCK_MAX_WORKERS 64
+#define SOCK_EPOLL_BATCH 64
+
+typedef struct tpx_sock_worker {
+    int index;
+    int numa;              /* NUMA node it is pinned to; -1: not pinned */
+    pthread_t thread;
+    int ep;                /* epoll set of its connections (+ efd) */
+    int efd;               /* eventfd: kicks and commands while it sleeps */
+    _Atomic int sleeping;  /* 1 while in (or about to enter) epoll_wait */
+    tpx_sock_chan_t *_Atomic kicks; /* kick stack: pushed by posters, emptied by the worker */
+    _Atomic int nchans;    /* connections assigned (placement) */
+    /* Detach command: the closer of `detach` waits until it is NULL again. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    tpx_sock_comm_t *detach;
+    _Atomic int cmd;
+    _Atomic int stop;      /* the last comm closed: exit */
+    /* run queue (worker only) */
+    tpx_sock_chan_t *run_head, *run_tail;
+} tpx_sock_worker_t;
+
+static struct {
+    pthread_mutex_t lock;
+    int started; /* >0: workers running; <0: start failed */
+    int n;
+    int comms;   /* comms started and not destroyed: the workers stop at 0 */
+    tpx_sock_worker_t w[SOCK_MAX_WORKERS];
+    _Atomic uint64_t next; /* placement cursor */
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int tpx__sock_pool_size(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    int n = pool.started > 0 ? pool.n : 0;
+    pthread_mutex_unlock(&pool.lock);
+    return n;
+}
 
 tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks)
 {
@@ -42,9 +127,22 @@ tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int ns
     c->nsocks = nsocks;
     for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
         c->chans[i].fd = -1;
-        c->workers[i].efd = -1;
+        c->chans[i].comm = c;
     }
     return c;
+}
+
+/* Wake the comm's engine if it sleeps until something happens (once per
+ * arming: no system call while it is awake and polling). */
+static void wake_engine(tpx_sock_comm_t *c)
+{
+    tpx_net_wake_t *w = atomic_load_explicit(&c->wake, memory_order_acquire);
+    if (w != NULL && atomic_load_explicit(&w->armed, memory_order_relaxed) &&
+        atomic_exchange(&w->armed, 0)) {
+        uint64_t one = 1;
+        ssize_t n = write(w->fd, &one, sizeof(one));
+        (void)n; /* EAGAIN: a wake-up is pending already */
+    }
 }
 
 void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why)
@@ -53,7 +151,7 @@ void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why)
     if (atomic_compare_exchange_strong(&c->error, &expected, (int)st))
         SOCK_WARN("%s comm %p (conn %016llx): %s", c->kind == SOCK_COMM_SEND ? "send" : "recv",
                   (void *)c, (unsigned long long)c->conn_id, why);
-    tpx__sock_comm_wake(c, 0);
+    wake_engine(c);
 }
 
 static void comm_peer_closed(tpx_sock_comm_t *c, const char *who);
@@ -72,19 +170,37 @@ static void comm_fail_errno(tpx_sock_comm_t *c, int err, const char *what)
     tpx__sock_comm_fail(c, tpx__status_from_errno(err), why);
 }
 
-void tpx__sock_comm_wake(tpx_sock_comm_t *c, int only_sleeping)
+static void worker_wake(tpx_sock_worker_t *w)
 {
-    for (int t = 0; t < c->nthreads; t++) {
-        tpx_sock_worker_t *w = &c->workers[t];
-        if (w->efd < 0)
-            continue;
-        /* A sleeping receive helper needs a post only if it parked a piece. */
-        if (only_sleeping && (!atomic_load(&w->sleeping) ||
-                              (c->kind == SOCK_COMM_RECV && !atomic_load(&w->parked_wait))))
-            continue;
+    if (atomic_exchange(&w->sleeping, 0)) {
         uint64_t one = 1;
         ssize_t n = write(w->efd, &one, sizeof(one));
         (void)n; /* EAGAIN: the counter is already non-zero, a wake-up is pending */
+    }
+}
+
+/* Hand `ch` to its worker: on the kick stack, and wake the worker if it
+ * sleeps. Any thread; a connection already on the stack is not pushed. */
+static void chan_kick(tpx_sock_chan_t *ch)
+{
+    tpx_sock_worker_t *w = ch->worker;
+    if (w == NULL || atomic_exchange(&ch->kicked, 1))
+        return;
+    tpx_sock_chan_t *head = atomic_load_explicit(&w->kicks, memory_order_relaxed);
+    do
+        ch->kick_next = head;
+    while (!atomic_compare_exchange_weak(&w->kicks, &head, ch)); /* seq_cst: see the top */
+    if (atomic_load(&w->sleeping))
+        worker_wake(w);
+}
+
+void tpx__sock_comm_kick(tpx_sock_comm_t *c)
+{
+    for (int i = 0; i < c->nsocks; i++) {
+        tpx_sock_chan_t *ch = &c->chans[i];
+        /* seq_cst loads: after the poster's seq_cst store of `movable`. */
+        if (c->kind == SOCK_COMM_SEND ? atomic_load(&ch->idle) : atomic_load(&ch->parked))
+            chan_kick(ch);
     }
 }
 
@@ -95,15 +211,7 @@ static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t un
     uint64_t target = total ? total : 1;
     if (atomic_fetch_add_explicit(&r->done, units, memory_order_release) + units == target) {
         atomic_fetch_add_explicit(&c->finished, 1, memory_order_relaxed);
-        /* An engine asleep until something completes: wake it (once per
-         * arming: no system call while it is awake and polling). */
-        tpx_net_wake_t *w = atomic_load_explicit(&c->wake, memory_order_acquire);
-        if (w != NULL && atomic_load_explicit(&w->armed, memory_order_relaxed) &&
-            atomic_exchange(&w->armed, 0)) {
-            uint64_t one = 1;
-            ssize_t n = write(w->fd, &one, sizeof(one));
-            (void)n; /* EAGAIN: a wake-up is pending already */
-        }
+        wake_engine(c); /* an engine asleep until something completes */
     }
 }
 
@@ -122,18 +230,17 @@ static void comm_closed_error(tpx_sock_comm_t *c, const char *why)
     if (atomic_compare_exchange_strong(&c->error, &expected, TPX_ERR_CONN_RESET))
         SOCK_INFO("comm %p: %s (%llu message(s) posted and not complete)", (void *)c, why,
                   (unsigned long long)(atomic_load(&c->posted) - atomic_load(&c->finished)));
-    tpx__sock_comm_wake(c, 0);
+    wake_engine(c);
 }
 
-/* The peer went away. On a send comm another helper may have written the
+/* The peer went away. On a send comm another worker may have written the
  * last bytes of a message and not yet published them: the error is set
- * only when every helper has stopped (see worker_main), so a message the
- * peer fully received is never reported as failed. */
+ * only once no connection of the comm is being moved (see chan_run), so a
+ * message the peer fully received is never reported as failed. */
 static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
 {
     if (c->kind == SOCK_COMM_SEND) {
         atomic_store(&c->peer_gone, 1);
-        tpx__sock_comm_wake(c, 0);
         return;
     }
     char why[96];
@@ -151,7 +258,7 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     int got = 0;
     pthread_mutex_lock(&c->sched_lock);
-    if (c->sched_seq < atomic_load_explicit(&c->movable, memory_order_acquire)) {
+    if (c->sched_seq < atomic_load(&c->movable)) { /* seq_cst: Dekker with the poster */
         tpx_sock_req_t *r = &c->reqs[c->sched_seq % (uint64_t)c->max_reqs];
         uint64_t left = r->size - c->sched_off;
         uint64_t len = left / (uint64_t)c->nsocks;
@@ -196,15 +303,17 @@ static int sched_has_work(tpx_sock_comm_t *c)
 
 static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
-    int moved = 0;
+    uint64_t turn = 0;
     for (;;) {
         if (atomic_load_explicit(&c->closing, memory_order_relaxed))
             return CH_IDLE;
+        if (turn >= SOCK_TURN_BYTES)
+            return CH_MORE;
         if (!ch->active && !sched_take(c, ch))
-            return moved ? CH_PROGRESS : CH_IDLE;
+            return CH_IDLE;
         if (ch->req->cuda_dev >= 0 && ch->hdr_done == TPX_SOCK_PIECE_WIRE_SIZE) {
             int prog = 0, r = tpx__sock_cuda_send(ch, &prog);
-            moved |= prog;
+            (void)prog;
             if (r < 0) {
                 if (errno == 0)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a CUDA buffer to staging failed");
@@ -213,9 +322,10 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 return CH_ERROR;
             }
             if (r == 0)
-                return moved ? CH_PROGRESS : CH_BLOCKED;
+                return CH_BLOCKED;
             ch->active = 0;
             ch->bytes += ch->piece.len;
+            turn += ch->piece.len;
             piece_done(c, ch->req, ch->piece.len, ch->piece.total);
             continue;
         }
@@ -236,12 +346,12 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 ch->want_write = 1;
-                return moved ? CH_PROGRESS : CH_BLOCKED;
+                return CH_BLOCKED;
             }
             comm_fail_errno(c, errno, "send to peer failed");
             return CH_ERROR;
         }
-        moved = 1;
+        turn += (uint64_t)n;
         ch->want_write = 0;
         size_t hdr_left = TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done;
         if ((size_t)n <= hdr_left) {
@@ -331,23 +441,25 @@ static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 
 static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
-    int moved = 0;
+    uint64_t turn = 0;
     for (;;) {
         if (atomic_load_explicit(&c->closing, memory_order_relaxed))
             return CH_IDLE;
-        if (ch->parked) {
-            if (atomic_load_explicit(&c->movable, memory_order_acquire) <= ch->piece.seq)
-                return moved ? CH_PROGRESS : CH_PARKED;
-            ch->parked = 0;
+        if (turn >= SOCK_TURN_BYTES)
+            return CH_MORE;
+        if (atomic_load_explicit(&ch->parked, memory_order_relaxed)) {
+            /* seq_cst: after our seq_cst store of `parked` (Dekker with the poster) */
+            if (atomic_load(&c->movable) <= ch->piece.seq)
+                return CH_PARKED;
+            atomic_store_explicit(&ch->parked, 0, memory_order_relaxed);
             if (chan_attach(c, ch) == CH_ERROR)
                 return CH_ERROR;
-            moved = 1;
             continue;
         }
         /* Through staging: a CUDA buffer, or (strict TCPX) a GPU bounce buffer. */
         if (ch->active && (ch->req->bounce ? c->gpu >= 0 : ch->req->cuda_dev >= 0)) {
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
-            moved |= prog;
+            (void)prog;
             if (r < 0) {
                 if (errno == 0)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
@@ -356,9 +468,10 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 return CH_ERROR;
             }
             if (r == 0)
-                return moved ? CH_PROGRESS : CH_BLOCKED;
+                return CH_BLOCKED;
             ch->active = 0;
             ch->bytes += ch->piece.len;
+            turn += ch->piece.len;
             piece_done(c, ch->req, ch->piece.len, ch->piece.total);
             continue;
         }
@@ -383,7 +496,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return moved ? CH_PROGRESS : CH_BLOCKED;
+                return CH_BLOCKED;
             comm_fail_errno(c, errno, "receive from peer failed");
             return CH_ERROR;
         }
@@ -404,7 +517,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             }
             return CH_EOF;
         }
-        moved = 1;
+        turn += (uint64_t)n;
         if (!ch->active) {
             ch->hdr_done += (uint32_t)n;
             if (ch->hdr_done < TPX_SOCK_PIECE_WIRE_SIZE)
@@ -415,7 +528,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 return CH_ERROR;
             }
             if (atomic_load_explicit(&c->movable, memory_order_acquire) <= ch->piece.seq) {
-                ch->parked = 1;
+                atomic_store(&ch->parked, 1); /* re-checked at the top, after this store */
                 continue;
             }
             if (chan_attach(c, ch) == CH_ERROR)
@@ -431,102 +544,341 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     }
 }
 
-/* ---- the helper loop ---------------------------------------------------------- */
+/* ---- the workers --------------------------------------------------------------- */
+
+static void runq_push(tpx_sock_worker_t *w, tpx_sock_chan_t *ch)
+{
+    if (ch->queued)
+        return;
+    ch->queued = 1;
+    ch->run_next = NULL;
+    if (w->run_tail != NULL)
+        w->run_tail->run_next = ch;
+    else
+        w->run_head = ch;
+    w->run_tail = ch;
+}
+
+static tpx_sock_chan_t *runq_pop(tpx_sock_worker_t *w)
+{
+    tpx_sock_chan_t *ch = w->run_head;
+    if (ch != NULL) {
+        w->run_head = ch->run_next;
+        if (w->run_head == NULL)
+            w->run_tail = NULL;
+        ch->queued = 0;
+    }
+    return ch;
+}
+
+/* Everything kicked since the last look: onto the run queue. A connection
+ * kicked for the first time is added to the epoll set here, by its worker
+ * (the kick stack orders the starter's writes before our reads). */
+static void take_kicks(tpx_sock_worker_t *w)
+{
+    tpx_sock_chan_t *ch = atomic_exchange(&w->kicks, NULL);
+    /* The stack is newest first: reverse it to run in kick order. */
+    tpx_sock_chan_t *rev = NULL;
+    while (ch != NULL) {
+        tpx_sock_chan_t *next = ch->kick_next;
+        ch->kick_next = rev;
+        rev = ch;
+        ch = next;
+    }
+    for (ch = rev; ch != NULL;) {
+        tpx_sock_chan_t *next = ch->kick_next;
+        atomic_store(&ch->kicked, 0); /* before it runs: a later kick is not lost */
+        if (!ch->registered) {
+            struct epoll_event ev = {
+                .events = EPOLLIN | EPOLLRDHUP | EPOLLET |
+                          (ch->comm->kind == SOCK_COMM_SEND ? EPOLLOUT : 0),
+                .data.ptr = ch,
+            };
+            if (epoll_ctl(w->ep, EPOLL_CTL_ADD, ch->fd, &ev) != 0) {
+                char why[96];
+                snprintf(why, sizeof(why), "epoll_ctl: %s", strerror(errno));
+                tpx__sock_comm_fail(ch->comm, tpx__status_from_errno(errno), why);
+            } else {
+                ch->registered = 1;
+            }
+        }
+        if (ch->registered)
+            runq_push(w, ch);
+        ch = next;
+    }
+}
+
+/* One turn of one connection. Returns 1 if it stays on the run queue. */
+static int chan_run(tpx_sock_chan_t *ch)
+{
+    tpx_sock_comm_t *c = ch->comm;
+    const int send = c->kind == SOCK_COMM_SEND;
+    int r = CH_IDLE, again = 0;
+    atomic_fetch_add(&c->running, 1);
+    if (!atomic_load_explicit(&c->closing, memory_order_acquire) &&
+        atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
+        !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
+        !ch->eof) {
+        if (send) {
+            /* The receiver never writes on data connections: readable
+             * (or hung up) means it closed. */
+            if (ch->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                r = chan_check_peer(c, ch);
+            if (r != CH_ERROR) {
+                atomic_store_explicit(&ch->idle, 0, memory_order_relaxed);
+                r = chan_send(c, ch);
+                if (r == CH_IDLE) {
+                    atomic_store(&ch->idle, 1); /* then look again: Dekker with the poster */
+                    again = sched_has_work(c);
+                    if (again)
+                        atomic_store_explicit(&ch->idle, 0, memory_order_relaxed);
+                }
+            }
+        } else {
+            r = chan_recv(c, ch);
+            if (r == CH_EOF) {
+                /* A clean close between pieces is how a sender's close
+                 * arrives; the peer is gone only when every data
+                 * connection has ended (later data may sit on others). */
+                ch->eof = 1;
+                if (atomic_fetch_add(&c->eof_chans, 1) + 1 == c->nsocks)
+                    comm_peer_closed(c, "sender");
+            }
+        }
+        ch->events = 0;
+    }
+    /* The last connection to stop after the receiver went away reports it:
+     * everything any of them moved is published by then. */
+    if (atomic_fetch_sub(&c->running, 1) == 1 && send && atomic_load(&c->peer_gone))
+        comm_closed_error(c, "the receiver closed the connection");
+    return again || r == CH_MORE;
+}
+
+/* Drop the connections of w->detach: out of the epoll set, the kick stack
+ * and the run queue. */
+static void detach_comm(tpx_sock_worker_t *w, tpx_sock_comm_t *c)
+{
+    take_kicks(w); /* the comm's own thread is closing it: no new kicks for it */
+    tpx_sock_chan_t *keep_head = NULL, *keep_tail = NULL, *ch;
+    while ((ch = runq_pop(w)) != NULL) {
+        if (ch->comm == c)
+            continue;
+        ch->run_next = NULL;
+        if (keep_tail != NULL)
+            keep_tail->run_next = ch;
+        else
+            keep_head = ch;
+        keep_tail = ch;
+        ch->queued = 1;
+    }
+    w->run_head = keep_head;
+    w->run_tail = keep_tail;
+    for (int i = 0; i < c->nsocks; i++) {
+        tpx_sock_chan_t *k = &c->chans[i];
+        if (k->worker == w && k->registered) {
+            (void)epoll_ctl(w->ep, EPOLL_CTL_DEL, k->fd, NULL);
+            k->registered = 0;
+        }
+    }
+}
+
+static void worker_commands(tpx_sock_worker_t *w)
+{
+    if (!atomic_load(&w->cmd))
+        return;
+    pthread_mutex_lock(&w->lock);
+    atomic_store(&w->cmd, 0);
+    if (w->detach != NULL) {
+        detach_comm(w, w->detach);
+        w->detach = NULL;
+        pthread_cond_broadcast(&w->cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
 
 static void *worker_main(void *arg)
 {
     tpx_sock_worker_t *w = arg;
-    tpx_sock_comm_t *c = w->comm;
-    const int send = c->kind == SOCK_COMM_SEND;
-    int eof[TPX_SOCK_MAX_SOCKS] = {0};
     char name[16];
-    snprintf(name, sizeof(name), "tpx-%s%d", send ? "tx" : "rx", w->first);
+    snprintf(name, sizeof(name), "tpx-io%d", w->index);
     pthread_setname_np(pthread_self(), name);
-
-    struct pollfd pfd[1 + TPX_SOCK_MAX_SOCKS];
-    int stopped = 0;
-    while (!atomic_load_explicit(&c->closing, memory_order_acquire)) {
-        if (!stopped && atomic_load(&c->peer_gone)) {
-            stopped = 1; /* everything this helper moved is published */
-            if (atomic_fetch_add(&c->helpers_stopped, 1) + 1 == c->nthreads)
-                comm_closed_error(c, "the receiver closed the connection");
+    struct epoll_event evs[SOCK_EPOLL_BATCH];
+    while (!atomic_load(&w->stop)) {
+        worker_commands(w);
+        take_kicks(w);
+        int timeout = 0;
+        if (w->run_head == NULL) {
+            /* Nothing to run: sleep. Announce it first, then look again
+             * (Dekker with chan_kick and the closer). */
+            atomic_store(&w->sleeping, 1);
+            if (atomic_load(&w->kicks) == NULL && !atomic_load(&w->cmd) &&
+                !atomic_load(&w->stop))
+                timeout = 1000;
+            else
+                atomic_store(&w->sleeping, 0);
         }
-        int healthy = atomic_load_explicit(&c->error, memory_order_relaxed) == 0 && !stopped &&
-                      !atomic_load_explicit(&c->hung, memory_order_relaxed);
-        int progress = 0, parked = 0;
-        if (healthy) {
-            for (int i = w->first; i < c->nsocks; i += w->stride) {
-                tpx_sock_chan_t *ch = &c->chans[i];
-                if (eof[i])
-                    continue;
-                int r = send ? chan_send(c, ch) : chan_recv(c, ch);
-                if (r == CH_PROGRESS)
-                    progress = 1;
-                else if (r == CH_PARKED)
-                    parked = 1;
-                else if (r == CH_EOF) {
-                    /* A clean close between pieces is how a sender's close
-                     * arrives; the peer is gone only when every data
-                     * connection has ended (later data may sit on others). */
-                    eof[i] = 1;
-                    if (atomic_fetch_add(&c->eof_chans, 1) + 1 == c->nsocks)
-                        comm_peer_closed(c, "sender");
-                } else if (r == CH_ERROR) {
-                    break;
-                }
-            }
-        }
-        if (progress)
-            continue;
-
-        /* Nothing moved: sleep until a connection is ready or we are woken. */
-        int n = 0;
-        pfd[n++] = (struct pollfd){.fd = w->efd, .events = POLLIN};
-        if (healthy) {
-            for (int i = w->first; i < c->nsocks; i += w->stride) {
-                tpx_sock_chan_t *ch = &c->chans[i];
-                if (eof[i] || ch->parked)
-                    continue;
-                short ev = send ? (short)(POLLIN | (ch->active && ch->want_write ? POLLOUT : 0))
-                                : (short)POLLIN;
-                pfd[n++] = (struct pollfd){.fd = ch->fd, .events = ev};
-            }
-        }
-        atomic_store(&w->parked_wait, parked);
-        atomic_store(&w->sleeping, 1);
-        /* Re-check after announcing sleep: a post that raced with us either
-         * sees `sleeping` and writes the eventfd, or is seen here. */
-        int recheck = 0;
-        if (healthy && send) {
-            for (int i = w->first; i < c->nsocks; i += w->stride)
-                recheck |= !c->chans[i].active && !eof[i];
-            recheck = recheck && sched_has_work(c);
-        } else if (healthy && parked) {
-            for (int i = w->first; i < c->nsocks; i += w->stride)
-                recheck |= c->chans[i].parked &&
-                           atomic_load(&c->movable) > c->chans[i].piece.seq;
-        }
-        if (!recheck && !atomic_load(&c->closing))
-            (void)poll(pfd, (nfds_t)n, 1000);
+        int n = epoll_wait(w->ep, evs, SOCK_EPOLL_BATCH, timeout);
         atomic_store(&w->sleeping, 0);
-        if (pfd[0].revents & POLLIN) {
-            uint64_t v;
-            ssize_t r = read(w->efd, &v, sizeof(v));
-            (void)r;
-        }
-        if (send && healthy) {
-            /* Readable data connection on the send side: peer closed. */
-            for (int k = 1; k < n; k++) {
-                if (!(pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
-                    continue;
-                for (int i = w->first; i < c->nsocks; i += w->stride)
-                    if (c->chans[i].fd == pfd[k].fd &&
-                        chan_check_peer(c, &c->chans[i]) == CH_ERROR)
-                        break;
+        for (int i = 0; i < n; i++) {
+            tpx_sock_chan_t *ch = evs[i].data.ptr;
+            if (ch == NULL) { /* the eventfd */
+                uint64_t v;
+                ssize_t r = read(w->efd, &v, sizeof(v));
+                (void)r;
+                continue;
             }
+            ch->events |= evs[i].events;
+            runq_push(w, ch);
+        }
+        /* One turn for each connection queued now. */
+        tpx_sock_chan_t *last = w->run_tail, *ch;
+        while (last != NULL && (ch = runq_pop(w)) != NULL) {
+            int again = chan_run(ch);
+            if (again)
+                runq_push(w, ch);
+            if (ch == last)
+                break;
         }
     }
     return NULL;
+}
+
+/* CPUs of NUMA node `node` (sysfs cpulist "0-7,16-23"); 0 if unknown. */
+static int numa_cpus(int node, cpu_set_t *set)
+{
+    char path[96], buf[1024];
+    snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    int ok = fgets(buf, sizeof(buf), f) != NULL;
+    fclose(f);
+    if (!ok)
+        return 0;
+    CPU_ZERO(set);
+    int count = 0;
+    for (char *p = buf; *p != '\0' && *p != '\n';) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p)
+            break;
+        if (*end == '-')
+            b = strtol(end + 1, &end, 10);
+        for (long cpu = a; cpu <= b && cpu < CPU_SETSIZE; cpu++, count++)
+            CPU_SET((int)cpu, set);
+        p = *end == ',' ? end + 1 : end;
+    }
+    return count;
+}
+
+/* Stop every worker (pool.lock held, no comm left): a process without
+ * comms keeps no thread and no descriptor of ours. */
+static void pool_stop(void)
+{
+    for (int k = 0; k < pool.n; k++) {
+        tpx_sock_worker_t *w = &pool.w[k];
+        atomic_store(&w->stop, 1);
+        worker_wake(w);
+    }
+    for (int k = 0; k < pool.n; k++) {
+        tpx_sock_worker_t *w = &pool.w[k];
+        pthread_join(w->thread, NULL);
+        close(w->ep);
+        close(w->efd);
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->cond);
+        memset(w, 0, sizeof(*w));
+    }
+    pool.n = 0;
+    pool.started = 0;
+}
+
+/* Start the pool if needed: TPX_SOCK_WORKERS threads (0: half the CPUs, at
+ * least 1, at most 8). With NICs on known NUMA nodes, worker k is pinned to
+ * the CPUs of the k-th such node (round-robin); best effort. */
+static tpx_status_t pool_start(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    tpx_status_t st = TPX_OK;
+    if (pool.started != 0)
+        goto out;
+    int n = tpx__sock_params.workers;
+    if (n <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = (int)TPX_MIN(TPX_MAX(cpus / 2, 1), 8);
+    }
+    n = TPX_MIN(n, SOCK_MAX_WORKERS);
+    int nodes[SOCK_MAX_WORKERS], nnodes = 0;
+    for (int d = 0; d < tpx__sock_nphys() && nnodes < SOCK_MAX_WORKERS; d++) {
+        int node = tpx__sock_dev(d)->numa_node, seen = 0;
+        for (int k = 0; k < nnodes; k++)
+            seen |= nodes[k] == node;
+        if (node >= 0 && !seen)
+            nodes[nnodes++] = node;
+    }
+    for (int k = 0; k < n; k++) {
+        tpx_sock_worker_t *w = &pool.w[k];
+        w->index = k;
+        w->numa = nnodes > 0 ? nodes[k % nnodes] : -1;
+        w->ep = epoll_create1(EPOLL_CLOEXEC);
+        w->thread = pthread_self();
+        w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+        if (w->ep < 0 || w->efd < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->efd, &ev) != 0) {
+            SOCK_WARN("I/O worker: epoll/eventfd: %s", strerror(errno));
+            st = tpx__status_from_errno(errno);
+            break;
+        }
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_cond_init(&w->cond, NULL);
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            SOCK_WARN("cannot start an I/O worker: %s", strerror(rc));
+            st = TPX_ERR_NO_RESOURCE;
+            break;
+        }
+        cpu_set_t set;
+        if (w->numa >= 0 && numa_cpus(w->numa, &set) > 0 &&
+            pthread_setaffinity_np(w->thread, sizeof(set), &set) != 0)
+            SOCK_DEBUG("I/O worker %d: cannot pin to NUMA node %d", k, w->numa);
+        pool.n = k + 1;
+    }
+    if (st != TPX_OK) {
+        tpx_sock_worker_t *w = &pool.w[pool.n]; /* the one that failed */
+        if (w->ep >= 0)
+            close(w->ep);
+        if (w->efd >= 0)
+            close(w->efd);
+        memset(w, 0, sizeof(*w));
+        pool_stop();
+        goto out;
+    }
+    pool.started = 1;
+    SOCK_INFO("%d I/O worker(s)%s", pool.n, nnodes > 0 ? ", pinned to their NICs' NUMA nodes" : "");
+out:
+    if (st == TPX_OK)
+        pool.comms++;
+    pthread_mutex_unlock(&pool.lock);
+    return st;
+}
+
+/* The worker for a new connection: the least loaded of those on the
+ * comm's NUMA node (all if none is), ties broken round-robin. */
+static tpx_sock_worker_t *pool_pick(int numa)
+{
+    int any = 0;
+    for (int k = 0; k < pool.n; k++)
+        any |= pool.w[k].numa == numa;
+    uint64_t start = atomic_fetch_add(&pool.next, 1);
+    tpx_sock_worker_t *best = NULL;
+    for (int i = 0; i < pool.n; i++) {
+        tpx_sock_worker_t *w = &pool.w[(start + (uint64_t)i) % (uint64_t)pool.n];
+        if (any && w->numa != numa)
+            continue;
+        if (best == NULL || atomic_load(&w->nchans) < atomic_load(&best->nchans))
+            best = w;
+    }
+    return best;
 }
 
 tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c)
@@ -545,28 +897,23 @@ tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c)
         atomic_store(&c->reqs[i].seq, UINT64_MAX);
     }
     pthread_mutex_init(&c->sched_lock, NULL);
-    int nt = tpx__sock_params.nthreads;
-    c->nthreads = (nt <= 0 || nt > c->nsocks) ? c->nsocks : nt;
-    for (int t = 0; t < c->nthreads; t++) {
-        tpx_sock_worker_t *w = &c->workers[t];
-        w->comm = c;
-        w->first = t;
-        w->stride = c->nthreads;
-        w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (w->efd < 0) {
-            SOCK_WARN("eventfd: %s", strerror(errno));
-            return tpx__status_from_errno(errno);
-        }
+    tpx_status_t st = pool_start(); /* counts the comm */
+    if (st != TPX_OK)
+        return st;
+    c->pooled = 1;
+    const tpx_sock_dev_t *d = tpx__sock_dev(c->dev);
+    int numa = d != NULL ? d->numa_node : -1;
+    pthread_mutex_lock(&pool.lock); /* placements of concurrent starts see each other */
+    for (int i = 0; i < c->nsocks; i++) {
+        tpx_sock_chan_t *ch = &c->chans[i];
+        ch->worker = pool_pick(numa);
+        atomic_fetch_add(&ch->worker->nchans, 1);
+        atomic_store(&ch->idle, c->kind == SOCK_COMM_SEND);
     }
-    for (int t = 0; t < c->nthreads; t++) {
-        tpx_sock_worker_t *w = &c->workers[t];
-        int rc = pthread_create(&w->thread, NULL, worker_main, w);
-        if (rc != 0) {
-            SOCK_WARN("cannot start a helper thread: %s", strerror(rc));
-            return TPX_ERR_NO_RESOURCE;
-        }
-        w->started = 1;
-    }
+    pthread_mutex_unlock(&pool.lock);
+    /* The first kick registers each connection with its worker. */
+    for (int i = 0; i < c->nsocks; i++)
+        chan_kick(&c->chans[i]);
     return TPX_OK;
 }
 
@@ -575,22 +922,42 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
     if (c == NULL)
         return;
     atomic_store(&c->closing, 1);
-    tpx__sock_comm_wake(c, 0);
-    /* Join every helper before closing any eventfd: a helper may still wake
-     * the others while it stops. */
-    for (int t = 0; t < TPX_SOCK_MAX_SOCKS; t++)
-        if (c->workers[t].started)
-            pthread_join(c->workers[t].thread, NULL);
-    for (int t = 0; t < TPX_SOCK_MAX_SOCKS; t++)
-        if (c->workers[t].efd >= 0)
-            close(c->workers[t].efd);
+    /* Each worker serving the comm drops its connections; after the last
+     * answer no worker touches the comm. */
     for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
+        tpx_sock_worker_t *w = c->chans[i].worker;
+        if (w == NULL)
+            continue;
+        int first = 1;
+        for (int k = 0; k < i; k++)
+            first &= c->chans[k].worker != w;
+        if (!first)
+            continue;
+        pthread_mutex_lock(&w->lock);
+        while (w->detach != NULL)
+            pthread_cond_wait(&w->cond, &w->lock);
+        w->detach = c;
+        atomic_store(&w->cmd, 1);
+        worker_wake(w);
+        while (w->detach == c)
+            pthread_cond_wait(&w->cond, &w->lock);
+        pthread_mutex_unlock(&w->lock);
+    }
+    for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
+        if (c->chans[i].worker != NULL)
+            atomic_fetch_sub(&c->chans[i].worker->nchans, 1);
         tpx__sock_cuda_chan_free(&c->chans[i]);
         if (c->chans[i].fd >= 0)
             close(c->chans[i].fd);
     }
     if (c->ctrl_fd >= 0)
         close(c->ctrl_fd);
+    if (c->pooled) {
+        pthread_mutex_lock(&pool.lock);
+        if (--pool.comms == 0)
+            pool_stop();
+        pthread_mutex_unlock(&pool.lock);
+    }
     if (c->reqs != NULL) {
         pthread_mutex_destroy(&c->sched_lock);
         free(c->reqs);

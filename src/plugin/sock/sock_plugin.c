@@ -64,7 +64,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
     if (st == TPX_OK) {
         tpx__sock_params = (tpx_sock_params_t){
             .nsocks = (int)tpx__config_int(TPX_CFG_NSOCKS),
-            .nthreads = (int)tpx__config_int(TPX_CFG_NTHREADS),
+            .workers = (int)tpx__config_int(TPX_CFG_SOCK_WORKERS),
             .max_reqs = (int)tpx__config_int(TPX_CFG_MAX_REQUESTS),
             .piece_bytes = (uint64_t)tpx__config_int(TPX_CFG_PIECE_BYTES),
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),

@@ -83,7 +83,7 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
     atomic_store(&c->posted, seq + 1);
     if (!c->tcpx) {
         atomic_store(&c->movable, seq + 1);
-        tpx__sock_comm_wake(c, 1);
+        tpx__sock_comm_kick(c);
     }
     *request = r;
     return TPX_OK;
@@ -158,7 +158,7 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
     uint64_t posted = atomic_load(&c->posted);
     if (atomic_load(&c->movable) != posted) {
         atomic_store(&c->movable, posted);
-        tpx__sock_comm_wake(c, 1);
+        tpx__sock_comm_kick(c);
     }
     *done = 0;
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
