@@ -798,6 +798,20 @@ static void conn_free(connecting_t *s)
     free(s);
 }
 
+/* A connect to a loopback port nobody listens on can pick that very port as
+ * its source and connect to itself (TCP simultaneous open): the hello then
+ * "succeeds". Such a connection is a refusal. */
+static int self_connected(int fd)
+{
+    tpx_sock_addr_t a, b;
+    socklen_t la = sizeof(a), lb = sizeof(b);
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    if (getsockname(fd, &a.sa, &la) != 0 || getpeername(fd, &b.sa, &lb) != 0 || la != lb)
+        return 0;
+    return memcmp(&a, &b, la) == 0;
+}
+
 /* Advance one socket. Returns TPX_OK (maybe not finished), or an error. */
 static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
 {
@@ -827,6 +841,10 @@ static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
                 SOCK_DEBUG("connect: bind to device address failed (%s); using routing",
                            strerror(errno));
             if (connect(k->fd, &remote->sa, tpx__sock_addr_len(remote)) == 0) {
+                if (self_connected(k->fd)) {
+                    errno = ECONNREFUSED;
+                    goto failed;
+                }
                 k->stage = CS_HELLO;
                 continue;
             }
@@ -843,6 +861,8 @@ static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
             socklen_t len = sizeof(err);
             if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
                 err = errno;
+            if (err == 0 && self_connected(k->fd))
+                err = ECONNREFUSED;
             if (err == 0) {
                 k->stage = CS_HELLO;
                 continue;
