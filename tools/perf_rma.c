@@ -103,7 +103,7 @@ static int pr_engine(const pr_opts_t *o, const char *name, int port, int gpu, tp
 static int pr_side_mem(const pr_opts_t *o, pr_side_t *s, size_t size, int gpu)
 {
     s->size = size;
-    s->buf = aligned_alloc(4096, size);
+    s->buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095); /* a multiple of it (C11) */
     if (s->buf == NULL) {
         fprintf(stderr, "tpx-perf: cannot allocate %zu bytes\n", size);
         return -1;

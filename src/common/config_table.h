@@ -98,10 +98,12 @@ TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "
              "(gathered by the CPU, then copied), `none` (no copy: ablation only, data is lost).")
-TPX_CONFIG_X(RMA_PACK, INT, "1", 0, 1,
-             "One-sided transfers of host memory: 1 packs blocks of at most 32 KiB (and a "
-             "quarter chunk) back to back into shared chunks (one plugin request for many small blocks; "
-             "gathered and scattered with memcpy), 0 sends every block in chunks of its own.")
+TPX_CONFIG_X(RMA_PACK_BYTES, INT, "64K", 0, 4194304,
+             "One-sided transfers: blocks of at most this many bytes (and at most a chunk) are "
+             "packed back to back into shared chunks, one plugin request for many blocks "
+             "(gathered and scattered with memcpy, GPU blocks by one CUDA kernel launch per "
+             "chunk); 0 sends every block in chunks of its own. The requester's value governs "
+             "a transfer (it travels with the request).")
 TPX_CONFIG_X(SPIN_US, INT, "200", 0, 1000000,
              "An engine's progress thread keeps polling its plugin without sleeping for this "
              "long after its last activity (a request or completion arrives within microseconds, "

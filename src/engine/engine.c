@@ -27,6 +27,7 @@
 #include "common/config.h"
 #include "engine.h"
 #include "mem.h"
+#include "pack.h"
 #include "peer.h"
 #include "rma.h"
 #include "window.h"
@@ -372,6 +373,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     }
     e->efd = e->wake_efd = e->bs_fd = e->bs_wake = -1;
     e->unpack_dev = -1;
+    e->pack_dev = -1;
     {
         static const char *const modes[] = {"kernel", "d2d", "host", "none"};
         const char *m = tpx__config_str(TPX_CFG_UNPACK);
@@ -433,7 +435,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         TPX_CHECK_GOTO(bind_addr_from_config(e->bind_addr, sizeof(e->bind_addr)), st, err_free);
     e->notif_limit = params->notif_queue > 0 ? (uint32_t)params->notif_queue
                                              : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
-    e->rma_pack = (int)tpx__config_int(TPX_CFG_RMA_PACK);
+    e->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);
@@ -529,6 +531,7 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
         tpx__region_release(e->regions);
     tpx__engine_rma_fini(e);
     tpx__engine_unpack_fini(e);
+    tpx__pack_engine_fini(e);
     if (e->bs_fd >= 0)
         close(e->bs_fd);
     if (e->efd >= 0)

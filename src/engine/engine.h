@@ -130,7 +130,7 @@ struct tpx_engine {
     unsigned char ident_pk[32], ident_sk[64];
     char name[64];             /* shown to peers */
     char bind_addr[64];        /* params.bind_addr ("" none) */
-    int rma_pack;              /* small host blocks share chunks (TPX_RMA_PACK) */
+    uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c) */
     uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
     int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
     uint32_t notif_limit;      /* the notification queue's bound (TPX_NOTIF_QUEUE) */
@@ -182,6 +182,12 @@ struct tpx_engine {
     void *unpack_stream;       /* CUstream */
     void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
     int gpu_ctx_held;          /* the primary context of `gpu` is retained (window.c) */
+    /* ---- shared chunks of GPU blocks (pack.c) ---- */
+    int pack_dev;              /* device of the pack stream and kernel; -1: not set up */
+    int pack_kernel;           /* the unpack kernel gathers/scatters (else async copies) */
+    void *pack_stream;         /* CUstream */
+    void *pack_frags;          /* pinned, mapped: fragments of the launches in flight */
+    uint64_t pack_frags_d;     /* ... their device address */
 };
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };

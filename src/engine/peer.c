@@ -33,6 +33,7 @@
 #include "common/tsan.h"
 #include "engine.h"
 #include "mem.h"
+#include "pack.h"
 #include "peer.h"
 #include "rma.h"
 #include "window.h"
@@ -728,9 +729,7 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
             tpx__net_close_recv(e->net, c->comm);
         c->comm = NULL;
     }
-    if (c->stage_region != NULL)
-        tpx__region_release(c->stage_region); /* its handle was on this comm only */
-    free(c->stage);
+    tpx__pack_comm_fini(c);
     free(c);
 }
 

@@ -4,8 +4,17 @@
  * The requester sends RMA_REQ on the control comm and the request list
  * (wire.h) as the first chunks of a message on the data comms; a WRITE's
  * payload follows in the same chunk stream. Both sides cut the list into
- * chunks of the peer's chunk size and every entry into chunks of its own,
- * so they post identical sizes in identical order (FIFO plugins).
+ * chunks of the peer's chunk size, and the entries with tpx_chunker_t
+ * (wire.h): a large entry into chunks of its own, a run of small ones
+ * (<= the list's pack_max, the requester's TPX_RMA_PACK_BYTES) packed back
+ * to back into shared chunks of up to a chunk, never split. The chunker is
+ * a pure function of the list and the chunk size, and pack_max travels in
+ * the list, so both sides post identical sizes in identical order (FIFO
+ * plugins, TCPX) whatever each engine's own setting; a shared chunk is
+ * gathered into and scattered out of a per-comm staging buffer (pack.c:
+ * memcpy, GPU blocks by one kernel launch and one sync per chunk). Control
+ * version 4 / list version 2 carry pack_max; an engine of another version
+ * is told so at its first control message (xfer.c) instead of guessing.
  *
  * The owner (a "target" transfer, XK_TWRITE / XK_TREAD) posts receives for
  * the list; the payload receives of a WRITE wait behind a gate. When the
@@ -307,12 +316,10 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
         st = TPX_ERR_NO_MEMORY;
         goto out;
     }
-    /* Small blocks share chunks when both sides' memory is host memory
-     * (gathered and scattered with memcpy; GPU blocks go one per chunk). */
-    int pack = e->rma_pack;
-    for (size_t i = 0; i < m && pack; i++)
-        pack = ce[i].r->type == TPX_MEM_HOST && ce[i].remote_host;
-    tpx_chunker_t ck = {.chunk = pp->chunk, .packed = pack};
+    /* Small blocks share chunks (wire.h: tpx_chunker_t; pack.c moves them):
+     * the bound travels with the list, so the owner cuts it the same way. */
+    uint32_t pack_max = (uint32_t)TPX_MIN((uint64_t)e->rma_pack_bytes, (uint64_t)pp->chunk);
+    tpx_chunker_t ck = {.chunk = pp->chunk, .pack_max = pack_max};
     uint32_t nkeys = 0;
     for (size_t i = 0; i < m; i++) {
         int added;
@@ -351,8 +358,8 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
         goto out;
     }
     tpx_list_hdr_t h = {.op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
-                        .flags = pack ? TPX_LIST_PACKED : 0, .nkeys = nkeys,
-                        .nent = (uint32_t)m, .total = pp->total};
+                        .nkeys = nkeys, .nent = (uint32_t)m, .total = pp->total,
+                        .pack_max = pack_max};
     tpx__list_put_hdr(pp->list, &h);
     for (uint32_t k = 0; k < nkeys; k++)
         tpx__list_put_key(pp->list, k, keyv[k]);
@@ -747,7 +754,7 @@ static void target_check(tpx_xfer_t *x)
     tpx_status_t verdict = TPX_OK;
     const char *why = NULL;
     uint32_t bad = 0;
-    tpx_chunker_t ck = {.chunk = p->chunk, .packed = (h.flags & TPX_LIST_PACKED) != 0};
+    tpx_chunker_t ck = {.chunk = p->chunk, .pack_max = h.pack_max};
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, len;
@@ -757,9 +764,7 @@ static void target_check(tpx_xfer_t *x)
             why = ex == NULL                ? "unknown key"
                   : ex->region->dead        ? "region deregistered"
                   : off > ex->len || len > ex->len - off ? "range outside the export"
-                  : ck.packed && ex->region->type != TPX_MEM_HOST
-                      ? "packed blocks of GPU memory (only host memory is packed)"
-                      : NULL;
+                  : NULL;
             if (why != NULL) {
                 verdict = TPX_ERR_ACCESS;
                 bad = i;

@@ -8,9 +8,10 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 3 /* 3: a WRITE's notification travels with it */
+#define CTRL_VERSION 4 /* 3: a WRITE's notification travels with it; 4: request lists v2
+                          (the packing bound travels with the list) */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
-#define LIST_VERSION 1
+#define LIST_VERSION 2 /* 2: pack_max */
 #define RDESC_MAGIC 0x54505844u /* "TPXD" */
 #define RDESC_VERSION 1
 #define MD_MAGIC 0x5450584du /* "TPXM" */
@@ -61,6 +62,13 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         break;
     }
 }
+
+int tpx__ctrl_version(const unsigned char in[TPX_CTRL_SIZE])
+{
+    return tpx__get32(in) == CTRL_MAGIC ? (int)tpx__get16(in + 4) : -1;
+}
+
+int tpx__ctrl_version_ours(void) { return CTRL_VERSION; }
 
 tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t *out)
 {
@@ -145,6 +153,8 @@ void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h)
     tpx__put32(buf + 8, h->nkeys);
     tpx__put32(buf + 12, h->nent);
     tpx__put64(buf + 16, h->total);
+    tpx__put32(buf + 24, h->pack_max);
+    tpx__put32(buf + 28, 0);
 }
 
 void tpx__list_put_key(unsigned char *buf, uint32_t i, uint64_t key)
@@ -184,16 +194,17 @@ tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chun
                              tpx_list_hdr_t *out, uint32_t *nchunks)
 {
     if (len < TPX_LIST_HDR || chunk == 0 || tpx__get32(buf) != LIST_MAGIC ||
-        tpx__get16(buf + 4) != LIST_VERSION || (buf[7] & ~TPX_LIST_PACKED) != 0)
+        tpx__get16(buf + 4) != LIST_VERSION || buf[7] != 0 || tpx__get32(buf + 28) != 0)
         return TPX_ERR_PROTOCOL;
     tpx_list_hdr_t h = {.op = buf[6], .flags = buf[7], .nkeys = tpx__get32(buf + 8),
-                        .nent = tpx__get32(buf + 12), .total = tpx__get64(buf + 16)};
+                        .nent = tpx__get32(buf + 12), .total = tpx__get64(buf + 16),
+                        .pack_max = tpx__get32(buf + 24)};
     if ((h.op != TPX_WIRE_OP_READ && h.op != TPX_WIRE_OP_WRITE) || h.nent == 0 ||
         h.nent > TPX_LIST_MAX_ENTRIES || h.nkeys == 0 || h.nkeys > h.nent ||
-        len != TPX_LIST_SIZE(h.nkeys, h.nent))
+        len != TPX_LIST_SIZE(h.nkeys, h.nent) || h.pack_max > chunk)
         return TPX_ERR_PROTOCOL;
     uint64_t sum = 0;
-    tpx_chunker_t ck = {.chunk = chunk, .packed = (h.flags & TPX_LIST_PACKED) != 0};
+    tpx_chunker_t ck = {.chunk = chunk, .pack_max = h.pack_max};
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, n;

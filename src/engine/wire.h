@@ -83,43 +83,52 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE]);
  * inside its total <= TPX_WIRE_NOTIF_MAX, flags known, REQ_NOTIF only on a
  * WRITE, RESP_NOTIFIED only with status 0). */
 tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t *m);
+/* The version a control message says it has, -1 if its magic is not ours
+ * (to tell a peer of another protocol version from a damaged message). */
+int tpx__ctrl_version(const unsigned char in[TPX_CTRL_SIZE]);
+/* The version this engine speaks. */
+int tpx__ctrl_version_ours(void);
 
 /* ---- request lists: what an RMA_REQ asks of the owner -----------------------------
  *
- *   0 u32 magic "TPXL"  4 u16 version  6 u8 op  7 u8 flags  8 u32 nkeys  12 u32 nent
- *   16 u64 total  24 keys[nkeys] u64  then entries[nent]: u32 key index, u64 offset
- *   (from the start of the export), u64 len (> 0)
+ *   0 u32 magic "TPXL"  4 u16 version (2)  6 u8 op  7 u8 flags (0)  8 u32 nkeys
+ *   12 u32 nent  16 u64 total  24 u32 pack_max  28 u32 0
+ *   32 keys[nkeys] u64  then entries[nent]: u32 key index, u64 offset (from the
+ *   start of the export), u64 len (> 0)
+ *
+ * pack_max is the requester's packing bound (TPX_RMA_PACK_BYTES, at most the
+ * chunk; 0: no packing): the owner cuts the list exactly as the requester
+ * did, whatever its own setting, so engines with different settings talk.
  */
-#define TPX_LIST_HDR 24
+#define TPX_LIST_HDR 32
 #define TPX_LIST_ENTRY 20
 #define TPX_LIST_MAX_ENTRIES (1u << 20)
 #define TPX_LIST_SIZE(nkeys, nent) \
     ((size_t)TPX_LIST_HDR + 8 * (size_t)(nkeys) + (size_t)TPX_LIST_ENTRY * (size_t)(nent))
 
-#define TPX_LIST_PACKED 1 /* flags: small entries share chunks (tpx_chunker_t) */
-
 typedef struct {
     uint8_t op, flags;
     uint32_t nkeys, nent;
     uint64_t total;
+    uint32_t pack_max; /* entries of at most this many bytes share chunks; 0: none */
 } tpx_list_hdr_t;
 
 /*
  * How a list is cut into chunks, identically on both sides. Each entry, in
- * list order, gets chunks of at most `chunk` bytes of its own -- unless the
- * list is PACKED and the entry is small (<= TPX_PACK_MAX and <= chunk / 4:
- * measured, blocks of 64 KiB already move faster alone): then consecutive
- * small entries share chunks, packed back to back up to `chunk` bytes (the
- * sender gathers them, the receiver scatters them: one plugin request
- * instead of one per block).
+ * list order, gets chunks of at most `chunk` bytes of its own -- unless it
+ * is small (len <= pack_max): then a run of consecutive small entries is
+ * packed back to back into shared chunks of up to `chunk` bytes; an entry
+ * that does not fit into the open shared chunk opens the next one (an
+ * entry is never split). The sender gathers a shared chunk into a staging
+ * buffer, the receiver receives it into one and scatters it: one plugin
+ * request for many blocks. Both sides derive the same sizes in the same
+ * order from the list alone (FIFO plugins).
  */
-#define TPX_PACK_MAX 32768
-
 typedef struct {
     uint64_t chunk;
-    int packed;
-    uint64_t fill;    /* bytes in the open shared chunk; 0: none open */
-    uint64_t nchunks; /* chunks so far */
+    uint64_t pack_max; /* <= chunk; 0: nothing shares */
+    uint64_t fill;     /* bytes in the open shared chunk; 0: none open */
+    uint64_t nchunks;  /* chunks so far */
 } tpx_chunker_t;
 
 /* Place one entry of len (> 0) bytes: its first chunk, its offset inside a
@@ -127,7 +136,7 @@ typedef struct {
 static inline void tpx__chunker_add(tpx_chunker_t *c, uint64_t len, uint64_t *chunk0,
                                     uint32_t *pack_off, int *shared)
 {
-    if (c->packed && len <= c->chunk / 4 && len <= TPX_PACK_MAX) {
+    if (len <= c->pack_max && c->pack_max <= c->chunk) {
         if (c->fill == 0 || c->fill + len > c->chunk) {
             c->nchunks++;
             c->fill = 0;
@@ -149,8 +158,8 @@ void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h);
 void tpx__list_put_key(unsigned char *buf, uint32_t i, uint64_t key);
 void tpx__list_put_entry(unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_t key_idx,
                          uint64_t off, uint64_t len);
-/* Check a whole list of `len` bytes: header, exact size, key indexes in
- * range, no zero length, offsets + lengths that do not wrap, lengths that
+/* Check a whole list of `len` bytes: header, exact size, pack_max <= chunk,
+ * key indexes in range, no zero length, offsets + lengths that do not wrap, lengths that
  * sum to total. Then *nchunks = the chunks it is cut into (tpx_chunker_t). */
 tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chunk,
                              tpx_list_hdr_t *h, uint32_t *nchunks);

@@ -14,12 +14,14 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine.h"
 #include "mem.h"
+#include "pack.h"
 #include "peer.h"
 #include "rma.h"
 #include "window.h"
@@ -117,10 +119,10 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
             else
                 hi = mid;
         }
-        for (uint32_t i = shared_run(x, lo, k); i <= lo; i++) {
-            const tpx_seg_t *g = &x->segs[i];
-            if (g->region != NULL)
-                memcpy((char *)g->region->base + g->off, (const char *)s->dst + g->pack_off, g->len);
+        tpx_status_t st = tpx__pack_scatter(c, x, shared_run(x, lo, k), lo, s->dst);
+        if (st != TPX_OK) {
+            tpx__peer_fail(c->peer, st, "scattering a packed chunk failed");
+            return;
         }
     }
     x->chunks_done++;
@@ -189,6 +191,7 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
     tpx_peer_t *p = x->peer;
     uint64_t chunk = p->chunk;
     out->shared = 0;
+    out->roff = 0;
     if (j < st->nlist) {
         uint64_t o = (uint64_t)j * chunk;
         out->len = (uint32_t)TPX_MIN(chunk, x->rma.list_len - o);
@@ -222,24 +225,6 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
     out->buf = g->region ? (char *)g->region->base + g->off + o : NULL;
 }
 
-/* The comm's staging buffer for shared chunks: window x chunk, host. */
-static tpx_status_t stage_ready(tpx_comm_t *c)
-{
-    if (c->stage != NULL)
-        return TPX_OK;
-    tpx_peer_t *p = c->peer;
-    size_t len = (size_t)c->win.cap * p->chunk;
-    c->stage = aligned_alloc(4096, len);
-    if (c->stage == NULL)
-        return TPX_ERR_NO_MEMORY;
-    tpx_status_t st = tpx__region_create(p->e, c->stage, len, TPX_MEM_HOST, 1, &c->stage_region);
-    if (st != TPX_OK) {
-        free(c->stage);
-        c->stage = NULL;
-    }
-    return st;
-}
-
 static int post_data(tpx_comm_t *c)
 {
     tpx_peer_t *p = c->peer;
@@ -261,18 +246,17 @@ static int post_data(tpx_comm_t *c)
     uint64_t roff = discard ? 0 : at.roff;
     if (at.shared) {
         /* small blocks packed into one chunk of the comm's staging buffer
-         * (the slot's own: free while the slot is) */
-        if (stage_ready(c) != TPX_OK) {
-            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a staging buffer");
+         * (the slot's own: free while the slot is; pack.c) */
+        tpx_status_t st = tpx__pack_stage(c, c->win.posted,
+                                          tpx__pack_run_dev(x, at.seg_first, at.seg_last), &buf,
+                                          &r, &roff);
+        if (st == TPX_OK && c->is_send)
+            st = tpx__pack_gather(c, x, at.seg_first, at.seg_last, buf);
+        if (st != TPX_OK) {
+            tpx__peer_fail(p, st, c->is_send ? "gathering a packed chunk failed"
+                                             : "no staging buffer for a packed chunk");
             return -1;
         }
-        roff = (c->win.posted % (uint64_t)c->win.cap) * p->chunk;
-        buf = (char *)c->stage + roff;
-        r = c->stage_region;
-        if (c->is_send)
-            for (uint32_t i = at.seg_first; i <= at.seg_last; i++)
-                memcpy(buf + x->segs[i].pack_off,
-                       (const char *)x->segs[i].region->base + x->segs[i].off, x->segs[i].len);
     }
     void *mh;
     tpx_status_t st = tpx__region_mh(r, c, roff, &mh);
@@ -475,7 +459,15 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
 {
     tpx_ctrl_t m;
     if (tpx__ctrl_decode(msg, &m) != TPX_OK) {
-        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "malformed control message");
+        int v = tpx__ctrl_version(msg);
+        char why[128];
+        if (v >= 0 && v != tpx__ctrl_version_ours())
+            snprintf(why, sizeof(why), "the peer speaks control protocol version %d, this "
+                     "engine %d: both ends need the same tpx version", v,
+                     tpx__ctrl_version_ours());
+        else
+            snprintf(why, sizeof(why), "malformed control message");
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, why);
         return;
     }
     if (m.seq != p->recv_seq) {

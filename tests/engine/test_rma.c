@@ -4,7 +4,7 @@
  * loopback (run plain and in strict TCPX mode by ctest).
  *
  *   test_rma basic | notif | reject | badargs | dereg | twoway | prepost |
- *            coalesce | overflow | metadata
+ *            coalesce | overflow | metadata | ... | pack | packfail
  *
  * Every transfer is byte-verified against a model of both memories: the
  * destination must equal its old bytes with the blocks copied in, and the
@@ -1179,6 +1179,174 @@ static int t_abi(void)
     TEST_DONE();
 }
 
+/* ---- packed small blocks (wire.h tpx_chunker_t, pack.c) ------------------------------------- */
+
+/* n blocks of mixed sizes at unaligned offsets, each in its own slot (slots
+ * permuted on the remote side): tiny ones, ones around the packing bound
+ * (64 KiB by default: 65536 packs, 65537 does not) and large ones, so that
+ * packed runs are interleaved with large entries, end where a block does
+ * not fit the open chunk, and straddle the 512 KiB chunk boundaries. */
+static void make_mixed(blk_t *b, size_t n, size_t size)
+{
+    size_t slot = size / n;
+    size_t *perm = malloc(n * sizeof(*perm));
+    for (size_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(rnd() % (i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        switch (rnd() % 10) {
+        case 0: case 1: case 2: case 3: len = rnd_in(1, 700); break;
+        case 4: case 5: len = rnd_in(701, 65536); break;
+        case 6: len = 65536 + (rnd() % 2); break;
+        case 7: len = rnd_in(60000, 70000); break;
+        default: len = rnd_in(65537, 3u << 20); break;
+        }
+        if (len > slot)
+            len = rnd_in(1, slot);
+        b[i].len = len;
+        b[i].loff = i * slot + rnd_in(0, slot - len);
+        b[i].roff = perm[i] * slot + rnd_in(0, slot - len);
+    }
+    free(perm);
+}
+
+/* Both engines pack (defaults), then the engines' settings differ: each
+ * side cuts a list by the bound that travels with it, so a packing engine
+ * and one that does not pack (or packs more, with another chunk size) talk. */
+static int t_pack(void)
+{
+    static const struct {
+        const char *pack_a, *chunk_a, *pack_b, *chunk_b;
+    } cfg[] = {{NULL, NULL, NULL, NULL},
+               {"0", "64K", "4M", NULL},
+               {"4M", "64K", "0", NULL},
+               {"700", NULL, "1", "4K"}};
+    static const size_t counts[] = {1, 2, 7, 100, 1000, 10000};
+    blk_t *blk = malloc(10000 * sizeof(*blk));
+    for (size_t k = 0; k < sizeof(cfg) / sizeof(cfg[0]) && !check_failures; k++) {
+        side_t a, b;
+        /* read once, when each engine is created */
+        if (cfg[k].pack_a) setenv("TPX_RMA_PACK_BYTES", cfg[k].pack_a, 1);
+        if (cfg[k].chunk_a) setenv("TPX_CHUNK_BYTES", cfg[k].chunk_a, 1);
+        CHECK(side_open(&a, "A", 32u << 20, 0) == 0);
+        unsetenv("TPX_RMA_PACK_BYTES");
+        unsetenv("TPX_CHUNK_BYTES");
+        if (cfg[k].pack_b) setenv("TPX_RMA_PACK_BYTES", cfg[k].pack_b, 1);
+        if (cfg[k].chunk_b) setenv("TPX_CHUNK_BYTES", cfg[k].chunk_b, 1);
+        CHECK(side_open(&b, "B", 32u << 20, 0) == 0);
+        unsetenv("TPX_RMA_PACK_BYTES");
+        unsetenv("TPX_CHUNK_BYTES");
+        tpx_remote_t *ab = load(&a, &b), *ba = load(&b, &a);
+        CHECK(ab != NULL && ba != NULL);
+        if (check_failures)
+            return 1;
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+            /* the whole set one way with the first configuration; both ways
+             * for 1000 blocks (and 7 with the first) */
+            if (k > 0 && counts[c] != 1000)
+                continue;
+            for (int op = TPX_OP_READ; op <= TPX_OP_WRITE; op++) {
+                for (int dir = 0; dir < 1 + (counts[c] == 1000 || counts[c] == 7); dir++) {
+                    make_mixed(blk, counts[c], a.size);
+                    fill(a.mem, a.size, rnd());
+                    fill(b.mem, b.size, rnd());
+                    char what[64];
+                    snprintf(what, sizeof(what), "pack cfg %zu %s", k, dir ? "B->A" : "A->B");
+                    CHECK(run_checked(dir ? &b : &a, dir ? &a : &b, dir ? ba : ab, (tpx_op_t)op,
+                                      blk, counts[c], what) == 0);
+                }
+            }
+        }
+        /* all small, all tiny: many blocks per chunk */
+        for (int op = TPX_OP_READ; op <= TPX_OP_WRITE && k == 0; op++) {
+            for (size_t i = 0; i < 10000; i++)
+                blk[i] = (blk_t){.loff = i * 3001 + 7, .roff = (9999 - i) * 3001 + 1,
+                                 .len = 1 + i % 3000}; /* 30 MB of 32 MiB */
+            CHECK(run_checked(&a, &b, ab, (tpx_op_t)op, blk, 10000, "pack tiny") == 0);
+        }
+        tpx_remote_forget(ab);
+        tpx_remote_forget(ba);
+        side_close(&a);
+        side_close(&b);
+    }
+    free(blk);
+    CHECK_DONE();
+}
+
+/* A refused entry in the middle of a packed run refuses the whole request
+ * (nothing moves, either way); a packed transfer canceled while it runs
+ * ends canceled (or OK), and the connection carries the next one intact. */
+static int t_packfail(void)
+{
+    side_t a, b;
+    CHECK(side_open(&a, "A", 16u << 20, 0) == 0);
+    CHECK(side_open(&b, "B", 16u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    CHECK(rm != NULL);
+    if (check_failures)
+        return 1;
+    tpx_rdesc_t bad_key = forge(&b.d, 0, 1);
+    enum { N = 300 };
+    tpx_iov_t *v = malloc(10000 * sizeof(*v));
+    unsigned char *snap_a = malloc(a.size), *snap_b = malloc(b.size);
+    for (int op = TPX_OP_READ; op <= TPX_OP_WRITE; op++) {
+        for (size_t i = 0; i < N; i++)
+            v[i] = (tpx_iov_t){.local = a.r, .local_offset = i * 5003 + 3, .remote = &b.d,
+                               .remote_offset = (N - 1 - i) * 5003 + 11, .len = 100 + i * 13};
+        v[N / 2].remote = &bad_key; /* inside a shared chunk */
+        memcpy(snap_a, a.mem, a.size);
+        memcpy(snap_b, b.mem, b.size);
+        tpx_xfer_t *x = NULL;
+        tpx_status_t st = tpx_rma(rm, (tpx_op_t)op, v, N, "refused", 7, &x);
+        if (st == TPX_OK)
+            st = tpx_xfer_wait(x, 20000, NULL);
+        tpx_xfer_release(x);
+        CHECK(st == TPX_ERR_ACCESS);
+        CHECK(memcmp(snap_a, a.mem, a.size) == 0);
+        CHECK(memcmp(snap_b, b.mem, b.size) == 0);
+    }
+    size_t nn = 1;
+    tpx_notif_t nt;
+    CHECK(tpx_engine_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
+    CHECK_EQ(nn, 0);
+    blk_t *blk = malloc(10000 * sizeof(*blk));
+    for (int round = 0; round < 6 && !check_failures; round++) {
+        tpx_op_t op = round % 2 ? TPX_OP_WRITE : TPX_OP_READ;
+        for (size_t i = 0; i < 10000; i++)
+            v[i] = (tpx_iov_t){.local = a.r, .local_offset = i * 1601 + 5, .remote = &b.d,
+                               .remote_offset = (9999 - i) * 1601 + 9, .len = 1 + i % 1600};
+        tpx_xfer_t *x;
+        CHECK(tpx_rma(rm, op, v, 10000, NULL, 0, &x) == TPX_OK);
+        if (round >= 2) /* later and later into the transfer */
+            usleep((useconds_t)(round * 500));
+        tpx_status_t st = tpx_xfer_cancel(x);
+        CHECK(st == TPX_INPROGRESS || st == TPX_OK);
+        st = tpx_xfer_wait(x, 20000, NULL);
+        CHECK(st == TPX_ERR_CANCELED || st == TPX_OK);
+        tpx_xfer_release(x);
+        for (int w = 0; w < 2000 && (inflight(a.e) || inflight(b.e)); w++)
+            usleep(10 * 1000);
+        CHECK(inflight(a.e) == 0 && inflight(b.e) == 0);
+        make_mixed(blk, 1000, a.size);
+        fill(a.mem, a.size, (uint64_t)round + 17);
+        fill(b.mem, b.size, (uint64_t)round + 170);
+        CHECK(run_checked(&a, &b, rm, op, blk, 1000, "after a packed cancel") == 0);
+    }
+    free(blk);
+    free(v);
+    free(snap_a);
+    free(snap_b);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    CHECK_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1190,7 +1358,7 @@ int main(int argc, char **argv)
                  {"metadata", t_metadata}, {"bell", t_bell},
                  {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
                  {"failclose", t_failclose}, {"abi", t_abi},
-                 {"pollloop", t_pollloop}};
+                 {"pollloop", t_pollloop}, {"pack", t_pack}, {"packfail", t_packfail}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)

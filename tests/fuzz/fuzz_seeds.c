@@ -298,6 +298,33 @@ static void seeds_wire(void)
         seed_write(&s, "wire", lists[li].name);
     }
 
+    /* packed lists (16 KiB chunks): small entries share chunks, a large one
+     * breaks the run, an entry that does not fit opens the next chunk; and a
+     * packing bound above the chunk, refused */
+    for (int bad = 0; bad < 2; bad++) {
+        static const uint64_t lens[] = {4096, 100, 8191, 4000, 40000, 1, 8192, 8192, 3};
+        enum { N = sizeof(lens) / sizeof(lens[0]) };
+        unsigned char buf[TPX_LIST_SIZE(2, N)];
+        tpx_list_hdr_t h = {.op = bad ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE, .nkeys = 2,
+                            .nent = N, .pack_max = bad ? 16385 : 8192};
+        for (uint32_t i = 0; i < h.nkeys; i++)
+            tpx__list_put_key(buf, i, 0x2000 + i);
+        for (uint32_t i = 0; i < N; i++) {
+            tpx__list_put_entry(buf, h.nkeys, i, i % 2, 12345 * (uint64_t)i, lens[i]);
+            h.total += lens[i];
+        }
+        tpx__list_put_hdr(buf, &h);
+        tpx_list_hdr_t back;
+        uint32_t nchunks = 0;
+        tpx_status_t st = tpx__list_check(buf, sizeof(buf), 16384, &back, &nchunks);
+        /* 4096+100+8191 | 4000 | 40000: 3 | 1+8192 | 8192+3 */
+        must(bad ? st != TPX_OK : st == TPX_OK && nchunks == 7, bad ? "list_pack_bound" : "list_packed");
+        seed_start(&s, TPX_FUZZ_WIRE_LIST);
+        seed_add(&s, (const unsigned char[]){0x40, 0}, 2); /* 16 KiB chunks */
+        seed_add(&s, buf, sizeof(buf));
+        seed_write(&s, "wire", bad ? "list_pack_bound" : "list_packed");
+    }
+
     /* one entry of 2^64 - 1 bytes: its chunk count must not wrap */
     {
         unsigned char buf[TPX_LIST_SIZE(1, 1)];

@@ -55,7 +55,7 @@ static void fuzz_list(const uint8_t *data, size_t size)
         for (uint32_t i = 0; i < h.nkeys; i++)
             tpx__list_put_key(out, i, tpx__list_key(in, i));
         uint64_t sum = 0, chunks = 0, fill = 0;
-        int packed = (h.flags & TPX_LIST_PACKED) != 0;
+        TPX_FUZZ_CHECK(h.flags == 0 && h.pack_max <= chunk, "list: bad packing bound accepted");
         for (uint32_t i = 0; i < h.nent; i++) {
             uint32_t k;
             uint64_t off, len;
@@ -63,7 +63,7 @@ static void fuzz_list(const uint8_t *data, size_t size)
             TPX_FUZZ_CHECK(k < h.nkeys && len > 0 && off + len >= off, "list: bad entry accepted");
             tpx__list_put_entry(out, h.nkeys, i, k, off, len);
             sum += len;
-            if (packed && len <= chunk / 4 && len <= 32768) { /* small entries share chunks */
+            if (len <= h.pack_max) { /* small entries share chunks */
                 if (fill == 0 || fill + len > chunk) {
                     chunks++;
                     fill = 0;

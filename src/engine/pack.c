@@ -1,0 +1,329 @@
+/*
+ * pack.c - gathering and scattering the small blocks of a shared chunk.
+ *
+ * Host blocks are copied with memcpy. GPU blocks are copied on the GPU,
+ * into or out of the comm's mapped staging buffer (pack.h), by the batched
+ * unpack kernel (src/unpack): a fragment {src_off, len, dst_off} per block,
+ * ONE launch for the whole chunk and ONE stream sync -- instead of a plugin
+ * message per block, each staged through a synchronous cuMemcpy by the
+ * transport. The kernel's src_off is 32 bits: a scatter reads the staging
+ * buffer (offsets < chunk); a gather reads the user's blocks, so its jobs
+ * are cut per 2 GiB window of a region (a job's base is the window's start;
+ * a block that starts in it ends within 4 GiB of it, blocks being at most
+ * 4 MiB). Without the kernel (a build without nvcc, TPX_UNPACK other than
+ * kernel, the fake libcuda of CI) each block is one cuMemcpy*Async on the
+ * pack stream, still one sync per chunk. Blocks on a GPU other than the
+ * engine's pack device (the first one seen) take a synchronous copy each.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/cuda.h"
+#include "mem.h"
+#include "pack.h"
+#include "peer.h"
+#include "unpack/unpack_gpu.h"
+
+/* Fragment descriptors one pack launch may carry (pinned, mapped). */
+#define PACK_FRAGS 8192
+
+int tpx__pack_run_dev(const tpx_xfer_t *x, uint32_t first, uint32_t last)
+{
+    for (uint32_t i = first; i <= last; i++)
+        if (x->segs[i].region != NULL && x->segs[i].region->type == TPX_MEM_CUDA)
+            return x->segs[i].region->cuda_dev;
+    return -1;
+}
+
+/* ---- staging buffers ----------------------------------------------------------------- */
+
+/* The engine's pack device: context, stream, fragment buffer and (if it
+ * loads) the kernel, on first use. */
+static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
+{
+    if (e->pack_dev >= 0)
+        return TPX_OK;
+    tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
+    if (st != TPX_OK)
+        return st;
+    CUstream s = NULL;
+    void *frags = NULL;
+    CUdeviceptr frags_d = 0;
+    if ((st = tpx__cuda_stream_create(dev, &s)) != TPX_OK)
+        goto err_ctx;
+    if ((st = tpx__cuda_host_alloc(dev, PACK_FRAGS * sizeof(tpx_nccl_load_meta_t), &frags,
+                                   &frags_d)) != TPX_OK)
+        goto err_stream;
+    e->pack_kernel = e->unpack_mode == TPX_UNPACK_KERNEL && tpx__unpack_gpu_built() &&
+                     tpx__unpack_gpu_init(dev) == TPX_OK;
+    TPX_INFO("packed one-sided chunks of GPU %d memory: %s", dev,
+             e->pack_kernel ? "gathered and scattered by the unpack kernel"
+                            : "one async copy per block (no kernel: built without nvcc, "
+                              "TPX_UNPACK other than kernel, or the driver refused it)");
+    e->pack_dev = dev;
+    e->pack_stream = s;
+    e->pack_frags = frags;
+    e->pack_frags_d = (uint64_t)frags_d;
+    return TPX_OK;
+
+err_stream:
+    tpx__cuda_stream_destroy(dev, s);
+err_ctx:
+    tpx__cuda_ctx_release(dev);
+    return st;
+}
+
+void tpx__pack_engine_fini(tpx_engine_t *e)
+{
+    if (e->pack_dev < 0)
+        return;
+    int pushed = 0;
+    if (tpx__cuda_ctx_enter(e->pack_dev, &pushed) == TPX_OK) {
+        (void)TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream);
+        tpx__cuda_ctx_leave(pushed);
+    }
+    tpx__cuda_stream_destroy(e->pack_dev, (CUstream)e->pack_stream);
+    tpx__cuda_host_free(e->pack_dev, e->pack_frags);
+    if (e->pack_kernel)
+        tpx__unpack_gpu_fini(e->pack_dev);
+    tpx__cuda_ctx_release(e->pack_dev);
+    e->pack_dev = -1;
+    e->pack_stream = e->pack_frags = NULL;
+    e->pack_kernel = 0;
+}
+
+tpx_status_t tpx__pack_stage(tpx_comm_t *c, uint64_t n, int gpu_dev, char **buf,
+                             tpx_region_t **region, uint64_t *roff)
+{
+    tpx_peer_t *p = c->peer;
+    tpx_engine_t *e = p->e;
+    size_t len = (size_t)c->win.cap * p->chunk;
+    uint64_t at = (n % (uint64_t)c->win.cap) * p->chunk;
+    tpx_status_t st = TPX_OK;
+    if (gpu_dev < 0) {
+        if (c->stage == NULL) {
+            if ((c->stage = aligned_alloc(4096, len)) == NULL)
+                return TPX_ERR_NO_MEMORY;
+            st = tpx__region_create(e, c->stage, len, TPX_MEM_HOST, 1, &c->stage_region);
+            if (st != TPX_OK) {
+                free(c->stage);
+                c->stage = NULL;
+                return st;
+            }
+        }
+        *buf = (char *)c->stage + at;
+        *region = c->stage_region;
+        *roff = at;
+        return TPX_OK;
+    }
+    if (c->gstage == NULL) {
+        /* mapped for the engine's pack device (the first GPU seen) */
+        if ((st = pack_gpu_ready(e, gpu_dev)) != TPX_OK)
+            return st;
+        void *h = NULL;
+        CUdeviceptr d = 0;
+        if ((st = tpx__cuda_host_alloc(e->pack_dev, len, &h, &d)) != TPX_OK)
+            return st;
+        if ((st = tpx__region_create(e, h, len, TPX_MEM_HOST, 1, &c->gstage_region)) != TPX_OK) {
+            tpx__cuda_host_free(e->pack_dev, h);
+            return st;
+        }
+        c->gstage = h;
+        c->gstage_d = (uint64_t)d;
+        c->gstage_dev = e->pack_dev;
+    }
+    *buf = (char *)c->gstage + at;
+    *region = c->gstage_region;
+    *roff = at;
+    return TPX_OK;
+}
+
+void tpx__pack_comm_fini(tpx_comm_t *c)
+{
+    /* the plugin comm is closed: nothing reads or writes them any more */
+    if (c->stage_region != NULL)
+        tpx__region_release(c->stage_region); /* its handle was on this comm only */
+    free(c->stage);
+    c->stage = NULL;
+    c->stage_region = NULL;
+    if (c->gstage_region != NULL)
+        tpx__region_release(c->gstage_region);
+    if (c->gstage != NULL)
+        tpx__cuda_host_free(c->gstage_dev, c->gstage);
+    c->gstage = NULL;
+    c->gstage_region = NULL;
+}
+
+/* ---- copies ------------------------------------------------------------------------- */
+
+/* One block on a GPU other than the pack device: a synchronous copy in its
+ * own context. */
+static tpx_status_t copy_other_dev(int dev, int to_stage, char *host, uint64_t daddr,
+                                   uint64_t len)
+{
+    tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
+    if (st != TPX_OK)
+        return st;
+    int pushed = 0;
+    if ((st = tpx__cuda_ctx_enter(dev, &pushed)) == TPX_OK) {
+        st = to_stage ? TPX_CU(cuMemcpyDtoH, host, (CUdeviceptr)daddr, len)
+                      : TPX_CU(cuMemcpyHtoD, (CUdeviceptr)daddr, host, len);
+        tpx__cuda_ctx_leave(pushed);
+    }
+    tpx__cuda_ctx_release(dev);
+    return st;
+}
+
+/* A kernel launch under construction: inline jobs over the engine's
+ * fragment buffer. */
+typedef struct {
+    tpx_engine_t *e;
+    tpx_unpack_job_t jobs[TPX__UNPACK_GPU_INLINE_JOBS];
+    uint32_t njobs, nfrags, max_frags, used; /* used: fragments since the last sync */
+    const tpx_region_t *key_region;          /* gather: the open job's region window */
+    uint64_t key_win;
+} launch_t;
+
+static tpx_status_t launch_flush(launch_t *l)
+{
+    if (l->njobs == 0)
+        return TPX_OK;
+    tpx_engine_t *e = l->e;
+    tpx_status_t st = tpx__unpack_gpu_launch_inline(e->pack_dev, l->jobs, l->njobs,
+                                                    l->max_frags, e->pack_stream);
+    l->njobs = l->max_frags = 0;
+    l->key_region = NULL;
+    return st;
+}
+
+/* Room for one more fragment in a job whose base is `base` (new_job: it
+ * must start a job of its own). Flushes (and syncs, when the fragment
+ * buffer is full) as needed; the fragment's slot in the buffer. */
+static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, char *dst,
+                                tpx_nccl_load_meta_t **fr)
+{
+    tpx_engine_t *e = l->e;
+    tpx_status_t st;
+    if (l->used == PACK_FRAGS) {
+        if ((st = launch_flush(l)) != TPX_OK ||
+            (st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream)) != TPX_OK)
+            return st;
+        l->used = 0;
+        new_job = 1;
+    }
+    if (new_job || l->njobs == 0) {
+        if (l->njobs == TPX__UNPACK_GPU_INLINE_JOBS && (st = launch_flush(l)) != TPX_OK)
+            return st;
+        tpx_nccl_load_meta_t *base_d =
+            (tpx_nccl_load_meta_t *)(uintptr_t)e->pack_frags_d + l->used;
+        l->jobs[l->njobs++] = (tpx_unpack_job_t){.frags = base_d, .bounce = bounce, .dst = dst};
+    }
+    tpx_unpack_job_t *j = &l->jobs[l->njobs - 1];
+    j->nfrags++;
+    l->max_frags = TPX_MAX(l->max_frags, j->nfrags);
+    *fr = (tpx_nccl_load_meta_t *)e->pack_frags + l->used++;
+    return TPX_OK;
+}
+
+/* The GPU blocks of a run, to or from the mapped stage at `buf`. */
+static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
+                            char *buf, int to_stage)
+{
+    tpx_engine_t *e = c->peer->e;
+    tpx_status_t st = pack_gpu_ready(e, tpx__pack_run_dev(x, first, last));
+    if (st != TPX_OK)
+        return st;
+    if (c->gstage == NULL || buf < (char *)c->gstage ||
+        buf >= (char *)c->gstage + (size_t)c->win.cap * c->peer->chunk)
+        return TPX_ERR_INTERNAL; /* a GPU run always goes through the mapped stage */
+    uint64_t stage_d = c->gstage_d + (uint64_t)(buf - (char *)c->gstage);
+    int pushed = 0;
+    if ((st = tpx__cuda_ctx_enter(e->pack_dev, &pushed)) != TPX_OK)
+        return st;
+    CUstream stream = (CUstream)e->pack_stream;
+    launch_t l = {.e = e};
+    /* scatter: one job, dst base = the lowest destination */
+    uint64_t lo = UINT64_MAX;
+    for (uint32_t i = first; i <= last && !to_stage; i++) {
+        const tpx_seg_t *g = &x->segs[i];
+        if (g->region != NULL && g->region->type == TPX_MEM_CUDA && g->region->cuda_dev == e->pack_dev)
+            lo = TPX_MIN(lo, (uint64_t)g->region->base + g->off);
+    }
+    for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
+        const tpx_seg_t *g = &x->segs[i];
+        if (g->region == NULL || g->region->type != TPX_MEM_CUDA)
+            continue;
+        uint64_t addr = (uint64_t)g->region->base + g->off;
+        if (g->region->cuda_dev != e->pack_dev) {
+            st = copy_other_dev(g->region->cuda_dev, to_stage, buf + g->pack_off, addr, g->len);
+            continue;
+        }
+        if (!e->pack_kernel) {
+            st = to_stage ? TPX_CU(cuMemcpyDtoHAsync, buf + g->pack_off, (CUdeviceptr)addr,
+                                   g->len, stream)
+                          : TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)addr, buf + g->pack_off,
+                                   g->len, stream);
+            continue;
+        }
+        tpx_nccl_load_meta_t *fr;
+        if (to_stage) {
+            /* gather: src_off counts from the block's 2 GiB window of its region */
+            uint64_t win = g->off >> 31;
+            int fresh = l.key_region != g->region || l.key_win != win;
+            const char *base = (const char *)(uintptr_t)(g->region->base + (win << 31));
+            if ((st = launch_room(&l, fresh, base, (char *)(uintptr_t)stage_d, &fr)) != TPX_OK)
+                break;
+            l.key_region = g->region;
+            l.key_win = win;
+            fr->f.src_off = (uint32_t)(addr - (uint64_t)(uintptr_t)base);
+            fr->f.len = (uint32_t)g->len;
+            fr->f.dst_off = g->pack_off;
+        } else {
+            if ((st = launch_room(&l, 0, (const char *)(uintptr_t)stage_d,
+                                  (char *)(uintptr_t)lo, &fr)) != TPX_OK)
+                break;
+            fr->f.src_off = g->pack_off;
+            fr->f.len = (uint32_t)g->len;
+            fr->f.dst_off = addr - lo;
+        }
+    }
+    if (st == TPX_OK)
+        st = launch_flush(&l);
+    if (st == TPX_OK)
+        st = TPX_CU(cuStreamSynchronize, stream);
+    tpx__cuda_ctx_leave(pushed);
+    return st;
+}
+
+static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
+                             char *buf, int to_stage)
+{
+    int gpu = 0;
+    for (uint32_t i = first; i <= last; i++) {
+        const tpx_seg_t *g = &x->segs[i];
+        if (g->region == NULL)
+            continue;
+        if (g->region->type == TPX_MEM_CUDA) {
+            gpu = 1;
+            continue;
+        }
+        char *mem = (char *)g->region->base + g->off;
+        if (to_stage)
+            memcpy(buf + g->pack_off, mem, g->len);
+        else
+            memcpy(mem, buf + g->pack_off, g->len);
+    }
+    return gpu ? gpu_run(c, x, first, last, buf, to_stage) : TPX_OK;
+}
+
+tpx_status_t tpx__pack_gather(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
+                              char *buf)
+{
+    return run_copy(c, x, first, last, buf, 1);
+}
+
+tpx_status_t tpx__pack_scatter(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
+                               uint32_t last, const char *buf)
+{
+    return run_copy(c, x, first, last, (char *)buf, 0);
+}
