@@ -213,6 +213,20 @@ static void seed_ctrl(const tpx_ctrl_t *m, const char *name)
 static void seeds_wire(void)
 {
     seed_t s;
+    /* a message of another control version (an engine of another tpx) is
+     * refused, and its version is told apart from a damaged message */
+    {
+        unsigned char m[TPX_CTRL_SIZE];
+        tpx_ctrl_t back;
+        tpx__ctrl_encode(&(tpx_ctrl_t){.type = TPX_CTRL_BYE, .seq = 1}, m);
+        must(tpx__ctrl_version(m) == tpx__ctrl_version_ours(), "ctrl version: ours");
+        m[5] = (unsigned char)(tpx__ctrl_version_ours() - 1);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK &&
+                 tpx__ctrl_version(m) == tpx__ctrl_version_ours() - 1,
+             "ctrl version: an older one refused and named");
+        m[0] ^= 1;
+        must(tpx__ctrl_version(m) == -1, "ctrl version: not our magic");
+    }
     seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_SEND_HDR, .seq = 7, .len = 1u << 20}, "ctrl_send");
     seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_BYE, .seq = 8}, "ctrl_bye");
     seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RMA_REQ,
