@@ -1228,22 +1228,22 @@ static int t_pack(void)
                {"700", NULL, "1", "4K"}};
     static const size_t counts[] = {1, 2, 7, 100, 1000, 10000};
     blk_t *blk = malloc(10000 * sizeof(*blk));
-    for (size_t k = 0; k < sizeof(cfg) / sizeof(cfg[0]) && !check_failures; k++) {
+    for (size_t k = 0; k < sizeof(cfg) / sizeof(cfg[0]) && !test_failed(); k++) {
         side_t a, b;
         /* read once, when each engine is created */
         if (cfg[k].pack_a) setenv("TPX_RMA_PACK_BYTES", cfg[k].pack_a, 1);
         if (cfg[k].chunk_a) setenv("TPX_CHUNK_BYTES", cfg[k].chunk_a, 1);
-        CHECK(side_open(&a, "A", 32u << 20, 0) == 0);
+        EXPECT(side_open(&a, "A", 32u << 20, 0) == 0);
         unsetenv("TPX_RMA_PACK_BYTES");
         unsetenv("TPX_CHUNK_BYTES");
         if (cfg[k].pack_b) setenv("TPX_RMA_PACK_BYTES", cfg[k].pack_b, 1);
         if (cfg[k].chunk_b) setenv("TPX_CHUNK_BYTES", cfg[k].chunk_b, 1);
-        CHECK(side_open(&b, "B", 32u << 20, 0) == 0);
+        EXPECT(side_open(&b, "B", 32u << 20, 0) == 0);
         unsetenv("TPX_RMA_PACK_BYTES");
         unsetenv("TPX_CHUNK_BYTES");
         tpx_remote_t *ab = load(&a, &b), *ba = load(&b, &a);
-        CHECK(ab != NULL && ba != NULL);
-        if (check_failures)
+        EXPECT(ab != NULL && ba != NULL);
+        if (test_failed())
             return 1;
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
             /* the whole set one way with the first configuration; both ways
@@ -1257,7 +1257,7 @@ static int t_pack(void)
                     fill(b.mem, b.size, rnd());
                     char what[64];
                     snprintf(what, sizeof(what), "pack cfg %zu %s", k, dir ? "B->A" : "A->B");
-                    CHECK(run_checked(dir ? &b : &a, dir ? &a : &b, dir ? ba : ab, (tpx_op_t)op,
+                    EXPECT(run_checked(dir ? &b : &a, dir ? &a : &b, dir ? ba : ab, (tpx_op_t)op,
                                       blk, counts[c], what) == 0);
                 }
             }
@@ -1267,7 +1267,7 @@ static int t_pack(void)
             for (size_t i = 0; i < 10000; i++)
                 blk[i] = (blk_t){.loff = i * 3001 + 7, .roff = (9999 - i) * 3001 + 1,
                                  .len = 1 + i % 3000}; /* 30 MB of 32 MiB */
-            CHECK(run_checked(&a, &b, ab, (tpx_op_t)op, blk, 10000, "pack tiny") == 0);
+            EXPECT(run_checked(&a, &b, ab, (tpx_op_t)op, blk, 10000, "pack tiny") == 0);
         }
         tpx_remote_forget(ab);
         tpx_remote_forget(ba);
@@ -1275,7 +1275,7 @@ static int t_pack(void)
         side_close(&b);
     }
     free(blk);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 /* A refused entry in the middle of a packed run refuses the whole request
@@ -1284,11 +1284,11 @@ static int t_pack(void)
 static int t_packfail(void)
 {
     side_t a, b;
-    CHECK(side_open(&a, "A", 16u << 20, 0) == 0);
-    CHECK(side_open(&b, "B", 16u << 20, 0) == 0);
+    EXPECT(side_open(&a, "A", 16u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 16u << 20, 0) == 0);
     tpx_remote_t *rm = load(&a, &b);
-    CHECK(rm != NULL);
-    if (check_failures)
+    EXPECT(rm != NULL);
+    if (test_failed())
         return 1;
     tpx_rdesc_t bad_key = forge(&b.d, 0, 1);
     enum { N = 300 };
@@ -1306,36 +1306,36 @@ static int t_packfail(void)
         if (st == TPX_OK)
             st = tpx_xfer_wait(x, 20000, NULL);
         tpx_xfer_release(x);
-        CHECK(st == TPX_ERR_ACCESS);
-        CHECK(memcmp(snap_a, a.mem, a.size) == 0);
-        CHECK(memcmp(snap_b, b.mem, b.size) == 0);
+        EXPECT(st == TPX_ERR_ACCESS);
+        EXPECT(memcmp(snap_a, a.mem, a.size) == 0);
+        EXPECT(memcmp(snap_b, b.mem, b.size) == 0);
     }
     size_t nn = 1;
     tpx_notif_t nt;
-    CHECK(tpx_engine_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
-    CHECK_EQ(nn, 0);
+    EXPECT(tpx_engine_get_notifs(b.e, &nt, 1, &nn) == TPX_OK);
+    EXPECT_EQ(nn, 0);
     blk_t *blk = malloc(10000 * sizeof(*blk));
-    for (int round = 0; round < 6 && !check_failures; round++) {
+    for (int round = 0; round < 6 && !test_failed(); round++) {
         tpx_op_t op = round % 2 ? TPX_OP_WRITE : TPX_OP_READ;
         for (size_t i = 0; i < 10000; i++)
             v[i] = (tpx_iov_t){.local = a.r, .local_offset = i * 1601 + 5, .remote = &b.d,
                                .remote_offset = (9999 - i) * 1601 + 9, .len = 1 + i % 1600};
         tpx_xfer_t *x;
-        CHECK(tpx_rma(rm, op, v, 10000, NULL, 0, &x) == TPX_OK);
+        EXPECT(tpx_rma(rm, op, v, 10000, NULL, 0, &x) == TPX_OK);
         if (round >= 2) /* later and later into the transfer */
             usleep((useconds_t)(round * 500));
         tpx_status_t st = tpx_xfer_cancel(x);
-        CHECK(st == TPX_INPROGRESS || st == TPX_OK);
+        EXPECT(st == TPX_INPROGRESS || st == TPX_OK);
         st = tpx_xfer_wait(x, 20000, NULL);
-        CHECK(st == TPX_ERR_CANCELED || st == TPX_OK);
+        EXPECT(st == TPX_ERR_CANCELED || st == TPX_OK);
         tpx_xfer_release(x);
         for (int w = 0; w < 2000 && (inflight(a.e) || inflight(b.e)); w++)
             usleep(10 * 1000);
-        CHECK(inflight(a.e) == 0 && inflight(b.e) == 0);
+        EXPECT(inflight(a.e) == 0 && inflight(b.e) == 0);
         make_mixed(blk, 1000, a.size);
         fill(a.mem, a.size, (uint64_t)round + 17);
         fill(b.mem, b.size, (uint64_t)round + 170);
-        CHECK(run_checked(&a, &b, rm, op, blk, 1000, "after a packed cancel") == 0);
+        EXPECT(run_checked(&a, &b, rm, op, blk, 1000, "after a packed cancel") == 0);
     }
     free(blk);
     free(v);
@@ -1344,7 +1344,7 @@ static int t_packfail(void)
     tpx_remote_forget(rm);
     side_close(&a);
     side_close(&b);
-    CHECK_DONE();
+    TEST_DONE();
 }
 
 int main(int argc, char **argv)
