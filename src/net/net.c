@@ -365,6 +365,14 @@ tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
     return net_rc(n, "connect", rc);
 }
 
+tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **comm,
+                                    tpx_ncclnet_dev_handle_t **dev_handle)
+{
+    if (n->table != (const void *)&tpx__sock_net_v10)
+        return tpx__net_connect(n, dev, handle, comm, dev_handle);
+    return net_rc(n, "connect", tpx__sock_connect_small(dev, handle, comm));
+}
+
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle)
 {

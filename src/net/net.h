@@ -79,6 +79,13 @@ int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w);
  * owned by the caller for the life of the comm. */
 tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
                               tpx_ncclnet_dev_handle_t **dev_handle);
+/* The same for a comm that carries small messages only (the engine's control
+ * comms): the built-in transport gives it one data connection instead of
+ * TPX_NSOCKS; any other plugin makes an ordinary comm. Outside the ncclNet
+ * tables, as tpx__net_set_wake. A call for a handle whose connect is in
+ * progress continues it as begun (either function). */
+tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **comm,
+                                    tpx_ncclnet_dev_handle_t **dev_handle);
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle);
 tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, int type,

@@ -194,7 +194,8 @@ static int connect_all(role_t *r, int n, unsigned char *handles, void **scomm, u
 /* Receiver: listen n times on device 0, hand the handles over, accept all. */
 int tt_recv_open(role_t *r, int n, void **lcomm, void **rcomm)
 {
-    unsigned char handles[8 * HANDLE_SIZE];
+    unsigned char handles[TT_MAX_COMMS * HANDLE_SIZE];
+    CHECK(n <= TT_MAX_COMMS, "at most %d comms at once", TT_MAX_COMMS);
     memset(handles, 0, sizeof(handles));
     for (int i = 0; i < n; i++)
         CHECK_RC(nt_listen(&r->nt, 0, handles + (size_t)i * HANDLE_SIZE, &lcomm[i]));
@@ -205,7 +206,8 @@ int tt_recv_open(role_t *r, int n, void **lcomm, void **rcomm)
 /* Sender: read n handles, init (the first time), connect to each. */
 int tt_send_open(role_t *r, int n, void **scomm)
 {
-    unsigned char handles[8 * HANDLE_SIZE];
+    unsigned char handles[TT_MAX_COMMS * HANDLE_SIZE];
+    CHECK(n <= TT_MAX_COMMS, "at most %d comms at once", TT_MAX_COMMS);
     TRY(tt_link_get(r, handles, (size_t)n * HANDLE_SIZE, CONN_MS));
     TRY(tt_role_init(r));
     return connect_all(r, n, handles, scomm, test_deadline_ms(CONN_MS));
@@ -838,6 +840,8 @@ static const scenario_t scenarios[] = {
     {"inflight32", inflight32_recv, inflight32_send, 0, 0},
     {"overflow", overflow_recv, overflow_send, 0, 0},
     {"multicomm", multicomm_recv, multicomm_send, 0, 0},
+    {"pool", pool_recv, pool_send, 0, 0},
+    {"smallbig", smallbig_recv, smallbig_send, 0, 0},
     {"tags", tags_recv, tags_send, 0, 0},
     {"tagmismatch", tagmismatch_recv, tagmismatch_send, 0, 0},
     {"peerclose", peerclose_recv, peerclose_send, 0, SIGKILL},

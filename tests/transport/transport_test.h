@@ -22,6 +22,7 @@
 #define HANDLE_SIZE  TPX_NCCL_NET_HANDLE_MAXSIZE
 #define CONN_MS      40000 /* connect/accept deadline (the transport's own is 30 s) */
 #define IO_MS        30000 /* deadline of one transfer */
+#define TT_MAX_COMMS 32    /* tt_recv_open/tt_send_open at once */
 #define PEERCLOSE_MS 10000 /* a dead peer must be reported within this */
 #define KiB          ((size_t)1024)
 #define MiB          (1024 * KiB)
@@ -137,6 +138,13 @@ int vdev_recv(role_t *r);
 int vdev_send(role_t *r);
 int vdev_badargs_role(role_t *r);
 int tcpx_vdev_role(role_t *r); /* TPX_SOCK_TCPX=1 */
+
+/* ---- the shared I/O workers (test_pool.c) ------------------------------------------ */
+
+int pool_recv(role_t *r);
+int pool_send(role_t *r);
+int smallbig_recv(role_t *r);
+int smallbig_send(role_t *r);
 
 /* ---- the listener under attack (test_listen.c) ------------------------------------ */
 

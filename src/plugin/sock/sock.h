@@ -245,7 +245,9 @@ typedef struct {
 
 /* ---- sock_conn.c: listen / connect / accept ----------------------------- */
 tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm);
-tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm);
+/* nsocks: data connections of the new comm (0: TPX_NSOCKS); a later call
+ * for the same handle continues with what the first chose. */
+tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm, int nsocks);
 tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm);
 tpx_status_t tpx__sock_close_listen(void *listen_comm);
 

@@ -904,7 +904,7 @@ failed:
     return tpx__status_from_errno(errno);
 }
 
-static tpx_status_t conn_begin(int dev, const void *handle, connecting_t **out)
+static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecting_t **out)
 {
     tpx_status_t st;
     const tpx_sock_dev_t *d = tpx__sock_dev(dev);
@@ -930,7 +930,7 @@ static tpx_status_t conn_begin(int dev, const void *handle, connecting_t **out)
     s->bind_local = d->addr.sa.sa_family == s->h.addr.sa.sa_family;
     /* Every member NIC gets as many data connections as the others: round
      * up to a multiple of the members (and down within the limit). */
-    s->nsocks = tpx__sock_params.nsocks;
+    s->nsocks = nsocks > 0 ? nsocks : tpx__sock_params.nsocks;
     s->nsocks = (s->nsocks + s->nlocal - 1) / s->nlocal * s->nlocal;
     if (s->nsocks > TPX_SOCK_MAX_SOCKS)
         s->nsocks = TPX_SOCK_MAX_SOCKS - TPX_SOCK_MAX_SOCKS % s->nlocal;
@@ -965,7 +965,7 @@ err_free:
     return st;
 }
 
-tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm)
+tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm, int nsocks)
 {
     if (handle == NULL || send_comm == NULL) {
         SOCK_WARN("connect: NULL handle or comm pointer");
@@ -984,7 +984,7 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm)
             return TPX_ERR_INVALID_ARG;
         }
     } else {
-        TPX_CHECK_GOTO(conn_begin(dev, handle, &s), st, out);
+        TPX_CHECK_GOTO(conn_begin(dev, handle, nsocks, &s), st, out);
     }
 
     uint64_t now = tpx__now_ns();

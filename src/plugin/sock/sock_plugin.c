@@ -210,7 +210,16 @@ tpx_nccl_result_t tpx__sock_v7_connect(int dev, void *handle, void **send_comm,
     (void)dev_comm; /* no device offload: NCCL's request for one is declined */
     if (!initialized("connect"))
         return TPX_NCCL_INVALID_USAGE;
-    return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm));
+    return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm, 0));
+}
+
+tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm)
+{
+    if (!initialized("connect"))
+        return TPX_NCCL_INVALID_USAGE;
+    /* Strict TCPX mode stays what Google's plugin does: every comm alike. */
+    int nsocks = tpx__sock_params.tcpx ? 0 : 1;
+    return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm, nsocks));
 }
 
 tpx_nccl_result_t tpx__sock_v10_connect(int dev, tpx_ncclnet_comm_config_t *config, void *handle,

@@ -94,5 +94,8 @@ extern const tpx_ncclnet_v10_t tpx__sock_net_v10;
 /* The engine's wake-up on this comm's completions (net.h: tpx_net_wake_t);
  * only through tpx__net_set_wake, never through the tables. */
 void tpx__sock_comm_set_wake(void *comm, void *wake);
+/* connect() for a comm with one data connection (a control comm that
+ * carries small messages); only through tpx__net_connect_small. */
+tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm);
 
 #endif
