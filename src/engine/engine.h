@@ -188,6 +188,8 @@ struct tpx_engine {
     void *pack_stream;         /* CUstream */
     void *pack_frags;          /* pinned, mapped: fragments of the launches in flight */
     uint64_t pack_frags_d;     /* ... their device address */
+    void *pack_scratch;        /* kernel mode: one chunk of device memory (a
+                                  tpx__cuda_mem_t, pack.c) */
 };
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };

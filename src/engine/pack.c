@@ -1,19 +1,25 @@
 /*
  * pack.c - gathering and scattering the small blocks of a shared chunk.
  *
- * Host blocks are copied with memcpy. GPU blocks are copied on the GPU,
- * into or out of the comm's mapped staging buffer (pack.h), by the batched
- * unpack kernel (src/unpack): a fragment {src_off, len, dst_off} per block,
- * ONE launch for the whole chunk and ONE stream sync -- instead of a plugin
- * message per block, each staged through a synchronous cuMemcpy by the
- * transport. The kernel's src_off is 32 bits: a scatter reads the staging
- * buffer (offsets < chunk); a gather reads the user's blocks, so its jobs
- * are cut per 2 GiB window of a region (a job's base is the window's start;
- * a block that starts in it ends within 4 GiB of it, blocks being at most
- * 4 MiB). Without the kernel (a build without nvcc, TPX_UNPACK other than
- * kernel, the fake libcuda of CI) each block is one cuMemcpy*Async on the
- * pack stream, still one sync per chunk. Blocks on a GPU other than the
- * engine's pack device (the first one seen) take a synchronous copy each.
+ * Host blocks are copied with memcpy. GPU blocks are copied on the GPU by
+ * the batched unpack kernel (src/unpack): a fragment {src_off, len,
+ * dst_off} per block, ONE launch for the whole chunk -- instead of a
+ * plugin message per block, each staged through a synchronous cuMemcpy by
+ * the transport. The kernel works device to device, between the blocks
+ * and the engine's device scratch chunk; one DMA copy moves the packed
+ * bytes between the scratch and the comm's pinned staging buffer (the
+ * kernel never reads host memory the CPU or a NIC wrote, so no cache of
+ * the GPU can hold stale lines of it); one stream sync per chunk. Only the
+ * fragment list is read from mapped host memory, fetched afresh (__ldcv).
+ * The kernel's src_off is 32 bits: a scatter reads the scratch (offsets <
+ * chunk); a gather reads the user's blocks, so its jobs are cut per 2 GiB
+ * window of a region (a job's base is the window's start; a block that
+ * starts in it ends within 4 GiB of it, blocks being at most 4 MiB).
+ * Without the kernel (a build without nvcc, TPX_UNPACK other than kernel,
+ * the fake libcuda of CI) each block is one cuMemcpy*Async between staging
+ * and block on the pack stream, still one sync per chunk. Blocks on a GPU
+ * other than the engine's pack device (the first one seen) take a
+ * synchronous copy each.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +62,16 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
         goto err_stream;
     e->pack_kernel = e->unpack_mode == TPX_UNPACK_KERNEL && tpx__unpack_gpu_built() &&
                      tpx__unpack_gpu_init(dev) == TPX_OK;
+    if (e->pack_kernel) {
+        tpx__cuda_mem_t *m = calloc(1, sizeof(*m));
+        if (m == NULL || tpx__cuda_mem_alloc(dev, e->chunk, m) != TPX_OK) {
+            free(m);
+            tpx__unpack_gpu_fini(dev);
+            e->pack_kernel = 0;
+        } else {
+            e->pack_scratch = m;
+        }
+    }
     TPX_INFO("packed one-sided chunks of GPU %d memory: %s", dev,
              e->pack_kernel ? "gathered and scattered by the unpack kernel"
                             : "one async copy per block (no kernel: built without nvcc, "
@@ -84,8 +100,12 @@ void tpx__pack_engine_fini(tpx_engine_t *e)
     }
     tpx__cuda_stream_destroy(e->pack_dev, (CUstream)e->pack_stream);
     tpx__cuda_host_free(e->pack_dev, e->pack_frags);
-    if (e->pack_kernel)
+    if (e->pack_kernel) {
         tpx__unpack_gpu_fini(e->pack_dev);
+        tpx__cuda_mem_free((tpx__cuda_mem_t *)e->pack_scratch);
+        free(e->pack_scratch);
+        e->pack_scratch = NULL;
+    }
     tpx__cuda_ctx_release(e->pack_dev);
     e->pack_dev = -1;
     e->pack_stream = e->pack_frags = NULL;
@@ -117,19 +137,17 @@ tpx_status_t tpx__pack_stage(tpx_comm_t *c, uint64_t n, int gpu_dev, char **buf,
         return TPX_OK;
     }
     if (c->gstage == NULL) {
-        /* mapped for the engine's pack device (the first GPU seen) */
+        /* pinned in the pack device's context (the engine's first GPU seen) */
         if ((st = pack_gpu_ready(e, gpu_dev)) != TPX_OK)
             return st;
         void *h = NULL;
-        CUdeviceptr d = 0;
-        if ((st = tpx__cuda_host_alloc(e->pack_dev, len, &h, &d)) != TPX_OK)
+        if ((st = tpx__cuda_host_alloc(e->pack_dev, len, &h, NULL)) != TPX_OK)
             return st;
         if ((st = tpx__region_create(e, h, len, TPX_MEM_HOST, 1, &c->gstage_region)) != TPX_OK) {
             tpx__cuda_host_free(e->pack_dev, h);
             return st;
         }
         c->gstage = h;
-        c->gstage_d = (uint64_t)d;
         c->gstage_dev = e->pack_dev;
     }
     *buf = (char *)c->gstage + at;
@@ -225,7 +243,8 @@ static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, ch
     return TPX_OK;
 }
 
-/* The GPU blocks of a run, to or from the mapped stage at `buf`. */
+/* The GPU blocks of a run on the pack device, to or from the stage at
+ * `buf`; then (gather) the blocks of other GPUs. */
 static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
                             char *buf, int to_stage)
 {
@@ -233,31 +252,34 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
     tpx_status_t st = pack_gpu_ready(e, tpx__pack_run_dev(x, first, last));
     if (st != TPX_OK)
         return st;
-    if (c->gstage == NULL || buf < (char *)c->gstage ||
-        buf >= (char *)c->gstage + (size_t)c->win.cap * c->peer->chunk)
-        return TPX_ERR_INTERNAL; /* a GPU run always goes through the mapped stage */
-    uint64_t stage_d = c->gstage_d + (uint64_t)(buf - (char *)c->gstage);
     int pushed = 0;
     if ((st = tpx__cuda_ctx_enter(e->pack_dev, &pushed)) != TPX_OK)
         return st;
     CUstream stream = (CUstream)e->pack_stream;
-    launch_t l = {.e = e};
-    /* scatter: one job, dst base = the lowest destination */
-    uint64_t lo = UINT64_MAX;
-    for (uint32_t i = first; i <= last && !to_stage; i++) {
+    /* the span of the pack device's blocks in the chunk, and their lowest address */
+    uint64_t span_lo = UINT64_MAX, span_hi = 0, lo = UINT64_MAX;
+    for (uint32_t i = first; i <= last; i++) {
         const tpx_seg_t *g = &x->segs[i];
-        if (g->region != NULL && g->region->type == TPX_MEM_CUDA && g->region->cuda_dev == e->pack_dev)
-            lo = TPX_MIN(lo, (uint64_t)g->region->base + g->off);
+        if (g->region == NULL || g->region->type != TPX_MEM_CUDA ||
+            g->region->cuda_dev != e->pack_dev)
+            continue;
+        span_lo = TPX_MIN(span_lo, (uint64_t)g->pack_off);
+        span_hi = TPX_MAX(span_hi, g->pack_off + g->len);
+        lo = TPX_MIN(lo, (uint64_t)g->region->base + g->off);
     }
+    char *scratch = e->pack_kernel
+                        ? (char *)(uintptr_t)((tpx__cuda_mem_t *)e->pack_scratch)->ptr
+                        : NULL;
+    if (e->pack_kernel && !to_stage && span_lo < span_hi)
+        st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)(scratch + span_lo), buf + span_lo,
+                    span_hi - span_lo, stream);
+    launch_t l = {.e = e};
     for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
         const tpx_seg_t *g = &x->segs[i];
-        if (g->region == NULL || g->region->type != TPX_MEM_CUDA)
+        if (g->region == NULL || g->region->type != TPX_MEM_CUDA ||
+            g->region->cuda_dev != e->pack_dev)
             continue;
         uint64_t addr = (uint64_t)g->region->base + g->off;
-        if (g->region->cuda_dev != e->pack_dev) {
-            st = copy_other_dev(g->region->cuda_dev, to_stage, buf + g->pack_off, addr, g->len);
-            continue;
-        }
         if (!e->pack_kernel) {
             st = to_stage ? TPX_CU(cuMemcpyDtoHAsync, buf + g->pack_off, (CUdeviceptr)addr,
                                    g->len, stream)
@@ -271,7 +293,7 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
             uint64_t win = g->off >> 31;
             int fresh = l.key_region != g->region || l.key_win != win;
             const char *base = (const char *)(uintptr_t)(g->region->base + (win << 31));
-            if ((st = launch_room(&l, fresh, base, (char *)(uintptr_t)stage_d, &fr)) != TPX_OK)
+            if ((st = launch_room(&l, fresh, base, scratch, &fr)) != TPX_OK)
                 break;
             l.key_region = g->region;
             l.key_win = win;
@@ -279,8 +301,7 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
             fr->f.len = (uint32_t)g->len;
             fr->f.dst_off = g->pack_off;
         } else {
-            if ((st = launch_room(&l, 0, (const char *)(uintptr_t)stage_d,
-                                  (char *)(uintptr_t)lo, &fr)) != TPX_OK)
+            if ((st = launch_room(&l, 0, scratch, (char *)(uintptr_t)lo, &fr)) != TPX_OK)
                 break;
             fr->f.src_off = g->pack_off;
             fr->f.len = (uint32_t)g->len;
@@ -289,31 +310,41 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
     }
     if (st == TPX_OK)
         st = launch_flush(&l);
+    if (st == TPX_OK && e->pack_kernel && to_stage && span_lo < span_hi)
+        st = TPX_CU(cuMemcpyDtoHAsync, buf + span_lo, (CUdeviceptr)(uintptr_t)(scratch + span_lo),
+                    span_hi - span_lo, stream);
     if (st == TPX_OK)
         st = TPX_CU(cuStreamSynchronize, stream);
     tpx__cuda_ctx_leave(pushed);
+    /* blocks of other GPUs: after the span copy, which covers their bytes too */
+    for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
+        const tpx_seg_t *g = &x->segs[i];
+        if (g->region != NULL && g->region->type == TPX_MEM_CUDA &&
+            g->region->cuda_dev != e->pack_dev)
+            st = copy_other_dev(g->region->cuda_dev, to_stage, buf + g->pack_off,
+                                (uint64_t)g->region->base + g->off, g->len);
+    }
     return st;
 }
 
 static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
                              char *buf, int to_stage)
 {
-    int gpu = 0;
-    for (uint32_t i = first; i <= last; i++) {
+    /* GPU blocks first: a gather's span copy also writes the host blocks' bytes */
+    tpx_status_t st = tpx__pack_run_dev(x, first, last) >= 0
+                          ? gpu_run(c, x, first, last, buf, to_stage)
+                          : TPX_OK;
+    for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
         const tpx_seg_t *g = &x->segs[i];
-        if (g->region == NULL)
+        if (g->region == NULL || g->region->type == TPX_MEM_CUDA)
             continue;
-        if (g->region->type == TPX_MEM_CUDA) {
-            gpu = 1;
-            continue;
-        }
         char *mem = (char *)g->region->base + g->off;
         if (to_stage)
             memcpy(buf + g->pack_off, mem, g->len);
         else
             memcpy(mem, buf + g->pack_off, g->len);
     }
-    return gpu ? gpu_run(c, x, first, last, buf, to_stage) : TPX_OK;
+    return st;
 }
 
 tpx_status_t tpx__pack_gather(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,

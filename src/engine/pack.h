@@ -5,13 +5,12 @@
  * A comm owns its staging buffers: one chunk per window slot, a slot's
  * part used by the shared chunk posted in it (free again when the slot
  * is). Host blocks only: `stage`, plain memory; a run with GPU blocks:
- * `gstage`, page-locked host memory mapped for the GPU, which the plugin
- * sees as host memory (no per-message staging in the transport) and a
- * CUDA kernel writes (gather) or reads (scatter) through its device
- * address. Both are allocated on first use, registered as internal host
- * regions, and freed with the comm (tpx__pack_comm_fini). The engine's
- * pack stream, kernel and fragment buffer (pack_*) live until the engine
- * ends. All under e->lock, on the thread that drives progress.
+ * `gstage`, page-locked host memory (the plugin sees host memory: no
+ * per-message staging in the transport; the GPU reaches it by DMA). Both
+ * are allocated on first use, registered as internal host regions, and
+ * freed with the comm (tpx__pack_comm_fini). The engine's pack stream,
+ * kernel, device scratch chunk and fragment buffer (pack_*) live until the
+ * engine ends. All under e->lock, on the thread that drives progress.
  */
 #ifndef TPX_ENGINE_PACK_H
 #define TPX_ENGINE_PACK_H

@@ -67,9 +67,8 @@ struct tpx_comm {
     unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
                              slot, allocated on first use (pack.h) */
     tpx_region_t *stage_region;
-    unsigned char *gstage; /* ... with GPU blocks: pinned, mapped for the GPU (pack.h) */
+    unsigned char *gstage; /* ... with GPU blocks: page-locked (pack.h) */
     tpx_region_t *gstage_region;
-    uint64_t gstage_d;     /* its device address */
     int gstage_dev;        /* the device it was allocated on */
     int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];

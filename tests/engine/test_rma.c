@@ -1347,6 +1347,114 @@ static int t_packfail(void)
     TEST_DONE();
 }
 
+/* Packed runs that mix host and GPU blocks on both sides (each block's
+ * local and remote memory picked at random), READ and WRITE, both ways;
+ * needs a GPU or the fake libcuda (77 without). The GPU contents are
+ * modelled on the host and compared through tpx_gpu_copy. */
+typedef struct {
+    side_t s;
+    void *g;            /* GPU memory, s.size bytes */
+    tpx_region_t *gr;
+    tpx_rdesc_t gd;
+    unsigned char *gm;  /* model of g */
+} gside_t;
+
+static int gside_open(gside_t *g, const char *name, size_t size)
+{
+    memset(g, 0, sizeof(*g));
+    if (side_open(&g->s, name, size, 0) != 0 || tpx_gpu_alloc(0, size, &g->g) != TPX_OK ||
+        tpx_mem_register(g->s.e, g->g, size, TPX_MEM_CUDA, &g->gr) != TPX_OK ||
+        tpx_region_export(g->gr, 0, 0, &g->gd) != TPX_OK || (g->gm = malloc(size)) == NULL)
+        return -1;
+    fill(g->gm, size, (uint64_t)name[0] + 99);
+    return tpx_gpu_copy(g->g, g->gm, size) == TPX_OK ? 0 : -1;
+}
+
+static void gside_close(gside_t *g)
+{
+    side_close(&g->s); /* the engine first: it deregisters g->gr */
+    tpx_gpu_free(g->g);
+    free(g->gm);
+}
+
+static int t_packgpu(void)
+{
+    int ngpu = 0;
+    if (tpx_gpu_count(&ngpu) != TPX_OK || ngpu < 1) {
+        fprintf(stderr, "packgpu: no GPU (and no fake libcuda): skipped\n");
+        return 77;
+    }
+    gside_t a, b;
+    size_t size = 8u << 20;
+    EXPECT(gside_open(&a, "A", size) == 0);
+    EXPECT(gside_open(&b, "B", size) == 0);
+    tpx_remote_t *ab = load(&a.s, &b.s), *ba = load(&b.s, &a.s);
+    EXPECT(ab != NULL && ba != NULL);
+    if (test_failed())
+        return 1;
+    enum { N = 700 };
+    tpx_iov_t *v = malloc(N * sizeof(*v));
+    unsigned char *chk = malloc(size);
+    for (int round = 0; round < 8 && !test_failed(); round++) {
+        tpx_op_t op = round % 2 ? TPX_OP_WRITE : TPX_OP_READ;
+        int dir = (round / 2) % 2;
+        gside_t *req = dir ? &b : &a, *own = dir ? &a : &b;
+        size_t slot = size / N;
+        /* slot i locally, slot 3i + round remotely (3 and N coprime: no overlaps) */
+        for (size_t i = 0; i < N; i++) {
+            size_t len = rnd() % 4 ? rnd_in(1, 3000) : rnd_in(3001, slot);
+            int lg = (int)(rnd() % 2), rg = (int)(rnd() % 2);
+            size_t loff = i * slot + rnd_in(0, slot - len);
+            size_t roff = ((i * 3 + (size_t)round) % N) * slot + rnd_in(0, slot - len);
+            v[i] = (tpx_iov_t){.local = lg ? req->gr : req->s.r, .local_offset = loff,
+                               .remote = rg ? &own->gd : &own->s.d, .remote_offset = roff,
+                               .len = len};
+        }
+        unsigned char *want_req_h = malloc(size), *want_req_g = malloc(size),
+                      *want_own_h = malloc(size), *want_own_g = malloc(size);
+        memcpy(want_req_h, req->s.mem, size);
+        memcpy(want_req_g, req->gm, size);
+        memcpy(want_own_h, own->s.mem, size);
+        memcpy(want_own_g, own->gm, size);
+        for (size_t i = 0; i < N; i++) {
+            int lg = v[i].local == req->gr, rg = v[i].remote == &own->gd;
+            unsigned char *lm = (lg ? req->gm : req->s.mem) + v[i].local_offset;
+            unsigned char *rm = (rg ? own->gm : own->s.mem) + v[i].remote_offset;
+            unsigned char *wl = (lg ? want_req_g : want_req_h) + v[i].local_offset;
+            unsigned char *wr = (rg ? want_own_g : want_own_h) + v[i].remote_offset;
+            if (op == TPX_OP_WRITE)
+                memcpy(wr, lm, v[i].len);
+            else
+                memcpy(wl, rm, v[i].len);
+        }
+        tpx_xfer_t *x = NULL;
+        tpx_status_t st = tpx_rma(dir ? ba : ab, op, v, N, NULL, 0, &x);
+        if (st == TPX_OK)
+            st = tpx_xfer_wait(x, 30000, NULL);
+        tpx_xfer_release(x);
+        EXPECT(st == TPX_OK, "round %d: %s", round, tpx_status_string(st));
+        EXPECT(memcmp(req->s.mem, want_req_h, size) == 0, "round %d: requester host", round);
+        EXPECT(memcmp(own->s.mem, want_own_h, size) == 0, "round %d: owner host", round);
+        EXPECT(tpx_gpu_copy(chk, req->g, size) == TPX_OK &&
+               memcmp(chk, want_req_g, size) == 0, "round %d: requester GPU", round);
+        EXPECT(tpx_gpu_copy(chk, own->g, size) == TPX_OK &&
+               memcmp(chk, want_own_g, size) == 0, "round %d: owner GPU", round);
+        memcpy(req->gm, want_req_g, size);
+        memcpy(own->gm, want_own_g, size);
+        free(want_req_h);
+        free(want_req_g);
+        free(want_own_h);
+        free(want_own_g);
+    }
+    free(v);
+    free(chk);
+    tpx_remote_forget(ab);
+    tpx_remote_forget(ba);
+    gside_close(&a);
+    gside_close(&b);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1358,7 +1466,8 @@ int main(int argc, char **argv)
                  {"metadata", t_metadata}, {"bell", t_bell},
                  {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
                  {"failclose", t_failclose}, {"abi", t_abi},
-                 {"pollloop", t_pollloop}, {"pack", t_pack}, {"packfail", t_packfail}};
+                 {"pollloop", t_pollloop}, {"pack", t_pack}, {"packfail", t_packfail},
+                 {"packgpu", t_packgpu}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
