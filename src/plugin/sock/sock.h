@@ -168,6 +168,10 @@ typedef struct tpx_sock_chan {
     struct tpx_sock_worker *worker; /* set once at start, before the worker sees it */
     struct tpx_sock_chan *kick_next; /* the worker's kick stack (lock-free, MPSC) */
     _Atomic int kicked;    /* on the kick stack */
+    /* Who moves the send state: 0 nobody, SOCK_OWNER_WORKER (a turn of its
+     * worker) or SOCK_OWNER_API (isend's direct write); taken by CAS. */
+    _Atomic int owner;
+    _Atomic int missed;    /* the worker found it owned by the API: kick it after */
     struct tpx_sock_chan *run_next;  /* the worker's run queue */
     int queued;            /* on the run queue */
     int registered;        /* in the worker's epoll set */
@@ -263,6 +267,15 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
  * connections that wait for one (send: idle; recv: parked) to their
  * workers. API thread of the comm only. */
 void tpx__sock_comm_kick(tpx_sock_comm_t *c);
+/* isend of message `seq` (just made movable): if it is small, host memory
+ * and a data connection is idle, write it from the calling thread (one
+ * non-blocking sendmsg; the rest, if any, is left to the connection's
+ * worker). Returns 1 if the message was taken (no kick needed), 0 if the
+ * workers must move it. Not in strict TCPX mode. */
+int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
+#define SOCK_DIRECT_MAX (64u * 1024) /* largest message isend writes itself */
+#define SOCK_OWNER_WORKER 1
+#define SOCK_OWNER_API 2
 /* Record the first error of a comm (sticky) and wake its engine. */
 void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why);
 tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks);

@@ -544,6 +544,107 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     }
 }
 
+/* The worker takes a send connection's state for a turn. If isend holds
+ * it, say so and look once more (Dekker with chan_release: either we get
+ * it now or the releaser sees `missed` and kicks us). */
+static int chan_own(tpx_sock_chan_t *ch)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&ch->owner, &expected, SOCK_OWNER_WORKER))
+        return 1;
+    atomic_store(&ch->missed, 1);
+    expected = 0;
+    return atomic_compare_exchange_strong(&ch->owner, &expected, SOCK_OWNER_WORKER);
+}
+
+static void chan_release(tpx_sock_chan_t *ch, int who)
+{
+    (void)who;
+    atomic_store(&ch->owner, 0);
+    if (who == SOCK_OWNER_API && atomic_load(&ch->missed) && atomic_exchange(&ch->missed, 0))
+        chan_kick(ch);
+}
+
+/* ---- isend's direct write ------------------------------------------------------ */
+
+int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
+{
+    if (r->size > SOCK_DIRECT_MAX || r->cuda_dev >= 0 || c->tcpx)
+        return 0;
+    /* An idle connection nobody else moves. */
+    tpx_sock_chan_t *ch = NULL;
+    for (int i = 0; i < c->nsocks && ch == NULL; i++) {
+        tpx_sock_chan_t *k = &c->chans[(seq + (uint64_t)i) % (uint64_t)c->nsocks];
+        int expected = 0;
+        if (!atomic_load_explicit(&k->idle, memory_order_relaxed) ||
+            !atomic_compare_exchange_strong(&k->owner, &expected, SOCK_OWNER_API))
+            continue;
+        if (!k->active && atomic_load(&k->idle)) /* still idle now that it is ours */
+            ch = k;
+        else
+            chan_release(k, SOCK_OWNER_API);
+    }
+    if (ch == NULL)
+        return 0;
+    int taken = 0;
+    atomic_fetch_add(&c->running, 1);
+    if (atomic_load(&c->error) == 0 && !atomic_load(&c->peer_gone) &&
+        !atomic_load(&c->closing)) {
+        pthread_mutex_lock(&c->sched_lock);
+        if (c->sched_seq == seq && c->sched_off == 0) { /* the whole message, one piece */
+            ch->piece = (tpx_sock_piece_t){
+                .tag = (uint32_t)r->tag,
+                .len = (uint32_t)r->size,
+                .seq = seq,
+                .total = r->size,
+                .offset = 0,
+            };
+            ch->req = r;
+            c->sched_seq++;
+            taken = 1;
+        }
+        pthread_mutex_unlock(&c->sched_lock);
+    }
+    if (taken) {
+        atomic_store_explicit(&ch->idle, 0, memory_order_relaxed);
+        tpx__sock_piece_encode(&ch->piece, ch->hdr);
+        ch->hdr_done = 0;
+        ch->data_done = 0;
+        ch->copy_done = 0;
+        ch->active = 1;
+        struct iovec iov[2] = {{ch->hdr, TPX_SOCK_PIECE_WIRE_SIZE}, {r->buf, r->size}};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = r->size > 0 ? 2 : 1};
+        tpx__tsan_send_begin(ch->fd);
+        ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        tpx__tsan_send_end();
+        if (n == (ssize_t)(TPX_SOCK_PIECE_WIRE_SIZE + r->size)) {
+            ch->active = 0;
+            ch->bytes += r->size;
+            piece_done(c, r, r->size ? r->size : 1, r->size);
+            /* Idle again: only this thread posts, and nothing it posted
+             * waits in the scheduler (this message was the last). */
+            atomic_store(&ch->idle, 1);
+        } else {
+            /* Partly written, would block, or failed: the worker goes on
+             * from here (and reports a failure where it always does). */
+            if (n > 0) {
+                size_t hdr_left = TPX_SOCK_PIECE_WIRE_SIZE;
+                if ((size_t)n <= hdr_left) {
+                    ch->hdr_done = (uint32_t)n;
+                } else {
+                    ch->hdr_done = TPX_SOCK_PIECE_WIRE_SIZE;
+                    ch->data_done = (uint32_t)((size_t)n - hdr_left);
+                }
+            }
+            atomic_store(&ch->missed, 1);
+        }
+    }
+    if (atomic_fetch_sub(&c->running, 1) == 1 && atomic_load(&c->peer_gone))
+        comm_closed_error(c, "the receiver closed the connection");
+    chan_release(ch, SOCK_OWNER_API);
+    return taken;
+}
+
 /* ---- the workers --------------------------------------------------------------- */
 
 static void runq_push(tpx_sock_worker_t *w, tpx_sock_chan_t *ch)
@@ -618,7 +719,7 @@ static int chan_run(tpx_sock_chan_t *ch)
     if (!atomic_load_explicit(&c->closing, memory_order_acquire) &&
         atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
         !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
-        !ch->eof) {
+        !ch->eof && (!send || chan_own(ch))) { /* not owned: isend writes on it, kicks us after */
         if (send) {
             /* The receiver never writes on data connections: readable
              * (or hung up) means it closed. */
@@ -634,6 +735,7 @@ static int chan_run(tpx_sock_chan_t *ch)
                         atomic_store_explicit(&ch->idle, 0, memory_order_relaxed);
                 }
             }
+            chan_release(ch, SOCK_OWNER_WORKER);
         } else {
             r = chan_recv(c, ch);
             if (r == CH_EOF) {
