@@ -164,6 +164,20 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
   lstep latency-read-nospin env TPX_SPIN_US=0 "$BUILD/bin/tpx-perf" --loopback --op read \
     --latency --blocks 1 --block 4K,64K,512K --iters 1000
   echo "==== end latency" >>"$LOG"
+  # Shared I/O workers (issue 14) and isend's direct write (issue 18), one line per row:
+  # raw TCP ceiling, the transport with the default pool and with one worker per
+  # connection, the engine one way and both ways, a lone READ, threads/fds of a pair.
+  echo "==== io workers" >>"$LOG"
+  lstep io-raw "$BUILD/bin/tpx-netbench" --loopback --raw --sizes 256M --nsocks 1,2,4,8,16 --iters 10
+  lstep io-transport "$BUILD/bin/tpx-netbench" --loopback --sizes 256M --nsocks 1,2,4,8,16 --iters 10 --no-verify
+  lstep io-transport-w16 env TPX_SOCK_WORKERS=16 "$BUILD/bin/tpx-netbench" --loopback --sizes 256M --nsocks 8,16 --iters 10 --no-verify
+  lstep io-engine "$BUILD/bin/tpx-perf" --loopback --size 256M --iters 10 --no-verify --quiet
+  lstep io-engine-bidir "$BUILD/bin/tpx-perf" --loopback --size 256M --iters 10 --no-verify --quiet --direction bidir
+  lstep io-read-latency "$BUILD/bin/tpx-perf" --loopback --op read --latency --blocks 1 --block 4K,64K,512K --iters 1000
+  lstep io-threads sh -c '"$0" --loopback --size 1M --iters 100000 --no-verify --quiet --timeout 30 & p=$!; sleep 3; echo "threads $(ls /proc/$p/task | wc -l) fds $(ls /proc/$p/fd | wc -l) (one process, engine pair, defaults)"; kill $p; wait $p 2>/dev/null; true' "$BUILD/bin/tpx-perf"
+  # before/after side by side: AB_BASE=<git rev before the pool> (bench/ab.sh builds both)
+  [ -n "${AB_BASE:-}" ] && lstep io-ab env ROUNDS=2 ROWS="net perf lat threads" bench/ab.sh "$AB_BASE"
+  echo "==== end io workers" >>"$LOG"
 fi
 
 # The Python package on GPU memory; not fatal (torch/numpy may be missing here).
@@ -192,6 +206,9 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
   echo "---- one-sided latency, loopback, us (x_raw = p50 / raw TCP p50) ----"
   sed -n '/^==== latency/,/^==== end latency/p' "$LOG" | grep -E '^-- |^#    op|^ +(read|write) |^# idle' |
     awk '!/^#    op/ || !h++' || true
+  echo "---- io workers (issue 14/18): raw TCP vs transport, engine, READ latency, threads ----"
+  sed -n '/^==== io workers/,/^==== end io workers/p' "$LOG" |
+    grep -E '^-- |^ +[0-9]+ +[0-9]+ |GB/s|^ +read |^threads |new/base|^[a-z].*  +[0-9.]+ +[0-9.]+ +[0-9.]+$' || true
 fi
 if [ "$NGPU" -ge 2 ]; then
   echo "---- GPU0 -> GPU1 through the engine ----"

@@ -14,8 +14,12 @@
  *    they become free (guided self-scheduling: large pieces first, shrinking
  *    toward 64 KiB at the end of a message), so a slow connection never sets
  *    the pace;
- *  - isend/irecv/test never block and never make system calls except one
- *    eventfd write to wake a sleeping worker; test() only reads counters;
+ *  - isend/irecv/test never block; their only system calls are an eventfd
+ *    write to wake a sleeping worker and, for a small message (at most
+ *    SOCK_DIRECT_MAX of host memory) posted while a data connection is
+ *    idle, one non-blocking sendmsg that writes it from the caller's thread
+ *    (its worker goes on from a partial write; not in strict TCPX mode);
+ *    test() only reads counters;
  *  - every failure (peer close, reset, malformed data, a message larger than
  *    the receive) is sticky on the comm and reported by test(), never turned
  *    into "not done".
