@@ -57,9 +57,10 @@ for side in base new; do
 done
 
 # ---- rows ---------------------------------------------------------------------
-# Each row: NAME|BETTER(hi/lo)|AWK program printing one number|COMMAND (run from bin/)
+# Each row: NAME, BETTER (hi/lo), an AWK program printing one number, COMMAND (run from bin/)
 rows=()
-add() { rows+=("$1|$2|$3|$4"); }
+SEP=$'\x1f' # fields of a row (awk programs hold '|')
+add() { rows+=("$1$SEP$2$SEP$3$SEP$4"); }
 best='/^# best:/ { print $3 }'
 has() { case " $ROWS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has net; then
@@ -116,7 +117,7 @@ fi
 declare -A val
 for r in $(seq 1 "$ROUNDS"); do
   for i in "${!rows[@]}"; do
-    IFS='|' read -r name better prog cmd <<<"${rows[$i]}"
+    IFS=$SEP read -r name better prog cmd <<<"${rows[$i]}"
     for side in base new; do
       out=$(cd "$WORK/$side/build/release/bin" && bash -c "$cmd" 2>&1)
       echo "### round $r $side: $name: $cmd" >>"$LOG"
@@ -141,7 +142,7 @@ done
   echo "# base: $BASE   new: $NEW"
   printf '%-44s %12s %12s %9s\n' row base new new/base
   for i in "${!rows[@]}"; do
-    IFS='|' read -r name better prog cmd <<<"${rows[$i]}"
+    IFS=$SEP read -r name better prog cmd <<<"${rows[$i]}"
     b=${val[$i,base]} n=${val[$i,new]}
     ratio=$(awk -v a="$b" -v b="$n" 'BEGIN { if (a + 0 > 0 && b != "-") printf "%.2f", b / a; else print "-" }')
     printf '%-44s %12s %12s %9s\n' "$name" "$b" "$n" "$ratio"
