@@ -1,11 +1,12 @@
 /*
  * engine.c - engine life cycle and the progress loop.
  *
- * Progress is one function (tpx__engine_progress) that never blocks:
- * it drives every comm of every ready peer (drain the window head, post
- * what fits, drain again) and sweeps deadlines and peer liveness every
- * 10 ms. It is called by tpx_progress() in caller-driven mode, by
- * tpx_xfer_wait()/poll() when there is no progress thread, or by the
+ * Progress is one function (tpx__engine_progress) that never blocks: one
+ * pass of every ready peer's comms (xfer.c tpx__peer_pass: plugin window,
+ * completion and schedule, per comm), then the sweep of deadlines and
+ * peer liveness every 10 ms, then the comms of failed peers close (the
+ * phases: engine.h). It is called by tpx_progress() in caller-driven mode,
+ * by tpx_xfer_wait()/poll() when there is no progress thread, or by the
  * progress thread, which sleeps on a condition variable while nothing is
  * in flight so an idle engine costs no CPU.
  */
@@ -83,45 +84,41 @@ static tpx_status_t bind_addr_from_config(char *out, size_t cap)
     return TPX_OK;
 }
 
+/* Every 10 ms: abandoned connects (when no bootstrap thread drives them),
+ * then each ready peer's deadlines and liveness. */
+static void engine_sweep(tpx_engine_t *e)
+{
+    uint64_t now = tpx__now_ns();
+    if (now - e->sweep_ns < 10 * 1000000ull)
+        return;
+    e->sweep_ns = now;
+    if (e->reap != NULL && !e->bs_started)
+        tpx__engine_reap(e);
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+        if (p->state == PEER_READY)
+            tpx__peer_sweep(p, now);
+}
+
+/* One pass: every ready peer's comms (xfer.c tpx__peer_pass: plugin
+ * window, completion, schedule; the notification of a completed transfer
+ * happens as it completes, tpx__xfer_complete), then what may close comms,
+ * which must not happen inside a comm's pass: the sweep and the comms of
+ * peers that failed. */
 int tpx__engine_progress(tpx_engine_t *e)
 {
     uint64_t before = e->ncompleted;
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
-        if (p->state != PEER_READY)
-            continue;
-        if (!p->remote_closed) {
-            if (p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED &&
-                tpx__ctrl_repost(p->ctrl_recv) < 0 && p->state != PEER_READY)
-                continue;
-            if (!p->remote_closed)
-                (void)tpx__comm_progress(p->ctrl_recv);
-        }
-        (void)tpx__comm_progress(p->ctrl_send);
-        for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
-            (void)tpx__comm_progress(p->send[k]);
-            (void)tpx__comm_progress(p->recv[k]);
-        }
-        /* Control messages the data just produced (a WRITE's answer, a
-         * notification after a completion) leave in this pass, not after
-         * the next nap. */
-        if (p->outbox_n > 0 && p->state == PEER_READY)
-            (void)tpx__comm_progress(p->ctrl_send);
-    }
-    tpx__engine_sweep(e);
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+        tpx__peer_pass(p);
+    /* deadlines and liveness (every 10 ms), then the comms of failed peers */
+    engine_sweep(e);
     tpx__engine_close_failed(e);
     return (int)(e->ncompleted - before);
 }
 
-void tpx__progress_kick(tpx_engine_t *e)
+void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
-    if (!e->progress_thread)
-        return;
-    pthread_cond_broadcast(&e->cond);
-    if (e->sleeping) {
-        uint64_t one = 1;
-        ssize_t n = write(e->wake_efd, &one, sizeof(one));
-        (void)n;
-    }
+    tpx__peer_pass(p);
+    tpx__progress_kick(e);
 }
 
 void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns)
@@ -132,48 +129,6 @@ void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns)
     ts.tv_sec += (time_t)(t / 1000000000ull);
     ts.tv_nsec = (long)(t % 1000000000ull);
     pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-}
-
-void tpx__engine_close_failed(tpx_engine_t *e)
-{
-    /* A failed peer's transfers have ended and their users may free the
-     * memory at once: the plugin must stop touching it, so its comms close
-     * now (not from inside their own progress, hence here). */
-    if (!e->failed_open && e->prep_zombies == NULL)
-        return; /* the common case, on every progress pass */
-    e->failed_open = 0;
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
-        if (p->state == PEER_FAILED && (p->ctrl_send != NULL || p->ctrl_recv != NULL))
-            tpx__peer_close_comms(p);
-    tpx__prep_zombies_free(e);
-}
-
-/* The completion fd is level-triggered on e->nunseen (tpx.h): readable
- * exactly while some completed transfer has not been seen by its owner.
- * The eventfd's counter is changed only under the lock, on the edges 0 -> 1
- * and 1 -> 0 of nunseen, so no thread's call can take a wake-up meant for
- * another: whoever waits on the fd for its own transfer sees it readable
- * until that transfer has been polled, waited for or released. */
-void tpx__engine_unseen_add(tpx_engine_t *e, tpx_xfer_t *x)
-{
-    x->unseen = 1;
-    if (e->nunseen++ == 0) {
-        uint64_t one = 1;
-        ssize_t n = write(e->efd, &one, sizeof(one));
-        (void)n;
-    }
-}
-
-void tpx__engine_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x)
-{
-    if (!x->unseen)
-        return;
-    x->unseen = 0;
-    if (--e->nunseen == 0) {
-        uint64_t v;
-        ssize_t n = read(e->efd, &v, sizeof(v));
-        (void)n;
-    }
 }
 
 TPX_API int tpx_progress(tpx_engine_t *e)

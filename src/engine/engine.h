@@ -10,6 +10,8 @@
  *   mem.h     struct tpx_region (mem.c) and its exports (export.c)
  *   window.h  struct tpx_comm: one plugin comm and its window of requests in
  *             flight (window.c)
+ *   pack.h    the small blocks of a shared chunk, gathered and scattered
+ *             (pack.c)
  *   xfer.h    struct tpx_xfer: a transfer, its chunk streams and lanes
  *             (xfer.c; the one-sided roles in rma.c)
  *   peer.h    struct tpx_peer: one connection, its control stream, set-up,
@@ -50,12 +52,15 @@
  *                  workers, TCPX's): they never call into the engine and
  *                  never take e->lock; they reach it only through the
  *                  net_wake eventfd (an atomic `armed` flag, then a write).
- *  registry        the registry's keepalive and resolver threads
- *                  (src/registry) use the public API only.
+ *  registry        the registry's keep-alive thread (src/registry) touches
+ *                  only the registry; a remote's resolver (registry HTTP) is
+ *                  called by remote.c under rm->conn_lock, without e->lock.
  *
  * ---- locks, and the order in which they are taken ------------------------------------
  *
- *  1. registry locks (registry.c: lock, then pub_lock) -- above the engine
+ *  1. registry locks (registry.c: lock, then pub_lock; watch_lock) are never
+ *                    held across a call into the engine: they nest with none
+ *                    of the locks below
  *  2. rm->conn_lock  one connect per remote at a time (remote.h); held
  *                    across a whole connect; never taken with e->lock held
  *  3. e->lock        THE engine lock: guards every engine structure (engine,
@@ -72,14 +77,56 @@
  *                    (never on the hot path)
  *
  * A thread holds at most one lock of each level and takes them in this
- * order. The eventfd e->efd is readable exactly while e->nunseen > 0
- * (tpx__engine_unseen_add/drop, under e->lock).
+ * order (2 -> 3 -> 4/5 -> 6); e->lock is never held while a thread waits
+ * for rm->conn_lock, joins a thread or sleeps (cond waits release it).
+ * Orderings that travel through sockets between engines (TSan cannot see
+ * them) are annotated in common/tsan.h. The eventfd e->efd is readable
+ * exactly while e->nunseen > 0 (xfer.c, under e->lock).
  *
- * ---- progress ------------------------------------------------------------------------
+ * ---- progress: the phases, top to bottom ---------------------------------------------
  *
- * tpx__engine_progress() (engine.c) drives every comm of every ready peer
- * (window.c: drain the window head, post what fits, drain again) and
- * sweeps deadlines and liveness every 10 ms. It never blocks.
+ * One function drives the engine: tpx__engine_progress() (engine.c). It
+ * never blocks and returns the transfers completed during the pass. It is
+ * run by the progress thread, or by tpx_progress/poll/wait in caller-driven
+ * mode; an API call that queued work runs at most one pass of its own peer
+ * (tpx__engine_post_pass). The phases, each a function of the file that
+ * owns its structure:
+ *
+ *   post          in the API call, under e->lock (xfer.c tpx_send/recv,
+ *                 rma.c tpx_xfer_post/tpx_notif_send): check, build the
+ *                 transfer, queue its control message on the peer's outbox
+ *                 (tpx__peer_ctrl_send) and its chunk streams on the comms'
+ *                 lanes (tpx__stream_enqueue); then tpx__engine_post_pass.
+ *   per peer      xfer.c tpx__peer_pass: control receives back on idle
+ *                 buffers (flow control), then each comm's pass
+ *                 (tpx__comm_pass: control receive, control send, data
+ *                 channels, control send again for messages just produced):
+ *     plugin window  window.c tpx__window_test: test the FIFO head only,
+ *                 unpack a devmem receive, release the slot (irecvConsumed)
+ *     completion  xfer.c comm_complete: a chunk of a transfer
+ *                 (tpx__xfer_chunk_done -> tpx__xfer_complete, rma.c for the
+ *                 one-sided roles), a control message sent
+ *                 (tpx__peer_ctrl_sent) or received (tpx__peer_ctrl_received:
+ *                 matched to receives, one-sided requests and answers)
+ *     schedule    xfer.c comm_schedule: the next chunk of the comm's lane
+ *                 queue or the next outbox message, into the window
+ *                 (window.c tpx__window_post: isend/irecv within the window,
+ *                 <= 16 in flight for TCPX); then the head is tested again
+ *   notification  as a transfer completes (xfer.c tpx__xfer_complete): the
+ *                 engine fd is raised for the user (level-triggered on
+ *                 e->nunseen), e->cond is broadcast to waiters, tpx_progress
+ *                 counts it (e->ncompleted); a notification received goes
+ *                 to the engine's queue (rma.c)
+ *   sweep         engine.c engine_sweep, every 10 ms: abandoned connects,
+ *                 deadlines, bootstrap liveness (xfer.c tpx__peer_sweep);
+ *                 then the comms of peers that failed in this pass close
+ *                 (peer.c tpx__engine_close_failed)
+ *
+ * Layering of the internal calls (scripts/engine-calls checks it): wire,
+ * ident < mem, export < window, pack < xfer, rma < peer < remote < engine. A
+ * lower layer never calls a higher one; window.c calls only the plugin and
+ * the CUDA wrappers. xfer.c and rma.c call each other (the one-sided roles
+ * of a transfer). API entry points (TPX_API) are above every layer.
  */
 #ifndef TPX_ENGINE_H
 #define TPX_ENGINE_H
@@ -87,6 +134,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
 #include "common/log.h"
@@ -194,22 +242,33 @@ struct tpx_engine {
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };
 
+/* Wake a progress thread that naps (cond wait or poll); a no-op without
+ * one. Lock held. It only signals (like uv_async_send): any layer may
+ * call it without calling up into the loop. */
+static inline void tpx__progress_kick(tpx_engine_t *e)
+{
+    if (!e->progress_thread)
+        return;
+    pthread_cond_broadcast(&e->cond);
+    if (e->sleeping) {
+        uint64_t one = 1;
+        ssize_t n = write(e->wake_efd, &one, sizeof(one));
+        (void)n;
+    }
+}
+
 /* ---- engine.c: the loop and its notification phase (lock held unless said) ---- */
 
 /* One pass of the progress loop over every ready peer (the phases above);
  * never blocks; the number of transfers completed during it. */
 int tpx__engine_progress(tpx_engine_t *e);
-/* Wake a progress thread that naps (cond wait or poll); no-op without one. */
-void tpx__progress_kick(tpx_engine_t *e);
-/* Close the plugin comms of every failed peer (not from inside a comm's
- * progress). */
-void tpx__engine_close_failed(tpx_engine_t *e);
+/* An API call queued work on peer p (lanes, outbox): run one pass of p's
+ * comms now -- the caller's thread posts its first chunks at once, as the
+ * plugin allows -- and wake the progress thread for the rest. The only
+ * way an API call drives progress. */
+void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p);
 /* Wait on e->cond for at most `ns` (it is released meanwhile). */
 void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns);
-/* The engine fd: x is DONE and not yet seen by its owner / seen (or released). */
-void tpx__engine_unseen_add(tpx_engine_t *e, tpx_xfer_t *x);
-void tpx__engine_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x);
-
 /* ---- window.c: GPU context around plugin set-up calls ---- */
 
 /* Around plugin listen/connect/accept: make the engine's GPU current, as

@@ -504,10 +504,10 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     void *mh;
     TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, 0, &mh), st, out);
     for (int i = 0; i < e->window; i++) {
-        tpx_slot_t *sl = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
-        sl->req = NULL;
-        st = tpx__net_irecv(e->net, c->comm, p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE,
-                            TPX_CTRL_MSG_SIZE, 0, mh, &sl->req);
+        unsigned char *buf = p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE;
+        st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE, mh,
+                              &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1, .dst = buf,
+                                            .ctrl = (uint16_t)i});
         if (st == TPX_ERR_CONN_RESET) {
             /* The peer closed right after its READY (a client that connects
              * and leaves at once) and the plugin saw it before this post:
@@ -518,20 +518,12 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
             tpx__peer_fail(p, st, "the peer closed the connection as it was set up");
             return TPX_OK;
         }
-        if (st < 0)
-            goto out;
-        if (sl->req == NULL) {
+        if (st == TPX_INPROGRESS) {
             TPX_ERROR("peer %s: plugin refused a control receive", p->name);
             return TPX_ERR_PLUGIN;
         }
-        sl->kind = SLOT_CTRL;
-        sl->tested = sl->launched = 0;
-        sl->dst_dev = -1;
-        sl->dst = p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE;
-        sl->ctrl = (uint16_t)i;
-        sl->len = TPX_CTRL_MSG_SIZE;
-        sl->x = NULL;
-        c->win.posted++;
+        if (st < 0)
+            goto out;
     }
     p->state = PEER_READY;
 out:
@@ -743,6 +735,20 @@ static void comm_close_at(tpx_engine_t *e, tpx_comm_t **cp)
     comm_close(e, c);
 }
 
+void tpx__engine_close_failed(tpx_engine_t *e)
+{
+    /* A failed peer's transfers have ended and their users may free the
+     * memory at once: the plugin must stop touching it, so its comms close
+     * now (not from inside their own progress, hence here). */
+    if (!e->failed_open && e->prep_zombies == NULL)
+        return; /* the common case, on every progress pass */
+    e->failed_open = 0;
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+        if (p->state == PEER_FAILED && (p->ctrl_send != NULL || p->ctrl_recv != NULL))
+            tpx__peer_close_comms(p);
+    tpx__prep_zombies_free(e);
+}
+
 void tpx__peer_close_comms(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
@@ -768,7 +774,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         if (tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_BYE}, NULL) == TPX_OK) {
             uint64_t until = tpx__now_ns() + 100 * 1000000ull;
             while (p->state == PEER_READY && p->outbox_n > 0 && tpx__now_ns() < until) {
-                (void)tpx__comm_progress(p->ctrl_send);
+                (void)tpx__comm_pass(p->ctrl_send);
                 if (p->outbox_n > 0) {
                     pthread_mutex_unlock(&e->lock);
                     sched_yield();
@@ -776,7 +782,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
                 }
             }
             if (p->state == PEER_READY)
-                (void)tpx__comm_progress(p->ctrl_send);
+                (void)tpx__comm_pass(p->ctrl_send);
         }
     }
     if (p->state == PEER_READY || p->state == PEER_SETUP) {
@@ -826,17 +832,6 @@ void tpx__peer_destroy(tpx_peer_t *p)
 }
 
 /* ---- doorbells -------------------------------------------------------------------- */
-
-void tpx__peer_ring(tpx_peer_t *p)
-{
-    uint64_t now = tpx__now_ns();
-    /* An engine polls every 200 us for 100 ms after it last saw work
-     * (which is after our last message reached it): only a peer we have
-     * been quiet to for 50 ms may be asleep. */
-    if (p->bs != NULL && now - p->last_tx_ns > 50 * 1000000ull)
-        (void)tpx__bs_send(p->bs, MSG_BELL, NULL, 0); /* best effort */
-    p->last_tx_ns = now;
-}
 
 int tpx__engine_bells(tpx_engine_t *e)
 {

@@ -106,16 +106,24 @@ void tpx__peer_destroy(tpx_peer_t *p);
 /* Close a failed peer's plugin comms now (their threads stop touching user
  * memory); the peer object stays until tpx_peer_close(). Lock held. */
 void tpx__peer_close_comms(tpx_peer_t *p);
+/* Close the plugin comms of every failed peer, then free the preparations
+ * they may have read (not from inside a comm's pass). */
+void tpx__engine_close_failed(tpx_engine_t *e);
 /* Drive abandoned connects (lock held). */
 void tpx__engine_reap(tpx_engine_t *e);
-/* Ring the peer's doorbell (a frame on the bootstrap connection) if it
- * may be asleep: nothing sent to it for 50 ms. Lock held. */
-void tpx__peer_ring(tpx_peer_t *p);
 /* Read every pending bootstrap frame of every ready peer (notes an EOF).
  * The number of doorbells among them. Lock held. */
 int tpx__engine_bells(tpx_engine_t *e);
 
-/* ---- xfer.c: the control stream, failure, deadlines, liveness (lock held) ---- */
+/* ---- xfer.c: the peer's pass, its control stream, failure, deadlines, liveness
+ * (lock held) ---- */
+/* One pass over a ready peer's comms (no-op otherwise): control receives
+ * back on idle buffers, then each comm's pass (tpx__comm_pass). */
+void tpx__peer_pass(tpx_peer_t *p);
+/* One comm's pass: plugin window (test the head) and completion while
+ * requests finish, then schedule one more request and test again, until
+ * the window is full or nothing is left to post. Completions counted. */
+int tpx__comm_pass(tpx_comm_t *c);
 /* Queue a ready control message (copied) on the outbox; owner: the
  * transfer whose hdr_pending clears when it has left. */
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
@@ -130,7 +138,11 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
 void tpx__peer_remote_closed(tpx_peer_t *p, const char *why);
 /* TPX_OK if API call `fn` may start a transfer on p (logs why not). */
 tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
-/* Every 10 ms: deadlines of transfers and receives, bootstrap liveness. */
-void tpx__engine_sweep(tpx_engine_t *e);
+/* Ring the peer's doorbell (a frame on the bootstrap connection) if it
+ * may be asleep: nothing sent to it for 50 ms. Lock held. */
+void tpx__peer_ring(tpx_peer_t *p);
+/* Deadlines of p's transfers and receives, and its bootstrap liveness
+ * (the engine's sweep, every 10 ms). */
+void tpx__peer_sweep(tpx_peer_t *p, uint64_t now);
 
 #endif

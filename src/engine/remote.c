@@ -186,40 +186,6 @@ static int peer_live(const tpx_peer_t *p)
     return p != NULL && p->state == PEER_READY && !p->remote_closed;
 }
 
-/* Is p proven to be rm's engine? With keys here and in the blob: p signed
- * its handshake with the blob's key. Otherwise: p is a connection this
- * engine dialed (to an address of the blob, remote_dial) and the engine
- * there said it is rm's; an inbound connection proves nothing. */
-static int remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p)
-{
-    if (p->remote_id != rm->md.engine_id)
-        return 0;
-    if (rm->e->ident_keys && rm->md.has_key)
-        return p->verified && memcmp(p->remote_pk, rm->md.key, sizeof(rm->md.key)) == 0;
-    return p->dialed;
-}
-
-int tpx__remote_known(const tpx_peer_t *p)
-{
-    if (!p->verified)
-        return 0;
-    for (const tpx_remote_t *rm = p->e->remotes; rm != NULL; rm = rm->next)
-        if (rm->md.has_key && memcmp(rm->md.key, p->remote_pk, sizeof(rm->md.key)) == 0)
-            return 1;
-    return 0;
-}
-
-void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len)
-{
-    const tpx_engine_t *e = p->e;
-    int proven = p->verified || (p->remote != NULL && remote_served_by(p->remote, p));
-    /* A name that a loaded remote has belongs to that remote's engine. */
-    for (const tpx_remote_t *rm = e->remotes; rm != NULL && proven; rm = rm->next)
-        if (strcmp(rm->md.name, p->remote_name) == 0 && !remote_served_by(rm, p))
-            proven = 0;
-    snprintf(out, len, "%s%s", proven ? "" : "?", p->remote_name);
-}
-
 /* Connect to the advertised addresses in order. */
 static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
@@ -237,7 +203,7 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
         st = tpx_peer_connect(e, rm->md.addr[i], rm->md.port, TPX_MIN(ms, left), &p);
         if (st != TPX_OK)
             continue;
-        if (!remote_served_by(rm, p)) {
+        if (!tpx__remote_served_by(rm, p)) {
             TPX_WARN("remote %s: %s port %u is engine %016llx (%s, %s), not %016llx: trying "
                      "the next address", rm->md.name, rm->md.addr[i], rm->md.port,
                      (unsigned long long)p->remote_id, p->remote_name,
@@ -358,7 +324,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     rm->peer = NULL;
     /* A connection the remote engine opened to us serves both directions. */
     for (p = e->peers; p != NULL; p = p->next)
-        if (p != old && peer_live(p) && !p->accepted && remote_served_by(rm, p))
+        if (p != old && peer_live(p) && !p->accepted && tpx__remote_served_by(rm, p))
             break;
     if (p != NULL) {
         p->accepted = 1;

@@ -53,6 +53,10 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
  * valid until the lock is released (another thread may replace a failed
  * connection and free it as soon as the lock is dropped). */
 tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out);
+/* ident.c (identity lookups, no calls out): */
+/* Is p proven to be rm's engine (by its key, or a connection dialed for
+ * rm)? Engine lock held. */
+int tpx__remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p);
 /* The name a notification from p is reported with: the peer's own name when
  * it is proven (signed with its key, or the connection we dialed for its
  * remote) and no loaded remote of another engine has that name; else "?"

@@ -542,10 +542,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     p->rma_tail = x;
     tpx__stream_enqueue(x, &x->out, 1);
     tpx__peer_ring(p);
-    tpx__comm_kick(p->ctrl_send);
-    for (int k = 0; k < p->nchan && k < (int)x->out.nchunks; k++)
-        tpx__comm_kick(p->send[(x->out.first_chan + k) % p->nchan]);
-    tpx__progress_kick(e);
+    tpx__engine_post_pass(e, p);
     pthread_mutex_unlock(&e->lock);
     *out = x;
     return TPX_OK;
@@ -997,21 +994,20 @@ void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m)
     }
 }
 
-void tpx__rma_canceled(tpx_xfer_t *x)
+int tpx__rma_canceled(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
     if (x->kind != XK_WRITE || x->req.notif_ahead != 1 || !x->req.resp_pending ||
         p->state != PEER_READY || p->remote_closed)
-        return;
+        return 0;
     x->req.notif_ahead = 2;
     tpx_ctrl_t m = {.type = TPX_CTRL_RMA_CANCEL, .rid = x->rma.rid};
     if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
-        return;
+        return 0;
     }
     tpx__peer_ring(p);
-    tpx__comm_kick(p->ctrl_send);
-    tpx__progress_kick(p->e);
+    return 1;
 }
 
 TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t len)
@@ -1030,8 +1026,7 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t le
         st = notif_post(p, msg, (uint32_t)len, 0);
     if (st == TPX_OK) {
         tpx__peer_ring(p);
-        tpx__comm_kick(p->ctrl_send);
-        tpx__progress_kick(e);
+        tpx__engine_post_pass(e, p);
     }
     pthread_mutex_unlock(&e->lock);
     return st;

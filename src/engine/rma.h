@@ -50,8 +50,9 @@ int tpx__rma_held_order(tpx_peer_t *p, const tpx_ctrl_t *m);
 /* The owner got RMA_CANCEL: drop that WRITE's notification if still held. */
 void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m);
 /* The application canceled requester transfer x (engine lock held): a
- * WRITE whose notification went ahead asks the owner to drop it. */
-void tpx__rma_canceled(tpx_xfer_t *x);
+ * WRITE whose notification went ahead asks the owner to drop it. 1: a
+ * control message was queued (the caller runs a pass to send it). */
+int tpx__rma_canceled(tpx_xfer_t *x);
 /* Free the peer's list buffers and the notifications it holds. */
 void tpx__peer_listbufs_free(tpx_peer_t *p);
 void tpx__engine_rma_fini(tpx_engine_t *e);

@@ -1,14 +1,15 @@
 /*
- * window.c - a plugin comm's window of requests in flight, and its progress.
+ * window.c - the plugin window phase: a comm's FIFO of requests in flight.
  *
  * Only the head of the FIFO is tested (TCPX rejects anything else). A
  * completed receive on a devmem (UNPACK) plugin is unpacked, and only then
- * released with irecvConsumed; its slot is free after that. After every
- * post the comm is drained again, so a request never waits for the window
- * to fill up before it is tested. Three outcomes of test: released, not
- * ready, error; an error is never taken for "not ready" -- except rc 2
- * ("peer closed") without done, which TCPX reports transiently at the end
- * of a peer's life: it is polled for TPX_CLOSE_GRACE_MS, then it fails.
+ * released with irecvConsumed; its slot is free after that. Three outcomes
+ * of test: released, not ready, error; an error is never taken for "not
+ * ready" -- except rc 2 ("peer closed") without done, which TCPX reports
+ * transiently at the end of a peer's life: it is polled for
+ * TPX_CLOSE_GRACE_MS, then reported. This file calls only the plugin and
+ * the CUDA wrappers: what a released slot or a failure means for a
+ * transfer or a peer is decided by its caller (xfer.c, tpx__comm_pass).
  *
  * A devmem plugin's device handle and bounce buffer are device memory (in
  * Google's plugin: cuMemAlloc memory and the rx dmabuf). The CPU never
@@ -22,10 +23,8 @@
 #include <stdio.h>
 
 #include "engine.h"
-#include "mem.h"
-#include "peer.h"
+#include "peer.h" /* the comm's peer: its name, in log lines */
 #include "window.h"
-#include "xfer.h"
 #include "gpu/cuda.h"
 #include "unpack/unpack_gpu.h"
 
@@ -290,123 +289,72 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     return tpx__net_consumed(e->net, c->comm, s->req);
 }
 
-int tpx__comm_progress(tpx_comm_t *c)
+int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
 {
-    tpx_peer_t *p = c->peer;
-    tpx_engine_t *e = p->e;
+    tpx_engine_t *e = c->peer->e;
     tpx_window_t *w = &c->win;
-    int completed = 0;
-    for (;;) {
-        while (w->done < w->posted) {
-            tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
-            int done = s->tested, size = 0, rc = 0;
-            tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);
-            if (st != TPX_OK && rc == TPX_NCCL_SYSTEM_ERROR && done)
-                st = TPX_OK; /* the data arrived, then the peer closed: fine */
-            if (st != TPX_OK) {
-                if (rc == TPX_NCCL_SYSTEM_ERROR) {
-                    /* Transient at a peer's close (TCPX): messages may still
-                     * arrive on its other sockets. Poll on until the grace. */
-                    uint64_t now = tpx__now_ns();
-                    if (c->rc2_since_ns == 0)
-                        c->rc2_since_ns = now;
-                    if (now - c->rc2_since_ns < (uint64_t)e->close_grace_ms * 1000000ull)
-                        return completed;
-                    if (c->is_ctrl && !c->is_send) {
-                        /* The control stream ended: no new message will
-                         * come, data already announced may still arrive. */
-                        tpx__peer_remote_closed(p, "the peer's control stream ended");
-                        return completed;
-                    }
-                    tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
-                } else {
-                    char why[96];
-                    snprintf(why, sizeof(why), "plugin test() failed with ncclResult %d", rc);
-                    tpx__peer_fail(p, st, why);
-                }
-                return completed;
-            }
-            c->rc2_since_ns = 0;
-            if (!done)
-                break;
-            s->tested = 1;
-            st = slot_release(c, s, w->done);
-            if (st == TPX_INPROGRESS)
-                return completed; /* the GPU gather of the head is running */
-            if (st != TPX_OK) {
-                tpx__peer_fail(p, st, "releasing a receive (irecvConsumed) failed");
-                return completed;
-            }
-            w->done++;
-            completed++;
-            e->nmoves++;
-            if (s->kind == SLOT_DATA) {
-                tpx__xfer_chunk_done(c, s);
-            } else if (c->is_send) {
-                tpx__peer_ctrl_sent(p, s->ctrl);
-            } else {
-                tpx__peer_ctrl_received(p, p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE);
-                if (p->state != PEER_READY)
-                    return completed;
-                /* Re-post the buffer, unless the peer is far ahead of our
-                 * receives: then the control stream is left to stall (the
-                 * plugin's flow control holds the sender back) until
-                 * tpx_recv() takes early headers off the queue. */
-                p->ctrl_idle[p->ctrl_nidle++] = s->ctrl;
-                if (p->unexpected_n < TPX_MAX_UNEXPECTED && tpx__ctrl_repost(c) < 0)
-                    return completed;
-            }
-            if (p->state != PEER_READY)
-                return completed;
+    if (w->done == w->posted)
+        return TPX_WIN_EMPTY;
+    tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
+    int done = s->tested, size = 0, rc = 0;
+    tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);
+    if (st != TPX_OK && rc == TPX_NCCL_SYSTEM_ERROR && done)
+        st = TPX_OK; /* the data arrived, then the peer closed: fine */
+    if (st != TPX_OK) {
+        if (rc == TPX_NCCL_SYSTEM_ERROR) {
+            /* Transient at a peer's close (TCPX): messages may still
+             * arrive on its other sockets. Poll on until the grace. */
+            uint64_t now = tpx__now_ns();
+            if (c->rc2_since_ns == 0)
+                c->rc2_since_ns = now;
+            if (now - c->rc2_since_ns < (uint64_t)e->close_grace_ms * 1000000ull)
+                return TPX_WIN_HOLD;
+            err->st = TPX_ERR_CONN_RESET;
+            err->closed = 1;
+            snprintf(err->why, sizeof(err->why), "the peer closed the connection");
+        } else {
+            err->st = st;
+            err->closed = 0;
+            snprintf(err->why, sizeof(err->why), "plugin test() failed with ncclResult %d", rc);
         }
-        if (w->posted - w->done >= (uint64_t)w->cap || p->state != PEER_READY)
-            return completed;
-        int r = tpx__comm_post_next(c);
-        if (r <= 0)
-            return completed;
-        /* posted: drain again before posting more */
+        return TPX_WIN_ERR;
     }
+    c->rc2_since_ns = 0;
+    if (!done)
+        return TPX_WIN_EMPTY;
+    s->tested = 1;
+    st = slot_release(c, s, w->done);
+    if (st == TPX_INPROGRESS)
+        return TPX_WIN_HOLD; /* the GPU gather of the head is running */
+    if (st != TPX_OK) {
+        err->st = st;
+        err->closed = 0;
+        snprintf(err->why, sizeof(err->why), "releasing a receive (irecvConsumed) failed");
+        return TPX_WIN_ERR;
+    }
+    *out = *s;
+    w->done++;
+    e->nmoves++;
+    return TPX_WIN_DONE;
 }
 
-/* Post control receives on the idle buffers. -1 if the peer failed. */
-int tpx__ctrl_repost(tpx_comm_t *c)
+tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
+                              const tpx_slot_t *what)
 {
-    tpx_peer_t *p = c->peer;
-    tpx_engine_t *e = p->e;
+    tpx_engine_t *e = c->peer->e;
     tpx_window_t *w = &c->win;
-    while (p->ctrl_nidle > 0 && w->posted - w->done < (uint64_t)w->cap) {
-        uint16_t idx = p->ctrl_idle[p->ctrl_nidle - 1];
-        void *mh, *buf = p->ctrl_buf + (size_t)idx * TPX_CTRL_MSG_SIZE;
-        tpx_slot_t *ns = &w->slots[w->posted % (uint64_t)w->cap];
-        ns->req = NULL;
-        tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
-        if (st == TPX_OK)
-            st = tpx__net_irecv(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &ns->req);
-        if (st == TPX_ERR_CONN_RESET) {
-            tpx__peer_remote_closed(p, "the peer's control stream ended");
-            return -1;
-        }
-        if (st != TPX_OK) {
-            tpx__peer_fail(p, st, "posting a control receive failed");
-            return -1;
-        }
-        if (ns->req == NULL)
-            return 0; /* plugin busy: retried by the next post or progress */
-        ns->kind = SLOT_CTRL;
-        ns->tested = ns->launched = 0;
-        ns->dst_dev = -1;
-        ns->dst = buf;
-        ns->ctrl = idx;
-        ns->len = TPX_CTRL_MSG_SIZE;
-        ns->x = NULL;
-        w->posted++;
-        p->ctrl_nidle--;
-    }
-    return 0;
-}
-
-void tpx__comm_kick(tpx_comm_t *c)
-{
-    if (c != NULL && c->peer->state == PEER_READY)
-        (void)tpx__comm_progress(c);
+    tpx_slot_t *s = &w->slots[w->posted % (uint64_t)w->cap];
+    void *req = NULL;
+    tpx_status_t st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, len, 0, mh, &req)
+                                 : tpx__net_irecv(e->net, c->comm, buf, len, 0, mh, &req);
+    if (st != TPX_OK)
+        return st;
+    if (req == NULL)
+        return TPX_INPROGRESS; /* the plugin is busy: retry on the next pass */
+    *s = *what;
+    s->req = req;
+    s->len = len;
+    s->tested = s->launched = 0;
+    w->posted++;
+    return TPX_OK;
 }

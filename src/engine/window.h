@@ -74,9 +74,38 @@ struct tpx_comm {
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
 
-int tpx__comm_progress(tpx_comm_t *c);
-void tpx__comm_kick(tpx_comm_t *c);
-int tpx__ctrl_repost(tpx_comm_t *c);
+/* The plugin window phase. This layer calls only the plugin (net.h) and
+ * the CUDA wrappers: never up into transfers, peers or the loop. Its
+ * caller (xfer.c, tpx__comm_pass) hands each released slot to the
+ * completion phase and decides what a failure does to the peer. */
+enum {
+    TPX_WIN_DONE = 1,  /* the head was released: *out is its slot (now free) */
+    TPX_WIN_EMPTY = 0, /* nothing finished at the head: more may be posted */
+    TPX_WIN_HOLD = -1, /* the head is held (its GPU unpack runs, or the plugin said
+                          "peer closed" within TPX_CLOSE_GRACE_MS): post nothing now */
+    TPX_WIN_ERR = -2,  /* the comm failed: *err says how */
+};
+typedef struct {
+    tpx_status_t st;
+    int closed;        /* the plugin said "peer closed" past the close grace */
+    char why[96];      /* for the peer's failure line */
+} tpx_window_err_t;
+
+/* Test the head of c's window (only the head: TCPX rejects anything else);
+ * a finished receive of a devmem plugin is unpacked, then released
+ * (irecvConsumed). Never blocks, never allocates. */
+int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err);
+/* isend (send comm) or irecv (receive comm) of buf[len] with handle mh into
+ * the next slot, which becomes `what` (kind, x, chunk, ctrl, dst...). The
+ * caller checked that the window has room. TPX_OK posted, TPX_INPROGRESS
+ * the plugin is busy (nothing posted), else the plugin's error. */
+tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
+                              const tpx_slot_t *what);
+/* 1 when c's window has no room for another request. */
+static inline int tpx__window_full(const tpx_comm_t *c)
+{
+    return c->win.posted - c->win.done >= (uint64_t)c->win.cap;
+}
 
 /* A receive comm of a devmem plugin: copy its unpack handle (device memory)
  * to the host, once; later calls and other comms return TPX_OK at once. */

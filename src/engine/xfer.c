@@ -39,6 +39,36 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
     return st;
 }
 
+/* ---- notification: the engine fd ---------------------------------------------------- */
+
+/* The completion fd is level-triggered on e->nunseen (tpx.h): readable
+ * exactly while some completed transfer has not been seen by its owner.
+ * The eventfd's counter is changed only under the lock, on the edges 0 -> 1
+ * and 1 -> 0 of nunseen, so no thread's call can take a wake-up meant for
+ * another: whoever waits on the fd for its own transfer sees it readable
+ * until that transfer has been polled, waited for or released. */
+static void xfer_unseen_add(tpx_engine_t *e, tpx_xfer_t *x)
+{
+    x->unseen = 1;
+    if (e->nunseen++ == 0) {
+        uint64_t one = 1;
+        ssize_t n = write(e->efd, &one, sizeof(one));
+        (void)n;
+    }
+}
+
+static void xfer_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x)
+{
+    if (!x->unseen)
+        return;
+    x->unseen = 0;
+    if (--e->nunseen == 0) {
+        uint64_t v;
+        ssize_t n = read(e->efd, &v, sizeof(v));
+        (void)n;
+    }
+}
+
 /* ---- completion ---------------------------------------------------------------- */
 
 static void xfer_free(tpx_xfer_t *x)
@@ -82,7 +112,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     if (x->released)
         xfer_free(x);
     else
-        tpx__engine_unseen_add(e, x); /* the engine fd is readable until it is seen */
+        xfer_unseen_add(e, x); /* the engine fd is readable until it is seen */
     if (p->remote_closed && p->active == NULL && p->unexpected_n == 0 && p->state == PEER_READY)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
 }
@@ -156,13 +186,6 @@ void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send)
     }
 }
 
-static void stream_kick(tpx_xfer_t *x, const tpx_stream_t *st, int is_send)
-{
-    tpx_peer_t *p = x->peer;
-    for (int k = 0; k < p->nchan && k < (int)st->nchunks; k++)
-        tpx__comm_kick((is_send ? p->send : p->recv)[(st->first_chan + k) % p->nchan]);
-}
-
 static void lane_pop(tpx_comm_t *c)
 {
     tpx_xfer_t *x = c->q_head;
@@ -228,7 +251,6 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
 static int post_data(tpx_comm_t *c)
 {
     tpx_peer_t *p = c->peer;
-    tpx_engine_t *e = p->e;
     tpx_xfer_t *x = c->q_head;
     if (x == NULL)
         return 0;
@@ -239,7 +261,6 @@ static int post_data(tpx_comm_t *c)
         return 0; /* the owner has not checked the request list yet */
     chunk_at_t at;
     chunk_locate(x, stm, l, j, &at);
-    tpx_slot_t *s = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
     int discard = at.region == NULL && !at.shared;
     tpx_region_t *r = discard ? p->scratch_region : at.region;
     char *buf = discard ? (char *)p->scratch : at.buf;
@@ -260,25 +281,18 @@ static int post_data(tpx_comm_t *c)
     }
     void *mh;
     tpx_status_t st = tpx__region_mh(r, c, roff, &mh);
-    s->req = NULL;
     if (st == TPX_OK)
-        st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, at.len, 0, mh, &s->req)
-                        : tpx__net_irecv(e->net, c->comm, buf, at.len, 0, mh, &s->req);
+        st = tpx__window_post(c, buf, at.len, mh,
+                              &(tpx_slot_t){.kind = SLOT_DATA, .x = x, .chunk = j,
+                                            .shared = (uint8_t)at.shared,
+                                            .dst_dev = discard ? -1 : (int8_t)r->cuda_dev,
+                                            .dst = discard ? NULL : buf});
+    if (st == TPX_INPROGRESS)
+        return 0; /* the plugin is busy: retry on the next pass */
     if (st != TPX_OK) {
         tpx__peer_fail(p, st, c->is_send ? "posting a send failed" : "posting a receive failed");
         return -1;
     }
-    if (s->req == NULL)
-        return 0; /* the plugin is busy: retry on the next progress call */
-    s->kind = SLOT_DATA;
-    s->tested = s->launched = 0;
-    s->shared = (uint8_t)at.shared;
-    s->dst_dev = discard ? -1 : (int8_t)r->cuda_dev;
-    s->dst = discard ? NULL : buf;
-    s->x = x;
-    s->len = at.len;
-    s->chunk = j;
-    c->win.posted++;
     l->next_chunk += (uint32_t)p->nchan;
     if (l->next_chunk >= stm->nchunks)
         lane_pop(c);
@@ -296,37 +310,146 @@ static int post_ctrl(tpx_comm_t *c)
     unsigned char *buf = p->ctrl_buf + (size_t)(e->window + idx) * TPX_CTRL_MSG_SIZE;
     memcpy(buf, o->msg, TPX_CTRL_MSG_SIZE);
     void *mh;
-    tpx_slot_t *s = &c->win.slots[c->win.posted % (uint64_t)c->win.cap];
-    s->req = NULL;
     tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
     if (st == TPX_OK)
-        st = tpx__net_isend(e->net, c->comm, buf, TPX_CTRL_MSG_SIZE, 0, mh, &s->req);
+        st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE, mh,
+                              &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1,
+                                            .ctrl = (uint16_t)idx});
+    if (st == TPX_INPROGRESS)
+        return 0;
     if (st != TPX_OK) {
         tpx__peer_fail(p, st, "posting a control message failed");
         return -1;
     }
-    if (s->req == NULL)
-        return 0;
     p->ctrl_send_nfree--;
     p->ctrl_send_owner[idx] = o->owner;
     p->outbox_head = (p->outbox_head + 1) % p->outbox_cap;
     p->outbox_n--;
-    s->kind = SLOT_CTRL;
-    s->tested = s->launched = 0;
-    s->dst_dev = -1;
-    s->dst = NULL;
-    s->ctrl = (uint16_t)idx;
-    s->len = TPX_CTRL_MSG_SIZE;
-    s->x = NULL;
-    c->win.posted++;
     return 1;
 }
 
-int tpx__comm_post_next(tpx_comm_t *c)
+/* Post control receives on the idle buffers. -1 if the peer failed or its
+ * control stream ended. */
+static int ctrl_repost(tpx_peer_t *p)
+{
+    tpx_comm_t *c = p->ctrl_recv;
+    while (p->ctrl_nidle > 0 && !tpx__window_full(c)) {
+        uint16_t idx = p->ctrl_idle[p->ctrl_nidle - 1];
+        void *mh, *buf = p->ctrl_buf + (size_t)idx * TPX_CTRL_MSG_SIZE;
+        tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
+        if (st == TPX_OK)
+            st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE, mh,
+                                  &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1, .dst = buf,
+                                                .ctrl = idx});
+        if (st == TPX_INPROGRESS)
+            return 0; /* plugin busy: retried by the next post or pass */
+        if (st == TPX_ERR_CONN_RESET) {
+            tpx__peer_remote_closed(p, "the peer's control stream ended");
+            return -1;
+        }
+        if (st != TPX_OK) {
+            tpx__peer_fail(p, st, "posting a control receive failed");
+            return -1;
+        }
+        p->ctrl_nidle--;
+    }
+    return 0;
+}
+
+/* The schedule phase of one comm: the next chunk of the transfer at the
+ * head of its lane queue, or the next control message of the peer's
+ * outbox, into the window. 1 posted, 0 nothing to post or the plugin is
+ * busy, -1 the peer failed. */
+static int comm_schedule(tpx_comm_t *c)
 {
     if (c->is_ctrl)
         return c->is_send ? post_ctrl(c) : 0;
     return post_data(c);
+}
+
+/* The completion phase of one released slot: a chunk of a transfer, a
+ * control message sent, or one received. 0: stop the comm's pass (the
+ * peer failed or stopped). */
+static int comm_complete(tpx_comm_t *c, tpx_slot_t *s)
+{
+    tpx_peer_t *p = c->peer;
+    if (s->kind == SLOT_DATA) {
+        tpx__xfer_chunk_done(c, s);
+    } else if (c->is_send) {
+        tpx__peer_ctrl_sent(p, s->ctrl);
+    } else {
+        tpx__peer_ctrl_received(p, p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE);
+        if (p->state != PEER_READY)
+            return 0;
+        /* Re-post the buffer, unless the peer is far ahead of our
+         * receives: then the control stream is left to stall (the
+         * plugin's flow control holds the sender back) until
+         * tpx_recv() takes early headers off the queue. */
+        p->ctrl_idle[p->ctrl_nidle++] = s->ctrl;
+        if (p->unexpected_n < TPX_MAX_UNEXPECTED && ctrl_repost(p) < 0)
+            return 0;
+    }
+    return p->state == PEER_READY;
+}
+
+int tpx__comm_pass(tpx_comm_t *c)
+{
+    tpx_peer_t *p = c->peer;
+    int completed = 0;
+    for (;;) {
+        /* plugin window, then completion: the head, while it finishes */
+        for (;;) {
+            tpx_slot_t s;
+            tpx_window_err_t err;
+            int r = tpx__window_test(c, &s, &err);
+            if (r == TPX_WIN_EMPTY)
+                break;
+            if (r == TPX_WIN_HOLD)
+                return completed;
+            if (r == TPX_WIN_ERR) {
+                if (err.closed && c->is_ctrl && !c->is_send)
+                    /* The control stream ended: no new message will come,
+                     * data already announced may still arrive. */
+                    tpx__peer_remote_closed(p, "the peer's control stream ended");
+                else
+                    tpx__peer_fail(p, err.st, err.why);
+                return completed;
+            }
+            completed++;
+            if (!comm_complete(c, &s))
+                return completed;
+        }
+        /* schedule: one more request, then test the head again (a request
+         * never waits for the window to fill before it is tested) */
+        if (tpx__window_full(c) || p->state != PEER_READY)
+            return completed;
+        if (comm_schedule(c) <= 0)
+            return completed;
+    }
+}
+
+void tpx__peer_pass(tpx_peer_t *p)
+{
+    if (p->state != PEER_READY)
+        return;
+    if (!p->remote_closed) {
+        /* control receives back on idle buffers (flow control) */
+        if (p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED && ctrl_repost(p) < 0 &&
+            p->state != PEER_READY)
+            return;
+        if (!p->remote_closed)
+            (void)tpx__comm_pass(p->ctrl_recv);
+    }
+    (void)tpx__comm_pass(p->ctrl_send);
+    for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
+        (void)tpx__comm_pass(p->send[k]);
+        (void)tpx__comm_pass(p->recv[k]);
+    }
+    /* Control messages the data just produced (a WRITE's answer, a
+     * notification after a completion) leave in this pass, not after the
+     * next nap. */
+    if (p->outbox_n > 0 && p->state == PEER_READY)
+        (void)tpx__comm_pass(p->ctrl_send);
 }
 
 /* ---- control messages ----------------------------------------------------------- */
@@ -362,6 +485,17 @@ void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx)
         owner->hdr_pending = 0;
         tpx__xfer_maybe_done(owner);
     }
+}
+
+void tpx__peer_ring(tpx_peer_t *p)
+{
+    uint64_t now = tpx__now_ns();
+    /* An engine polls every 200 us for 100 ms after it last saw work
+     * (which is after our last message reached it): only a peer we have
+     * been quiet to for 50 ms may be asleep. */
+    if (p->bs != NULL && now - p->last_tx_ns > 50 * 1000000ull)
+        (void)tpx__bs_send(p->bs, TPX_MSG_BELL, NULL, 0); /* best effort */
+    p->last_tx_ns = now;
 }
 
 /* Start receiving the message announced by `m` into receive `x`. */
@@ -553,7 +687,7 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
     }
 }
 
-static void peer_sweep(tpx_peer_t *p, uint64_t now)
+void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
 {
     /* The bootstrap connection stays open for the peer's life: EOF on it
      * means the peer process is gone, whatever the plugin reports. */
@@ -593,19 +727,6 @@ static void peer_sweep(tpx_peer_t *p, uint64_t now)
             return;
         }
     }
-}
-
-void tpx__engine_sweep(tpx_engine_t *e)
-{
-    uint64_t now = tpx__now_ns();
-    if (now - e->sweep_ns < 10 * 1000000ull)
-        return;
-    e->sweep_ns = now;
-    if (e->reap != NULL && !e->bs_started)
-        tpx__engine_reap(e);
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
-        if (p->state == PEER_READY)
-            peer_sweep(p, now);
 }
 
 /* ---- the API ------------------------------------------------------------------------ */
@@ -710,9 +831,7 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     tpx__stream_enqueue(x, &x->out, 1);
-    tpx__comm_kick(p->ctrl_send);
-    stream_kick(x, &x->out, 1);
-    tpx__progress_kick(e);
+    tpx__engine_post_pass(e, p);
     pthread_mutex_unlock(&e->lock);
     *out = x;
     return TPX_OK;
@@ -748,14 +867,9 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     x->state = XF_QUEUED;
     tpx__xfer_attach(x);
     p->recv_pending[p->recv_pending_n++] = x;
-    if (p->unexpected_n > 0) {
-        peer_drain_queue(p);
-        if (x->state != XF_QUEUED)
-            stream_kick(x, &x->in, 0);
-        if (p->state == PEER_READY && p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED)
-            (void)tpx__ctrl_repost(p->ctrl_recv);
-    }
-    tpx__progress_kick(e);
+    if (p->unexpected_n > 0)
+        peer_drain_queue(p); /* an early header takes it now */
+    tpx__engine_post_pass(e, p);
     pthread_mutex_unlock(&e->lock);
     *out = x;
     return TPX_OK;
@@ -798,7 +912,7 @@ static tpx_status_t xfer_seen(tpx_xfer_t *x, size_t *bytes)
 {
     tpx_status_t st = xfer_result(x, bytes);
     if (x->state == XF_DONE)
-        tpx__engine_unseen_drop(x->e, x);
+        xfer_unseen_drop(x->e, x);
     return st;
 }
 
@@ -893,7 +1007,8 @@ TPX_API tpx_status_t tpx_xfer_cancel(tpx_xfer_t *x)
         xfer_unqueue(x);
     } else if (x->state == XF_ACTIVE) {
         x->canceled = 1;
-        tpx__rma_canceled(x);
+        if (tpx__rma_canceled(x))
+            tpx__engine_post_pass(e, x->peer);
         st = TPX_INPROGRESS;
     }
     pthread_mutex_unlock(&e->lock);
@@ -914,14 +1029,16 @@ TPX_API void tpx_xfer_release(tpx_xfer_t *x)
     if (x->state == XF_QUEUED)
         xfer_unqueue(x);
     if (x->state == XF_DONE) {
-        tpx__engine_unseen_drop(e, x);
+        xfer_unseen_drop(e, x);
         pthread_mutex_unlock(&e->lock);
         xfer_free(x);
         return;
     }
     x->canceled = 1;
-    tpx__rma_canceled(x);
     x->released = 1; /* freed when it completes */
     atomic_store_explicit(&x->settled, 1, memory_order_relaxed);
+    tpx_peer_t *p = x->peer;
+    if (tpx__rma_canceled(x))
+        tpx__engine_post_pass(e, p); /* x may complete in it, and be freed */
     pthread_mutex_unlock(&e->lock);
 }

@@ -144,8 +144,5 @@ void tpx__xfer_maybe_done(tpx_xfer_t *x);
 void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
 /* A data slot of comm c completed: scatter a shared chunk, count it. */
 void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s);
-/* Post the next queued item of comm c (data chunk or control message).
- * 1 posted, 0 nothing to post / plugin busy, -1 the peer failed. */
-int tpx__comm_post_next(tpx_comm_t *c);
 
 #endif

@@ -25,7 +25,6 @@
 #include "engine/engine.h"
 #include "engine/peer.h"   /* the hostile test sends control messages out of order */
 #include "engine/rma.h"    /* struct tpx_prep: the hostile test corrupts a list */
-#include "engine/window.h" /* ... and kicks the control comm */
 #include "engine/remote.h"
 #include "engine/wire.h"
 #include "side.h"
@@ -900,8 +899,7 @@ static int t_hostile(void)
                             .part = {'x'}};
         EXPECT(tpx__peer_ctrl_send(p, &held, NULL) == TPX_OK);
         EXPECT(tpx__peer_ctrl_send(p, &plain, NULL) == TPX_OK);
-        tpx__comm_kick(p->ctrl_send);
-        tpx__progress_kick(a.e);
+        tpx__engine_post_pass(a.e, p);
         pthread_mutex_unlock(&a.e->lock);
     }
     int gone = 0;
