@@ -16,36 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../registry/http_memsrc.h"
 #include "fuzz.h"
 #include "registry/registry.h"
 #include "tpx/registry.h"
 
-typedef struct {
-    const unsigned char *p;
-    size_t n, off, step;
-} src_t;
-
-static ssize_t src_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
-{
-    (void)deadline_ns;
-    src_t *s = ctx;
-    size_t k = s->n - s->off;
-    if (k > len)
-        k = len;
-    if (k > s->step)
-        k = s->step;
-    memcpy(buf, s->p + s->off, k);
-    s->off += k;
-    return (ssize_t)k;
-}
-
 static void fuzz_http(const unsigned char *in, size_t n, unsigned step)
 {
     static tpx__http_rd_t rd;
-    src_t s = {in, n, 0, step ? step : 1};
-    memset(&rd, 0, sizeof(rd));
-    rd.read = src_read;
-    rd.ctx = &s;
+    http_memsrc_t s;
+    http_memsrc_attach(&rd, &s, in, n, step);
     const size_t max = 4096;
     /* a keep-alive stream may hold several responses */
     for (int i = 0; i < 4; i++) {

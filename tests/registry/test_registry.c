@@ -46,6 +46,7 @@
 #include "../common/tpx_test.h"
 #include "common/util.h"
 #include "etcd_harness.h"
+#include "http_memsrc.h"
 #include "registry/registry.h"
 #include "tpx/registry.h"
 #include "tpx/tpx.h"
@@ -126,32 +127,11 @@ static tpx_status_t read_check(tpx_engine_t *e, tpx_remote_t *rm, const tpx_rdes
 
 /* ---- unit ---- */
 
-typedef struct {
-    const char *p;
-    size_t n, off, step;
-} memsrc_t;
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
-{
-    (void)deadline_ns;
-    memsrc_t *m = ctx;
-    size_t k = m->n - m->off;
-    if (k > len)
-        k = len;
-    if (k > m->step)
-        k = m->step;
-    memcpy(buf, m->p + m->off, k);
-    m->off += k;
-    return (ssize_t)k;
-}
-
 static tpx_status_t http_parse(const char *text, size_t step, tpx__http_resp_t *r)
 {
     static tpx__http_rd_t rd;
-    memsrc_t m = {text, strlen(text), 0, step};
-    memset(&rd, 0, sizeof(rd));
-    rd.read = mem_read;
-    rd.ctx = &m;
+    http_memsrc_t m;
+    http_memsrc_attach(&rd, &m, text, strlen(text), step);
     return tpx__http_read_response(&rd, UINT64_MAX, 1024, r);
 }
 
