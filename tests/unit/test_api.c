@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common/tpx_test.h"
+#include "all_status.h"
 #include "tpx/tpx.h"
 
 static int lines, errors;
@@ -24,14 +25,8 @@ static void on_log(void *arg, tpx_log_level_t level, const char *line)
 
 int main(void)
 {
-    static const tpx_status_t all[] = {
-        TPX_OK, TPX_INPROGRESS, TPX_ERR_INVALID_ARG, TPX_ERR_INVALID_STATE, TPX_ERR_NO_RESOURCE,
-        TPX_ERR_NO_MEMORY, TPX_ERR_UNSUPPORTED, TPX_ERR_CONFIG, TPX_ERR_TIMED_OUT,
-        TPX_ERR_CONN_REFUSED, TPX_ERR_CONN_RESET, TPX_ERR_PROTOCOL, TPX_ERR_TRUNCATED,
-        TPX_ERR_UNREACHABLE, TPX_ERR_ADDR_IN_USE, TPX_ERR_NO_DEVICE, TPX_ERR_ACCESS,
-        TPX_ERR_OVERFLOW, TPX_ERR_NOT_FOUND, TPX_ERR_IO, TPX_ERR_PLUGIN, TPX_ERR_CUDA, TPX_ERR_INTERNAL,
-        TPX_ERR_CANCELED};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    const tpx_status_t *all = test_all_status;
+    for (size_t i = 0; i < TEST_NSTATUS; i++) {
         const char *n = tpx_status_name(all[i]);
         EXPECT(strncmp(n, "TPX_", 4) == 0 && strcmp(n, "TPX_ERR_UNKNOWN") != 0);
         for (size_t j = 0; j < i; j++)
