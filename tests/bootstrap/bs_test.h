@@ -77,22 +77,6 @@ static inline int count_lines_with(const char *text, const char *needle)
     return n;
 }
 
-/* ---- fds ---------------------------------------------------------------------- */
-
-static inline int count_fds(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (d == NULL)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n - 1; /* the DIR's own fd */
-}
-
 /* ---- processes --------------------------------------------------------------- */
 
 /* Run fn(arg) in a child; its return value is the exit status. */

@@ -122,7 +122,7 @@ static int client_main(void *arg)
     client_args_t *a = arg;
     test_log_init();
     log_capture_begin();
-    int fds0 = count_fds();
+    int fds0 = test_fd_count();
     tpx_bs_conn_t *c = NULL;
     tpx_status_t st =
         tpx__bs_client_start(a->host ? a->host : "127.0.0.1", g_port, g_token,
@@ -144,7 +144,7 @@ static int client_main(void *arg)
             EXPECT_EQ(tpx__bs_advance(c), st);
     }
     tpx__bs_close(c);
-    EXPECT_EQ(count_fds(), fds0);
+    EXPECT_EQ(test_fd_count(), fds0);
     char *log = log_capture_end();
     if (a->expect_ok)
         EXPECT_EQ(count_lines_with(log, " WARN "), 0);
@@ -173,7 +173,7 @@ static void pair(const char *server_token, const char *client_token, int expect_
                  tpx_status_t client_st, const char *client_log, tpx_status_t server_st,
                  const char *server_log)
 {
-    int fds0 = count_fds();
+    int fds0 = test_fd_count();
     int lfd = listen_any("127.0.0.1");
     g_token = client_token;
     client_args_t ca = {.expect_ok = expect_ok, .expect_st = client_st, .expect_log = client_log};
@@ -200,7 +200,7 @@ static void pair(const char *server_token, const char *client_token, int expect_
     free(log);
     EXPECT_EQ(reap(pid), 0);
     close(lfd);
-    EXPECT_EQ(count_fds(), fds0);
+    EXPECT_EQ(test_fd_count(), fds0);
 }
 
 /* ---- replay -------------------------------------------------------------------- */
@@ -669,7 +669,7 @@ static void scenario_refused(void)
 
 static void scenario_busy(void)
 {
-    int fds0 = count_fds();
+    int fds0 = test_fd_count();
     int lfd = -1, port = 0, lfd2 = -1, port2 = -1;
     EXPECT_EQ(tpx__bs_listen(NULL, 0, &lfd, &port), TPX_OK);
     EXPECT(port > 0);
@@ -695,7 +695,7 @@ static void scenario_busy(void)
     EXPECT_EQ(tpx__bs_listen(NULL, -1, &lfd, NULL), TPX_ERR_INVALID_ARG);
     EXPECT_EQ(tpx__bs_listen(NULL, 65536, &lfd, NULL), TPX_ERR_INVALID_ARG);
     test_log_init();
-    EXPECT_EQ(count_fds(), fds0);
+    EXPECT_EQ(test_fd_count(), fds0);
 }
 
 /* ---- ipv6 / dual stack / hostname --------------------------------------------------------- */

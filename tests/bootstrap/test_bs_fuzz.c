@@ -17,12 +17,7 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state; /* xorshift64* */
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    rng_state = x;
-    return x * 0x2545F4914F6CDD1Dull;
+    return test_xorshift64s(&rng_state);
 }
 
 static uint32_t rnd_below(uint32_t n)
@@ -367,7 +362,7 @@ int main(int argc, char **argv)
         rng_state = 1;
     printf("seed %llu, %ld iterations\n", (unsigned long long)rng_state, iters);
     fflush(stdout);
-    int fds0 = count_fds();
+    int fds0 = test_fd_count();
     tpx__log_level = TPX_LOG_NONE; /* every rejection would log a line */
 
     uint64_t t0 = tpx__now_ns();
@@ -384,6 +379,6 @@ int main(int argc, char **argv)
     printf("message streams: %.0f ms\n", test_ms_since(t0));
     misuse();
 
-    EXPECT_EQ(count_fds(), fds0);
+    EXPECT_EQ(test_fd_count(), fds0);
     TEST_DONE();
 }

@@ -34,6 +34,7 @@
 #define TPX_TESTS_TPX_TEST_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -222,6 +223,54 @@ static inline double test_secs_since(uint64_t t0_ns)
 static inline double test_ms_since(uint64_t t0_ns)
 {
     return (double)(test_now_ns() - t0_ns) / 1e6;
+}
+
+/* ---- resources and pseudo-random numbers ------------------------------------------ */
+
+/* Entries of a directory other than . and .. (/proc/self/fd, /proc/self/task);
+ * -1 if it cannot be read. */
+static inline int test_count_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+/* Open fds of this process, without the one that counts them. */
+static inline int test_fd_count(void)
+{
+    int n = test_count_dir("/proc/self/fd");
+    return n < 0 ? -1 : n - 1;
+}
+static inline int test_thread_count(void)
+{
+    return test_count_dir("/proc/self/task");
+}
+
+/* xorshift64 (Marsaglia 13/7/17); *state must not be 0. */
+static inline uint64_t test_xorshift64(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+/* xorshift64* (12/25/27, then the multiplier); *state must not be 0. */
+static inline uint64_t test_xorshift64s(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1Dull;
 }
 
 /* ---- loopback ports -------------------------------------------------------------- */

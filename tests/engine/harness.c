@@ -541,23 +541,9 @@ void ht_init(const char *scenario, int clean)
 
 /* ---- resources --------------------------------------------------------------------------- */
 
-static int count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
 int ht_fd_count(void)
 {
-    return count_dir("/proc/self/fd");
+    return test_count_dir("/proc/self/fd");
 }
 
 #if defined(__SANITIZE_THREAD__)
@@ -601,13 +587,13 @@ static int count_threads(void)
     closedir(d);
     return n + 1; /* the main thread, which has the program's name too */
 #else
-    return count_dir("/proc/self/task");
+    return test_count_dir("/proc/self/task");
 #endif
 }
 
 ht_res_t ht_res_now(void)
 {
-    ht_res_t r = {count_dir("/proc/self/fd"), count_threads()};
+    ht_res_t r = {test_count_dir("/proc/self/fd"), count_threads()};
     return r;
 }
 

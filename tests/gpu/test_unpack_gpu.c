@@ -51,12 +51,7 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    rng_state = x;
-    return x * 0x2545F4914F6CDD1Dull;
+    return test_xorshift64s(&rng_state);
 }
 
 static uint32_t rnd_below(uint32_t n)

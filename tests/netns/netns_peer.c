@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/tpx_test.h"
 #include "tpx/status.h"
 #include "tpx/tpx.h"
 
@@ -131,23 +132,9 @@ typedef struct {
     int fds, threads;
 } np_res_t;
 
-static int np_count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
 static np_res_t np_res_now(void)
 {
-    np_res_t r = {np_count_dir("/proc/self/fd"), np_count_dir("/proc/self/task")};
+    np_res_t r = {test_count_dir("/proc/self/fd"), test_count_dir("/proc/self/task")};
     return r;
 }
 

@@ -87,6 +87,17 @@ static void etcd_log_tail(const etcd_t *s)
 static int etcd_start_once(etcd_t *s);
 static void etcd_stop(etcd_t *s);
 
+/* Client port P and peer port P + 1, both free (test_free_ports). */
+static int etcd_pick_ports(etcd_t *s)
+{
+    s->client_port = test_free_ports(1);
+    s->peer_port = s->client_port + 1;
+    if (s->client_port <= 0)
+        return -1;
+    snprintf(s->url, sizeof(s->url), "etcd://127.0.0.1:%d", s->client_port);
+    return 0;
+}
+
 /* (Re)start etcd: the first call picks ports and a data dir, later calls
  * reuse them (a restart keeps the data). 0 when it answers, -1 failed. A
  * first start that fails (a port taken by another test between the probe
@@ -106,11 +117,8 @@ static int etcd_start(etcd_t *s)
         snprintf(cmd, sizeof(cmd), "rm -rf '%s/data'", s->dir);
         if (system(cmd) != 0)
             return -1;
-        s->client_port = test_free_ports(1);
-        s->peer_port = s->client_port + 1;
-        if (s->client_port <= 0)
+        if (etcd_pick_ports(s) != 0)
             return -1;
-        snprintf(s->url, sizeof(s->url), "etcd://127.0.0.1:%d", s->client_port);
     }
 }
 
@@ -122,11 +130,8 @@ static int etcd_start_once(etcd_t *s)
         snprintf(s->dir, sizeof(s->dir), "/tmp/tpx-etcd-XXXXXX");
         if (mkdtemp(s->dir) == NULL)
             return -1;
-        s->client_port = test_free_ports(1);
-        s->peer_port = s->client_port + 1;
-        if (s->client_port <= 0)
+        if (etcd_pick_ports(s) != 0)
             return -1;
-        snprintf(s->url, sizeof(s->url), "etcd://127.0.0.1:%d", s->client_port);
     }
     char data[128], log[128], curl[64], purl[64], cluster[96];
     snprintf(data, sizeof(data), "%s/data", s->dir);

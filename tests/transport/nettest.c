@@ -483,28 +483,3 @@ void nt_free(void *buf, size_t len)
         munmap(buf, len == 0 ? 1 : len);
 }
 
-/* ---- process helpers -------------------------------------------------- */
-
-static int nt_count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
-/* The DIR of /proc/self/fd is itself one open fd while counting. */
-int nt_count_fds(void)
-{
-    return nt_count_dir("/proc/self/fd") - 1;
-}
-int nt_count_threads(void)
-{
-    return nt_count_dir("/proc/self/task");
-}

@@ -143,10 +143,4 @@ size_t nt_check_byte(const void *buf, size_t len, unsigned char byte);
 void *nt_alloc(size_t len);
 void nt_free(void *buf, size_t len);
 
-/* ---- process helpers -------------------------------------------------- */
-
-/* Open fds and threads of this process (from /proc/self). */
-int nt_count_fds(void);
-int nt_count_threads(void);
-
 #endif

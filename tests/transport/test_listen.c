@@ -107,10 +107,7 @@ typedef struct {
 static uint64_t atk_rng = 0x9e3779b97f4a7c15ull;
 static uint64_t atk_next(void)
 {
-    atk_rng ^= atk_rng << 13;
-    atk_rng ^= atk_rng >> 7;
-    atk_rng ^= atk_rng << 17;
-    return atk_rng;
+    return test_xorshift64(&atk_rng);
 }
 
 static void atk_open(const attack_t *a, atk_conn_t *c, long *opened)

@@ -32,7 +32,7 @@ static int pool_role(role_t *r, int is_recv)
 {
     void *lc[POOL_COMMS], *comm[POOL_COMMS], *mh[POOL_COMMS];
     slot_t s[POOL_COMMS * POOL_PER];
-    int thr0 = nt_count_threads();
+    int thr0 = test_thread_count();
     if (is_recv) /* the sender inits in tt_send_open(), after it has the handle */
         TRY(tt_role_init(r));
     size_t len = (size_t)POOL_COMMS * POOL_PER * POOL_SLOT;
@@ -63,7 +63,7 @@ static int pool_role(role_t *r, int is_recv)
             CHECK(rc == 0 && sl->req != NULL, "comm %d request %d: post returned rc %d", c, m, rc);
         }
     }
-    int thr = nt_count_threads();
+    int thr = test_thread_count();
     TRY(tt_wait_all(r, s, POOL_COMMS * POOL_PER, test_deadline_ms(IO_MS), "pool"));
     for (int c = 0; c < POOL_COMMS && is_recv; c++) {
         for (int m = 0; m < POOL_PER; m++) {

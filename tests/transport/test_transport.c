@@ -594,8 +594,8 @@ static int settle_counts(int fds, int threads, int *fds_now, int *threads_now)
 {
     uint64_t deadline = test_deadline_ms(3000);
     do {
-        *fds_now = nt_count_fds();
-        *threads_now = nt_count_threads();
+        *fds_now = test_fd_count();
+        *threads_now = test_thread_count();
         if (*fds_now <= fds && *threads_now <= threads)
             return 0;
         usleep(10000);
@@ -679,8 +679,8 @@ static int multicomm_role(role_t *r, int is_recv)
         if (it == 0) {
             /* Give closing helpers a moment, then take the reference. */
             usleep(200000);
-            fds0 = nt_count_fds();
-            thr0 = nt_count_threads();
+            fds0 = test_fd_count();
+            thr0 = test_thread_count();
             test_say("iteration 0: %d comms x %d rounds verified; after close: %d fds, %d threads",
                      MC_COMMS, MC_ROUNDS, fds0, thr0);
         } else {
