@@ -224,6 +224,78 @@ int bench_usage_error(const char *fmt, ...)
     return BENCH_EXIT_USAGE;
 }
 
+int bench_opt(const bench_opts_t *o, int c, const char *arg)
+{
+    uint64_t v;
+    switch (c) {
+    case BENCH_O_LOOPBACK:
+        *o->loopback = 1;
+        return BENCH_OPT_DONE;
+    case BENCH_O_PORT:
+        if (bench_parse_uint(arg, 1, 65535, &v) != 0)
+            return bench_usage_error("--port: '%s' is not a port (1..65535)", arg);
+        *o->port = (int)v;
+        return BENCH_OPT_DONE;
+    case BENCH_O_SIZE:
+        if (bench_parse_size(arg, &v) != 0 || v > o->max_size)
+            return bench_usage_error(
+                "--size: bad size '%s' (e.g. 4096, 64K, 256M, 1G; at most 16G)", arg);
+        *o->nsizes = 1;
+        o->sizes[0] = v;
+        break;
+    case BENCH_O_SIZES:
+        if (bench_parse_sizes(arg, o->sizes, o->max_sizes, o->max_size, o->nsizes) != 0)
+            return bench_usage_error("--sizes: bad list '%s' (e.g. %s; at most %d sizes of at "
+                                     "most 16G)",
+                                     arg, o->sizes_eg, (int)o->max_sizes);
+        break;
+    case BENCH_O_ITERS:
+        if (bench_parse_uint(arg, 1, 100000000, &v) != 0)
+            return bench_usage_error("--iters: '%s' is not a count >= 1", arg);
+        *o->iters = v;
+        break;
+    case BENCH_O_WARMUP:
+        if (bench_parse_uint(arg, 0, 100000000, &v) != 0)
+            return bench_usage_error("--warmup: '%s' is not a count", arg);
+        *o->warmup = v;
+        break;
+    case BENCH_O_VERIFY:
+    case BENCH_O_NOVERIFY:
+        *o->verify = c == BENCH_O_VERIFY;
+        break;
+    case BENCH_O_TIMEOUT:
+        if (bench_parse_uint(arg, 1, 86400, &v) != 0)
+            return bench_usage_error("--timeout: '%s' is not in 1..86400 seconds", arg);
+        *o->timeout_s = v;
+        return BENCH_OPT_DONE;
+    case BENCH_O_JSON:
+        *o->json = arg;
+        return BENCH_OPT_DONE;
+    case BENCH_O_PLOT:
+        *o->plot = arg;
+        return BENCH_OPT_DONE;
+    case 'q':
+        bench_quiet = 1;
+        return BENCH_OPT_DONE;
+    case BENCH_O_PRINTCFG:
+        tpx_config_print(stdout, 0);
+        return BENCH_EXIT_OK;
+    case 'V':
+        printf("%s %s (libtpx %s)\n", bench_prog, tpx_version_string(), tpx_version_string());
+        return BENCH_EXIT_OK;
+    case 'h':
+        o->usage(stdout);
+        return BENCH_EXIT_OK;
+    case '?':
+        fprintf(stderr, "Try '%s --help'.\n", bench_prog);
+        return BENCH_EXIT_USAGE;
+    default:
+        return BENCH_OPT_OTHER;
+    }
+    *o->run_opts = 1; /* the options that shape the run end here */
+    return BENCH_OPT_DONE;
+}
+
 uint64_t bench_auto_iters(uint64_t bytes_per_iter)
 {
     uint64_t n = bytes_per_iter == 0 ? BENCH_AUTO_MAX_ITERS : BENCH_AUTO_BYTES / bytes_per_iter;

@@ -19,6 +19,7 @@
 #ifndef TPX_TOOLS_BENCH_COMMON_H
 #define TPX_TOOLS_BENCH_COMMON_H
 
+#include <getopt.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +71,68 @@ int bench_parse_sizes(const char *arg, uint64_t *sizes, uint64_t max_n, uint64_t
 const char *bench_human(uint64_t b, char *buf, size_t len);
 /* Print "PROG: <message>\nTry 'PROG --help'." on stderr; returns BENCH_EXIT_USAGE. */
 int bench_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * The options tpx-perf and tpx-netbench spell and check alike. A tool puts
+ * BENCH_OPTIONS_COMMON in its getopt_long() table, points a bench_opts_t
+ * at its own fields, and hands each option to bench_opt() before its own
+ * switch: BENCH_OPT_DONE (parsed), BENCH_OPT_OTHER (not a shared option:
+ * the tool's own), or an exit status (a usage error; BENCH_EXIT_OK after
+ * --help, --version or --print-config).
+ */
+enum {
+    BENCH_O_LOOPBACK = 1000,
+    BENCH_O_PORT,
+    BENCH_O_SIZE,
+    BENCH_O_SIZES,
+    BENCH_O_ITERS,
+    BENCH_O_WARMUP,
+    BENCH_O_VERIFY,
+    BENCH_O_NOVERIFY,
+    BENCH_O_TIMEOUT,
+    BENCH_O_JSON,
+    BENCH_O_PLOT,
+    BENCH_O_PRINTCFG,
+};
+#define BENCH_OPTIONS_COMMON                                                                       \
+    {"loopback", no_argument, NULL, BENCH_O_LOOPBACK},                                             \
+        {"port", required_argument, NULL, BENCH_O_PORT},                                           \
+        {"size", required_argument, NULL, BENCH_O_SIZE},                                           \
+        {"sizes", required_argument, NULL, BENCH_O_SIZES},                                         \
+        {"iters", required_argument, NULL, BENCH_O_ITERS},                                         \
+        {"warmup", required_argument, NULL, BENCH_O_WARMUP},                                       \
+        {"verify", no_argument, NULL, BENCH_O_VERIFY},                                             \
+        {"no-verify", no_argument, NULL, BENCH_O_NOVERIFY},                                        \
+        {"timeout", required_argument, NULL, BENCH_O_TIMEOUT},                                     \
+        {"json", required_argument, NULL, BENCH_O_JSON},                                           \
+        {"plot", required_argument, NULL, BENCH_O_PLOT}, {"quiet", no_argument, NULL, 'q'},        \
+        {"print-config", no_argument, NULL, BENCH_O_PRINTCFG},                                     \
+        {"version", no_argument, NULL, 'V'},                                                       \
+    {                                                                                              \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
+#define BENCH_OPT_DONE  (-1)
+#define BENCH_OPT_OTHER (-2)
+
+/* Where the shared options land (all required). */
+typedef struct {
+    int *loopback;         /* --loopback: 1 */
+    int *port;             /* --port 1..65535 */
+    uint64_t *sizes;       /* --size S (one size) / --sizes LIST ... */
+    uint64_t *nsizes;      /* ... their count */
+    uint64_t max_sizes;    /* capacity of sizes[] */
+    uint64_t max_size;     /* the largest size accepted (16 GiB: the messages say 16G) */
+    const char *sizes_eg;  /* the --sizes example in its error ("4K:1G or 16K,1M:64M") */
+    uint64_t *iters;       /* --iters >= 1 */
+    uint64_t *warmup;      /* --warmup >= 0 */
+    uint64_t *timeout_s;   /* --timeout 1..86400 */
+    int *verify;           /* --verify 1, --no-verify 0 */
+    int *run_opts;         /* 1 once an option that shapes the run was given */
+    const char **json;     /* --json FILE */
+    const char **plot;     /* --plot FILE */
+    void (*usage)(FILE *); /* --help */
+} bench_opts_t;
+int bench_opt(const bench_opts_t *o, int c, const char *arg);
 
 /* Automatic iteration counts: every row moves at least BENCH_AUTO_BYTES
  * (BENCH_AUTO_MIN_ITERS .. BENCH_AUTO_MAX_ITERS iterations); warm-up is a

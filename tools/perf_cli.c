@@ -590,16 +590,10 @@ typedef struct {
 static int pf_parse_opts(int argc, char **argv, pf_main_t *m, pf_cli_t *cli)
 {
     enum {
-        O_LOOPBACK = 256,
-        O_PORT,
-        O_ENGINE_PORT,
+        O_ENGINE_PORT = 256,
         O_MEM,
         O_GPU,
-        O_SIZE,
-        O_SIZES,
         O_BATCH,
-        O_ITERS,
-        O_WARMUP,
         O_DEPTH,
         O_DIRECTION,
         O_CHUNK,
@@ -607,29 +601,17 @@ static int pf_parse_opts(int argc, char **argv, pf_main_t *m, pf_cli_t *cli)
         O_WINDOW,
         O_PLUGIN,
         O_PROGRESS,
-        O_VERIFY,
-        O_NOVERIFY,
-        O_TIMEOUT,
         O_COMPARE,
-        O_JSON,
-        O_PLOT,
-        O_PRINTCFG,
         O_ALL_GPUS,
         O_LANES,
     };
     static const struct option opts[] = {
-        {"loopback", no_argument, NULL, O_LOOPBACK},
-        {"port", required_argument, NULL, O_PORT},
         {"engine-port", required_argument, NULL, O_ENGINE_PORT},
         {"mem", required_argument, NULL, O_MEM},
         {"gpu", required_argument, NULL, O_GPU},
         {"all-gpus", no_argument, NULL, O_ALL_GPUS},
         {"lanes", required_argument, NULL, O_LANES},
-        {"size", required_argument, NULL, O_SIZE},
-        {"sizes", required_argument, NULL, O_SIZES},
         {"batch", required_argument, NULL, O_BATCH},
-        {"iters", required_argument, NULL, O_ITERS},
-        {"warmup", required_argument, NULL, O_WARMUP},
         {"depth", required_argument, NULL, O_DEPTH},
         {"direction", required_argument, NULL, O_DIRECTION},
         {"chunk", required_argument, NULL, O_CHUNK},
@@ -637,16 +619,8 @@ static int pf_parse_opts(int argc, char **argv, pf_main_t *m, pf_cli_t *cli)
         {"window", required_argument, NULL, O_WINDOW},
         {"plugin", required_argument, NULL, O_PLUGIN},
         {"progress", required_argument, NULL, O_PROGRESS},
-        {"verify", no_argument, NULL, O_VERIFY},
-        {"no-verify", no_argument, NULL, O_NOVERIFY},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
         {"compare-transport", no_argument, NULL, O_COMPARE},
-        {"json", required_argument, NULL, O_JSON},
-        {"plot", required_argument, NULL, O_PLOT},
-        {"quiet", no_argument, NULL, 'q'},
-        {"print-config", no_argument, NULL, O_PRINTCFG},
-        {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},
+        BENCH_OPTIONS_COMMON,
         {NULL, 0, NULL, 0},
     };
     pf_params_t *p = &m->p;
@@ -671,17 +645,29 @@ static int pf_parse_opts(int argc, char **argv, pf_main_t *m, pf_cli_t *cli)
     p->timeout_s = PF_DEFAULT_TIMEOUT_S;
     p->progress = PF_PROGRESS_THREAD;
 
+    const bench_opts_t bo = {.loopback = &loopback_flag,
+                             .port = &m->port,
+                             .sizes = p->sizes,
+                             .nsizes = &p->nsizes,
+                             .max_sizes = PF_MAX_SIZES,
+                             .max_size = PF_MAX_SIZE,
+                             .sizes_eg = "4K:1G or 16K,1M:64M",
+                             .iters = &p->iters,
+                             .warmup = &p->warmup,
+                             .timeout_s = &p->timeout_s,
+                             .verify = &verify,
+                             .run_opts = &run_opts,
+                             .json = &m->json,
+                             .plot = &m->plot,
+                             .usage = pf_usage};
     int c;
     while ((c = getopt_long(argc, argv, "hqV", opts, NULL)) != -1) {
+        int orc = bench_opt(&bo, c, optarg);
+        if (orc == BENCH_OPT_DONE)
+            continue;
+        if (orc != BENCH_OPT_OTHER)
+            return orc;
         switch (c) {
-        case O_LOOPBACK:
-            loopback_flag = 1;
-            break;
-        case O_PORT:
-            if (bench_parse_uint(optarg, 1, 65535, &v) != 0)
-                return bench_usage_error("--port: '%s' is not a port (1..65535)", optarg);
-            m->port = (int)v;
-            break;
         case O_ENGINE_PORT:
             if (bench_parse_uint(optarg, 1, 65535, &v) != 0)
                 return bench_usage_error("--engine-port: '%s' is not a port (1..65535)", optarg);
@@ -711,37 +697,10 @@ static int pf_parse_opts(int argc, char **argv, pf_main_t *m, pf_cli_t *cli)
                                          "(0..%d)",
                                          optarg, PF_MAX_GPU);
             break;
-        case O_SIZE:
-            if (bench_parse_size(optarg, &v) != 0 || v > PF_MAX_SIZE)
-                return bench_usage_error(
-                    "--size: bad size '%s' (e.g. 4096, 64K, 256M, 1G; at most 16G)", optarg);
-            p->nsizes = 1;
-            p->sizes[0] = v;
-            run_opts = 1;
-            break;
-        case O_SIZES:
-            if (bench_parse_sizes(optarg, p->sizes, PF_MAX_SIZES, PF_MAX_SIZE, &p->nsizes) != 0)
-                return bench_usage_error("--sizes: bad list '%s' (e.g. 4K:1G or 16K,1M:64M; "
-                                         "at most %d sizes of at most 16G)",
-                                         optarg, PF_MAX_SIZES);
-            run_opts = 1;
-            break;
         case O_BATCH:
             if (bench_parse_uint(optarg, 1, PF_MAX_BATCH, &v) != 0)
                 return bench_usage_error("--batch: '%s' is not in 1..%d", optarg, PF_MAX_BATCH);
             p->batch = v;
-            run_opts = 1;
-            break;
-        case O_ITERS:
-            if (bench_parse_uint(optarg, 1, 100000000, &v) != 0)
-                return bench_usage_error("--iters: '%s' is not a count >= 1", optarg);
-            p->iters = v;
-            run_opts = 1;
-            break;
-        case O_WARMUP:
-            if (bench_parse_uint(optarg, 0, 100000000, &v) != 0)
-                return bench_usage_error("--warmup: '%s' is not a count", optarg);
-            p->warmup = v;
             run_opts = 1;
             break;
         case O_DEPTH:
@@ -791,40 +750,9 @@ static int pf_parse_opts(int argc, char **argv, pf_main_t *m, pf_cli_t *cli)
                 return bench_usage_error("--progress: '%s' is not thread or caller", optarg);
             run_opts = 1;
             break;
-        case O_VERIFY:
-            verify = 1;
-            run_opts = 1;
-            break;
-        case O_NOVERIFY:
-            verify = 0;
-            run_opts = 1;
-            break;
-        case O_TIMEOUT:
-            if (bench_parse_uint(optarg, 1, 86400, &v) != 0)
-                return bench_usage_error("--timeout: '%s' is not in 1..86400 seconds", optarg);
-            p->timeout_s = v;
-            break;
         case O_COMPARE:
             m->compare = 1;
             break;
-        case O_JSON:
-            m->json = optarg;
-            break;
-        case O_PLOT:
-            m->plot = optarg;
-            break;
-        case 'q':
-            bench_quiet = 1;
-            break;
-        case O_PRINTCFG:
-            tpx_config_print(stdout, 0);
-            return BENCH_EXIT_OK;
-        case 'V':
-            printf("%s %s (libtpx %s)\n", PF_PROG, tpx_version_string(), tpx_version_string());
-            return BENCH_EXIT_OK;
-        case 'h':
-            pf_usage(stdout);
-            return BENCH_EXIT_OK;
         default:
             fprintf(stderr, "Try '%s --help'.\n", PF_PROG);
             return BENCH_EXIT_USAGE;

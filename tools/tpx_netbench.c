@@ -1388,47 +1388,21 @@ static int nb_parse_nsocks(const char *arg, nb_params_t *p)
 int main(int argc, char **argv)
 {
     enum {
-        O_LOOPBACK = 256,
-        O_PORT,
-        O_DEV,
-        O_SIZE,
-        O_SIZES,
-        O_ITERS,
-        O_WARMUP,
+        O_DEV = 256,
         O_NSOCKS,
         O_NTHREADS,
         O_WINDOW,
         O_CHUNK,
-        O_VERIFY,
-        O_NOVERIFY,
-        O_JSON,
-        O_PLOT,
-        O_TIMEOUT,
-        O_PRINTCFG,
         O_RAW,
     };
     static const struct option opts[] = {
-        {"loopback", no_argument, NULL, O_LOOPBACK},
-        {"port", required_argument, NULL, O_PORT},
         {"dev", required_argument, NULL, O_DEV},
-        {"size", required_argument, NULL, O_SIZE},
-        {"sizes", required_argument, NULL, O_SIZES},
-        {"iters", required_argument, NULL, O_ITERS},
-        {"warmup", required_argument, NULL, O_WARMUP},
         {"nsocks", required_argument, NULL, O_NSOCKS},
         {"nthreads", required_argument, NULL, O_NTHREADS},
         {"window", required_argument, NULL, O_WINDOW},
         {"chunk", required_argument, NULL, O_CHUNK},
-        {"verify", no_argument, NULL, O_VERIFY},
-        {"no-verify", no_argument, NULL, O_NOVERIFY},
-        {"json", required_argument, NULL, O_JSON},
-        {"plot", required_argument, NULL, O_PLOT},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"quiet", no_argument, NULL, 'q'},
-        {"print-config", no_argument, NULL, O_PRINTCFG},
         {"raw", no_argument, NULL, O_RAW},
-        {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},
+        BENCH_OPTIONS_COMMON,
         {NULL, 0, NULL, 0},
     };
     static nb_main_t m;
@@ -1449,48 +1423,33 @@ int main(int argc, char **argv)
     p->timeout_s = NB_DEFAULT_TIMEOUT_S;
     p->nthreads = NB_AUTO;
 
+    const bench_opts_t bo = {.loopback = &loopback_flag,
+                             .port = &m.port,
+                             .sizes = p->sizes,
+                             .nsizes = &p->nsizes,
+                             .max_sizes = NB_MAX_SIZES,
+                             .max_size = NB_MAX_SIZE,
+                             .sizes_eg = "64K:1G or 4K,1M:64M",
+                             .iters = &p->iters,
+                             .warmup = &p->warmup,
+                             .timeout_s = &p->timeout_s,
+                             .verify = &verify,
+                             .run_opts = &run_opts,
+                             .json = &m.json,
+                             .plot = &m.plot,
+                             .usage = nb_usage};
     int c;
     while ((c = getopt_long(argc, argv, "hqV", opts, NULL)) != -1) {
+        int orc = bench_opt(&bo, c, optarg);
+        if (orc == BENCH_OPT_DONE)
+            continue;
+        if (orc != BENCH_OPT_OTHER)
+            return orc;
         switch (c) {
-        case O_LOOPBACK:
-            loopback_flag = 1;
-            break;
-        case O_PORT:
-            if (bench_parse_uint(optarg, 1, 65535, &v) != 0)
-                return bench_usage_error("--port: '%s' is not a port (1..65535)", optarg);
-            m.port = (int)v;
-            break;
         case O_DEV:
             if (bench_parse_uint(optarg, 0, 1023, &v) != 0)
                 return bench_usage_error("--dev: '%s' is not a device number", optarg);
             m.dev = (int)v;
-            break;
-        case O_SIZE:
-            if (bench_parse_size(optarg, &v) != 0 || v > NB_MAX_SIZE)
-                return bench_usage_error(
-                    "--size: bad size '%s' (e.g. 4096, 64K, 256M, 1G; at most 16G)", optarg);
-            p->nsizes = 1;
-            p->sizes[0] = v;
-            run_opts = 1;
-            break;
-        case O_SIZES:
-            if (bench_parse_sizes(optarg, p->sizes, NB_MAX_SIZES, NB_MAX_SIZE, &p->nsizes) != 0)
-                return bench_usage_error("--sizes: bad list '%s' (e.g. 64K:1G or 4K,1M:64M; "
-                                         "at most %d sizes of at most 16G)",
-                                         optarg, NB_MAX_SIZES);
-            run_opts = 1;
-            break;
-        case O_ITERS:
-            if (bench_parse_uint(optarg, 1, 100000000, &v) != 0)
-                return bench_usage_error("--iters: '%s' is not a count >= 1", optarg);
-            p->iters = v;
-            run_opts = 1;
-            break;
-        case O_WARMUP:
-            if (bench_parse_uint(optarg, 0, 100000000, &v) != 0)
-                return bench_usage_error("--warmup: '%s' is not a count", optarg);
-            p->warmup = v;
-            run_opts = 1;
             break;
         case O_NSOCKS:
             if (nb_parse_nsocks(optarg, p) != 0)
@@ -1517,40 +1476,9 @@ int main(int argc, char **argv)
             p->chunk = v;
             run_opts = 1;
             break;
-        case O_VERIFY:
-            verify = 1;
-            run_opts = 1;
-            break;
-        case O_NOVERIFY:
-            verify = 0;
-            run_opts = 1;
-            break;
-        case O_JSON:
-            m.json = optarg;
-            break;
-        case O_PLOT:
-            m.plot = optarg;
-            break;
-        case O_TIMEOUT:
-            if (bench_parse_uint(optarg, 1, 86400, &v) != 0)
-                return bench_usage_error("--timeout: '%s' is not in 1..86400 seconds", optarg);
-            p->timeout_s = v;
-            break;
-        case 'q':
-            bench_quiet = 1;
-            break;
-        case O_PRINTCFG:
-            tpx_config_print(stdout, 0);
-            return BENCH_EXIT_OK;
         case O_RAW:
             raw = 1;
             break;
-        case 'V':
-            printf("%s %s (libtpx %s)\n", NB_PROG, tpx_version_string(), tpx_version_string());
-            return BENCH_EXIT_OK;
-        case 'h':
-            nb_usage(stdout);
-            return BENCH_EXIT_OK;
         default:
             fprintf(stderr, "Try '%s --help'.\n", NB_PROG);
             return BENCH_EXIT_USAGE;
