@@ -587,11 +587,49 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ns)
     return 0;
 }
 
+/* Dial the current endpoint and read from it; on failure (last_err says
+ * why) the next endpoint becomes current. 0 or -1. */
+static int conn_dial(tpx__http_conn_t *c, uint64_t deadline_ns)
+{
+    c->fd = dial(&c->eps[c->cur], deadline_ns, c->last_err, sizeof(c->last_err));
+    if (c->fd < 0) {
+        c->cur = (c->cur + 1) % c->neps;
+        return -1;
+    }
+    c->rd.read = sock_read;
+    c->rd.ctx = &c->fd;
+    c->rd.off = c->rd.len = 0;
+    return 0;
+}
+
+/* "POST path" with a JSON body to the current endpoint (keep_alive: ask
+ * for the connection to stay open). TPX_ERR_INVALID_ARG if the head does
+ * not fit, TPX_ERR_CONN_RESET (last_err says why) if a send failed. */
+static tpx_status_t send_request(tpx__http_conn_t *c, const char *path, const char *body,
+                                 int keep_alive, uint64_t deadline_ns)
+{
+    const tpx__reg_ep_t *ep = &c->eps[c->cur];
+    size_t blen = strlen(body);
+    char head[512];
+    int hl =
+        snprintf(head, sizeof(head),
+                 "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                 "Content-Length: %zu\r\n%s\r\n",
+                 path, ep->host, ep->port, blen, keep_alive ? "Connection: keep-alive\r\n" : "");
+    if (hl < 0 || (size_t)hl >= sizeof(head))
+        return TPX_ERR_INVALID_ARG;
+    if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
+        send_all(c->fd, body, blen, deadline_ns) != 0) {
+        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host, ep->port,
+                 strerror(errno));
+        return TPX_ERR_CONN_RESET;
+    }
+    return TPX_OK;
+}
+
 tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *body,
                             uint64_t deadline_ns, tpx__http_resp_t *resp)
 {
-    size_t blen = strlen(body);
-    char head[512];
     tpx_status_t st = TPX_ERR_UNREACHABLE;
     /* Each endpoint gets a try, and a kept-alive connection that the server
      * closed meanwhile one retry on a fresh connection. */
@@ -603,30 +641,18 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
         }
         int fresh = 0;
         if (c->fd < 0) {
-            const tpx__reg_ep_t *ep = &c->eps[c->cur];
-            c->fd = dial(ep, deadline_ns, c->last_err, sizeof(c->last_err));
-            if (c->fd < 0) {
-                c->cur = (c->cur + 1) % c->neps;
+            if (conn_dial(c, deadline_ns) != 0) {
                 st = TPX_ERR_UNREACHABLE;
                 continue;
             }
-            c->rd.read = sock_read;
-            c->rd.ctx = &c->fd;
-            c->rd.off = c->rd.len = 0;
             fresh = 1;
         }
         const tpx__reg_ep_t *ep = &c->eps[c->cur];
-        int hl = snprintf(head, sizeof(head),
-                          "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-                          "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n",
-                          path, ep->host, ep->port, blen);
-        if (hl < 0 || (size_t)hl >= sizeof(head))
-            return TPX_ERR_INVALID_ARG;
         c->rd.off = c->rd.len = 0; /* nothing may be pending between requests */
-        if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
-            send_all(c->fd, body, blen, deadline_ns) != 0) {
-            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host,
-                     ep->port, strerror(errno));
+        tpx_status_t sst = send_request(c, path, body, 1, deadline_ns);
+        if (sst == TPX_ERR_INVALID_ARG)
+            return sst;
+        if (sst != TPX_OK) {
             tpx__http_close(c);
             if (!fresh)
                 continue; /* a stale keep-alive connection: once more, fresh */
@@ -655,48 +681,45 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
 
 /* ---- streams (etcd's watch) ---- */
 
+/* A stream's response head: 200 and chunked, or an error (last_err says
+ * which). */
+static tpx_status_t stream_head(tpx__http_conn_t *c, uint64_t deadline_ns)
+{
+    const tpx__reg_ep_t *ep = &c->eps[c->cur];
+    http_head_t h;
+    tpx_status_t st = read_head(&c->rd, deadline_ns, &h);
+    if (st != TPX_OK) {
+        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
+                 st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st));
+        return st;
+    }
+    if (h.status != 200 || !h.chunked) {
+        snprintf(c->last_err, sizeof(c->last_err),
+                 "etcd %.100s:%s: a stream answered with HTTP status %d%s", ep->host, ep->port,
+                 h.status, h.chunked ? "" : ", not chunked");
+        return TPX_ERR_PROTOCOL;
+    }
+    return TPX_OK;
+}
+
 tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const char *body,
                                    uint64_t deadline_ns)
 {
-    size_t blen = strlen(body);
-    char head[512];
     tpx_status_t st = TPX_ERR_UNREACHABLE;
     tpx__http_close(c);
     for (int attempt = 0; attempt < c->neps; attempt++) {
         if (tpx__ms_left(deadline_ns) <= 0)
             return TPX_ERR_TIMED_OUT;
-        const tpx__reg_ep_t *ep = &c->eps[c->cur];
-        c->fd = dial(ep, deadline_ns, c->last_err, sizeof(c->last_err));
-        if (c->fd < 0) {
-            c->cur = (c->cur + 1) % c->neps;
+        if (conn_dial(c, deadline_ns) != 0) {
             st = TPX_ERR_UNREACHABLE;
             continue;
         }
-        c->rd.read = sock_read;
-        c->rd.ctx = &c->fd;
-        c->rd.off = c->rd.len = 0;
-        int hl =
-            snprintf(head, sizeof(head),
-                     "POST %s HTTP/1.1\r\nHost: %.100s:%s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n\r\n",
-                     path, ep->host, ep->port, blen);
-        http_head_t h;
-        if (hl < 0 || (size_t)hl >= sizeof(head))
-            return TPX_ERR_INVALID_ARG;
-        if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
-            send_all(c->fd, body, blen, deadline_ns) != 0) {
-            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host,
-                     ep->port, strerror(errno));
-            st = TPX_ERR_CONN_RESET;
-        } else if ((st = read_head(&c->rd, deadline_ns, &h)) != TPX_OK) {
-            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
-                     st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st));
-        } else if (h.status != 200 || !h.chunked) {
-            snprintf(c->last_err, sizeof(c->last_err),
-                     "etcd %.100s:%s: a stream answered with HTTP status %d%s", ep->host, ep->port,
-                     h.status, h.chunked ? "" : ", not chunked");
-            st = TPX_ERR_PROTOCOL;
-        } else {
+        st = send_request(c, path, body, 0, deadline_ns);
+        if (st == TPX_ERR_INVALID_ARG)
+            return st;
+        if (st == TPX_OK)
+            st = stream_head(c, deadline_ns);
+        if (st == TPX_OK) {
             c->last_err[0] = '\0';
             return TPX_OK;
         }
