@@ -65,6 +65,18 @@ static int skip_string(const char *s, size_t n, size_t *i)
     return -1;
 }
 
+/* Past one or more digits at *k; -1 (and *k unchanged) if there is none. */
+static int skip_digits(const char *s, size_t n, size_t *k)
+{
+    size_t d = *k;
+    while (d < n && s[d] >= '0' && s[d] <= '9')
+        d++;
+    if (d == *k)
+        return -1;
+    *k = d;
+    return 0;
+}
+
 static int skip_number(const char *s, size_t n, size_t *i)
 {
     size_t k = *i;
@@ -82,20 +94,14 @@ static int skip_number(const char *s, size_t n, size_t *i)
     }
     if (k < n && s[k] == '.') {
         k++;
-        size_t d = k;
-        while (k < n && s[k] >= '0' && s[k] <= '9')
-            k++;
-        if (k == d)
+        if (skip_digits(s, n, &k) != 0)
             return -1;
     }
     if (k < n && (s[k] == 'e' || s[k] == 'E')) {
         k++;
         if (k < n && (s[k] == '+' || s[k] == '-'))
             k++;
-        size_t d = k;
-        while (k < n && s[k] >= '0' && s[k] <= '9')
-            k++;
-        if (k == d)
+        if (skip_digits(s, n, &k) != 0)
             return -1;
     }
     *i = k;
@@ -171,6 +177,34 @@ int tpx__json_parse(const char *s, size_t n, tpx__jspan_t *out)
     return 0;
 }
 
+/* The value at *k (after white space): its span, and *k just past it.
+ * -1 if it is malformed. */
+static int take_value(const char *s, size_t n, size_t *k, tpx__jspan_t *v)
+{
+    size_t i = skip_ws(s, n, *k), vs = i;
+    if (skip_value(s, n, &i, 1) != 0)
+        return -1;
+    v->p = s + vs;
+    v->n = i - vs;
+    *k = i;
+    return 0;
+}
+
+/* After a member or element ending at *k: 0 with *k past the ',' when
+ * another follows, 1 at `close`, -1 on anything else. */
+static int next_member(const char *s, size_t n, size_t *k, char close)
+{
+    size_t i = skip_ws(s, n, *k);
+    if (i >= n)
+        return -1;
+    if (s[i] == close)
+        return 1;
+    if (s[i] != ',')
+        return -1;
+    *k = i + 1;
+    return 0;
+}
+
 int tpx__json_get(tpx__jspan_t obj, const char *key, tpx__jspan_t *val)
 {
     const char *s = obj.p;
@@ -190,23 +224,17 @@ int tpx__json_get(tpx__jspan_t obj, const char *key, tpx__jspan_t *val)
         k = skip_ws(s, n, k);
         if (k >= n || s[k] != ':')
             return -1;
-        k = skip_ws(s, n, k + 1);
-        size_t vs = k;
-        if (skip_value(s, n, &k, 1) != 0)
+        k++;
+        tpx__jspan_t v;
+        if (take_value(s, n, &k, &v) != 0)
             return -1;
         if (match) {
-            val->p = s + vs;
-            val->n = k - vs;
+            *val = v;
             return 1;
         }
-        k = skip_ws(s, n, k);
-        if (k >= n)
-            return -1;
-        if (s[k] == '}')
-            return 0;
-        if (s[k] != ',')
-            return -1;
-        k++;
+        int sep = next_member(s, n, &k, '}');
+        if (sep != 0)
+            return sep > 0 ? 0 : -1;
     }
 }
 
@@ -221,21 +249,14 @@ int tpx__json_next(tpx__jspan_t arr, size_t *pos, tpx__jspan_t *elem)
         if (k < n && s[k] == ']')
             return 0;
     } else {
-        k = skip_ws(s, n, k);
-        if (k >= n)
-            return -1;
-        if (s[k] == ']')
-            return 0;
-        if (s[k] != ',')
-            return -1;
-        k++;
+        int sep = next_member(s, n, &k, ']');
+        if (sep != 0)
+            return sep > 0 ? 0 : -1;
     }
-    k = skip_ws(s, n, k);
-    size_t vs = k;
-    if (skip_value(s, n, &k, 1) != 0)
+    tpx__jspan_t v;
+    if (take_value(s, n, &k, &v) != 0)
         return -1;
-    elem->p = s + vs;
-    elem->n = k - vs;
+    *elem = v;
     *pos = k;
     return 1;
 }
