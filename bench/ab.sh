@@ -75,7 +75,7 @@ if has perf; then
   add "engine $SIZE bidir (GB/s, both)" hi "$best" "./tpx-perf --loopback --size $SIZE --iters 10 --no-verify --quiet --direction bidir"
   add "engine 64K two-sided (GB/s)" hi "$best" "./tpx-perf --loopback --size 64K --iters 2000 --no-verify --quiet"
 fi
-rmarow='$1 == "read" || $1 == "write" { print $9 }'
+rmarow='$1 == "read" || $1 == "write" { print $10 }' # "4 KiB" is two fields
 if has rma; then
   for b in 4K 16K 128K 2M; do
     add "READ 1000 x $b host (GB/s)" hi "$rmarow" "./tpx-perf --op read --block $b --blocks 1000 --iters 20 --no-verify"
@@ -90,8 +90,8 @@ if has cuda && [ "$MEM" = cuda ]; then
     add "READ 1000 x $b cuda (GB/s)" hi "$rmarow" "timeout -k 5 120 ./tpx-perf --op read --mem cuda --gpu 0,0 --block $b --blocks 1000 --iters 20 --no-verify"
   done
 fi
-p50='$1 == "read" || $1 == "write" { print $7 }'
-rawp50='$1 == "read" || $1 == "write" { print $11 }'
+p50='$1 == "read" || $1 == "write" { print $8 }'
+rawp50='$1 == "read" || $1 == "write" { print $12 }'
 if has lat; then
   for op in read write; do
     for b in 4K 64K 512K; do
