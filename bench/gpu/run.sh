@@ -108,7 +108,7 @@ for op in read write; do
     for pack in 64K 0; do
       echo "-- rma-$op-$mem-pack$pack" >>"$LOG"
       step "rma-$op-$mem-pack$pack" env $TCPX_ENV TPX_RMA_PACK_BYTES=$pack timeout 300 \
-        "$BUILD/bin/tpx-perf" --loopback --op $op --mem $mem --gpu 0,0 --block 4K,16K,128K,2M \
+        "$BUILD/bin/tpx-perf" --loopback --op $op --mem $mem --gpu 0,0 --block 4K,16K,64K,128K,2M \
         --blocks 1000 --iters 20 --warmup 3 --verify --no-raw
     done
   done
@@ -195,7 +195,7 @@ sed -n '/^== unpack throughput/,/^kernel 16x1024x4K (1 launch/p' "$LOG"
 echo "---- strict TCPX, one GPU (handle + bounce in GPU memory; all verified) ----"
 sed -n '/^==== strict TCPX, one GPU/,/^==== end strict TCPX/p' "$LOG" |
   grep -E '^ +[0-9]+ +[0-9]+ |^ +(read|write) |^# best|difference|^PASS' || true
-echo "---- small blocks: 1000 x 4K..2M, packed (64K) or not (0), GB/s and CPU us per transfer ----"
+echo "---- small blocks: 1000 x 4K..2M, packed (TPX_RMA_PACK_BYTES=64K) or not (0), GB/s and CPU us per transfer ----"
 sed -n '/^==== small blocks/,/^==== end small blocks/p' "$LOG" | grep -E '^-- |^ +(read|write) ' |
   awk '/^-- /{n=$2; next} {printf "%-28s %8s %-4s %9s GB/s %10s cpu_us\n", n, $2, $3, $10, $11}' || true
 echo "---- transport alone (GB/s, 1e9 B/s) ----"
