@@ -793,7 +793,7 @@ static void nb_print_row(nb_main_t *m, const nb_row_t *r)
     if (!m->header_done) {
         m->header_done = 1;
         printf("# device %" PRIu64 ": %s, %" PRIu64 " Mb/s; TPX_SOCK_WORKERS effective %" PRIu64
-               " (0: one per data connection)\n#\n",
+               " (0: the default pool)\n#\n",
                r->dev, r->dev_name, r->speed_mbps, r->nthreads);
         bench_table_header(stdout, nb_cols, NB_NCOLS);
     }

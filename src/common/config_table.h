@@ -26,7 +26,8 @@ TPX_CONFIG_X(NSOCKS, INT, "0", 0, 16,
 TPX_CONFIG_X(SOCK_WORKERS, INT, "0", 0, 64,
              "I/O threads of the built-in transport, shared by every comm of the process (each "
              "multiplexes many connections with epoll; pinned to the NICs' NUMA nodes when "
-             "known). 0: half the CPUs, at least 1 and at most 8.")
+             "known). 0: one per CPU, at least 2 and at most 16 (a worker moves about one connection's "
+             "worth of loopback TCP; both ends of a loopback pair share one process's pool).")
 TPX_CONFIG_X(MAX_REQUESTS, INT, "32", 1, 256,
              "Requests a comm of the built-in transport accepts in flight; one more is an error.")
 TPX_CONFIG_X(PIECE_BYTES, INT, "1M", 65536, 67108864,

@@ -212,6 +212,7 @@ typedef struct tpx_sock_comm {
     _Atomic int eof_chans; /* recv: data connections the sender closed */
     _Atomic int peer_gone; /* send: the receiver closed; connections are stopping */
     int pooled;           /* counted by the I/O pool (sock_io.c) */
+    uint64_t pool_forks;  /* the pool's fork count when it started */
     _Atomic int running;  /* data connections of this comm a worker is moving right now */
 
     /* strict TCPX mode */

@@ -2,7 +2,7 @@
  * sock_io.c - the I/O workers that move every comm's bytes.
  *
  * A small process-wide pool of worker threads (TPX_SOCK_WORKERS; default
- * half the CPUs, at most 8) serves the data connections of all comms: a
+ * one per CPU, 2 to 16) serves the data connections of all comms: a
  * comm's connections are dealt over the workers when it starts (those
  * NUMA-local to its NIC first, when sysfs names the node), so the threads
  * of a process do not grow with peers, channels or sockets. Each worker
@@ -103,6 +103,7 @@ static struct {
     int started; /* >0: workers running; <0: start failed */
     int n;
     int comms;   /* comms started and not destroyed: the workers stop at 0 */
+    uint64_t forks; /* fork()s seen: a comm from before one has no workers here */
     tpx_sock_worker_t w[SOCK_MAX_WORKERS];
     _Atomic uint64_t next; /* placement cursor */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -895,11 +896,33 @@ static void pool_stop(void)
     pool.started = 0;
 }
 
-/* Start the pool if needed: TPX_SOCK_WORKERS threads (0: half the CPUs, at
- * least 1, at most 8). With NICs on known NUMA nodes, worker k is pinned to
+/* A child of fork() has none of the workers: forget them (the parent's comms
+ * are unusable there anyway), so that the child's own comms start a pool. */
+static void pool_atfork_child(void)
+{
+    for (int k = 0; k < pool.n; k++) {
+        close(pool.w[k].ep);
+        close(pool.w[k].efd);
+    }
+    memset(pool.w, 0, sizeof(pool.w));
+    pool.n = 0;
+    pool.started = 0;
+    pool.comms = 0;
+    pool.forks++;
+    pthread_mutex_init(&pool.lock, NULL);
+}
+
+static pthread_once_t pool_atfork_once = PTHREAD_ONCE_INIT;
+static void pool_atfork_register(void) { (void)pthread_atfork(NULL, NULL, pool_atfork_child); }
+
+/* Start the pool if needed: TPX_SOCK_WORKERS threads (0: one per CPU, at
+ * least 2, at most 16: on loopback a worker moves about what one raw TCP
+ * connection with a thread per end moves, and a loopback pair of engines in
+ * one process shares one pool; fewer halved the 2-core engine rows). With NICs on known NUMA nodes, worker k is pinned to
  * the CPUs of the k-th such node (round-robin); best effort. */
 static tpx_status_t pool_start(void)
 {
+    pthread_once(&pool_atfork_once, pool_atfork_register);
     pthread_mutex_lock(&pool.lock);
     tpx_status_t st = TPX_OK;
     if (pool.started != 0)
@@ -907,7 +930,7 @@ static tpx_status_t pool_start(void)
     int n = tpx__sock_params.workers;
     if (n <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n = (int)TPX_MIN(TPX_MAX(cpus / 2, 1), 8);
+        n = (int)TPX_MIN(TPX_MAX(cpus, 2), 16);
     }
     n = TPX_MIN(n, SOCK_MAX_WORKERS);
     int nodes[SOCK_MAX_WORKERS], nnodes = 0;
@@ -1003,6 +1026,7 @@ tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c)
     if (st != TPX_OK)
         return st;
     c->pooled = 1;
+    c->pool_forks = pool.forks;
     const tpx_sock_dev_t *d = tpx__sock_dev(c->dev);
     int numa = d != NULL ? d->numa_node : -1;
     pthread_mutex_lock(&pool.lock); /* placements of concurrent starts see each other */
@@ -1024,6 +1048,11 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
     if (c == NULL)
         return;
     atomic_store(&c->closing, 1);
+    if (c->pooled && c->pool_forks != pool.forks) { /* made before a fork(): no workers here */
+        c->pooled = 0;
+        for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
+            c->chans[i].worker = NULL;
+    }
     /* Each worker serving the comm drops its connections; after the last
      * answer no worker touches the comm. */
     for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
