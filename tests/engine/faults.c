@@ -334,8 +334,7 @@ int scen_auth(int argc, char **argv)
     ht_spawn(HT_SRV, "server", auth_srv, 0);
     for (int k = 0; k < AUTH_N; k++)
         ht_spawn(HT_C1 + k, names[k], auth_cli, k);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== garbage ======================================================================== */
@@ -725,9 +724,7 @@ static int garbage_good(int arg)
     TRY(ht_connect(e, (int)port, &p));
     TRY(ht_exchange(e, p, 8 * MiB, ht_seed(6, 2, 0), ht_seed(6, 1, 0), "after garbage"));
     TRY(ht_barrier(L_sg, NULL));
-    tpx_peer_close(p);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, p, NULL, res0);
 }
 
 int scen_garbage(int argc, char **argv)
@@ -737,8 +734,7 @@ int scen_garbage(int argc, char **argv)
     ht_spawn(HT_SRV, "server", garbage_srv, 0);
     ht_spawn(HT_C1, "fuzzer", garbage_fuzzer, 0);
     ht_spawn(HT_C2, "good-client", garbage_good, 0);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== truncated ========================================================================= */
@@ -798,10 +794,7 @@ static int trunc_srv(int arg)
     /* The connection still works, both ways. */
     TRY(ht_exchange(e, peer, MiB, ht_seed(7, 100, 0), ht_seed(7, 101, 0), "after truncation"));
     TRY(ht_barrier(L_sa, NULL));
-    tpx_peer_close(peer);
-    ht_buf_free(&r);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, peer, &r, res0);
 }
 
 static int trunc_cli(int arg)
@@ -834,10 +827,7 @@ static int trunc_cli(int arg)
     }
     TRY(ht_exchange(e, peer, MiB, ht_seed(7, 101, 0), ht_seed(7, 100, 0), "after truncation"));
     TRY(ht_barrier(L_sa, NULL));
-    tpx_peer_close(peer);
-    ht_buf_free(&s);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, peer, &s, res0);
 }
 
 int scen_truncated(int argc, char **argv)
@@ -845,8 +835,7 @@ int scen_truncated(int argc, char **argv)
     L_sa = ht_link(HT_SRV, HT_C1);
     ht_spawn(HT_SRV, "receiver", trunc_srv, 0);
     ht_spawn(HT_C1, "sender", trunc_cli, 0);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== badargs ============================================================================ */
@@ -903,10 +892,7 @@ static int bad_srv(int arg)
     TRY(ht_exchange(e, peer, MiB, ht_seed(8, 2, 0), ht_seed(8, 3, 0), "after the bad calls"));
     TRY(ht_barrier(L_sa, NULL));
     TRY(ht_barrier(L_sa, NULL));
-    tpx_peer_close(peer);
-    ht_buf_free(&r);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, peer, &r, res0);
 }
 
 static int bad_cli(int arg)
@@ -1095,6 +1081,5 @@ int scen_badargs(int argc, char **argv)
     L_sa = ht_link(HT_SRV, HT_C1);
     ht_spawn(HT_SRV, "server", bad_srv, 0);
     ht_spawn(HT_C1, "client", bad_cli, 0);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }

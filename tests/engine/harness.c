@@ -453,6 +453,12 @@ static int collect_log(const kid_t *k)
     return bad;
 }
 
+int ht_run(void)
+{
+    ht_start();
+    return ht_supervise();
+}
+
 int ht_supervise(void)
 {
     uint64_t t0 = test_now_ns(), grace_from = 0;
@@ -860,4 +866,14 @@ out:
     ht_buf_free(&s);
     ht_buf_free(&r);
     return rc;
+}
+
+int ht_finish(tpx_engine_t *e, tpx_peer_t *peer, ht_buf_t *buf, ht_res_t before)
+{
+    if (peer != NULL)
+        tpx_peer_close(peer);
+    if (buf != NULL)
+        ht_buf_free(buf);
+    tpx_engine_destroy(e);
+    return ht_res_check(before, "after tpx_engine_destroy");
 }

@@ -86,6 +86,8 @@ pid_t ht_pid(int party);
 void ht_expect_signal(pid_t pid, int sig);
 /* Wait for every role; 0 if all passed. Echoes the roles' logs. */
 int ht_supervise(void);
+/* ht_start(), then ht_supervise(): a scenario's last line. */
+int ht_run(void);
 void ht_init(const char *scenario, int clean);
 
 /* ---- resources (leak checks) ------------------------------------------------ */
@@ -113,6 +115,9 @@ typedef struct {
 /* mmap'd (page aligned, zero) and registered as one region of exactly len. */
 int ht_buf_new(tpx_engine_t *e, size_t len, ht_buf_t *b);
 void ht_buf_free(ht_buf_t *b);
+/* A role's end: close peer (NULL: none), free buf (NULL: none), destroy the
+ * engine, then ht_res_check(before, "after tpx_engine_destroy"). */
+int ht_finish(tpx_engine_t *e, tpx_peer_t *peer, ht_buf_t *buf, ht_res_t before);
 /* Wait (until the transfer's deadline) and release; 0 if it ended TPX_OK
  * with exactly `len` bytes. */
 int ht_wait(tpx_xfer_t *x, size_t len, const char *what);

@@ -69,10 +69,7 @@ static int sizes_srv(int arg)
             test_say("received %zu MiB in %.3f s (from post)", len / MiB, dt);
     }
     TRY(ht_barrier(L_main, NULL));
-    tpx_peer_close(peer);
-    ht_buf_free(&r);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, peer, &r, res0);
 }
 
 static int sizes_cli(int arg)
@@ -101,10 +98,7 @@ static int sizes_cli(int arg)
                      (double)len / dt / 1e9, g_channels);
     }
     TRY(ht_barrier(L_main, NULL));
-    tpx_peer_close(peer);
-    ht_buf_free(&s);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, peer, &s, res0);
 }
 
 int scen_sizes(int argc, char **argv)
@@ -117,8 +111,7 @@ int scen_sizes(int argc, char **argv)
     L_main = ht_link(HT_SRV, HT_C1);
     ht_spawn(HT_SRV, "server", sizes_srv, 0);
     ht_spawn(HT_C1, "client", sizes_cli, 0);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== many =================================================================== */
@@ -344,9 +337,7 @@ static int many_srv(int arg)
     TRY(ht_accept(e, &peer));
     TRY(many_run(e, peer, 1, 1, 2));
     TRY(ht_barrier(L_main, e));
-    tpx_peer_close(peer);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, peer, NULL, res0);
 }
 
 static int many_cli(int arg)
@@ -370,8 +361,7 @@ int scen_many(int argc, char **argv)
     L_main = ht_link(HT_SRV, HT_C1);
     ht_spawn(HT_SRV, "server(caller-driven)", many_srv, 0);
     ht_spawn(HT_C1, "client(progress-thread)", many_cli, 0);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== peers ================================================================== */
@@ -496,8 +486,7 @@ int scen_peers(int argc, char **argv)
     ht_spawn(HT_SRV, "server", peers_srv, 0);
     for (int i = 0; i < NPEERS; i++)
         ht_spawn(HT_C1 + i, names[i], peers_cli, i);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== idlecpu ================================================================== */
@@ -561,10 +550,7 @@ static int idle_role(int is_srv)
     if (is_srv)
         TRY(ht_verify(b.p, MiB, ht_seed(9, 7, 7), 0, "the waiting receive"));
     TRY(ht_barrier(L_main, NULL));
-    tpx_peer_close(peer);
-    ht_buf_free(&b);
-    tpx_engine_destroy(e);
-    return ht_res_check(res0, "after tpx_engine_destroy");
+    return ht_finish(e, peer, &b, res0);
 }
 
 int scen_idlecpu(int argc, char **argv)
@@ -572,8 +558,7 @@ int scen_idlecpu(int argc, char **argv)
     L_main = ht_link(HT_SRV, HT_C1);
     ht_spawn(HT_SRV, "server", idle_role, 1);
     ht_spawn(HT_C1, "client", idle_role, 0);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== bw ==================================================================== */
@@ -660,8 +645,7 @@ int scen_bw(int argc, char **argv)
     L_main = ht_link(HT_SRV, HT_C1);
     ht_spawn(HT_SRV, "receiver", bw_srv, 0);
     ht_spawn(HT_C1, "sender", bw_cli, 0);
-    ht_start();
-    return ht_supervise();
+    return ht_run();
 }
 
 /* ==== main ====================================================================== */
