@@ -177,6 +177,17 @@ TPX_API void tpx_peer_close(tpx_peer_t *peer);
  * CUDA memory must be 4 KiB aligned. */
 TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *engine, void *addr, size_t len,
                                       tpx_mem_type_t type, tpx_region_t **region);
+/* Drop a reference; the last one deregisters, and always succeeds at once
+ * (it never waits for the network). Work still moving bytes of the region
+ * at that moment -- posted transfers, released ones that are still running
+ * included, and peers' one-sided requests served from it -- cannot be taken
+ * back from a FIFO plugin: it ends with TPX_ERR_CANCELED and the
+ * connections that carry it are failed and closed (logged; the next use of
+ * a remote connects again). When the call returns no engine or plugin
+ * thread touches the memory any more and the caller may free it. A
+ * preparation that names the region keeps only its record (not the
+ * memory) until tpx_prep_release(); posting it fails with
+ * TPX_ERR_INVALID_STATE. */
 TPX_API void tpx_mem_deregister(tpx_region_t *region);
 /* The first byte of the region (offset 0 of transfers). */
 TPX_API void *tpx_region_base(const tpx_region_t *region);

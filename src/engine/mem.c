@@ -193,12 +193,16 @@ TPX_API void tpx_mem_deregister(tpx_region_t *r)
     pthread_mutex_lock(&e->lock);
     if (r->refs > 0 && --r->refs == 0) {
         r->dead = 1;
+        /* r stays ours until the end: ending its transfers below frees
+         * released preparations (with the failed comms), and the hold of
+         * one of them may be the last thing keeping r. */
+        r->guard = 1;
         if (r->xfers > 0) {
-            /* Transfers still have chunks of this memory with the plugin. A
-             * FIFO-matching plugin cannot take them back, so their peers are
-             * failed and their comms closed: after that no plugin thread
-             * touches the memory, and the caller may free it. */
-            r->guard = 1;
+            /* Transfers still have chunks of this memory with the plugin
+             * (released ones included). A FIFO-matching plugin cannot take
+             * them back, so their peers are failed and their comms closed:
+             * after that no plugin thread touches the memory, and the
+             * caller may free it. */
             for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
                 if (p->state == PEER_READY && peer_uses(p, r)) {
                     tpx__peer_fail(p, TPX_ERR_CANCELED,
@@ -206,11 +210,11 @@ TPX_API void tpx_mem_deregister(tpx_region_t *r)
                     tpx__peer_close_comms(p);
                 }
             }
-            r->guard = 0;
         }
         /* A failed peer's comms may still hold receives into (or sends from)
          * this memory that no transfer counts any more: close them first. */
         tpx__engine_close_failed(e);
+        r->guard = 0;
         tpx__region_maybe_release(r);
     }
     pthread_mutex_unlock(&e->lock);

@@ -209,16 +209,17 @@ static void prep_free(tpx_prep_t *pp)
 }
 
 /* `inflight`: the last post may still have the list in a failed peer's
- * comm window; then it is freed once that comm is closed. */
-static void prep_unref(tpx_prep_t *pp, int inflight)
+ * comm window; then it is freed once that comm is closed. So is a
+ * preparation whose last reference goes while any failed peer's comms are
+ * still open (a post that ended with its peer's failure earlier). */
+static void prep_unref(tpx_engine_t *e, tpx_prep_t *pp, int inflight)
 {
     if (--pp->refs > 0)
         return;
-    if (!inflight) {
+    if (!inflight && !e->failed_open) {
         prep_free(pp);
         return;
     }
-    tpx_engine_t *e = pp->rm->e;
     pp->next_zombie = e->prep_zombies;
     e->prep_zombies = pp;
 }
@@ -414,7 +415,7 @@ TPX_API void tpx_prep_release(tpx_prep_t *pp)
     pthread_mutex_lock(&e->lock);
     tpx_remote_t *rm = pp->rm;
     int free_rm = --rm->nprep == 0 && rm->refs == 0 && !rm->forgetting;
-    prep_unref(pp, 0);
+    prep_unref(e, pp, 0);
     pthread_mutex_unlock(&e->lock);
     if (free_rm)
         tpx__remote_free(rm); /* forgotten while this preparation lived */
@@ -846,7 +847,7 @@ void tpx__rma_completed(tpx_xfer_t *x)
             notif_post(p, x->rma.notif, x->rma.notif_len, 0) != TPX_OK)
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
         if (x->req.prep != NULL)
-            prep_unref(x->req.prep, x->status != TPX_OK && p->state != PEER_READY);
+            prep_unref(e, x->req.prep, x->status != TPX_OK && p->state != PEER_READY);
         x->req.prep = NULL;
         break;
     case XK_TWRITE:

@@ -4,13 +4,14 @@
  * loopback (run plain and in strict TCPX mode by ctest).
  *
  *   test_rma basic | notif | reject | badargs | dereg | twoway | prepost |
- *            coalesce | overflow | metadata | ... | pack | packfail
+ *            coalesce | overflow | metadata | ... | pack | packfail | relfree
  *
  * Every transfer is byte-verified against a model of both memories: the
  * destination must equal its old bytes with the blocks copied in, and the
  * source (and everything outside the blocks) must be untouched.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1050,6 +1051,99 @@ static int t_failclose(void)
     TEST_DONE();
 }
 
+/* Drives an engine without a progress thread until `stop` (t_relfree). */
+typedef struct {
+    tpx_engine_t *e;
+    atomic_int stop;
+} driver_t;
+
+static void *drive(void *arg)
+{
+    driver_t *d = arg;
+    while (!atomic_load(&d->stop))
+        if (tpx_progress(d->e) == 0)
+            usleep(100);
+    return NULL;
+}
+
+/* The NIXL adapter's "disconnect with live requests": a READ released
+ * while it runs, its preparation released, and then the requester's local
+ * region deregistered while the READ still holds it (the owner, B, has no
+ * progress thread and is not driven yet: nothing can end the READ
+ * before). The deregistration ends the READ (its connection fails, its
+ * comms close); the released preparation goes with them, and its hold was
+ * the last thing keeping the region's record: the deregistration must not
+ * touch that record afterwards (it did: a use after free, SIGSEGV in
+ * deregister_memory under load). The memory is free when the call
+ * returns, and the remote's next READ connects again and verifies. */
+static int t_relfree(void)
+{
+    side_t a, b;
+    EXPECT(side_open(&a, "A", 4u << 20, 0) == 0);
+    tpx_engine_params_t p;
+    tpx_engine_params_init(&p);
+    p.bind_addr = "127.0.0.1";
+    p.port = TPX_PORT_EPHEMERAL;
+    p.name = "B";
+    p.progress_thread = 0;
+    memset(&b, 0, sizeof(b));
+    b.size = 4u << 20;
+    b.mem = aligned_alloc(4096, b.size);
+    EXPECT(b.mem != NULL && tpx_engine_create(&p, &b.e) == TPX_OK);
+    if (test_failed())
+        return 1;
+    fill(b.mem, b.size, 'B');
+    EXPECT(tpx_mem_register(b.e, b.mem, b.size, TPX_MEM_HOST, &b.r) == TPX_OK);
+    EXPECT(tpx_region_export(b.r, 0, 0, &b.d) == TPX_OK);
+    tpx_remote_t *rm = load(&a, &b);
+    EXPECT(rm != NULL);
+    EXPECT(rm != NULL && tpx_remote_connect(rm, 10000) == TPX_OK);
+    if (test_failed())
+        return 1;
+    for (int round = 0; round < 3 && !test_failed(); round++) {
+        size_t n = 1u << 20;
+        unsigned char *m = aligned_alloc(4096, n);
+        memset(m, 0x11, n);
+        tpx_region_t *r;
+        EXPECT(tpx_mem_register(a.e, m, n, TPX_MEM_HOST, &r) == TPX_OK);
+        tpx_iov_t v[256]; /* 4 KiB blocks, as the NIXL test: packed into shared chunks */
+        for (size_t i = 0; i < 256; i++)
+            v[i] = (tpx_iov_t){.local = r, .local_offset = i * 4096, .remote = &b.d,
+                               .remote_offset = i * 4096, .len = 4096};
+        tpx_prep_t *pp;
+        tpx_xfer_t *x;
+        EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, v, round == 2 ? 1 : 256, &pp) == TPX_OK);
+        EXPECT(tpx_xfer_post(pp, NULL, 0, 5000, &x) == TPX_OK);
+        if (test_failed())
+            return 1;
+        if (round == 1) {
+            /* the other order: the preparation first, the READ after */
+            tpx_prep_release(pp);
+            tpx_xfer_release(x);
+        } else {
+            tpx_xfer_release(x); /* running: B has not served it */
+            tpx_prep_release(pp);
+        }
+        tpx_mem_deregister(r);
+        memset(m, 0x22, n); /* the plugin no longer touches it */
+        free(m);
+        /* B runs again: it serves the next READ (connecting anew) */
+        driver_t d = {.e = b.e};
+        pthread_t th;
+        EXPECT(pthread_create(&th, NULL, drive, &d) == 0);
+        blk_t blk = {.loff = 4096, .roff = 100, .len = 256u << 10};
+        fill(a.mem, a.size, (uint64_t)round);
+        EXPECT(run_checked(&a, &b, rm, TPX_OP_READ, &blk, 1, "after a released READ") == 0);
+        atomic_store(&d.stop, 1);
+        pthread_join(th, NULL);
+        EXPECT(inflight(a.e) == 0);
+    }
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    TEST_DONE();
+}
+
 /* Owner's doorbells heard so far (engine.h; the lock orders the count). */
 static uint64_t bells_heard(tpx_engine_t *e)
 {
@@ -1462,12 +1556,12 @@ int main(int argc, char **argv)
                  {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
                  {"failclose", t_failclose}, {"abi", t_abi},
                  {"pollloop", t_pollloop}, {"pack", t_pack}, {"packfail", t_packfail},
-                 {"packgpu", t_packgpu}};
+                 {"packgpu", t_packgpu}, {"relfree", t_relfree}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
-                    "overflow|metadata|bell|cancel|hostile|holds|failclose|abi\n");
+                    "overflow|metadata|bell|cancel|hostile|holds|failclose|abi|pollloop|relfree\n");
     return 2;
 }

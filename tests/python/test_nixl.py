@@ -110,10 +110,6 @@ def test_out_of_range_refused(pair):
     b.deregister_memory(rb)
 
 
-@pytest.mark.skip(reason="KNOWN BUG, open: an intermittent SIGSEGV in deregister_memory(ra) at the "
-                  "end of this scenario (a READ released while running after disconnect, then "
-                  "the region deregistered); seen in 2 of ~30 loaded runs; skipped so CI stays "
-                  "green while it is found (session 3 note)")
 def test_disconnect_with_live_requests(pair):
     a, b = pair.a, pair.b
     la, lb = np.zeros(1 * MiB, np.uint8), pattern(1 * MiB, 5)
