@@ -176,7 +176,7 @@ def test_peer_killed_mid_transfer():
     try:
         peer = a.add_remote_agent(p.md)
         remote = nu.blocks(la, 4, 4 * MiB)
-        remote[:, 0] += np.uint64(int(p.info) - la.ctypes.data)
+        remote[:, 0] = int(p.info) + np.arange(4, dtype=np.uint64) * (4 * MiB)
         h = a.initialize_xfer("READ", a.get_xfer_descs(nu.blocks(la, 4, 4 * MiB), "DRAM"),
                               a.get_xfer_descs(remote, "DRAM"), peer)
         assert nu.run_xfer(a, "READ", nu.blocks(la, 4, 4 * MiB), remote, peer) == "DONE"
@@ -196,7 +196,7 @@ def test_peer_killed_mid_transfer():
             pass  # NIXL may have dropped it already (remote disconnect)
         peer = a.add_remote_agent(p.md)
         remote = nu.blocks(la, 4, 4 * MiB)
-        remote[:, 0] += np.uint64(int(p.info) - la.ctypes.data)
+        remote[:, 0] = int(p.info) + np.arange(4, dtype=np.uint64) * (4 * MiB)
         assert nu.run_xfer(a, "READ", nu.blocks(la, 4, 4 * MiB), remote, peer) == "DONE"
         assert np.array_equal(la, pattern(size, 10))
     finally:
