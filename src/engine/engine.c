@@ -179,10 +179,24 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
             return;
         }
     }
-    struct pollfd pf[1 + 64];
-    int n = 0;
+    /* Every ready peer's doorbell: the array grows with the peers (an
+     * allocation when their number passes its size, not per nap); if it
+     * cannot grow, the peers beyond it are heard at the next nap's end. */
+    int want = 1;
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+        want += p->state == PEER_READY && p->bs != NULL && p->bs_eof_ns == 0;
+    if (want > e->nap_cap) {
+        int cap = TPX_MAX(want, TPX_MAX(2 * e->nap_cap, 64));
+        struct pollfd *grown = realloc(e->nap_fds, (size_t)cap * sizeof(*grown));
+        if (grown != NULL) {
+            e->nap_fds = grown;
+            e->nap_cap = cap;
+        }
+    }
+    struct pollfd one, *pf = e->nap_cap > 0 ? e->nap_fds : &one;
+    int n = 0, max = e->nap_cap > 0 ? e->nap_cap : 1;
     pf[n++] = (struct pollfd){.fd = e->wake_efd, .events = POLLIN};
-    for (tpx_peer_t *p = e->peers; p != NULL && n < 1 + 64; p = p->next)
+    for (tpx_peer_t *p = e->peers; p != NULL && n < max; p = p->next)
         if (p->state == PEER_READY && p->bs != NULL && p->bs_eof_ns == 0)
             pf[n++] = (struct pollfd){.fd = tpx__bs_fd(p->bs), .events = POLLIN};
     e->sleeping = 1;
@@ -495,6 +509,7 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
         close(e->wake_efd);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
+    free(e->nap_fds);
     free(e);
 }
 

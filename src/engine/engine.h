@@ -184,6 +184,10 @@ struct tpx_engine {
     uint32_t notif_limit;      /* the notification queue's bound (TPX_NOTIF_QUEUE) */
     /* ---- wake-ups ---- */
     int efd;                   /* eventfd (immutable fd): readable while nunseen > 0 */
+    struct pollfd *nap_fds;    /* progress thread only: what a nap polls (wake_efd + one
+                                  doorbell per ready peer), grown as peers come, never
+                                  shrunk; freed by destroy */
+    int nap_cap;
     int wake_efd;              /* eventfd (immutable fd): wakes the progress thread out of
                                   poll(); written by any thread, read by the progress thread */
     int sleeping;              /* the progress thread sleeps in poll() (lock held to read) */
