@@ -716,6 +716,35 @@ static int connect_must_fail(role_t *r, const unsigned char *handle, const char 
     return 0;
 }
 
+/* Binds (without listening) every address of a closed listener's handle, so
+ * that no other process can listen there while the sender tries the handle:
+ * a connect to it is refused, as for a port nobody holds. Returns 0 and the
+ * sockets in fds[], or -1 when one address was taken in the meantime. */
+static int reserve_handle(const unsigned char *handle, int fds[TPX_SOCK_HANDLE_MAX_ADDRS])
+{
+    tpx_sock_handle_t h;
+    for (int i = 0; i < TPX_SOCK_HANDLE_MAX_ADDRS; i++)
+        fds[i] = -1;
+    if (tpx__sock_handle_decode(handle, &h) != TPX_OK)
+        return -1;
+    for (int i = 0; i < (h.naddrs > 0 ? h.naddrs : 1); i++) {
+        const tpx_sock_addr_t *a = tpx__sock_handle_addr(&h, i);
+        int v6 = a->sin.sin_family == AF_INET6;
+        fds[i] = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[i] < 0 || bind(fds[i], (const struct sockaddr *)a,
+                               v6 ? sizeof(a->sin6) : sizeof(a->sin)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void unreserve_handle(int fds[TPX_SOCK_HANDLE_MAX_ADDRS])
+{
+    for (int i = 0; i < TPX_SOCK_HANDLE_MAX_ADDRS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
 int badargs_recv(role_t *r)
 {
     void *lc, *lc_closed, *rc, *req = NULL;
@@ -729,10 +758,22 @@ int badargs_recv(role_t *r)
           ndev);
     CHECK(nt_listen(&r->nt, -1, handles[0], &l) != 0, "listen on device -1 succeeded");
     CHECK_RC(nt_listen(&r->nt, 0, handles[0], &lc));
-    CHECK_RC(nt_listen(&r->nt, 0, handles[1], &lc_closed));
-    CHECK_RC(nt_close_listen(&r->nt, lc_closed));
+    /* The closed listener's port stays ours until the sender has tried it:
+     * a test running beside this one could otherwise listen on it and
+     * accept the connect. The port is free between the close and the bind
+     * for an instant; when another socket took it then, take a new one. */
+    int held[TPX_SOCK_HANDLE_MAX_ADDRS], reserved = -1;
+    for (int tries = 0; tries < 20 && reserved != 0; tries++) {
+        CHECK_RC(nt_listen(&r->nt, 0, handles[1], &lc_closed));
+        CHECK_RC(nt_close_listen(&r->nt, lc_closed));
+        reserved = reserve_handle(handles[1], held);
+        if (reserved != 0)
+            unreserve_handle(held);
+    }
+    CHECK(reserved == 0, "could not hold the port of a closed listener (%s)", strerror(errno));
     TRY(tt_link_put(r, handles, sizeof(handles)));
     TRY(tt_sync_get(r, 'c', 60000)); /* the sender's failing connects come first */
+    unreserve_handle(held);
     CHECK_RC(nt_accept_wait(&r->nt, lc, &rc, test_deadline_ms(CONN_MS)));
 
     /* irecv with n = 2 (maxRecvs is 1). */
