@@ -51,8 +51,7 @@
  * every stage before a peer is established is bounded in count and time,
  * and making room drops the connection that costs others most. */
 #define MAX_SETUPS         64   /* connections being set up at once */
-#define MAX_SETUPS_PER_SRC 16   /* ... from one address (once older than the grace) */
-#define SETUP_SHARE_GRACE_NS 500000000ull
+#define MAX_SETUPS_PER_SRC 16   /* ... from one address, when the table is full */
 #define ACCEPTS_PER_PASS   8    /* new connections taken per pass, after the others advanced */
 #define EARLY_STAGE_MS     5000 /* handshake, INFO and IDENT of an incoming peer: at most this */
 
@@ -1017,17 +1016,12 @@ static void *bs_main(void *arg)
             int from_src = 0;
             for (int i = 0; i < n; i++)
                 from_src += memcmp(setup_of(setups[i])->src, src, 16) == 0;
+            /* An address over its share pays for its own newcomer only
+             * when the whole table is full; while slots are free nobody
+             * is locked out, and a legitimate burst from one host (many
+             * engines starting at once on a slow machine) is not cut. */
             int own = from_src >= MAX_SETUPS_PER_SRC;
-            if (own && n < MAX_SETUPS) {
-                /* An address over its share loses only a set-up older
-                 * than the grace: a legitimate burst from one host (many
-                 * engines starting at once) is held back only when the
-                 * whole table is full. */
-                int v = setup_victim(setups, n, src, 1);
-                if (v < 0 || setup_of(setups[v])->born_ns + SETUP_SHARE_GRACE_NS > tpx__now_ns())
-                    own = 0;
-            }
-            if (n == MAX_SETUPS || own) {
+            if (n == MAX_SETUPS) {
                 int victim = setup_victim(setups, n, src, own);
                 if (victim < 0) {
                     if (tpx__bs_loglimit(&lim))
