@@ -43,6 +43,7 @@
 #include "tpx/ncclnet.h"
 
 #define TPX_SOCK_MIN_PIECE (64u * 1024)
+#define TPX_SOCK_BUSY_PIECE (512u * 1024) /* smallest piece while messages queue behind */
 #define TPX_SOCK_MAX_REQS 256
 #define TPX_SOCK_MAX_DEVS 64
 #define TPX_SOCK_MAX_PENDING 256 /* half-open connections a listener holds */
