@@ -774,8 +774,8 @@ static int t_steer6(void) { return steer_run(1); }
 
 /* A legitimate burst from one host is never cut by that host's share of
  * connections being set up: BURST peers connect to V at once from
- * 127.0.0.1 (more than the 16 set-ups one address may hold) and all of them
- * are served. */
+ * 127.0.0.1 (more than the 16 set-ups one address may hold once the table
+ * of 64 is full) and all of them are served, however slow the machine. */
 #define BURST 28
 typedef struct {
     tpx_engine_t *e;
