@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,30 +29,6 @@
 #define SLICE (64u * 1024) /* each peer's share of the owner's region */
 #define MAX_PEERS 256
 #define STEP_MS 120000     /* deadline of each step */
-
-static int threads_of_self(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    if (d == NULL)
-        return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-static int fds_of_self(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (d == NULL)
-        return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - 1; /* the directory's own fd */
-}
 
 /* Many peers need many descriptors: the hard limit, as a server would. */
 static void raise_nofile(void)
@@ -182,7 +157,7 @@ static int child_run(req_t *q, int npeers, int down, int up)
                   "peer %d read back other bytes than it wrote", k);
     }
     printf("requesters: %d engines in one process: %d threads, %d fds\n", npeers,
-           threads_of_self(), fds_of_self());
+           test_thread_count(), test_fd_count());
     fflush(stdout);
     return 0;
 }
@@ -218,9 +193,9 @@ static int owner_run(side_t *o, int npeers, int base_threads, int down, int up)
           write_all(down, &o->d, sizeof(o->d)) == 0);
     char step = 0;
     CHECK(read_all(up, &step, 1, STEP_MS) == 0 && step == '1', "the first peer did not finish");
-    int t1 = threads_of_self(), f1 = fds_of_self();
+    int t1 = test_thread_count(), f1 = test_fd_count();
     CHECK(read_all(up, &step, 1, 4 * STEP_MS) == 0 && step == 'A', "the peers failed");
-    int tn = threads_of_self(), fn = fds_of_self();
+    int tn = test_thread_count(), fn = test_fd_count();
     printf("owner: threads %d before any peer, %d with 1 peer, %d with %d peers; fds %d -> %d\n",
            base_threads, t1, tn, npeers, f1, fn);
     fflush(stdout);
@@ -265,7 +240,7 @@ int main(int argc, char **argv)
     side_t o;
     REQUIRE(side_open(&o, "owner", (size_t)npeers * SLICE, 0) == 0, "cannot open the owner");
     fill(o.mem, o.size, 'o');
-    int base_threads = threads_of_self();
+    int base_threads = test_thread_count();
     int rc = owner_run(&o, npeers, base_threads, down[1], up[0]);
     (void)write_all(down[1], "x", 1);
     int status = 0;
