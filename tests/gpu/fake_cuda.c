@@ -13,13 +13,21 @@
  *    caller that takes the device address of host-mapped memory for its
  *    CPU address, i.e. assumes unified addressing, crashes), translated
  *    back by CU_POINTER_ATTRIBUTE_HOST_POINTER and by the copies.
- * One device (ordinal 0). Streams and events are synchronous: every copy
- * has completed when its call returns. There is no kernel: cuModuleLoadData
+ * One device (ordinal 0). Streams and events are synchronous (every copy
+ * has completed when its call returns) unless FAKE_CUDA_ASYNC=1: then an
+ * asynchronous copy or memset on a stream is only queued, and runs when
+ * the work is found complete: cuEventQuery/cuStreamQuery say
+ * CUDA_ERROR_NOT_READY until a random 0-300 us after the record (or the
+ * copy), cuEventSynchronize/cuStreamSynchronize/cuCtxSynchronize and
+ * freeing memory run the queue at once. A caller that reads a staging
+ * buffer before the driver said its copy finished reads stale bytes, and
+ * polling code meets "not ready". There is no kernel: cuModuleLoadData
  * fails (CI builds have no nvcc anyway); use TPX_UNPACK=d2d or host.
  * Only the driver functions tpx resolves (src/gpu/cuda.h) exist.
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 /* The entry points are looked up with dlsym: there is no header to declare them. */
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 #include <stdlib.h>
@@ -239,7 +247,6 @@ EXPORT CUresult cuCtxPopCurrent_v2(void **ctx)
         *ctx = c;
     return OK;
 }
-EXPORT CUresult cuCtxSynchronize(void) { return OK; }
 
 /* ---- memory ------------------------------------------------------------------------- */
 
@@ -257,7 +264,13 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
         *p = (CUdeviceptr)a.dev;
     return r;
 }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return alloc_free((uintptr_t)p, KIND_DEVICE); }
+/* Freeing waits for queued work first (as the driver's frees synchronize). */
+static void streams_run_all(void);
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    streams_run_all();
+    return alloc_free((uintptr_t)p, KIND_DEVICE);
+}
 EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags)
 {
     (void)flags;
@@ -267,7 +280,11 @@ EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags)
         *p = (void *)a.host;
     return r;
 }
-EXPORT CUresult cuMemFreeHost(void *p) { return alloc_free((uintptr_t)p, KIND_HOST); }
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+    streams_run_all();
+    return alloc_free((uintptr_t)p, KIND_HOST);
+}
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *h, unsigned flags)
 {
     alloc_t a;
@@ -303,21 +320,6 @@ EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
     memmove(d, s, n);
     return OK;
 }
-EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
-{
-    (void)s;
-    return cuMemcpyHtoD_v2(dst, src, n);
-}
-EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s)
-{
-    (void)s;
-    return cuMemcpyDtoH_v2(dst, src, n);
-}
-EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s)
-{
-    (void)s;
-    return cuMemcpyDtoD_v2(dst, src, n);
-}
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
 {
     char *d = dev_xlate(dst, n);
@@ -326,33 +328,277 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
     memset(d, v, n);
     return OK;
 }
+
+/* ---- streams and events (FAKE_CUDA_ASYNC=1: queued work) ------------------------------ */
+
+#define NOT_READY_ 600 /* CUDA_ERROR_NOT_READY */
+
+enum { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET };
+typedef struct op {
+    struct op *next;
+    int kind;
+    CUdeviceptr dst, src; /* host addresses as integers for OP_DTOH (dst) / OP_HTOD (src) */
+    size_t n;
+    unsigned char v;
+} op_t;
+
+typedef struct stream {
+    pthread_mutex_t mu;
+    op_t *head, *tail;
+    uint64_t queued, ran;   /* ops queued / run, ever */
+    uint64_t ready_ns;      /* cuStreamQuery: not ready before this */
+    struct stream *next_all; /* every live stream (cuCtxSynchronize, frees) */
+} stream_t;
+
+typedef struct {
+    stream_t *s;  /* NULL: nothing recorded (complete) */
+    uint64_t upto; /* complete once s->ran >= upto */
+    uint64_t ready_ns;
+} event_t;
+
+static int async_mode = -1;
+static stream_t *all_streams;
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf lock */
+
+static int is_async(void)
+{
+    if (async_mode < 0) {
+        const char *e = getenv("FAKE_CUDA_ASYNC");
+        async_mode = e != NULL && e[0] == '1';
+    }
+    return async_mode;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* When work queued now is "done": 0-300 us from now, at random. */
+static uint64_t ready_at(void)
+{
+    pthread_mutex_lock(&rng_lock);
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rng_state = x;
+    pthread_mutex_unlock(&rng_lock);
+    return now_ns() + (x >> 11) % 300000;
+}
+
+static CUresult op_exec(const op_t *o)
+{
+    switch (o->kind) {
+    case OP_HTOD: return cuMemcpyHtoD_v2(o->dst, (const void *)(uintptr_t)o->src, o->n);
+    case OP_DTOH: return cuMemcpyDtoH_v2((void *)(uintptr_t)o->dst, o->src, o->n);
+    case OP_DTOD: return cuMemcpyDtoD_v2(o->dst, o->src, o->n);
+    default: return cuMemsetD8_v2(o->dst, o->v, o->n);
+    }
+}
+
+/* Run the stream's queued work up to op number `upto` (mu held). A failing
+ * op is dropped: its error was checked when it was queued. */
+static void stream_run(stream_t *s, uint64_t upto)
+{
+    while (s->ran < upto && s->head != NULL) {
+        op_t *o = s->head;
+        s->head = o->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        (void)op_exec(o);
+        free(o);
+        s->ran++;
+    }
+}
+
+static void streams_run_all(void)
+{
+    pthread_mutex_lock(&streams_lock);
+    for (stream_t *s = all_streams; s != NULL; s = s->next_all) {
+        pthread_mutex_lock(&s->mu);
+        stream_run(s, UINT64_MAX);
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&streams_lock);
+}
+
+/* Queue an async op on `sv`, or run it now (no stream, or not async).
+ * The addresses are checked now, as the driver would. */
+static CUresult enqueue(void *sv, int kind, CUdeviceptr dst, CUdeviceptr src, size_t n,
+                        unsigned char v)
+{
+    op_t o = {.kind = kind, .dst = dst, .src = src, .n = n, .v = v};
+    stream_t *s = sv;
+    if (!is_async() || s == NULL)
+        return op_exec(&o);
+    int ok = (kind == OP_DTOH ? dev_xlate(src, n) != NULL
+              : kind == OP_DTOD ? dev_xlate(src, n) != NULL && dev_xlate(dst, n) != NULL
+                                : dev_xlate(dst, n) != NULL);
+    if (!ok)
+        return EINVAL_;
+    op_t *q = malloc(sizeof(*q));
+    if (q == NULL)
+        return ENOMEM_;
+    *q = o;
+    q->next = NULL;
+    uint64_t ready = ready_at();
+    pthread_mutex_lock(&s->mu);
+    if (s->tail != NULL)
+        s->tail->next = q;
+    else
+        s->head = q;
+    s->tail = q;
+    s->queued++;
+    if (ready > s->ready_ns)
+        s->ready_ns = ready;
+    pthread_mutex_unlock(&s->mu);
+    return OK;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
+{
+    return enqueue(s, OP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, 0);
+}
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s)
+{
+    return enqueue(s, OP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, 0);
+}
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s)
+{
+    return enqueue(s, OP_DTOD, dst, src, n, 0);
+}
 EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, void *s)
 {
-    (void)s;
-    return cuMemsetD8_v2(dst, v, n);
+    return enqueue(s, OP_MEMSET, dst, 0, n, v);
 }
 
-/* ---- streams, events, modules: synchronous --------------------------------------------- */
-
-EXPORT CUresult cuStreamCreate(void **s, unsigned flags)
+EXPORT CUresult cuStreamCreate(void **sp, unsigned flags)
 {
     (void)flags;
-    *s = malloc(1);
-    return *s != NULL ? OK : ENOMEM_;
+    stream_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return ENOMEM_;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_lock(&streams_lock);
+    s->next_all = all_streams;
+    all_streams = s;
+    pthread_mutex_unlock(&streams_lock);
+    *sp = s;
+    return OK;
 }
-EXPORT CUresult cuStreamDestroy_v2(void *s) { free(s); return OK; }
-EXPORT CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
-EXPORT CUresult cuStreamQuery(void *s) { (void)s; return OK; }
+EXPORT CUresult cuStreamDestroy_v2(void *sv)
+{
+    stream_t *s = sv;
+    if (s == NULL)
+        return EINVAL_;
+    pthread_mutex_lock(&streams_lock);
+    for (stream_t **p = &all_streams; *p != NULL; p = &(*p)->next_all) {
+        if (*p == s) {
+            *p = s->next_all;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&streams_lock);
+    pthread_mutex_lock(&s->mu);
+    stream_run(s, UINT64_MAX); /* the driver finishes a destroyed stream's work */
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return OK;
+}
+EXPORT CUresult cuStreamSynchronize(void *sv)
+{
+    stream_t *s = sv;
+    if (s == NULL) {
+        streams_run_all();
+        return OK;
+    }
+    pthread_mutex_lock(&s->mu);
+    stream_run(s, UINT64_MAX);
+    pthread_mutex_unlock(&s->mu);
+    return OK;
+}
+EXPORT CUresult cuStreamQuery(void *sv)
+{
+    stream_t *s = sv;
+    if (s == NULL)
+        return OK;
+    CUresult r = OK;
+    pthread_mutex_lock(&s->mu);
+    if (s->ran < s->queued && now_ns() < s->ready_ns)
+        r = NOT_READY_;
+    else
+        stream_run(s, UINT64_MAX);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    streams_run_all();
+    return OK;
+}
 EXPORT CUresult cuEventCreate(void **e, unsigned flags)
 {
     (void)flags;
-    *e = malloc(1);
+    *e = calloc(1, sizeof(event_t));
     return *e != NULL ? OK : ENOMEM_;
 }
 EXPORT CUresult cuEventDestroy_v2(void *e) { free(e); return OK; }
-EXPORT CUresult cuEventRecord(void *e, void *s) { (void)e, (void)s; return OK; }
-EXPORT CUresult cuEventQuery(void *e) { (void)e; return OK; }
-EXPORT CUresult cuEventSynchronize(void *e) { (void)e; return OK; }
+EXPORT CUresult cuEventRecord(void *ev, void *sv)
+{
+    event_t *e = ev;
+    stream_t *s = sv;
+    if (e == NULL)
+        return EINVAL_;
+    if (!is_async() || s == NULL) {
+        e->s = NULL;
+        return OK;
+    }
+    pthread_mutex_lock(&s->mu);
+    e->s = s;
+    e->upto = s->queued;
+    e->ready_ns = s->ran < s->queued ? ready_at() : 0;
+    pthread_mutex_unlock(&s->mu);
+    return OK;
+}
+/* Not ready until its time has come; then the work before it runs. */
+EXPORT CUresult cuEventQuery(void *ev)
+{
+    event_t *e = ev;
+    if (e == NULL)
+        return EINVAL_;
+    stream_t *s = e->s;
+    if (s == NULL)
+        return OK;
+    CUresult r = OK;
+    pthread_mutex_lock(&s->mu);
+    if (s->ran < e->upto) {
+        if (now_ns() < e->ready_ns)
+            r = NOT_READY_;
+        else
+            stream_run(s, e->upto);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+EXPORT CUresult cuEventSynchronize(void *ev)
+{
+    event_t *e = ev;
+    if (e == NULL)
+        return EINVAL_;
+    stream_t *s = e->s;
+    if (s != NULL) {
+        pthread_mutex_lock(&s->mu);
+        stream_run(s, e->upto);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return OK;
+}
 EXPORT CUresult cuEventElapsedTime_v2(float *ms, void *a, void *b)
 {
     (void)a, (void)b;

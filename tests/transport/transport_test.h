@@ -156,4 +156,9 @@ int listen_flood_recv(role_t *r);
 int listen_flood_send(role_t *r);
 int listen_burst_role(role_t *r);
 
+/* ---- CUDA buffers through staging (test_cuda.c; the stand-in libcuda) ------------- */
+
+int cudastage_recv(role_t *r);
+int cudastage_send(role_t *r);
+
 #endif

@@ -88,6 +88,7 @@ typedef struct {
 typedef struct {
     int nsocks, workers, max_reqs;
     uint64_t piece_bytes;
+    uint32_t cuda_block; /* CUDA staging: bytes per block (TPX_SOCK_CUDA_BLOCK) */
     int sock_buf;
     int connect_timeout_ms;
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
@@ -282,6 +283,9 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
 #define SOCK_DIRECT_MAX (64u * 1024) /* largest message isend writes itself */
 #define SOCK_OWNER_WORKER 1
 #define SOCK_OWNER_API 2
+/* Publish `units` more bytes of message `r` (1 for a zero-byte message)
+ * whose size is `total`; the last unit completes it. */
+void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units, uint64_t total);
 /* Record the first error of a comm (sticky) and wake its engine. */
 void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why);
 tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks);
@@ -320,8 +324,21 @@ tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev);
 tpx_status_t tpx__sock_cuda_retain(int dev);
 void tpx__sock_cuda_release(int dev);
 void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
-/* 1: piece payload complete, 0: would block, -1: failed (errno 0: CUDA). */
+/* The staging functions never wait for CUDA: SOCK_CUDA_WAIT says a copy
+ * they need is still running (look again soon, nothing to wait for on the
+ * socket). `*progress` is set when bytes moved or pieces were published. */
+#define SOCK_CUDA_WAIT 2
+/* Send: 1: piece payload written, 0: would block, SOCK_CUDA_WAIT, -1:
+ * failed (errno 0: CUDA). */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
+/* Receive: 1: piece payload read and its copies queued (published later
+ * by tpx__sock_cuda_reap, once they finished), 0: would block,
+ * SOCK_CUDA_WAIT, -1: failed (errno 0: CUDA). */
+int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
+/* Receive: publish the read pieces whose copies finished (in order).
+ * Returns how many still wait for theirs, -1 on a CUDA error. Cheap when
+ * none waits. */
+int tpx__sock_cuda_reap(tpx_sock_chan_t *ch, int *progress);
 /* Strict TCPX placement on device `dev` (its primary context is retained
  * while any of these lives): host-mapped memory (host and device
  * addresses), device memory (a device address and an opaque allocation),
@@ -334,7 +351,6 @@ void tpx__sock_cuda_host_free(int dev, void *p);
 tpx_status_t tpx__sock_cuda_dev_alloc(int dev, size_t len, void **dptr, void **alloc);
 void tpx__sock_cuda_dev_free(void *alloc);
 tpx_status_t tpx__sock_cuda_htod(int dev, void *dptr, const void *src, size_t len);
-int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
 
 /* ---- sock_plugin.c ------------------------------------------------------ */
 tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger);

@@ -3,29 +3,59 @@
  * staging.
  *
  * Sockets cannot read or write device memory, so a piece of a CUDA buffer
- * travels through two pinned host blocks per data connection, pipelined:
- * while block k is being sent (received), block k+1 is being copied from
- * (to) the GPU on the connection's own stream. A helper waits on a CUDA
- * event only when the block it needs next is not ready yet; it is a helper
- * thread, so that wait blocks nobody else. A receive piece is published
- * only after its last host-to-device copy has finished.
+ * travels through a ring of SOCK_CUDA_SLOTS pinned host blocks per data
+ * connection (TPX_SOCK_CUDA_BLOCK bytes each, 256 KiB by default: 1 MiB
+ * per connection that has moved CUDA memory, made on first use and freed
+ * with its comm), pipelined on the connection's own stream: a piece is cut
+ * into blocks of a quarter of the piece (64 KiB to one slot), so that even
+ * a 256 KiB piece overlaps its copies with the socket.
+ *
+ * The I/O worker never waits for CUDA. Each block's copy records an event;
+ * a connection whose next block is not copied yet (send) or whose next
+ * slot still feeds a copy to the GPU (receive) returns SOCK_CUDA_WAIT, and
+ * its worker looks at it again soon (sock_io.c: behind its other
+ * connections, then with a short, growing sleep) while it serves the rest.
+ *
+ * Receive: a piece is published only after its last host-to-device copy
+ * has finished, but the connection does not wait for that: the finished
+ * piece goes on a small queue (at most one entry per slot: each holds a
+ * block not known complete) and the connection reads the next piece while
+ * the copies run; tpx__sock_cuda_reap publishes what completed, in order.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "gpu/cuda.h"
 #include "sock.h"
 
-#define BLK (512u * 1024) /* staging block */
+#define SOCK_CUDA_SLOTS 4
+#define SOCK_CUDA_MIN_BLOCK (64u * 1024)
+
+/* A received piece whose copies to the GPU are in flight. */
+typedef struct {
+    tpx_sock_req_t *req;
+    uint32_t len;
+    uint64_t total;
+    uint64_t last; /* its last block: published once blk_done > last */
+} cu_pending_t;
 
 struct tpx_sock_cuda_chan {
     int dev;
-    void *stage[2];
+    uint32_t slot_bytes; /* TPX_SOCK_CUDA_BLOCK when it was made */
+    void *stage[SOCK_CUDA_SLOTS];
     CUstream stream;
-    CUevent ev[2];
-    int busy[2];         /* a copy was recorded on ev[b] and not waited for */
+    CUevent ev[SOCK_CUDA_SLOTS];
+    /* send: a copy was recorded on ev[s] and not yet seen complete */
+    int busy[SOCK_CUDA_SLOTS];
+    /* receive: blocks whose copy was queued / is known complete, ever; the
+     * block being filled uses slot blk_next % SLOTS, free while
+     * blk_next - blk_done < SLOTS (events complete in stream order) */
+    uint64_t blk_next, blk_done;
+    cu_pending_t pend[SOCK_CUDA_SLOTS];
+    uint32_t pend_head, pend_tail;
 };
 
 int tpx__sock_cuda_available(void)
@@ -41,6 +71,15 @@ tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev)
 tpx_status_t tpx__sock_cuda_retain(int dev) { return tpx__cuda_ctx_retain(dev, NULL); }
 void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
 
+/* The block size of a piece of `len` bytes. */
+static uint32_t piece_block(const tpx_sock_cuda_chan_t *k, uint32_t len)
+{
+    uint32_t b = (len / SOCK_CUDA_SLOTS + 4095u) & ~4095u;
+    return TPX_MIN(TPX_MAX(b, SOCK_CUDA_MIN_BLOCK), k->slot_bytes);
+}
+
+static int reap(tpx_sock_cuda_chan_t *k, int *progress);
+
 static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan_t **out)
 {
     tpx_sock_cuda_chan_t *k = ch->cu;
@@ -48,16 +87,29 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
         *out = k;
         return TPX_OK;
     }
-    if (k != NULL) /* a comm moving buffers of two GPUs: rare, re-make */
+    if (k != NULL) { /* a comm moving buffers of two GPUs: rare, re-make */
+        int pushed = 0, prog = 0;
+        if (k->pend_head != k->pend_tail) { /* finish and publish what the old one holds */
+            if (tpx__cuda_ctx_enter(k->dev, &pushed) != TPX_OK)
+                return TPX_ERR_CUDA;
+            tpx_status_t st = TPX_CU(cuStreamSynchronize, k->stream);
+            int left = st == TPX_OK ? reap(k, &prog) : -1;
+            tpx__cuda_ctx_leave(pushed);
+            if (left != 0)
+                return TPX_ERR_CUDA;
+        }
         tpx__sock_cuda_chan_free(ch);
+    }
     k = calloc(1, sizeof(*k));
     if (k == NULL)
         return TPX_ERR_NO_MEMORY;
     k->dev = dev;
+    k->slot_bytes = tpx__sock_params.cuda_block;
     tpx_status_t st;
     TPX_CHECK_GOTO(tpx__cuda_ctx_retain(dev, NULL), st, err_free);
-    for (int b = 0; b < 2; b++) {
-        TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, BLK, &k->stage[b], NULL), st, err_chan);
+    for (int b = 0; b < SOCK_CUDA_SLOTS; b++) {
+        TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->slot_bytes, &k->stage[b], NULL), st,
+                       err_chan);
         TPX_CHECK_GOTO(tpx__cuda_event_create(dev, 0, &k->ev[b]), st, err_chan);
     }
     TPX_CHECK_GOTO(tpx__cuda_stream_create(dev, &k->stream), st, err_chan);
@@ -82,7 +134,7 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
     if (tpx__cuda_ctx_enter(k->dev, &pushed) == TPX_OK) {
         if (k->stream)
             (void)TPX_CU(cuStreamSynchronize, k->stream);
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < SOCK_CUDA_SLOTS; b++) {
             if (k->ev[b])
                 tpx__cuda_event_destroy(k->dev, k->ev[b]);
             if (k->stage[b])
@@ -97,17 +149,23 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
     ch->cu = NULL;
 }
 
-/* Wait for the copy recorded on block b, if any. */
-static tpx_status_t blk_wait(tpx_sock_cuda_chan_t *k, int b)
+/* Send side: has the copy into slot s finished? 1 yes, 0 not yet, -1 error. */
+static int slot_ready(tpx_sock_cuda_chan_t *k, int s)
 {
-    if (!k->busy[b])
-        return TPX_OK;
-    k->busy[b] = 0;
-    return tpx__cuda_event_sync(k->ev[b]);
+    if (!k->busy[s])
+        return 1;
+    tpx_status_t st = tpx__cuda_event_query(k->ev[s]);
+    if (st == TPX_INPROGRESS)
+        return 0;
+    if (st != TPX_OK)
+        return -1;
+    k->busy[s] = 0;
+    return 1;
 }
 
 /* Send side: the piece's payload [data_done, len) of a CUDA buffer.
- * Returns like chan_send's helpers: 1 progress, 0 would block, -1 error
+ * Returns 1 when it is all written, 0 if the socket would block,
+ * SOCK_CUDA_WAIT if the next block is still being copied, -1 on error
  * (errno set for socket errors, 0 for CUDA errors). */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
 {
@@ -119,35 +177,49 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
         tpx__cuda_ctx_enter(k->dev, &pushed) != TPX_OK)
         return -1;
     int rc = 0;
-    uint32_t len = ch->piece.len;
+    uint32_t len = ch->piece.len, bl = piece_block(k, len);
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)(r->buf + ch->piece.offset);
     for (;;) {
         if (ch->data_done == len) {
             rc = 1;
             break;
         }
-        uint32_t cur = ch->data_done / BLK;
-        /* Keep the next block's copy in flight while this one is sent. */
-        while (ch->copy_done < len && ch->copy_done / BLK <= cur + 1) {
-            int b = (int)((ch->copy_done / BLK) & 1);
-            uint32_t n = TPX_MIN(BLK, len - ch->copy_done);
-            if (TPX_CU(cuMemcpyDtoHAsync, k->stage[b], src + ch->copy_done, n, k->stream) !=
+        uint32_t cur = ch->data_done / bl;
+        /* Every free slot gets its block's copy: block j uses slot
+         * j % SLOTS, free once block j - SLOTS is written. */
+        while (ch->copy_done < len && ch->copy_done / bl < cur + SOCK_CUDA_SLOTS) {
+            int s = (int)((ch->copy_done / bl) % SOCK_CUDA_SLOTS);
+            uint32_t n = TPX_MIN(bl, len - ch->copy_done);
+            if (TPX_CU(cuMemcpyDtoHAsync, k->stage[s], src + ch->copy_done, n, k->stream) !=
                     TPX_OK ||
-                tpx__cuda_event_record(k->ev[b], k->stream) != TPX_OK) {
+                tpx__cuda_event_record(k->ev[s], k->stream) != TPX_OK) {
                 rc = -1;
                 goto out;
             }
-            k->busy[b] = 1;
+            k->busy[s] = 1;
             ch->copy_done += n;
         }
-        int b = (int)(cur & 1);
-        if (blk_wait(k, b) != TPX_OK) {
-            rc = -1;
-            goto out;
+        /* Write the copied blocks from `cur` on, as many as are ready. */
+        struct iovec iov[SOCK_CUDA_SLOTS];
+        int cnt = 0;
+        for (uint32_t j = cur; cnt < SOCK_CUDA_SLOTS && j * bl < ch->copy_done; j++, cnt++) {
+            int s = (int)(j % SOCK_CUDA_SLOTS), ready = slot_ready(k, s);
+            if (ready < 0) {
+                rc = -1;
+                goto out;
+            }
+            if (!ready)
+                break;
+            uint32_t from = j == cur ? ch->data_done : j * bl;
+            uint32_t to = TPX_MIN((j + 1) * bl, len);
+            iov[cnt] = (struct iovec){(char *)k->stage[s] + (from - j * bl), to - from};
         }
-        uint32_t blk_end = TPX_MIN((cur + 1) * BLK, len);
-        ssize_t n = send(ch->fd, (char *)k->stage[b] + (ch->data_done - cur * BLK),
-                         blk_end - ch->data_done, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (cnt == 0) {
+            rc = SOCK_CUDA_WAIT;
+            break;
+        }
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -197,10 +269,48 @@ static tpx_status_t bounce_copy(tpx_sock_cuda_chan_t *k, tpx_sock_chan_t *ch, ui
     return TPX_OK;
 }
 
+/* Receive side: note the blocks whose copies finished and publish the
+ * pieces all of whose copies did. Returns the pieces still waiting, -1 on
+ * a CUDA error. The caller has entered k's context. */
+static int reap(tpx_sock_cuda_chan_t *k, int *progress)
+{
+    while (k->blk_done < k->blk_next) {
+        tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % SOCK_CUDA_SLOTS]);
+        if (st == TPX_INPROGRESS)
+            break;
+        if (st != TPX_OK)
+            return -1;
+        k->blk_done++;
+    }
+    while (k->pend_head != k->pend_tail) {
+        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_SLOTS];
+        if (p->last >= k->blk_done)
+            break;
+        tpx__sock_piece_done(p->req->comm, p->req, p->len, p->total);
+        k->pend_head++;
+        *progress = 1;
+    }
+    return (int)(k->pend_tail - k->pend_head);
+}
+
+int tpx__sock_cuda_reap(tpx_sock_chan_t *ch, int *progress)
+{
+    tpx_sock_cuda_chan_t *k = ch->cu;
+    if (k == NULL || k->pend_head == k->pend_tail)
+        return 0;
+    int pushed = 0;
+    if (tpx__cuda_ctx_enter(k->dev, &pushed) != TPX_OK)
+        return -1;
+    int left = reap(k, progress);
+    tpx__cuda_ctx_leave(pushed);
+    return left;
+}
+
 /* Receive side: read the piece's payload into staging and copy it to the
- * GPU (a CUDA buffer, or the strict mode's GPU bounce buffer); same
- * return convention. The piece is complete (rc 1) only when its
- * last copy has finished. */
+ * GPU (a CUDA buffer, or the strict mode's GPU bounce buffer). Returns 1
+ * when all of it is read and its copies are queued (the piece is published
+ * later, by tpx__sock_cuda_reap, once they finished), 0 if the socket would
+ * block, SOCK_CUDA_WAIT if every slot still feeds a copy, -1 on error. */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
 {
     tpx_sock_cuda_chan_t *k;
@@ -212,22 +322,40 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
         tpx__cuda_ctx_enter(k->dev, &pushed) != TPX_OK)
         return -1;
     int rc = 0;
-    uint32_t len = ch->piece.len;
+    uint32_t len = ch->piece.len, bl = piece_block(k, len);
     CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(r->buf + ch->piece.offset);
     for (;;) {
         if (ch->data_done == len) {
-            rc = blk_wait(k, 0) == TPX_OK && blk_wait(k, 1) == TPX_OK ? 1 : -1;
+            /* At most one entry per block not known complete: room. */
+            k->pend[k->pend_tail % SOCK_CUDA_SLOTS] =
+                (cu_pending_t){.req = r, .len = len, .total = ch->piece.total,
+                               .last = k->blk_next - 1};
+            k->pend_tail++;
+            rc = reap(k, progress) < 0 ? -1 : 1; /* done already if the copies were quick */
             break;
         }
-        uint32_t cur = ch->data_done / BLK;
-        int b = (int)(cur & 1);
-        if (ch->data_done == cur * BLK && blk_wait(k, b) != TPX_OK) { /* block reused */
+        /* The block being filled, `cur`, and the ones after it, each in a
+         * free slot: block cur + i goes to slot (blk_next + i) % SLOTS. */
+        uint32_t cur = ch->data_done / bl;
+        if (k->blk_next - k->blk_done == SOCK_CUDA_SLOTS && reap(k, progress) < 0) {
             rc = -1;
             goto out;
         }
-        uint32_t blk_end = TPX_MIN((cur + 1) * BLK, len);
-        ssize_t n = recv(ch->fd, (char *)k->stage[b] + (ch->data_done - cur * BLK),
-                         blk_end - ch->data_done, MSG_DONTWAIT);
+        int nfree = (int)(SOCK_CUDA_SLOTS - (k->blk_next - k->blk_done));
+        if (nfree == 0) {
+            rc = SOCK_CUDA_WAIT;
+            break;
+        }
+        struct iovec iov[SOCK_CUDA_SLOTS];
+        int cnt = 0;
+        for (uint32_t j = cur; cnt < nfree && j * bl < len; j++, cnt++) {
+            int s = (int)((k->blk_next + (uint64_t)cnt) % SOCK_CUDA_SLOTS);
+            uint32_t from = j == cur ? ch->data_done : j * bl;
+            uint32_t to = TPX_MIN((j + 1) * bl, len);
+            iov[cnt] = (struct iovec){(char *)k->stage[s] + (from - j * bl), to - from};
+        }
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        ssize_t n = recvmsg(ch->fd, &msg, MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -241,16 +369,18 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
         }
         *progress = 1;
         ch->data_done += (uint32_t)n;
-        if (ch->data_done == blk_end) {
-            uint32_t n_blk = blk_end - cur * BLK;
-            tpx_status_t st = r->bounce ? bounce_copy(k, ch, cur * BLK, k->stage[b], n_blk)
-                                        : TPX_CU(cuMemcpyHtoDAsync, dst + cur * BLK,
-                                                 k->stage[b], n_blk, k->stream);
-            if (st != TPX_OK || tpx__cuda_event_record(k->ev[b], k->stream) != TPX_OK) {
+        /* Queue the copy of every block now complete. */
+        for (uint32_t j = cur; j * bl < len && TPX_MIN((j + 1) * bl, len) <= ch->data_done; j++) {
+            int s = (int)(k->blk_next % SOCK_CUDA_SLOTS);
+            uint32_t n_blk = TPX_MIN((j + 1) * bl, len) - j * bl;
+            tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, k->stage[s], n_blk)
+                                        : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, k->stage[s],
+                                                 n_blk, k->stream);
+            if (st != TPX_OK || tpx__cuda_event_record(k->ev[s], k->stream) != TPX_OK) {
                 rc = -1;
                 goto out;
             }
-            k->busy[b] = 1;
+            k->blk_next++;
         }
     }
 out:

@@ -47,8 +47,13 @@
  * comm's own API thread kicks its connections, so none can be kicked
  * while it closes.
  *
- * CUDA staging waits for a copy inside the worker (sock_cuda.c): a worker
- * serving a CUDA connection is held for the length of one 512 KiB copy.
+ * CUDA buffers go through pinned staging (sock_cuda.c), and a worker never
+ * waits for a copy: a connection whose copy is still running says so
+ * (CH_CUWAIT) and stays on the run queue, behind the others; a worker left
+ * with only such connections polls them for SOCK_CU_SPIN_NS, then sleeps
+ * in epoll for a quarter of the time it has waited (at most 1 ms), so a
+ * long copy does not cost a core. A receiving connection whose pieces wait
+ * for their last copies stays polled until they are published.
  */
 #include <errno.h>
 #include <sched.h>
@@ -57,7 +62,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -72,12 +80,15 @@ enum {
     CH_PARKED = 3,
     CH_EOF = 4,
     CH_MORE = 5, /* its turn's budget is spent; more may move at once */
+    CH_CUWAIT = 6, /* waits for a CUDA copy, nothing moved this turn: look again soon */
     CH_ERROR = -1
 };
 
 #define SOCK_TURN_BYTES (4u << 20) /* a connection's bytes per turn of its worker */
 #define SOCK_MAX_WORKERS 64
 #define SOCK_EPOLL_BATCH 64
+#define SOCK_CU_SPIN_NS 30000      /* only CUDA waits left: poll this long, then sleep */
+#define SOCK_CU_NAP_MAX_NS 1000000 /* longest sleep while a copy runs */
 
 typedef struct tpx_sock_worker {
     int index;
@@ -96,6 +107,7 @@ typedef struct tpx_sock_worker {
     _Atomic int stop;      /* the last comm closed: exit */
     /* run queue (worker only) */
     tpx_sock_chan_t *run_head, *run_tail;
+    uint64_t cu_wait_since; /* monotonic ns since only CUDA waits are queued; 0: not */
 } tpx_sock_worker_t;
 
 static struct {
@@ -216,6 +228,11 @@ static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t un
     }
 }
 
+void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units, uint64_t total)
+{
+    piece_done(c, r, units, total);
+}
+
 void tpx__sock_comm_set_wake(void *comm, void *wake)
 {
     tpx_sock_comm_t *c = comm;
@@ -323,7 +340,6 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return CH_IDLE;
         if (ch->req->cuda_dev >= 0 && ch->hdr_done == TPX_SOCK_PIECE_WIRE_SIZE) {
             int prog = 0, r = tpx__sock_cuda_send(ch, &prog);
-            (void)prog;
             if (r < 0) {
                 if (errno == 0)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a CUDA buffer to staging failed");
@@ -331,12 +347,14 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                     comm_fail_errno(c, errno, "send to peer failed");
                 return CH_ERROR;
             }
+            if (r == SOCK_CUDA_WAIT) /* moved something: its turn goes on after the others */
+                return prog || turn > 0 ? CH_MORE : CH_CUWAIT;
             if (r == 0)
                 return CH_BLOCKED;
             ch->active = 0;
             ch->bytes += ch->piece.len;
             turn += ch->piece.len;
-            piece_done(c, ch->req, ch->piece.len, ch->piece.total);
+            piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
             continue;
         }
         struct iovec iov[2];
@@ -469,7 +487,6 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         /* Through staging: a CUDA buffer, or (strict TCPX) a GPU bounce buffer. */
         if (ch->active && (ch->req->bounce ? c->gpu >= 0 : ch->req->cuda_dev >= 0)) {
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
-            (void)prog;
             if (r < 0) {
                 if (errno == 0)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
@@ -477,12 +494,14 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                     comm_fail_errno(c, errno, "receive from peer failed");
                 return CH_ERROR;
             }
+            if (r == SOCK_CUDA_WAIT)
+                return prog || turn > 0 ? CH_MORE : CH_CUWAIT;
             if (r == 0)
                 return CH_BLOCKED;
+            /* Read; published by tpx__sock_cuda_reap once its copies finished. */
             ch->active = 0;
             ch->bytes += ch->piece.len;
             turn += ch->piece.len;
-            piece_done(c, ch->req, ch->piece.len, ch->piece.total);
             continue;
         }
         struct iovec iov[64];
@@ -719,7 +738,8 @@ static void take_kicks(tpx_sock_worker_t *w)
     }
 }
 
-/* One turn of one connection. Returns 1 if it stays on the run queue. */
+/* One turn of one connection. Returns 0 if it leaves the run queue, 1 if
+ * it stays, 2 if it stays only to wait for a CUDA copy (nothing moved). */
 static int chan_run(tpx_sock_chan_t *ch)
 {
     tpx_sock_comm_t *c = ch->comm;
@@ -747,7 +767,16 @@ static int chan_run(tpx_sock_chan_t *ch)
             }
             chan_release(ch, SOCK_OWNER_WORKER);
         } else {
-            r = chan_recv(c, ch);
+            /* Pieces whose last copies to the GPU finished are published
+             * first; while some still wait, the connection stays polled
+             * (and a close behind them is taken only after them). */
+            int prog = 0, left = tpx__sock_cuda_reap(ch, &prog);
+            r = left < 0 ? CH_ERROR : chan_recv(c, ch);
+            if (r != CH_ERROR && r != CH_MORE && r != CH_CUWAIT &&
+                (left = tpx__sock_cuda_reap(ch, &prog)) != 0)
+                r = left < 0 ? CH_ERROR : prog ? CH_MORE : CH_CUWAIT;
+            if (left < 0)
+                tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
             if (r == CH_EOF) {
                 /* A clean close between pieces is how a sender's close
                  * arrives; the peer is gone only when every data
@@ -763,7 +792,7 @@ static int chan_run(tpx_sock_chan_t *ch)
      * everything any of them moved is published by then. */
     if (atomic_fetch_sub(&c->running, 1) == 1 && send && atomic_load(&c->peer_gone))
         comm_closed_error(c, "the receiver closed the connection");
-    return again || r == CH_MORE;
+    return again || r == CH_MORE ? 1 : r == CH_CUWAIT ? 2 : 0;
 }
 
 /* Drop the connections of w->detach: out of the epoll set, the kick stack
@@ -808,28 +837,78 @@ static void worker_commands(tpx_sock_worker_t *w)
     pthread_mutex_unlock(&w->lock);
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* epoll_wait for at most `ns` nanoseconds (0: do not block). Below a
+ * millisecond it needs epoll_pwait2 (Linux 5.11; called directly, so that
+ * an older C library loads us too); without it, a short wait is a poll and
+ * a sched_yield. */
+static int worker_epoll(tpx_sock_worker_t *w, struct epoll_event *evs, uint64_t ns)
+{
+    if (ns % 1000000 == 0)
+        return epoll_wait(w->ep, evs, SOCK_EPOLL_BATCH, (int)(ns / 1000000));
+#if defined(SYS_epoll_pwait2) && __SIZEOF_LONG__ == 8 /* timespec is the kernel's */
+    static _Atomic int no_pwait2;
+    if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                              .tv_nsec = (long)(ns % 1000000000u)};
+        long n = syscall(SYS_epoll_pwait2, w->ep, evs, SOCK_EPOLL_BATCH, &ts, NULL, 0);
+        if (n >= 0 || errno != ENOSYS)
+            return (int)n;
+        atomic_store_explicit(&no_pwait2, 1, memory_order_relaxed);
+    }
+#endif
+    int n = epoll_wait(w->ep, evs, SOCK_EPOLL_BATCH, (int)(ns / 1000000));
+    if (n == 0 && ns < 1000000)
+        sched_yield();
+    return n;
+}
+
+/* How long a worker may sleep now: long with nothing to run, not at all
+ * with work queued, and a growing nap when all it has queued are CUDA
+ * waits (a quarter of the time waited so far, after SOCK_CU_SPIN_NS). */
+static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
+{
+    if (w->run_head == NULL)
+        return 1000000000u;
+    if (w->cu_wait_since == 0)
+        return 0;
+    uint64_t waited = mono_ns() - w->cu_wait_since;
+    if (waited < SOCK_CU_SPIN_NS)
+        return 0;
+    return TPX_MIN(waited / 4, SOCK_CU_NAP_MAX_NS);
+}
+
 static void *worker_main(void *arg)
 {
     tpx_sock_worker_t *w = arg;
     char name[16];
     snprintf(name, sizeof(name), "tpx-io%d", w->index);
     pthread_setname_np(pthread_self(), name);
+    /* Naps while a CUDA copy runs are tens of microseconds: the default
+     * 50 us of timer slack would double them. */
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     struct epoll_event evs[SOCK_EPOLL_BATCH];
     while (!atomic_load(&w->stop)) {
         worker_commands(w);
         take_kicks(w);
-        int timeout = 0;
-        if (w->run_head == NULL) {
-            /* Nothing to run: sleep. Announce it first, then look again
-             * (Dekker with chan_kick and the closer). */
+        uint64_t nap = worker_nap_ns(w);
+        if (nap > 0) {
+            /* Sleep. Announce it first, then look again (Dekker with
+             * chan_kick and the closer). */
             atomic_store(&w->sleeping, 1);
-            if (atomic_load(&w->kicks) == NULL && !atomic_load(&w->cmd) &&
-                !atomic_load(&w->stop))
-                timeout = 1000;
-            else
+            if (atomic_load(&w->kicks) != NULL || atomic_load(&w->cmd) ||
+                atomic_load(&w->stop)) {
+                nap = 0;
                 atomic_store(&w->sleeping, 0);
+            }
         }
-        int n = epoll_wait(w->ep, evs, SOCK_EPOLL_BATCH, timeout);
+        int n = worker_epoll(w, evs, nap);
         atomic_store(&w->sleeping, 0);
         for (int i = 0; i < n; i++) {
             tpx_sock_chan_t *ch = evs[i].data.ptr;
@@ -844,12 +923,23 @@ static void *worker_main(void *arg)
         }
         /* One turn for each connection queued now. */
         tpx_sock_chan_t *last = w->run_tail, *ch;
+        int ran = 0, cu_waits = 0;
         while (last != NULL && (ch = runq_pop(w)) != NULL) {
             int again = chan_run(ch);
             if (again)
                 runq_push(w, ch);
+            ran++;
+            cu_waits += again == 2;
             if (ch == last)
                 break;
+        }
+        /* Only CUDA waits queued, and none of them moved: start (or go on
+         * with) the clock of worker_nap_ns. */
+        if (ran > 0 && cu_waits == ran) {
+            if (w->cu_wait_since == 0)
+                w->cu_wait_since = mono_ns();
+        } else {
+            w->cu_wait_since = 0;
         }
     }
     return NULL;

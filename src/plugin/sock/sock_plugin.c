@@ -67,6 +67,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .workers = (int)tpx__config_int(TPX_CFG_SOCK_WORKERS),
             .max_reqs = (int)tpx__config_int(TPX_CFG_MAX_REQUESTS),
             .piece_bytes = (uint64_t)tpx__config_int(TPX_CFG_PIECE_BYTES),
+            .cuda_block = (uint32_t)tpx__config_int(TPX_CFG_SOCK_CUDA_BLOCK),
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX),

@@ -1,0 +1,186 @@
+/*
+ * test_cuda.c - CUDA buffers through the built-in transport's pinned
+ * staging (sock_cuda.c), on the stand-in libcuda of tests/gpu (run as
+ * gpu.fake.transport_cuda*: its device memory cannot be read by the CPU, and
+ * with FAKE_CUDA_ASYNC=1 a copy runs only when the driver reports it done,
+ * after a random delay, so staging read or reused too early shows as wrong
+ * bytes and the workers meet "not ready").
+ *
+ * cudastage: CS_COMMS comms at once, each with CS_PER messages in flight per
+ *            round, sizes on both sides of the staging block and piece
+ *            bounds (64 KiB .. 2 MiB, +-1), CUDA -> CUDA, CUDA -> host and
+ *            host -> CUDA; then one message at a time on every comm (lone
+ *            messages spread over every connection). Every byte verified,
+ *            and the bytes after each message untouched.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/cuda.h"
+#include "transport_test.h"
+
+#define CS_COMMS  5
+#define CS_PER    6 /* messages in flight per comm and round */
+#define CS_ROUNDS 3
+#define CS_SLOT   (2 * MiB + 64 * KiB)
+#define CS_FILL   0xA5
+
+/* What each message moves: 0 CUDA -> CUDA, 1 CUDA -> host, 2 host -> CUDA. */
+static int cs_kind(int round, int c, int m) { return (round + c + m) % 3; }
+
+static size_t cs_size(int round, int c, int m)
+{
+    static const size_t s[] = {
+        1,           4095,       64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 128 * KiB + 5,
+        256 * KiB - 1, 256 * KiB, 256 * KiB + 1, 512 * KiB - 3, 512 * KiB, 512 * KiB + 1,
+        768 * KiB + 7, MiB - 1,   MiB,          MiB + 4097, 2 * MiB - 1, 2 * MiB + 5, 0};
+    return s[(size_t)(round * 7 + c * CS_PER + m) % (sizeof(s) / sizeof(s[0]))];
+}
+
+/* Lone messages, one per comm at a time. */
+static const size_t cs_lone[] = {2 * MiB + 5, MiB + 1, 300000, 5, 2 * MiB};
+#define CS_LONE (sizeof(cs_lone) / sizeof(cs_lone[0]))
+
+typedef struct {
+    role_t *r;
+    int is_recv;
+    void *lc[CS_COMMS], *comm[CS_COMMS];
+    void *mh_host[CS_COMMS], *mh_cuda[CS_COMMS];
+    unsigned char *host; /* CS_COMMS * CS_PER slots of host memory */
+    tpx__cuda_mem_t dev; /* the same in (fake) device memory */
+    unsigned char *scratch; /* one slot: what goes to / comes from the device */
+} cs_t;
+
+static size_t cs_off(int c, int m) { return ((size_t)c * CS_PER + (size_t)m) * CS_SLOT; }
+
+static int cs_setup(cs_t *x)
+{
+    CHECK(tpx__cuda_init() == TPX_OK && tpx__cuda_device_count() > 0,
+          "no CUDA device (%s): this test runs on tests/gpu's stand-in libcuda",
+          tpx__cuda_error_reason());
+    CHECK(tpx__cuda_ctx_retain(0, NULL) == TPX_OK, "cannot retain GPU 0's context");
+    int pushed = 0;
+    CHECK(tpx__cuda_ctx_enter(0, &pushed) == TPX_OK, "cannot enter GPU 0's context");
+    size_t len = cs_off(CS_COMMS, 0);
+    x->host = nt_alloc(len);
+    x->scratch = nt_alloc(CS_SLOT);
+    CHECK(x->host != NULL && x->scratch != NULL, "out of memory");
+    CHECK(tpx__cuda_mem_alloc(0, len, &x->dev) == TPX_OK, "cuMemAlloc of %zu bytes failed", len);
+    return 0;
+}
+
+static void *cs_dev(cs_t *x, int c, int m) { return (void *)(uintptr_t)(x->dev.ptr + cs_off(c, m)); }
+
+/* Post message m of comm c: the sender fills its buffer first, the
+ * receiver fills its slot with CS_FILL. */
+static int cs_post(cs_t *x, int c, int m, int kind, size_t size, int tag, uint64_t seed,
+                   void **req)
+{
+    int cuda = x->is_recv ? kind != 1 : kind != 2;
+    unsigned char *hb = x->host + cs_off(c, m);
+    void *buf = cuda ? cs_dev(x, c, m) : hb;
+    void *mh = cuda ? x->mh_cuda[c] : x->mh_host[c];
+    *req = NULL;
+    int rc;
+    if (x->is_recv) {
+        if (cuda)
+            CHECK(TPX_CU(cuMemsetD8, (CUdeviceptr)(uintptr_t)buf, CS_FILL, CS_SLOT) == TPX_OK,
+                  "cuMemsetD8 failed");
+        else
+            memset(hb, CS_FILL, CS_SLOT);
+        rc = nt_irecv1(&x->r->nt, x->comm[c], buf, CS_SLOT, tag, mh, req);
+    } else {
+        nt_fill(cuda ? x->scratch : hb, size, seed);
+        if (cuda && size > 0)
+            CHECK(TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(uintptr_t)buf, x->scratch, size) == TPX_OK,
+                  "cuMemcpyHtoD failed");
+        rc = nt_isend(&x->r->nt, x->comm[c], buf, size, tag, mh, req);
+    }
+    CHECK(rc == 0 && *req != NULL, "comm %d msg %d (%zu bytes, kind %d): post returned rc %d", c,
+          m, size, kind, rc);
+    return 0;
+}
+
+/* Receiver: message m of comm c holds `size` bytes of nt_fill(seed), then
+ * CS_FILL to the end of its slot. */
+static int cs_check(cs_t *x, int c, int m, int kind, size_t size, int got, uint64_t seed,
+                    const char *what)
+{
+    CHECK(got == (int)size, "%s: comm %d msg %d: size %d, expected %zu", what, c, m, got, size);
+    unsigned char *b = x->host + cs_off(c, m);
+    if (kind != 1) { /* received into device memory */
+        CHECK(TPX_CU(cuMemcpyDtoH, x->scratch, (CUdeviceptr)(uintptr_t)cs_dev(x, c, m),
+                     CS_SLOT) == TPX_OK,
+              "cuMemcpyDtoH failed");
+        b = x->scratch;
+    }
+    size_t bad = nt_verify(b, size, seed);
+    CHECK(bad == NT_VERIFY_OK, "%s: comm %d msg %d (%zu bytes, %s): first wrong byte at %zu", what,
+          c, m, size, kind == 0 ? "cuda->cuda" : kind == 1 ? "cuda->host" : "host->cuda", bad);
+    bad = nt_check_byte(b + size, CS_SLOT - size, CS_FILL);
+    CHECK(bad == NT_VERIFY_OK, "%s: comm %d msg %d (%zu bytes): byte %zu past the end written",
+          what, c, m, size, bad);
+    return 0;
+}
+
+static int cs_role(role_t *r, int is_recv)
+{
+    cs_t x = {.r = r, .is_recv = is_recv};
+    if (is_recv)
+        TRY(tt_role_init(r));
+    TRY(cs_setup(&x));
+    if (is_recv)
+        TRY(tt_recv_open(r, CS_COMMS, x.lc, x.comm));
+    else
+        TRY(tt_send_open(r, CS_COMMS, x.comm));
+    size_t per = (size_t)CS_PER * CS_SLOT;
+    for (int c = 0; c < CS_COMMS; c++) {
+        CHECK_RC(nt_regmr(&r->nt, x.comm[c], x.host + cs_off(c, 0), per, TPX_NCCL_PTR_HOST,
+                          &x.mh_host[c]));
+        CHECK_RC(nt_regmr(&r->nt, x.comm[c], cs_dev(&x, c, 0), per, TPX_NCCL_PTR_CUDA,
+                          &x.mh_cuda[c]));
+    }
+    slot_t s[CS_COMMS * CS_PER];
+    for (int round = 0; round < CS_ROUNDS; round++) {
+        for (int m = 0; m < CS_PER; m++)
+            for (int c = 0; c < CS_COMMS; c++)
+                TRY(cs_post(&x, c, m, cs_kind(round, c, m), cs_size(round, c, m), m,
+                            tt_seed(50, (unsigned)(round * CS_COMMS + c), (unsigned)m),
+                            &s[c * CS_PER + m].req));
+        TRY(tt_wait_all(r, s, CS_COMMS * CS_PER, test_deadline_ms(IO_MS), "cudastage"));
+        for (int c = 0; c < CS_COMMS && is_recv; c++)
+            for (int m = 0; m < CS_PER; m++)
+                TRY(cs_check(&x, c, m, cs_kind(round, c, m), cs_size(round, c, m),
+                             s[c * CS_PER + m].size,
+                             tt_seed(50, (unsigned)(round * CS_COMMS + c), (unsigned)m),
+                             "many in flight"));
+    }
+    /* One message per comm at a time: each is spread over every connection. */
+    for (size_t i = 0; i < CS_LONE; i++) {
+        for (int c = 0; c < CS_COMMS; c++)
+            TRY(cs_post(&x, c, 0, (int)(i + (size_t)c) % 3, cs_lone[i], (int)i,
+                        tt_seed(51, (unsigned)i, (unsigned)c), &s[c].req));
+        TRY(tt_wait_all(r, s, CS_COMMS, test_deadline_ms(IO_MS), "cudastage lone"));
+        for (int c = 0; c < CS_COMMS && is_recv; c++)
+            TRY(cs_check(&x, c, 0, (int)(i + (size_t)c) % 3, cs_lone[i], s[c].size,
+                         tt_seed(51, (unsigned)i, (unsigned)c), "lone"));
+    }
+    test_say("%d comms: %d rounds of %d messages in flight and %zu lone ones, CUDA and host "
+             "buffers, verified", CS_COMMS, CS_ROUNDS, CS_PER, CS_LONE);
+    for (int c = 0; c < CS_COMMS; c++) {
+        CHECK_RC(nt_deregmr(&r->nt, x.comm[c], x.mh_host[c]));
+        CHECK_RC(nt_deregmr(&r->nt, x.comm[c], x.mh_cuda[c]));
+    }
+    if (is_recv)
+        TRY(tt_recv_close(r, CS_COMMS, x.lc, x.comm));
+    else
+        for (int c = 0; c < CS_COMMS; c++)
+            CHECK_RC(nt_close_send(&r->nt, x.comm[c]));
+    tpx__cuda_mem_free(&x.dev);
+    nt_free(x.host, cs_off(CS_COMMS, 0));
+    nt_free(x.scratch, CS_SLOT);
+    return tt_expect_no_warnings();
+}
+
+int cudastage_recv(role_t *r) { return cs_role(r, 1); }
+int cudastage_send(role_t *r) { return cs_role(r, 0); }
