@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "trace.h"
 #include "util.h"
 
 enum { CFG_INT, CFG_STR };
@@ -169,6 +170,7 @@ static void cfg_load_once(void)
         level = TPX_LOG_WARN;
     }
     tpx__log_configure(level, cfg_str[TPX_CFG_LOG_FILE]);
+    tpx__trace_start(cfg_str[TPX_CFG_TRACE_FILE]);
     if (cfg_str[TPX_CFG_AUTH_TOKEN_FILE][0] != '\0') {
         static char token[CFG_TOKEN_MAX + 1];
         if (cfg_str[TPX_CFG_AUTH_TOKEN][0] != '\0') {

@@ -10,6 +10,11 @@ TPX_CONFIG_X(LOG_LEVEL, STR, "warn", 0, 0,
              "Log verbosity: none, error, warn, info, debug or trace.")
 TPX_CONFIG_X(LOG_FILE, STR, "", 0, 0,
              "Write log lines to this file instead of stderr (`%p` expands to the pid).")
+TPX_CONFIG_X(TRACE_FILE, STR, "", 0, 0,
+             "Record a timeline of the hot path (posts, direct writes, I/O worker and engine "
+             "wake-ups, control messages, completions; microseconds, per thread) and write it to "
+             "this file at exit (`%p` expands to the pid). For finding where latency goes; off "
+             "costs one load per trace point.")
 TPX_CONFIG_X(SOCKET_IFNAME, STR, "", 0, 0,
              "Interfaces the built-in transport uses: comma list of prefixes, `^` excludes, "
              "`=` matches exactly (e.g. `eth1,eth2`, `^docker`, `=lo`). Default: every interface "
@@ -37,6 +42,13 @@ TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "256K", 16384, 4194304,
              "Built-in transport, CUDA buffers: the pinned staging of a data connection is 4 "
              "blocks of this size (allocated on its first CUDA piece); a piece is copied to or "
              "from the GPU in blocks of a quarter piece, 64 KiB to this.")
+TPX_CONFIG_X(SOCK_EAGER_BYTES, INT, "64K", 0, 1048576,
+             "Built-in transport: a message of at most this many bytes that arrives before its "
+             "receive is posted is read into a buffer of its connection at once, and irecv "
+             "completes it from there (no hand-off to an I/O worker: a one-sided READ's list and "
+             "answer take one wake-up fewer each). Up to this much memory per data connection "
+             "that ever received such a message. 0: such a message waits in the socket for its "
+             "receive. Not in strict TCPX mode.")
 TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "0", 0, 1073741824,
              "SO_SNDBUF/SO_RCVBUF of data connections (0: kernel autotuning).")
 TPX_CONFIG_X(CONNECT_TIMEOUT_MS, INT, "30000", 1, 86400000,

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
 #include "pack.h"
@@ -203,6 +204,7 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
     pthread_mutex_unlock(&e->lock);
     struct timespec ts = {.tv_sec = nap_ns / 1000000000L, .tv_nsec = nap_ns % 1000000000L};
     int r = ppoll(pf, (nfds_t)n, &ts, NULL);
+    TPX_TL(TPX_TR_NAP_END, r);
     pthread_mutex_lock(&e->lock);
     e->sleeping = 0;
     atomic_store(&e->net_wake.armed, 0);

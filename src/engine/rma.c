@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
 #include "peer.h"
@@ -543,6 +544,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     p->rma_tail = x;
     tpx__stream_enqueue(x, &x->out, 1);
     tpx__peer_ring(p);
+    TPX_TL(TPX_TR_POST, x->kind);
     tpx__engine_post_pass(e, p);
     pthread_mutex_unlock(&e->lock);
     *out = x;
@@ -716,6 +718,7 @@ static void target_check(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
     tpx_engine_t *e = p->e;
+    TPX_TL(TPX_TR_LIST_CHECKED, x->nsegs);
     if (x->rma.list == NULL) {
         target_refuse(x);
         return;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
 #include "pack.h"
@@ -89,6 +90,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     tpx_peer_t *p = x->peer;
     x->state = XF_DONE;
     x->status = x->canceled && st == TPX_OK ? TPX_ERR_CANCELED : st;
+    TPX_TL(TPX_TR_XFER_DONE, x->kind);
     atomic_store_explicit(&x->settled, 1, memory_order_release);
     if (x->prev)
         x->prev->next = x->next;
@@ -138,6 +140,7 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
 {
     tpx_xfer_t *x = s->x;
     const tpx_stream_t *stm = c->is_send ? &x->out : &x->in;
+    TPX_TL(TPX_TR_CHUNK_DONE, c->is_send);
     if (s->shared && !c->is_send) {
         /* scatter the received shared chunk into its blocks */
         uint32_t k = s->chunk - stm->nlist;
@@ -378,6 +381,7 @@ static int comm_complete(tpx_comm_t *c, tpx_slot_t *s)
     } else if (c->is_send) {
         tpx__peer_ctrl_sent(p, s->ctrl);
     } else {
+        TPX_TL(TPX_TR_CTRL_IN, p->ctrl_buf[(size_t)s->ctrl * TPX_CTRL_MSG_SIZE + 6]);
         tpx__peer_ctrl_received(p, p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE);
         if (p->state != PEER_READY)
             return 0;
@@ -953,14 +957,24 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
         sched_yield(); /* a poll: see tpx_xfer_poll() */
         return TPX_INPROGRESS;
     }
-    uint64_t limit = timeout_ms < 0 ? UINT64_MAX
-                                    : tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t now = tpx__now_ns();
+    uint64_t limit = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000ull;
+    if (xfer_running(x) && x->e->spin_ns > 0) {
+        /* A transfer of a progress-thread engine often ends within
+         * microseconds (a small READ, the tail of a larger one): watch its
+         * `settled` flag for up to TPX_SPIN_US, yielding the core, before
+         * sleeping on the condition variable -- waking from it costs as
+         * much as a network round trip on loopback. */
+        uint64_t stop = TPX_MIN(limit, now + x->e->spin_ns);
+        while (xfer_running(x) && tpx__now_ns() < stop)
+            sched_yield();
+    }
     tpx_status_t st = xfer_lock(x, "tpx_xfer_wait");
     if (st != TPX_OK)
         return st;
     tpx_engine_t *e = x->e;
     while (x->state != XF_DONE) {
-        uint64_t now = tpx__now_ns();
+        now = tpx__now_ns();
         if (now >= limit) {
             pthread_mutex_unlock(&e->lock);
             return TPX_INPROGRESS;
@@ -979,6 +993,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
     }
     st = xfer_seen(x, bytes);
     pthread_mutex_unlock(&e->lock);
+    TPX_TL(TPX_TR_WAIT_RETURN, 0);
     return st;
 }
 

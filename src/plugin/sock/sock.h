@@ -89,6 +89,7 @@ typedef struct {
     int nsocks, workers, max_reqs;
     uint64_t piece_bytes;
     uint32_t cuda_block; /* CUDA staging: bytes per block (TPX_SOCK_CUDA_BLOCK) */
+    uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */
     int sock_buf;
     int connect_timeout_ms;
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
@@ -182,7 +183,22 @@ typedef struct tpx_sock_chan {
     int queued;            /* on the run queue */
     int registered;        /* in the worker's epoll set */
     uint32_t events;       /* epoll events not handled yet */
+    /* recv, eager (sock_io.c "Eager receives"): the payload of a small
+     * message that came before its receive, read into `eager` (the
+     * worker's, grown on demand up to TPX_SOCK_EAGER_BYTES). While
+     * eager_state is SOCK_EAGER_READY the worker leaves ch->piece and the
+     * buffer alone; whoever moves it READY -> TAKING (irecv) or READY ->
+     * NONE (the worker) delivers the message. */
+    unsigned char *eager;
+    uint32_t eager_cap;
+    int eager_fill;        /* worker: reading a payload into `eager` */
+    int eager_held;        /* worker: parked with a payload in `eager` */
+    _Atomic int eager_state;
+    _Atomic uint64_t eager_seq; /* the held message's number (stored before READY) */
 } tpx_sock_chan_t;
+#define SOCK_EAGER_NONE 0
+#define SOCK_EAGER_READY 1
+#define SOCK_EAGER_TAKING 2 /* irecv is copying it out */
 
 typedef enum { SOCK_COMM_SEND = 1, SOCK_COMM_RECV = 2 } tpx_sock_comm_kind_t;
 
@@ -281,6 +297,10 @@ void tpx__sock_comm_kick(tpx_sock_comm_t *c);
  * workers must move it. Not in strict TCPX mode. */
 int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
 #define SOCK_DIRECT_MAX (64u * 1024) /* largest message isend writes itself */
+/* irecv of message `seq` (just made movable): if a connection holds it
+ * eagerly and the receive is host memory, copy it out here. Returns 1 if
+ * it was delivered. Plain mode only. */
+int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
 #define SOCK_OWNER_WORKER 1
 #define SOCK_OWNER_API 2
 /* Publish `units` more bytes of message `r` (1 for a zero-byte message)

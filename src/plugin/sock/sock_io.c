@@ -35,6 +35,18 @@
  * its receive is posted "parks" the connection: its payload stays in the
  * kernel (TCP flow control pushes back) until irecv kicks it.
  *
+ * Eager receives: a message of at most TPX_SOCK_EAGER_BYTES that comes
+ * in one piece before its receive is posted is read at once into the
+ * connection's eager buffer, and the connection parks holding it
+ * (eager_state READY). The irecv that posts its receive copies it out
+ * itself (READY -> TAKING -> NONE) and the message is done before irecv
+ * returns: no hand-off to the worker, whose wake-up would otherwise sit
+ * on the critical path of every small request/answer exchange (a one-sided
+ * READ's list at the owner, its answer's payload at the requester). The
+ * worker delivers it instead when it sees the receive posted first, and
+ * always for a receive into CUDA memory (a synchronous copy). irecv
+ * kicks the worker afterwards only if more bytes wait on the socket.
+ *
  * Completion is published with one atomic add per piece; test() reads it,
  * and the worker that completes a message wakes a sleeping engine
  * (tpx_net_wake_t). Nothing here allocates or logs on the data path; the
@@ -69,6 +81,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/trace.h"
 #include "common/tsan.h"
 #include "sock.h"
 #include "sock_tables.h"
@@ -152,6 +165,7 @@ static void wake_engine(tpx_sock_comm_t *c)
     tpx_net_wake_t *w = atomic_load_explicit(&c->wake, memory_order_acquire);
     if (w != NULL && atomic_load_explicit(&w->armed, memory_order_relaxed) &&
         atomic_exchange(&w->armed, 0)) {
+        TPX_TL(TPX_TR_ENGINE_WAKE, 0);
         uint64_t one = 1;
         ssize_t n = write(w->fd, &one, sizeof(one));
         (void)n; /* EAGAIN: a wake-up is pending already */
@@ -209,11 +223,17 @@ static void chan_kick(tpx_sock_chan_t *ch)
 
 void tpx__sock_comm_kick(tpx_sock_comm_t *c)
 {
+    uint64_t movable = atomic_load_explicit(&c->movable, memory_order_relaxed);
     for (int i = 0; i < c->nsocks; i++) {
         tpx_sock_chan_t *ch = &c->chans[i];
         /* seq_cst loads: after the poster's seq_cst store of `movable`. */
-        if (c->kind == SOCK_COMM_SEND ? atomic_load(&ch->idle) : atomic_load(&ch->parked))
+        if (c->kind == SOCK_COMM_SEND ? atomic_load(&ch->idle) : atomic_load(&ch->parked)) {
+            /* A connection holding a later message eagerly has nothing to do yet. */
+            if (c->kind == SOCK_COMM_RECV && atomic_load(&ch->eager_state) == SOCK_EAGER_READY &&
+                atomic_load(&ch->eager_seq) >= movable)
+                continue;
             chan_kick(ch);
+        }
     }
 }
 
@@ -223,6 +243,7 @@ static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t un
 {
     uint64_t target = total ? total : 1;
     if (atomic_fetch_add_explicit(&r->done, units, memory_order_release) + units == target) {
+        TPX_TL(TPX_TR_MSG_DONE, total);
         atomic_fetch_add_explicit(&c->finished, 1, memory_order_relaxed);
         wake_engine(c); /* an engine asleep until something completes */
     }
@@ -419,24 +440,23 @@ static int chan_check_peer(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 
 /* ---- receiving -------------------------------------------------------------- */
 
-/* Bind the piece in ch->piece to its posted receive and check it. */
-static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+/* Check piece p against its posted receive r and claim its bytes; 0 if
+ * the comm failed. */
+static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_req_t *r)
 {
-    const tpx_sock_piece_t *p = &ch->piece;
-    tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
     char why[200];
     if (atomic_load_explicit(&r->seq, memory_order_relaxed) != p->seq) {
         snprintf(why, sizeof(why), "piece of message %llu arrived after that message completed",
                  (unsigned long long)p->seq);
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, why);
-        return CH_ERROR;
+        return 0;
     }
     if (!c->tcpx && (int)p->tag != r->tag) { /* TCPX ignores tags */
         snprintf(why, sizeof(why),
                  "message %llu: sender tag %d does not match the posted receive's tag %d",
                  (unsigned long long)p->seq, (int)p->tag, r->tag);
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, why);
-        return CH_ERROR;
+        return 0;
     }
     if (p->total > r->size) {
         snprintf(why, sizeof(why),
@@ -444,19 +464,29 @@ static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                  (unsigned long long)p->seq, (unsigned long long)p->total,
                  (unsigned long long)r->size);
         tpx__sock_comm_fail(c, TPX_ERR_TRUNCATED, why);
-        return CH_ERROR;
+        return 0;
     }
     uint64_t expected = SOCK_TOTAL_UNKNOWN;
     if (!atomic_compare_exchange_strong(&r->total, &expected, p->total) &&
         expected != p->total) {
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "pieces of one message disagree on its size");
-        return CH_ERROR;
+        return 0;
     }
     uint64_t claimed = atomic_fetch_add(&r->claimed, p->len) + p->len;
     if (claimed > p->total || (p->len == 0 && claimed != 0)) {
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "more bytes announced than the message holds");
-        return CH_ERROR;
+        return 0;
     }
+    return 1;
+}
+
+/* Bind the piece in ch->piece to its posted receive and check it. */
+static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    const tpx_sock_piece_t *p = &ch->piece;
+    tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
+    if (!piece_check(c, p, r))
+        return CH_ERROR;
     if (p->len == 0) {
         piece_done(c, r, 1, 0);
         return CH_PROGRESS;
@@ -467,6 +497,123 @@ static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     return CH_PROGRESS;
 }
 
+/* ---- eager receives (see the top) ---- */
+
+/* The header just read can be taken eagerly: a whole small message, the
+ * buffer grown to hold it. */
+static int eager_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    const tpx_sock_piece_t *p = &ch->piece;
+    uint32_t max = tpx__sock_params.eager_bytes;
+    if (max == 0 || c->tcpx || p->offset != 0 || p->len != p->total || p->len > max)
+        return 0;
+    if (p->len > ch->eager_cap) {
+        uint32_t cap = ch->eager_cap ? ch->eager_cap : 4096;
+        while (cap < p->len)
+            cap *= 2;
+        unsigned char *b = realloc(ch->eager, cap);
+        if (b == NULL)
+            return 0; /* park as without eager receives */
+        ch->eager = b;
+        ch->eager_cap = cap;
+    }
+    return 1;
+}
+
+/* The eager payload is complete: park holding it (re-checked at the top
+ * of chan_recv, after these stores: Dekker with irecv). */
+static void eager_hold(tpx_sock_chan_t *ch)
+{
+    ch->eager_fill = 0;
+    ch->bytes += ch->piece.len;
+    TPX_TL(TPX_TR_EAGER_HELD, ch->piece.len);
+    ch->eager_held = 1;
+    atomic_store(&ch->eager_seq, ch->piece.seq);
+    atomic_store(&ch->eager_state, SOCK_EAGER_READY);
+    atomic_store(&ch->parked, 1);
+}
+
+/* Deliver the message held in ch->eager to its posted receive. The caller
+ * owns the held message (took it from READY). Worker or irecv; only the
+ * worker may copy into CUDA memory. Returns 0 if the comm failed. */
+static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    const tpx_sock_piece_t *p = &ch->piece;
+    tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
+    if (!piece_check(c, p, r))
+        return 0;
+    if (p->len > 0 && r->cuda_dev >= 0) {
+        if (tpx__sock_cuda_htod(r->cuda_dev, r->buf, ch->eager, p->len) != TPX_OK) {
+            tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a small message to a CUDA buffer failed");
+            return 0;
+        }
+    } else if (p->len > 0) {
+        memcpy(r->buf, ch->eager, p->len);
+    }
+    piece_done(c, r, p->len ? p->len : 1, p->total);
+    return 1;
+}
+
+/* The worker, parked holding a message eagerly: CH_PARKED while its
+ * receive is not posted (or irecv is copying it out), CH_PROGRESS once it
+ * is delivered (by irecv or here), CH_ERROR. */
+static int eager_parked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    for (;;) {
+        int st = atomic_load(&ch->eager_state);
+        if (st == SOCK_EAGER_TAKING)
+            return CH_PARKED; /* irecv kicks us when it is done, if bytes wait */
+        if (st == SOCK_EAGER_NONE) {
+            ch->eager_held = 0;
+            atomic_store(&ch->parked, 0);
+            return CH_PROGRESS;
+        }
+        /* seq_cst: after our seq_cst store of READY (Dekker with irecv) */
+        if (atomic_load(&c->movable) <= ch->piece.seq)
+            return CH_PARKED;
+        int expected = SOCK_EAGER_READY;
+        if (atomic_compare_exchange_strong(&ch->eager_state, &expected, SOCK_EAGER_NONE)) {
+            ch->eager_held = 0;
+            atomic_store(&ch->parked, 0);
+            return eager_deliver(c, ch) ? CH_PROGRESS : CH_ERROR;
+        }
+    }
+}
+
+int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
+{
+    if (r->cuda_dev >= 0 || r->bounce)
+        return 0;
+    for (int i = 0; i < c->nsocks; i++) {
+        tpx_sock_chan_t *ch = &c->chans[i];
+        /* seq_cst: after irecv's seq_cst store of `movable` */
+        if (atomic_load(&ch->eager_state) != SOCK_EAGER_READY ||
+            atomic_load(&ch->eager_seq) != seq)
+            continue;
+        int expected = SOCK_EAGER_READY;
+        if (!atomic_compare_exchange_strong(&ch->eager_state, &expected, SOCK_EAGER_TAKING))
+            return 0; /* its worker saw the receive and delivers it */
+        if (atomic_load(&ch->eager_seq) != seq) {
+            /* The worker delivered ours and holds a later one by now. */
+            atomic_store(&ch->eager_state, SOCK_EAGER_READY);
+            chan_kick(ch);
+            return 0;
+        }
+        int ok = eager_deliver(c, ch);
+        TPX_TL(TPX_TR_EAGER_IRECV, r->size);
+        atomic_store(&ch->parked, 0);
+        atomic_store(&ch->eager_state, SOCK_EAGER_NONE); /* the worker may read on */
+        /* More bytes (or the sender's close) behind it: the worker goes on.
+         * Bytes that come later raise an epoll edge of their own. */
+        char b;
+        ssize_t n = recv(ch->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (!ok || n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            chan_kick(ch);
+        return 1;
+    }
+    return 0;
+}
+
 static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     uint64_t turn = 0;
@@ -475,6 +622,12 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return CH_IDLE;
         if (turn >= SOCK_TURN_BYTES)
             return CH_MORE;
+        if (ch->eager_held) {
+            int r = eager_parked(c, ch);
+            if (r != CH_PROGRESS)
+                return r;
+            continue;
+        }
         if (atomic_load_explicit(&ch->parked, memory_order_relaxed)) {
             /* seq_cst: after our seq_cst store of `parked` (Dekker with the poster) */
             if (atomic_load(&c->movable) <= ch->piece.seq)
@@ -506,7 +659,9 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         }
         struct iovec iov[64];
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 1};
-        if (!ch->active) {
+        if (ch->eager_fill) {
+            iov[0] = (struct iovec){ch->eager + ch->data_done, ch->piece.len - ch->data_done};
+        } else if (!ch->active) {
             iov[0] = (struct iovec){ch->hdr + ch->hdr_done,
                                     TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done};
         } else if (!ch->req->bounce) {
@@ -530,7 +685,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return CH_ERROR;
         }
         if (n == 0) {
-            if ((ch->active || ch->hdr_done != 0) && c->tcpx) {
+            if ((ch->active || ch->eager_fill || ch->hdr_done != 0) && c->tcpx) {
                 /* Google's plugin only ends its helper thread: test() keeps
                  * saying "not done"; the caller must give up on its own
                  * deadline. */
@@ -539,7 +694,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                               "message (TCPX emulation: test() will not report it)", (void *)c);
                 return CH_ERROR;
             }
-            if (ch->active || ch->hdr_done != 0) {
+            if (ch->active || ch->eager_fill || ch->hdr_done != 0) {
                 tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET,
                                     "the sender closed the connection in the middle of a message");
                 return CH_ERROR;
@@ -547,6 +702,12 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return CH_EOF;
         }
         turn += (uint64_t)n;
+        if (ch->eager_fill) {
+            ch->data_done += (uint32_t)n;
+            if (ch->data_done == ch->piece.len)
+                eager_hold(ch);
+            continue;
+        }
         if (!ch->active) {
             ch->hdr_done += (uint32_t)n;
             if (ch->hdr_done < TPX_SOCK_PIECE_WIRE_SIZE)
@@ -557,6 +718,13 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 return CH_ERROR;
             }
             if (atomic_load_explicit(&c->movable, memory_order_acquire) <= ch->piece.seq) {
+                if (eager_take(c, ch)) {
+                    ch->data_done = 0;
+                    ch->eager_fill = 1;
+                    if (ch->piece.len == 0)
+                        eager_hold(ch);
+                    continue;
+                }
                 atomic_store(&ch->parked, 1); /* re-checked at the top, after this store */
                 continue;
             }
@@ -647,6 +815,7 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
         ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         tpx__tsan_send_end();
         if (n == (ssize_t)(TPX_SOCK_PIECE_WIRE_SIZE + r->size)) {
+            TPX_TL(TPX_TR_ISEND_DIRECT, r->size);
             ch->active = 0;
             ch->bytes += r->size;
             piece_done(c, r, r->size ? r->size : 1, r->size);
@@ -910,6 +1079,8 @@ static void *worker_main(void *arg)
         }
         int n = worker_epoll(w, evs, nap);
         atomic_store(&w->sleeping, 0);
+        if (timeout != 0)
+            TPX_TL(TPX_TR_WORKER_WAKE, n);
         for (int i = 0; i < n; i++) {
             tpx_sock_chan_t *ch = evs[i].data.ptr;
             if (ch == NULL) { /* the eventfd */
@@ -1177,6 +1348,7 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
         if (c->chans[i].worker != NULL)
             atomic_fetch_sub(&c->chans[i].worker->nchans, 1);
         tpx__sock_cuda_chan_free(&c->chans[i]);
+        free(c->chans[i].eager);
         if (c->chans[i].fd >= 0)
             close(c->chans[i].fd);
     }

@@ -68,11 +68,14 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .max_reqs = (int)tpx__config_int(TPX_CFG_MAX_REQUESTS),
             .piece_bytes = (uint64_t)tpx__config_int(TPX_CFG_PIECE_BYTES),
             .cuda_block = (uint32_t)tpx__config_int(TPX_CFG_SOCK_CUDA_BLOCK),
+            .eager_bytes = (uint32_t)tpx__config_int(TPX_CFG_SOCK_EAGER_BYTES),
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX),
                             atomic_load(&force_tcpx)),
         };
+        if (tpx__sock_params.tcpx)
+            tpx__sock_params.eager_bytes = 0; /* only test() moves data there */
         st = tpx__sock_dev_init();
         sock_cuda = st == TPX_OK && tpx__sock_cuda_available();
     } else {

@@ -83,7 +83,9 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
     atomic_store(&c->posted, seq + 1);
     if (!c->tcpx) {
         atomic_store(&c->movable, seq + 1);
-        if (c->kind != SOCK_COMM_SEND || !tpx__sock_send_direct(c, r, seq))
+        int taken = c->kind == SOCK_COMM_SEND ? tpx__sock_send_direct(c, r, seq)
+                                              : tpx__sock_recv_eager(c, r, seq);
+        if (!taken)
             tpx__sock_comm_kick(c);
     }
     *request = r;
