@@ -1079,7 +1079,7 @@ static void *worker_main(void *arg)
         }
         int n = worker_epoll(w, evs, nap);
         atomic_store(&w->sleeping, 0);
-        if (timeout != 0)
+        if (nap != 0)
             TPX_TL(TPX_TR_WORKER_WAKE, n);
         for (int i = 0; i < n; i++) {
             tpx_sock_chan_t *ch = evs[i].data.ptr;
