@@ -9,8 +9,10 @@
 #              GPUS="0,0" (--gpu of the cuda rows; "0,0 0,1" adds GPU0 -> GPU1,
 #              the default when the host has two GPUs)
 #              EXTRA="" (more tpx-perf options for every row, e.g. "--channels 8")
-# Prints one table: size, host GB/s, cuda GB/s per --gpu, ratio, target, and
-# the cpu(s/GB) of each. Exits non-zero if a row failed.
+#              BLOCKS="256K" (TPX_SOCK_CUDA_BLOCK of the cuda rows; a sweep:
+#              BLOCKS="128K 256K 512K", about a minute more per value)
+# Prints one table: size, host GB/s, cuda GB/s per --gpu and block, ratio,
+# target, and the cpu(s/GB) of each. Exits non-zero if a row failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PATH:/usr/local/cuda/bin TPX_SOCKET_IFNAME=lo
@@ -19,6 +21,7 @@ cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)
   >/dev/null || { echo "build failed"; exit 1; }
 ROUNDS=${ROUNDS:-3}
 EXTRA=${EXTRA:-}
+BLOCKS=${BLOCKS:-256K}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 GPUS=${GPUS:-$([ "${ngpu:-0}" -ge 2 ] && echo "0,0 0,1" || echo "0,0")}
 echo "== $(uname -n), $(nproc) cores, ${ngpu:-?} GPU(s), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(git log -1 --format=%h 2>/dev/null)"
@@ -26,7 +29,7 @@ LOG=$(mktemp); trap 'rm -f $LOG' EXIT
 declare -A best cpu
 fails=0
 row() { # KEY SIZE ITERS tpx-perf options...: best GB/s (and its cpu s/GB) of KEY
-  local key=$1 size=$2 iters=$3; shift 3
+  local key=$1 size=$2 iters=$3 g c; shift 3
   if ! timeout -k 5 120 $B/bin/tpx-perf --loopback --size "$size" --iters "$iters" --no-verify $EXTRA "$@" \
       >$LOG 2>&1; then
     echo "FAILED: tpx-perf --loopback --size $size $*"; tail -5 $LOG | sed 's/^/    /'
@@ -43,20 +46,25 @@ for r in $(seq 1 "$ROUNDS"); do
     it=$([ $s = 1M ] && echo 1000 || echo 30)
     row "host $s" $s $it
     for g in $GPUS; do
-      row "cuda $s $g" $s $it --mem cuda --gpu "$g"
+      for b in $BLOCKS; do
+        TPX_SOCK_CUDA_BLOCK=$b row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
+      done
     done
   done
   echo "round $r of $ROUNDS done"
 done
-printf '\n%-6s %-9s %10s %10s %7s %7s   %s\n' size gpu "host GB/s" "cuda GB/s" ratio target "cpu s/GB host / cuda"
+printf '\n%-6s %-5s %-6s %10s %10s %7s %7s   %s\n' size gpu block "host GB/s" "cuda GB/s" ratio target \
+  "cpu s/GB host / cuda"
 for s in 1M 256M; do
   tgt=$([ $s = 1M ] && echo 0.7 || echo 0.9)
   for g in $GPUS; do
-    h=${best["host $s"]:-0} c=${best["cuda $s $g"]:-0}
-    ratio=$(awk -v a="$c" -v b="$h" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
-    ok=$(awk -v r="$ratio" -v t="$tgt" 'BEGIN { print (r >= t ? "met" : "short") }')
-    printf '%-6s %-9s %10s %10s %7s %7s   %s / %s  %s\n' $s "$g" "$h" "$c" "$ratio" ">=$tgt" \
-      "${cpu["host $s"]:-?}" "${cpu["cuda $s $g"]:-?}" "$ok"
+    for b in $BLOCKS; do
+      h=${best["host $s"]:-0} c=${best["cuda $s $g $b"]:-0}
+      ratio=$(awk -v a="$c" -v b="$h" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+      ok=$(awk -v r="$ratio" -v t="$tgt" 'BEGIN { print (r >= t ? "met" : "short") }')
+      printf '%-6s %-5s %-6s %10s %10s %7s %7s   %s / %s  %s\n' $s "$g" "$b" "$h" "$c" "$ratio" \
+        ">=$tgt" "${cpu["host $s"]:-?}" "${cpu["cuda $s $g $b"]:-?}" "$ok"
+    done
   done
 done
 exit $((fails > 0))

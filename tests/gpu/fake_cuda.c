@@ -356,18 +356,23 @@ typedef struct {
     uint64_t ready_ns;
 } event_t;
 
-static int async_mode = -1;
+static int async_mode;
+static pthread_once_t async_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER; /* event fields; before s->mu */
 static stream_t *all_streams;
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf lock */
 
+static void async_read(void)
+{
+    const char *e = getenv("FAKE_CUDA_ASYNC");
+    async_mode = e != NULL && e[0] == '1';
+}
+
 static int is_async(void)
 {
-    if (async_mode < 0) {
-        const char *e = getenv("FAKE_CUDA_ASYNC");
-        async_mode = e != NULL && e[0] == '1';
-    }
+    pthread_once(&async_once, async_read);
     return async_mode;
 }
 
@@ -555,15 +560,17 @@ EXPORT CUresult cuEventRecord(void *ev, void *sv)
     stream_t *s = sv;
     if (e == NULL)
         return EINVAL_;
+    pthread_mutex_lock(&event_lock);
     if (!is_async() || s == NULL) {
         e->s = NULL;
-        return OK;
+    } else {
+        pthread_mutex_lock(&s->mu);
+        e->s = s;
+        e->upto = s->queued;
+        e->ready_ns = s->ran < s->queued ? ready_at() : 0;
+        pthread_mutex_unlock(&s->mu);
     }
-    pthread_mutex_lock(&s->mu);
-    e->s = s;
-    e->upto = s->queued;
-    e->ready_ns = s->ran < s->queued ? ready_at() : 0;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&event_lock);
     return OK;
 }
 /* Not ready until its time has come; then the work before it runs. */
@@ -572,18 +579,20 @@ EXPORT CUresult cuEventQuery(void *ev)
     event_t *e = ev;
     if (e == NULL)
         return EINVAL_;
-    stream_t *s = e->s;
-    if (s == NULL)
-        return OK;
     CUresult r = OK;
-    pthread_mutex_lock(&s->mu);
-    if (s->ran < e->upto) {
-        if (now_ns() < e->ready_ns)
-            r = NOT_READY_;
-        else
-            stream_run(s, e->upto);
+    pthread_mutex_lock(&event_lock);
+    stream_t *s = e->s;
+    if (s != NULL) {
+        pthread_mutex_lock(&s->mu);
+        if (s->ran < e->upto) {
+            if (now_ns() < e->ready_ns)
+                r = NOT_READY_;
+            else
+                stream_run(s, e->upto);
+        }
+        pthread_mutex_unlock(&s->mu);
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&event_lock);
     return r;
 }
 EXPORT CUresult cuEventSynchronize(void *ev)
@@ -591,12 +600,14 @@ EXPORT CUresult cuEventSynchronize(void *ev)
     event_t *e = ev;
     if (e == NULL)
         return EINVAL_;
+    pthread_mutex_lock(&event_lock);
     stream_t *s = e->s;
     if (s != NULL) {
         pthread_mutex_lock(&s->mu);
         stream_run(s, e->upto);
         pthread_mutex_unlock(&s->mu);
     }
+    pthread_mutex_unlock(&event_lock);
     return OK;
 }
 EXPORT CUresult cuEventElapsedTime_v2(float *ms, void *a, void *b)
