@@ -10,7 +10,8 @@
 #              the default when the host has two GPUs)
 #              EXTRA="" (more tpx-perf options for every row, e.g. "--channels 8")
 #              BLOCKS="256K" (TPX_SOCK_CUDA_BLOCK of the cuda rows; a sweep:
-#              BLOCKS="128K 256K 512K", about a minute more per value)
+#              BLOCKS="128K 256K 512K", about a minute more per value; 128K
+#              copies an engine's 512 KiB chunks in 4 blocks instead of 2)
 # Prints one table: size, host GB/s, cuda GB/s per --gpu and block, ratio,
 # target, and the cpu(s/GB) of each. Exits non-zero if a row failed.
 set -uo pipefail

@@ -41,7 +41,7 @@ TPX_CONFIG_X(PIECE_BYTES, INT, "1M", 65536, 67108864,
 TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "256K", 16384, 4194304,
              "Built-in transport, CUDA buffers: the pinned staging of a data connection is 4 "
              "blocks of this size (allocated on its first CUDA piece); a piece is copied to or "
-             "from the GPU in blocks of a quarter piece, 64 KiB to this.")
+             "from the GPU in blocks of half a piece, 64 KiB to this.")
 TPX_CONFIG_X(SOCK_EAGER_BYTES, INT, "64K", 0, 1048576,
              "Built-in transport: a message of at most this many bytes that arrives before its "
              "receive is posted is read into a buffer of its connection at once, and irecv "

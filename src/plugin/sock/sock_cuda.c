@@ -7,8 +7,9 @@
  * connection (TPX_SOCK_CUDA_BLOCK bytes each, 256 KiB by default: 1 MiB
  * per connection that has moved CUDA memory, made on first use and freed
  * with its comm), pipelined on the connection's own stream: a piece is cut
- * into blocks of a quarter of the piece (64 KiB to one slot), so that even
- * a 256 KiB piece overlaps its copies with the socket.
+ * into blocks of half the piece (64 KiB to one slot), so that even a
+ * 256 KiB piece overlaps its copies with the socket, at two driver calls
+ * (copy, event) per block.
  *
  * The I/O worker never waits for CUDA. Each block's copy records an event;
  * a connection whose next block is not copied yet (send) or whose next
@@ -74,7 +75,7 @@ void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
 /* The block size of a piece of `len` bytes. */
 static uint32_t piece_block(const tpx_sock_cuda_chan_t *k, uint32_t len)
 {
-    uint32_t b = (len / SOCK_CUDA_SLOTS + 4095u) & ~4095u;
+    uint32_t b = (len / 2 + 4095u) & ~4095u;
     return TPX_MIN(TPX_MAX(b, SOCK_CUDA_MIN_BLOCK), k->slot_bytes);
 }
 
