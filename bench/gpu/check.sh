@@ -2,7 +2,8 @@
 # bench/gpu/check.sh - the fast GPU correctness pass (a few minutes): every GPU
 # path moves verified data once, on one GPU. bench/gpu/run.sh is the full run.
 #   unpack kernel + d2d; strict TCPX handle/bounce in GPU memory (tcpx_nocpu,
-#   ncclnet_diff); two-sided GPU->GPU plain and strict (kernel, d2d); one-sided
+#   ncclnet_diff); two-sided GPU->GPU plain and strict (kernel, d2d); the
+#   transport's CUDA staging alone (test_transport cudastage); one-sided
 #   READ/WRITE of GPU blocks packed (kernel, d2d) and unpacked, plain and strict.
 # Prints one line per check and a summary; exits non-zero if any failed.
 set -uo pipefail
@@ -28,6 +29,8 @@ chk unpack $B/bin/test_unpack_gpu --rounds 50 --no-bench
 chk tcpx-nocpu-v7 env TPX_SOCK_TCPX=2 $B/bin/test_transport $B/lib/libnccl-net-tpx.so 7 tcpx_nocpu
 chk tcpx-diff $B/bin/ncclnet_diff $B/lib/libnccl-net-tpx-tcpx.so
 chk two-sided-plain $P --loopback --mem cuda --gpu 0,0 --sizes 1M,64M --iters 20 --verify
+chk transport-cudastage env TPX_NSOCKS=4 TPX_SOCK_WORKERS=2 \
+  $B/bin/test_transport $B/lib/libnccl-net-tpx.so 10 cudastage
 for u in kernel d2d; do
   chk two-sided-strict-$u env TPX_SOCK_TCPX=1 TPX_UNPACK=$u $P --loopback --mem cuda --gpu 0,0 --sizes 1M,64M --iters 20 --verify
 done
