@@ -1065,7 +1065,10 @@ static void *worker_main(void *arg)
     struct epoll_event evs[SOCK_EPOLL_BATCH];
     while (!atomic_load(&w->stop)) {
         worker_commands(w);
+        tpx_sock_chan_t *tail = w->run_tail;
         take_kicks(w);
+        if (w->run_tail != tail) /* kicked connections are queued: no nap */
+            w->cu_wait_since = 0;
         uint64_t nap = worker_nap_ns(w);
         if (nap > 0) {
             /* Sleep. Announce it first, then look again (Dekker with
