@@ -112,13 +112,36 @@ void tpx__pack_engine_fini(tpx_engine_t *e)
     e->pack_kernel = 0;
 }
 
-tpx_status_t tpx__pack_stage(tpx_comm_t *c, uint64_t n, int gpu_dev, char **buf,
+void tpx__pack_comm_init(tpx_comm_t *c)
+{
+    /* chunk 0 on top */
+    for (int i = 0; i < c->win.cap; i++)
+        c->stage_free[i] = (uint8_t)(c->win.cap - 1 - i);
+    c->stage_nfree = c->win.cap;
+}
+
+void tpx__pack_stage_take(tpx_comm_t *c)
+{
+    if (c->stage_nfree > 0)
+        c->stage_nfree--;
+}
+
+void tpx__pack_stage_put(tpx_comm_t *c, uint8_t idx)
+{
+    if (c->stage_nfree < c->win.cap)
+        c->stage_free[c->stage_nfree++] = idx;
+}
+
+tpx_status_t tpx__pack_stage(tpx_comm_t *c, int gpu_dev, uint8_t *idx, char **buf,
                              tpx_region_t **region, uint64_t *roff)
 {
     tpx_peer_t *p = c->peer;
     tpx_engine_t *e = p->e;
     size_t len = (size_t)c->win.cap * p->chunk;
-    uint64_t at = (n % (uint64_t)c->win.cap) * p->chunk;
+    if (c->stage_nfree == 0)
+        return TPX_ERR_INTERNAL; /* cannot be: the window has room, so a chunk is free */
+    *idx = c->stage_free[c->stage_nfree - 1];
+    uint64_t at = (uint64_t)*idx * p->chunk;
     tpx_status_t st = TPX_OK;
     if (gpu_dev < 0) {
         if (c->stage == NULL) {

@@ -2,10 +2,11 @@
  * pack.h - shared chunks of one-sided transfers (pack.c): small blocks
  * packed back to back into one plugin message (wire.h, tpx_chunker_t).
  *
- * A comm owns its staging buffers: one chunk per window slot, a slot's
- * part used by the shared chunk posted in it (free again when the slot
- * is). Host blocks only: `stage`, plain memory; a run with GPU blocks:
- * `gstage`, page-locked host memory (the plugin sees host memory: no
+ * A comm owns its staging buffers: one chunk per window slot, each used
+ * by one posted shared chunk at a time (free again when that chunk is
+ * done; the last freed is used next, while it is warm in the cache). Host
+ * blocks only: `stage`, plain memory; a run with GPU blocks: `gstage`,
+ * page-locked host memory (the plugin sees host memory: no
  * per-message staging in the transport; the GPU reaches it by DMA). Both
  * are allocated on first use, registered as internal host regions, and
  * freed with the comm (tpx__pack_comm_fini). The engine's pack stream,
@@ -22,12 +23,21 @@
  * x (their run needs the mapped staging buffer), -1 if none. */
 int tpx__pack_run_dev(const tpx_xfer_t *x, uint32_t first, uint32_t last);
 
-/* The staging bytes of window position n of comm c (one chunk): in the
- * mapped buffer when gpu_dev >= 0 (the pack device is set up on first use,
- * on gpu_dev), else plain: the CPU address, its region and the region
- * offset. */
-tpx_status_t tpx__pack_stage(tpx_comm_t *c, uint64_t n, int gpu_dev, char **buf,
+/* A comm's staging chunks start free (comm set-up). */
+void tpx__pack_comm_init(tpx_comm_t *c);
+
+/* The staging chunk the next shared chunk of comm c goes to: the top of
+ * its stack of free chunks (the last freed: the warmest in cache), its
+ * bytes in the mapped buffer when gpu_dev >= 0 (the pack device is set up
+ * on first use, on gpu_dev), else plain: its index, the CPU address, its
+ * region and the region offset. It stays free until tpx__pack_stage_take()
+ * (the chunk was posted); a posted slot gives it back with
+ * tpx__pack_stage_put() when it is done. The window's slots bound the
+ * chunks taken, so one is free whenever the window has room. */
+tpx_status_t tpx__pack_stage(tpx_comm_t *c, int gpu_dev, uint8_t *idx, char **buf,
                              tpx_region_t **region, uint64_t *roff);
+void tpx__pack_stage_take(tpx_comm_t *c);
+void tpx__pack_stage_put(tpx_comm_t *c, uint8_t idx);
 
 /* Sender: copy segments [first, last] of x to buf + their pack_off.
  * Receiver: copy buf + pack_off to each (a segment without region: the

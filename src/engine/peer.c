@@ -109,6 +109,7 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     c->chan = chan;
     c->dev = dev;
     c->win.cap = p->e->window;
+    tpx__pack_comm_init(c);
     c->lane = is_ctrl ? -1 : is_send ? chan : p->nchan + chan;
     c->id = p->e->next_comm_id++;
     return c;

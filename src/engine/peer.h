@@ -130,6 +130,9 @@ tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL
                                  tpx_xfer_t *owner);
 /* Encode and queue m with the next control sequence number. */
 tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner);
+/* Post the outbox's messages now, as far as the control window has room
+ * (no test, no completion: safe inside another comm's pass). */
+void tpx__peer_ctrl_flush(tpx_peer_t *p);
 void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg);
 void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx);
 /* The peer fails with st (once): its transfers end with st. */

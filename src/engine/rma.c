@@ -819,6 +819,11 @@ static void target_check(tpx_xfer_t *x)
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
         return;
     }
+    /* The answer leaves now, ahead of the payload's gathers: the requester
+     * posts its receives while this side packs the first chunks. */
+    tpx__peer_ctrl_flush(p);
+    if (p->state != PEER_READY)
+        return;
     if (verdict == TPX_OK) {
         x->out = (tpx_stream_t){.nchunks = x->own.want_nchunks, .gate = UINT32_MAX,
                                 .first_chan = p->send_cursor};

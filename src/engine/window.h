@@ -33,6 +33,7 @@ typedef struct {
     uint16_t ctrl;      /* SLOT_CTRL: index of the control buffer */
     uint32_t chunk;     /* SLOT_DATA: chunk index within its stream */
     uint8_t shared;     /* SLOT_DATA: a shared chunk in the comm's staging buffer */
+    uint8_t stage;      /* shared: its staging chunk (pack.h), the comm's until done */
 } tpx_slot_t;
 
 /* A per-comm FIFO of requests in flight: posted >= done, slot = n % cap. */
@@ -66,6 +67,9 @@ struct tpx_comm {
     const tpx_nccl_unpack_meta_t *meta_host;
     unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
                              slot, allocated on first use (pack.h) */
+    uint8_t stage_free[TPX_WINDOW_MAX]; /* staging chunks not in a posted slot: a stack,
+                                           the last freed (warmest in cache) on top */
+    int stage_nfree;
     tpx_region_t *stage_region;
     unsigned char *gstage; /* ... with GPU blocks: page-locked (pack.h) */
     tpx_region_t *gstage_region;

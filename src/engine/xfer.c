@@ -158,6 +158,8 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
             return;
         }
     }
+    if (s->shared)
+        tpx__pack_stage_put(c, s->stage);
     x->chunks_done++;
     if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD)) {
         tpx__rma_list_chunk_done(x);
@@ -268,12 +270,12 @@ static int post_data(tpx_comm_t *c)
     tpx_region_t *r = discard ? p->scratch_region : at.region;
     char *buf = discard ? (char *)p->scratch : at.buf;
     uint64_t roff = discard ? 0 : at.roff;
+    uint8_t stage = 0;
     if (at.shared) {
-        /* small blocks packed into one chunk of the comm's staging buffer
-         * (the slot's own: free while the slot is; pack.c) */
-        tpx_status_t st = tpx__pack_stage(c, c->win.posted,
-                                          tpx__pack_run_dev(x, at.seg_first, at.seg_last), &buf,
-                                          &r, &roff);
+        /* small blocks packed into a free chunk of the comm's staging
+         * buffer, the slot's until it is done (pack.c) */
+        tpx_status_t st = tpx__pack_stage(c, tpx__pack_run_dev(x, at.seg_first, at.seg_last),
+                                          &stage, &buf, &r, &roff);
         if (st == TPX_OK && c->is_send)
             st = tpx__pack_gather(c, x, at.seg_first, at.seg_last, buf);
         if (st != TPX_OK) {
@@ -287,7 +289,7 @@ static int post_data(tpx_comm_t *c)
     if (st == TPX_OK)
         st = tpx__window_post(c, buf, at.len, mh,
                               &(tpx_slot_t){.kind = SLOT_DATA, .x = x, .chunk = j,
-                                            .shared = (uint8_t)at.shared,
+                                            .shared = (uint8_t)at.shared, .stage = stage,
                                             .dst_dev = discard ? -1 : (int8_t)r->cuda_dev,
                                             .dst = discard ? NULL : buf});
     if (st == TPX_INPROGRESS)
@@ -296,6 +298,8 @@ static int post_data(tpx_comm_t *c)
         tpx__peer_fail(p, st, c->is_send ? "posting a send failed" : "posting a receive failed");
         return -1;
     }
+    if (at.shared)
+        tpx__pack_stage_take(c);
     l->next_chunk += (uint32_t)p->nchan;
     if (l->next_chunk >= stm->nchunks)
         lane_pop(c);
@@ -329,6 +333,13 @@ static int post_ctrl(tpx_comm_t *c)
     p->outbox_head = (p->outbox_head + 1) % p->outbox_cap;
     p->outbox_n--;
     return 1;
+}
+
+void tpx__peer_ctrl_flush(tpx_peer_t *p)
+{
+    while (p->state == PEER_READY && !tpx__window_full(p->ctrl_send) &&
+           post_ctrl(p->ctrl_send) > 0)
+        ;
 }
 
 /* Post control receives on the idle buffers. -1 if the peer failed or its

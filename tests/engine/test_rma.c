@@ -4,7 +4,7 @@
  * loopback (run plain and in strict TCPX mode by ctest).
  *
  *   test_rma basic | notif | reject | badargs | dereg | twoway | prepost |
- *            coalesce | overflow | metadata | ... | pack | packfail | relfree
+ *            coalesce | overflow | metadata | ... | pack | packmany | packfail | relfree
  *
  * Every transfer is byte-verified against a model of both memories: the
  * destination must equal its old bytes with the blocks copied in, and the
@@ -1367,6 +1367,73 @@ static int t_pack(void)
     TEST_DONE();
 }
 
+/* Packed transfers at once, every op both ways over one connection, each
+ * in its own slices of both memories with its own bytes: a comm's staging
+ * chunks go back to it as their chunks complete, in any order, and the
+ * last freed is used next (pack.c); one handed out twice, or before its
+ * chunk was done, would mix the bytes of two transfers. Small chunks: many
+ * shared chunks per transfer, more than a window of them in flight. */
+static int t_packmany(void)
+{
+    enum { NX = 8, NB = 400 };
+    side_t a, b;
+    setenv("TPX_CHUNK_BYTES", "64K", 1);
+    EXPECT(side_open(&a, "A", 32u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 32u << 20, 0) == 0);
+    unsetenv("TPX_CHUNK_BYTES");
+    tpx_remote_t *ab = load(&a, &b), *ba = load(&b, &a);
+    EXPECT(ab != NULL && ba != NULL);
+    if (test_failed())
+        return 1;
+    size_t slice = a.size / NX;
+    blk_t *blk = malloc(NX * NB * sizeof(*blk));
+    tpx_iov_t *v[NX];
+    unsigned char *want_a = malloc(a.size), *want_b = malloc(b.size);
+    for (int round = 0; round < 4 && !test_failed(); round++) {
+        fill(a.mem, a.size, rnd());
+        fill(b.mem, b.size, rnd());
+        memcpy(want_a, a.mem, a.size);
+        memcpy(want_b, b.mem, b.size);
+        tpx_xfer_t *x[NX] = {0};
+        for (int t = 0; t < NX; t++) {
+            /* t % 4: A reads B, A writes B, B reads A, B writes A */
+            int from_b = (t % 4) >= 2;
+            tpx_op_t op = t % 2 ? TPX_OP_WRITE : TPX_OP_READ;
+            side_t *l = from_b ? &b : &a, *r = from_b ? &a : &b;
+            unsigned char *want_l = from_b ? want_b : want_a, *want_r = from_b ? want_a : want_b;
+            blk_t *bt = blk + (size_t)t * NB;
+            for (size_t i = 0; i < NB; i++) /* 4 KiB and smaller: all packed */
+                bt[i] = (blk_t){.loff = (size_t)t * slice + i * 8192 + rnd_in(0, 4096),
+                                .roff = (size_t)t * slice + (NB - 1 - i) * 8192 + rnd_in(0, 4096),
+                                .len = rnd_in(1, 4096)};
+            for (size_t i = 0; i < NB; i++) {
+                if (op == TPX_OP_WRITE)
+                    memcpy(want_r + bt[i].roff, l->mem + bt[i].loff, bt[i].len);
+                else
+                    memcpy(want_l + bt[i].loff, r->mem + bt[i].roff, bt[i].len);
+            }
+            v[t] = make_iov(l, r, bt, NB);
+            EXPECT(tpx_rma(from_b ? ba : ab, op, v[t], NB, NULL, 0, &x[t]) == TPX_OK);
+        }
+        for (int t = 0; t < NX; t++) {
+            if (x[t] != NULL)
+                EXPECT(tpx_xfer_wait(x[t], 60000, NULL) == TPX_OK);
+            tpx_xfer_release(x[t]);
+            free(v[t]);
+        }
+        EXPECT(memcmp(a.mem, want_a, a.size) == 0);
+        EXPECT(memcmp(b.mem, want_b, b.size) == 0);
+    }
+    free(want_a);
+    free(want_b);
+    free(blk);
+    tpx_remote_forget(ab);
+    tpx_remote_forget(ba);
+    side_close(&a);
+    side_close(&b);
+    TEST_DONE();
+}
+
 /* A refused entry in the middle of a packed run refuses the whole request
  * (nothing moves, either way); a packed transfer canceled while it runs
  * ends canceled (or OK), and the connection carries the next one intact. */
@@ -1555,13 +1622,14 @@ int main(int argc, char **argv)
                  {"metadata", t_metadata}, {"bell", t_bell},
                  {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
                  {"failclose", t_failclose}, {"abi", t_abi},
-                 {"pollloop", t_pollloop}, {"pack", t_pack}, {"packfail", t_packfail},
-                 {"packgpu", t_packgpu}, {"relfree", t_relfree}};
+                 {"pollloop", t_pollloop}, {"pack", t_pack}, {"packmany", t_packmany},
+                 {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
-                    "overflow|metadata|bell|cancel|hostile|holds|failclose|abi|pollloop|relfree\n");
+                    "overflow|metadata|bell|cancel|hostile|holds|failclose|abi|pollloop|pack|"
+                    "packmany|packfail|packgpu|relfree\n");
     return 2;
 }
