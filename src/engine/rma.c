@@ -240,12 +240,18 @@ typedef struct {
     int remote_host;
 } centry_t;
 
+/* The last remote descriptor decoded and found to be the remote's: the
+ * blocks of a list usually all name one, decoded (checksum) once. */
+typedef struct {
+    const tpx_rdesc_t *d; /* NULL: none yet */
+    tpx_rdesc_fields_t f;
+} rdesc_seen_t;
+
 /* Check one block; *key = the descriptor's key, *host = it names host memory. */
-static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, uint64_t *key,
-                              int *host)
+static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, rdesc_seen_t *seen,
+                              uint64_t *key, int *host)
 {
     tpx_region_t *r = v->local;
-    tpx_rdesc_fields_t f;
     if (r == NULL || v->remote == NULL || v->len == 0) {
         TPX_ERROR("tpx_xfer_prepare: block %zu: %s", i,
                   r == NULL ? "NULL local region" : v->remote == NULL ? "NULL remote descriptor"
@@ -262,23 +268,28 @@ static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, ui
                   "of %zu bytes", i, v->local_offset, v->len, r->len);
         return TPX_ERR_INVALID_ARG;
     }
-    if (tpx__rdesc_decode(v->remote->bytes, &f) != TPX_OK) {
-        TPX_ERROR("tpx_xfer_prepare: block %zu: the remote descriptor is not valid", i);
-        return TPX_ERR_INVALID_ARG;
+    if (seen->d != v->remote) {
+        seen->d = NULL;
+        if (tpx__rdesc_decode(v->remote->bytes, &seen->f) != TPX_OK) {
+            TPX_ERROR("tpx_xfer_prepare: block %zu: the remote descriptor is not valid", i);
+            return TPX_ERR_INVALID_ARG;
+        }
+        if (seen->f.engine_id != rm->md.engine_id) {
+            TPX_ERROR("tpx_xfer_prepare: block %zu: the descriptor belongs to engine %016llx, "
+                      "not to remote %s (%016llx)", i, (unsigned long long)seen->f.engine_id,
+                      rm->md.name, (unsigned long long)rm->md.engine_id);
+            return TPX_ERR_INVALID_ARG;
+        }
+        seen->d = v->remote;
     }
-    if (f.engine_id != rm->md.engine_id) {
-        TPX_ERROR("tpx_xfer_prepare: block %zu: the descriptor belongs to engine %016llx, not "
-                  "to remote %s (%016llx)", i, (unsigned long long)f.engine_id, rm->md.name,
-                  (unsigned long long)rm->md.engine_id);
-        return TPX_ERR_INVALID_ARG;
-    }
-    if (v->remote_offset > f.len || v->len > f.len - v->remote_offset) {
+    const tpx_rdesc_fields_t *f = &seen->f;
+    if (v->remote_offset > f->len || v->len > f->len - v->remote_offset) {
         TPX_ERROR("tpx_xfer_prepare: block %zu: remote bytes [%zu, +%zu) are outside the "
-                  "exported %llu bytes", i, v->remote_offset, v->len, (unsigned long long)f.len);
+                  "exported %llu bytes", i, v->remote_offset, v->len, (unsigned long long)f->len);
         return TPX_ERR_INVALID_ARG;
     }
-    *key = f.key;
-    *host = f.mem_type == TPX_MEM_HOST;
+    *key = f->key;
+    *host = f->mem_type == TPX_MEM_HOST;
     return TPX_OK;
 }
 
@@ -292,10 +303,11 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
     if (ce == NULL || umap_init(&keys, n) != TPX_OK || umap_init(&regs, n) != TPX_OK)
         goto out;
     size_t m = 0;
+    rdesc_seen_t seen = {0};
     for (size_t i = 0; i < n; i++) {
         uint64_t key;
         int host;
-        if ((st = iov_check(pp->rm, &iov[i], i, &key, &host)) != TPX_OK)
+        if ((st = iov_check(pp->rm, &iov[i], i, &seen, &key, &host)) != TPX_OK)
             goto out;
         centry_t *last = m > 0 ? &ce[m - 1] : NULL;
         if (last && last->r == iov[i].local && last->key == key &&

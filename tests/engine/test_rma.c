@@ -402,6 +402,33 @@ static int t_badargs(void)
     BAD(remote_offset, b.size - 100);
     BAD(remote_offset, SIZE_MAX);
 #undef BAD
+    /* Within a list: blocks naming one descriptor have it decoded once; a
+     * bad block among them is refused all the same, whatever comes before
+     * or after it; a copy of the good descriptor elsewhere is as good. */
+    {
+        enum { NL = 5 };
+        tpx_rdesc_t copy = b.d;
+        tpx_iov_t list[NL], l2[NL];
+        for (int k = 0; k < NL; k++) {
+            list[k] = good;
+            list[k].local_offset = list[k].remote_offset = (size_t)k * 8192;
+        }
+        list[3].remote = &copy;
+        for (int bad = 0; bad < 3; bad++) {
+            for (int at = 0; at < NL; at++) {
+                memcpy(l2, list, sizeof(list));
+                if (bad == 0)
+                    l2[at].remote = &junk;
+                else if (bad == 1)
+                    l2[at].remote = &a.d;
+                else
+                    l2[at].remote_offset = b.size - 100;
+                EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, l2, NL, &pp) == TPX_ERR_INVALID_ARG);
+            }
+        }
+        EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, list, NL, &pp) == TPX_OK);
+        tpx_prep_release(pp);
+    }
     EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, &good, 0, &pp) == TPX_ERR_INVALID_ARG);
     EXPECT(tpx_xfer_prepare(rm, (tpx_op_t)7, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
     EXPECT(tpx_xfer_prepare(NULL, TPX_OP_READ, &good, 1, &pp) == TPX_ERR_INVALID_ARG);
