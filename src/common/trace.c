@@ -43,6 +43,8 @@ static const char *const event_names[TPX_TR_NEVENTS] = {
     [TPX_TR_LIST_CHECKED] = "list-checked",
     [TPX_TR_XFER_DONE] = "xfer-done",
     [TPX_TR_WAIT_RETURN] = "wait-return",
+    [TPX_TR_GATHERED] = "gathered",
+    [TPX_TR_SCATTERED] = "scattered",
 };
 
 void tpx__trace_record(int event, uint64_t arg)

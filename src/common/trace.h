@@ -31,6 +31,8 @@ typedef enum {
     TPX_TR_LIST_CHECKED,   /* an owner checked a request list (arg: entries) */
     TPX_TR_XFER_DONE,      /* a transfer completed (arg: kind) */
     TPX_TR_WAIT_RETURN,    /* tpx_xfer_wait returned (arg: 1 after sleeping) */
+    TPX_TR_GATHERED,       /* a packed chunk was gathered (arg: ns the copies took) */
+    TPX_TR_SCATTERED,      /* a packed chunk was scattered (arg: ns the copies took) */
     TPX_TR_NEVENTS
 } tpx_trace_event_t;
 
@@ -39,6 +41,9 @@ extern _Atomic int tpx__trace_on;
 void tpx__trace_record(int event, uint64_t arg);
 /* Start tracing into `path` (once per process; later calls do nothing). */
 void tpx__trace_start(const char *path);
+
+/* 1 while tracing (to time a span: read the clock only then). */
+#define TPX_TL_ON() TPX_UNLIKELY(atomic_load_explicit(&tpx__trace_on, memory_order_relaxed))
 
 #define TPX_TL(ev, arg)                                                                            \
     do {                                                                                           \

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/trace.h"
 #include "gpu/cuda.h"
 #include "mem.h"
 #include "pack.h"
@@ -373,11 +374,17 @@ static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
 tpx_status_t tpx__pack_gather(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
                               char *buf)
 {
-    return run_copy(c, x, first, last, buf, 1);
+    uint64_t t0 = TPX_TL_ON() ? tpx__now_ns() : 0;
+    tpx_status_t st = run_copy(c, x, first, last, buf, 1);
+    TPX_TL(TPX_TR_GATHERED, tpx__now_ns() - t0);
+    return st;
 }
 
 tpx_status_t tpx__pack_scatter(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
                                uint32_t last, const char *buf)
 {
-    return run_copy(c, x, first, last, (char *)buf, 0);
+    uint64_t t0 = TPX_TL_ON() ? tpx__now_ns() : 0;
+    tpx_status_t st = run_copy(c, x, first, last, (char *)buf, 0);
+    TPX_TL(TPX_TR_SCATTERED, tpx__now_ns() - t0);
+    return st;
 }

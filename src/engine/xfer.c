@@ -392,7 +392,7 @@ static int comm_complete(tpx_comm_t *c, tpx_slot_t *s)
     } else if (c->is_send) {
         tpx__peer_ctrl_sent(p, s->ctrl);
     } else {
-        TPX_TL(TPX_TR_CTRL_IN, p->ctrl_buf[(size_t)s->ctrl * TPX_CTRL_MSG_SIZE + 6]);
+        TPX_TL(TPX_TR_CTRL_IN, p->ctrl_buf[(size_t)s->ctrl * TPX_CTRL_MSG_SIZE + 7]);
         tpx__peer_ctrl_received(p, p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE);
         if (p->state != PEER_READY)
             return 0;

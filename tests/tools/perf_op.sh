@@ -29,6 +29,14 @@ done
 "$PERF" --op read --prep-each --block 16K --blocks 50 --iters 3 --warmup 0 > "$WORK/pe.out" 2>&1 \
     || { cat "$WORK/pe.out"; fail "--prep-each"; }
 
+# TPX_TRACE_FILE: a packed READ's timeline names the request and the answer
+# (control types 3 and 4), and the gathers and scatters of its packed chunks
+TPX_TRACE_FILE="$WORK/tl.txt" "$PERF" --op read --block 4K --blocks 300 --iters 2 --warmup 0 \
+    --no-raw > "$WORK/tl.out" 2>&1 || { cat "$WORK/tl.out"; fail "TPX_TRACE_FILE run"; }
+for ev in 'ctrl-in +3$' 'ctrl-in +4$' ' gathered ' ' scattered '; do
+    grep -Eq "$ev" "$WORK/tl.txt" || fail "trace: no '$ev' record"
+done
+
 # --latency: the raw TCP row, WRITE's notification latency, the idle engine's CPU
 "$PERF" --op write --latency --block 4K --blocks 1 --iters 20 --warmup 2 > "$WORK/lat.out" 2>&1 \
     || { cat "$WORK/lat.out"; fail "--latency"; }
