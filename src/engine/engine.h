@@ -144,7 +144,8 @@
 
 #define TPX_MAX_CHANNELS 32
 #define TPX_WINDOW_MAX 32
-#define TPX_CTRL_MSG_SIZE 64      /* every control message has exactly this size */
+#define TPX_CTRL_MSG_SIZE 64      /* every control message's header has exactly this size */
+#define TPX_CTRL_BUF_SLOT TPX_CTRL_SLOT /* a control buffer: header + body (wire.h) */
 #define TPX_DEVH_STORAGE 512      /* device-handle storage per comm */
 #define TPX_MSG_BELL (TPX_BS_TYPE_USER + 2) /* bootstrap frame "a request is on its way":
                                                wakes an idle owner (peer.c) */
@@ -179,6 +180,7 @@ struct tpx_engine {
     char name[64];             /* shown to peers */
     char bind_addr[64];        /* params.bind_addr ("" none) */
     uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c) */
+    uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */
     uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
     int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
     uint32_t notif_limit;      /* the notification queue's bound (TPX_NOTIF_QUEUE) */

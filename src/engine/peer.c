@@ -484,17 +484,17 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     tpx_engine_t *e = p->e;
     size_t nbuf = 2 * (size_t)e->window;
     /* aligned_alloc wants the size to be a multiple of the alignment */
-    p->ctrl_buf = aligned_alloc(4096, (nbuf * TPX_CTRL_MSG_SIZE + 4095) & ~(size_t)4095);
+    p->ctrl_buf = aligned_alloc(4096, (nbuf * TPX_CTRL_BUF_SLOT + 4095) & ~(size_t)4095);
     p->scratch = aligned_alloc(4096, ((size_t)p->chunk + 4095) & ~(size_t)4095);
     if (p->ctrl_buf == NULL || p->scratch == NULL)
         return TPX_ERR_NO_MEMORY;
     tpx__tsan_benign(p->scratch, p->chunk); /* discarded bytes: every channel writes here */
-    memset(p->ctrl_buf, 0, nbuf * TPX_CTRL_MSG_SIZE);
+    memset(p->ctrl_buf, 0, nbuf * TPX_CTRL_BUF_SLOT);
     tpx_status_t st;
     /* Devmem plugins: each receive comm's unpack handle, copied down once. */
     for (int i = 0; i <= p->nchan; i++)
         TPX_CHECK_GOTO(tpx__comm_unpack_load(i == 0 ? p->ctrl_recv : p->recv[i - 1]), st, out);
-    TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_MSG_SIZE, TPX_MEM_HOST, 1,
+    TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_BUF_SLOT, TPX_MEM_HOST, 1,
                                       &p->ctrl_region), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, p->chunk, TPX_MEM_HOST, 1,
                                       &p->scratch_region), st, out);
@@ -504,8 +504,8 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     void *mh;
     TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, 0, &mh), st, out);
     for (int i = 0; i < e->window; i++) {
-        unsigned char *buf = p->ctrl_buf + (size_t)i * TPX_CTRL_MSG_SIZE;
-        st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE, mh,
+        unsigned char *buf = p->ctrl_buf + (size_t)i * TPX_CTRL_BUF_SLOT;
+        st = tpx__window_post(c, buf, TPX_CTRL_BUF_SLOT, mh,
                               &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1, .dst = buf,
                                             .ctrl = (uint16_t)i});
         if (st == TPX_ERR_CONN_RESET) {

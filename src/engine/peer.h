@@ -28,10 +28,13 @@ typedef enum {
     PEER_CLOSED = 3,
 } tpx_peer_state_t;
 
-/* A control message waiting for a send slot, and the transfer it belongs to. */
+/* A control message waiting for a send slot, and the transfer it belongs to.
+ * A message with a body (wire.h, INLINE) gets it from its owner when it
+ * takes a send slot (tpx__rma_body_fill): nothing is copied twice. */
 typedef struct {
     unsigned char msg[TPX_CTRL_MSG_SIZE];
     tpx_xfer_t *owner;
+    uint32_t body_len;
 } tpx_ctrl_out_t;
 
 struct tpx_peer {
@@ -127,13 +130,14 @@ int tpx__comm_pass(tpx_comm_t *c);
 /* Queue a ready control message (copied) on the outbox; owner: the
  * transfer whose hdr_pending clears when it has left. */
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
-                                 tpx_xfer_t *owner);
+                                 tpx_xfer_t *owner, uint32_t body_len);
 /* Encode and queue m with the next control sequence number. */
 tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner);
 /* Post the outbox's messages now, as far as the control window has room
  * (no test, no completion: safe inside another comm's pass). */
 void tpx__peer_ctrl_flush(tpx_peer_t *p);
-void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg);
+/* A control message of `got` bytes arrived in msg (header + body). */
+void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t got);
 void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx);
 /* The peer fails with st (once): its transfers end with st. */
 void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);

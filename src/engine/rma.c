@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "gpu/cuda.h"
 #include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
@@ -75,6 +76,69 @@ struct tpx_listbuf {
 
 /* a / b rounded up; not (a + b - 1) / b, which wraps near 2^64 */
 static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)(a / b + (a % b != 0)); }
+
+/* ---- inline bodies (wire.h: INLINE) ------------------------------------------------------- */
+
+static int segs_host(const tpx_seg_t *segs, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (segs[i].region != NULL && segs[i].region->type != TPX_MEM_HOST)
+            return 0;
+    return 1;
+}
+
+/* The segments' bytes, in list order, into buf (host memory only). */
+static void segs_gather(const tpx_seg_t *segs, uint32_t n, char *buf)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(buf, (const char *)segs[i].region->base + segs[i].off, segs[i].len);
+        buf += segs[i].len;
+    }
+}
+
+/* buf, in list order, into the segments (a segment without a region is
+ * skipped: refused). An owner's GPU blocks take a synchronous copy each. */
+static tpx_status_t segs_scatter(const tpx_seg_t *segs, uint32_t n, const char *buf)
+{
+    for (uint32_t i = 0; i < n; buf += segs[i].len, i++) {
+        const tpx_region_t *r = segs[i].region;
+        if (r == NULL)
+            continue;
+        if (r->type == TPX_MEM_HOST) {
+            memcpy((char *)r->base + segs[i].off, buf, segs[i].len);
+            continue;
+        }
+        int pushed = 0;
+        tpx_status_t st = tpx__cuda_ctx_enter(r->cuda_dev, &pushed);
+        if (st == TPX_OK) {
+            st = TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(r->base + segs[i].off), buf, segs[i].len);
+            tpx__cuda_ctx_leave(pushed);
+        }
+        if (st != TPX_OK)
+            return st;
+    }
+    return TPX_OK;
+}
+
+tpx_status_t tpx__rma_body_fill(tpx_xfer_t *x, char *buf, uint32_t len)
+{
+    if (x->kind == XK_TREAD) { /* the answer's data; host blocks checked */
+        if (len != x->rma.total)
+            return TPX_ERR_INTERNAL;
+        segs_gather(x->segs, x->nsegs, buf);
+        return TPX_OK;
+    }
+    /* the request: list, then a WRITE's data and notification */
+    uint32_t nl = x->req.notif_inline ? x->rma.notif_len : 0;
+    if (len != x->rma.list_len + (x->kind == XK_WRITE ? x->rma.total : 0) + nl)
+        return TPX_ERR_INTERNAL;
+    memcpy(buf, x->rma.list, x->rma.list_len);
+    if (x->kind == XK_WRITE)
+        segs_gather(x->segs, x->nsegs, buf + x->rma.list_len);
+    if (nl > 0)
+        memcpy(buf + x->rma.list_len + x->rma.total, x->rma.notif, nl);
+    return TPX_OK;
+}
 
 /* ---- buffers for incoming request lists (per peer, reused) ------------------------------ */
 
@@ -513,25 +577,61 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     x->rma.list_region = pp->list_region;
     x->rma.rid = p->next_rid++;
     x->rma.total = x->len = pp->total;
+    /* Small requests travel whole in the RMA_REQ (wire.h, INLINE): the list
+     * always when it fits, a WRITE's host data up to TPX_RMA_INLINE_BYTES;
+     * a READ of host memory that small asks for its data in the answer. */
+    uint32_t inl = e->rma_inline_bytes;
+    int host = segs_host(pp->segs, pp->nsegs);
+    if (pp->op == TPX_OP_WRITE)
+        x->req.inline_req = inl > 0 && host && pp->total <= inl &&
+                            pp->list_len + pp->total <= TPX_CTRL_BODY_MAX;
+    else
+        x->req.inline_req = inl > 0 && pp->list_len <= TPX_CTRL_BODY_MAX;
+    x->req.want_inline = pp->op == TPX_OP_READ && inl > 0 && host &&
+                         pp->total <= TPX_MIN(inl, TPX_CTRL_BODY_MAX);
+    uint32_t nlist = x->req.inline_req ? 0 : pp->nlist;
     if (pp->op == TPX_OP_WRITE) {
-        x->out = (tpx_stream_t){.nchunks = pp->nlist + pp->npayload, .nlist = pp->nlist,
-                                .gate = UINT32_MAX, .first_chan = p->send_cursor};
+        uint32_t n = x->req.inline_req ? 0 : pp->nlist + pp->npayload;
+        x->out = (tpx_stream_t){.nchunks = n, .nlist = nlist, .gate = UINT32_MAX,
+                                .first_chan = p->send_cursor};
+        x->nchunks = n;
     } else {
-        x->out = (tpx_stream_t){.nchunks = pp->nlist, .nlist = pp->nlist, .gate = UINT32_MAX,
+        x->out = (tpx_stream_t){.nchunks = nlist, .nlist = nlist, .gate = UINT32_MAX,
                                 .first_chan = p->send_cursor};
         x->in = (tpx_stream_t){.nchunks = pp->npayload, .gate = UINT32_MAX};
+        x->nchunks = nlist + pp->npayload;
     }
-    x->nchunks = pp->nlist + pp->npayload;
     x->hdr_pending = x->req.resp_pending = 1;
     tpx_ctrl_t m = {.type = TPX_CTRL_RMA_REQ, .rid = x->rma.rid,
                     .op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
                     .nent = pp->nsegs, .total = pp->total, .list_len = pp->list_len,
                     .nchunks = pp->npayload};
+    if (x->req.inline_req) {
+        m.flags |= TPX_CTRL_REQ_INLINE;
+        m.body_len = (uint32_t)(pp->list_len + (pp->op == TPX_OP_WRITE ? pp->total : 0));
+    }
+    if (x->req.want_inline)
+        m.flags |= TPX_CTRL_REQ_ANSWER_INLINE;
     /* A WRITE's notification goes first, held for the request (wire.h). A
      * message half sent leaves the control stream unusable: the peer fails. */
     uint64_t seq0 = p->send_seq;
-    if (notif != NULL && pp->op == TPX_OP_WRITE) {
-        m.flags = TPX_CTRL_REQ_NOTIF;
+    if (notif != NULL && pp->op == TPX_OP_WRITE && x->req.inline_req &&
+        m.body_len + notif_len <= TPX_CTRL_BODY_MAX) {
+        /* in the body too: one message for request, data and notification */
+        x->rma.notif = malloc(notif_len ? notif_len : 1);
+        if (x->rma.notif == NULL) {
+            free(x);
+            st = TPX_ERR_NO_MEMORY;
+            goto err_unlock;
+        }
+        memcpy(x->rma.notif, notif, notif_len);
+        x->rma.notif_len = (uint32_t)notif_len;
+        x->req.notif_inline = x->req.notif_ahead = 1;
+        m.flags |= TPX_CTRL_REQ_NOTIF_INLINE;
+        m.notif_total = (uint16_t)notif_len;
+        m.body_len += (uint32_t)notif_len;
+    } else if (notif != NULL && pp->op == TPX_OP_WRITE) {
+        m.flags |= TPX_CTRL_REQ_NOTIF;
         x->req.notif_ahead = 1;
         st = notif_post(p, notif, (uint32_t)notif_len, TPX_CTRL_NOTIF_HELD);
     }
@@ -596,7 +696,7 @@ static void rma_unlink(tpx_peer_t *p, tpx_xfer_t *x)
     x->req.rnext = x->req.rprev = NULL;
 }
 
-tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
+tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body)
 {
     if (m->type != TPX_CTRL_RMA_RESP) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "unexpected control message");
@@ -605,9 +705,11 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
     tpx_xfer_t *x = p->rma_head;
     while (x != NULL && x->rma.rid != m->rid)
         x = x->req.rnext;
+    int inl = (m->flags & TPX_CTRL_RESP_INLINE) != 0;
     if (x == NULL || (m->nchunks > 0 && x->kind != XK_READ) ||
+        (inl && (x->kind != XK_READ || !x->req.want_inline || body == NULL)) ||
         (m->status == 0 && x->kind == XK_READ &&
-         (m->nchunks != x->in.nchunks || m->total != x->rma.total))) {
+         ((!inl && m->nchunks != x->in.nchunks) || m->total != x->rma.total))) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "an answer that matches no request");
         return TPX_ERR_PROTOCOL;
     }
@@ -621,8 +723,11 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
      * transfer reports what the owner saw, TPX_OK. */
     if (m->flags & TPX_CTRL_RESP_NOTIFIED)
         x->canceled = 0;
-    if (m->status != 0) {
-        x->err = (tpx_status_t)m->status;
+    if (m->status != 0 || inl) {
+        if (m->status != 0)
+            x->err = (tpx_status_t)m->status;
+        else
+            (void)segs_scatter(x->segs, x->nsegs, (const char *)body); /* host: asked so */
         if (x->kind == XK_READ) {
             x->nchunks -= x->in.nchunks;
             x->in.nchunks = 0;
@@ -638,7 +743,9 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m)
 
 /* ---- the owner's side ------------------------------------------------------------------- */
 
-void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
+static void target_check(tpx_xfer_t *x);
+
+void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body)
 {
     if ((uint64_t)div_up(m->list_len, p->chunk) + m->nchunks > UINT32_MAX) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a request of more than 2^32 chunks");
@@ -656,6 +763,18 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
         free(x);
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a request list");
         return;
+    }
+    if (m->flags & TPX_CTRL_REQ_NOTIF_INLINE) { /* the end of the body (a WRITE's) */
+        x->rma.notif = malloc(m->notif_total ? m->notif_total : 1);
+        if (x->rma.notif == NULL) {
+            listbuf_put(p, lb);
+            free(x);
+            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
+            return;
+        }
+        memcpy(x->rma.notif, body + m->list_len + m->total, m->notif_total);
+        x->rma.notif_len = m->notif_total;
+        x->rma.has_notif = 1;
     }
     if (m->flags & TPX_CTRL_REQ_NOTIF) {
         struct tpx_held *h = p->held_head; /* there: tpx__rma_held_order() */
@@ -675,10 +794,30 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m)
     x->rma.total = x->len = m->total;
     x->own.want_nent = m->nent;
     x->own.want_nchunks = m->nchunks;
+    x->own.answer_inline = (m->flags & TPX_CTRL_REQ_ANSWER_INLINE) != 0;
     x->own.lb = lb;
     x->rma.list = lb ? lb->buf : NULL;
     x->rma.list_len = m->list_len;
     x->rma.list_region = lb ? lb->region : NULL;
+    if (body != NULL) {
+        /* INLINE: the list (and a WRITE's data) came in the body: served
+         * now, nothing on the data channels. */
+        if (lb != NULL)
+            memcpy(lb->buf, body, m->list_len);
+
+        x->in = (tpx_stream_t){.gate = UINT32_MAX};
+        x->nchunks = 0;
+        x->state = XF_ACTIVE;
+        tpx__xfer_attach(x);
+        target_check(x);
+        if (p->state != PEER_READY || x->state != XF_ACTIVE)
+            return;
+        if (x->kind == XK_TWRITE && x->err == TPX_OK &&
+            segs_scatter(x->segs, x->nsegs, (const char *)body + m->list_len) != TPX_OK)
+            x->err = TPX_ERR_CUDA;
+        tpx__xfer_maybe_done(x); /* a READ answered inline: once the answer left */
+        return;
+    }
     uint32_t nlist = div_up(m->list_len, p->chunk);
     x->in = (tpx_stream_t){.nlist = nlist, .first_chan = p->recv_cursor,
                            .nchunks = nlist + (x->kind == XK_TWRITE ? m->nchunks : 0),
@@ -823,11 +962,20 @@ static void target_check(tpx_xfer_t *x)
         return;
     }
     tpx_ctrl_t m = {.type = TPX_CTRL_RMA_RESP, .rid = x->rma.rid, .status = verdict};
-    if (verdict == TPX_OK) {
+    int inl = verdict == TPX_OK && x->own.answer_inline && x->rma.total <= TPX_CTRL_BODY_MAX &&
+              segs_host(x->segs, x->nsegs);
+    if (inl) {
+        /* The data in the answer's body, gathered as the answer takes its
+         * send slot: x ends when it has left (hdr_pending). */
+        m.flags = TPX_CTRL_RESP_INLINE;
+        m.total = x->rma.total;
+        m.body_len = (uint32_t)x->rma.total;
+        x->hdr_pending = 1;
+    } else if (verdict == TPX_OK) {
         m.nchunks = x->own.want_nchunks;
         m.total = x->rma.total;
     }
-    if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
+    if (tpx__peer_ctrl_send(p, &m, inl ? x : NULL) != TPX_OK) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
         return;
     }
@@ -836,7 +984,7 @@ static void target_check(tpx_xfer_t *x)
     tpx__peer_ctrl_flush(p);
     if (p->state != PEER_READY)
         return;
-    if (verdict == TPX_OK) {
+    if (verdict == TPX_OK && !inl) {
         x->out = (tpx_stream_t){.nchunks = x->own.want_nchunks, .gate = UINT32_MAX,
                                 .first_chan = p->send_cursor};
         p->send_cursor = (int)((p->send_cursor + x->out.nchunks) % (uint32_t)p->nchan);

@@ -37,12 +37,17 @@ struct tpx_prep {
     uint32_t nregions;
 };
 
-/* The owner got RMA_REQ m: start serving it (list receives queued). */
-void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* The owner got RMA_REQ m: start serving it (list receives queued; with
+ * flag INLINE, body holds the list and a WRITE's data: served at once). */
+void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body);
 /* A list chunk of owner transfer x arrived; the last one checks the list. */
 void tpx__rma_list_chunk_done(tpx_xfer_t *x);
-/* The requester got RMA_RESP m (a protocol error fails the peer). */
-tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* The requester got RMA_RESP m, its body (flag INLINE: a READ's data) in
+ * body (a protocol error fails the peer). */
+tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body);
+/* The body of owner x's control message, as it takes a send slot: a
+ * requester's list (and WRITE data), an owner's READ data. */
+tpx_status_t tpx__rma_body_fill(tpx_xfer_t *x, char *buf, uint32_t len);
 /* One-sided transfer x (either role) is DONE: answer, notify, count. */
 void tpx__rma_completed(tpx_xfer_t *x);
 void tpx__rma_notif_part(tpx_peer_t *p, const tpx_ctrl_t *m);

@@ -296,7 +296,7 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
-    int done = s->tested, size = 0, rc = 0;
+    int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
     tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);
     if (st != TPX_OK && rc == TPX_NCCL_SYSTEM_ERROR && done)
         st = TPX_OK; /* the data arrived, then the peer closed: fine */
@@ -333,6 +333,7 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
         return TPX_WIN_ERR;
     }
     *out = *s;
+    out->got = size < 0 ? TPX_SLOT_GOT_UNKNOWN : (uint32_t)size;
     w->done++;
     e->nmoves++;
     return TPX_WIN_DONE;

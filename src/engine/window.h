@@ -25,6 +25,8 @@ typedef struct {
     void *dst;          /* receive: where the bytes go (NULL: discard) */
     tpx_xfer_t *x;      /* SLOT_DATA: the transfer */
     uint32_t len;       /* bytes posted */
+    uint32_t got;       /* receive, once done: bytes the plugin says arrived
+                           (TPX_SLOT_GOT_UNKNOWN: it does not say, as TCPX) */
     uint8_t kind;       /* tpx_slot_kind_t */
     uint8_t tested;     /* test() said done (it must not be called again) */
     uint8_t launched;   /* the GPU unpack of this receive was launched */
@@ -35,6 +37,8 @@ typedef struct {
     uint8_t shared;     /* SLOT_DATA: a shared chunk in the comm's staging buffer */
     uint8_t stage;      /* shared: its staging chunk (pack.h), the comm's until done */
 } tpx_slot_t;
+
+#define TPX_SLOT_GOT_UNKNOWN UINT32_MAX
 
 /* A per-comm FIFO of requests in flight: posted >= done, slot = n % cap. */
 typedef struct {

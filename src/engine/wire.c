@@ -8,8 +8,8 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 4 /* 3: a WRITE's notification travels with it; 4: request lists v2
-                          (the packing bound travels with the list) */
+#define CTRL_VERSION 5 /* 3: a WRITE's notification travels with it; 4: request lists v2
+                          (the packing bound travels with the list); 5: bodies (INLINE) */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
 #define LIST_VERSION 2 /* 2: pack_max */
 #define RDESC_MAGIC 0x54505844u /* "TPXD" */
@@ -39,6 +39,8 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         tpx__put64(out + 32, m->total);
         tpx__put64(out + 40, m->list_len);
         tpx__put32(out + 48, m->nchunks);
+        tpx__put32(out + 52, m->body_len);
+        tpx__put16(out + 56, m->notif_total);
         break;
     case TPX_CTRL_RMA_RESP:
         tpx__put64(out + 16, m->rid);
@@ -46,6 +48,7 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         tpx__put32(out + 28, m->nchunks);
         tpx__put64(out + 32, m->total);
         out[40] = m->flags;
+        tpx__put32(out + 44, m->body_len);
         break;
     case TPX_CTRL_RMA_CANCEL:
         tpx__put64(out + 16, m->rid);
@@ -91,18 +94,36 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
         m.rid = tpx__get64(in + 16);
         m.op = in[24];
         m.flags = in[25];
-        if (!tpx__all_zero(in + 26, 2) || (m.flags & ~TPX_CTRL_REQ_NOTIF) != 0 ||
-            (m.flags != 0 && m.op != TPX_WIRE_OP_WRITE))
+        if (!tpx__all_zero(in + 26, 2) ||
+            (m.flags & ~(TPX_CTRL_REQ_NOTIF | TPX_CTRL_REQ_INLINE | TPX_CTRL_REQ_ANSWER_INLINE |
+                         TPX_CTRL_REQ_NOTIF_INLINE)) != 0 ||
+            ((m.flags & TPX_CTRL_REQ_NOTIF) && m.op != TPX_WIRE_OP_WRITE) ||
+            ((m.flags & TPX_CTRL_REQ_ANSWER_INLINE) && m.op != TPX_WIRE_OP_READ) ||
+            ((m.flags & TPX_CTRL_REQ_NOTIF_INLINE) &&
+             (m.op != TPX_WIRE_OP_WRITE || !(m.flags & TPX_CTRL_REQ_INLINE) ||
+              (m.flags & TPX_CTRL_REQ_NOTIF))))
             return TPX_ERR_PROTOCOL;
         m.nent = tpx__get32(in + 28);
         m.total = tpx__get64(in + 32);
         m.list_len = tpx__get64(in + 40);
         m.nchunks = tpx__get32(in + 48);
-        used = 52;
+        m.body_len = tpx__get32(in + 52);
+        m.notif_total = tpx__get16(in + 56);
+        used = 58;
+        if (m.notif_total > TPX_WIRE_NOTIF_MAX ||
+            (m.notif_total != 0 && !(m.flags & TPX_CTRL_REQ_NOTIF_INLINE)))
+            return TPX_ERR_PROTOCOL;
         if ((m.op != TPX_WIRE_OP_READ && m.op != TPX_WIRE_OP_WRITE) || m.nent == 0 ||
             m.nent > TPX_LIST_MAX_ENTRIES || m.list_len < TPX_LIST_SIZE(1, m.nent) ||
             m.list_len > TPX_LIST_SIZE(m.nent, m.nent) || m.total < m.nent || m.nchunks == 0)
             return TPX_ERR_PROTOCOL;
+        if (m.flags & TPX_CTRL_REQ_INLINE) {
+            uint64_t want = m.list_len + (m.op == TPX_WIRE_OP_WRITE ? m.total : 0) + m.notif_total;
+            if (want > TPX_CTRL_BODY_MAX || m.body_len != want)
+                return TPX_ERR_PROTOCOL;
+        } else if (m.body_len != 0) {
+            return TPX_ERR_PROTOCOL;
+        }
         break;
     case TPX_CTRL_RMA_RESP:
         m.rid = tpx__get64(in + 16);
@@ -110,10 +131,19 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
         m.nchunks = tpx__get32(in + 28);
         m.total = tpx__get64(in + 32);
         m.flags = in[40];
-        used = 41;
+        m.body_len = tpx__get32(in + 44);
+        used = 48;
         if (m.status > 0 || (m.status != 0 && (m.nchunks != 0 || m.total != 0 || m.flags != 0)) ||
-            (m.flags & ~TPX_CTRL_RESP_NOTIFIED) != 0)
+            (m.flags & ~(TPX_CTRL_RESP_NOTIFIED | TPX_CTRL_RESP_INLINE)) != 0 ||
+            !tpx__all_zero(in + 41, 3))
             return TPX_ERR_PROTOCOL;
+        if (m.flags & TPX_CTRL_RESP_INLINE) {
+            if (m.nchunks != 0 || m.total == 0 || m.total > TPX_CTRL_BODY_MAX ||
+                m.body_len != m.total || (m.flags & TPX_CTRL_RESP_NOTIFIED))
+                return TPX_ERR_PROTOCOL;
+        } else if (m.body_len != 0) {
+            return TPX_ERR_PROTOCOL;
+        }
         break;
     case TPX_CTRL_RMA_CANCEL:
         m.rid = tpx__get64(in + 16);

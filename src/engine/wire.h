@@ -22,10 +22,15 @@
  *   16.. per type (unused bytes must be zero):
  *   SEND_HDR  16 u64 len                                  (two-sided data follows)
  *   RMA_REQ   16 u64 rid  24 u8 op  25 u8 flags  26..28 0  28 u32 nent
- *             32 u64 total  40 u64 list_len  48 u32 nchunks (the list, then for
- *                                                          WRITE the data, follow)
+ *             32 u64 total  40 u64 list_len  48 u32 nchunks  52 u32 body_len
+ *             56 u16 notif_len
+ *             (the list, then for WRITE the data, follow on the data channels
+ *             -- or, flag INLINE, in the body: the list, a WRITE's data after it,
+ *             then, flag NOTIF_INLINE, its notification of notif_len bytes)
  *   RMA_RESP  16 u64 rid  24 i32 status  28 u32 nchunks  32 u64 total  40 u8 flags
- *                                                         (READ, status 0: data follows)
+ *             41..44 0  44 u32 body_len
+ *             (READ, status 0: data follows on the data channels -- or, flag
+ *             INLINE, nchunks 0, in the body)
  *   RMA_CANCEL 16 u64 rid   (the requester canceled that WRITE: drop its notification)
  *   NOTIF     16 u16 total  18 u16 off  20 u8 part_len  21 u8 flags  22..24 0
  *             24 part[40]
@@ -33,6 +38,15 @@
  *
  * seq counts every control message of one direction (BYE included); the
  * receiver checks it, so a lost or reordered message is a protocol error.
+ *
+ * A message is the 64-byte header followed by body_len bytes of body (at
+ * most TPX_CTRL_BODY_MAX; only RMA_REQ and RMA_RESP with flag INLINE have
+ * one): every control receive is posted at TPX_CTRL_SLOT bytes, and the
+ * plugin's received size must be exactly 64 + body_len. A small one-sided
+ * transfer is thus one message each way, like a raw TCP request/response:
+ * the requester's RMA_REQ carries its list (and a WRITE's data), and asks
+ * (flag ANSWER_INLINE) for a READ's data in the RMA_RESP; the owner answers
+ * inline when its blocks are host memory, else on the data channels.
  *
  * A WRITE's notification travels with it: its NOTIF parts carry flag HELD
  * and come just before the RMA_REQ (flag NOTIF, op WRITE) they belong to,
@@ -44,6 +58,8 @@
  * notification if it has not delivered it yet.
  */
 #define TPX_CTRL_SIZE 64
+#define TPX_CTRL_BODY_MAX (4096 + 1024) /* an inline list of ~48 entries + 4 KiB of data */
+#define TPX_CTRL_SLOT (TPX_CTRL_SIZE + TPX_CTRL_BODY_MAX) /* a control receive's size */
 #define TPX_CTRL_NOTIF_PART 40
 #define TPX_WIRE_NOTIF_MAX 1024 /* = TPX_NOTIF_MAX */
 
@@ -57,6 +73,10 @@ enum {
 };
 enum { TPX_WIRE_OP_READ = 1, TPX_WIRE_OP_WRITE = 2 };
 #define TPX_CTRL_REQ_NOTIF 1u  /* RMA_REQ flags: the HELD notification just before is its */
+#define TPX_CTRL_REQ_INLINE 2u /* RMA_REQ: the list (and a WRITE's data) is the body */
+#define TPX_CTRL_REQ_ANSWER_INLINE 4u /* RMA_REQ, READ: the data may come in the RMA_RESP */
+#define TPX_CTRL_REQ_NOTIF_INLINE 8u /* RMA_REQ, INLINE WRITE: its notification ends the body */
+#define TPX_CTRL_RESP_INLINE 2u /* RMA_RESP, READ, status 0: the data is the body */
 #define TPX_CTRL_NOTIF_HELD 1u /* NOTIF flags: part of the next RMA_REQ's notification */
 #define TPX_CTRL_RESP_NOTIFIED 1u /* RMA_RESP flags: the WRITE's notification was delivered */
 
@@ -71,8 +91,9 @@ typedef struct {
     uint64_t total;    /* RMA_REQ, RMA_RESP: payload bytes */
     uint64_t list_len; /* RMA_REQ */
     uint32_t nchunks;  /* RMA_REQ, RMA_RESP: payload chunks */
+    uint32_t body_len; /* RMA_REQ, RMA_RESP with flag INLINE: bytes after the header */
     int32_t status;    /* RMA_RESP: tpx_status_t of the owner */
-    uint16_t notif_total, notif_off; /* NOTIF */
+    uint16_t notif_total, notif_off; /* NOTIF; notif_total also RMA_REQ's notif_len */
     uint8_t part_len;
     unsigned char part[TPX_CTRL_NOTIF_PART];
 } tpx_ctrl_t;
@@ -81,7 +102,9 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE]);
 /* TPX_ERR_PROTOCOL unless magic, version and type are known, unused bytes
  * are zero and the fields are in range (op known, status <= 0, a NOTIF part
  * inside its total <= TPX_WIRE_NOTIF_MAX, flags known, REQ_NOTIF only on a
- * WRITE, RESP_NOTIFIED only with status 0). */
+ * WRITE, RESP_NOTIFIED only with status 0, a body only with flag INLINE, of
+ * at most TPX_CTRL_BODY_MAX bytes: a REQ's list_len (+ total for a WRITE),
+ * a RESP's total, nchunks 0; ANSWER_INLINE only on a READ). */
 tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t *m);
 /* The version a control message says it has, -1 if its magic is not ours
  * (to tell a peer of another protocol version from a damaged message). */

@@ -34,7 +34,7 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
     unsigned char msg[TPX_CTRL_MSG_SIZE];
     m->seq = p->send_seq;
     tpx__ctrl_encode(m, msg);
-    tpx_status_t st = tpx__peer_ctrl_post(p, msg, owner);
+    tpx_status_t st = tpx__peer_ctrl_post(p, msg, owner, m->body_len);
     if (st == TPX_OK)
         p->send_seq++;
     return st;
@@ -314,12 +314,14 @@ static int post_ctrl(tpx_comm_t *c)
         return 0;
     uint32_t idx = p->ctrl_send_free[p->ctrl_send_nfree - 1];
     tpx_ctrl_out_t *o = &p->outbox[p->outbox_head];
-    unsigned char *buf = p->ctrl_buf + (size_t)(e->window + idx) * TPX_CTRL_MSG_SIZE;
+    unsigned char *buf = p->ctrl_buf + (size_t)(e->window + idx) * TPX_CTRL_BUF_SLOT;
     memcpy(buf, o->msg, TPX_CTRL_MSG_SIZE);
     void *mh;
     tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
+    if (st == TPX_OK && o->body_len > 0)
+        st = tpx__rma_body_fill(o->owner, (char *)buf + TPX_CTRL_MSG_SIZE, o->body_len);
     if (st == TPX_OK)
-        st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE, mh,
+        st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE + o->body_len, mh,
                               &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1,
                                             .ctrl = (uint16_t)idx});
     if (st == TPX_INPROGRESS)
@@ -349,10 +351,10 @@ static int ctrl_repost(tpx_peer_t *p)
     tpx_comm_t *c = p->ctrl_recv;
     while (p->ctrl_nidle > 0 && !tpx__window_full(c)) {
         uint16_t idx = p->ctrl_idle[p->ctrl_nidle - 1];
-        void *mh, *buf = p->ctrl_buf + (size_t)idx * TPX_CTRL_MSG_SIZE;
+        void *mh, *buf = p->ctrl_buf + (size_t)idx * TPX_CTRL_BUF_SLOT;
         tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
         if (st == TPX_OK)
-            st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE, mh,
+            st = tpx__window_post(c, buf, TPX_CTRL_BUF_SLOT, mh,
                                   &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1, .dst = buf,
                                                 .ctrl = idx});
         if (st == TPX_INPROGRESS)
@@ -392,8 +394,9 @@ static int comm_complete(tpx_comm_t *c, tpx_slot_t *s)
     } else if (c->is_send) {
         tpx__peer_ctrl_sent(p, s->ctrl);
     } else {
-        TPX_TL(TPX_TR_CTRL_IN, p->ctrl_buf[(size_t)s->ctrl * TPX_CTRL_MSG_SIZE + 7]);
-        tpx__peer_ctrl_received(p, p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_MSG_SIZE);
+        const unsigned char *msg = p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_BUF_SLOT;
+        TPX_TL(TPX_TR_CTRL_IN, msg[7]);
+        tpx__peer_ctrl_received(p, msg, s->got);
         if (p->state != PEER_READY)
             return 0;
         /* Re-post the buffer, unless the peer is far ahead of our
@@ -470,7 +473,7 @@ void tpx__peer_pass(tpx_peer_t *p)
 /* ---- control messages ----------------------------------------------------------- */
 
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
-                                 tpx_xfer_t *owner)
+                                 tpx_xfer_t *owner, uint32_t body_len)
 {
     if (p->outbox_n == p->outbox_cap) {
         uint32_t cap = p->outbox_cap ? p->outbox_cap * 2 : 64;
@@ -487,6 +490,7 @@ tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL
     tpx_ctrl_out_t *o = &p->outbox[(p->outbox_head + p->outbox_n) % p->outbox_cap];
     memcpy(o->msg, msg, TPX_CTRL_MSG_SIZE);
     o->owner = owner;
+    o->body_len = body_len;
     p->outbox_n++;
     return TPX_OK;
 }
@@ -542,7 +546,10 @@ static void recv_match(tpx_peer_t *p, tpx_xfer_t *x, const tpx_ctrl_t *m)
  * chunk order)? */
 static int ctrl_has_data(const tpx_ctrl_t *m)
 {
-    return m->type == TPX_CTRL_SEND_HDR || m->type == TPX_CTRL_RMA_REQ ||
+    /* An INLINE request brings everything the owner receives in its body:
+     * nothing of it is on the data channels, it starts at once. */
+    return m->type == TPX_CTRL_SEND_HDR ||
+           (m->type == TPX_CTRL_RMA_REQ && !(m->flags & TPX_CTRL_REQ_INLINE)) ||
            (m->type == TPX_CTRL_RMA_RESP && m->nchunks > 0);
 }
 
@@ -562,10 +569,10 @@ static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m)
         return 1;
     }
     case TPX_CTRL_RMA_REQ:
-        tpx__rma_target_begin(p, m);
+        tpx__rma_target_begin(p, m, NULL);
         return 1;
     default:
-        (void)tpx__rma_resp(p, m);
+        (void)tpx__rma_resp(p, m, NULL);
         return 1;
     }
 }
@@ -604,10 +611,15 @@ static tpx_status_t peer_queue(tpx_peer_t *p, const unsigned char *msg)
     return TPX_OK;
 }
 
-void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
+void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t got)
 {
     tpx_ctrl_t m;
-    if (tpx__ctrl_decode(msg, &m) != TPX_OK) {
+    tpx_status_t dst = tpx__ctrl_decode(msg, &m);
+    if (dst == TPX_OK && got != TPX_SLOT_GOT_UNKNOWN && got != TPX_CTRL_MSG_SIZE + m.body_len) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a control message whose size is not its header's");
+        return;
+    }
+    if (dst != TPX_OK) {
         int v = tpx__ctrl_version(msg);
         char why[128];
         if (v >= 0 && v != tpx__ctrl_version_ours())
@@ -642,8 +654,13 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg)
         tpx__rma_cancel_received(p, &m);
         return;
     }
+    if (m.type == TPX_CTRL_RMA_REQ && !ctrl_has_data(&m)) {
+        tpx__rma_target_begin(p, &m, msg + TPX_CTRL_MSG_SIZE); /* all of it inline */
+        return;
+    }
     if (!ctrl_has_data(&m)) {
-        (void)tpx__rma_resp(p, &m); /* an answer without data: not in the chunk order */
+        /* an answer without data on the channels: not in the chunk order */
+        (void)tpx__rma_resp(p, &m, msg + TPX_CTRL_MSG_SIZE);
         return;
     }
     /* Messages with data start in arrival order: behind any that wait. */

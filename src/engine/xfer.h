@@ -87,6 +87,10 @@ typedef struct {
     int resp_pending;       /* the owner's answer has not come */
     int notif_ahead;        /* WRITE: its notification went with the request (1),
                                and a cancel after it (2) */
+    int inline_req;         /* its list (and a WRITE's data) went in the RMA_REQ's body */
+    int want_inline;        /* READ: asked for the data in the RMA_RESP's body */
+    int notif_inline;       /* WRITE: its notification (rma.notif, not has_notif) ends
+                               the RMA_REQ's body */
     tpx_xfer_t *rnext, *rprev; /* peer's requests waiting for an answer */
 } tpx_xfer_req_t;
 
@@ -95,6 +99,7 @@ typedef struct {
     uint32_t list_done;     /* list chunks received */
     tpx_listbuf_t *lb;      /* pool buffer holding the list (until it is checked) */
     uint32_t want_nent, want_nchunks; /* what the RMA_REQ announced */
+    int answer_inline;      /* READ: the requester takes the data in the RMA_RESP */
 } tpx_xfer_own_t;
 
 struct tpx_xfer {

@@ -1542,22 +1542,92 @@ typedef struct {
     unsigned char *gm;  /* model of g */
 } gside_t;
 
-static int gside_open(gside_t *g, const char *name, size_t size)
+static int gside_open(gside_t *g, const char *name, size_t size, int gpu)
 {
     memset(g, 0, sizeof(*g));
-    if (side_open(&g->s, name, size, 0) != 0 || tpx_gpu_alloc(0, size, &g->g) != TPX_OK ||
-        tpx_mem_register(g->s.e, g->g, size, TPX_MEM_CUDA, &g->gr) != TPX_OK ||
-        tpx_region_export(g->gr, 0, 0, &g->gd) != TPX_OK || (g->gm = malloc(size)) == NULL)
+    if (side_open(&g->s, name, size, 0) != 0 || (g->gm = malloc(size)) == NULL)
         return -1;
     fill(g->gm, size, (uint64_t)name[0] + 99);
+    if (!gpu)
+        return 0;
+    if (tpx_gpu_alloc(0, size, &g->g) != TPX_OK ||
+        tpx_mem_register(g->s.e, g->g, size, TPX_MEM_CUDA, &g->gr) != TPX_OK ||
+        tpx_region_export(g->gr, 0, 0, &g->gd) != TPX_OK)
+        return -1;
     return tpx_gpu_copy(g->g, g->gm, size) == TPX_OK ? 0 : -1;
 }
 
 static void gside_close(gside_t *g)
 {
     side_close(&g->s); /* the engine first: it deregisters g->gr */
-    tpx_gpu_free(g->g);
+    if (g->g != NULL)
+        tpx_gpu_free(g->g);
     free(g->gm);
+}
+
+/* One transfer of n blocks between a and b (round: READ even, WRITE odd;
+ * bit 1 the direction): lengths 1..small_max, one block in four up to its
+ * slot when `big`; each block's local and remote memory host or (gpu) GPU
+ * at random. Every byte of both sides is checked against the model. */
+static void mixed_round(gside_t *a, gside_t *b, tpx_remote_t *ab, tpx_remote_t *ba, int round,
+                        size_t n, size_t small_max, int big, int gpu)
+{
+    size_t size = a->s.size;
+    tpx_op_t op = round % 2 ? TPX_OP_WRITE : TPX_OP_READ;
+    int dir = (round / 2) % 2;
+    gside_t *req = dir ? b : a, *own = dir ? a : b;
+    size_t slot = size / n, stride = n % 3 ? 3 : 1; /* stride and n coprime: no overlaps */
+    tpx_iov_t *v = malloc(n * sizeof(*v));
+    unsigned char *chk = malloc(size);
+    unsigned char *want_req_h = malloc(size), *want_req_g = malloc(size),
+                  *want_own_h = malloc(size), *want_own_g = malloc(size);
+    /* slot i locally, slot stride*i + round remotely */
+    for (size_t i = 0; i < n; i++) {
+        size_t len = !big || rnd() % 4 ? rnd_in(1, TPX_MIN(small_max, slot)) : rnd_in(1, slot);
+        int lg = gpu && rnd() % 2, rg = gpu && rnd() % 2;
+        size_t loff = i * slot + rnd_in(0, slot - len);
+        size_t roff = ((i * stride + (size_t)round) % n) * slot + rnd_in(0, slot - len);
+        v[i] = (tpx_iov_t){.local = lg ? req->gr : req->s.r, .local_offset = loff,
+                           .remote = rg ? &own->gd : &own->s.d, .remote_offset = roff,
+                           .len = len};
+    }
+    memcpy(want_req_h, req->s.mem, size);
+    memcpy(want_req_g, req->gm, size);
+    memcpy(want_own_h, own->s.mem, size);
+    memcpy(want_own_g, own->gm, size);
+    for (size_t i = 0; i < n; i++) {
+        int lg = gpu && v[i].local == req->gr, rg = gpu && v[i].remote == &own->gd;
+        unsigned char *lm = (lg ? req->gm : req->s.mem) + v[i].local_offset;
+        unsigned char *rm = (rg ? own->gm : own->s.mem) + v[i].remote_offset;
+        unsigned char *wl = (lg ? want_req_g : want_req_h) + v[i].local_offset;
+        unsigned char *wr = (rg ? want_own_g : want_own_h) + v[i].remote_offset;
+        if (op == TPX_OP_WRITE)
+            memcpy(wr, lm, v[i].len);
+        else
+            memcpy(wl, rm, v[i].len);
+    }
+    tpx_xfer_t *x = NULL;
+    tpx_status_t st = tpx_rma(dir ? ba : ab, op, v, n, NULL, 0, &x);
+    if (st == TPX_OK)
+        st = tpx_xfer_wait(x, 30000, NULL);
+    tpx_xfer_release(x);
+    EXPECT(st == TPX_OK, "round %d (%zu blocks): %s", round, n, tpx_status_string(st));
+    EXPECT(memcmp(req->s.mem, want_req_h, size) == 0, "round %d: requester host", round);
+    EXPECT(memcmp(own->s.mem, want_own_h, size) == 0, "round %d: owner host", round);
+    if (gpu) {
+        EXPECT(tpx_gpu_copy(chk, req->g, size) == TPX_OK && memcmp(chk, want_req_g, size) == 0,
+               "round %d: requester GPU", round);
+        EXPECT(tpx_gpu_copy(chk, own->g, size) == TPX_OK && memcmp(chk, want_own_g, size) == 0,
+               "round %d: owner GPU", round);
+    }
+    memcpy(req->gm, want_req_g, size);
+    memcpy(own->gm, want_own_g, size);
+    free(want_req_h);
+    free(want_req_g);
+    free(want_own_h);
+    free(want_own_g);
+    free(v);
+    free(chk);
 }
 
 static int t_packgpu(void)
@@ -1569,68 +1639,39 @@ static int t_packgpu(void)
     }
     gside_t a, b;
     size_t size = 8u << 20;
-    EXPECT(gside_open(&a, "A", size) == 0);
-    EXPECT(gside_open(&b, "B", size) == 0);
+    EXPECT(gside_open(&a, "A", size, 1) == 0);
+    EXPECT(gside_open(&b, "B", size, 1) == 0);
     tpx_remote_t *ab = load(&a.s, &b.s), *ba = load(&b.s, &a.s);
     EXPECT(ab != NULL && ba != NULL);
-    if (test_failed())
-        return 1;
-    enum { N = 700 };
-    tpx_iov_t *v = malloc(N * sizeof(*v));
-    unsigned char *chk = malloc(size);
-    for (int round = 0; round < 8 && !test_failed(); round++) {
-        tpx_op_t op = round % 2 ? TPX_OP_WRITE : TPX_OP_READ;
-        int dir = (round / 2) % 2;
-        gside_t *req = dir ? &b : &a, *own = dir ? &a : &b;
-        size_t slot = size / N;
-        /* slot i locally, slot 3i + round remotely (3 and N coprime: no overlaps) */
-        for (size_t i = 0; i < N; i++) {
-            size_t len = rnd() % 4 ? rnd_in(1, 3000) : rnd_in(3001, slot);
-            int lg = (int)(rnd() % 2), rg = (int)(rnd() % 2);
-            size_t loff = i * slot + rnd_in(0, slot - len);
-            size_t roff = ((i * 3 + (size_t)round) % N) * slot + rnd_in(0, slot - len);
-            v[i] = (tpx_iov_t){.local = lg ? req->gr : req->s.r, .local_offset = loff,
-                               .remote = rg ? &own->gd : &own->s.d, .remote_offset = roff,
-                               .len = len};
-        }
-        unsigned char *want_req_h = malloc(size), *want_req_g = malloc(size),
-                      *want_own_h = malloc(size), *want_own_g = malloc(size);
-        memcpy(want_req_h, req->s.mem, size);
-        memcpy(want_req_g, req->gm, size);
-        memcpy(want_own_h, own->s.mem, size);
-        memcpy(want_own_g, own->gm, size);
-        for (size_t i = 0; i < N; i++) {
-            int lg = v[i].local == req->gr, rg = v[i].remote == &own->gd;
-            unsigned char *lm = (lg ? req->gm : req->s.mem) + v[i].local_offset;
-            unsigned char *rm = (rg ? own->gm : own->s.mem) + v[i].remote_offset;
-            unsigned char *wl = (lg ? want_req_g : want_req_h) + v[i].local_offset;
-            unsigned char *wr = (rg ? want_own_g : want_own_h) + v[i].remote_offset;
-            if (op == TPX_OP_WRITE)
-                memcpy(wr, lm, v[i].len);
-            else
-                memcpy(wl, rm, v[i].len);
-        }
-        tpx_xfer_t *x = NULL;
-        tpx_status_t st = tpx_rma(dir ? ba : ab, op, v, N, NULL, 0, &x);
-        if (st == TPX_OK)
-            st = tpx_xfer_wait(x, 30000, NULL);
-        tpx_xfer_release(x);
-        EXPECT(st == TPX_OK, "round %d: %s", round, tpx_status_string(st));
-        EXPECT(memcmp(req->s.mem, want_req_h, size) == 0, "round %d: requester host", round);
-        EXPECT(memcmp(own->s.mem, want_own_h, size) == 0, "round %d: owner host", round);
-        EXPECT(tpx_gpu_copy(chk, req->g, size) == TPX_OK &&
-               memcmp(chk, want_req_g, size) == 0, "round %d: requester GPU", round);
-        EXPECT(tpx_gpu_copy(chk, own->g, size) == TPX_OK &&
-               memcmp(chk, want_own_g, size) == 0, "round %d: owner GPU", round);
-        memcpy(req->gm, want_req_g, size);
-        memcpy(own->gm, want_own_g, size);
-        free(want_req_h);
-        free(want_req_g);
-        free(want_own_h);
-        free(want_own_g);
-    }
-    free(v);
-    free(chk);
+    for (int round = 0; round < 8 && !test_failed(); round++)
+        mixed_round(&a, &b, ab, ba, round, 700, 3000, 1, 1);
+    tpx_remote_forget(ab);
+    tpx_remote_forget(ba);
+    gside_close(&a);
+    gside_close(&b);
+    TEST_DONE();
+}
+
+/* Small transfers, the size of one control message's body and around it
+ * (wire.h: INLINE): one block up to 5000 bytes, a few, many tiny ones whose
+ * list is too long to ride with the request; READ and WRITE both ways,
+ * host and (with a GPU or the fake libcuda) GPU blocks mixed, so every
+ * combination of inline list, inline data and data on the channels runs. */
+static int t_inline(void)
+{
+    int ngpu = 0, gpu = tpx_gpu_count(&ngpu) == TPX_OK && ngpu > 0;
+    gside_t a, b;
+    size_t size = 1u << 20;
+    EXPECT(gside_open(&a, "A", size, gpu) == 0);
+    EXPECT(gside_open(&b, "B", size, gpu) == 0);
+    tpx_remote_t *ab = load(&a.s, &b.s), *ba = load(&b.s, &a.s);
+    EXPECT(ab != NULL && ba != NULL);
+    static const struct {
+        size_t n, small_max;
+    } shapes[] = {{1, 5000}, {1, 4096}, {2, 2100}, {7, 600}, {64, 64}, {400, 8}};
+    for (size_t k = 0; k < TPX_ARRAY_SIZE(shapes) && !test_failed(); k++)
+        for (int round = 0; round < 8 && !test_failed(); round++)
+            mixed_round(&a, &b, ab, ba, round, shapes[k].n, shapes[k].small_max, 0, gpu);
     tpx_remote_forget(ab);
     tpx_remote_forget(ba);
     gside_close(&a);
@@ -1650,7 +1691,8 @@ int main(int argc, char **argv)
                  {"cancel", t_cancel}, {"hostile", t_hostile}, {"holds", t_holds},
                  {"failclose", t_failclose}, {"abi", t_abi},
                  {"pollloop", t_pollloop}, {"pack", t_pack}, {"packmany", t_packmany},
-                 {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree}};
+                 {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree},
+                 {"inline", t_inline}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)

@@ -3,9 +3,11 @@ import hashlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -50,6 +52,27 @@ class Peer:
 
     def sha(self):
         return self.cmd("SUM", "SUM")
+
+    def stop(self, timeout=10.0):
+        """SIGSTOP, and wait until every thread has stopped: kill() returns
+        once the signal is queued, and until one thread takes it the others
+        run on (milliseconds on a loaded machine: enough to serve a request)."""
+        os.kill(self.p.pid, signal.SIGSTOP)
+        end = time.monotonic() + timeout
+        task = "/proc/%d/task" % self.p.pid
+        while True:
+            states = []
+            for t in os.listdir(task):
+                try:
+                    with open(os.path.join(task, t, "stat")) as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except FileNotFoundError:
+                    pass  # a thread that just exited
+            if states and all(s in "Tt" for s in states):
+                return
+            if time.monotonic() > end:
+                raise AssertionError("peer %d did not stop: %s" % (self.p.pid, states))
+            time.sleep(0.001)
 
     def kill(self):
         if self.p.poll() is None:
