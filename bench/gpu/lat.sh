@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# bench/gpu/lat.sh - one-sided latency on one host (loopback), with the
-# built-in transport's eager receives on and off in the same run, rounds
-# interleaved; then one traced READ 4K iteration (TPX_TRACE_FILE) with the
-# time of each step. Prints a table last: p50 us per row (median over the
-# rounds), raw TCP round trip of the same size, and the ratio.
-#   env: ROUNDS=3 ITERS=1000 OUT=/tmp/lat EAGER="64K 0" (values of TPX_SOCK_EAGER_BYTES)
+# bench/gpu/lat.sh - one-sided latency on one host (loopback), under a few
+# settings in the same run, rounds interleaved; then one traced READ 4K
+# iteration (TPX_TRACE_FILE) with the time of each step. Prints a table
+# last: p50 us per row (median over the rounds), raw TCP round trip of the
+# same size, and the ratio.
+#   env: ROUNDS=3 ITERS=1000 OUT=/tmp/lat
+#        SETS="default TPX_RMA_INLINE_BYTES=0 TPX_RMA_INLINE_BYTES=0,TPX_SOCK_EAGER_BYTES=0"
+#        (each a comma list of VAR=VALUE, or "default")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export TPX_SOCKET_IFNAME=lo
@@ -12,14 +14,16 @@ B=build/release
 cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target tpx-perf >/dev/null ||
   { echo "build failed"; exit 1; }
 P=$B/bin/tpx-perf
-ROUNDS=${ROUNDS:-3} ITERS=${ITERS:-1000} OUT=${OUT:-/tmp/lat} EAGER=${EAGER:-"64K 0"}
+ROUNDS=${ROUNDS:-3} ITERS=${ITERS:-1000} OUT=${OUT:-/tmp/lat}
+SETS=${SETS:-"default TPX_RMA_INLINE_BYTES=0 TPX_RMA_INLINE_BYTES=0,TPX_SOCK_EAGER_BYTES=0"}
 mkdir -p "$OUT"; : > "$OUT/rows"
-row() { # EAGER OP BLOCKS BLOCK
-  TPX_SOCK_EAGER_BYTES=$1 $P --loopback --op "$2" --latency --blocks "$3" --block "$4" --iters "$ITERS" 2>&1 |
+row() { # SET OP BLOCKS BLOCK
+  local env=(); [ "$1" = default ] || IFS=, read -ra env <<< "$1"
+  env "${env[@]}" $P --loopback --op "$2" --latency --blocks "$3" --block "$4" --iters "$ITERS" 2>&1 |
     awk -v e="$1" -v op="$2" -v n="$3" -v b="$4" '$1 == op && $4 == n { print op, n "x" b, e, $8, $9, $11, $12, $16 }' >> "$OUT/rows"
 }
 for r in $(seq "$ROUNDS"); do
-  for e in $EAGER; do
+  for e in $SETS; do
     for op in read write; do
       for b in 4K 64K 512K; do row "$e" $op 1 $b; done
       row "$e" $op 32 16K
@@ -40,8 +44,9 @@ for l in open(sys.argv[1]):
 def med(v):
     v = [float(x) for x in v if x not in ('-', '')]
     return st.median(v) if v else float('nan')
-print(f"{'op':6} {'size':9} {'eager':6} {'p50':>7} {'p99':>7} {'cpu':>7} {'raw':>6} {'x_raw':>6} {'ntf':>6}")
+w = max([len(k[2]) for k in rows] + [3])
+print(f"{'op':6} {'size':9} {'set':{w}} {'p50':>7} {'p99':>7} {'cpu':>7} {'raw':>6} {'x_raw':>6} {'ntf':>6}")
 for (op, sz, e), v in rows.items():
     p50, p99, cpu, raw, ntf = (med([x[i] for x in v]) for i in range(5))
-    print(f"{op:6} {sz:9} {e:6} {p50:7.1f} {p99:7.1f} {cpu:7.1f} {raw:6.1f} {p50/raw:6.2f} {ntf:6.1f}")
+    print(f"{op:6} {sz:9} {e:{w}} {p50:7.1f} {p99:7.1f} {cpu:7.1f} {raw:6.1f} {p50/raw:6.2f} {ntf:6.1f}")
 PY

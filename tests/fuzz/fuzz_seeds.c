@@ -256,6 +256,48 @@ static void seeds_wire(void)
               "ctrl_rma_resp");
     seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RMA_RESP, .seq = 12, .rid = 4, .status = -5},
               "ctrl_rma_resp_err");
+    /* bodies (INLINE): a READ's list and the answer's data, a WRITE's list,
+     * data and notification; and what must be refused */
+    {
+        tpx_ctrl_t rq = {.type = TPX_CTRL_RMA_REQ, .seq = 20, .rid = 6, .op = TPX_WIRE_OP_READ,
+                         .flags = TPX_CTRL_REQ_INLINE | TPX_CTRL_REQ_ANSWER_INLINE, .nent = 1,
+                         .total = 4096, .list_len = TPX_LIST_SIZE(1, 1), .nchunks = 1,
+                         .body_len = TPX_LIST_SIZE(1, 1)};
+        seed_ctrl(&rq, "ctrl_rma_read_inline");
+        tpx_ctrl_t rs = {.type = TPX_CTRL_RMA_RESP, .seq = 21, .rid = 6,
+                         .flags = TPX_CTRL_RESP_INLINE, .total = 4096, .body_len = 4096};
+        seed_ctrl(&rs, "ctrl_rma_resp_inline");
+        tpx_ctrl_t wq = {.type = TPX_CTRL_RMA_REQ, .seq = 22, .rid = 7, .op = TPX_WIRE_OP_WRITE,
+                         .flags = TPX_CTRL_REQ_INLINE | TPX_CTRL_REQ_NOTIF_INLINE, .nent = 1,
+                         .total = 4096, .list_len = TPX_LIST_SIZE(1, 1), .nchunks = 1,
+                         .notif_total = 5, .body_len = TPX_LIST_SIZE(1, 1) + 4096 + 5};
+        seed_ctrl(&wq, "ctrl_rma_write_inline");
+        unsigned char m[TPX_CTRL_SIZE];
+        tpx_ctrl_t back, bad;
+        bad = rq, bad.body_len++;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: an INLINE body of the wrong size");
+        bad = rq, bad.flags = 0;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a body without INLINE");
+        bad = wq, bad.flags |= TPX_CTRL_REQ_ANSWER_INLINE;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: ANSWER_INLINE on a WRITE");
+        bad = wq, bad.flags = TPX_CTRL_REQ_NOTIF_INLINE;
+        bad.body_len = 0;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: NOTIF_INLINE without INLINE");
+        bad = rq, bad.total = 1 << 20, bad.list_len = TPX_LIST_SIZE(300, 300);
+        bad.nent = 300, bad.body_len = (uint32_t)bad.list_len;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a body over TPX_CTRL_BODY_MAX");
+        bad = rs, bad.nchunks = 1;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: an inline answer with chunks");
+        bad = rs, bad.body_len = 4095;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: an inline answer of the wrong size");
+    }
     tpx_ctrl_t n = {
         .type = TPX_CTRL_NOTIF, .seq = 13, .notif_total = 50, .notif_off = 40, .part_len = 10};
     memcpy(n.part, "0123456789", 10);
