@@ -219,6 +219,19 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
         e->last_move_ns = tpx__now_ns();
 }
 
+/* Between passes the progress thread gives the lock up (yielding the core
+ * if asked); API callers waiting for it go first (tpx__engine_lock), for
+ * a bounded number of yields. Lock held on entry and exit. */
+static void progress_pause(tpx_engine_t *e, int yield)
+{
+    pthread_mutex_unlock(&e->lock);
+    if (yield)
+        sched_yield();
+    for (int i = 0; i < 64 && atomic_load_explicit(&e->api_waiting, memory_order_relaxed) > 0; i++)
+        sched_yield();
+    pthread_mutex_lock(&e->lock);
+}
+
 static void *progress_main(void *arg)
 {
     tpx_engine_t *e = arg;
@@ -246,9 +259,7 @@ static void *progress_main(void *arg)
                 e->last_move_ns = tpx__now_ns();
                 continue;
             }
-            pthread_mutex_unlock(&e->lock);
-            sched_yield();
-            pthread_mutex_lock(&e->lock);
+            progress_pause(e, 1);
             continue;
         }
         if (e->inflight == 0 && (e->nexports > 0 || e->remotes != NULL)) {
@@ -288,10 +299,7 @@ static void *progress_main(void *arg)
             tpx__engine_cond_wait(e, 200 * 1000ull);
             continue;
         }
-        pthread_mutex_unlock(&e->lock);
-        if (n == 0)
-            sched_yield(); /* share the core with the plugin's threads; no sleep */
-        pthread_mutex_lock(&e->lock);
+        progress_pause(e, n == 0); /* share the core with the plugin's threads; no sleep */
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;

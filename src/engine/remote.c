@@ -373,7 +373,7 @@ tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_
         tpx_status_t st = tpx__remote_peer(rm, left, &p);
         if (st != TPX_OK)
             return st;
-        pthread_mutex_lock(&e->lock);
+        tpx__engine_lock(e);
         if (rm->peer == p || tries == 3) {
             /* still the current connection; or it keeps being replaced: use
              * whatever is current (tpx__peer_usable() will judge it) */

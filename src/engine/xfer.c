@@ -847,7 +847,7 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     if (st != TPX_OK)
         return st;
     tpx_engine_t *e = p->e;
-    pthread_mutex_lock(&e->lock);
+    tpx__engine_lock(e);
     st = tpx__peer_usable(p, "tpx_send");
     if (st != TPX_OK)
         goto err_unlock;
@@ -882,7 +882,7 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     if (st != TPX_OK)
         return st;
     tpx_engine_t *e = p->e;
-    pthread_mutex_lock(&e->lock);
+    tpx__engine_lock(e);
     st = tpx__peer_usable(p, "tpx_recv");
     if (st != TPX_OK)
         goto err_unlock;
@@ -930,7 +930,7 @@ static tpx_status_t xfer_lock(tpx_xfer_t *x, const char *fn)
         TPX_ERROR("%s: NULL transfer handle", fn);
         return TPX_ERR_INVALID_ARG;
     }
-    pthread_mutex_lock(&x->e->lock);
+    tpx__engine_lock(x->e);
     if (x->released) {
         pthread_mutex_unlock(&x->e->lock);
         TPX_ERROR("%s: the transfer handle was released", fn);
