@@ -30,9 +30,38 @@ for r in $(seq "$ROUNDS"); do
     done
   done
 done
+steps() { # TRACE: median time of each step from the post, over the iterations
+  python3 - "$1" <<'PY'
+import collections, statistics as st, sys
+its, cur = [], None
+for l in open(sys.argv[1]):
+    if l.startswith('#'):
+        continue
+    f = l.split()
+    if f[3] == 'post':
+        if cur:
+            its.append(cur)
+        cur = [(float(f[0]), f[3], f[1])]
+    elif cur is not None:
+        cur.append((float(f[0]), f[3], f[1]))
+steps = collections.defaultdict(list)
+for it in its[len(its) // 4:]:
+    seen = collections.Counter()
+    for t, ev, th in it[1:]:
+        seen[ev] += 1
+        steps[(ev, seen[ev], th)].append(t - it[0][0])
+n = len(its) - len(its) // 4
+for (ev, k, th), v in sorted(steps.items(), key=lambda kv: st.median(kv[1])):
+    if len(v) >= n * 0.9:
+        print(f"  {st.median(v):8.1f} us  {ev}#{k} ({th})")
+PY
+}
 TPX_TRACE_FILE=$OUT/trace.txt $P --loopback --op read --latency --blocks 1 --block 4K --iters 300 >/dev/null 2>&1
-echo "== one traced READ 4K (us from its post; thread number in the 3rd column)"
-awk '$4 == "post" { n++ } n == 200 && $4 == "post" { t0 = $1 } n == 200 { printf "%8.1f  %s\n", $1 - t0, $0 }' "$OUT/trace.txt" | head -40
+echo "== READ 1 x 4K, traced: median us from the post to each step"
+steps "$OUT/trace.txt"
+TPX_TRACE_FILE=$OUT/trace32.txt $P --loopback --op read --latency --blocks 32 --block 16K --iters 300 >/dev/null 2>&1
+echo "== READ 32 x 16K, traced: median us from the post to each step"
+steps "$OUT/trace32.txt"
 echo "== p50 / p99 us, median of $ROUNDS rounds (cpu: us of CPU per transfer, ntf: WRITE data -> notification p50)"
 python3 - "$OUT/rows" <<'PY'
 import sys, statistics as st
