@@ -17,6 +17,15 @@
 #define TPX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define TPX_UNUSED(x) ((void)(x))
 
+/* A spin-wait hint to the CPU (one iteration of a busy-wait loop). */
+#if defined(__x86_64__) || defined(__i386__)
+#define TPX_CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define TPX_CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define TPX_CPU_RELAX() ((void)0)
+#endif
+
 /* Evaluate `call` (a tpx_status_t expression); on error store it in
  * `status` and jump to `label`. The callee has already logged the cause. */
 #define TPX_CHECK_GOTO(call, status, label)                                                        \
