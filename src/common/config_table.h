@@ -127,6 +127,11 @@ TPX_CONFIG_X(RMA_PACK_BYTES, INT, "64K", 0, 4194304,
              "(gathered and scattered with memcpy, GPU blocks by one CUDA kernel launch per "
              "chunk); 0 sends every block in chunks of its own. The requester's value governs "
              "a transfer (it travels with the request).")
+TPX_CONFIG_X(RMA_PACK_CHUNK, INT, "0", 0, 4194304,
+             "One-sided transfers: the size of a shared chunk of packed small blocks (at least "
+             "`TPX_RMA_PACK_BYTES`); smaller ones let the gathering of one overlap the sending of "
+             "the last, and the receiver scatter each as it lands. 0: `TPX_CHUNK_BYTES`. The "
+             "requester's value governs a transfer (it travels with the request).")
 TPX_CONFIG_X(SPIN_US, INT, "200", 0, 1000000,
              "An engine's progress thread keeps polling its plugin without sleeping for this "
              "long after its last activity (a request or completion arrives within microseconds, "

@@ -397,7 +397,10 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
     /* Small blocks share chunks (wire.h: tpx_chunker_t; pack.c moves them):
      * the bound travels with the list, so the owner cuts it the same way. */
     uint32_t pack_max = (uint32_t)TPX_MIN((uint64_t)e->rma_pack_bytes, (uint64_t)pp->chunk);
-    tpx_chunker_t ck = {.chunk = pp->chunk, .pack_max = pack_max};
+    uint32_t pack_chunk = e->rma_pack_chunk == 0 || e->rma_pack_chunk >= pp->chunk
+                              ? 0
+                              : TPX_MAX(e->rma_pack_chunk, pack_max);
+    tpx_chunker_t ck = {.chunk = pp->chunk, .pack_max = pack_max, .share = pack_chunk};
     uint32_t nkeys = 0;
     for (size_t i = 0; i < m; i++) {
         int added;
@@ -437,7 +440,7 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
     }
     tpx_list_hdr_t h = {.op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
                         .nkeys = nkeys, .nent = (uint32_t)m, .total = pp->total,
-                        .pack_max = pack_max};
+                        .pack_max = pack_max, .pack_chunk = pack_chunk};
     tpx__list_put_hdr(pp->list, &h);
     for (uint32_t k = 0; k < nkeys; k++)
         tpx__list_put_key(pp->list, k, keyv[k]);
@@ -906,7 +909,7 @@ static void target_check(tpx_xfer_t *x)
     tpx_status_t verdict = TPX_OK;
     const char *why = NULL;
     uint32_t bad = 0;
-    tpx_chunker_t ck = {.chunk = p->chunk, .pack_max = h.pack_max};
+    tpx_chunker_t ck = {.chunk = p->chunk, .pack_max = h.pack_max, .share = h.pack_chunk};
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, len;

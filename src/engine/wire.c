@@ -184,7 +184,7 @@ void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h)
     tpx__put32(buf + 12, h->nent);
     tpx__put64(buf + 16, h->total);
     tpx__put32(buf + 24, h->pack_max);
-    tpx__put32(buf + 28, 0);
+    tpx__put32(buf + 28, h->pack_chunk);
 }
 
 void tpx__list_put_key(unsigned char *buf, uint32_t i, uint64_t key)
@@ -224,17 +224,18 @@ tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chun
                              tpx_list_hdr_t *out, uint32_t *nchunks)
 {
     if (len < TPX_LIST_HDR || chunk == 0 || tpx__get32(buf) != LIST_MAGIC ||
-        tpx__get16(buf + 4) != LIST_VERSION || buf[7] != 0 || tpx__get32(buf + 28) != 0)
+        tpx__get16(buf + 4) != LIST_VERSION || buf[7] != 0)
         return TPX_ERR_PROTOCOL;
     tpx_list_hdr_t h = {.op = buf[6], .flags = buf[7], .nkeys = tpx__get32(buf + 8),
                         .nent = tpx__get32(buf + 12), .total = tpx__get64(buf + 16),
-                        .pack_max = tpx__get32(buf + 24)};
+                        .pack_max = tpx__get32(buf + 24), .pack_chunk = tpx__get32(buf + 28)};
     if ((h.op != TPX_WIRE_OP_READ && h.op != TPX_WIRE_OP_WRITE) || h.nent == 0 ||
         h.nent > TPX_LIST_MAX_ENTRIES || h.nkeys == 0 || h.nkeys > h.nent ||
-        len != TPX_LIST_SIZE(h.nkeys, h.nent) || h.pack_max > chunk)
+        len != TPX_LIST_SIZE(h.nkeys, h.nent) || h.pack_max > chunk || h.pack_chunk > chunk ||
+        (h.pack_chunk != 0 && h.pack_chunk < h.pack_max))
         return TPX_ERR_PROTOCOL;
     uint64_t sum = 0;
-    tpx_chunker_t ck = {.chunk = chunk, .pack_max = h.pack_max};
+    tpx_chunker_t ck = {.chunk = chunk, .pack_max = h.pack_max, .share = h.pack_chunk};
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, n;

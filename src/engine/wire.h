@@ -115,13 +115,15 @@ int tpx__ctrl_version_ours(void);
 /* ---- request lists: what an RMA_REQ asks of the owner -----------------------------
  *
  *   0 u32 magic "TPXL"  4 u16 version (2)  6 u8 op  7 u8 flags (0)  8 u32 nkeys
- *   12 u32 nent  16 u64 total  24 u32 pack_max  28 u32 0
+ *   12 u32 nent  16 u64 total  24 u32 pack_max  28 u32 pack_chunk (0: the chunk)
  *   32 keys[nkeys] u64  then entries[nent]: u32 key index, u64 offset (from the
  *   start of the export), u64 len (> 0)
  *
  * pack_max is the requester's packing bound (TPX_RMA_PACK_BYTES, at most the
- * chunk; 0: no packing): the owner cuts the list exactly as the requester
- * did, whatever its own setting, so engines with different settings talk.
+ * chunk; 0: no packing) and pack_chunk the size of its shared chunks
+ * (TPX_RMA_PACK_CHUNK: pack_max..chunk; 0: the chunk): the owner cuts the
+ * list exactly as the requester did, whatever its own settings, so engines
+ * with different settings talk.
  */
 #define TPX_LIST_HDR 32
 #define TPX_LIST_ENTRY 20
@@ -134,6 +136,7 @@ typedef struct {
     uint32_t nkeys, nent;
     uint64_t total;
     uint32_t pack_max; /* entries of at most this many bytes share chunks; 0: none */
+    uint32_t pack_chunk; /* bytes of a shared chunk, pack_max..chunk; 0: the chunk */
 } tpx_list_hdr_t;
 
 /*
@@ -149,7 +152,8 @@ typedef struct {
  */
 typedef struct {
     uint64_t chunk;
-    uint64_t pack_max; /* <= chunk; 0: nothing shares */
+    uint64_t pack_max; /* <= share; 0: nothing shares */
+    uint64_t share;    /* bytes of a shared chunk (<= chunk); 0: the chunk */
     uint64_t fill;     /* bytes in the open shared chunk; 0: none open */
     uint64_t nchunks;  /* chunks so far */
 } tpx_chunker_t;
@@ -159,8 +163,9 @@ typedef struct {
 static inline void tpx__chunker_add(tpx_chunker_t *c, uint64_t len, uint64_t *chunk0,
                                     uint32_t *pack_off, int *shared)
 {
-    if (len <= c->pack_max && c->pack_max <= c->chunk) {
-        if (c->fill == 0 || c->fill + len > c->chunk) {
+    uint64_t share = c->share ? c->share : c->chunk;
+    if (len <= c->pack_max && c->pack_max <= share && share <= c->chunk) {
+        if (c->fill == 0 || c->fill + len > share) {
             c->nchunks++;
             c->fill = 0;
         }
