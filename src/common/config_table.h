@@ -56,7 +56,9 @@ TPX_CONFIG_X(CONNECT_TIMEOUT_MS, INT, "30000", 1, 86400000,
 TPX_CONFIG_X(SOCK_HELLO_TIMEOUT_MS, INT, "3000", 1, 86400000,
              "Listener of the built-in transport: a connection that has not sent its complete "
              "hello within this time is closed, and a comm whose connections stop arriving for "
-             "this long is dropped (at most `TPX_CONNECT_TIMEOUT_MS`; see SECURITY.md).")
+             "this long is dropped (at most `TPX_CONNECT_TIMEOUT_MS`; see SECURITY.md). On lossy "
+             "links raise it: a lost SYN is resent after 1 s, then 2 s, so a comm's connections "
+             "can arrive seconds apart.")
 TPX_CONFIG_X(SOCK_LISTEN_PER_SOURCE, INT, "16", 1, 256,
              "Listener of the built-in transport: connections without a complete hello that one "
              "source address may hold (of 256); a newer one from that source replaces its oldest "

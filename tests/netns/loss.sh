@@ -9,6 +9,11 @@
 command -v nft >/dev/null 2>&1 || { echo "SKIP: nft is not installed (Debian package nftables)"; exit 77; }
 
 LIMIT=40
+# A lost SYN is sent again after 1 s, then 2 s more: at 5% loss a comm's
+# connections (1 + TPX_NSOCKS per comm, 16 comms) now and then arrive 3 s
+# apart, and the listener would drop the half-built comm at the default
+# TPX_SOCK_HELLO_TIMEOUT_MS (3 s; SECURITY.md): lossy links need it longer.
+export TPX_SOCK_HELLO_TIMEOUT_MS=15000
 # TCP segments HOST retransmitted so far (/proc/net/snmp, its namespace)
 retrans() {
     "$TESTBED" exec "$1" awk '/^Tcp:/ { if (h) { print $13; exit } h = 1 }' /proc/net/snmp
