@@ -82,9 +82,15 @@ static int cs_post(cs_t *x, int c, int m, int kind, size_t size, int tag, uint64
     void *mh = cuda ? x->mh_cuda[c] : x->mh_host[c];
     *req = NULL;
     int rc;
+    /* The fills below run on the legacy stream, and cuMemsetD8 (like a
+     * copy from pageable memory, which returns before its DMA ends) is
+     * asynchronous to the host: they must be finished before the buffer is
+     * posted, as a user's kernel must before tpx_send() -- the transport's
+     * copies run on its own non-blocking streams. */
     if (x->is_recv) {
         if (cuda)
-            CHECK(TPX_CU(cuMemsetD8, (CUdeviceptr)(uintptr_t)buf, CS_FILL, CS_SLOT) == TPX_OK,
+            CHECK(TPX_CU(cuMemsetD8, (CUdeviceptr)(uintptr_t)buf, CS_FILL, CS_SLOT) == TPX_OK &&
+                      TPX_CU(cuCtxSynchronize) == TPX_OK,
                   "cuMemsetD8 failed");
         else
             memset(hb, CS_FILL, CS_SLOT);
@@ -92,7 +98,8 @@ static int cs_post(cs_t *x, int c, int m, int kind, size_t size, int tag, uint64
     } else {
         nt_fill(cuda ? x->scratch : hb, size, seed);
         if (cuda && size > 0)
-            CHECK(TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(uintptr_t)buf, x->scratch, size) == TPX_OK,
+            CHECK(TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(uintptr_t)buf, x->scratch, size) == TPX_OK &&
+                      TPX_CU(cuCtxSynchronize) == TPX_OK,
                   "cuMemcpyHtoD failed");
         rc = nt_isend(&x->r->nt, x->comm[c], buf, size, tag, mh, req);
     }
