@@ -174,7 +174,12 @@ TPX_API void tpx_peer_close(tpx_peer_t *peer);
  * that region with a reference added (a cache keyed by address range):
  * offsets given to tpx_send()/tpx_recv() always count from the start of
  * the region, which may then lie before `addr` (see tpx_region_base()).
- * CUDA memory must be 4 KiB aligned. */
+ * CUDA memory must be 4 KiB aligned. The engine moves CUDA memory on CUDA
+ * streams of its own that do not wait for the application's: finish (or
+ * synchronize) the kernels and copies that write a buffer before passing
+ * it to a send, READ target or WRITE source, and those that touch a
+ * receive buffer before posting it; a transfer's completion means its
+ * bytes are in place in device memory. */
 TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *engine, void *addr, size_t len,
                                       tpx_mem_type_t type, tpx_region_t **region);
 /* Drop a reference; the last one deregisters, and always succeeds at once
