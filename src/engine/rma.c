@@ -780,10 +780,27 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         x->rma.has_notif = 1;
     }
     if (m->flags & TPX_CTRL_REQ_NOTIF) {
-        struct tpx_held *h = p->held_head; /* there: tpx__rma_held_order() */
-        p->held_head = h->next;
-        if (p->held_head == NULL)
-            p->held_tail = NULL;
+        /* Its own, by rid (stamped by tpx__rma_held_order()), not the head:
+         * an INLINE request starts at once, ahead of earlier requests still
+         * queued behind early headers, whose notifications come first. */
+        struct tpx_held *h = p->held_head, *prev = NULL;
+        while (h != NULL && h->rid != m->rid) {
+            prev = h;
+            h = h->next;
+        }
+        if (h == NULL) {
+            free(x->rma.notif);
+            listbuf_put(p, lb);
+            free(x);
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a request whose notification is not held");
+            return;
+        }
+        if (prev != NULL)
+            prev->next = h->next;
+        else
+            p->held_head = h->next;
+        if (p->held_tail == h)
+            p->held_tail = prev;
         x->rma.notif = h->msg;
         x->rma.notif_len = h->len;
         x->rma.has_notif = !h->dropped;

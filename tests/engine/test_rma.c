@@ -1679,6 +1679,84 @@ static int t_inline(void)
     TEST_DONE();
 }
 
+/* A WRITE's held notification goes with its own request even when an
+ * INLINE request (started at once) overtakes an earlier one that waits
+ * behind an early two-sided header: A sends B a message B does not receive
+ * yet, then WRITE 1 (64 KiB: on the data channels, queued behind it) and
+ * WRITE 2 (4 KiB inline, but a notification too long for the body: held).
+ * Whenever B sees a notification, its WRITE's bytes are in place. */
+static int t_heldorder(void)
+{
+    side_t a, b;
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    tpx_peer_t *pa = NULL, *pb = NULL;
+    EXPECT(rm != NULL && tpx__remote_peer_locked(rm, 5000, &pa) == TPX_OK);
+    if (test_failed() || pa == NULL)
+        return 1;
+    pthread_mutex_unlock(&a.e->lock);
+    enum { W1 = 65536, W2 = 4096, SEND = 1000 };
+    memset(a.mem, 0xA1, W1);
+    memset(a.mem + W1, 0xB2, W2);
+    memset(b.mem, 0, 4 * W1);
+    unsigned char n1[5] = "first", n2[TPX_NOTIF_MAX];
+    memset(n2, 'S', sizeof(n2));
+    tpx_xfer_t *xs = NULL, *x1 = NULL, *x2 = NULL, *xr = NULL;
+    EXPECT(tpx_send(pa, a.r, 2 * W1, SEND, &xs) == TPX_OK);
+    tpx_iov_t v1 = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
+                    .len = W1};
+    tpx_iov_t v2 = {.local = a.r, .local_offset = W1, .remote = &b.d, .remote_offset = W1,
+                    .len = W2};
+    EXPECT(tpx_rma(rm, TPX_OP_WRITE, &v1, 1, n1, sizeof(n1), &x1) == TPX_OK);
+    EXPECT(tpx_rma(rm, TPX_OP_WRITE, &v2, 1, n2, sizeof(n2), &x2) == TPX_OK);
+    int seen1 = 0, seen2 = 0, early = 0;
+    /* Notifications before B receives: only WRITE 2's can be ready. */
+    for (int i = 0; i < 300 && !test_failed(); i++) {
+        tpx_notif_t nt;
+        size_t n = 0;
+        EXPECT(tpx_engine_get_notifs(b.e, &nt, 1, &n) == TPX_OK);
+        if (n == 1) {
+            int is1 = nt.len == sizeof(n1) && memcmp(nt.msg, n1, nt.len) == 0;
+            int is2 = nt.len == sizeof(n2) && memcmp(nt.msg, n2, nt.len) == 0;
+            EXPECT(is1 || is2);
+            seen1 += is1;
+            seen2 += is2;
+            if (is1 && b.mem[0] != 0xA1)
+                early++;
+            if (is2 && b.mem[W1] != 0xB2)
+                early++;
+        }
+        usleep(1000);
+    }
+    pthread_mutex_lock(&b.e->lock);
+    pb = b.e->peers;
+    pthread_mutex_unlock(&b.e->lock);
+    EXPECT(pb != NULL && tpx_recv(pb, b.r, 2 * W1, SEND, &xr) == TPX_OK);
+    EXPECT(tpx_xfer_wait(xr, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_xfer_wait(xs, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_xfer_wait(x1, 10000, NULL) == TPX_OK);
+    EXPECT(tpx_xfer_wait(x2, 10000, NULL) == TPX_OK);
+    while (seen1 + seen2 < 2 && !test_failed()) {
+        tpx_notif_t nt;
+        EXPECT(notif_wait(&b, &nt) == 0);
+        seen1 += nt.len == sizeof(n1) && memcmp(nt.msg, n1, nt.len) == 0;
+        seen2 += nt.len == sizeof(n2) && memcmp(nt.msg, n2, nt.len) == 0;
+    }
+    EXPECT_EQ(early, 0);
+    EXPECT_EQ(seen1, 1);
+    EXPECT_EQ(seen2, 1);
+    EXPECT(b.mem[0] == 0xA1 && b.mem[W1 - 1] == 0xA1 && b.mem[W1] == 0xB2);
+    tpx_xfer_release(xr);
+    tpx_xfer_release(xs);
+    tpx_xfer_release(x1);
+    tpx_xfer_release(x2);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1692,13 +1770,13 @@ int main(int argc, char **argv)
                  {"failclose", t_failclose}, {"abi", t_abi},
                  {"pollloop", t_pollloop}, {"pack", t_pack}, {"packmany", t_packmany},
                  {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree},
-                 {"inline", t_inline}};
+                 {"inline", t_inline}, {"heldorder", t_heldorder}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
                     "overflow|metadata|bell|cancel|hostile|holds|failclose|abi|pollloop|pack|"
-                    "packmany|packfail|packgpu|relfree\n");
+                    "packmany|packfail|packgpu|relfree|inline|heldorder\n");
     return 2;
 }
