@@ -118,8 +118,10 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
             m.list_len > TPX_LIST_SIZE(m.nent, m.nent) || m.total < m.nent || m.nchunks == 0)
             return TPX_ERR_PROTOCOL;
         if (m.flags & TPX_CTRL_REQ_INLINE) {
+            /* total first: the sum must not wrap (list_len is bounded above) */
             uint64_t want = m.list_len + (m.op == TPX_WIRE_OP_WRITE ? m.total : 0) + m.notif_total;
-            if (want > TPX_CTRL_BODY_MAX || m.body_len != want)
+            if ((m.op == TPX_WIRE_OP_WRITE && m.total > TPX_CTRL_BODY_MAX) ||
+                want > TPX_CTRL_BODY_MAX || m.body_len != want)
                 return TPX_ERR_PROTOCOL;
         } else if (m.body_len != 0) {
             return TPX_ERR_PROTOCOL;

@@ -291,6 +291,10 @@ static void seeds_wire(void)
         bad.nent = 300, bad.body_len = (uint32_t)bad.list_len;
         tpx__ctrl_encode(&bad, m);
         must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a body over TPX_CTRL_BODY_MAX");
+        bad = wq, bad.total = UINT64_MAX - bad.list_len - bad.notif_total + 11;
+        bad.body_len = 10; /* list_len + total + notif_len wraps to 10 */
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: an INLINE WRITE whose size wraps");
         bad = rs, bad.nchunks = 1;
         tpx__ctrl_encode(&bad, m);
         must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: an inline answer with chunks");
