@@ -36,7 +36,6 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "gpu/cuda.h"
 #include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
@@ -96,28 +95,14 @@ static void segs_gather(const tpx_seg_t *segs, uint32_t n, char *buf)
     }
 }
 
-/* buf, in list order, into the segments (a segment without a region is
- * skipped: refused). An owner's GPU blocks take a synchronous copy each. */
-static tpx_status_t segs_scatter(const tpx_seg_t *segs, uint32_t n, const char *buf)
+/* buf, in list order, into the segments (host memory: inline bodies only
+ * go to and come from host blocks; a segment without a region is skipped:
+ * refused). */
+static void segs_scatter(const tpx_seg_t *segs, uint32_t n, const char *buf)
 {
-    for (uint32_t i = 0; i < n; buf += segs[i].len, i++) {
-        const tpx_region_t *r = segs[i].region;
-        if (r == NULL)
-            continue;
-        if (r->type == TPX_MEM_HOST) {
-            memcpy((char *)r->base + segs[i].off, buf, segs[i].len);
-            continue;
-        }
-        int pushed = 0;
-        tpx_status_t st = tpx__cuda_ctx_enter(r->cuda_dev, &pushed);
-        if (st == TPX_OK) {
-            st = TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(r->base + segs[i].off), buf, segs[i].len);
-            tpx__cuda_ctx_leave(pushed);
-        }
-        if (st != TPX_OK)
-            return st;
-    }
-    return TPX_OK;
+    for (uint32_t i = 0; i < n; buf += segs[i].len, i++)
+        if (segs[i].region != NULL)
+            memcpy((char *)segs[i].region->base + segs[i].off, buf, segs[i].len);
 }
 
 tpx_status_t tpx__rma_body_fill(tpx_xfer_t *x, char *buf, uint32_t len)
@@ -428,6 +413,9 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
             goto out;
         }
     }
+    pp->remote_host = 1;
+    for (size_t i = 0; i < m; i++)
+        pp->remote_host &= ce[i].remote_host;
     pp->nsegs = (uint32_t)m;
     pp->npayload = (uint32_t)ck.nchunks;
     pp->list_len = TPX_LIST_SIZE(nkeys, m);
@@ -586,7 +574,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     uint32_t inl = e->rma_inline_bytes;
     int host = segs_host(pp->segs, pp->nsegs);
     if (pp->op == TPX_OP_WRITE)
-        x->req.inline_req = inl > 0 && host && pp->total <= inl &&
+        x->req.inline_req = inl > 0 && host && pp->remote_host && pp->total <= inl &&
                             pp->list_len + pp->total <= TPX_CTRL_BODY_MAX;
     else
         x->req.inline_req = inl > 0 && pp->list_len <= TPX_CTRL_BODY_MAX;
@@ -730,7 +718,7 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         if (m->status != 0)
             x->err = (tpx_status_t)m->status;
         else
-            (void)segs_scatter(x->segs, x->nsegs, (const char *)body); /* host: asked so */
+            segs_scatter(x->segs, x->nsegs, (const char *)body); /* host: asked so */
         if (x->kind == XK_READ) {
             x->nchunks -= x->in.nchunks;
             x->in.nchunks = 0;
@@ -832,9 +820,14 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         target_check(x);
         if (p->state != PEER_READY || x->state != XF_ACTIVE)
             return;
-        if (x->kind == XK_TWRITE && x->err == TPX_OK &&
-            segs_scatter(x->segs, x->nsegs, (const char *)body + m->list_len) != TPX_OK)
-            x->err = TPX_ERR_CUDA;
+        if (x->kind == XK_TWRITE && x->err == TPX_OK) {
+            /* A requester sends data inline only to blocks whose descriptors
+             * say host memory; GPU blocks here mean it lied or they changed. */
+            if (segs_host(x->segs, x->nsegs))
+                segs_scatter(x->segs, x->nsegs, (const char *)body + m->list_len);
+            else
+                x->err = TPX_ERR_INVALID_ARG;
+        }
         tpx__xfer_maybe_done(x); /* a READ answered inline: once the answer left */
         return;
     }

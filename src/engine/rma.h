@@ -28,6 +28,7 @@ struct tpx_prep {
     tpx_seg_t *segs;        /* local side, coalesced */
     uint32_t nsegs;
     uint32_t npayload;      /* payload chunks */
+    int remote_host;        /* every remote block is host memory (its descriptor says) */
     uint64_t total;
     unsigned char *list;    /* the encoded request list */
     size_t list_len;

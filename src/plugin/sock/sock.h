@@ -355,6 +355,13 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
  * by tpx__sock_cuda_reap, once they finished), 0: would block,
  * SOCK_CUDA_WAIT, -1: failed (errno 0: CUDA). */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
+/* A message held eagerly (pageable host memory) into a CUDA receive, on the
+ * connection's own non-blocking stream, waited for: the bytes are in
+ * device memory when it returns (a plain cuMemcpyHtoD from pageable memory
+ * may return before its DMA ends, and the legacy stream would first wait
+ * for the application's kernels). I/O worker only. */
+tpx_status_t tpx__sock_cuda_eager_copy(tpx_sock_chan_t *ch, int dev, void *dptr, const void *src,
+                                       size_t len);
 /* Receive: publish the read pieces whose copies finished (in order).
  * Returns how many still wait for theirs, -1 on a CUDA error. Cheap when
  * none waits. */

@@ -389,6 +389,21 @@ out:
     return rc;
 }
 
+tpx_status_t tpx__sock_cuda_eager_copy(tpx_sock_chan_t *ch, int dev, void *dptr, const void *src,
+                                       size_t len)
+{
+    tpx_sock_cuda_chan_t *k;
+    int pushed = 0;
+    tpx_status_t st = cu_chan_get(ch, dev, &k);
+    if (st != TPX_OK || (st = tpx__cuda_ctx_enter(dev, &pushed)) != TPX_OK)
+        return st;
+    st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)dptr, src, len, k->stream);
+    if (st == TPX_OK)
+        st = TPX_CU(cuStreamSynchronize, k->stream);
+    tpx__cuda_ctx_leave(pushed);
+    return st;
+}
+
 /* Strict TCPX placement: on `dev`, whose primary context is retained once
  * per allocation. */
 int tpx__sock_cuda_current_dev(void)

@@ -543,7 +543,7 @@ static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     if (!piece_check(c, p, r))
         return 0;
     if (p->len > 0 && r->cuda_dev >= 0) {
-        if (tpx__sock_cuda_htod(r->cuda_dev, r->buf, ch->eager, p->len) != TPX_OK) {
+        if (tpx__sock_cuda_eager_copy(ch, r->cuda_dev, r->buf, ch->eager, p->len) != TPX_OK) {
             tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a small message to a CUDA buffer failed");
             return 0;
         }
