@@ -118,9 +118,9 @@ TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "
              "(gathered by the CPU, then copied), `none` (no copy: ablation only, data is lost).")
 TPX_CONFIG_X(RMA_INLINE_BYTES, INT, "4K", 0, 5120,
-             "One-sided transfers of at most this many bytes of host memory travel inside the "
-             "control messages: a WRITE's data with its request, a READ's in the owner's "
-             "answer (when the owner's blocks are host memory too), so a small transfer is one "
+             "One-sided transfers of at most this many bytes between host memory on both sides "
+             "travel inside the control messages: a WRITE's data with its request, a READ's in "
+             "the owner's answer, so a small transfer is one "
              "message each way; the request list rides with the request whenever it is small "
              "(at most 5 KiB with the data). 0: lists and data always go on the data channels.")
 TPX_CONFIG_X(RMA_PACK_BYTES, INT, "64K", 0, 4194304,
