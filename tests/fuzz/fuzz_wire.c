@@ -55,7 +55,10 @@ static void fuzz_list(const uint8_t *data, size_t size)
         for (uint32_t i = 0; i < h.nkeys; i++)
             tpx__list_put_key(out, i, tpx__list_key(in, i));
         uint64_t sum = 0, chunks = 0, fill = 0;
-        TPX_FUZZ_CHECK(h.flags == 0 && h.pack_max <= chunk, "list: bad packing bound accepted");
+        TPX_FUZZ_CHECK(h.flags == 0 && h.pack_max <= chunk && h.pack_chunk <= chunk &&
+                           (h.pack_chunk == 0 || h.pack_chunk >= h.pack_max),
+                       "list: bad packing bound accepted");
+        uint64_t share = h.pack_chunk ? h.pack_chunk : chunk; /* a shared chunk's capacity */
         for (uint32_t i = 0; i < h.nent; i++) {
             uint32_t k;
             uint64_t off, len;
@@ -64,7 +67,7 @@ static void fuzz_list(const uint8_t *data, size_t size)
             tpx__list_put_entry(out, h.nkeys, i, k, off, len);
             sum += len;
             if (len <= h.pack_max) { /* small entries share chunks */
-                if (fill == 0 || fill + len > chunk) {
+                if (fill == 0 || fill + len > share) {
                     chunks++;
                     fill = 0;
                 }
