@@ -732,6 +732,7 @@ typedef struct {
     char error[512];
     int header_done;
     char started[64];
+    uint64_t raw_buffer; /* --raw-buffer: reuse this many bytes per connection; 0: the message */
 } nb_main_t;
 
 /* The run's first error (later ones are only printed). */
@@ -817,16 +818,22 @@ static void nb_print_row(nb_main_t *m, const nb_row_t *r)
 /* ---- --raw: plain TCP, the baseline -------------------------------------- */
 
 /* What the transport stands on: N TCP connections on 127.0.0.1, a sender
- * and a receiver thread each, plain send()/recv() loops out of and into one
- * buffer per connection -- no framing, no requests, no copies beyond the
- * kernel's. One message of SIZE bytes is cut into N equal stretches, one
- * per connection. Timing as for the transport: warm-up iterations, a
- * barrier, then the timed ones until the last receiver has all its bytes. */
+ * and a receiver thread each, plain send()/recv() loops -- no framing, no
+ * requests, no copies beyond the kernel's. One message of SIZE bytes is cut
+ * into N equal stretches, one per connection, and each side's stretch is
+ * memory of its own of that size: the sender reads, and the receiver
+ * writes, as many distinct bytes as a transfer of SIZE through tpx does.
+ * --raw-buffer B loops over at most B bytes instead (a small buffer stays
+ * in the CPU caches, which a 256 MiB message does not: a ceiling that no
+ * transfer of that size can reach). Timing as for the transport: warm-up
+ * iterations, a barrier, then the timed ones until the last receiver has
+ * all its bytes. */
 typedef struct {
     int fd;
     int send;
     uint64_t bytes;             /* per iteration on this connection */
     uint64_t warmup, iters;
+    uint64_t buffer;            /* bytes looped over; 0: the whole stretch */
     pthread_barrier_t *barrier; /* 2 * N threads: after the warm-up */
     uint64_t t_end;
     int failed;
@@ -849,7 +856,8 @@ static int nb_raw_move(nb_raw_conn_t *c, unsigned char *buf, size_t cap, uint64_
 static void *nb_raw_main(void *arg)
 {
     nb_raw_conn_t *c = arg;
-    size_t cap = (size_t)(c->bytes < (4u << 20) ? (c->bytes ? c->bytes : 1) : (4u << 20));
+    uint64_t want = c->buffer != 0 && c->buffer < c->bytes ? c->buffer : c->bytes;
+    size_t cap = (size_t)(want ? want : 1);
     unsigned char *buf = malloc(cap);
     if (buf == NULL) {
         c->failed = 1;
@@ -921,9 +929,10 @@ static int nb_run_raw(nb_main_t *m)
     const nb_params_t *p = &m->p;
     if (!bench_quiet)
         printf("# %s %s --raw: plain TCP on 127.0.0.1, nsocks connections with a sender and a "
-               "receiver thread each\n#   (send()/recv() loops of one buffer; a message is cut "
-               "into nsocks equal stretches); no data checks\n#\n",
-               NB_PROG, tpx_version_string());
+               "receiver thread each\n#   (send()/recv() loops; a message is cut into nsocks "
+               "equal stretches, each in memory of its own%s); no data checks\n#\n",
+               NB_PROG, tpx_version_string(),
+               m->raw_buffer ? ", looped over at most --raw-buffer bytes" : "");
     if (!bench_quiet)
         bench_table_header(stdout, nb_cols, NB_NCOLS);
     for (uint64_t ci = 0; ci < p->nnsocks; ci++) {
@@ -941,7 +950,7 @@ static int nb_run_raw(nb_main_t *m)
                 uint64_t share = size / (uint64_t)n + ((uint64_t)(k / 2) < size % (uint64_t)n);
                 c[k] = (nb_raw_conn_t){.fd = fds[k], .send = k % 2 == 0, .bytes = share,
                                        .warmup = nb_warmup_for(p, iters), .iters = iters,
-                                       .barrier = &bar};
+                                       .buffer = m->raw_buffer, .barrier = &bar};
                 pthread_create(&t[k], NULL, nb_raw_main, &c[k]);
             }
             uint64_t u0, s0, u1, s1;
@@ -1299,8 +1308,15 @@ static void nb_usage(FILE *f)
             "        No tpx at all: the same sizes over plain TCP on 127.0.0.1, nsocks\n"
             "        connections (default: the transport's TPX_NSOCKS), one sender and one\n"
             "        receiver thread each, send()/recv() loops; a message is cut into nsocks\n"
-            "        equal stretches. The baseline the transport's rows compare with; the\n"
-            "        same columns, nothing verified, cpu(s/GB) of both sides.\n"
+            "        equal stretches, each sent out of and received into memory of its own\n"
+            "        (as many distinct bytes as a transfer of SIZE touches). The baseline\n"
+            "        the transport's rows compare with; the same columns, nothing verified,\n"
+            "        cpu(s/GB) of both sides.\n"
+            "    --raw-buffer B\n"
+            "        With --raw: each connection loops over at most B bytes (e.g. 4M)\n"
+            "        instead of its whole stretch. A buffer that fits the CPU caches makes\n"
+            "        the kernel's copies cheaper than any large transfer's can be: an\n"
+            "        upper bound, not a like-for-like baseline.\n"
             "    server\n"
             "        The receiver side on two machines. Waits on the bootstrap --port for\n"
             "        one client, sends it the run parameters (this side's options decide\n"
@@ -1394,6 +1410,7 @@ int main(int argc, char **argv)
         O_WINDOW,
         O_CHUNK,
         O_RAW,
+        O_RAW_BUFFER,
     };
     static const struct option opts[] = {
         {"dev", required_argument, NULL, O_DEV},
@@ -1402,6 +1419,7 @@ int main(int argc, char **argv)
         {"window", required_argument, NULL, O_WINDOW},
         {"chunk", required_argument, NULL, O_CHUNK},
         {"raw", no_argument, NULL, O_RAW},
+        {"raw-buffer", required_argument, NULL, O_RAW_BUFFER},
         BENCH_OPTIONS_COMMON,
         {NULL, 0, NULL, 0},
     };
@@ -1479,6 +1497,11 @@ int main(int argc, char **argv)
         case O_RAW:
             raw = 1;
             break;
+        case O_RAW_BUFFER:
+            if (bench_parse_size(optarg, &v) != 0 || v == 0)
+                return bench_usage_error("--raw-buffer: bad size '%s'", optarg);
+            m.raw_buffer = v;
+            break;
         default:
             fprintf(stderr, "Try '%s --help'.\n", NB_PROG);
             return BENCH_EXIT_USAGE;
@@ -1508,6 +1531,8 @@ int main(int argc, char **argv)
     int rc;
     if (raw && m.mode != BENCH_MODE_LOOPBACK)
         return bench_usage_error("--raw runs on this host only (--loopback)");
+    if (m.raw_buffer != 0 && !raw)
+        return bench_usage_error("--raw-buffer needs --raw");
     if (raw) {
         p->verify = 0;
         rc = nb_run_raw(&m);
