@@ -134,6 +134,11 @@ TPX_CONFIG_X(RMA_PACK_CHUNK, INT, "0", 0, 4194304,
              "`TPX_RMA_PACK_BYTES`); smaller ones let the gathering of one overlap the sending of "
              "the last, and the receiver scatter each as it lands. 0: `TPX_CHUNK_BYTES`. The "
              "requester's value governs a transfer (it travels with the request).")
+TPX_CONFIG_X(RMA_IOV, INT, "1", 0, 1,
+             "One-sided transfers over the built-in transport: a shared chunk of packed small "
+             "host blocks is sent from and received into the blocks themselves (one vectored "
+             "message: the kernel gathers and scatters as it copies) instead of through a staging "
+             "copy on each side. 0: always stage. Not in strict TCPX mode; GPU blocks always stage.")
 TPX_CONFIG_X(SPIN_US, INT, "200", 0, 1000000,
              "An engine's progress thread keeps polling its plugin without sleeping for this "
              "long after its last activity (a request or completion arrives within microseconds, "

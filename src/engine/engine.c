@@ -416,6 +416,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
                                              : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
     e->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
     e->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
+    e->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
     e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);

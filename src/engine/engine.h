@@ -181,6 +181,8 @@ struct tpx_engine {
     char bind_addr[64];        /* params.bind_addr ("" none) */
     uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c) */
     uint32_t rma_pack_chunk;   /* ... of this size (TPX_RMA_PACK_CHUNK; 0: the chunk) */
+    int rma_iov;               /* shared chunks of host blocks as vectored messages
+                                  (TPX_RMA_IOV and a plugin that takes them, net.h) */
     uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */
     uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
     int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */

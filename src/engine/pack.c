@@ -180,8 +180,36 @@ tpx_status_t tpx__pack_stage(tpx_comm_t *c, int gpu_dev, uint8_t *idx, char **bu
     return TPX_OK;
 }
 
+int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
+                  struct iovec **iov)
+{
+    tpx_peer_t *p = c->peer;
+    tpx_engine_t *e = p->e;
+    uint32_t n = last - first + 1;
+    if (!e->rma_iov || !tpx__net_has_vec(e->net) || n > TPX_PACK_IOV_MAX)
+        return 0;
+    for (uint32_t i = first; i <= last; i++)
+        if (x->segs[i].region != NULL && x->segs[i].region->type == TPX_MEM_CUDA)
+            return 0;
+    if (c->vec == NULL) {
+        c->vec = malloc((size_t)c->win.cap * TPX_PACK_IOV_MAX * sizeof(*c->vec));
+        if (c->vec == NULL)
+            return 0; /* staged instead */
+    }
+    struct iovec *v = c->vec + (size_t)(c->win.posted % (uint64_t)c->win.cap) * TPX_PACK_IOV_MAX;
+    for (uint32_t i = first; i <= last; i++) {
+        const tpx_seg_t *g = &x->segs[i];
+        v[i - first] = (struct iovec){
+            g->region != NULL ? (void *)(g->region->base + g->off) : p->scratch, (size_t)g->len};
+    }
+    *iov = v;
+    return (int)n;
+}
+
 void tpx__pack_comm_fini(tpx_comm_t *c)
 {
+    free(c->vec); /* the plugin comm is closed: nothing reads them */
+    c->vec = NULL;
     /* the plugin comm is closed: nothing reads or writes them any more */
     if (c->stage_region != NULL)
         tpx__region_release(c->stage_region); /* its handle was on this comm only */

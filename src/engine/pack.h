@@ -39,6 +39,18 @@ tpx_status_t tpx__pack_stage(tpx_comm_t *c, int gpu_dev, uint8_t *idx, char **bu
 void tpx__pack_stage_take(tpx_comm_t *c);
 void tpx__pack_stage_put(tpx_comm_t *c, uint8_t idx);
 
+/* Segments [first, last] of x as the iovecs of one vectored message (net.h:
+ * tpx__net_isendv), for the shared chunk about to be posted in c's next
+ * window slot: in that slot's part of c->vec, which stays untouched until
+ * the slot is released (the next post to the slot rewrites it). A segment
+ * without region is the peer's scratch buffer (a receive: discarded).
+ * Returns the count, or 0 when the chunk must be staged instead: vectored
+ * messages off (TPX_RMA_IOV=0) or not taken by the plugin, a GPU block in
+ * the run, more than TPX_PACK_IOV_MAX segments, or no memory for c->vec. */
+#define TPX_PACK_IOV_MAX 256
+int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
+                  struct iovec **iov);
+
 /* Sender: copy segments [first, last] of x to buf + their pack_off.
  * Receiver: copy buf + pack_off to each (a segment without region: the
  * bytes are discarded). GPU blocks move by one kernel launch (or, without

@@ -339,15 +339,11 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
     return TPX_WIN_DONE;
 }
 
-tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
-                              const tpx_slot_t *what)
+static tpx_status_t window_fill(tpx_comm_t *c, tpx_status_t st, void *req, uint32_t len,
+                                const tpx_slot_t *what)
 {
-    tpx_engine_t *e = c->peer->e;
     tpx_window_t *w = &c->win;
     tpx_slot_t *s = &w->slots[w->posted % (uint64_t)w->cap];
-    void *req = NULL;
-    tpx_status_t st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, len, 0, mh, &req)
-                                 : tpx__net_irecv(e->net, c->comm, buf, len, 0, mh, &req);
     if (st != TPX_OK)
         return st;
     if (req == NULL)
@@ -358,4 +354,24 @@ tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
     s->tested = s->launched = 0;
     w->posted++;
     return TPX_OK;
+}
+
+tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
+                              const tpx_slot_t *what)
+{
+    tpx_engine_t *e = c->peer->e;
+    void *req = NULL;
+    tpx_status_t st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, len, 0, mh, &req)
+                                 : tpx__net_irecv(e->net, c->comm, buf, len, 0, mh, &req);
+    return window_fill(c, st, req, len, what);
+}
+
+tpx_status_t tpx__window_postv(tpx_comm_t *c, const struct iovec *iov, int iovcnt, uint32_t len,
+                               const tpx_slot_t *what)
+{
+    tpx_engine_t *e = c->peer->e;
+    void *req = NULL;
+    tpx_status_t st = c->is_send ? tpx__net_isendv(e->net, c->comm, iov, iovcnt, &req)
+                                 : tpx__net_irecvv(e->net, c->comm, iov, iovcnt, &req);
+    return window_fill(c, st, req, len, what);
 }

@@ -15,6 +15,8 @@
 #ifndef TPX_ENGINE_WINDOW_H
 #define TPX_ENGINE_WINDOW_H
 
+#include <sys/uio.h>
+
 #include "engine.h"
 
 /* What a window slot carries. */
@@ -36,6 +38,8 @@ typedef struct {
     uint32_t chunk;     /* SLOT_DATA: chunk index within its stream */
     uint8_t shared;     /* SLOT_DATA: a shared chunk in the comm's staging buffer */
     uint8_t stage;      /* shared: its staging chunk (pack.h), the comm's until done */
+    uint8_t vec;        /* shared: posted as a vectored message straight from/to its
+                           blocks (pack.h, tpx__pack_iov): no staging chunk, no scatter */
 } tpx_slot_t;
 
 #define TPX_SLOT_GOT_UNKNOWN UINT32_MAX
@@ -78,6 +82,8 @@ struct tpx_comm {
     unsigned char *gstage; /* ... with GPU blocks: page-locked (pack.h) */
     tpx_region_t *gstage_region;
     int gstage_dev;        /* the device it was allocated on */
+    struct iovec *vec;    /* vectored shared chunks: TPX_PACK_IOV_MAX per window slot,
+                             allocated on first use (pack.h) */
     int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
@@ -109,6 +115,10 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err);
  * the plugin is busy (nothing posted), else the plugin's error. */
 tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
                               const tpx_slot_t *what);
+/* The same for a vectored message (net.h: tpx__net_isendv) of len bytes:
+ * iov must stay as it is until the slot is released. */
+tpx_status_t tpx__window_postv(tpx_comm_t *c, const struct iovec *iov, int iovcnt, uint32_t len,
+                               const tpx_slot_t *what);
 /* 1 when c's window has no room for another request. */
 static inline int tpx__window_full(const tpx_comm_t *c)
 {

@@ -141,7 +141,7 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
     tpx_xfer_t *x = s->x;
     const tpx_stream_t *stm = c->is_send ? &x->out : &x->in;
     TPX_TL(TPX_TR_CHUNK_DONE, c->is_send);
-    if (s->shared && !c->is_send) {
+    if (s->shared && !s->vec && !c->is_send) {
         /* scatter the received shared chunk into its blocks */
         uint32_t k = s->chunk - stm->nlist;
         uint32_t lo = 0, hi = x->nsegs; /* the last segment with chunk0 <= k */
@@ -158,7 +158,7 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
             return;
         }
     }
-    if (s->shared)
+    if (s->shared && !s->vec)
         tpx__pack_stage_put(c, s->stage);
     x->chunks_done++;
     if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD)) {
@@ -272,6 +272,24 @@ static int post_data(tpx_comm_t *c)
     uint64_t roff = discard ? 0 : at.roff;
     uint8_t stage = 0;
     if (at.shared) {
+        /* straight from and to the blocks when the plugin can (one vectored
+         * message: the kernel's copy gathers and scatters) */
+        struct iovec *iov;
+        int n = tpx__pack_iov(c, x, at.seg_first, at.seg_last, &iov);
+        if (n > 0) {
+            tpx_status_t st = tpx__window_postv(
+                c, iov, n, at.len,
+                &(tpx_slot_t){.kind = SLOT_DATA, .x = x, .chunk = j, .shared = 1, .vec = 1,
+                              .dst_dev = -1});
+            if (st == TPX_INPROGRESS)
+                return 0;
+            if (st != TPX_OK) {
+                tpx__peer_fail(p, st, c->is_send ? "posting a send failed"
+                                                 : "posting a receive failed");
+                return -1;
+            }
+            goto posted;
+        }
         /* small blocks packed into a free chunk of the comm's staging
          * buffer, the slot's until it is done (pack.c) */
         tpx_status_t st = tpx__pack_stage(c, tpx__pack_run_dev(x, at.seg_first, at.seg_last),
@@ -300,6 +318,7 @@ static int post_data(tpx_comm_t *c)
     }
     if (at.shared)
         tpx__pack_stage_take(c);
+posted:
     l->next_chunk += (uint32_t)p->nchan;
     if (l->next_chunk >= stm->nchunks)
         lane_pop(c);

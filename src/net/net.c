@@ -373,6 +373,29 @@ tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **
     return net_rc(n, "connect", tpx__sock_connect_small(dev, handle, comm));
 }
 
+int tpx__net_has_vec(const tpx_net_t *n)
+{
+    return n != NULL && n->table == (const void *)&tpx__sock_net_v10 && tpx__sock_vec_ok();
+}
+
+_Static_assert(TPX_NET_IOV_MAX == TPX_SOCK_IOV_MAX, "one limit");
+
+tpx_status_t tpx__net_isendv(tpx_net_t *n, void *comm, const struct iovec *iov, int iovcnt,
+                             void **req)
+{
+    if (!tpx__net_has_vec(n))
+        return TPX_ERR_UNSUPPORTED;
+    return net_rc(n, "isendv", tpx__sock_isendv(comm, iov, iovcnt, req));
+}
+
+tpx_status_t tpx__net_irecvv(tpx_net_t *n, void *comm, const struct iovec *iov, int iovcnt,
+                             void **req)
+{
+    if (!tpx__net_has_vec(n))
+        return TPX_ERR_UNSUPPORTED;
+    return net_rc(n, "irecvv", tpx__sock_irecvv(comm, iov, iovcnt, req));
+}
+
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle)
 {

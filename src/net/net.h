@@ -95,6 +95,19 @@ tpx_status_t tpx__net_isend(tpx_net_t *n, void *comm, void *data, size_t size, i
                             void **req);
 tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, int tag, void *mh,
                             void **req);
+/* Vectored messages (tpx's own transport, outside the ncclNet tables, as
+ * tpx__net_set_wake): the message is iov[0..iovcnt) back to back, host
+ * memory only, 1 to TPX_NET_IOV_MAX pieces; the array is the caller's and
+ * must stay unchanged until test() says done. tpx__net_has_vec() says
+ * whether the plugin takes them (the built-in transport, not in strict
+ * TCPX mode); a plugin without them gets TPX_ERR_UNSUPPORTED. */
+#define TPX_NET_IOV_MAX 1024
+struct iovec;
+int tpx__net_has_vec(const tpx_net_t *n);
+tpx_status_t tpx__net_isendv(tpx_net_t *n, void *comm, const struct iovec *iov, int iovcnt,
+                             void **req);
+tpx_status_t tpx__net_irecvv(tpx_net_t *n, void *comm, const struct iovec *iov, int iovcnt,
+                             void **req);
 /* The plugin's raw ncclResult_t is kept in *rc for callers that must tell
  * rc 2 (peer closed) from other errors. */
 tpx_status_t tpx__net_test(tpx_net_t *n, void *req, int *done, int *size, int *rc);

@@ -139,6 +139,11 @@ typedef struct {
     struct tpx_sock_comm *comm;
     _Atomic uint64_t seq; /* message number */
     char *buf;
+    /* A vectored request (tpx__sock_isendv/irecvv, host memory only): the
+     * message is these pieces of memory back to back (the caller's array,
+     * read until the request is done); NULL: `buf`. */
+    const struct iovec *iov;
+    int iovcnt;
     uint64_t size;        /* posted size (send: message size; recv: capacity) */
     int tag;
     int state;            /* tpx_sock_req_state_t, API thread only */
@@ -315,11 +320,21 @@ int tpx__sock_pool_size(void);
 /* Socket options common to every data/control connection. */
 void tpx__sock_setopts(int fd, int data);
 
+/* The stretch [off, off + len) of r's message as iovecs in `out` (at most
+ * max: a longer stretch is cut short, the caller moves the rest later);
+ * returns the count. */
+int tpx__sock_req_iov(const tpx_sock_req_t *r, uint64_t off, uint64_t len, struct iovec *out,
+                      int max);
+#define SOCK_IOV_BATCH 64 /* iovecs per sendmsg/recvmsg of a vectored request */
+
 /* ---- sock_req.c: the request API ---------------------------------------- */
 tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void *mh,
                              void **request);
 tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
                              void **mh, void **request);
+/* Vectored isend/irecv of host memory (sock_tables.h). */
+tpx_status_t tpx__sock_postv(void *comm, tpx_sock_comm_kind_t kind, const struct iovec *iov,
+                             int iovcnt, void **request);
 tpx_status_t tpx__sock_test(void *request, int *done, size_t *size);
 tpx_status_t tpx__sock_regmr(void *comm, void *data, size_t size, int type, void **mh);
 tpx_status_t tpx__sock_deregmr(void *comm, void *mh);

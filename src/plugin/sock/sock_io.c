@@ -378,14 +378,15 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
             continue;
         }
-        struct iovec iov[2];
+        struct iovec iov[1 + SOCK_IOV_BATCH];
         int n_iov = 0;
         if (ch->hdr_done < TPX_SOCK_PIECE_WIRE_SIZE)
             iov[n_iov++] = (struct iovec){ch->hdr + ch->hdr_done,
                                           TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done};
         if (ch->data_done < ch->piece.len && ch->req->cuda_dev < 0)
-            iov[n_iov++] = (struct iovec){ch->req->buf + ch->piece.offset + ch->data_done,
-                                          ch->piece.len - ch->data_done};
+            n_iov += tpx__sock_req_iov(ch->req, ch->piece.offset + ch->data_done,
+                                       ch->piece.len - ch->data_done, iov + n_iov,
+                                       SOCK_IOV_BATCH);
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
         tpx__tsan_send_begin(ch->fd); /* common/tsan.h: the bytes order us before the receiver */
         ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -442,6 +443,43 @@ static int chan_check_peer(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 
 /* Check piece p against its posted receive r and claim its bytes; 0 if
  * the comm failed. */
+int tpx__sock_req_iov(const tpx_sock_req_t *r, uint64_t off, uint64_t len, struct iovec *out,
+                      int max)
+{
+    if (r->iov == NULL) {
+        out[0] = (struct iovec){r->buf + off, (size_t)len};
+        return 1;
+    }
+    int n = 0;
+    for (int i = 0; i < r->iovcnt && len > 0 && n < max; i++) {
+        uint64_t l = r->iov[i].iov_len;
+        if (off >= l) {
+            off -= l;
+            continue;
+        }
+        uint64_t take = TPX_MIN(l - off, len);
+        out[n++] = (struct iovec){(char *)r->iov[i].iov_base + off, (size_t)take};
+        len -= take;
+        off = 0;
+    }
+    return n;
+}
+
+/* Copy len bytes to the start of r's message (an eager delivery). */
+static void req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint64_t len)
+{
+    if (r->iov == NULL) {
+        memcpy(r->buf, src, len);
+        return;
+    }
+    for (int i = 0; i < r->iovcnt && len > 0; i++) {
+        size_t take = (size_t)TPX_MIN((uint64_t)r->iov[i].iov_len, len);
+        memcpy(r->iov[i].iov_base, src, take);
+        src += take;
+        len -= take;
+    }
+}
+
 static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_req_t *r)
 {
     char why[200];
@@ -548,7 +586,7 @@ static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return 0;
         }
     } else if (p->len > 0) {
-        memcpy(r->buf, ch->eager, p->len);
+        req_copy_in(r, ch->eager, p->len);
     }
     piece_done(c, r, p->len ? p->len : 1, p->total);
     return 1;
@@ -657,7 +695,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             turn += ch->piece.len;
             continue;
         }
-        struct iovec iov[64];
+        struct iovec iov[SOCK_IOV_BATCH];
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 1};
         if (ch->eager_fill) {
             iov[0] = (struct iovec){ch->eager + ch->data_done, ch->piece.len - ch->data_done};
@@ -665,13 +703,14 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             iov[0] = (struct iovec){ch->hdr + ch->hdr_done,
                                     TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done};
         } else if (!ch->req->bounce) {
-            iov[0] = (struct iovec){ch->req->buf + ch->piece.offset + ch->data_done,
-                                    ch->piece.len - ch->data_done};
+            msg.msg_iovlen = (size_t)tpx__sock_req_iov(ch->req, ch->piece.offset + ch->data_done,
+                                                       ch->piece.len - ch->data_done, iov,
+                                                       SOCK_IOV_BATCH);
         } else { /* devmem-style: into the (emulated) bounce pages of the slot */
             uint32_t slot = (uint32_t)(ch->piece.seq % (uint64_t)c->max_reqs);
             msg.msg_iovlen = (size_t)tpx__sock_tcpx_iov(c, slot, ch->piece.offset + ch->data_done,
                                                         ch->piece.len - ch->data_done,
-                                                        c->bounce_io, iov, 64);
+                                                        c->bounce_io, iov, SOCK_IOV_BATCH);
         }
         ssize_t n = recvmsg(ch->fd, &msg, MSG_DONTWAIT);
         if (n > 0)
@@ -809,8 +848,11 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
         ch->data_done = 0;
         ch->copy_done = 0;
         ch->active = 1;
-        struct iovec iov[2] = {{ch->hdr, TPX_SOCK_PIECE_WIRE_SIZE}, {r->buf, r->size}};
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = r->size > 0 ? 2 : 1};
+        struct iovec iov[1 + SOCK_IOV_BATCH] = {{ch->hdr, TPX_SOCK_PIECE_WIRE_SIZE}};
+        int n_iov = 1;
+        if (r->size > 0)
+            n_iov += tpx__sock_req_iov(r, 0, r->size, iov + 1, SOCK_IOV_BATCH);
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
         tpx__tsan_send_begin(ch->fd);
         ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         tpx__tsan_send_end();

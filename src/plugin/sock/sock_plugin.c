@@ -226,6 +226,23 @@ tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_com
     return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm, nsocks));
 }
 
+int tpx__sock_vec_ok(void)
+{
+    return !tpx__sock_params.tcpx; /* Google's plugin has nothing like it */
+}
+
+tpx_nccl_result_t tpx__sock_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
+                                   void **request)
+{
+    return tpx__sock_result(tpx__sock_postv(send_comm, SOCK_COMM_SEND, iov, iovcnt, request));
+}
+
+tpx_nccl_result_t tpx__sock_irecvv(void *recv_comm, const struct iovec *iov, int iovcnt,
+                                   void **request)
+{
+    return tpx__sock_result(tpx__sock_postv(recv_comm, SOCK_COMM_RECV, iov, iovcnt, request));
+}
+
 tpx_nccl_result_t tpx__sock_v10_connect(int dev, tpx_ncclnet_comm_config_t *config, void *handle,
                                         void **send_comm, tpx_ncclnet_dev_handle_t **dev_comm)
 {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sock.h"
+#include "sock_tables.h"
 
 static tpx_sock_comm_t *comm_check(void *comm, tpx_sock_comm_kind_t kind, const char *fn)
 {
@@ -40,8 +41,8 @@ static tpx_status_t mr_check(void *mh, const void *data, size_t size, const char
     return TPX_OK;
 }
 
-static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, void *mh,
-                         void **request, const char *fn)
+static tpx_status_t post(tpx_sock_comm_t *c, void *data, const struct iovec *iov, int iovcnt,
+                         size_t size, int tag, void *mh, void **request, const char *fn)
 {
     int err = atomic_load_explicit(&c->error, memory_order_relaxed);
     if (err != 0 && !c->tcpx)
@@ -69,6 +70,8 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, size_t size, int tag, v
         tpx__sock_tcpx_layout(c, (uint32_t)(seq % (uint64_t)c->max_reqs), size);
     }
     r->buf = data;
+    r->iov = iov;
+    r->iovcnt = iovcnt;
     r->size = size;
     r->tag = tag;
     r->cuda_dev = cuda_dev;
@@ -104,7 +107,7 @@ tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void 
     tpx_status_t st = mr_check(mh, data, size, "isend");
     if (st != TPX_OK)
         return st;
-    return post(c, data, size, tag, mh, request, "isend");
+    return post(c, data, NULL, 0, size, tag, mh, request, "isend");
 }
 
 tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
@@ -126,7 +129,38 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
     tpx_status_t st = mr_check(mh ? mh[0] : NULL, data[0], sizes[0], "irecv");
     if (st != TPX_OK)
         return st;
-    return post(c, data[0], sizes[0], tags[0], mh ? mh[0] : NULL, request, "irecv");
+    return post(c, data[0], NULL, 0, sizes[0], tags[0], mh ? mh[0] : NULL, request, "irecv");
+}
+
+tpx_status_t tpx__sock_postv(void *comm, tpx_sock_comm_kind_t kind, const struct iovec *iov,
+                             int iovcnt, void **request)
+{
+    const char *fn = kind == SOCK_COMM_SEND ? "isendv" : "irecvv";
+    tpx_sock_comm_t *c = comm_check(comm, kind, fn);
+    if (c == NULL)
+        return TPX_ERR_INVALID_ARG;
+    if (c->tcpx) {
+        SOCK_WARN("%s: vectored messages are not part of strict TCPX mode", fn);
+        return TPX_ERR_UNSUPPORTED;
+    }
+    if (request == NULL || iov == NULL || iovcnt < 1 || iovcnt > TPX_SOCK_IOV_MAX) {
+        SOCK_WARN("%s: %s (1 to %d iovecs)", fn,
+                  request == NULL || iov == NULL ? "NULL argument" : "bad iovec count",
+                  TPX_SOCK_IOV_MAX);
+        return TPX_ERR_INVALID_ARG;
+    }
+    uint64_t size = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if ((iov[i].iov_base == NULL && iov[i].iov_len > 0) || iov[i].iov_len > UINT64_MAX - size) {
+            SOCK_WARN("%s: iovec %d: %s", fn, i,
+                      iov[i].iov_base == NULL ? "NULL base" : "the sizes overflow");
+            return TPX_ERR_INVALID_ARG;
+        }
+        size += iov[i].iov_len;
+    }
+    /* one piece of memory is an ordinary message */
+    return post(c, iovcnt == 1 ? iov[0].iov_base : NULL, iovcnt == 1 ? NULL : iov,
+                iovcnt == 1 ? 0 : iovcnt, size, 0, NULL, request, fn);
 }
 
 /* Whether the head request is "transmitting" in Google's plugin's sense:

@@ -97,5 +97,17 @@ void tpx__sock_comm_set_wake(void *comm, void *wake);
 /* connect() for a comm with one data connection (a control comm that
  * carries small messages); only through tpx__net_connect_small. */
 tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm);
+/* Vectored messages of host memory, outside the tables (net.h:
+ * tpx__net_isendv): the message is iov[0..iovcnt) back to back (1 to
+ * TPX_SOCK_IOV_MAX pieces; the array is read until test() says done). A
+ * receive's capacity is the sum. Never in strict TCPX mode, where
+ * tpx__sock_vec_ok() is 0 and a vectored post is refused. */
+#define TPX_SOCK_IOV_MAX 1024
+struct iovec;
+int tpx__sock_vec_ok(void);
+tpx_nccl_result_t tpx__sock_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
+                                   void **request);
+tpx_nccl_result_t tpx__sock_irecvv(void *recv_comm, const struct iovec *iov, int iovcnt,
+                                   void **request);
 
 #endif
