@@ -42,6 +42,10 @@ TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "256K", 16384, 4194304,
              "Built-in transport, CUDA buffers: the pinned staging of a data connection is 4 "
              "blocks of this size (allocated on its first CUDA piece); a piece is copied to or "
              "from the GPU in blocks of half a piece, 64 KiB to this.")
+TPX_CONFIG_X(SOCK_POLL_US, INT, "0", 0, 100000,
+             "Built-in transport: an I/O worker that just moved data polls its connections this "
+             "long (microseconds, yielding the core) before it sleeps in epoll_wait, so the next "
+             "message of a request/response exchange is read without a wake-up. 0: sleep at once.")
 TPX_CONFIG_X(SOCK_EAGER_BYTES, INT, "64K", 0, 1048576,
              "Built-in transport: a message of at most this many bytes that arrives before its "
              "receive is posted is read into a buffer of its connection at once, and irecv "

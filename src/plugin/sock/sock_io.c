@@ -121,6 +121,7 @@ typedef struct tpx_sock_worker {
     /* run queue (worker only) */
     tpx_sock_chan_t *run_head, *run_tail;
     uint64_t cu_wait_since; /* monotonic ns since only CUDA waits are queued; 0: not */
+    uint64_t active_ns;     /* when it last had events (TPX_SOCK_POLL_US) */
 } tpx_sock_worker_t;
 
 static struct {
@@ -1085,8 +1086,11 @@ static int worker_epoll(tpx_sock_worker_t *w, struct epoll_event *evs, uint64_t 
  * waits (a quarter of the time waited so far, after SOCK_CU_SPIN_NS). */
 static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
 {
-    if (w->run_head == NULL)
+    if (w->run_head == NULL) {
+        if (tpx__sock_params.poll_ns > 0 && mono_ns() - w->active_ns < tpx__sock_params.poll_ns)
+            return 0; /* just active (TPX_SOCK_POLL_US): poll */
         return 1000000000u;
+    }
     if (w->cu_wait_since == 0)
         return 0;
     uint64_t waited = mono_ns() - w->cu_wait_since;
@@ -1126,6 +1130,12 @@ static void *worker_main(void *arg)
         atomic_store(&w->sleeping, 0);
         if (nap != 0)
             TPX_TL(TPX_TR_WORKER_WAKE, n);
+        if (tpx__sock_params.poll_ns > 0) {
+            if (n > 0)
+                w->active_ns = mono_ns();
+            else if (nap == 0 && w->run_head == NULL)
+                sched_yield(); /* polling: give the core to whoever waits for it */
+        }
         for (int i = 0; i < n; i++) {
             tpx_sock_chan_t *ch = evs[i].data.ptr;
             if (ch == NULL) { /* the eventfd */
