@@ -185,6 +185,7 @@ struct tpx_engine {
                                   (TPX_RMA_IOV and a plugin that takes them, net.h) */
     uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */
     uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
+    uint64_t wait_spin_ns;     /* TPX_WAIT_SPIN_US: tpx_xfer_wait watches this long first */
     int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
     uint32_t notif_limit;      /* the notification queue's bound (TPX_NOTIF_QUEUE) */
     /* ---- wake-ups ---- */

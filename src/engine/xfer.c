@@ -1006,13 +1006,13 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
     }
     uint64_t now = tpx__now_ns();
     uint64_t limit = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000ull;
-    if (xfer_running(x) && x->e->spin_ns > 0) {
+    if (xfer_running(x) && x->e->wait_spin_ns > 0) {
         /* A transfer of a progress-thread engine often ends within
          * microseconds (a small READ, the tail of a larger one): watch its
-         * `settled` flag for up to TPX_SPIN_US, yielding the core, before
+         * `settled` flag for up to TPX_WAIT_SPIN_US, yielding the core, before
          * sleeping on the condition variable -- waking from it costs as
          * much as a network round trip on loopback. */
-        uint64_t stop = TPX_MIN(limit, now + x->e->spin_ns);
+        uint64_t stop = TPX_MIN(limit, now + x->e->wait_spin_ns);
         while (xfer_running(x) && tpx__now_ns() < stop)
             sched_yield();
     }
