@@ -20,7 +20,7 @@ mkdir -p "$OUT"; : > "$OUT/rows"
 row() { # SET OP BLOCKS BLOCK
   local env=(); [ "$1" = default ] || IFS=, read -ra env <<< "$1"
   env "${env[@]}" $P --loopback --op "$2" --latency --blocks "$3" --block "$4" --iters "$ITERS" 2>&1 |
-    awk -v e="$1" -v op="$2" -v n="$3" -v b="$4" '$1 == op && $4 == n { print op, n "x" b, e, $8, $9, $11, $12, $16 }' >> "$OUT/rows"
+    awk -v e="$1" -v op="$2" -v n="$3" -v b="$4" '$1 == op && $4 == n { print op, n "x" b, e, $8, $9, $11, $12, $16, $13 }' >> "$OUT/rows"
 }
 for r in $(seq "$ROUNDS"); do
   for e in $SETS; do
@@ -62,7 +62,7 @@ steps "$OUT/trace.txt"
 TPX_TRACE_FILE=$OUT/trace32.txt $P --loopback --op read --latency --blocks 32 --block 16K --iters 300 >/dev/null 2>&1
 echo "== READ 32 x 16K, traced: median us from the post to each step"
 steps "$OUT/trace32.txt"
-echo "== p50 / p99 us, median of $ROUNDS rounds (cpu: us of CPU per transfer, ntf: WRITE data -> notification p50)"
+echo "== p50 / p99 us, median of $ROUNDS rounds (cpu: us of CPU per transfer, raw/raw_p99: raw TCP round trip of the size, same run, ntf: WRITE data -> notification p50)"
 python3 - "$OUT/rows" <<'PY'
 import sys, statistics as st
 rows = {}
@@ -74,8 +74,8 @@ def med(v):
     v = [float(x) for x in v if x not in ('-', '')]
     return st.median(v) if v else float('nan')
 w = max([len(k[2]) for k in rows] + [3])
-print(f"{'op':6} {'size':9} {'set':{w}} {'p50':>7} {'p99':>7} {'cpu':>7} {'raw':>6} {'x_raw':>6} {'ntf':>6}")
+print(f"{'op':6} {'size':9} {'set':{w}} {'p50':>7} {'p99':>7} {'p99/p50':>7} {'cpu':>7} {'raw':>6} {'raw_p99':>7} {'x_raw':>6} {'ntf':>6}")
 for (op, sz, e), v in rows.items():
-    p50, p99, cpu, raw, ntf = (med([x[i] for x in v]) for i in range(5))
-    print(f"{op:6} {sz:9} {e:{w}} {p50:7.1f} {p99:7.1f} {cpu:7.1f} {raw:6.1f} {p50/raw:6.2f} {ntf:6.1f}")
+    p50, p99, cpu, raw, ntf, rawp99 = (med([x[i] for x in v if len(x) > i]) for i in range(6))
+    print(f"{op:6} {sz:9} {e:{w}} {p50:7.1f} {p99:7.1f} {p99/p50:7.2f} {cpu:7.1f} {raw:6.1f} {rawp99:7.1f} {p50/raw:6.2f} {ntf:6.1f}")
 PY
