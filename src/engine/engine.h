@@ -186,6 +186,7 @@ struct tpx_engine {
     uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */
     uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
     uint64_t wait_spin_ns;     /* TPX_WAIT_SPIN_US: tpx_xfer_wait watches this long first */
+    int chan_socks;            /* TPX_CHANNEL_SOCKS: data connections per channel (own transport) */
     int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
     uint32_t notif_limit;      /* the notification queue's bound (TPX_NOTIF_QUEUE) */
     /* ---- wake-ups ---- */

@@ -457,7 +457,8 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
             tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)sc->devh;
             sc->connecting = 1;
             st = i == 0 ? tpx__net_connect_small(e->net, sc->dev, s->their[i], &sc->comm, &dh)
-                        : tpx__net_connect(e->net, sc->dev, s->their[i], &sc->comm, &dh);
+                        : tpx__net_connect_socks(e->net, sc->dev, s->their[i], &sc->comm, &dh,
+                                                 e->chan_socks);
             if (st != TPX_OK)
                 sc->connecting = 0; /* the plugin ended it */
             all &= sc->comm != NULL;

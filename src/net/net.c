@@ -368,9 +368,20 @@ tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
 tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **comm,
                                     tpx_ncclnet_dev_handle_t **dev_handle)
 {
-    if (n->table != (const void *)&tpx__sock_net_v10)
+    return tpx__net_connect_socks(n, dev, handle, comm, dev_handle, 1);
+}
+
+int tpx__net_is_own(const tpx_net_t *n)
+{
+    return n != NULL && n->table == (const void *)&tpx__sock_net_v10;
+}
+
+tpx_status_t tpx__net_connect_socks(tpx_net_t *n, int dev, void *handle, void **comm,
+                                    tpx_ncclnet_dev_handle_t **dev_handle, int nsocks)
+{
+    if (!tpx__net_is_own(n))
         return tpx__net_connect(n, dev, handle, comm, dev_handle);
-    return net_rc(n, "connect", tpx__sock_connect_small(dev, handle, comm));
+    return net_rc(n, "connect", tpx__sock_connect_socks(dev, handle, comm, nsocks));
 }
 
 int tpx__net_has_vec(const tpx_net_t *n)

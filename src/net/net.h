@@ -86,6 +86,13 @@ tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
  * progress continues it as begun (either function). */
 tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **comm,
                                     tpx_ncclnet_dev_handle_t **dev_handle);
+/* The same with `nsocks` data connections (0: the transport's default) for
+ * tpx's own transport; any other plugin makes an ordinary comm. */
+tpx_status_t tpx__net_connect_socks(tpx_net_t *n, int dev, void *handle, void **comm,
+                                    tpx_ncclnet_dev_handle_t **dev_handle, int nsocks);
+/* 1 for tpx's own transport (the built-in one), which takes the calls
+ * outside the ncclNet tables above and below. */
+int tpx__net_is_own(const tpx_net_t *n);
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle);
 tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, int type,

@@ -30,12 +30,17 @@ done
     || { cat "$WORK/pe.out"; fail "--prep-each"; }
 
 # TPX_TRACE_FILE: a packed READ's timeline names the request and the answer
-# (control types 3 and 4), and the gathers and scatters of its packed chunks
-TPX_TRACE_FILE="$WORK/tl.txt" "$PERF" --op read --block 4K --blocks 300 --iters 2 --warmup 0 \
-    --no-raw > "$WORK/tl.out" 2>&1 || { cat "$WORK/tl.out"; fail "TPX_TRACE_FILE run"; }
+# (control types 3 and 4), and -- staged, TPX_RMA_IOV=0 -- the gathers and
+# scatters of its packed chunks; by default they are vectored messages (none)
+TPX_RMA_IOV=0 TPX_TRACE_FILE="$WORK/tl.txt" "$PERF" --op read --block 4K --blocks 300 --iters 2 \
+    --warmup 0 --no-raw > "$WORK/tl.out" 2>&1 || { cat "$WORK/tl.out"; fail "TPX_TRACE_FILE run"; }
 for ev in 'ctrl-in +3$' 'ctrl-in +4$' ' gathered ' ' scattered '; do
     grep -Eq "$ev" "$WORK/tl.txt" || fail "trace: no '$ev' record"
 done
+TPX_TRACE_FILE="$WORK/tv.txt" "$PERF" --op read --block 4K --blocks 300 --iters 2 --warmup 0 \
+    --no-raw > "$WORK/tv.out" 2>&1 || { cat "$WORK/tv.out"; fail "TPX_TRACE_FILE run (vectored)"; }
+grep -Eq 'ctrl-in +4$' "$WORK/tv.txt" || fail "trace (vectored): no answer record"
+! grep -Eq ' gathered | scattered ' "$WORK/tv.txt" || fail "trace (vectored): a staging copy"
 
 # --latency: the raw TCP row, WRITE's notification latency, the idle engine's CPU
 "$PERF" --op write --latency --block 4K --blocks 1 --iters 20 --warmup 2 > "$WORK/lat.out" 2>&1 \

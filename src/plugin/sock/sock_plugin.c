@@ -218,13 +218,22 @@ tpx_nccl_result_t tpx__sock_v7_connect(int dev, void *handle, void **send_comm,
     return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm, 0));
 }
 
-tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm)
+tpx_nccl_result_t tpx__sock_connect_socks(int dev, void *handle, void **send_comm, int nsocks)
 {
     if (!initialized("connect"))
         return TPX_NCCL_INVALID_USAGE;
+    if (nsocks < 0 || nsocks > TPX_SOCK_MAX_SOCKS) {
+        SOCK_WARN("connect: %d data connections asked for (0..%d)", nsocks, TPX_SOCK_MAX_SOCKS);
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
     /* Strict TCPX mode stays what Google's plugin does: every comm alike. */
-    int nsocks = tpx__sock_params.tcpx ? 0 : 1;
-    return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm, nsocks));
+    return tpx__sock_result(
+        tpx__sock_connect(dev, handle, send_comm, tpx__sock_params.tcpx ? 0 : nsocks));
+}
+
+tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm)
+{
+    return tpx__sock_connect_socks(dev, handle, send_comm, 1);
 }
 
 int tpx__sock_vec_ok(void)

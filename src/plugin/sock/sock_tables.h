@@ -97,6 +97,10 @@ void tpx__sock_comm_set_wake(void *comm, void *wake);
 /* connect() for a comm with one data connection (a control comm that
  * carries small messages); only through tpx__net_connect_small. */
 tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm);
+/* connect() for a comm of `nsocks` data connections (0: TPX_NSOCKS; rounded
+ * up to a multiple of a virtual device's NICs); only through
+ * tpx__net_connect_socks. Strict TCPX mode: every comm alike (TPX_NSOCKS). */
+tpx_nccl_result_t tpx__sock_connect_socks(int dev, void *handle, void **send_comm, int nsocks);
 /* Vectored messages of host memory, outside the tables (net.h:
  * tpx__net_isendv): the message is iov[0..iovcnt) back to back (1 to
  * TPX_SOCK_IOV_MAX pieces; the array is read until test() says done). A
