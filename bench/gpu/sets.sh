@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# bench/gpu/sets.sh - engine settings side by side on one host (loopback):
+# throughput at 256 MiB (GB/s, cpu s/GB), READ of 1000 x 4K (pipelined GB/s)
+# and one-sided latency p50 (READ 1 x 4K / 512K, WRITE 1 x 512K, READ 32 x 16K),
+# rounds interleaved, medians printed.
+#   env: ROUNDS=3 SETS="default TPX_CHANNELS=4,TPX_CHANNEL_SOCKS=0" (comma lists)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export TPX_SOCKET_IFNAME=lo
+cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target tpx-perf >/dev/null ||
+  { echo "build failed"; exit 1; }
+P=build/release/bin/tpx-perf
+ROUNDS=${ROUNDS:-3} SETS=${SETS:-"default TPX_CHANNELS=4,TPX_CHANNEL_SOCKS=0"}
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+for r in $(seq "$ROUNDS"); do
+  for e in $SETS; do
+    env=(); [ "$e" = default ] || IFS=, read -ra env <<< "$e"
+    env "${env[@]}" $P --loopback --size 256M --iters 10 --no-verify 2>&1 |
+      awk -v e="$e" '!/^#/ && NF > 6 { print e, "256M_GB/s", $5; print e, "256M_cpu", $(NF - 1) }' >> "$rows"
+    env "${env[@]}" $P --op read --block 4K --blocks 1000 --iters 200 --no-verify 2>&1 |
+      awk -v e="$e" '$1 == "read" { print e, "READ1000x4K_GB/s", $10 }' >> "$rows"
+    for x in "read 1 4K" "read 1 512K" "write 1 512K" "read 32 16K"; do
+      set -- $x
+      env "${env[@]}" $P --op "$1" --latency --blocks "$2" --block "$3" --iters 500 2>&1 |
+        awk -v e="$e" -v k="$1_$2x$3_p50" '$1 == "read" || $1 == "write" { print e, k, $8 }' >> "$rows"
+    done
+  done
+done
+echo "# sets.sh: $(nproc) CPUs, $ROUNDS rounds, medians"
+python3 - "$rows" $SETS <<'PY'
+import statistics as st, sys
+rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 3]
+sets = sys.argv[2:]
+keys = []
+for r in rows:
+    if r[1] not in keys:
+        keys.append(r[1])
+w = max(len(s) for s in sets)
+print(f"{'':22}" + "".join(f"{s:>{w + 2}}" for s in sets))
+for k in keys:
+    vals = []
+    for s in sets:
+        v = [float(r[2]) for r in rows if r[0] == s and r[1] == k]
+        vals.append(f"{st.median(v):>{w + 2}.3g}" if v else f"{'-':>{w + 2}}")
+    print(f"{k:22}" + "".join(vals))
+PY
