@@ -211,7 +211,7 @@ static int pf_params_ok(const pf_params_t *p)
 {
     if (p->nsizes == 0 || p->nsizes > PF_MAX_SIZES || p->batch == 0 || p->batch > PF_MAX_BATCH ||
         p->depth > PF_MAX_DEPTH || p->direction > PF_DIR_BIDIR || p->timeout_s == 0 ||
-        p->timeout_s > 86400 || p->channels > 32 || p->chunk < 4096 ||
+        p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 || p->chunk < 4096 ||
         p->chunk > (4u << 20) || p->window == 0 || p->window > 32 ||
         p->progress > PF_PROGRESS_CALLER || p->verify > 1 || p->lanes > PF_MAX_LANES ||
         p->mem > PF_MEM_CUDA)
@@ -489,8 +489,7 @@ static void pf_usage(FILE *f)
             "    --chunk BYTES     the engines' chunk size (params.chunk_bytes, 4K..4M;\n"
             "                      default TPX_CHUNK_BYTES)\n"
             "    --channels N      channels per peer (params.channels, 1..32; default\n"
-            "                      TPX_CHANNELS, whose 0 picks by plugin: 8 for tpx's own\n"
-            "                      transport, 4 for others)\n"
+            "                      TPX_CHANNELS)\n"
             "    --window W        requests in flight per plugin comm (params.window, 1..32;\n"
             "                      default TPX_WINDOW)\n"
             "    --plugin P        ncclNet plugin of this side: builtin, a name (loads\n"

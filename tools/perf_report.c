@@ -135,14 +135,9 @@ void pf_print_header(pf_main_t *m)
            pf_dir_name(p->direction), pf_dir_text(p->direction), mem, p->verify ? "on" : "off",
            p->verify && m->mem == PF_MEM_CUDA ? " (outside the timed loop)" : "", p->timeout_s);
     const char *ifn = getenv("TPX_SOCKET_IFNAME");
-    char ch[24];
-    if (p->channels)
-        snprintf(ch, sizeof(ch), "%" PRIu64, p->channels);
-    else
-        snprintf(ch, sizeof(ch), "by plugin");
-    printf("# engine: channels %s  chunk %s  window %" PRIu64
+    printf("# engine: channels %" PRIu64 "  chunk %s  window %" PRIu64
            "  progress %s  TPX_SOCKET_IFNAME=%s\n",
-           ch, bench_human(p->chunk, hc, sizeof(hc)), p->window,
+           p->channels, bench_human(p->chunk, hc, sizeof(hc)), p->window,
            p->progress == PF_PROGRESS_THREAD ? "thread" : "caller", ifn ? ifn : "(unset)");
     printf("# GB/s = 1e9 bytes/s: bytes of the timed iterations (count x size each) over the\n"
            "#   receiver's time from the barrier release (receives posted) to its last\n"
@@ -721,13 +716,9 @@ int pf_plot(const pf_main_t *m)
         return -1;
     char hc[32], mem[512], title[768];
     pf_mem_text(m, mem, sizeof(mem));
-    char ch[40];
-    if (p->channels)
-        snprintf(ch, sizeof(ch), "%" PRIu64 " channels", p->channels);
-    else
-        snprintf(ch, sizeof(ch), "channels by plugin");
-    snprintf(title, sizeof(title), "tpx-perf %s: %s, memory %s, %s, chunk %s, window %" PRIu64,
-             bench_mode_name(m->mode), pf_plugin_name(m), mem, ch,
+    snprintf(title, sizeof(title),
+             "tpx-perf %s: %s, memory %s, %" PRIu64 " channels, chunk %s, window %" PRIu64,
+             bench_mode_name(m->mode), pf_plugin_name(m), mem, p->channels,
              bench_human(p->chunk, hc, sizeof(hc)), p->window);
     for (size_t i = 0; i < m->nrows; i++) {
         const pf_row_t *r = &m->rows[i];

@@ -93,7 +93,7 @@ typedef struct {
     size_t size;            /* sizeof(tpx_engine_params_t) of the caller; set by _init() */
     const char *plugin;     /* NULL: TPX_NET_PLUGIN ("builtin", a name or a path) */
     int gpu;                /* GPU served (NIC choice, default port); -1: host memory only */
-    int channels;           /* 0: TPX_CHANNELS (whose 0 picks by plugin) */
+    int channels;           /* 0: TPX_CHANNELS */
     size_t chunk_bytes;     /* 0: TPX_CHUNK_BYTES (<= 4 MiB) */
     int window;             /* 0: TPX_WINDOW (<= the plugin's request limit) */
     int timeout_ms;         /* per-transfer deadline; 0: TPX_TIMEOUT_MS */

@@ -72,15 +72,15 @@ TPX_CONFIG_X(SOCK_LISTEN_PER_SOURCE, INT, "16", 1, 256,
 TPX_CONFIG_X(NET_PLUGIN, STR, "builtin", 0, 0,
              "ncclNet plugin the engine drives: `builtin` (tpx's TCP transport), a name NAME "
              "(loads libnccl-net-NAME.so) or a path.")
-TPX_CONFIG_X(CHANNELS, INT, "0", 0, 32,
-             "Channels per peer connection; each is one plugin comm per direction. 0: 8 with tpx's "
-             "own transport (each with `TPX_CHANNEL_SOCKS` data connections), 4 with any other "
-             "plugin (each TCPX comm holds 80 MiB of GPU bounce buffers).")
-TPX_CONFIG_X(CHANNEL_SOCKS, INT, "2", 0, 16,
+TPX_CONFIG_X(CHANNELS, INT, "4", 1, 32,
+             "Channels per peer connection; each is one plugin comm per direction.")
+TPX_CONFIG_X(CHANNEL_SOCKS, INT, "4", 0, 16,
              "Data connections of each of an engine's channels on tpx's own transport (NCCL's comms "
              "get `TPX_NSOCKS`). A channel's requests complete in order, so one slow connection "
-             "among many holds up the rest of its window: more channels of fewer connections each "
-             "moved 256 MiB 18% faster on the H100 host (8 x 2 against 4 x 8). 0: `TPX_NSOCKS`.")
+             "among many holds up the rest of its window; fewer cut a lone large message into "
+             "fewer parallel pieces. H100 host, 4 channels: 4 connections each moved 256 MiB 12% "
+             "faster than 8 (TPX_NSOCKS there), at the same 512 KiB READ latency; 2 each with 8 "
+             "channels, 8% faster but 60% slower 512 KiB READs. 0: `TPX_NSOCKS`.")
 TPX_CONFIG_X(CHUNK_BYTES, INT, "512K", 4096, 4194304,
              "Transfers are cut into chunks of this size, dealt round-robin over the channels.")
 TPX_CONFIG_X(WINDOW, INT, "16", 1, 32,

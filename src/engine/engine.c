@@ -429,8 +429,6 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
     e->net_wakes = tpx__net_set_wake(e->net, NULL, NULL);
-    if (e->nchan == 0) /* TPX_CHANNELS 0: by plugin (config_table.h) */
-        e->nchan = tpx__net_is_own(e->net) ? 8 : 4;
     e->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;
     if (e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK &&
         e->window > TPX_NCCL_UNPACK_QUEUE_DEPTH) {
