@@ -158,6 +158,11 @@ TPX_CONFIG_X(SPIN_US, INT, "200", 0, 1000000,
              "not at the next 200 us nap); then it naps, and sleeps once idle. 0: never spin "
              "(with tpx's own transport the I/O workers still wake the engine when a request "
              "completes: READ 4 KiB p50 +45% on the H100 host).")
+TPX_CONFIG_X(BULK_WAIT, INT, "1", 0, 1,
+             "With tpx's own transport (outside strict TCPX mode), an engine with many data "
+             "requests in flight sleeps between their completions, woken by the I/O worker that "
+             "completes one, instead of polling: the cores go to the workers that move the bytes. "
+             "0: poll, as with other plugins.")
 TPX_CONFIG_X(WAIT_SPIN_US, INT, "200", 0, 1000000,
              "A thread in `tpx_xfer_wait()` watches its transfer for this long (yielding the core) "
              "before it sleeps on the engine's condition variable: a small transfer often ends "

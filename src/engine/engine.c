@@ -147,6 +147,78 @@ TPX_API int tpx_progress(tpx_engine_t *e)
     return n;
 }
 
+/* Have every comm of every ready peer wake us on its completions (the
+ * built-in transport: tpx__net_set_wake), and arm the wake-up. */
+static void wake_arm(tpx_engine_t *e)
+{
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        if (p->state != PEER_READY)
+            continue;
+        tpx_comm_t *cs[2 + 2 * TPX_MAX_CHANNELS];
+        int nc = 0;
+        cs[nc++] = p->ctrl_send;
+        cs[nc++] = p->ctrl_recv;
+        for (int k = 0; k < p->nchan; k++) {
+            cs[nc++] = p->send[k];
+            cs[nc++] = p->recv[k];
+        }
+        for (int i = 0; i < nc; i++)
+            if (cs[i] != NULL && cs[i]->comm != NULL && !cs[i]->wake_set)
+                cs[i]->wake_set = tpx__net_set_wake(e->net, cs[i]->comm, &e->net_wake);
+    }
+    atomic_store(&e->net_wake.armed, 1);
+}
+
+/* Data requests in flight on every ready peer's channels. */
+static int data_in_flight(tpx_engine_t *e)
+{
+    uint64_t n = 0;
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        if (p->state != PEER_READY)
+            continue;
+        for (int k = 0; k < p->nchan; k++) {
+            if (p->send[k] != NULL)
+                n += p->send[k]->win.posted - p->send[k]->win.done;
+            if (p->recv[k] != NULL)
+                n += p->recv[k]->win.posted - p->recv[k]->win.done;
+        }
+    }
+    return (int)TPX_MIN(n, (uint64_t)INT32_MAX);
+}
+
+/* Many data requests in flight on a plugin that moves them alone and wakes
+ * us when one completes (tpx's own transport outside strict TCPX mode):
+ * completions are tens of microseconds apart, so sleep on the wake eventfd
+ * until the next (a post or a kick wakes us too; at most 1 ms, for the
+ * deadline sweep) instead of polling: a polling progress thread took 1.5 of
+ * 16 cores from the I/O workers that move the bytes. Lock held on entry
+ * and exit. */
+#define BULK_SLOTS 8 /* data requests in flight from which an engine waits */
+static void progress_wait_bulk(tpx_engine_t *e)
+{
+    wake_arm(e);
+    uint64_t before = e->nmoves, seen = e->ncompleted;
+    (void)tpx__engine_progress(e); /* a completion just before arming woke no one */
+    if (e->nmoves != before || e->ncompleted != seen) {
+        atomic_store(&e->net_wake.armed, 0);
+        e->last_move_ns = tpx__now_ns();
+        return;
+    }
+    struct pollfd pf = {.fd = e->wake_efd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000L};
+    e->sleeping = 1;
+    pthread_mutex_unlock(&e->lock);
+    int r = ppoll(&pf, 1, &ts, NULL);
+    pthread_mutex_lock(&e->lock);
+    e->sleeping = 0;
+    atomic_store(&e->net_wake.armed, 0);
+    if (r > 0) {
+        uint64_t v;
+        ssize_t k = read(e->wake_efd, &v, sizeof(v));
+        (void)k;
+    }
+}
+
 /* Sleep up to nap_ns in poll() on the wake eventfd and every ready peer's
  * bootstrap connection (doorbells). Lock held on entry and exit. */
 static void progress_sleep(tpx_engine_t *e, long nap_ns)
@@ -156,22 +228,7 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
          * a request (the next request, answer or notification): arm it,
          * then look once more, since a completion just before arming would
          * wake no one. */
-        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
-            if (p->state != PEER_READY)
-                continue;
-            tpx_comm_t *cs[2 + 2 * TPX_MAX_CHANNELS];
-            int nc = 0;
-            cs[nc++] = p->ctrl_send;
-            cs[nc++] = p->ctrl_recv;
-            for (int k = 0; k < p->nchan; k++) {
-                cs[nc++] = p->send[k];
-                cs[nc++] = p->recv[k];
-            }
-            for (int i = 0; i < nc; i++)
-                if (cs[i] != NULL && cs[i]->comm != NULL && !cs[i]->wake_set)
-                    cs[i]->wake_set = tpx__net_set_wake(e->net, cs[i]->comm, &e->net_wake);
-        }
-        atomic_store(&e->net_wake.armed, 1);
+        wake_arm(e);
         uint64_t before = e->nmoves, seen = e->ncompleted;
         (void)tpx__engine_progress(e);
         if (e->nmoves != before || e->ncompleted != seen || e->inflight > 0) {
@@ -299,7 +356,10 @@ static void *progress_main(void *arg)
             tpx__engine_cond_wait(e, 200 * 1000ull);
             continue;
         }
-        progress_pause(e, n == 0); /* share the core with the plugin's threads; no sleep */
+        if (n == 0 && e->nmoves == before && e->bulk_waits && data_in_flight(e) >= BULK_SLOTS)
+            progress_wait_bulk(e);
+        else
+            progress_pause(e, n == 0); /* share the core with the plugin's threads; no sleep */
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
@@ -429,6 +489,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
     e->net_wakes = tpx__net_set_wake(e->net, NULL, NULL);
+    e->bulk_waits = e->net_wakes && tpx__net_has_vec(e->net) && tpx__config_int(TPX_CFG_BULK_WAIT);
     e->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;
     if (e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK &&
         e->window > TPX_NCCL_UNPACK_QUEUE_DEPTH) {

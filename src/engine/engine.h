@@ -188,6 +188,8 @@ struct tpx_engine {
     uint64_t wait_spin_ns;     /* TPX_WAIT_SPIN_US: tpx_xfer_wait watches this long first */
     int chan_socks;            /* TPX_CHANNEL_SOCKS: data connections per channel (own transport) */
     int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
+    int bulk_waits;            /* ... and moves data alone: sleep between completions of
+                                  a bulk transfer (engine.c, progress_wait_bulk) */
     uint32_t notif_limit;      /* the notification queue's bound (TPX_NOTIF_QUEUE) */
     /* ---- wake-ups ---- */
     int efd;                   /* eventfd (immutable fd): readable while nunseen > 0 */
