@@ -24,7 +24,8 @@ TPX_CONFIG_X(SOCKET_FAMILY, STR, "", 0, 0,
 TPX_CONFIG_X(SOCKET_SPEED_MBPS, INT, "100000", 1, 100000000,
              "Link speed (Mb/s) reported for interfaces whose driver reports none (lo, veth).")
 TPX_CONFIG_X(NSOCKS, INT, "0", 0, 16,
-             "Data connections per comm of the built-in transport. 0: half the CPUs, at least 2 "
+             "Data connections per comm of the built-in transport (NCCL's comms; an engine's "
+             "channels have `TPX_CHANNEL_SOCKS`). 0: half the CPUs, at least 2 "
              "and at most 8 (one loopback comm on a 16-core H100 host: 5.3, 9.9, 16.3, 25.7, "
              "27.2 GB/s with 1, 2, 4, 8, 16). On a virtual device (`TPX_NIC_FUSE`) rounded up to "
              "a multiple of its NICs.")
