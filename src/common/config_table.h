@@ -49,11 +49,6 @@ TPX_CONFIG_X(SOCK_POLL_US, INT, "0", 0, 100000,
              "message of a request/response exchange is read without a wake-up. 0: sleep at once. "
              "200 on the H100 host: one-sided READ 4 KiB p50 30 instead of 40 us, but 4-10% less "
              "throughput for large transfers (polling workers take cores from busy ones).")
-TPX_CONFIG_X(SOCK_RCVLOWAT, INT, "0", 0, 16777216,
-             "Built-in transport: while a data connection waits for the rest of a payload going "
-             "to host memory, its I/O worker asks the kernel (SO_RCVLOWAT) to wake it only once "
-             "this many bytes (or the rest, if less) are there: fewer wake-ups and larger reads "
-             "per byte. 0: wake for every arrival.")
 TPX_CONFIG_X(SOCK_EAGER_BYTES, INT, "64K", 0, 1048576,
              "Built-in transport: a message of at most this many bytes that arrives before its "
              "receive is posted is read into a buffer of its connection at once, and irecv "

@@ -92,7 +92,6 @@ typedef struct {
     uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */
     uint64_t poll_ns;     /* TPX_SOCK_POLL_US: a worker polls this long after activity */
     int sock_buf;
-    uint32_t rcvlowat;    /* TPX_SOCK_RCVLOWAT: wake a receiver for this much payload at once */
     int connect_timeout_ms;
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
 } tpx_sock_params_t;
@@ -176,7 +175,6 @@ typedef struct tpx_sock_chan {
     tpx_sock_req_t *req;
     uint64_t bytes;        /* payload bytes moved in total (stats) */
     uint32_t copy_done;    /* CUDA send: payload bytes copied to staging */
-    uint32_t lowat;        /* recv: the SO_RCVLOWAT set on fd (0: the kernel's, 1) */
     tpx_sock_cuda_chan_t *cu; /* CUDA staging of this connection, made on first use */
     /* The worker's bookkeeping (sock_io.c). */
     struct tpx_sock_comm *comm;

@@ -653,29 +653,6 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
     return 0;
 }
 
-/* TPX_SOCK_RCVLOWAT: before a receiving connection sleeps, have the kernel
- * wake it for min(rest of the payload, rcvlowat) bytes of a host payload in
- * progress, and for any byte otherwise (a header, a small message). Set
- * only when it changes; after a change the caller reads once more, so bytes
- * that came in between are never left waiting for a wake-up at the new
- * mark. Returns 1 if it changed it. */
-static int chan_lowat(tpx_sock_chan_t *ch)
-{
-    uint32_t want = 1;
-    if (ch->active && !ch->eager_fill && ch->req != NULL && ch->req->cuda_dev < 0 &&
-        !ch->req->bounce)
-        want = TPX_MIN(ch->piece.len - ch->data_done, tpx__sock_params.rcvlowat);
-    if (want == 0)
-        want = 1;
-    if (want == (ch->lowat ? ch->lowat : 1))
-        return 0;
-    int v = (int)want;
-    if (setsockopt(ch->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) != 0)
-        return 0; /* not supported: wake for every arrival, as without it */
-    ch->lowat = want;
-    return 1;
-}
-
 static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     uint64_t turn = 0;
@@ -742,11 +719,8 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (tpx__sock_params.rcvlowat > 0 && chan_lowat(ch))
-                    continue; /* changed: read once more before sleeping on it */
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return CH_BLOCKED;
-            }
             comm_fail_errno(c, errno, "receive from peer failed");
             return CH_ERROR;
         }
