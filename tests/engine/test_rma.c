@@ -225,15 +225,20 @@ static int t_notif(void)
     static tpx_notif_t got[2 * NW];
     unsigned char wmsg[NW][TPX_NOTIF_MAX];
     tpx_xfer_t *wx[NW];
+    tpx_prep_t *pwi[NW]; /* in flight together: each WRITE to blocks of its own (tpx.h) */
+    for (int i = 0; i < NW; i++)
+        EXPECT(tpx_xfer_prepare(rm, TPX_OP_WRITE, v + i * (NB / NW), NB / NW, &pwi[i]) ==
+               TPX_OK);
     for (int i = 0; i < NW; i++) {
         fill(wmsg[i], lens[i], (uint64_t)i + 100);
-        EXPECT(tpx_xfer_post(pw, wmsg[i], lens[i], 0, &wx[i]) == TPX_OK);
+        EXPECT(tpx_xfer_post(pwi[i], wmsg[i], lens[i], 0, &wx[i]) == TPX_OK);
         char sm[4];
         EXPECT(tpx_notif_send(rm, sm, (size_t)snprintf(sm, sizeof(sm), "s%d", i)) == TPX_OK);
     }
     for (int i = 0; i < NW; i++) {
         EXPECT(tpx_xfer_wait(wx[i], 10000, NULL) == TPX_OK);
         tpx_xfer_release(wx[i]);
+        tpx_prep_release(pwi[i]);
     }
     size_t ngot = 0, nw_at_once = 0;
     EXPECT(tpx_engine_get_notifs(b.e, got, 2 * NW, &ngot) == TPX_OK);
