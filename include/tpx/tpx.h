@@ -335,8 +335,9 @@ TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *remote, tpx_op_t op, const t
  * The result is a transfer like tpx_send()'s: poll/wait/cancel/release;
  * TPX_ERR_ACCESS if the owner refused. Transfers in flight at the same time
  * that write the same bytes (two WRITEs of one remote block, two READs into
- * one local block) leave them unspecified until both are done: their chunks
- * travel on different connections and land in any order. */
+ * one local block), like blocks of one list whose destinations overlap,
+ * leave those bytes unspecified: chunks travel on different connections and
+ * land in any order. */
 TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *prep, const void *notif, size_t notif_len,
                                    int timeout_ms, tpx_xfer_t **xfer);
 /* Free a preparation; posts still running keep what they need. */
