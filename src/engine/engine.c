@@ -119,6 +119,10 @@ int tpx__engine_progress(tpx_engine_t *e)
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
     tpx__peer_pass(p);
+    /* A peer this pass failed has ended its transfers, whose callers may
+     * free their memory as soon as the lock is free: its comms close before
+     * (the I/O workers write vectored chunks straight into the blocks). */
+    tpx__engine_close_failed(e);
     tpx__progress_kick(e);
 }
 
@@ -166,7 +170,8 @@ static void wake_arm(tpx_engine_t *e)
             if (cs[i] != NULL && cs[i]->comm != NULL && !cs[i]->wake_set)
                 cs[i]->wake_set = tpx__net_set_wake(e->net, cs[i]->comm, &e->net_wake);
     }
-    atomic_store(&e->net_wake.armed, 1);
+    atomic_store(&e->net_wake.armed, 1); /* seq_cst: before the caller looks again */
+    atomic_thread_fence(memory_order_seq_cst);
 }
 
 /* Data requests in flight on every ready peer's channels. */

@@ -776,6 +776,12 @@ void tpx__peer_destroy(tpx_peer_t *p)
             uint64_t until = tpx__now_ns() + 100 * 1000000ull;
             while (p->state == PEER_READY && p->outbox_n > 0 && tpx__now_ns() < until) {
                 (void)tpx__comm_pass(p->ctrl_send);
+                if (p->state != PEER_READY) {
+                    /* the pass failed it: close its comms before the lock
+                     * goes (its transfers ended; their memory may go) */
+                    tpx__engine_close_failed(e);
+                    break;
+                }
                 if (p->outbox_n > 0) {
                     pthread_mutex_unlock(&e->lock);
                     sched_yield();

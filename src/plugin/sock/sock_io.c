@@ -163,6 +163,10 @@ tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int ns
  * arming: no system call while it is awake and polling). */
 static void wake_engine(tpx_sock_comm_t *c)
 {
+    /* Dekker with the engine, which stores `armed` and then looks at the
+     * requests: the completion published before must be visible before
+     * `armed` is read (a release store is not enough off x86). */
+    atomic_thread_fence(memory_order_seq_cst);
     tpx_net_wake_t *w = atomic_load_explicit(&c->wake, memory_order_acquire);
     if (w != NULL && atomic_load_explicit(&w->armed, memory_order_relaxed) &&
         atomic_exchange(&w->armed, 0)) {
