@@ -159,15 +159,9 @@ static void wake_arm(tpx_engine_t *e)
         if (p->state != PEER_READY)
             continue;
         tpx_comm_t *cs[2 + 2 * TPX_MAX_CHANNELS];
-        int nc = 0;
-        cs[nc++] = p->ctrl_send;
-        cs[nc++] = p->ctrl_recv;
-        for (int k = 0; k < p->nchan; k++) {
-            cs[nc++] = p->send[k];
-            cs[nc++] = p->recv[k];
-        }
+        int nc = tpx__peer_comms(p, cs);
         for (int i = 0; i < nc; i++)
-            if (cs[i] != NULL && cs[i]->comm != NULL && !cs[i]->wake_set)
+            if (!cs[i]->wake_set)
                 cs[i]->wake_set = tpx__net_set_wake(e->net, cs[i]->comm, &e->net_wake);
     }
     atomic_store(&e->net_wake.armed, 1); /* seq_cst: before the caller looks again */

@@ -109,6 +109,9 @@ void tpx__peer_destroy(tpx_peer_t *p);
 /* Close a failed peer's plugin comms now (their threads stop touching user
  * memory); the peer object stays until tpx_peer_close(). Lock held. */
 void tpx__peer_close_comms(tpx_peer_t *p);
+/* The peer's open plugin comms (control, then each channel's send and
+ * receive) into out[2 + 2 * TPX_MAX_CHANNELS]; returns how many. */
+int tpx__peer_comms(tpx_peer_t *p, tpx_comm_t **out);
 /* Close the plugin comms of every failed peer, then free the preparations
  * they may have read (not from inside a comm's pass). */
 void tpx__engine_close_failed(tpx_engine_t *e);

@@ -508,6 +508,17 @@ static tpx_status_t notif_post(tpx_peer_t *p, const unsigned char *msg, uint32_t
     return TPX_OK;
 }
 
+/* x keeps its own copy of a notification (x->rma.notif); 0 if out of memory. */
+static int xfer_notif_keep(tpx_xfer_t *x, const void *notif, size_t notif_len)
+{
+    x->rma.notif = malloc(notif_len ? notif_len : 1);
+    if (x->rma.notif == NULL)
+        return 0;
+    memcpy(x->rma.notif, notif, notif_len);
+    x->rma.notif_len = (uint32_t)notif_len;
+    return 1;
+}
+
 TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t notif_len,
                                    int timeout_ms, tpx_xfer_t **out)
 {
@@ -546,14 +557,11 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         goto err_unlock;
     }
     if (notif != NULL && pp->op == TPX_OP_READ) {
-        x->rma.notif = malloc(notif_len ? notif_len : 1);
-        if (x->rma.notif == NULL) {
+        if (!xfer_notif_keep(x, notif, notif_len)) {
             free(x);
             st = TPX_ERR_NO_MEMORY;
             goto err_unlock;
         }
-        memcpy(x->rma.notif, notif, notif_len);
-        x->rma.notif_len = (uint32_t)notif_len;
         x->rma.has_notif = 1;
     }
     if (timeout_ms > 0)
@@ -609,14 +617,11 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     if (notif != NULL && pp->op == TPX_OP_WRITE && x->req.inline_req &&
         m.body_len + notif_len <= TPX_CTRL_BODY_MAX) {
         /* in the body too: one message for request, data and notification */
-        x->rma.notif = malloc(notif_len ? notif_len : 1);
-        if (x->rma.notif == NULL) {
+        if (!xfer_notif_keep(x, notif, notif_len)) {
             free(x);
             st = TPX_ERR_NO_MEMORY;
             goto err_unlock;
         }
-        memcpy(x->rma.notif, notif, notif_len);
-        x->rma.notif_len = (uint32_t)notif_len;
         x->req.notif_inline = x->req.notif_ahead = 1;
         m.flags |= TPX_CTRL_REQ_NOTIF_INLINE;
         m.notif_total = (uint16_t)notif_len;
