@@ -100,9 +100,16 @@ void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c)
 static void peer_comms_each(tpx_peer_t *p, tpx_region_t *r)
 {
     tpx_comm_t *all[2 + 2 * TPX_MAX_CHANNELS];
-    int n = tpx__peer_comms(p, all);
+    int n = 0;
+    all[n++] = p->ctrl_send;
+    all[n++] = p->ctrl_recv;
+    for (int k = 0; k < p->nchan; k++) {
+        all[n++] = p->send[k];
+        all[n++] = p->recv[k];
+    }
     for (int i = 0; i < n; i++)
-        region_drop_comm(r, all[i]);
+        if (all[i] != NULL && all[i]->comm != NULL)
+            region_drop_comm(r, all[i]);
 }
 
 void tpx__region_release(tpx_region_t *r)
