@@ -79,6 +79,8 @@ typedef struct {
     uint64_t verify;                /* fill a pattern and check every byte */
     uint64_t timeout_s;             /* no progress for this long: error */
     uint64_t nthreads;              /* TPX_SOCK_WORKERS; NB_AUTO: environment */
+    uint64_t nap_us;                /* a pass of test()s that moved nothing: sleep this
+                                       long (0: sched_yield, a spinning poller) */
 } nb_params_t;
 
 /*
@@ -132,7 +134,7 @@ static uint64_t nb_warmup_for(const nb_params_t *p, uint64_t iters)
 
 /* Framing, magic and checks: bench_common.h. */
 #define NB_MAGIC   0x54504E42u /* "TPNB" */
-#define NB_VERSION 1
+#define NB_VERSION 2 /* 2: params.nap_us */
 enum {
     NB_MSG_HELLO = 1, /* client -> server: empty */
     NB_MSG_PARAMS,    /* server -> client: nb_params_t */
@@ -452,7 +454,12 @@ static int nb_phase(nb_worker_t *w, nb_sized_t *s, uint64_t iters, uint64_t iter
                     el > 0 ? (double)(done / s->nchunks) * (double)s->size / el / 1e9 : 0.0);
             }
         } else {
-            sched_yield(); /* leave the core to the transport's helper threads */
+            if (w->p->nap_us > 0) {
+                struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)w->p->nap_us * 1000};
+                nanosleep(&ts, NULL); /* --nap-us: the poller leaves its core to the workers */
+            } else {
+                sched_yield(); /* leave the core to the transport's helper threads */
+            }
             if (nb_check_alive(w, now, &next_check, last_progress,
                                w->role == NB_SEND ? "isend/test" : "irecv/test") != 0)
                 return -1;
@@ -769,9 +776,9 @@ static void nb_print_header(nb_main_t *m)
     if (p->warmup != NB_AUTO)
         snprintf(wu, sizeof(wu), "%" PRIu64, p->warmup);
     printf("  iters %s  warmup %s  window %" PRIu64 "  chunk %s  verify %s  timeout %" PRIu64
-           " s\n",
+           " s  nap %" PRIu64 " us\n",
            it, wu, p->window, p->chunk ? bench_human(p->chunk, hb, sizeof(hb)) : "whole message",
-           p->verify ? "on" : "off", p->timeout_s);
+           p->verify ? "on" : "off", p->timeout_s, p->nap_us);
     const char *ifn = getenv("TPX_SOCKET_IFNAME");
     printf("# TPX_SOCKET_IFNAME=%s  dev %d  TPX_SOCK_WORKERS=%s\n", ifn ? ifn : "(unset)", m->dev,
            getenv("TPX_SOCK_WORKERS") ? getenv("TPX_SOCK_WORKERS") : "(default)");
@@ -1039,6 +1046,7 @@ static int nb_write_json(nb_main_t *m)
     bench_json_u64(f, "chunk", p->chunk, 1);
     fprintf(f, "\"verify\": %s, ", p->verify ? "true" : "false");
     bench_json_u64(f, "timeout_s", p->timeout_s, 1);
+    bench_json_u64(f, "nap_us", p->nap_us, 1);
     fprintf(f, "\"nthreads\": ");
     if (p->nthreads == NB_AUTO)
         fputs("null", f);
@@ -1344,6 +1352,11 @@ static void nb_usage(FILE *f)
             "                     to fill the window, at most 1 GiB per side, at least one\n"
             "    --chunk BYTES    cut each message into isends of at most BYTES (default:\n"
             "                     the whole message in one isend, up to 1 GiB)\n"
+            "    --nap-us US      when a pass over the requests in flight completed nothing,\n"
+            "                     sleep US microseconds before testing again (default 0: yield\n"
+            "                     and test at once, as NCCL's proxy thread does; that poller\n"
+            "                     takes a core from the transport's I/O workers when they\n"
+            "                     are CPU-bound: e.g. 16 connections on 16 cores)\n"
             "    --verify         fill every message with a pattern seeded by its iteration\n"
             "                     (sender) and check every byte (receiver); the fill and the\n"
             "                     check are part of the timed loop. Default: on in loopback\n"
@@ -1411,6 +1424,7 @@ int main(int argc, char **argv)
         O_CHUNK,
         O_RAW,
         O_RAW_BUFFER,
+        O_NAP_US,
     };
     static const struct option opts[] = {
         {"dev", required_argument, NULL, O_DEV},
@@ -1420,6 +1434,7 @@ int main(int argc, char **argv)
         {"chunk", required_argument, NULL, O_CHUNK},
         {"raw", no_argument, NULL, O_RAW},
         {"raw-buffer", required_argument, NULL, O_RAW_BUFFER},
+        {"nap-us", required_argument, NULL, O_NAP_US},
         BENCH_OPTIONS_COMMON,
         {NULL, 0, NULL, 0},
     };
@@ -1496,6 +1511,12 @@ int main(int argc, char **argv)
             break;
         case O_RAW:
             raw = 1;
+            break;
+        case O_NAP_US:
+            if (bench_parse_uint(optarg, 0, 100000, &v) != 0)
+                return bench_usage_error("--nap-us: '%s' is not in 0..100000", optarg);
+            p->nap_us = v;
+            run_opts = 1;
             break;
         case O_RAW_BUFFER:
             if (bench_parse_size(optarg, &v) != 0 || v == 0)
