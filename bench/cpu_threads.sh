@@ -5,15 +5,17 @@
 # and prints CPU per thread kind (the thread name without its digits: all
 # tpx-io workers together), in cores (1.00 = one core busy all the time).
 # CMD must run longer than WARM + SPAN; it is stopped afterwards.
-#   Usage: bench/cpu_threads.sh [-w WARM] [-s SPAN] CMD [ARGS...]
+# -a: every thread on a line of its own too (busiest first): shows whether
+# some workers are saturated while others idle.
+#   Usage: bench/cpu_threads.sh [-a] [-w WARM] [-s SPAN] CMD [ARGS...]
 #   e.g.:  bench/cpu_threads.sh build/release/bin/tpx-perf --loopback --size 256M --iters 200 --no-verify
 set -uo pipefail
-WARM=1 SPAN=2
-while getopts "w:s:" o; do
-  case $o in w) WARM=$OPTARG ;; s) SPAN=$OPTARG ;; *) exit 2 ;; esac
+WARM=1 SPAN=2 ALL=0
+while getopts "aw:s:" o; do
+  case $o in a) ALL=1 ;; w) WARM=$OPTARG ;; s) SPAN=$OPTARG ;; *) exit 2 ;; esac
 done
 shift $((OPTIND - 1))
-[ $# -gt 0 ] || { echo "usage: $0 [-w WARM] [-s SPAN] CMD [ARGS...]" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [-a] [-w WARM] [-s SPAN] CMD [ARGS...]" >&2; exit 2; }
 "$@" >/dev/null 2>&1 &
 root=$!
 tree() { # PIDs of root and its descendants
@@ -47,3 +49,10 @@ awk -v hz="$hz" -v dt="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
     for (k in c) printf "%-18s %3d threads %6.2f cores\n", k, n[k], c[k] / hz / dt
     printf "%-18s %3s         %6.2f cores\n", "total", "", tot / hz / dt
   }' <(echo "$a") <(echo "$b") | sort -k4 -nr
+if [ "$ALL" = 1 ]; then
+  echo "# per thread (tid name cores)"
+  awk -v hz="$hz" -v dt="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
+    NR == FNR { a[$1] = $3; next }
+    { printf "%-8s %-18s %6.2f\n", $1, $2, ($3 - ($1 in a ? a[$1] : 0)) / hz / dt }' \
+    <(echo "$a") <(echo "$b") | sort -k3 -nr
+fi
