@@ -45,6 +45,11 @@ static const char *const event_names[TPX_TR_NEVENTS] = {
     [TPX_TR_WAIT_RETURN] = "wait-return",
     [TPX_TR_GATHERED] = "gathered",
     [TPX_TR_SCATTERED] = "scattered",
+    [TPX_TR_PARKED] = "parked",
+    [TPX_TR_UNPARKED] = "unparked",
+    [TPX_TR_SEND_FULL] = "send-full",
+    [TPX_TR_RECV_DRY] = "recv-dry",
+    [TPX_TR_DATA_POST] = "data-post",
 };
 
 void tpx__trace_record(int event, uint64_t arg)
@@ -69,9 +74,10 @@ static int rec_cmp(const void *a, const void *b)
     return x->ns < y->ns ? -1 : x->ns > y->ns;
 }
 
-static void trace_dump(void)
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void trace_write(void)
 {
-    atomic_store(&tpx__trace_on, 0);
     uint64_t n = atomic_load(&ring_next);
     if (n > TRACE_CAP)
         n = TRACE_CAP;
@@ -98,6 +104,23 @@ static void trace_dump(void)
                 thread_names[r->thread], r->thread, ev, (unsigned long long)r->arg);
     }
     fclose(f);
+}
+
+static void trace_dump(void)
+{
+    atomic_store(&tpx__trace_on, 0);
+    pthread_mutex_lock(&dump_lock);
+    trace_write();
+    pthread_mutex_unlock(&dump_lock);
+}
+
+void tpx__trace_flush(void)
+{
+    if (!atomic_load(&tpx__trace_on))
+        return;
+    pthread_mutex_lock(&dump_lock);
+    trace_write();
+    pthread_mutex_unlock(&dump_lock);
 }
 
 void tpx__trace_start(const char *path)

@@ -33,12 +33,21 @@ typedef enum {
     TPX_TR_WAIT_RETURN,    /* tpx_xfer_wait returned (arg: 1 after sleeping) */
     TPX_TR_GATHERED,       /* a packed chunk was gathered (arg: ns the copies took) */
     TPX_TR_SCATTERED,      /* a packed chunk was scattered (arg: ns the copies took) */
+    TPX_TR_PARKED,         /* a receiving connection met a message not posted yet (arg: seq) */
+    TPX_TR_UNPARKED,       /* ... and found it posted (arg: seq) */
+    TPX_TR_SEND_FULL,      /* a sending connection's socket was full (arg: bytes moved that turn) */
+    TPX_TR_RECV_DRY,       /* a receiving connection's socket was empty (arg: bytes moved that turn) */
+    TPX_TR_DATA_POST,      /* the engine posted a data request (arg: bytes; +1 for a receive) */
     TPX_TR_NEVENTS
 } tpx_trace_event_t;
 
 extern _Atomic int tpx__trace_on;
 
 void tpx__trace_record(int event, uint64_t arg);
+/* Write what was recorded so far (tracing goes on): an engine that is
+ * destroyed does, for processes that end with _exit() (forked benchmark
+ * sides), which skips the dump at exit. */
+void tpx__trace_flush(void);
 /* Start tracing into `path` (once per process; later calls do nothing). */
 void tpx__trace_start(const char *path);
 

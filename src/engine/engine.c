@@ -586,6 +586,7 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     pthread_mutex_destroy(&e->lock);
     free(e->nap_fds);
     free(e);
+    tpx__trace_flush();
 }
 
 TPX_API int tpx_engine_port(const tpx_engine_t *e) { return e ? e->bs_port : -1; }

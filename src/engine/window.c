@@ -24,6 +24,7 @@
 
 #include "engine.h"
 #include "peer.h" /* the comm's peer: its name, in log lines */
+#include "common/trace.h"
 #include "window.h"
 #include "gpu/cuda.h"
 #include "unpack/unpack_gpu.h"
@@ -361,6 +362,7 @@ tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
 {
     tpx_engine_t *e = c->peer->e;
     void *req = NULL;
+    TPX_TL(TPX_TR_DATA_POST, (uint64_t)len * 2 + !c->is_send);
     tpx_status_t st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, len, 0, mh, &req)
                                  : tpx__net_irecv(e->net, c->comm, buf, len, 0, mh, &req);
     return window_fill(c, st, req, len, what);
@@ -371,6 +373,7 @@ tpx_status_t tpx__window_postv(tpx_comm_t *c, const struct iovec *iov, int iovcn
 {
     tpx_engine_t *e = c->peer->e;
     void *req = NULL;
+    TPX_TL(TPX_TR_DATA_POST, (uint64_t)len * 2 + !c->is_send);
     tpx_status_t st = c->is_send ? tpx__net_isendv(e->net, c->comm, iov, iovcnt, &req)
                                  : tpx__net_irecvv(e->net, c->comm, iov, iovcnt, &req);
     return window_fill(c, st, req, len, what);

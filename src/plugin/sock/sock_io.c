@@ -402,6 +402,7 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 ch->want_write = 1;
+                TPX_TL(TPX_TR_SEND_FULL, turn);
                 return CH_BLOCKED;
             }
             comm_fail_errno(c, errno, "send to peer failed");
@@ -677,6 +678,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             if (atomic_load(&c->movable) <= ch->piece.seq)
                 return CH_PARKED;
             atomic_store_explicit(&ch->parked, 0, memory_order_relaxed);
+            TPX_TL(TPX_TR_UNPARKED, ch->piece.seq);
             if (chan_attach(c, ch) == CH_ERROR)
                 return CH_ERROR;
             continue;
@@ -724,8 +726,10 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                TPX_TL(TPX_TR_RECV_DRY, turn);
                 return CH_BLOCKED;
+            }
             comm_fail_errno(c, errno, "receive from peer failed");
             return CH_ERROR;
         }
@@ -771,6 +775,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                     continue;
                 }
                 atomic_store(&ch->parked, 1); /* re-checked at the top, after this store */
+                TPX_TL(TPX_TR_PARKED, ch->piece.seq);
                 continue;
             }
             if (chan_attach(c, ch) == CH_ERROR)
