@@ -14,7 +14,11 @@
 #   raw-4M    the same, each connection looping over one 4 MiB buffer: it stays
 #             in the CPU caches, so the kernel's copies cost less than any
 #             SIZE transfer's can (an upper bound, printed for comparison)
-#   transport tpx-netbench --nsocks N (the built-in transport alone)
+#   transport tpx-netbench --nsocks N (the built-in transport alone), its
+#             poller spinning on test() as NCCL's proxy thread does
+#   tr-nap    the same, the poller sleeping 20 us after a pass that completed
+#             nothing (--nap-us 20): on a host whose I/O workers are CPU-bound
+#             (16 connections, 16 cores) the spinning poller takes a core
 #   engine    tpx-perf --loopback at SIZE: defaults, --channels 8, --direction
 #             bidir (both directions' bytes; on loopback both directions copy
 #             on the same cores, so its ceiling is the best raw row too)
@@ -57,6 +61,7 @@ for r in $(seq 1 "$ROUNDS"); do
     run "raw$n" "$BIN/tpx-netbench" --raw --size "$SIZE" --nsocks "$n" --iters "$ITERS"
     run "hot$n" "$BIN/tpx-netbench" --raw --raw-buffer 4M --size "$SIZE" --nsocks "$n" --iters "$ITERS"
     run "tr$n" "$BIN/tpx-netbench" --size "$SIZE" --nsocks "$n" --iters "$ITERS" --no-verify
+    run "nap$n" "$BIN/tpx-netbench" --size "$SIZE" --nsocks "$n" --iters "$ITERS" --no-verify --nap-us 20
   done
   run engdef "$BIN/tpx-perf" --loopback --size "$SIZE" --iters "$ITERS" --no-verify
   run eng8 "$BIN/tpx-perf" --loopback --size "$SIZE" --iters "$ITERS" --no-verify --channels 8
@@ -75,13 +80,13 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) p
 
 echo
 echo "# $(basename "$0"): $(nproc) CPUs, $SIZE, $ROUNDS rounds (median), $(date -u +%FT%TZ)"
-printf '%-4s %9s %9s %9s %10s %9s %9s %9s\n' N raw raw-4M transport tr/raw tr/raw-4M cpu-raw cpu-tr
+printf '%-4s %9s %9s %9s %10s %9s %9s %9s %9s %9s\n' N raw raw-4M transport tr/raw tr/raw-4M tr-nap nap/raw cpu-raw cpu-tr
 bestraw=0
 besthot=0
 for n in $NS; do
-  a=$(med "raw$n" 1) h=$(med "hot$n" 1) t=$(med "tr$n" 1)
-  printf '%-4s %9s %9s %9s %10s %9s %9s %9s\n' "$n" "$a" "$h" "$t" "$(ratio "$t" "$a")" \
-    "$(ratio "$t" "$h")" "$(med "raw$n" 2)" "$(med "tr$n" 2)"
+  a=$(med "raw$n" 1) h=$(med "hot$n" 1) t=$(med "tr$n" 1) z=$(med "nap$n" 1)
+  printf '%-4s %9s %9s %9s %10s %9s %9s %9s %9s %9s\n' "$n" "$a" "$h" "$t" "$(ratio "$t" "$a")" \
+    "$(ratio "$t" "$h")" "$z" "$(ratio "$z" "$a")" "$(med "raw$n" 2)" "$(med "tr$n" 2)"
   bestraw=$(awk -v a="$a" -v b="$bestraw" 'BEGIN { print (a != "-" && a > b) ? a : b }')
   besthot=$(awk -v a="$h" -v b="$besthot" 'BEGIN { print (a != "-" && a > b) ? a : b }')
 done

@@ -162,6 +162,15 @@ static void cfg_load_once(void)
         snprintf(auto_nsocks, sizeof(auto_nsocks), "%lld", (long long)cfg_int[TPX_CFG_NSOCKS]);
         cfg_str[TPX_CFG_NSOCKS] = auto_nsocks;
     }
+    /* TPX_CHANNEL_SOCKS=0: a quarter of the CPUs, 1..4 (see the table). */
+    if (cfg_int[TPX_CFG_CHANNEL_SOCKS] == 0) {
+        static char auto_csocks[8];
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg_int[TPX_CFG_CHANNEL_SOCKS] = TPX_MIN(4, TPX_MAX(1, ncpu / 4));
+        snprintf(auto_csocks, sizeof(auto_csocks), "%lld",
+                 (long long)cfg_int[TPX_CFG_CHANNEL_SOCKS]);
+        cfg_str[TPX_CFG_CHANNEL_SOCKS] = auto_csocks;
+    }
     level = tpx__log_level_parse(cfg_str[TPX_CFG_LOG_LEVEL]);
     if (level < 0) {
         TPX_ERROR("TPX_LOG_LEVEL=%s is not valid: expected none, error, warn, info, debug or trace",
