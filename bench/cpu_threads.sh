@@ -5,6 +5,8 @@
 # and prints CPU per thread kind (the thread name without its digits: all
 # tpx-io workers together), in cores (1.00 = one core busy all the time).
 # CMD must run longer than WARM + SPAN; it is stopped afterwards.
+# Context switches (voluntary + involuntary, /proc/.../status) per second
+# are printed beside the cores.
 # -a: every thread on a line of its own too (busiest first): shows whether
 # some workers are saturated while others idle.
 #   Usage: bench/cpu_threads.sh [-a] [-w WARM] [-s SPAN] CMD [ARGS...]
@@ -23,14 +25,15 @@ tree() { # PIDs of root and its descendants
   echo "$q"
   for c in $(cat /proc/"$q"/task/*/children 2>/dev/null); do tree "$c"; done
 }
-snap() { # "tid name ticks" for every thread of the tree
+snap() { # "tid name ticks switches" for every thread of the tree
   for p in $(tree "$root"); do
     for t in /proc/"$p"/task/*; do
       # comm may hold spaces or parentheses: cut at the last ')'
       s=$(cat "$t/stat" 2>/dev/null) || continue
       name=${s#*(}; name=${name%)*}; rest=${s##*) }
       set -- $rest
-      echo "${t##*/} ${name// /_} $(( ${12} + ${13} ))"
+      cs=$(awk '/ctxt_switches/ { n += $2 } END { print n + 0 }' "$t/status" 2>/dev/null)
+      echo "${t##*/} ${name// /_} $(( ${12} + ${13} )) ${cs:-0}"
     done
   done
 }
@@ -43,11 +46,12 @@ t1=$(date +%s.%N)
 kill "$root" 2>/dev/null; pkill -P "$root" 2>/dev/null; wait "$root" 2>/dev/null
 hz=$(getconf CLK_TCK)
 awk -v hz="$hz" -v dt="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
-  NR == FNR { a[$1] = $3; next }
-  { d = $3 - ($1 in a ? a[$1] : 0); k = $2; gsub(/[0-9]+$/, "", k); c[k] += d; n[k]++; tot += d }
+  NR == FNR { a[$1] = $3; s[$1] = $4; next }
+  { d = $3 - ($1 in a ? a[$1] : 0); k = $2; gsub(/[0-9]+$/, "", k); c[k] += d; n[k]++; tot += d
+    w[k] += $4 - ($1 in s ? s[$1] : 0); wt += $4 - ($1 in s ? s[$1] : 0) }
   END {
-    for (k in c) printf "%-18s %3d threads %6.2f cores\n", k, n[k], c[k] / hz / dt
-    printf "%-18s %3s         %6.2f cores\n", "total", "", tot / hz / dt
+    for (k in c) printf "%-18s %3d threads %6.2f cores %9.0f switches/s\n", k, n[k], c[k] / hz / dt, w[k] / dt
+    printf "%-18s %3s         %6.2f cores %9.0f switches/s\n", "total", "", tot / hz / dt, wt / dt
   }' <(echo "$a") <(echo "$b") | sort -k4 -nr
 if [ "$ALL" = 1 ]; then
   echo "# per thread (tid name cores)"
