@@ -317,6 +317,9 @@ void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why);
 tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks);
 /* Threads of the I/O pool (0 before the first comm). */
 int tpx__sock_pool_size(void);
+/* The index of the I/O worker that serves data connection i of a started
+ * comm (-1: none): for tests and diagnostics. */
+int tpx__sock_chan_worker(const tpx_sock_comm_t *c, int i);
 
 /* Socket options common to every data/control connection. */
 void tpx__sock_setopts(int fd, int data);

@@ -143,6 +143,13 @@ int tpx__sock_pool_size(void)
     return n;
 }
 
+int tpx__sock_chan_worker(const tpx_sock_comm_t *c, int i)
+{
+    if (c == NULL || i < 0 || i >= c->nsocks || c->chans[i].worker == NULL)
+        return -1;
+    return c->chans[i].worker->index;
+}
+
 tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks)
 {
     tpx_sock_comm_t *c = calloc(1, sizeof(*c));
