@@ -210,6 +210,38 @@ static void seed_ctrl(const tpx_ctrl_t *m, const char *name)
     seed_write(&s, "wire", name);
 }
 
+/* One packed request list of 9 entries over 2 keys, checked at 16 KiB
+ * chunks: `want` chunks (0: the check must refuse it), written as seed
+ * `name`. */
+static void seed_packed_list(uint8_t op, uint32_t pack_max, uint32_t pack_chunk, uint32_t want,
+                             const char *name)
+{
+    static const uint64_t lens[] = {4096, 100, 8191, 4000, 40000, 1, 8192, 8192, 3};
+    enum { N = sizeof(lens) / sizeof(lens[0]) };
+    unsigned char buf[TPX_LIST_SIZE(2, N)];
+    tpx_list_hdr_t h = {.op = op, .nkeys = 2, .nent = N, .pack_max = pack_max,
+                        .pack_chunk = pack_chunk};
+    for (uint32_t i = 0; i < h.nkeys; i++)
+        tpx__list_put_key(buf, i, 0x2000 + i);
+    for (uint32_t i = 0; i < N; i++) {
+        tpx__list_put_entry(buf, h.nkeys, i, i % 2, 12345 * (uint64_t)i, lens[i]);
+        h.total += lens[i];
+    }
+    tpx__list_put_hdr(buf, &h);
+    tpx_list_hdr_t back;
+    uint32_t nchunks = 0;
+    tpx_status_t st = tpx__list_check(buf, sizeof(buf), 16384, &back, &nchunks);
+    must(want == 0 ? st != TPX_OK
+                   : st == TPX_OK && nchunks == want &&
+                         (pack_chunk == 0 || back.pack_chunk == pack_chunk),
+         name);
+    seed_t s;
+    seed_start(&s, TPX_FUZZ_WIRE_LIST);
+    seed_add(&s, (const unsigned char[]){0x40, 0}, 2); /* 16 KiB chunks */
+    seed_add(&s, buf, sizeof(buf));
+    seed_write(&s, "wire", name);
+}
+
 static void seeds_wire(void)
 {
     seed_t s;
@@ -359,58 +391,16 @@ static void seeds_wire(void)
     }
 
     /* packed lists (16 KiB chunks): small entries share chunks, a large one
-     * breaks the run, an entry that does not fit opens the next chunk; and a
+     * breaks the run, an entry that does not fit opens the next chunk
+     * (4096+100+8191 | 4000 | 40000: 3 | 1+8192 | 8192+3 -> 7 chunks); and a
      * packing bound above the chunk, refused */
-    for (int bad = 0; bad < 2; bad++) {
-        static const uint64_t lens[] = {4096, 100, 8191, 4000, 40000, 1, 8192, 8192, 3};
-        enum { N = sizeof(lens) / sizeof(lens[0]) };
-        unsigned char buf[TPX_LIST_SIZE(2, N)];
-        tpx_list_hdr_t h = {.op = bad ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE, .nkeys = 2,
-                            .nent = N, .pack_max = bad ? 16385 : 8192};
-        for (uint32_t i = 0; i < h.nkeys; i++)
-            tpx__list_put_key(buf, i, 0x2000 + i);
-        for (uint32_t i = 0; i < N; i++) {
-            tpx__list_put_entry(buf, h.nkeys, i, i % 2, 12345 * (uint64_t)i, lens[i]);
-            h.total += lens[i];
-        }
-        tpx__list_put_hdr(buf, &h);
-        tpx_list_hdr_t back;
-        uint32_t nchunks = 0;
-        tpx_status_t st = tpx__list_check(buf, sizeof(buf), 16384, &back, &nchunks);
-        /* 4096+100+8191 | 4000 | 40000: 3 | 1+8192 | 8192+3 */
-        must(bad ? st != TPX_OK : st == TPX_OK && nchunks == 7, bad ? "list_pack_bound" : "list_packed");
-        seed_start(&s, TPX_FUZZ_WIRE_LIST);
-        seed_add(&s, (const unsigned char[]){0x40, 0}, 2); /* 16 KiB chunks */
-        seed_add(&s, buf, sizeof(buf));
-        seed_write(&s, "wire", bad ? "list_pack_bound" : "list_packed");
-    }
-
+    seed_packed_list(TPX_WIRE_OP_WRITE, 8192, 0, 7, "list_packed");
+    seed_packed_list(TPX_WIRE_OP_READ, 16385, 0, 0, "list_pack_bound");
     /* shared chunks smaller than a chunk (pack_chunk 8192 of 16 KiB chunks):
      * 4096+100 | 8191 | 4000 | 40000: 3 | 1 | 8192 | 8192 | 3 -> 10 chunks;
      * and a pack_chunk below the packing bound, refused */
-    for (int bad = 0; bad < 2; bad++) {
-        static const uint64_t lens[] = {4096, 100, 8191, 4000, 40000, 1, 8192, 8192, 3};
-        enum { N = sizeof(lens) / sizeof(lens[0]) };
-        unsigned char buf[TPX_LIST_SIZE(2, N)];
-        tpx_list_hdr_t h = {.op = TPX_WIRE_OP_READ, .nkeys = 2, .nent = N, .pack_max = 8192,
-                            .pack_chunk = bad ? 8191 : 8192};
-        for (uint32_t i = 0; i < h.nkeys; i++)
-            tpx__list_put_key(buf, i, 0x2000 + i);
-        for (uint32_t i = 0; i < N; i++) {
-            tpx__list_put_entry(buf, h.nkeys, i, i % 2, 12345 * (uint64_t)i, lens[i]);
-            h.total += lens[i];
-        }
-        tpx__list_put_hdr(buf, &h);
-        tpx_list_hdr_t back;
-        uint32_t nchunks = 0;
-        tpx_status_t st = tpx__list_check(buf, sizeof(buf), 16384, &back, &nchunks);
-        must(bad ? st != TPX_OK : st == TPX_OK && nchunks == 10 && back.pack_chunk == 8192,
-             bad ? "list_pack_chunk_bound" : "list_pack_chunk");
-        seed_start(&s, TPX_FUZZ_WIRE_LIST);
-        seed_add(&s, (const unsigned char[]){0x40, 0}, 2); /* 16 KiB chunks */
-        seed_add(&s, buf, sizeof(buf));
-        seed_write(&s, "wire", bad ? "list_pack_chunk_bound" : "list_pack_chunk");
-    }
+    seed_packed_list(TPX_WIRE_OP_READ, 8192, 8192, 10, "list_pack_chunk");
+    seed_packed_list(TPX_WIRE_OP_READ, 8192, 8191, 0, "list_pack_chunk_bound");
 
     /* one entry of 2^64 - 1 bytes: its chunk count must not wrap */
     {
