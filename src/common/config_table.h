@@ -12,9 +12,11 @@ TPX_CONFIG_X(LOG_FILE, STR, "", 0, 0,
              "Write log lines to this file instead of stderr (`%p` expands to the pid).")
 TPX_CONFIG_X(TRACE_FILE, STR, "", 0, 0,
              "Record a timeline of the hot path (posts, direct writes, I/O worker and engine "
-             "wake-ups, control messages, completions; microseconds, per thread) and write it to "
-             "this file at exit (`%p` expands to the pid). For finding where latency goes; off "
-             "costs one load per trace point.")
+             "wake-ups, parked connections, full and dry sockets, control messages, completions; "
+             "microseconds, per thread) and write it to this file at exit and whenever an engine "
+             "is destroyed (`%p` expands to the pid). For finding where latency and throughput "
+             "go (bench/trace_outliers.py, bench/trace_stats.py); off costs one load per trace "
+             "point.")
 TPX_CONFIG_X(SOCKET_IFNAME, STR, "", 0, 0,
              "Interfaces the built-in transport uses: comma list of prefixes, `^` excludes, "
              "`=` matches exactly (e.g. `eth1,eth2`, `^docker`, `=lo`). Default: every interface "
