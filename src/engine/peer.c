@@ -423,6 +423,10 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     /* Both sides compute the same agreement. */
     p->nchan = TPX_MIN(e->nchan, info.nhandles - 1);
     p->chunk = TPX_MIN(e->chunk, info.chunk_bytes);
+    /* Two-sided runs (xfer.h) of up to 4 MiB per message; not on TCPX, whose
+     * devmem receives are unpacked per request (the name says so on both
+     * sides: they use the same plugin, checked above). */
+    p->run_max = e->net->is_tcpx ? 1u : TPX_MAX(1u, (4u << 20) / p->chunk);
     memcpy(s->their, info.handles, (size_t)(1 + p->nchan) * TPX_BS_HANDLE_SIZE);
     if ((st = handles_check(p, s, 1 + p->nchan)) != TPX_OK)
         return st;
@@ -486,10 +490,11 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     size_t nbuf = 2 * (size_t)e->window;
     /* aligned_alloc wants the size to be a multiple of the alignment */
     p->ctrl_buf = aligned_alloc(4096, (nbuf * TPX_CTRL_BUF_SLOT + 4095) & ~(size_t)4095);
-    p->scratch = aligned_alloc(4096, ((size_t)p->chunk + 4095) & ~(size_t)4095);
+    size_t scratch = (size_t)p->run_max * p->chunk;
+    p->scratch = aligned_alloc(4096, (scratch + 4095) & ~(size_t)4095);
     if (p->ctrl_buf == NULL || p->scratch == NULL)
         return TPX_ERR_NO_MEMORY;
-    tpx__tsan_benign(p->scratch, p->chunk); /* discarded bytes: every channel writes here */
+    tpx__tsan_benign(p->scratch, scratch); /* discarded bytes: every channel writes here */
     memset(p->ctrl_buf, 0, nbuf * TPX_CTRL_BUF_SLOT);
     tpx_status_t st;
     /* Devmem plugins: each receive comm's unpack handle, copied down once. */
@@ -497,7 +502,7 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
         TPX_CHECK_GOTO(tpx__comm_unpack_load(i == 0 ? p->ctrl_recv : p->recv[i - 1]), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_BUF_SLOT, TPX_MEM_HOST, 1,
                                       &p->ctrl_region), st, out);
-    TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, p->chunk, TPX_MEM_HOST, 1,
+    TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, scratch, TPX_MEM_HOST, 1,
                                       &p->scratch_region), st, out);
     for (int i = 0; i < e->window; i++)
         p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->window - 1 - i);

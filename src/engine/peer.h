@@ -46,6 +46,8 @@ struct tpx_peer {
     tpx_bs_conn_t *bs;    /* bootstrap connection, kept open for liveness */
     int nchan;
     uint32_t chunk;
+    uint32_t run_max;     /* most chunks a two-sided transfer moves as one message (xfer.c,
+                             stream_run); 1: every chunk its own message */
     tpx_comm_t *ctrl_send, *ctrl_recv;
     tpx_comm_t *send[TPX_MAX_CHANNELS], *recv[TPX_MAX_CHANNELS];
     /* two-sided ordering */
@@ -66,7 +68,8 @@ struct tpx_peer {
     tpx_ctrl_out_t *outbox;          /* control messages waiting for a send slot */
     uint32_t outbox_head, outbox_n, outbox_cap;
     tpx_xfer_t *ctrl_send_owner[TPX_WINDOW_MAX]; /* transfer of each posted message */
-    /* discard buffer for drained (truncated) receives */
+    /* discard buffer for drained (truncated) receives: run_max chunks
+     * (virtual memory: untouched pages until a receive is drained) */
     void *scratch;
     tpx_region_t *scratch_region;
     int accepted;         /* handed out (tpx_peer_connect/accept) or taken by a remote */

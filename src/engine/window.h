@@ -40,6 +40,7 @@ typedef struct {
     uint8_t stage;      /* shared: its staging chunk (pack.h), the comm's until done */
     uint8_t vec;        /* shared: posted as a vectored message straight from/to its
                            blocks (pack.h, tpx__pack_iov): no staging chunk, no scatter */
+    uint16_t nrun;      /* SLOT_DATA: chunks the message carries (a run, xfer.h); 0: one */
 } tpx_slot_t;
 
 #define TPX_SLOT_GOT_UNKNOWN UINT32_MAX

@@ -160,7 +160,7 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
     }
     if (s->shared && !s->vec)
         tpx__pack_stage_put(c, s->stage);
-    x->chunks_done++;
+    x->chunks_done += s->nrun > 1 ? s->nrun : 1;
     if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD)) {
         tpx__rma_list_chunk_done(x);
         if (c->peer->state != PEER_READY)
@@ -173,12 +173,29 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
 
 /* Queue stream st of x on the send (or receive) comms: chunk j goes to
  * channel (first_chan + j) % nchan. */
+/* Chunks per message of a two-sided transfer of `nchunks` chunks: runs of
+ * up to run_max (4 MiB) once every channel still gets at least 8 of them,
+ * so a transfer of a few MiB keeps all its channels busy at 512 KiB. */
+static uint32_t stream_run(const tpx_peer_t *p, uint32_t nchunks)
+{
+    uint32_t r = nchunks / (8u * (uint32_t)p->nchan);
+    return TPX_MAX(1u, TPX_MIN(r, p->run_max));
+}
+
+/* Channels a stream's messages take: its runs (or chunks). */
+static uint32_t stream_msgs(const tpx_stream_t *st)
+{
+    uint32_t r = st->run > 1 ? st->run : 1;
+    return st->nchunks / r + (st->nchunks % r != 0);
+}
+
 void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send)
 {
     tpx_peer_t *p = x->peer;
     tpx_comm_t **comms = is_send ? p->send : p->recv;
+    uint32_t run = st->run > 1 ? st->run : 1;
     for (int k = 0; k < p->nchan; k++) {
-        uint32_t j0 = (uint32_t)((k - st->first_chan + p->nchan) % p->nchan);
+        uint32_t j0 = (uint32_t)((k - st->first_chan + p->nchan) % p->nchan) * run;
         if (j0 >= st->nchunks)
             continue;
         tpx_comm_t *c = comms[k];
@@ -264,8 +281,15 @@ static int post_data(tpx_comm_t *c)
     uint32_t j = l->next_chunk;
     if (j >= stm->gate)
         return 0; /* the owner has not checked the request list yet */
-    chunk_at_t at;
+    chunk_at_t at = {0};
     chunk_locate(x, stm, l, j, &at);
+    uint32_t nrun = 1;
+    if (stm->run > 1) {
+        /* a run: chunks [j, j + nrun) of the one contiguous segment */
+        nrun = TPX_MIN(stm->run, stm->nchunks - j);
+        uint64_t o = (uint64_t)j * p->chunk;
+        at.len = (uint32_t)TPX_MIN((uint64_t)nrun * p->chunk, x->segs[0].len - o);
+    }
     int discard = at.region == NULL && !at.shared;
     tpx_region_t *r = discard ? p->scratch_region : at.region;
     char *buf = discard ? (char *)p->scratch : at.buf;
@@ -307,6 +331,7 @@ static int post_data(tpx_comm_t *c)
     if (st == TPX_OK)
         st = tpx__window_post(c, buf, at.len, mh,
                               &(tpx_slot_t){.kind = SLOT_DATA, .x = x, .chunk = j,
+                                            .nrun = (uint16_t)nrun,
                                             .shared = (uint8_t)at.shared, .stage = stage,
                                             .dst_dev = discard ? -1 : (int8_t)r->cuda_dev,
                                             .dst = discard ? NULL : buf});
@@ -319,7 +344,7 @@ static int post_data(tpx_comm_t *c)
     if (at.shared)
         tpx__pack_stage_take(c);
 posted:
-    l->next_chunk += (uint32_t)p->nchan;
+    l->next_chunk += (stm->run > 1 ? stm->run : 1) * (uint32_t)p->nchan;
     if (l->next_chunk >= stm->nchunks)
         lane_pop(c);
     return 1;
@@ -551,8 +576,8 @@ static void recv_match(tpx_peer_t *p, tpx_xfer_t *x, const tpx_ctrl_t *m)
     }
     x->nchunks = (uint32_t)((m->len + p->chunk - 1) / p->chunk);
     x->in = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
-                           .first_chan = p->recv_cursor};
-    p->recv_cursor = (int)((p->recv_cursor + x->nchunks) % (uint32_t)p->nchan);
+                           .run = stream_run(p, x->nchunks), .first_chan = p->recv_cursor};
+    p->recv_cursor = (int)((p->recv_cursor + stream_msgs(&x->in)) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     if (x->nchunks == 0) {
         tpx__xfer_maybe_done(x);
@@ -873,12 +898,12 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     x->two.seq = p->send_seq;
     x->nchunks = (uint32_t)((len + p->chunk - 1) / p->chunk);
     x->out = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
-                            .first_chan = p->send_cursor};
+                            .run = stream_run(p, x->nchunks), .first_chan = p->send_cursor};
     x->hdr_pending = 1;
     st = tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_SEND_HDR, .len = len}, x);
     if (st != TPX_OK)
         goto err_unlock;
-    p->send_cursor = (int)((p->send_cursor + x->nchunks) % (uint32_t)p->nchan);
+    p->send_cursor = (int)((p->send_cursor + stream_msgs(&x->out)) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     tpx__stream_enqueue(x, &x->out, 1);

@@ -50,9 +50,17 @@ typedef struct {
 /* A transfer's chunks in one direction (out: on the send comms, in: on the
  * receive comms). Chunks [0, nlist) carry the request list (one-sided),
  * the rest the payload segments. Chunks from `gate` on are not posted
- * until the gate opens (the owner has not checked the list yet). */
+ * until the gate opens (the owner has not checked the list yet).
+ *
+ * Runs (two-sided transfers): `run` consecutive chunks, contiguous in the
+ * buffer, go to one channel as one message; runs are dealt round-robin
+ * from first_chan as single chunks are (run 0 or 1). Both sides compute
+ * the same run from the chunk count (xfer.c, stream_run), so a large
+ * transfer costs each side one window slot, one completion and one
+ * repost per run instead of per chunk. */
 typedef struct {
     uint32_t nchunks, nlist, gate;
+    uint32_t run;
     int first_chan;
 } tpx_stream_t;
 

@@ -747,9 +747,14 @@ static const struct {
     {MiB, 2 * MiB, 0},     {8 * MiB, 3 * MiB + 1, 1},
     {8 * MiB, 8 * MiB, 0}, {64 * KiB + 1, 64 * KiB, 1},
     {4096, 4096, 0},       {1, 1, 0},
+    /* large enough to move in runs of chunks (xfer.h): drained whole into
+     * the scratch buffer, a last run cut short, and the streams' channel
+     * order intact for the next message */
+    {64 * MiB, 3 * MiB + 1, 1}, {64 * MiB, 64 * MiB, 0},
+    {40 * MiB + 5, 64 * MiB, 0}, {5 * MiB, 5 * MiB, 0},
 };
 #define NTR    (sizeof(TR) / sizeof(TR[0]))
-#define TR_BUF (8 * MiB)
+#define TR_BUF (64 * MiB)
 
 static int trunc_srv(int arg)
 {
