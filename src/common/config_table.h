@@ -205,3 +205,7 @@ TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
 TPX_CONFIG_X(RMA_PEER_LIST_BYTES, INT, "128M", 1048576, 4294967296,
              "Memory the request lists of one peer's requests may hold at an owner at once; a "
              "request beyond it is refused like one over `TPX_RMA_PEER_REQUESTS`.")
+TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
+             "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
+             "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "
+             "tests of what such a failure leaves behind.")

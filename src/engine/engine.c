@@ -119,6 +119,11 @@ int tpx__engine_progress(tpx_engine_t *e)
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
     tpx__peer_pass(p);
+    if (TPX_UNLIKELY(e->fault_now)) {
+        e->fault_now = 0;
+        if (p->state == PEER_READY)
+            tpx__peer_fail(p, TPX_ERR_IO, "injected failure (TPX_FAULT_RECV_PASS)");
+    }
     /* A peer this pass failed has ended its transfers, whose callers may
      * free their memory as soon as the lock is free: its comms close before
      * (the I/O workers write vectored chunks straight into the blocks). */
@@ -477,6 +482,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
     e->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
     e->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
+    e->fault_recv_pass = tpx__config_int(TPX_CFG_FAULT_RECV_PASS);
     e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);

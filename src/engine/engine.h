@@ -181,6 +181,9 @@ struct tpx_engine {
     char bind_addr[64];        /* params.bind_addr ("" none) */
     uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c) */
     uint32_t rma_pack_chunk;   /* ... of this size (TPX_RMA_PACK_CHUNK; 0: the chunk) */
+    int64_t fault_recv_pass;   /* TPX_FAULT_RECV_PASS: tpx_recv() calls left until the injected
+                                  failure (0: none) */
+    int fault_now;             /* fail the peer in this call's pass (tpx__engine_post_pass) */
     int rma_iov;               /* shared chunks of host blocks as vectored messages
                                   (TPX_RMA_IOV and a plugin that takes them, net.h) */
     uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */

@@ -945,6 +945,7 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     p->recv_pending[p->recv_pending_n++] = x;
     if (p->unexpected_n > 0)
         peer_drain_queue(p); /* an early header takes it now */
+    e->fault_now = e->fault_recv_pass > 0 && --e->fault_recv_pass == 0; /* testing */
     tpx__engine_post_pass(e, p);
     pthread_mutex_unlock(&e->lock);
     *out = x;

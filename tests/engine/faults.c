@@ -843,6 +843,104 @@ int scen_truncated(int argc, char **argv)
     return ht_run();
 }
 
+/* ==== postfail ========================================================================== */
+
+/*
+ * A peer that fails inside the caller's own call (its pass finds the
+ * connection broken) ends the caller's transfers at once; the caller may
+ * reuse their memory as soon as it sees them done. The engine must have
+ * closed the peer's comms by then: the I/O workers move chunks straight
+ * into the buffers and would go on writing the sender's bytes into them.
+ * The receiver drives progress itself (no progress thread, so nothing
+ * else would close them later) and fails its peer in the pass of its
+ * second tpx_recv (TPX_FAULT_RECV_PASS=2; the sender never receives); it
+ * then overwrites the buffer and checks, 300 ms on, that no byte changed
+ * while the sender streams on.
+ */
+#define PF_BIG (64 * MiB)
+#define PF_FILL 0x3c
+
+static int postfail_srv(int arg)
+{
+    (void)arg;
+    tpx_engine_t *e = ht_engine(TPX_PORT_EPHEMERAL, 0, 0, 0, NULL);
+    CHECK(e != NULL, "no engine");
+    TRY(ht_put(L_sa, (uint64_t)tpx_engine_port(e)));
+    tpx_peer_t *peer;
+    TRY(ht_accept(e, &peer));
+    ht_buf_t r;
+    TRY(ht_buf_new(e, PF_BIG, &r));
+    tpx_xfer_t *x;
+    CHECK_OK(tpx_recv(peer, r.reg, 0, 64 * KiB, &x)); /* tpx_recv 1 */
+    TRY(ht_wait(x, 64 * KiB, "the first message"));
+    uint64_t go;
+    TRY(ht_get_progress(L_sa, &go, HT_PIPE_MS, e)); /* the large send is posted */
+    /* Its header and first bytes are here before the receive is posted. */
+    for (int i = 0; i < 50; i++) {
+        tpx_progress(e);
+        ht_sleep_ms(1);
+    }
+    CHECK_OK(tpx_recv(peer, r.reg, 0, PF_BIG, &x)); /* tpx_recv 2: the peer fails in it */
+    size_t bytes = 0;
+    tpx_status_t st = tpx_xfer_wait(x, 10000, &bytes);
+    tpx_xfer_release(x);
+    CHECK(st == TPX_ERR_IO, "the receive ended %s (%d), expected the injected TPX_ERR_IO",
+          tpx_strerror(st), (int)st);
+    /* The caller owns the buffer again: no engine call from here on. */
+    memset(r.p, PF_FILL, PF_BIG);
+    ht_sleep_ms(300);
+    for (size_t i = 0; i < PF_BIG; i++)
+        CHECK(((const unsigned char *)r.p)[i] == PF_FILL,
+              "byte %zu of the failed receive's buffer changed after the failure was reported "
+              "(the peer's comms were left open)", i);
+    test_say("the failed receive's buffer stayed untouched for 300 ms");
+    TRY(ht_put(L_sa, MSG_GO));
+    ht_buf_free(&r);
+    tpx_peer_close(peer);
+    tpx_engine_destroy(e);
+    return 0;
+}
+
+static int postfail_cli(int arg)
+{
+    (void)arg;
+    tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, 0, 1, NULL);
+    CHECK(e != NULL, "no engine");
+    uint64_t port;
+    TRY(ht_get(L_sa, &port, HT_PIPE_MS));
+    tpx_peer_t *peer;
+    TRY(ht_connect(e, (int)port, &peer));
+    ht_buf_t s;
+    TRY(ht_buf_new(e, PF_BIG, &s));
+    ht_fill(s.p, PF_BIG, ht_seed(9, 0, 0), 0);
+    tpx_xfer_t *x;
+    CHECK_OK(tpx_send(peer, s.reg, 0, 64 * KiB, &x));
+    TRY(ht_wait(x, 64 * KiB, "the first message"));
+    CHECK_OK(tpx_send(peer, s.reg, 0, PF_BIG, &x));
+    TRY(ht_put(L_sa, MSG_GO));
+    /* The receiver goes away in the middle: any end but a hang will do. */
+    tpx_status_t st = tpx_xfer_wait(x, 30000, NULL);
+    tpx_xfer_release(x);
+    test_say("the large send ended %s (%d)", tpx_strerror(st), (int)st);
+    CHECK(st != TPX_INPROGRESS, "the large send still runs 30 s after the receiver failed");
+    uint64_t done;
+    TRY(ht_get(L_sa, &done, HT_PIPE_MS + 10000));
+    ht_buf_free(&s);
+    tpx_peer_close(peer);
+    tpx_engine_destroy(e);
+    return 0;
+}
+
+int scen_postfail(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    L_sa = ht_link(HT_SRV, HT_C1);
+    ht_spawn(HT_SRV, "receiver", postfail_srv, 0);
+    ht_spawn(HT_C1, "sender", postfail_cli, 0);
+    return ht_run();
+}
+
 /* ==== badargs ============================================================================ */
 
 #define SENT ((void *)(uintptr_t)0x5e5e5e50)

@@ -18,6 +18,7 @@ int scen_kill(int argc, char **argv);
 int scen_auth(int argc, char **argv);
 int scen_garbage(int argc, char **argv);
 int scen_truncated(int argc, char **argv);
+int scen_postfail(int argc, char **argv);
 int scen_badargs(int argc, char **argv);
 
 #endif

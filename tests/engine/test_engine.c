@@ -663,6 +663,7 @@ static const struct {
     {"auth", scen_auth, 0, "auth token: right, wrong, none"},
     {"garbage", scen_garbage, 0, "random bytes at the bootstrap port; then a good client"},
     {"truncated", scen_truncated, 0, "receive smaller than the message"},
+    {"postfail", scen_postfail, 0, "a peer failed in the caller's own call: its buffers untouched"},
     {"badargs", scen_badargs, 0, "bad arguments are errors, not crashes"},
     {"idlecpu", scen_idlecpu, 1, "an idle engine costs no CPU"},
     {"bw", scen_bw, 1, "[CHANNELS]: 10 x 256 MiB, GB/s"},
