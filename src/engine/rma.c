@@ -591,6 +591,8 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     uint32_t nlist = x->req.inline_req ? 0 : pp->nlist;
     if (pp->op == TPX_OP_WRITE) {
         uint32_t n = x->req.inline_req ? 0 : pp->nlist + pp->npayload;
+        /* no runs: an owner that refuses a WRITE unread drains its chunks
+         * without the list, so it cannot know where a run would end */
         x->out = (tpx_stream_t){.nchunks = n, .nlist = nlist, .gate = UINT32_MAX,
                                 .first_chan = p->send_cursor};
         x->nchunks = n;
@@ -641,7 +643,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         goto err_unlock;
     }
     pp->refs++;
-    p->send_cursor = (int)((p->send_cursor + x->out.nchunks) % (uint32_t)p->nchan);
+    p->send_cursor = (int)((p->send_cursor + tpx__stream_blocks(&x->out)) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     x->req.rprev = p->rma_tail;
@@ -730,7 +732,10 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         }
     } else if (x->kind == XK_READ) {
         x->in.first_chan = p->recv_cursor;
-        p->recv_cursor = (int)((p->recv_cursor + x->in.nchunks) % (uint32_t)p->nchan);
+        /* a READ's payload moves in runs: both sides know its layout (the
+         * owner checked the list before it answered) */
+        x->in.run = tpx__stream_run(p, x->in.nchunks);
+        p->recv_cursor = (int)((p->recv_cursor + tpx__stream_blocks(&x->in)) % (uint32_t)p->nchan);
         tpx__stream_enqueue(x, &x->in, 0);
     }
     tpx__xfer_maybe_done(x);
@@ -841,7 +846,7 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
                            .nchunks = nlist + (x->kind == XK_TWRITE ? m->nchunks : 0),
                            .gate = x->kind == XK_TWRITE ? nlist : UINT32_MAX};
     x->nchunks = x->in.nchunks;
-    p->recv_cursor = (int)((p->recv_cursor + x->in.nchunks) % (uint32_t)p->nchan);
+    p->recv_cursor = (int)((p->recv_cursor + tpx__stream_blocks(&x->in)) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     tpx__stream_enqueue(x, &x->in, 0);
@@ -1004,8 +1009,9 @@ static void target_check(tpx_xfer_t *x)
         return;
     if (verdict == TPX_OK && !inl) {
         x->out = (tpx_stream_t){.nchunks = x->own.want_nchunks, .gate = UINT32_MAX,
+                                .run = tpx__stream_run(p, x->own.want_nchunks),
                                 .first_chan = p->send_cursor};
-        p->send_cursor = (int)((p->send_cursor + x->out.nchunks) % (uint32_t)p->nchan);
+        p->send_cursor = (int)((p->send_cursor + tpx__stream_blocks(&x->out)) % (uint32_t)p->nchan);
         x->nchunks += x->out.nchunks;
         tpx__stream_enqueue(x, &x->out, 1);
     }

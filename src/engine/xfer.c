@@ -171,24 +171,21 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
 
 /* ---- lanes: the chunks of a transfer on one data comm ----------------------------- */
 
-/* Queue stream st of x on the send (or receive) comms: chunk j goes to
- * channel (first_chan + j) % nchan. */
-/* Chunks per message of a two-sided transfer of `nchunks` chunks: runs of
- * up to run_max (4 MiB) once every channel still gets at least 8 of them,
- * so a transfer of a few MiB keeps all its channels busy at 512 KiB. */
-static uint32_t stream_run(const tpx_peer_t *p, uint32_t nchunks)
+uint32_t tpx__stream_run(const tpx_peer_t *p, uint32_t nchunks)
 {
     uint32_t r = nchunks / (8u * (uint32_t)p->nchan);
     return TPX_MAX(1u, TPX_MIN(r, p->run_max));
 }
 
-/* Channels a stream's messages take: its runs (or chunks). */
-static uint32_t stream_msgs(const tpx_stream_t *st)
+uint32_t tpx__stream_blocks(const tpx_stream_t *st)
 {
     uint32_t r = st->run > 1 ? st->run : 1;
     return st->nchunks / r + (st->nchunks % r != 0);
 }
 
+/* Queue stream st of x on the send (or receive) comms: block b (chunks
+ * [b * run, (b + 1) * run); run 1: chunk b) goes to channel
+ * (first_chan + b) % nchan. */
 void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send)
 {
     tpx_peer_t *p = x->peer;
@@ -284,11 +281,19 @@ static int post_data(tpx_comm_t *c)
     chunk_at_t at = {0};
     chunk_locate(x, stm, l, j, &at);
     uint32_t nrun = 1;
-    if (stm->run > 1) {
-        /* a run: chunks [j, j + nrun) of the one contiguous segment */
-        nrun = TPX_MIN(stm->run, stm->nchunks - j);
-        uint64_t o = (uint64_t)j * p->chunk;
-        at.len = (uint32_t)TPX_MIN((uint64_t)nrun * p->chunk, x->segs[0].len - o);
+    if (stm->run > 1 && j >= stm->nlist && !at.shared) {
+        /* a run: the chunks of j's block that lie in j's segment, contiguous
+         * in its region: one message (shared and list chunks go alone) */
+        const tpx_seg_t *g = &x->segs[l->seg];
+        uint64_t o = (uint64_t)(j - stm->nlist - g->chunk0) * p->chunk;
+        uint64_t seg_end = (uint64_t)stm->nlist + g->chunk0 + g->len / p->chunk +
+                           (g->len % p->chunk != 0);
+        uint64_t blk_end = TPX_MIN(((uint64_t)j / stm->run + 1) * stm->run, stm->nchunks);
+        uint64_t end = TPX_MIN(seg_end, blk_end);
+        if (end > (uint64_t)j + 1) {
+            nrun = (uint32_t)(end - j);
+            at.len = (uint32_t)TPX_MIN((uint64_t)nrun * p->chunk, g->len - o);
+        }
     }
     int discard = at.region == NULL && !at.shared;
     tpx_region_t *r = discard ? p->scratch_region : at.region;
@@ -344,7 +349,15 @@ static int post_data(tpx_comm_t *c)
     if (at.shared)
         tpx__pack_stage_take(c);
 posted:
-    l->next_chunk += (stm->run > 1 ? stm->run : 1) * (uint32_t)p->nchan;
+    if (stm->run > 1) {
+        /* the rest of the block, then the lane's next block */
+        uint64_t b = j / stm->run, nxt = (uint64_t)j + nrun;
+        if (nxt >= TPX_MIN((b + 1) * stm->run, stm->nchunks))
+            nxt = (b + (uint64_t)p->nchan) * stm->run;
+        l->next_chunk = (uint32_t)TPX_MIN(nxt, (uint64_t)UINT32_MAX);
+    } else {
+        l->next_chunk += (uint32_t)p->nchan;
+    }
     if (l->next_chunk >= stm->nchunks)
         lane_pop(c);
     return 1;
@@ -576,8 +589,8 @@ static void recv_match(tpx_peer_t *p, tpx_xfer_t *x, const tpx_ctrl_t *m)
     }
     x->nchunks = (uint32_t)((m->len + p->chunk - 1) / p->chunk);
     x->in = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
-                           .run = stream_run(p, x->nchunks), .first_chan = p->recv_cursor};
-    p->recv_cursor = (int)((p->recv_cursor + stream_msgs(&x->in)) % (uint32_t)p->nchan);
+                           .run = tpx__stream_run(p, x->nchunks), .first_chan = p->recv_cursor};
+    p->recv_cursor = (int)((p->recv_cursor + tpx__stream_blocks(&x->in)) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     if (x->nchunks == 0) {
         tpx__xfer_maybe_done(x);
@@ -898,12 +911,12 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     x->two.seq = p->send_seq;
     x->nchunks = (uint32_t)((len + p->chunk - 1) / p->chunk);
     x->out = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
-                            .run = stream_run(p, x->nchunks), .first_chan = p->send_cursor};
+                            .run = tpx__stream_run(p, x->nchunks), .first_chan = p->send_cursor};
     x->hdr_pending = 1;
     st = tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_SEND_HDR, .len = len}, x);
     if (st != TPX_OK)
         goto err_unlock;
-    p->send_cursor = (int)((p->send_cursor + stream_msgs(&x->out)) % (uint32_t)p->nchan);
+    p->send_cursor = (int)((p->send_cursor + tpx__stream_blocks(&x->out)) % (uint32_t)p->nchan);
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     tpx__stream_enqueue(x, &x->out, 1);

@@ -52,17 +52,24 @@ typedef struct {
  * the rest the payload segments. Chunks from `gate` on are not posted
  * until the gate opens (the owner has not checked the list yet).
  *
- * Runs (two-sided transfers): `run` consecutive chunks, contiguous in the
- * buffer, go to one channel as one message; runs are dealt round-robin
- * from first_chan as single chunks are (run 0 or 1). Both sides compute
- * the same run from the chunk count (xfer.c, stream_run), so a large
- * transfer costs each side one window slot, one completion and one
- * repost per run instead of per chunk. */
+ * Runs: the chunks are dealt to the channels in blocks of `run` consecutive
+ * chunks, round-robin from first_chan (run 0 or 1: chunk by chunk), and
+ * the chunks of a block that lie in one segment (contiguous in its region,
+ * not shared, not list) go as one message. Both sides compute the run from
+ * the chunk count alone (tpx__stream_run) and the messages from the layout
+ * they both know, so a large transfer costs each side one window slot,
+ * one completion and one repost per run instead of per chunk. */
 typedef struct {
     uint32_t nchunks, nlist, gate;
     uint32_t run;
     int first_chan;
 } tpx_stream_t;
+
+/* Chunks per block of a stream of `nchunks` chunks with peer p: up to
+ * p->run_max (4 MiB) once every channel still gets 8 blocks; 1 below. */
+uint32_t tpx__stream_run(const tpx_peer_t *p, uint32_t nchunks);
+/* A stream's blocks: how far it moves its side's channel cursor. */
+uint32_t tpx__stream_blocks(const tpx_stream_t *st);
 
 typedef struct tpx_listbuf tpx_listbuf_t; /* rma.c */
 

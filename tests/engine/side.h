@@ -42,6 +42,15 @@ static inline int side_open(side_t *s, const char *name, size_t size, int notif_
     p.port = TPX_PORT_EPHEMERAL;
     p.name = name;
     p.notif_queue = notif_queue;
+    /* TPX_CHUNK_BYTES set just before this call applies to this engine: the
+     * process reads its TPX_* settings only once, so pass it as a parameter
+     * (other settings stay the process's) */
+    const char *cb = getenv("TPX_CHUNK_BYTES");
+    if (cb != NULL) {
+        char *end;
+        unsigned long long v = strtoull(cb, &end, 10);
+        p.chunk_bytes = (size_t)(*end == 'K' ? v << 10 : *end == 'M' ? v << 20 : v);
+    }
     memset(s, 0, sizeof(*s));
     if (tpx_engine_create(&p, &s->e) != TPX_OK)
         return -1;
