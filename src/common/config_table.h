@@ -87,8 +87,8 @@ TPX_CONFIG_X(CHANNEL_SOCKS, INT, "0", 0, 16,
              "faster than 4, and READ 32 x 16K took 111 instead of 142 us).")
 TPX_CONFIG_X(CHUNK_BYTES, INT, "512K", 4096, 4194304,
              "Transfers are cut into chunks of this size, dealt round-robin over the channels. A "
-             "large two-sided transfer (every channel gets at least 8 chunks) deals runs of up to "
-             "4 MiB of consecutive chunks instead, each one message (not on TCPX).")
+             "large two-sided transfer or READ (every channel gets at least 8 chunks) deals runs of "
+             "up to 4 MiB of consecutive chunks instead, one message each (not on TCPX).")
 TPX_CONFIG_X(WINDOW, INT, "16", 1, 32,
              "Requests in flight per plugin comm (TCPX allows 16).")
 TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,
