@@ -97,27 +97,16 @@ void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c)
         region_drop_comm(r, c);
 }
 
-static void peer_comms_each(tpx_peer_t *p, tpx_region_t *r)
-{
-    tpx_comm_t *all[2 + 2 * TPX_MAX_CHANNELS];
-    int n = 0;
-    all[n++] = p->ctrl_send;
-    all[n++] = p->ctrl_recv;
-    for (int k = 0; k < p->nchan; k++) {
-        all[n++] = p->send[k];
-        all[n++] = p->recv[k];
-    }
-    for (int i = 0; i < n; i++)
-        if (all[i] != NULL && all[i]->comm != NULL)
-            region_drop_comm(r, all[i]);
-}
-
 void tpx__region_release(tpx_region_t *r)
 {
     tpx_engine_t *e = r->e;
     tpx__region_exports_drop(r);
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
-        peer_comms_each(p, r);
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        tpx_comm_t *cs[2 + 2 * TPX_MAX_CHANNELS];
+        int n = tpx__peer_comms(p, cs);
+        for (int i = 0; i < n; i++)
+            region_drop_comm(r, cs[i]);
+    }
     for (tpx_region_t **pp = &e->regions; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == r) {
             *pp = r->next;

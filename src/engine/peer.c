@@ -755,22 +755,6 @@ void tpx__engine_close_failed(tpx_engine_t *e)
     tpx__prep_zombies_free(e);
 }
 
-int tpx__peer_comms(tpx_peer_t *p, tpx_comm_t **out)
-{
-    tpx_comm_t *all[2 + 2 * TPX_MAX_CHANNELS];
-    int n = 0, m = 0;
-    all[n++] = p->ctrl_send;
-    all[n++] = p->ctrl_recv;
-    for (int k = 0; k < p->nchan; k++) {
-        all[n++] = p->send[k];
-        all[n++] = p->recv[k];
-    }
-    for (int i = 0; i < n; i++)
-        if (all[i] != NULL && all[i]->comm != NULL)
-            out[m++] = all[i];
-    return m;
-}
-
 void tpx__peer_close_comms(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;

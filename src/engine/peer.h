@@ -20,6 +20,7 @@
 #define TPX_ENGINE_PEER_H
 
 #include "engine.h"
+#include "window.h" /* tpx__peer_comms reads the comms */
 
 typedef enum {
     PEER_SETUP = 0, /* bootstrap and channel establishment in progress */
@@ -113,8 +114,24 @@ void tpx__peer_destroy(tpx_peer_t *p);
  * memory); the peer object stays until tpx_peer_close(). Lock held. */
 void tpx__peer_close_comms(tpx_peer_t *p);
 /* The peer's open plugin comms (control, then each channel's send and
- * receive) into out[2 + 2 * TPX_MAX_CHANNELS]; returns how many. */
-int tpx__peer_comms(tpx_peer_t *p, tpx_comm_t **out);
+ * receive) into out[2 + 2 * TPX_MAX_CHANNELS]; returns how many. A view of
+ * the peer's fields, inline so that the layers below peer.c (mem.c) may
+ * use it too. */
+static inline int tpx__peer_comms(const tpx_peer_t *p, tpx_comm_t **out)
+{
+    tpx_comm_t *all[2 + 2 * TPX_MAX_CHANNELS];
+    int n = 0, m = 0;
+    all[n++] = p->ctrl_send;
+    all[n++] = p->ctrl_recv;
+    for (int k = 0; k < p->nchan; k++) {
+        all[n++] = p->send[k];
+        all[n++] = p->recv[k];
+    }
+    for (int i = 0; i < n; i++)
+        if (all[i] != NULL && all[i]->comm != NULL)
+            out[m++] = all[i];
+    return m;
+}
 /* Close the plugin comms of every failed peer, then free the preparations
  * they may have read (not from inside a comm's pass). */
 void tpx__engine_close_failed(tpx_engine_t *e);
