@@ -423,7 +423,7 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     /* Both sides compute the same agreement. */
     p->nchan = TPX_MIN(e->nchan, info.nhandles - 1);
     p->chunk = TPX_MIN(e->chunk, info.chunk_bytes);
-    /* Two-sided runs (xfer.h) of up to 4 MiB per message; not on TCPX, whose
+    /* Runs (xfer.h: two-sided transfers, READs) of up to 4 MiB per message; not on TCPX, whose
      * devmem receives are unpacked per request (the name says so on both
      * sides: they use the same plugin, checked above). */
     p->run_max = e->net->is_tcpx ? 1u : TPX_MAX(1u, (4u << 20) / p->chunk);

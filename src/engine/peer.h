@@ -47,8 +47,8 @@ struct tpx_peer {
     tpx_bs_conn_t *bs;    /* bootstrap connection, kept open for liveness */
     int nchan;
     uint32_t chunk;
-    uint32_t run_max;     /* most chunks a two-sided transfer moves as one message (xfer.c,
-                             stream_run); 1: every chunk its own message */
+    uint32_t run_max;     /* most chunks a transfer moves as one message (xfer.h, runs:
+                             two-sided and READ payloads); 1: every chunk its own */
     tpx_comm_t *ctrl_send, *ctrl_recv;
     tpx_comm_t *send[TPX_MAX_CHANNELS], *recv[TPX_MAX_CHANNELS];
     /* two-sided ordering */
