@@ -33,6 +33,12 @@ for path in sys.argv[1:]:
     print(f"== {path}: {len(rows)} records over {span / 1e3:.1f} ms, msg-done bytes {moved / 1e9:.3f} GB")
     gb = moved / 1e9 or 1
     print('   per GB: ' + ', '.join(f"{k} {v / gb:.0f}" for k, v in sorted(count.items())))
+    cu = collections.Counter(r[4] for r in rows if r[3] == 'cu-wait')
+    if cu:  # which side waited on its staging copies
+        what = {0: 'send: next block not copied', 1: 'receive: no free slot',
+                2: 'receive: a copy to publish'}
+        print('   cu-wait per GB: ' + ', '.join(f"{what.get(k, k)} {v / gb:.0f}"
+                                                 for k, v in sorted(cu.items())))
     # parked -> unparked on the same worker thread, same seq
     open_parks, waits = {}, []
     posted = {0: 0, 1: 0}

@@ -22,6 +22,9 @@
 #   engine    tpx-perf --loopback at SIZE: defaults, --channels 8, --direction
 #             bidir (both directions' bytes; on loopback both directions copy
 #             on the same cores, so its ceiling is the best raw row too)
+#   raw 2N    tpx-netbench --raw with twice the largest N connections: on one
+#             host, N each way of a bidirectional run is just 2N connections,
+#             so this bounds the engine's bidir row (printed as a ratio)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$here/build/release}
@@ -56,6 +59,7 @@ run() {
   esac
 }
 
+NMAX=$(printf '%s\n' $NS | sort -n | tail -1)
 for r in $(seq 1 "$ROUNDS"); do
   for n in $NS; do
     run "raw$n" "$BIN/tpx-netbench" --raw --size "$SIZE" --nsocks "$n" --iters "$ITERS"
@@ -66,6 +70,7 @@ for r in $(seq 1 "$ROUNDS"); do
   run engdef "$BIN/tpx-perf" --loopback --size "$SIZE" --iters "$ITERS" --no-verify
   run eng8 "$BIN/tpx-perf" --loopback --size "$SIZE" --iters "$ITERS" --no-verify --channels 8
   run engbi "$BIN/tpx-perf" --loopback --size "$SIZE" --iters "$ITERS" --no-verify --direction bidir
+  run rawbi "$BIN/tpx-netbench" --raw --size "$SIZE" --nsocks "$((2 * NMAX))" --iters "$ITERS"
   echo "== round $r of $ROUNDS done" >&2
 done
 
@@ -98,4 +103,9 @@ for k in engdef:defaults eng8:"--channels 8" engbi:"bidir (both)"; do
     "$(ratio "$g" "$besthot")" "$(med "${k%%:*}" 2)"
 done
 echo "bidir / one direction (defaults): $(ratio "$(med engbi 1)" "$(med engdef 1)")"
+# Both directions of one host copy on the same cores: raw TCP with 2 x NMAX
+# connections (NMAX each way) is what a bidirectional run can reach here.
+rb=$(med rawbi 1)
+echo "bidir ceiling on this host: raw $((2 * NMAX)) conns $rb GB/s = $(ratio "$rb" "$bestraw") x best raw;" \
+  "engine bidir / raw $((2 * NMAX)) conns: $(ratio "$(med engbi 1)" "$rb")"
 echo "best raw $bestraw, best raw-4M $besthot GB/s"

@@ -1345,7 +1345,8 @@ static void nb_usage(FILE *f)
             "    --warmup N       untimed iterations before them (default: iters/10, at least 1)\n"
             "    --nsocks LIST    TPX_NSOCKS values, one configuration each, e.g. 1,2,4,8,16\n"
             "                     (default: TPX_NSOCKS from the environment, or the transport's\n"
-            "                     default)\n"
+            "                     default); 1..16, or with --raw 1..64 connections (on one host,\n"
+            "                     --raw with 2N connections is the ceiling of N each way)\n"
             "    --nthreads N     TPX_SOCK_WORKERS (I/O threads) for every configuration (default: environment)\n"
             "    --window W       requests in flight per comm (default %5$d, at most 256; the\n"
             "                     transport accepts TPX_MAX_REQUESTS). Buffers: enough messages\n"
@@ -1407,7 +1408,7 @@ static int nb_parse_nsocks(const char *arg, nb_params_t *p)
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
         uint64_t v;
-        if (p->nnsocks >= NB_MAX_NSOCKS || bench_parse_uint(tok, 1, 16, &v) != 0)
+        if (p->nnsocks >= NB_MAX_NSOCKS || bench_parse_uint(tok, 1, 2 * NB_MAX_NSOCKS, &v) != 0)
             return -1;
         p->nsocks[p->nnsocks++] = v;
     }
@@ -1486,9 +1487,9 @@ int main(int argc, char **argv)
             break;
         case O_NSOCKS:
             if (nb_parse_nsocks(optarg, p) != 0)
-                return bench_usage_error("--nsocks: bad list '%s' (values 1..16, e.g. 1,2,4,8,16; "
-                                         "at most %d)",
-                                         optarg, NB_MAX_NSOCKS);
+                return bench_usage_error("--nsocks: bad list '%s' (values 1..16, or 1..%d with "
+                                         "--raw, e.g. 1,2,4,8,16; at most %d)",
+                                         optarg, 2 * NB_MAX_NSOCKS, NB_MAX_NSOCKS);
             run_opts = 1;
             break;
         case O_NTHREADS:
@@ -1554,6 +1555,11 @@ int main(int argc, char **argv)
         return bench_usage_error("--raw runs on this host only (--loopback)");
     if (m.raw_buffer != 0 && !raw)
         return bench_usage_error("--raw-buffer needs --raw");
+    for (uint64_t i = 0; i < p->nnsocks && !raw; i++)
+        if (p->nsocks[i] > 16)
+            return bench_usage_error("--nsocks: %" PRIu64 " connections: the transport takes "
+                                     "1..16 (more only with --raw)",
+                                     p->nsocks[i]);
     if (raw) {
         p->verify = 0;
         rc = nb_run_raw(&m);

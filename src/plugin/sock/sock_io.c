@@ -381,8 +381,12 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                     comm_fail_errno(c, errno, "send to peer failed");
                 return CH_ERROR;
             }
-            if (r == SOCK_CUDA_WAIT) /* moved something: its turn goes on after the others */
-                return prog || turn > 0 ? CH_MORE : CH_CUWAIT;
+            if (r == SOCK_CUDA_WAIT) { /* moved something: its turn goes on after the others */
+                if (prog || turn > 0)
+                    return CH_MORE;
+                TPX_TL(TPX_TR_CU_WAIT, 0);
+                return CH_CUWAIT;
+            }
             if (r == 0)
                 return CH_BLOCKED;
             ch->active = 0;
@@ -700,8 +704,12 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                     comm_fail_errno(c, errno, "receive from peer failed");
                 return CH_ERROR;
             }
-            if (r == SOCK_CUDA_WAIT)
-                return prog || turn > 0 ? CH_MORE : CH_CUWAIT;
+            if (r == SOCK_CUDA_WAIT) {
+                if (prog || turn > 0)
+                    return CH_MORE;
+                TPX_TL(TPX_TR_CU_WAIT, 1);
+                return CH_CUWAIT;
+            }
             if (r == 0)
                 return CH_BLOCKED;
             /* Read; published by tpx__sock_cuda_reap once its copies finished. */
@@ -1002,8 +1010,11 @@ static int chan_run(tpx_sock_chan_t *ch)
             int prog = 0, left = tpx__sock_cuda_reap(ch, &prog);
             r = left < 0 ? CH_ERROR : chan_recv(c, ch);
             if (r != CH_ERROR && r != CH_MORE && r != CH_CUWAIT &&
-                (left = tpx__sock_cuda_reap(ch, &prog)) != 0)
+                (left = tpx__sock_cuda_reap(ch, &prog)) != 0) {
                 r = left < 0 ? CH_ERROR : prog ? CH_MORE : CH_CUWAIT;
+                if (r == CH_CUWAIT)
+                    TPX_TL(TPX_TR_CU_WAIT, 2);
+            }
             if (left < 0)
                 tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
             if (r == CH_EOF) {
