@@ -42,7 +42,7 @@ TPX_CONFIG_X(PIECE_BYTES, INT, "1M", 65536, 67108864,
              "Largest piece a data connection takes at once; pieces shrink toward 64 KiB as a "
              "message nears its end, so a slow connection never holds the tail.")
 TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "256K", 16384, 4194304,
-             "Built-in transport, CUDA buffers: the pinned staging of a data connection is 4 "
+             "Built-in transport, CUDA buffers: the pinned staging of a data connection is 8 "
              "blocks of this size (allocated on its first CUDA piece); a piece is copied to or "
              "from the GPU in blocks of half a piece, 64 KiB to this.")
 TPX_CONFIG_X(SOCK_POLL_US, INT, "0", 0, 100000,

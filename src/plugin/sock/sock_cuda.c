@@ -4,7 +4,7 @@
  *
  * Sockets cannot read or write device memory, so a piece of a CUDA buffer
  * travels through a ring of SOCK_CUDA_SLOTS pinned host blocks per data
- * connection (TPX_SOCK_CUDA_BLOCK bytes each, 256 KiB by default: 1 MiB
+ * connection (TPX_SOCK_CUDA_BLOCK bytes each, 256 KiB by default: 2 MiB
  * per connection that has moved CUDA memory, made on first use and freed
  * with its comm), pipelined on the connection's own stream: a piece is cut
  * into blocks of half the piece (64 KiB to one slot), so that even a
@@ -32,7 +32,12 @@
 #include "gpu/cuda.h"
 #include "sock.h"
 
-#define SOCK_CUDA_SLOTS 4
+/* 8, not 4: a block's copy waits behind the other connections' copies on
+ * the GPU's copy engine (tens to hundreds of microseconds with 16
+ * connections each way); with 4 slots a receiver ran out of free ones
+ * (trace: cu-wait) and 256 MiB moved at 0.74x host memory, with 8 at 0.85x
+ * (16 cores, H200, same run; 16 slots no better). */
+#define SOCK_CUDA_SLOTS 8
 #define SOCK_CUDA_MIN_BLOCK (64u * 1024)
 
 /* A received piece whose copies to the GPU are in flight. */
