@@ -9,7 +9,7 @@
  * cudastage: CS_COMMS comms at once, each with CS_PER messages in flight per
  *            round, sizes on both sides of the staging block and piece
  *            bounds (64 KiB .. 2 MiB, +-1), CUDA -> CUDA, CUDA -> host and
- *            host -> CUDA; then one message at a time on every comm (lone
+ *            host -> CUDA (the last two rounds from CUDA memory only); then one message at a time on every comm (lone
  *            messages spread over every connection). Every byte verified,
  *            and the bytes after each message untouched.
  */
@@ -21,12 +21,19 @@
 
 #define CS_COMMS  5
 #define CS_PER    6 /* messages in flight per comm and round */
-#define CS_ROUNDS 3
+#define CS_ROUNDS 5
 #define CS_SLOT   (2 * MiB + 64 * KiB)
 #define CS_FILL   0xA5
 
-/* What each message moves: 0 CUDA -> CUDA, 1 CUDA -> host, 2 host -> CUDA. */
-static int cs_kind(int round, int c, int m) { return (round + c + m) % 3; }
+/* What each message moves: 0 CUDA -> CUDA, 1 CUDA -> host, 2 host -> CUDA.
+ * The last two rounds send from CUDA memory only: a sending connection
+ * then takes the next piece ahead while it writes one (sock_io.c
+ * sched_take_ahead), its copies into the staging slots the current piece
+ * frees. */
+static int cs_kind(int round, int c, int m)
+{
+    return round >= CS_ROUNDS - 2 ? (c + m) % 2 : (round + c + m) % 3;
+}
 
 static size_t cs_size(int round, int c, int m)
 {

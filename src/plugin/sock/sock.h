@@ -175,6 +175,15 @@ typedef struct tpx_sock_chan {
     tpx_sock_req_t *req;
     uint64_t bytes;        /* payload bytes moved in total (stats) */
     uint32_t copy_done;    /* CUDA send: payload bytes copied to staging */
+    /* CUDA send: the next piece, taken while `piece` is written so that
+     * its copies to staging run meanwhile (sock_cuda.c); valid while
+     * ahead_req != NULL. Its blocks follow the current piece's in the
+     * staging ring: blk0 / ahead_blk0 number each piece's first block
+     * (sock_cuda.c sets them when it copies their first bytes). */
+    tpx_sock_piece_t ahead;
+    tpx_sock_req_t *ahead_req;
+    uint32_t ahead_copy_done;
+    uint64_t blk0, ahead_blk0;
     tpx_sock_cuda_chan_t *cu; /* CUDA staging of this connection, made on first use */
     /* The worker's bookkeeping (sock_io.c). */
     struct tpx_sock_comm *comm;

@@ -56,6 +56,9 @@ struct tpx_sock_cuda_chan {
     CUevent ev[SOCK_CUDA_SLOTS];
     /* send: a copy was recorded on ev[s] and not yet seen complete */
     int busy[SOCK_CUDA_SLOTS];
+    /* send: blocks numbered ever (a piece's take the next ones when its
+     * first copy is queued); block g uses slot g % SLOTS */
+    uint64_t blk_issued;
     /* receive: blocks whose copy was queued / is known complete, ever; the
      * block being filled uses slot blk_next % SLOTS, free while
      * blk_next - blk_done < SLOTS (events complete in stream order) */
@@ -169,10 +172,38 @@ static int slot_ready(tpx_sock_cuda_chan_t *k, int s)
     return 1;
 }
 
-/* Send side: the piece's payload [data_done, len) of a CUDA buffer.
- * Returns 1 when it is all written, 0 if the socket would block,
- * SOCK_CUDA_WAIT if the next block is still being copied, -1 on error
- * (errno set for socket errors, 0 for CUDA errors). */
+/* Send side: queue the copies of a piece's blocks from *copied on, each
+ * into its slot, while the block is below `limit` (the slot's previous
+ * block is written out). blk0: the piece's first block, numbered when its
+ * first copy goes (the copy of block 0 always does once numbered). */
+static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tpx_sock_piece_t *p,
+                      uint64_t *blk0, uint32_t *copied, uint64_t limit)
+{
+    uint32_t bl = piece_block(k, p->len);
+    CUdeviceptr src = (CUdeviceptr)(uintptr_t)(r->buf + p->offset);
+    if (*copied == 0 && p->len > 0) {
+        if (k->blk_issued >= limit)
+            return 0;
+        *blk0 = k->blk_issued;
+        k->blk_issued += (p->len + bl - 1) / bl;
+    }
+    while (*copied < p->len && *blk0 + *copied / bl < limit) {
+        int s = (int)((*blk0 + *copied / bl) % SOCK_CUDA_SLOTS);
+        uint32_t n = TPX_MIN(bl, p->len - *copied);
+        if (TPX_CU(cuMemcpyDtoHAsync, k->stage[s], src + *copied, n, k->stream) != TPX_OK ||
+            tpx__cuda_event_record(k->ev[s], k->stream) != TPX_OK)
+            return -1;
+        k->busy[s] = 1;
+        *copied += n;
+    }
+    return 0;
+}
+
+/* Send side: the piece's payload [data_done, len) of a CUDA buffer, and
+ * the copies of the piece taken ahead (ch->ahead_req) once the current
+ * one's are all queued. Returns 1 when it is all written, 0 if the socket
+ * would block, SOCK_CUDA_WAIT if the next block is still being copied, -1
+ * on error (errno set for socket errors, 0 for CUDA errors). */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
 {
     tpx_sock_cuda_chan_t *k;
@@ -184,32 +215,30 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
         return -1;
     int rc = 0;
     uint32_t len = ch->piece.len, bl = piece_block(k, len);
-    CUdeviceptr src = (CUdeviceptr)(uintptr_t)(r->buf + ch->piece.offset);
     for (;;) {
         if (ch->data_done == len) {
             rc = 1;
             break;
         }
+        /* Every block whose slot is written out gets its copy: block g
+         * reuses the slot of block g - SLOTS, free once that is written;
+         * `cur` (being written) is the oldest not written. */
         uint32_t cur = ch->data_done / bl;
-        /* Every free slot gets its block's copy: block j uses slot
-         * j % SLOTS, free once block j - SLOTS is written. */
-        while (ch->copy_done < len && ch->copy_done / bl < cur + SOCK_CUDA_SLOTS) {
-            int s = (int)((ch->copy_done / bl) % SOCK_CUDA_SLOTS);
-            uint32_t n = TPX_MIN(bl, len - ch->copy_done);
-            if (TPX_CU(cuMemcpyDtoHAsync, k->stage[s], src + ch->copy_done, n, k->stream) !=
-                    TPX_OK ||
-                tpx__cuda_event_record(k->ev[s], k->stream) != TPX_OK) {
-                rc = -1;
-                goto out;
-            }
-            k->busy[s] = 1;
-            ch->copy_done += n;
+        if (ch->copy_done == 0) /* a new piece: everything before it is written */
+            ch->blk0 = k->blk_issued;
+        uint64_t limit = ch->blk0 + cur + SOCK_CUDA_SLOTS;
+        if (send_issue(k, r, &ch->piece, &ch->blk0, &ch->copy_done, limit) != 0 ||
+            (ch->copy_done == len && ch->ahead_req != NULL &&
+             send_issue(k, ch->ahead_req, &ch->ahead, &ch->ahead_blk0, &ch->ahead_copy_done,
+                        limit) != 0)) {
+            rc = -1;
+            goto out;
         }
         /* Write the copied blocks from `cur` on, as many as are ready. */
         struct iovec iov[SOCK_CUDA_SLOTS];
         int cnt = 0;
         for (uint32_t j = cur; cnt < SOCK_CUDA_SLOTS && j * bl < ch->copy_done; j++, cnt++) {
-            int s = (int)(j % SOCK_CUDA_SLOTS), ready = slot_ready(k, s);
+            int s = (int)((ch->blk0 + j) % SOCK_CUDA_SLOTS), ready = slot_ready(k, s);
             if (ready < 0) {
                 rc = -1;
                 goto out;
