@@ -45,12 +45,6 @@ TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "256K", 16384, 4194304,
              "Built-in transport, CUDA buffers: the pinned staging of a data connection is 8 "
              "blocks of this size (allocated on its first CUDA piece); a piece is copied to or "
              "from the GPU in blocks of half a piece, 64 KiB to this.")
-TPX_CONFIG_X(SOCK_CUDA_FLAGS, INT, "1", 0, 1,
-             "Built-in transport, CUDA buffers: the end of each staging copy is a counter the GPU "
-             "writes into pinned host memory after it (cuStreamWriteValue64), which an I/O worker "
-             "reads with a plain load, instead of a CUDA event it polls with cuEventQuery (a "
-             "driver call: 10% of the CPU of 1 MiB GPU transfers on a 16-core host). Where the "
-             "device has 64-bit stream memory operations; 0: events.")
 TPX_CONFIG_X(SOCK_POLL_US, INT, "0", 0, 100000,
              "Built-in transport: an I/O worker that just moved data polls its connections this "
              "long (microseconds, yielding the core) before it sleeps in epoll_wait, so the next "

@@ -54,7 +54,6 @@ typedef int CUpointer_attribute;
 #define CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING       41
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
-#define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
 
 #define CU_POINTER_ATTRIBUTE_CONTEXT        1
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE    2
@@ -122,8 +121,6 @@ typedef int CUpointer_attribute;
     X(cuStreamDestroy, (CUstream s), "cuStreamDestroy_v2", NULL)                                   \
     X(cuStreamSynchronize, (CUstream s), "cuStreamSynchronize", NULL)                              \
     X(cuStreamQuery, (CUstream s), "cuStreamQuery", NULL)                                          \
-    X(cuStreamWriteValue64, (CUstream s, CUdeviceptr addr, uint64_t value, unsigned int flags),    \
-      "cuStreamWriteValue64_v2", "cuStreamWriteValue64")                                           \
     X(cuEventCreate, (CUevent * e, unsigned int flags), "cuEventCreate", NULL)                     \
     X(cuEventDestroy, (CUevent e), "cuEventDestroy_v2", NULL)                                      \
     X(cuEventRecord, (CUevent e, CUstream s), "cuEventRecord", NULL)                               \

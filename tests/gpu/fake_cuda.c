@@ -333,15 +333,13 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
 
 #define NOT_READY_ 600 /* CUDA_ERROR_NOT_READY */
 
-enum { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_WRITE64 };
+enum { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET };
 typedef struct op {
     struct op *next;
     int kind;
     CUdeviceptr dst, src; /* host addresses as integers for OP_DTOH (dst) / OP_HTOD (src) */
     size_t n;
     unsigned char v;
-    uint64_t v64;     /* OP_WRITE64 */
-    uint64_t run_ns;  /* the runner thread runs it from this time on */
 } op_t;
 
 typedef struct stream {
@@ -404,13 +402,6 @@ static CUresult op_exec(const op_t *o)
     case OP_HTOD: return cuMemcpyHtoD_v2(o->dst, (const void *)(uintptr_t)o->src, o->n);
     case OP_DTOH: return cuMemcpyDtoH_v2((void *)(uintptr_t)o->dst, o->src, o->n);
     case OP_DTOD: return cuMemcpyDtoD_v2(o->dst, o->src, o->n);
-    case OP_WRITE64: {
-        uint64_t *d = (uint64_t *)(void *)dev_xlate(o->dst, sizeof(uint64_t));
-        if (d == NULL)
-            return EINVAL_;
-        __atomic_store_n(d, o->v64, __ATOMIC_RELEASE); /* after the ops before it */
-        return OK;
-    }
     default: return cuMemsetD8_v2(o->dst, o->v, o->n);
     }
 }
@@ -441,48 +432,15 @@ static void streams_run_all(void)
     pthread_mutex_unlock(&streams_lock);
 }
 
-/* The runner thread (FAKE_CUDA_ASYNC=1): queued work also runs on its own
- * once its time has come, as a GPU's does -- what a stream memory write
- * (cuStreamWriteValue64) needs, since nobody queries for it. */
-static pthread_once_t runner_once = PTHREAD_ONCE_INIT;
-
-static void *runner_main(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        struct timespec nap = {0, 20000};
-        nanosleep(&nap, NULL);
-        uint64_t now = now_ns();
-        pthread_mutex_lock(&streams_lock);
-        for (stream_t *s = all_streams; s != NULL; s = s->next_all) {
-            pthread_mutex_lock(&s->mu);
-            while (s->head != NULL && s->head->run_ns <= now)
-                stream_run(s, s->ran + 1);
-            pthread_mutex_unlock(&s->mu);
-        }
-        pthread_mutex_unlock(&streams_lock);
-    }
-    return NULL;
-}
-
-static void runner_start(void)
-{
-    pthread_t t;
-    if (pthread_create(&t, NULL, runner_main, NULL) == 0)
-        pthread_detach(t);
-}
-
 /* Queue an async op on `sv`, or run it now (no stream, or not async).
  * The addresses are checked now, as the driver would. */
-static CUresult enqueue_op(void *sv, op_t o)
+static CUresult enqueue(void *sv, int kind, CUdeviceptr dst, CUdeviceptr src, size_t n,
+                        unsigned char v)
 {
-    int kind = o.kind;
-    CUdeviceptr dst = o.dst, src = o.src;
-    size_t n = o.n;
+    op_t o = {.kind = kind, .dst = dst, .src = src, .n = n, .v = v};
     stream_t *s = sv;
     if (!is_async() || s == NULL)
         return op_exec(&o);
-    pthread_once(&runner_once, runner_start);
     int ok = (kind == OP_DTOH ? dev_xlate(src, n) != NULL
               : kind == OP_DTOD ? dev_xlate(src, n) != NULL && dev_xlate(dst, n) != NULL
                                 : dev_xlate(dst, n) != NULL);
@@ -503,26 +461,8 @@ static CUresult enqueue_op(void *sv, op_t o)
     s->queued++;
     if (ready > s->ready_ns)
         s->ready_ns = ready;
-    q->run_ns = s->ready_ns; /* in stream order */
     pthread_mutex_unlock(&s->mu);
     return OK;
-}
-
-static CUresult enqueue(void *sv, int kind, CUdeviceptr dst, CUdeviceptr src, size_t n,
-                        unsigned char v)
-{
-    return enqueue_op(sv, (op_t){.kind = kind, .dst = dst, .src = src, .n = n, .v = v});
-}
-
-/* A stream memory write: `value` into the 8 bytes at device address `addr`
- * (host-mapped memory's device view) once the work before it ran. */
-EXPORT CUresult cuStreamWriteValue64_v2(void *s, CUdeviceptr addr, uint64_t value,
-                                        unsigned flags)
-{
-    if (flags != 0)
-        return EINVAL_;
-    return enqueue_op(s, (op_t){.kind = OP_WRITE64, .dst = addr, .n = sizeof(uint64_t),
-                                .v64 = value});
 }
 
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)

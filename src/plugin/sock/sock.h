@@ -89,7 +89,6 @@ typedef struct {
     int nsocks, workers, max_reqs;
     uint64_t piece_bytes;
     uint32_t cuda_block; /* CUDA staging: bytes per block (TPX_SOCK_CUDA_BLOCK) */
-    int cuda_flags;      /* CUDA staging: completion counters, not events (TPX_SOCK_CUDA_FLAGS) */
     uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */
     uint64_t poll_ns;     /* TPX_SOCK_POLL_US: a worker polls this long after activity */
     int sock_buf;

@@ -59,13 +59,6 @@ struct tpx_sock_cuda_chan {
     /* send: blocks numbered ever (a piece's take the next ones when its
      * first copy is queued); block g uses slot g % SLOTS */
     uint64_t blk_issued;
-    /* Completion counter (TPX_SOCK_CUDA_FLAGS): after each block's copy the
-     * stream writes the block's number + 1 into *flag (pinned, host-mapped:
-     * flag_dev is its device address), so "block g is copied" is
-     * *flag > g, a load instead of cuEventQuery; NULL: events. */
-    _Atomic uint64_t *flag;
-    CUdeviceptr flag_dev;
-    uint64_t slot_mark[SOCK_CUDA_SLOTS]; /* send: *flag value meaning slot s is copied */
     /* receive: blocks whose copy was queued / is known complete, ever; the
      * block being filled uses slot blk_next % SLOTS, free while
      * blk_next - blk_done < SLOTS (events complete in stream order) */
@@ -129,16 +122,6 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
         TPX_CHECK_GOTO(tpx__cuda_event_create(dev, 0, &k->ev[b]), st, err_chan);
     }
     TPX_CHECK_GOTO(tpx__cuda_stream_create(dev, &k->stream), st, err_chan);
-    int memops = 0;
-    if (tpx__sock_params.cuda_flags &&
-        tpx__cuda_device_attr(dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, &memops) ==
-            TPX_OK &&
-        memops == 1) {
-        void *f = NULL;
-        TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, 64, &f, &k->flag_dev), st, err_chan);
-        k->flag = f;
-        atomic_store_explicit(k->flag, 0, memory_order_relaxed);
-    }
     ch->cu = k;
     *out = k;
     return TPX_OK;
@@ -168,8 +151,6 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
         }
         if (k->stream)
             tpx__cuda_stream_destroy(k->dev, k->stream);
-        if (k->flag)
-            tpx__cuda_host_free(k->dev, (void *)k->flag);
         tpx__cuda_ctx_leave(pushed);
         tpx__cuda_ctx_release(k->dev);
     }
@@ -177,26 +158,11 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
     ch->cu = NULL;
 }
 
-/* After the copies of block `blk` (into or out of slot s) on k's stream:
- * mark it, so that it can be found complete later. */
-static tpx_status_t blk_mark(tpx_sock_cuda_chan_t *k, int s, uint64_t blk)
-{
-    if (k->flag != NULL)
-        return TPX_CU(cuStreamWriteValue64, k->stream, k->flag_dev, blk + 1, 0);
-    return tpx__cuda_event_record(k->ev[s], k->stream);
-}
-
 /* Send side: has the copy into slot s finished? 1 yes, 0 not yet, -1 error. */
 static int slot_ready(tpx_sock_cuda_chan_t *k, int s)
 {
     if (!k->busy[s])
         return 1;
-    if (k->flag != NULL) { /* acquire: the copy's bytes before the counter */
-        if (atomic_load_explicit(k->flag, memory_order_acquire) < k->slot_mark[s])
-            return 0;
-        k->busy[s] = 0;
-        return 1;
-    }
     tpx_status_t st = tpx__cuda_event_query(k->ev[s]);
     if (st == TPX_INPROGRESS)
         return 0;
@@ -222,14 +188,12 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
         k->blk_issued += (p->len + bl - 1) / bl;
     }
     while (*copied < p->len && *blk0 + *copied / bl < limit) {
-        uint64_t g = *blk0 + *copied / bl;
-        int s = (int)(g % SOCK_CUDA_SLOTS);
+        int s = (int)((*blk0 + *copied / bl) % SOCK_CUDA_SLOTS);
         uint32_t n = TPX_MIN(bl, p->len - *copied);
         if (TPX_CU(cuMemcpyDtoHAsync, k->stage[s], src + *copied, n, k->stream) != TPX_OK ||
-            blk_mark(k, s, g) != TPX_OK)
+            tpx__cuda_event_record(k->ev[s], k->stream) != TPX_OK)
             return -1;
         k->busy[s] = 1;
-        k->slot_mark[s] = g + 1;
         *copied += n;
     }
     return 0;
@@ -345,12 +309,7 @@ static tpx_status_t bounce_copy(tpx_sock_cuda_chan_t *k, tpx_sock_chan_t *ch, ui
  * a CUDA error. The caller has entered k's context. */
 static int reap(tpx_sock_cuda_chan_t *k, int *progress)
 {
-    if (k->flag != NULL && k->blk_done < k->blk_next) {
-        uint64_t done = atomic_load_explicit(k->flag, memory_order_acquire);
-        if (done > k->blk_done)
-            k->blk_done = TPX_MIN(done, k->blk_next);
-    }
-    while (k->flag == NULL && k->blk_done < k->blk_next) {
+    while (k->blk_done < k->blk_next) {
         tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % SOCK_CUDA_SLOTS]);
         if (st == TPX_INPROGRESS)
             break;
@@ -452,7 +411,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, k->stage[s], n_blk)
                                         : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, k->stage[s],
                                                  n_blk, k->stream);
-            if (st != TPX_OK || blk_mark(k, s, k->blk_next) != TPX_OK) {
+            if (st != TPX_OK || tpx__cuda_event_record(k->ev[s], k->stream) != TPX_OK) {
                 rc = -1;
                 goto out;
             }
