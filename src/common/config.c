@@ -171,6 +171,13 @@ static void cfg_load_once(void)
                  (long long)cfg_int[TPX_CFG_CHANNEL_SOCKS]);
         cfg_str[TPX_CFG_CHANNEL_SOCKS] = auto_csocks;
     }
+    /* TPX_SOCK_POLL_US=-1: 200 us with 8 CPUs or more, else 0 (see the table). */
+    if (cfg_int[TPX_CFG_SOCK_POLL_US] < 0) {
+        static char auto_poll[8];
+        cfg_int[TPX_CFG_SOCK_POLL_US] = sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 200 : 0;
+        snprintf(auto_poll, sizeof(auto_poll), "%lld", (long long)cfg_int[TPX_CFG_SOCK_POLL_US]);
+        cfg_str[TPX_CFG_SOCK_POLL_US] = auto_poll;
+    }
     level = tpx__log_level_parse(cfg_str[TPX_CFG_LOG_LEVEL]);
     if (level < 0) {
         TPX_ERROR("TPX_LOG_LEVEL=%s is not valid: expected none, error, warn, info, debug or trace",

@@ -130,7 +130,6 @@ typedef struct tpx_sock_worker {
     /* run queue (worker only) */
     tpx_sock_chan_t *run_head, *run_tail;
     uint64_t cu_wait_since; /* monotonic ns since only CUDA waits are queued; 0: not */
-    uint64_t active_ns;     /* when it last had events (TPX_SOCK_POLL_US) */
 } tpx_sock_worker_t;
 
 static struct {
@@ -258,6 +257,17 @@ void tpx__sock_comm_kick(tpx_sock_comm_t *c)
     }
 }
 
+/* When this thread (an I/O worker) last moved a small message whole: it
+ * polls for TPX_SOCK_POLL_US after that instead of sleeping, since the next
+ * message of a request/response exchange follows within microseconds and
+ * a sleeping worker's wake-up costs 5-15 us (more on a halted vCPU). Only
+ * after small messages: workers of large transfers keep sleeping (polling
+ * after any activity cost them 4-10% of their throughput: polling workers
+ * took cores from busy ones). */
+#define SOCK_POLL_SMALL_BYTES (64u * 1024)
+static _Thread_local uint64_t tl_small_ns;
+static uint64_t mono_ns(void);
+
 /* Publish `units` more of a message (bytes; 1 for a zero-byte message). */
 static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units,
                               uint64_t total)
@@ -265,6 +275,8 @@ static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t un
     uint64_t target = total ? total : 1;
     if (atomic_fetch_add_explicit(&r->done, units, memory_order_release) + units == target) {
         TPX_TL(TPX_TR_MSG_DONE, total);
+        if (total <= SOCK_POLL_SMALL_BYTES)
+            tl_small_ns = mono_ns();
         atomic_fetch_add_explicit(&c->finished, 1, memory_order_relaxed);
         wake_engine(c); /* an engine asleep until something completes */
     }
@@ -631,6 +643,7 @@ static void eager_hold(tpx_sock_chan_t *ch)
     ch->eager_fill = 0;
     ch->bytes += ch->piece.len;
     TPX_TL(TPX_TR_EAGER_HELD, ch->piece.len);
+    tl_small_ns = mono_ns();
     ch->eager_held = 1;
     atomic_store(&ch->eager_seq, ch->piece.seq);
     atomic_store(&ch->eager_state, SOCK_EAGER_READY);
@@ -1164,8 +1177,8 @@ static int worker_epoll(tpx_sock_worker_t *w, struct epoll_event *evs, uint64_t 
 static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
 {
     if (w->run_head == NULL) {
-        if (tpx__sock_params.poll_ns > 0 && mono_ns() - w->active_ns < tpx__sock_params.poll_ns)
-            return 0; /* just active (TPX_SOCK_POLL_US): poll */
+        if (tpx__sock_params.poll_ns > 0 && mono_ns() - tl_small_ns < tpx__sock_params.poll_ns)
+            return 0; /* just moved a small message (TPX_SOCK_POLL_US): poll */
         return 1000000000u;
     }
     if (w->cu_wait_since == 0)
@@ -1207,12 +1220,8 @@ static void *worker_main(void *arg)
         atomic_store(&w->sleeping, 0);
         if (nap != 0)
             TPX_TL(TPX_TR_WORKER_WAKE, n);
-        if (tpx__sock_params.poll_ns > 0) {
-            if (n > 0)
-                w->active_ns = mono_ns();
-            else if (nap == 0 && w->run_head == NULL)
-                sched_yield(); /* polling: give the core to whoever waits for it */
-        }
+        if (tpx__sock_params.poll_ns > 0 && n == 0 && nap == 0 && w->run_head == NULL)
+            sched_yield(); /* polling: give the core to whoever waits for it */
         for (int i = 0; i < n; i++) {
             tpx_sock_chan_t *ch = evs[i].data.ptr;
             if (ch == NULL) { /* the eventfd */
