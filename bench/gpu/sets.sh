@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # bench/gpu/sets.sh - engine settings side by side on one host (loopback):
 # throughput at 256 MiB (GB/s, cpu s/GB), READ of 1000 x 4K (pipelined GB/s)
-# and one-sided latency p50 (READ 1 x 4K / 512K, WRITE 1 x 512K, READ 32 x 16K),
-# rounds interleaved, medians printed.
+# and one-sided latency p50 (READ 1 x 4K / 64K / 512K, WRITE 1 x 4K / 512K, READ
+# 32 x 16K), rounds interleaved, medians printed. MEM=cuda adds GPU memory (one
+# GPU, through the transport's staging): two-sided 256 MiB and 1 MiB (GB/s, cpu
+# s/GB) and READ 1 x 512K of GPU blocks (p50).
 #   env: ROUNDS=3 SETS="default TPX_CHANNELS=4,TPX_CHANNEL_SOCKS=0" (comma lists)
+#        MEM=host|cuda
+#   e.g. SETS="TPX_SOCK_POLL_US=0 default" (worker polling off / on)
+#        MEM=cuda SETS="default TPX_SOCK_CUDA_BLOCK=512K" (staging block size)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export TPX_SOCKET_IFNAME=lo
 cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target tpx-perf >/dev/null ||
   { echo "build failed"; exit 1; }
 P=build/release/bin/tpx-perf
-ROUNDS=${ROUNDS:-3} SETS=${SETS:-"default TPX_CHANNELS=4,TPX_CHANNEL_SOCKS=0"}
+ROUNDS=${ROUNDS:-3} SETS=${SETS:-"default TPX_CHANNELS=4,TPX_CHANNEL_SOCKS=0"} MEM=${MEM:-host}
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 for r in $(seq "$ROUNDS"); do
@@ -20,14 +25,24 @@ for r in $(seq "$ROUNDS"); do
       awk -v e="$e" '!/^#/ && NF > 6 { print e, "256M_GB/s", $5; print e, "256M_cpu", $(NF - 1) }' >> "$rows"
     env "${env[@]}" $P --op read --block 4K --blocks 1000 --iters 200 --no-verify 2>&1 |
       awk -v e="$e" '$1 == "read" { print e, "READ1000x4K_GB/s", $10 }' >> "$rows"
-    for x in "read 1 4K" "read 1 512K" "write 1 512K" "read 32 16K"; do
+    for x in "read 1 4K" "read 1 64K" "read 1 512K" "write 1 4K" "write 1 512K" "read 32 16K"; do
       set -- $x
       env "${env[@]}" $P --op "$1" --latency --blocks "$2" --block "$3" --iters 500 2>&1 |
         awk -v e="$e" -v k="$1_$2x$3_p50" '$1 == "read" || $1 == "write" { print e, k, $8 }' >> "$rows"
     done
+    if [ "$MEM" = cuda ]; then
+      for sz in 256M 1M; do
+        it=10; [ $sz = 1M ] && it=2000
+        env "${env[@]}" timeout -k 5 120 $P --loopback --mem cuda --gpu 0,0 --size $sz --iters $it \
+          --no-verify 2>&1 |
+          awk -v e="$e" -v s=$sz '!/^#/ && NF > 6 { print e, "cuda" s "_GB/s", $5; print e, "cuda" s "_cpu", $(NF - 1) }' >> "$rows"
+      done
+      env "${env[@]}" timeout -k 5 120 $P --op read --mem cuda --gpu 0,0 --latency --blocks 1 --block 512K \
+        --iters 300 2>&1 | awk -v e="$e" '$1 == "read" { print e, "cuda_read_1x512K_p50", $8 }' >> "$rows"
+    fi
   done
 done
-echo "# sets.sh: $(nproc) CPUs, $ROUNDS rounds, medians"
+echo "# sets.sh: $(nproc) CPUs, $ROUNDS rounds, medians, memory $MEM"
 python3 - "$rows" $SETS <<'PY'
 import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 3]
