@@ -385,7 +385,8 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
  * (whose copies are all queued) is written, so that the next piece's
  * copies to staging overlap the socket instead of starting after it (each
  * piece began with a wait for its first block behind every other
- * connection's copies: 1 MiB GPU transfers moved at 0.55x host memory).
+ * connection's copies on the copy engine). H200 host, same run: READ of
+ * 1000 x 2 MiB GPU blocks 1.19x, 256 MiB transfers 1.05x, 1 MiB unchanged.
  * Only while other messages queue behind the oldest one (every connection
  * has work then; a lone message stays spread over all of them) and only a
  * piece of a CUDA buffer on the same device. */
