@@ -160,10 +160,8 @@ static int kill_a(int arg)
 {
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, 0, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_sa, &port, HT_PIPE_MS));
     tpx_peer_t *peer;
-    TRY(ht_connect(e, (int)port, &peer));
+    TRY(ht_dial(e, L_sa, &peer));
     ht_buf_t s;
     TRY(ht_buf_new(e, KILL_LEN, &s));
     ht_fill(s.p, KILL_LEN, ht_seed(4, 1, 0), 0);
@@ -183,10 +181,8 @@ static int kill_b(int arg)
     ht_res_t res0 = ht_res_now();
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, 0, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_sb, &port, HT_PIPE_MS));
     tpx_peer_t *peer;
-    TRY(ht_connect(e, (int)port, &peer));
+    TRY(ht_dial(e, L_sb, &peer));
     ht_buf_t s, s2, r;
     TRY(ht_buf_new(e, KILL_B_LEN, &s));
     TRY(ht_buf_new(e, 3 * KILL_B_AFTER, &s2));
@@ -718,10 +714,8 @@ static int garbage_good(int arg)
     ht_res_t res0 = ht_res_now();
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, 0, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_sg, &port, HT_PIPE_MS));
     tpx_peer_t *p;
-    TRY(ht_connect(e, (int)port, &p));
+    TRY(ht_dial(e, L_sg, &p));
     TRY(ht_exchange(e, p, 8 * MiB, ht_seed(6, 2, 0), ht_seed(6, 1, 0), "after garbage"));
     TRY(ht_barrier(L_sg, NULL));
     return ht_finish(e, p, NULL, res0);
@@ -807,10 +801,8 @@ static int trunc_cli(int arg)
     ht_res_t res0 = ht_res_now();
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, 0, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_sa, &port, HT_PIPE_MS));
     tpx_peer_t *peer;
-    TRY(ht_connect(e, (int)port, &peer));
+    TRY(ht_dial(e, L_sa, &peer));
     ht_buf_t s;
     TRY(ht_buf_new(e, TR_BUF, &s));
     for (size_t i = 0; i < NTR; i++) {
@@ -906,10 +898,8 @@ static int postfail_cli(int arg)
     (void)arg;
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, 0, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_sa, &port, HT_PIPE_MS));
     tpx_peer_t *peer;
-    TRY(ht_connect(e, (int)port, &peer));
+    TRY(ht_dial(e, L_sa, &peer));
     ht_buf_t s;
     TRY(ht_buf_new(e, PF_BIG, &s));
     ht_fill(s.p, PF_BIG, ht_seed(9, 0, 0), 0);

@@ -762,6 +762,14 @@ int ht_connect(tpx_engine_t *e, int port, tpx_peer_t **peer)
     return 0;
 }
 
+int ht_dial(tpx_engine_t *e, int link, tpx_peer_t **peer)
+{
+    uint64_t port;
+    if (ht_get(link, &port, HT_PIPE_MS) != 0)
+        return -1;
+    return ht_connect(e, (int)port, peer);
+}
+
 int ht_accept(tpx_engine_t *e, tpx_peer_t **peer)
 {
     uint64_t t0 = test_now_ns();

@@ -105,6 +105,8 @@ void ht_dump_fds(void); /* each fd and what it is */
 /* channels/window 0: the environment's; token NULL: the environment's. */
 tpx_engine_t *ht_engine(int port, int channels, int window, int progress_thread, const char *token);
 int ht_connect(tpx_engine_t *e, int port, tpx_peer_t **peer);
+/* The port the listening side put on `link` (ht_put), then ht_connect to it. */
+int ht_dial(tpx_engine_t *e, int link, tpx_peer_t **peer);
 int ht_accept(tpx_engine_t *e, tpx_peer_t **peer);
 
 typedef struct {

@@ -77,10 +77,8 @@ static int sizes_cli(int arg)
     ht_res_t res0 = ht_res_now();
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, g_channels, 16, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_main, &port, HT_PIPE_MS));
     tpx_peer_t *peer;
-    TRY(ht_connect(e, (int)port, &peer));
+    TRY(ht_dial(e, L_main, &peer));
     ht_buf_t s;
     TRY(ht_buf_new(e, GiB + 8, &s));
     for (size_t i = 0; i < NSIZES; i++) {
@@ -345,10 +343,8 @@ static int many_cli(int arg)
     ht_res_t res0 = ht_res_now();
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, 16, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_main, &port, HT_PIPE_MS));
     tpx_peer_t *peer;
-    TRY(ht_connect(e, (int)port, &peer));
+    TRY(ht_dial(e, L_main, &peer));
     TRY(many_run(e, peer, 0, 2, 1));
     TRY(ht_barrier(L_main, NULL));
     tpx_peer_close(peer);
@@ -611,10 +607,8 @@ static int bw_cli(int arg)
 {
     tpx_engine_t *e = ht_engine(TPX_PORT_NONE, g_channels, 0, 1, NULL);
     CHECK(e != NULL, "no engine");
-    uint64_t port;
-    TRY(ht_get(L_main, &port, HT_PIPE_MS));
     tpx_peer_t *peer;
-    TRY(ht_connect(e, (int)port, &peer));
+    TRY(ht_dial(e, L_main, &peer));
     ht_buf_t s;
     TRY(ht_buf_new(e, BW_LEN + 8 * BW_N, &s));
     ht_fill(s.p, s.len, ht_seed(10, 0, 0), 0);
