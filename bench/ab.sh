@@ -17,6 +17,7 @@
 #   rma:     one-sided READ of 1000 x 4K/16K/128K/2M blocks (host)
 #   cuda:    two-sided and one-sided with GPU memory (MEM=cuda only)
 #   lat:     one-sided READ/WRITE latency p50 of 1 x 4K/64K/512K, 32 x 16K, raw TCP beside
+#   p99:     one-sided READ/WRITE latency p99 of 1 x 4K/64K/512K (2000 iterations; not by default)
 #   threads: threads and fds of a process with a connected engine pair
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -101,6 +102,14 @@ if has lat; then
   done
   for b in 4K 64K 512K; do
     add "raw TCP round trip $b p50 (us)" lo "$rawp50" "./tpx-perf --op read --latency --blocks 1 --block $b --iters 1000"
+  done
+fi
+p99='$1 == "read" || $1 == "write" { print $9 }'
+if has p99; then
+  for op in read write; do
+    for b in 4K 64K 512K; do
+      add "$op 1 x $b p99 (us)" lo "$p99" "./tpx-perf --op $op --latency --blocks 1 --block $b --iters 2000"
+    done
   done
 fi
 if has threads; then

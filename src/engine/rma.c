@@ -78,6 +78,15 @@ static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)(a / b + (a % 
 
 /* ---- inline bodies (wire.h: INLINE) ------------------------------------------------------- */
 
+/* The bytes of a request's stream on the data channels from requester to
+ * owner (its list, and a WRITE's data), as both sides count them for the
+ * channel cursor (tpx__stream_cursor_move). */
+static uint64_t stream_out_bytes(const tpx_xfer_t *x)
+{
+    int write = x->kind == XK_WRITE || x->kind == XK_TWRITE;
+    return x->rma.list_len + (write ? x->rma.total : 0);
+}
+
 static int segs_host(const tpx_seg_t *segs, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -643,7 +652,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         goto err_unlock;
     }
     pp->refs++;
-    p->send_cursor = (int)((p->send_cursor + tpx__stream_blocks(&x->out)) % (uint32_t)p->nchan);
+    tpx__stream_cursor_move(p, &p->send_cursor, &x->out, stream_out_bytes(x));
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     x->req.rprev = p->rma_tail;
@@ -735,7 +744,7 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         /* a READ's payload moves in runs: both sides know its layout (the
          * owner checked the list before it answered) */
         x->in.run = tpx__stream_run(p, x->in.nchunks);
-        p->recv_cursor = (int)((p->recv_cursor + tpx__stream_blocks(&x->in)) % (uint32_t)p->nchan);
+        tpx__stream_cursor_move(p, &p->recv_cursor, &x->in, x->rma.total);
         tpx__stream_enqueue(x, &x->in, 0);
     }
     tpx__xfer_maybe_done(x);
@@ -846,7 +855,7 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
                            .nchunks = nlist + (x->kind == XK_TWRITE ? m->nchunks : 0),
                            .gate = x->kind == XK_TWRITE ? nlist : UINT32_MAX};
     x->nchunks = x->in.nchunks;
-    p->recv_cursor = (int)((p->recv_cursor + tpx__stream_blocks(&x->in)) % (uint32_t)p->nchan);
+    tpx__stream_cursor_move(p, &p->recv_cursor, &x->in, stream_out_bytes(x));
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     tpx__stream_enqueue(x, &x->in, 0);
@@ -1011,7 +1020,7 @@ static void target_check(tpx_xfer_t *x)
         x->out = (tpx_stream_t){.nchunks = x->own.want_nchunks, .gate = UINT32_MAX,
                                 .run = tpx__stream_run(p, x->own.want_nchunks),
                                 .first_chan = p->send_cursor};
-        p->send_cursor = (int)((p->send_cursor + tpx__stream_blocks(&x->out)) % (uint32_t)p->nchan);
+        tpx__stream_cursor_move(p, &p->send_cursor, &x->out, x->rma.total);
         x->nchunks += x->out.nchunks;
         tpx__stream_enqueue(x, &x->out, 1);
     }

@@ -8,9 +8,10 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 6 /* 3: a WRITE's notification travels with it; 4: request lists v2
+#define CTRL_VERSION 7 /* 3: a WRITE's notification travels with it; 4: request lists v2
                           (the packing bound travels with the list); 5: bodies (INLINE);
-                          6: two-sided transfers move in runs of chunks (xfer.h) */
+                          6: two-sided transfers move in runs of chunks (xfer.h); 7: a
+                          lone small chunk leaves the channel cursor (tpx__stream_cursor_move) */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
 #define LIST_VERSION 2 /* 2: pack_max */
 #define RDESC_MAGIC 0x54505844u /* "TPXD" */

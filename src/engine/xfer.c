@@ -4,7 +4,8 @@
  * A send posts a 64-byte header {seq, len} on the peer's control comm and
  * its chunks on the data comms: chunk j of a transfer goes to data channel
  * (first + j) % nchan, where `first` is a cursor both sides advance by the
- * transfer's chunk count, in transfer order. The receiver matches headers to
+ * transfer's chunk count, in transfer order (not past a lone small chunk:
+ * tpx__stream_cursor_move). The receiver matches headers to
  * its posted receives in FIFO order and then posts exactly the chunk sizes
  * the sender posts, in the same order on every channel -- the only order a
  * FIFO-matching plugin like TCPX can deliver correctly. A message larger
@@ -181,6 +182,14 @@ uint32_t tpx__stream_blocks(const tpx_stream_t *st)
 {
     uint32_t r = st->run > 1 ? st->run : 1;
     return st->nchunks / r + (st->nchunks % r != 0);
+}
+
+void tpx__stream_cursor_move(const tpx_peer_t *p, int *cursor, const tpx_stream_t *st,
+                             uint64_t bytes)
+{
+    if (st->nchunks == 1 && bytes <= TPX_STICKY_BYTES)
+        return;
+    *cursor = (int)(((uint32_t)*cursor + tpx__stream_blocks(st)) % (uint32_t)p->nchan);
 }
 
 /* Queue stream st of x on the send (or receive) comms: block b (chunks
@@ -590,7 +599,7 @@ static void recv_match(tpx_peer_t *p, tpx_xfer_t *x, const tpx_ctrl_t *m)
     x->nchunks = (uint32_t)((m->len + p->chunk - 1) / p->chunk);
     x->in = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
                            .run = tpx__stream_run(p, x->nchunks), .first_chan = p->recv_cursor};
-    p->recv_cursor = (int)((p->recv_cursor + tpx__stream_blocks(&x->in)) % (uint32_t)p->nchan);
+    tpx__stream_cursor_move(p, &p->recv_cursor, &x->in, m->len);
     x->state = XF_ACTIVE;
     if (x->nchunks == 0) {
         tpx__xfer_maybe_done(x);
@@ -916,7 +925,7 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     st = tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_SEND_HDR, .len = len}, x);
     if (st != TPX_OK)
         goto err_unlock;
-    p->send_cursor = (int)((p->send_cursor + tpx__stream_blocks(&x->out)) % (uint32_t)p->nchan);
+    tpx__stream_cursor_move(p, &p->send_cursor, &x->out, len);
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     tpx__stream_enqueue(x, &x->out, 1);

@@ -68,8 +68,18 @@ typedef struct {
 /* Chunks per block of a stream of `nchunks` chunks with peer p: up to
  * p->run_max (4 MiB) once every channel still gets 8 blocks; 1 below. */
 uint32_t tpx__stream_run(const tpx_peer_t *p, uint32_t nchunks);
-/* A stream's blocks: how far it moves its side's channel cursor. */
+/* A stream's blocks (its messages per channel pass). */
 uint32_t tpx__stream_blocks(const tpx_stream_t *st);
+/* Move a channel cursor past stream st of `bytes` bytes: by its blocks,
+ * except that a stream of one chunk of at most TPX_STICKY_BYTES leaves it
+ * where it is, so that back-to-back small transfers (a decode server's
+ * one-block READs) use the same data comm, whose receiving I/O worker is
+ * still polling after the last one, instead of a new one each time that
+ * has gone to sleep. Both sides call it with the same stream and bytes
+ * (part of the control protocol, version 7). */
+#define TPX_STICKY_BYTES (64u * 1024)
+void tpx__stream_cursor_move(const tpx_peer_t *p, int *cursor, const tpx_stream_t *st,
+                             uint64_t bytes);
 
 typedef struct tpx_listbuf tpx_listbuf_t; /* rma.c */
 

@@ -236,6 +236,10 @@ typedef struct tpx_sock_comm {
      * the last test() call. */
     _Atomic uint64_t movable;
 
+    /* send: isend's direct writes (API thread): the connection of the last
+     * one and when it was taken */
+    int direct_chan;
+    uint64_t direct_ns;
     /* send: the piece scheduler, shared by the helper threads */
     pthread_mutex_t sched_lock;
     uint64_t sched_seq, sched_off;
@@ -312,6 +316,7 @@ void tpx__sock_comm_kick(tpx_sock_comm_t *c);
  * workers must move it. Not in strict TCPX mode. */
 int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
 #define SOCK_DIRECT_MAX (64u * 1024) /* largest message isend writes itself */
+#define SOCK_DIRECT_BURST_NS 20000   /* direct writes closer than this spread over connections */
 /* irecv of message `seq` (just made movable): if a connection holds it
  * eagerly and the receive is host memory, copy it out here. Returns 1 if
  * it was delivered. Plain mode only. */
