@@ -337,10 +337,13 @@ static void sched_cut(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_
      * throughput on a 16-core host). A lone message is still spread
      * over every connection, for its latency. */
     uint64_t min = r->cuda_dev >= 0 ? 4 * TPX_SOCK_MIN_PIECE : TPX_SOCK_MIN_PIECE;
-    if (atomic_load(&c->movable) - c->sched_seq > 1)
-        min = TPX_MAX(min, TPX_SOCK_BUSY_PIECE);
+    uint64_t max = tpx__sock_params.piece_bytes;
+    if (atomic_load(&c->movable) - c->sched_seq > 1) {
+        min = TPX_MAX(min, r->cuda_dev >= 0 ? tpx__sock_params.cuda_piece : TPX_SOCK_BUSY_PIECE);
+        max = TPX_MAX(max, min);
+    }
     len = TPX_MAX(len, min);
-    len = TPX_MIN(len, tpx__sock_params.piece_bytes);
+    len = TPX_MIN(len, max);
     len = TPX_MIN(len, left);
     *piece = (tpx_sock_piece_t){
         .tag = (uint32_t)r->tag,
