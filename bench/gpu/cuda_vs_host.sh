@@ -11,7 +11,8 @@
 #              EXTRA="" (more tpx-perf options for every row, e.g. "--channels 8")
 #              BLOCKS="256K" (TPX_SOCK_CUDA_BLOCK of the cuda rows; a sweep:
 #              BLOCKS="128K 256K 512K", about a minute more per value; 128K
-#              copies an engine's 512 KiB chunks in 4 blocks instead of 2)
+#              copies an engine's 512 KiB chunks in 4 blocks instead of 2;
+#              BLOCK:PIECE also sets TPX_SOCK_CUDA_PIECE, e.g. "256K 512K:1M")
 # Prints one table: size, host GB/s, cuda GB/s per --gpu and block, ratio,
 # target, and the cpu(s/GB) of each. Exits non-zero if a row failed.
 set -uo pipefail
@@ -48,13 +49,14 @@ for r in $(seq 1 "$ROUNDS"); do
     row "host $s" $s $it
     for g in $GPUS; do
       for b in $BLOCKS; do
-        TPX_SOCK_CUDA_BLOCK=$b row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
+        TPX_SOCK_CUDA_BLOCK=${b%%:*} TPX_SOCK_CUDA_PIECE=$([[ $b == *:* ]] && echo "${b#*:}" || echo 512K) \
+          row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
       done
     done
   done
   echo "round $r of $ROUNDS done"
 done
-printf '\n%-6s %-5s %-6s %10s %10s %7s %7s   %s\n' size gpu block "host GB/s" "cuda GB/s" ratio target \
+printf '\n%-6s %-5s %-8s %10s %10s %7s %7s   %s\n' size gpu block "host GB/s" "cuda GB/s" ratio target \
   "cpu s/GB host / cuda"
 for s in 1M 256M; do
   tgt=$([ $s = 1M ] && echo 0.7 || echo 0.9)
@@ -63,7 +65,7 @@ for s in 1M 256M; do
       h=${best["host $s"]:-0} c=${best["cuda $s $g $b"]:-0}
       ratio=$(awk -v a="$c" -v b="$h" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
       ok=$(awk -v r="$ratio" -v t="$tgt" 'BEGIN { print (r >= t ? "met" : "short") }')
-      printf '%-6s %-5s %-6s %10s %10s %7s %7s   %s / %s  %s\n' $s "$g" "$b" "$h" "$c" "$ratio" \
+      printf '%-6s %-5s %-8s %10s %10s %7s %7s   %s / %s  %s\n' $s "$g" "$b" "$h" "$c" "$ratio" \
         ">=$tgt" "${cpu["host $s"]:-?}" "${cpu["cuda $s $g $b"]:-?}" "$ok"
     done
   done
