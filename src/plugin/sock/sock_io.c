@@ -330,7 +330,9 @@ static void sched_cut(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_
     uint64_t left = r->size - c->sched_off;
     uint64_t len = left / (uint64_t)c->nsocks;
     /* CUDA pieces go through staging, where each piece costs a copy
-     * round trip: keep them larger. With more messages queued behind
+     * round trip: keep them larger (while messages queue,
+     * TPX_SOCK_CUDA_PIECE: 1 MiB moved 256 MiB GPU transfers 1.05-1.08x
+     * faster than 512 KiB on the H100 host). With more messages queued behind
      * this one, every connection has work anyway: cutting a message
      * finer than TPX_SOCK_BUSY_PIECE only adds pieces (an engine's
      * 512 KiB chunks went out as eight 64 KiB pieces: 20-25% of its
