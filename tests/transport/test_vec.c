@@ -15,6 +15,11 @@
  *   badargs no iovecs, too many, a NULL base, the largest count, a receive
  *           too small for the message (the comm fails, nothing written past)
  *   strict  TPX_SOCK_TCPX=1: no vectored messages (has_vec 0, posts refused)
+ *   sticky  which data connection isend's direct write picks (4 per comm):
+ *           small messages one at a time, as a request/response caller posts
+ *           them, all arrive on one connection (its receiving worker is the
+ *           one still polling); 16 posted back to back arrive on several
+ *           (several workers read a burst at once); every byte checked
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +29,7 @@
 #include <time.h>
 
 #include "net/net.h"
+#include "plugin/sock/sock.h"
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
@@ -303,6 +309,85 @@ static int t_strict(void)
     return 0;
 }
 
+/* Payload bytes each data connection of receive comm rc has taken in. Read
+ * once the messages are complete (each connection's count is updated
+ * before the completion that the test saw is published). */
+static void chan_bytes(void *rc, uint64_t *out)
+{
+    const tpx_sock_comm_t *c = rc;
+    CHECK(c->magic == SOCK_COMM_MAGIC_RECV && c->nsocks == 4, "not a 4-connection receive comm");
+    for (int i = 0; i < c->nsocks; i++)
+        out[i] = c->chans[i].bytes;
+}
+
+/* Connections whose count grew since `before`. */
+static int chans_used(void *rc, const uint64_t *before)
+{
+    uint64_t now[4];
+    chan_bytes(rc, now);
+    int n = 0;
+    for (int i = 0; i < 4; i++)
+        n += now[i] != before[i];
+    return n;
+}
+
+#define STICKY_LEN 4096
+#define STICKY_BURST 16
+
+static int t_sticky(void)
+{
+    setenv("TPX_NSOCKS", "4", 1);
+    setenv("TPX_SOCK_POLL_US", "0", 1); /* no polling worker takes a piece first */
+    pair_t p = {0};
+    pair_open(&p);
+    static unsigned char sb[STICKY_BURST][STICKY_LEN], rb[STICKY_BURST][STICKY_LEN];
+    uint64_t before[4];
+    /* one at a time, 200 us apart */
+    chan_bytes(p.rc, before);
+    for (int m = 0; m < 30; m++) {
+        for (int i = 0; i < STICKY_LEN; i++)
+            sb[0][i] = pat((uint64_t)m, (uint64_t)i);
+        memset(rb[0], 0, STICKY_LEN);
+        struct iovec sv = {sb[0], STICKY_LEN}, rv = {rb[0], STICKY_LEN};
+        void *sreq = NULL, *rreq = NULL;
+        CHECK(tpx__net_irecvv(p.n, p.rc, &rv, 1, &rreq) == TPX_OK, "irecvv");
+        CHECK(tpx__net_isendv(p.n, p.sc, &sv, 1, &sreq) == TPX_OK, "isendv");
+        int got = -1;
+        CHECK(wait2(&p, sreq, rreq, &got) == TPX_OK && got == STICKY_LEN, "message %d: got %d", m,
+              got);
+        CHECK(memcmp(sb[0], rb[0], STICKY_LEN) == 0, "message %d: bytes differ", m);
+        struct timespec ts = {0, 200 * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    int used = chans_used(p.rc, before);
+    CHECK(used == 1, "30 messages one at a time arrived on %d connections, expected 1", used);
+    /* a burst: 16 posted back to back */
+    chan_bytes(p.rc, before);
+    void *sreq[STICKY_BURST], *rreq[STICKY_BURST];
+    for (int m = 0; m < STICKY_BURST; m++) {
+        for (int i = 0; i < STICKY_LEN; i++)
+            sb[m][i] = pat((uint64_t)(100 + m), (uint64_t)i);
+        memset(rb[m], 0, STICKY_LEN);
+        struct iovec rv = {rb[m], STICKY_LEN};
+        CHECK(tpx__net_irecvv(p.n, p.rc, &rv, 1, &rreq[m]) == TPX_OK, "irecvv");
+    }
+    for (int m = 0; m < STICKY_BURST; m++) {
+        struct iovec sv = {sb[m], STICKY_LEN};
+        CHECK(tpx__net_isendv(p.n, p.sc, &sv, 1, &sreq[m]) == TPX_OK, "isendv");
+    }
+    for (int m = 0; m < STICKY_BURST; m++) {
+        int got = -1;
+        CHECK(wait2(&p, sreq[m], rreq[m], &got) == TPX_OK && got == STICKY_LEN,
+              "burst message %d: got %d", m, got);
+        CHECK(memcmp(sb[m], rb[m], STICKY_LEN) == 0, "burst message %d: bytes differ", m);
+    }
+    used = chans_used(p.rc, before);
+    CHECK(used >= 2, "16 messages posted back to back arrived on %d connection(s)", used);
+    pair_close(&p);
+    printf("sticky: ok (burst over %d connections)\n", used);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "";
@@ -314,6 +399,8 @@ int main(int argc, char **argv)
         return t_badargs();
     if (strcmp(s, "strict") == 0)
         return t_strict();
-    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict\n");
+    if (strcmp(s, "sticky") == 0)
+        return t_sticky();
+    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky\n");
     return 2;
 }
