@@ -320,6 +320,20 @@ static void chan_bytes(void *rc, uint64_t *out)
         out[i] = c->chans[i].bytes;
 }
 
+/* The connection whose count grew since `before` (-1: none or several). */
+static int chan_grew(void *rc, const uint64_t *before)
+{
+    uint64_t now[4];
+    chan_bytes(rc, now);
+    int which = -1, n = 0;
+    for (int i = 0; i < 4; i++)
+        if (now[i] != before[i]) {
+            which = i;
+            n++;
+        }
+    return n == 1 ? which : -1;
+}
+
 /* Connections whose count grew since `before`. */
 static int chans_used(void *rc, const uint64_t *before)
 {
@@ -331,9 +345,23 @@ static int chans_used(void *rc, const uint64_t *before)
     return n;
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 #define STICKY_LEN 4096
+#define STICKY_MSGS 30
 #define STICKY_BURST 16
 
+/* The rule is about time (sock_io.c: direct writes closer than 20 us
+ * spread), so the checks allow for a slow or busy machine: one at a time,
+ * at least 80% of the messages share one connection (a worker that holds
+ * the connection for an instant sends the odd one elsewhere; rotating put
+ * 25% on each); a burst must spread only if two of its posts really came
+ * within 10 us (under ThreadSanitizer they do not). */
 static int t_sticky(void)
 {
     setenv("TPX_NSOCKS", "4", 1);
@@ -342,25 +370,33 @@ static int t_sticky(void)
     pair_open(&p);
     static unsigned char sb[STICKY_BURST][STICKY_LEN], rb[STICKY_BURST][STICKY_LEN];
     uint64_t before[4];
+    int on[4] = {0};
     /* one at a time, 200 us apart */
-    chan_bytes(p.rc, before);
-    for (int m = 0; m < 30; m++) {
+    for (int m = 0; m < STICKY_MSGS; m++) {
         for (int i = 0; i < STICKY_LEN; i++)
             sb[0][i] = pat((uint64_t)m, (uint64_t)i);
         memset(rb[0], 0, STICKY_LEN);
         struct iovec sv = {sb[0], STICKY_LEN}, rv = {rb[0], STICKY_LEN};
         void *sreq = NULL, *rreq = NULL;
+        chan_bytes(p.rc, before);
         CHECK(tpx__net_irecvv(p.n, p.rc, &rv, 1, &rreq) == TPX_OK, "irecvv");
         CHECK(tpx__net_isendv(p.n, p.sc, &sv, 1, &sreq) == TPX_OK, "isendv");
         int got = -1;
         CHECK(wait2(&p, sreq, rreq, &got) == TPX_OK && got == STICKY_LEN, "message %d: got %d", m,
               got);
         CHECK(memcmp(sb[0], rb[0], STICKY_LEN) == 0, "message %d: bytes differ", m);
+        int which = chan_grew(p.rc, before);
+        CHECK(which >= 0, "message %d: not on exactly one connection", m);
+        on[which]++;
         struct timespec ts = {0, 200 * 1000L};
         nanosleep(&ts, NULL);
     }
-    int used = chans_used(p.rc, before);
-    CHECK(used == 1, "30 messages one at a time arrived on %d connections, expected 1", used);
+    int most = 0;
+    for (int i = 0; i < 4; i++)
+        most = on[i] > most ? on[i] : most;
+    CHECK(most * 5 >= STICKY_MSGS * 4,
+          "%d messages one at a time: %d / %d / %d / %d on the 4 connections, expected >= 80%% "
+          "on one", STICKY_MSGS, on[0], on[1], on[2], on[3]);
     /* a burst: 16 posted back to back */
     chan_bytes(p.rc, before);
     void *sreq[STICKY_BURST], *rreq[STICKY_BURST];
@@ -371,20 +407,29 @@ static int t_sticky(void)
         struct iovec rv = {rb[m], STICKY_LEN};
         CHECK(tpx__net_irecvv(p.n, p.rc, &rv, 1, &rreq[m]) == TPX_OK, "irecvv");
     }
+    uint64_t t[STICKY_BURST];
     for (int m = 0; m < STICKY_BURST; m++) {
         struct iovec sv = {sb[m], STICKY_LEN};
+        t[m] = now_us();
         CHECK(tpx__net_isendv(p.n, p.sc, &sv, 1, &sreq[m]) == TPX_OK, "isendv");
     }
+    uint64_t gap = UINT64_MAX;
+    for (int m = 1; m < STICKY_BURST; m++)
+        gap = t[m] - t[m - 1] < gap ? t[m] - t[m - 1] : gap;
     for (int m = 0; m < STICKY_BURST; m++) {
         int got = -1;
         CHECK(wait2(&p, sreq[m], rreq[m], &got) == TPX_OK && got == STICKY_LEN,
               "burst message %d: got %d", m, got);
         CHECK(memcmp(sb[m], rb[m], STICKY_LEN) == 0, "burst message %d: bytes differ", m);
     }
-    used = chans_used(p.rc, before);
-    CHECK(used >= 2, "16 messages posted back to back arrived on %d connection(s)", used);
+    int used = chans_used(p.rc, before);
+    if (gap < 10)
+        CHECK(used >= 2, "16 messages posted back to back (closest %llu us apart) arrived on %d "
+              "connection(s)", (unsigned long long)gap, used);
     pair_close(&p);
-    printf("sticky: ok (burst over %d connections)\n", used);
+    printf("sticky: ok (one at a time: %d / %d / %d / %d; burst: closest posts %llu us apart, "
+           "%d connections%s)\n", on[0], on[1], on[2], on[3], (unsigned long long)gap, used,
+           gap < 10 ? "" : ", not checked: posts too far apart");
     return 0;
 }
 
