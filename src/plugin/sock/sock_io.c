@@ -340,9 +340,12 @@ static void sched_cut(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_
      * over every connection, for its latency. */
     uint64_t min = r->cuda_dev >= 0 ? 4 * TPX_SOCK_MIN_PIECE : TPX_SOCK_MIN_PIECE;
     uint64_t max = tpx__sock_params.piece_bytes;
-    if (atomic_load(&c->movable) - c->sched_seq > 1) {
-        min = TPX_MAX(min, r->cuda_dev >= 0 ? tpx__sock_params.cuda_piece : TPX_SOCK_BUSY_PIECE);
-        max = TPX_MAX(max, min);
+    int busy = atomic_load(&c->movable) - c->sched_seq > 1;
+    if (busy && r->cuda_dev >= 0) {
+        min = TPX_MAX(min, tpx__sock_params.cuda_piece);
+        max = TPX_MAX(max, min); /* TPX_SOCK_CUDA_PIECE wins over TPX_PIECE_BYTES */
+    } else if (busy) {
+        min = TPX_MAX(min, TPX_SOCK_BUSY_PIECE);
     }
     len = TPX_MAX(len, min);
     len = TPX_MIN(len, max);
