@@ -92,26 +92,24 @@ if has cuda && [ "$MEM" = cuda ]; then
   done
 fi
 p50='$1 == "read" || $1 == "write" { print $8 }'
+p99='$1 == "read" || $1 == "write" { print $9 }'
 rawp50='$1 == "read" || $1 == "write" { print $12 }'
-if has lat; then
+lat_rows() { # STAT (p50|p99) AWK ITERS: READ and WRITE latency rows (p50 adds 32 x 16K)
   for op in read write; do
     for b in 4K 64K 512K; do
-      add "$op 1 x $b p50 (us)" lo "$p50" "./tpx-perf --op $op --latency --blocks 1 --block $b --iters 1000"
+      add "$op 1 x $b $1 (us)" lo "$2" "./tpx-perf --op $op --latency --blocks 1 --block $b --iters $3"
     done
-    add "$op 32 x 16K p50 (us)" lo "$p50" "./tpx-perf --op $op --latency --blocks 32 --block 16K --iters 1000"
+    [ "$1" = p50 ] &&
+      add "$op 32 x 16K p50 (us)" lo "$2" "./tpx-perf --op $op --latency --blocks 32 --block 16K --iters $3"
   done
+}
+if has lat; then
+  lat_rows p50 "$p50" 1000
   for b in 4K 64K 512K; do
     add "raw TCP round trip $b p50 (us)" lo "$rawp50" "./tpx-perf --op read --latency --blocks 1 --block $b --iters 1000"
   done
 fi
-p99='$1 == "read" || $1 == "write" { print $9 }'
-if has p99; then
-  for op in read write; do
-    for b in 4K 64K 512K; do
-      add "$op 1 x $b p99 (us)" lo "$p99" "./tpx-perf --op $op --latency --blocks 1 --block $b --iters 2000"
-    done
-  done
-fi
+has p99 && lat_rows p99 "$p99" 2000
 if has threads; then
   # a loopback pair moving data for a while: threads and fds of the process
   cnt='/^threads/ { print $2 }'
