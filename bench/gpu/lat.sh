@@ -7,13 +7,7 @@
 #   env: ROUNDS=3 ITERS=1000 OUT=/tmp/lat
 #        SETS="default TPX_RMA_INLINE_BYTES=0 TPX_RMA_INLINE_BYTES=0,TPX_SOCK_EAGER_BYTES=0"
 #        (each a comma list of VAR=VALUE, or "default")
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-export TPX_SOCKET_IFNAME=lo
-B=build/release
-cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target tpx-perf >/dev/null ||
-  { echo "build failed"; exit 1; }
-P=$B/bin/tpx-perf
+. "$(dirname "$0")/perf_env.sh"
 ROUNDS=${ROUNDS:-3} ITERS=${ITERS:-1000} OUT=${OUT:-/tmp/lat}
 SETS=${SETS:-"default TPX_RMA_INLINE_BYTES=0 TPX_RMA_INLINE_BYTES=0,TPX_SOCK_EAGER_BYTES=0"}
 mkdir -p "$OUT"; : > "$OUT/rows"

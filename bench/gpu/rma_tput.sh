@@ -5,12 +5,7 @@
 # 4K / 2M ratio of each setting (issue 14: >= 0.5).
 #   env: ROUNDS=3 SETS="default TPX_RMA_IOV=0" (each a comma list of VAR=VALUE)
 #        BLOCKS="4K 16K 128K 2M" VERIFY=--verify (or --no-verify)
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-export TPX_SOCKET_IFNAME=lo
-cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target tpx-perf >/dev/null ||
-  { echo "build failed"; exit 1; }
-P=build/release/bin/tpx-perf
+. "$(dirname "$0")/perf_env.sh"
 ROUNDS=${ROUNDS:-3} SETS=${SETS:-"default TPX_RMA_IOV=0"} BLOCKS=${BLOCKS:-"4K 16K 128K 2M"}
 VERIFY=${VERIFY:---verify}
 rows=$(mktemp)

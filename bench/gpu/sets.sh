@@ -9,12 +9,7 @@
 #        MEM=host|cuda
 #   e.g. SETS="TPX_SOCK_POLL_US=0 default" (worker polling off / on)
 #        MEM=cuda SETS="default TPX_SOCK_CUDA_BLOCK=512K" (staging block size)
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-export TPX_SOCKET_IFNAME=lo
-cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target tpx-perf >/dev/null ||
-  { echo "build failed"; exit 1; }
-P=build/release/bin/tpx-perf
+. "$(dirname "$0")/perf_env.sh"
 ROUNDS=${ROUNDS:-3} SETS=${SETS:-"default TPX_CHANNELS=4,TPX_CHANNEL_SOCKS=0"} MEM=${MEM:-host}
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT

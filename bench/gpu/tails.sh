@@ -5,12 +5,7 @@
 # slowest iterations step by step beside each step's median time.
 #   env: ROWS="read:64K write:64K" ITERS=2000 SLOW=3 OUT=/tmp/tails
 #        SET="VAR=VALUE,..." (settings for every row; default none)
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-export TPX_SOCKET_IFNAME=lo
-cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target tpx-perf >/dev/null ||
-  { echo "build failed"; exit 1; }
-P=build/release/bin/tpx-perf
+. "$(dirname "$0")/perf_env.sh"
 ROWS=${ROWS:-"read:64K write:64K"} ITERS=${ITERS:-2000} SLOW=${SLOW:-3} OUT=${OUT:-/tmp/tails} SET=${SET:-}
 mkdir -p "$OUT"
 env=(); [ -n "$SET" ] && IFS=, read -ra env <<< "$SET"
