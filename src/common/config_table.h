@@ -47,7 +47,8 @@ TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "256K", 16384, 4194304,
              "from the GPU in blocks of half a piece, 64 KiB to this.")
 TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "Built-in transport, CUDA buffers: the smallest piece a data connection takes of a "
-             "message while more messages queue behind it (host memory: 512 KiB). Fewer, larger "
+             "message while more messages queue behind it (host memory: 512 KiB; this wins over "
+             "`TPX_PIECE_BYTES`). Fewer, larger "
              "pieces: 256 MiB GPU transfers 1.05-1.08x faster than with 512 KiB (H100 host, same "
              "runs); copied in blocks of half a piece, at most `TPX_SOCK_CUDA_BLOCK`.")
 TPX_CONFIG_X(SOCK_POLL_US, INT, "-1", -1, 100000,
