@@ -178,6 +178,12 @@ static void cfg_load_once(void)
         snprintf(auto_poll, sizeof(auto_poll), "%lld", (long long)cfg_int[TPX_CFG_SOCK_POLL_US]);
         cfg_str[TPX_CFG_SOCK_POLL_US] = auto_poll;
     }
+    /* TPX_SOCK_DIRECT_BYTES=-1: 64 KiB with 8 CPUs or more, else 1 MiB (see the table). */
+    if (cfg_int[TPX_CFG_SOCK_DIRECT_BYTES] < 0) {
+        int many = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
+        cfg_int[TPX_CFG_SOCK_DIRECT_BYTES] = many ? 65536 : 1048576;
+        cfg_str[TPX_CFG_SOCK_DIRECT_BYTES] = many ? "65536" : "1048576";
+    }
     level = tpx__log_level_parse(cfg_str[TPX_CFG_LOG_LEVEL]);
     if (level < 0) {
         TPX_ERROR("TPX_LOG_LEVEL=%s is not valid: expected none, error, warn, info, debug or trace",

@@ -66,6 +66,16 @@ TPX_CONFIG_X(SOCK_EAGER_BYTES, INT, "64K", 0, 1048576,
              "answer take one wake-up fewer each). Up to this much memory per data connection "
              "that ever received such a message. 0: such a message waits in the socket for its "
              "receive. Not in strict TCPX mode.")
+TPX_CONFIG_X(SOCK_DIRECT_BYTES, INT, "-1", -1, 16777216,
+             "Built-in transport: the largest message the thread that posts or tests it moves "
+             "itself instead of an I/O worker: isend writes it with one non-blocking sendmsg "
+             "when a data connection is idle and nothing is queued before it; irecv and test() "
+             "of a receive of at most this size read what the comm's connections hold, on each "
+             "connection no worker is moving at that moment. Host memory only; a worker goes on "
+             "from wherever the socket would block. The thread that waits for a message moves "
+             "it, so no worker wake-up lies on a request/response exchange. -1: 64K with 8 CPUs "
+             "or more, else 1M (on a 2-core host the workers' wake-ups queued behind three "
+             "spinning threads). 0: workers move everything. Not in strict TCPX mode.")
 TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "0", 0, 1073741824,
              "SO_SNDBUF/SO_RCVBUF of data connections (0: kernel autotuning).")
 TPX_CONFIG_X(CONNECT_TIMEOUT_MS, INT, "30000", 1, 86400000,

@@ -48,6 +48,7 @@ static const char *const event_names[TPX_TR_NEVENTS] = {
     [TPX_TR_PARKED] = "parked",
     [TPX_TR_UNPARKED] = "unparked",
     [TPX_TR_SEND_FULL] = "send-full",
+    [TPX_TR_RECV_DIRECT] = "recv-direct",
     [TPX_TR_RECV_DRY] = "recv-dry",
     [TPX_TR_CU_WAIT] = "cu-wait",
     [TPX_TR_DATA_POST] = "data-post",

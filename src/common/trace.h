@@ -36,6 +36,7 @@ typedef enum {
     TPX_TR_PARKED,         /* a receiving connection met a message not posted yet (arg: seq) */
     TPX_TR_UNPARKED,       /* ... and found it posted (arg: seq) */
     TPX_TR_SEND_FULL,      /* a sending connection's socket was full (arg: bytes moved that turn) */
+    TPX_TR_RECV_DIRECT,    /* irecv/test read bytes themselves (arg: the receive's size) */
     TPX_TR_RECV_DRY,       /* a receiving connection's socket was empty (arg: bytes moved that turn) */
     TPX_TR_DATA_POST,      /* the engine posted a data request (arg: bytes; +1 for a receive) */
     TPX_TR_CU_WAIT,        /* a connection waited for a staging copy, nothing moved (arg: 0 send,

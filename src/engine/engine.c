@@ -280,6 +280,52 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
         e->last_move_ns = tpx__now_ns();
 }
 
+/* A tpx_xfer_wait caller runs the loop while it watches its transfer:
+ * stand aside, so that one thread spins, not two (a 2-core host has no
+ * core for a third: a one-sided READ in one process had the owner's and
+ * the requester's progress threads and the waiting caller spinning). Sleep
+ * on the wake eventfd, without `sleeping` (a post must not wake us: the
+ * driver does that work), until the last driver leaves (it writes the
+ * eventfd or arms the transport's wake-up) or 1 ms passes. Lock held on
+ * entry and exit. */
+static void progress_stand_aside(tpx_engine_t *e)
+{
+    struct pollfd pf = {.fd = e->wake_efd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000L};
+    pthread_mutex_unlock(&e->lock);
+    int r = ppoll(&pf, 1, &ts, NULL);
+    pthread_mutex_lock(&e->lock);
+    if (r > 0) {
+        uint64_t v;
+        ssize_t k = read(e->wake_efd, &v, sizeof(v));
+        (void)k;
+    }
+}
+
+void tpx__engine_drive_begin(tpx_engine_t *e)
+{
+    atomic_fetch_add(&e->drivers, 1);
+    /* The driver sees its completions itself: none should wake us. */
+    atomic_store(&e->net_wake.armed, 0);
+}
+
+void tpx__engine_drive_end(tpx_engine_t *e, int more)
+{
+    if (atomic_fetch_sub(&e->drivers, 1) != 1)
+        return;
+    if (more || !e->net_wakes || !e->progress_started) {
+        uint64_t one = 1;
+        ssize_t n = write(e->wake_efd, &one, sizeof(one));
+        (void)n;
+        return;
+    }
+    /* Done: no system call on the way out (a wake-up here cost the 2-core
+     * host 11 us per small READ: the woken thread took the caller's core).
+     * The next completion of a transport thread wakes the progress thread;
+     * it also wakes by itself within 1 ms. */
+    wake_arm(e);
+}
+
 /* Between passes the progress thread gives the lock up (yielding the core
  * if asked); API callers waiting for it go first (tpx__engine_lock), for
  * a bounded number of yields. Lock held on entry and exit. */
@@ -310,6 +356,10 @@ static void *progress_main(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     pthread_mutex_lock(&e->lock);
     while (!atomic_load(&e->stop)) {
+        if (atomic_load_explicit(&e->drivers, memory_order_relaxed) > 0) {
+            progress_stand_aside(e);
+            continue;
+        }
         if (e->inflight == 0 && tpx__now_ns() - e->last_move_ns < e->spin_ns) {
             /* Just active (TPX_SPIN_US): the next request, answer or
              * notification is likely microseconds away; poll the plugin

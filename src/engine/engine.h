@@ -205,6 +205,9 @@ struct tpx_engine {
     int sleeping;              /* the progress thread sleeps in poll() (lock held to read) */
     atomic_int api_waiting;    /* API callers blocked on `lock` (tpx__engine_lock): the
                                   progress thread lets them in before it takes it again */
+    atomic_int drivers;        /* tpx_xfer_wait callers running the loop themselves while
+                                  they watch (tpx__engine_drive_begin): the progress thread
+                                  stands aside until the last one leaves */
     tpx_net_wake_t net_wake;   /* the plugin's wake-up of a sleeping progress thread: its
                                   `armed` flag is atomic (read by transport threads) */
     /* ---- peers and memory (engine-owned lists) ---- */
@@ -287,6 +290,14 @@ int tpx__engine_progress(tpx_engine_t *e);
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p);
 /* Wait on e->cond for at most `ns` (it is released meanwhile). */
 void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns);
+/* A caller that waits for a transfer runs the loop's passes itself while
+ * it watches (tpx_xfer_wait) and the progress thread stands aside: one
+ * spinning thread instead of two. begin: any time (no lock). end: lock
+ * held; `more`: the caller goes to sleep with its transfer unfinished, so
+ * the progress thread must take over now (woken), else it is woken by the
+ * next completion a transport thread makes (armed: no system call here). */
+void tpx__engine_drive_begin(tpx_engine_t *e);
+void tpx__engine_drive_end(tpx_engine_t *e, int more);
 /* ---- window.c: GPU context around plugin set-up calls ---- */
 
 /* Around plugin listen/connect/accept: make the engine's GPU current, as

@@ -1054,20 +1054,45 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
     }
     uint64_t now = tpx__now_ns();
     uint64_t limit = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000ull;
-    if (xfer_running(x) && x->e->wait_spin_ns > 0) {
+    int driver = xfer_running(x) && x->e->wait_spin_ns > 0;
+    if (driver) {
         /* A transfer of a progress-thread engine often ends within
          * microseconds (a small READ, the tail of a larger one): watch its
-         * `settled` flag for up to TPX_WAIT_SPIN_US, yielding the core, before
-         * sleeping on the condition variable -- waking from it costs as
-         * much as a network round trip on loopback. */
-        uint64_t stop = TPX_MIN(limit, now + x->e->wait_spin_ns);
-        while (xfer_running(x) && tpx__now_ns() < stop)
+         * `settled` flag for up to TPX_WAIT_SPIN_US, yielding the core,
+         * before sleeping on the condition variable -- waking from it
+         * costs as much as a network round trip on loopback. Meanwhile
+         * this thread runs the loop's passes itself (whenever the lock is
+         * free) and the progress thread stands aside (engine.c): the
+         * thread that waits does the work, one spinning thread instead of
+         * two. 2-core host, one-sided READ of 512 KiB in one process:
+         * p50 1.99x -> 1.27x the raw TCP round trip with the transport's
+         * direct reads (sock_io.c), 32 x 16 KiB 1.71x -> 1.42x. */
+        tpx_engine_t *e = x->e;
+        uint64_t stop = TPX_MIN(limit, now + e->wait_spin_ns);
+        tpx__engine_drive_begin(e);
+        while (xfer_running(x) && tpx__now_ns() < stop) {
+            if (pthread_mutex_trylock(&e->lock) == 0) {
+                uint64_t before = e->nmoves, seen = e->ncompleted;
+                (void)tpx__engine_progress(e);
+                if (e->nmoves != before || e->ncompleted != seen)
+                    e->last_move_ns = tpx__now_ns();
+                pthread_mutex_unlock(&e->lock);
+            }
             sched_yield();
+        }
     }
     tpx_status_t st = xfer_lock(x, "tpx_xfer_wait");
-    if (st != TPX_OK)
+    if (st != TPX_OK) {
+        if (driver) {
+            tpx__engine_lock(x->e);
+            tpx__engine_drive_end(x->e, 1);
+            pthread_mutex_unlock(&x->e->lock);
+        }
         return st;
+    }
     tpx_engine_t *e = x->e;
+    if (driver) /* the loop goes back to the progress thread */
+        tpx__engine_drive_end(e, x->state != XF_DONE);
     while (x->state != XF_DONE) {
         now = tpx__now_ns();
         if (now >= limit) {

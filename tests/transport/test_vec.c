@@ -20,6 +20,14 @@
  *           them, all arrive on one connection (its receiving worker is the
  *           one still polling); 16 posted back to back arrive on several
  *           (several workers read a burst at once); every byte checked
+ *   direct  irecv/test read a message themselves (TPX_SOCK_DIRECT_BYTES=64K,
+ *           one data connection, no eager buffer): a message that arrived
+ *           before its receive parks its connection, and the irecv that
+ *           posts the receive reads it (complete when irecv returns, counted
+ *           as the connection's direct-read bytes); one larger than the
+ *           setting is left to the worker; then 200 messages of random
+ *           sizes, receive first, test() racing the workers; every byte
+ *           checked
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -433,6 +441,70 @@ static int t_sticky(void)
     return 0;
 }
 
+#define DIRECT_MAX 65536
+
+static int t_direct(void)
+{
+    setenv("TPX_NSOCKS", "1", 1);
+    setenv("TPX_SOCK_EAGER_BYTES", "0", 1);
+    setenv("TPX_SOCK_POLL_US", "0", 1);
+    setenv("TPX_SOCK_DIRECT_BYTES", "65536", 1);
+    pair_t p = {0};
+    pair_open(&p);
+    const tpx_sock_comm_t *rc = p.rc;
+    CHECK(rc->magic == SOCK_COMM_MAGIC_RECV && rc->nsocks == 1, "not a 1-connection comm");
+    static unsigned char sb[300000], rb[300000 + 1];
+    static const size_t lens[] = {0, 1, 4096, DIRECT_MAX, DIRECT_MAX + 1, 300000};
+    for (int m = 0; m < 6; m++) {
+        size_t len = lens[m];
+        for (size_t i = 0; i < len; i++)
+            sb[i] = pat((uint64_t)m, i);
+        memset(rb, 0xEE, sizeof(rb));
+        void *sreq = NULL, *rreq = NULL;
+        CHECK(tpx__net_isend(p.n, p.sc, sb, len, 0, NULL, &sreq) == TPX_OK, "isend %zu", len);
+        struct timespec ts = {0, 50 * 1000000L}; /* its worker reads the header and parks */
+        nanosleep(&ts, NULL);
+        uint64_t before = rc->chans[0].api_bytes;
+        CHECK(tpx__net_irecv(p.n, p.rc, rb, len, 0, NULL, &rreq) == TPX_OK, "irecv %zu", len);
+        if (len <= DIRECT_MAX) {
+            int done = 0, size = -1, rcode = 0;
+            CHECK(tpx__net_test(p.n, rreq, &done, &size, &rcode) == TPX_OK && done &&
+                  size == (int)len, "%zu bytes: not complete when irecv returned", len);
+            CHECK(rc->chans[0].api_bytes - before == len,
+                  "%zu bytes: %llu moved by irecv itself", len,
+                  (unsigned long long)(rc->chans[0].api_bytes - before));
+            rreq = NULL;
+        }
+        int got = -1;
+        CHECK(wait2(&p, sreq, rreq, &got) == TPX_OK, "message of %zu bytes failed", len);
+        if (len > DIRECT_MAX)
+            CHECK(got == (int)len && rc->chans[0].api_bytes == before,
+                  "%zu bytes (more than TPX_SOCK_DIRECT_BYTES): got %d, %llu read directly", len,
+                  got, (unsigned long long)(rc->chans[0].api_bytes - before));
+        CHECK(memcmp(sb, rb, len) == 0 && rb[len] == 0xEE, "%zu bytes: wrong bytes", len);
+    }
+    /* receive first, test() racing the connection's worker */
+    uint64_t x = 12345, direct = rc->chans[0].api_bytes;
+    for (int m = 0; m < 200; m++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t len = (size_t)(x >> 33) % (m % 2 ? 4096 : 300000);
+        for (size_t i = 0; i < len; i++)
+            sb[i] = pat((uint64_t)m + 100, i);
+        memset(rb, 0xEE, len + 1);
+        void *sreq = NULL, *rreq = NULL;
+        CHECK(tpx__net_irecv(p.n, p.rc, rb, len, 0, NULL, &rreq) == TPX_OK, "irecv %zu", len);
+        CHECK(tpx__net_isend(p.n, p.sc, sb, len, 0, NULL, &sreq) == TPX_OK, "isend %zu", len);
+        int got = -1;
+        CHECK(wait2(&p, sreq, rreq, &got) == TPX_OK && got == (int)len,
+              "race message %d of %zu bytes: got %d", m, len, got);
+        CHECK(memcmp(sb, rb, len) == 0 && rb[len] == 0xEE, "race message %d: wrong bytes", m);
+    }
+    direct = rc->chans[0].api_bytes - direct;
+    pair_close(&p);
+    printf("direct: ok (racing: %llu bytes read by test() itself)\n", (unsigned long long)direct);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "";
@@ -446,6 +518,8 @@ int main(int argc, char **argv)
         return t_strict();
     if (strcmp(s, "sticky") == 0)
         return t_sticky();
-    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky\n");
+    if (strcmp(s, "direct") == 0)
+        return t_direct();
+    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky|direct\n");
     return 2;
 }

@@ -16,7 +16,7 @@
  *    the pace;
  *  - isend/irecv/test never block; their only system calls are an eventfd
  *    write to wake a sleeping worker and, for a small message (at most
- *    SOCK_DIRECT_MAX of host memory) posted while a data connection is
+ *    TPX_SOCK_DIRECT_BYTES of host memory) posted while a data connection is
  *    idle, one non-blocking sendmsg that writes it from the caller's thread
  *    (its worker goes on from a partial write; not in strict TCPX mode);
  *    test() only reads counters;
@@ -92,6 +92,7 @@ typedef struct {
     uint64_t cuda_piece; /* CUDA: smallest piece while messages queue (TPX_SOCK_CUDA_PIECE) */
     uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */
     uint64_t poll_ns;     /* TPX_SOCK_POLL_US: a worker polls this long after activity */
+    uint64_t direct_bytes; /* TPX_SOCK_DIRECT_BYTES: isend/irecv/test move this much themselves */
     int sock_buf;
     int connect_timeout_ms;
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
@@ -175,6 +176,7 @@ typedef struct tpx_sock_chan {
     uint32_t data_done;    /* payload bytes moved */
     tpx_sock_req_t *req;
     uint64_t bytes;        /* payload bytes moved in total (stats) */
+    uint64_t api_bytes;    /* recv: of them, moved by direct reads (stats, tests) */
     uint32_t copy_done;    /* CUDA send: payload bytes copied to staging */
     /* CUDA send: the next piece, taken while `piece` is written so that
      * its copies to staging run meanwhile (sock_cuda.c); valid while
@@ -316,12 +318,19 @@ void tpx__sock_comm_kick(tpx_sock_comm_t *c);
  * worker). Returns 1 if the message was taken (no kick needed), 0 if the
  * workers must move it. Not in strict TCPX mode. */
 int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
-#define SOCK_DIRECT_MAX (64u * 1024) /* largest message isend writes itself */
 #define SOCK_DIRECT_BURST_NS 20000   /* direct writes closer than this spread over connections */
 /* irecv of message `seq` (just made movable): if a connection holds it
  * eagerly and the receive is host memory, copy it out here. Returns 1 if
  * it was delivered. Plain mode only. */
 int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
+/* irecv or test() of receive `r` (host memory, at most
+ * TPX_SOCK_DIRECT_BYTES, plain mode): read what the comm's connections
+ * hold from the calling thread, on each connection no worker is moving
+ * now (the owner token, as isend's direct write). The thread that waits
+ * for a message moves it: no worker wake-up on its path (on a 2-core host
+ * one-sided READ's three spinning threads left the workers' wake-ups
+ * queued behind them). Never blocks; returns 1 if bytes moved. */
+int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r);
 #define SOCK_OWNER_WORKER 1
 #define SOCK_OWNER_API 2
 /* Publish `units` more bytes of message `r` (1 for a zero-byte message)

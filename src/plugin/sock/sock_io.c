@@ -268,6 +268,12 @@ void tpx__sock_comm_kick(tpx_sock_comm_t *c)
 static _Thread_local uint64_t tl_small_ns;
 static uint64_t mono_ns(void);
 
+/* Set while this thread moves bytes inside an API call (isend's direct
+ * write, a direct read): what it completes, the caller sees in its own
+ * test() calls, so it wakes no one (the engine's sleeping progress thread
+ * would only take the caller's core). */
+static _Thread_local int tl_in_api;
+
 /* Publish `units` more of a message (bytes; 1 for a zero-byte message). */
 static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units,
                               uint64_t total)
@@ -278,7 +284,8 @@ static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t un
         if (total <= SOCK_POLL_SMALL_BYTES)
             tl_small_ns = mono_ns();
         atomic_fetch_add_explicit(&c->finished, 1, memory_order_relaxed);
-        wake_engine(c); /* an engine asleep until something completes */
+        if (!tl_in_api)
+            wake_engine(c); /* an engine asleep until something completes */
     }
 }
 
@@ -680,10 +687,12 @@ static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     return 1;
 }
 
-/* The worker, parked holding a message eagerly: CH_PARKED while its
- * receive is not posted (or irecv is copying it out), CH_PROGRESS once it
- * is delivered (by irecv or here), CH_ERROR. */
-static int eager_parked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+/* The connection's owner, parked holding a message eagerly: CH_PARKED
+ * while its receive is not posted (or irecv is copying it out),
+ * CH_PROGRESS once it is delivered (by irecv or here), CH_ERROR;
+ * CH_MORE when `api` (a direct read, see chan_recv) would have to copy it
+ * into CUDA memory: the worker does that. */
+static int eager_parked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api)
 {
     for (;;) {
         int st = atomic_load(&ch->eager_state);
@@ -697,6 +706,8 @@ static int eager_parked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         /* seq_cst: after our seq_cst store of READY (Dekker with irecv) */
         if (atomic_load(&c->movable) <= ch->piece.seq)
             return CH_PARKED;
+        if (api && c->reqs[ch->piece.seq % (uint64_t)c->max_reqs].cuda_dev >= 0)
+            return CH_MORE;
         int expected = SOCK_EAGER_READY;
         if (atomic_compare_exchange_strong(&ch->eager_state, &expected, SOCK_EAGER_NONE)) {
             ch->eager_held = 0;
@@ -725,7 +736,9 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
             chan_kick(ch);
             return 0;
         }
+        tl_in_api = 1;
         int ok = eager_deliver(c, ch);
+        tl_in_api = 0;
         TPX_TL(TPX_TR_EAGER_IRECV, r->size);
         atomic_store(&ch->parked, 0);
         atomic_store(&ch->eager_state, SOCK_EAGER_NONE); /* the worker may read on */
@@ -740,16 +753,20 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
     return 0;
 }
 
-static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+/* One turn of a receiving connection, by its owner: its worker, or (`api`)
+ * the thread of a direct read (tpx__sock_recv_direct), which moves host
+ * memory only and stops with CH_MORE where a CUDA copy or its turn's
+ * budget (`budget` bytes) would begin: the worker goes on from there. */
+static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t budget)
 {
     uint64_t turn = 0;
     for (;;) {
         if (atomic_load_explicit(&c->closing, memory_order_relaxed))
             return CH_IDLE;
-        if (turn >= SOCK_TURN_BYTES)
+        if (turn >= budget)
             return CH_MORE;
         if (ch->eager_held) {
-            int r = eager_parked(c, ch);
+            int r = eager_parked(c, ch, api);
             if (r != CH_PROGRESS)
                 return r;
             continue;
@@ -766,6 +783,8 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         }
         /* Through staging: a CUDA buffer, or (strict TCPX) a GPU bounce buffer. */
         if (ch->active && (ch->req->bounce ? c->gpu >= 0 : ch->req->cuda_dev >= 0)) {
+            if (api)
+                return CH_MORE;
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
             if (r < 0) {
                 if (errno == 0)
@@ -876,9 +895,20 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     }
 }
 
-/* The worker takes a send connection's state for a turn. If isend holds
- * it, say so and look once more (Dekker with chan_release: either we get
- * it now or the releaser sees `missed` and kicks us). */
+/* A receiving connection's owner read its clean end: a close between
+ * pieces is how a sender's close arrives; the peer is gone only when
+ * every data connection has ended (later data may sit on others). */
+static void chan_recv_eof(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    ch->eof = 1;
+    if (atomic_fetch_add(&c->eof_chans, 1) + 1 == c->nsocks)
+        comm_peer_closed(c, "sender");
+}
+
+/* The worker takes a connection's state for a turn. If the API thread
+ * holds it (isend's direct write, a direct read), say so and look once
+ * more (Dekker with chan_release: either we get it now or the releaser
+ * sees `missed` and kicks us). */
 static int chan_own(tpx_sock_chan_t *ch)
 {
     int expected = 0;
@@ -897,11 +927,54 @@ static void chan_release(tpx_sock_chan_t *ch, int who)
         chan_kick(ch);
 }
 
+/* ---- direct reads ---------------------------------------------------------------- */
+
+int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
+{
+    uint64_t max = tpx__sock_params.direct_bytes;
+    if (r->size > max || r->cuda_dev >= 0 || r->bounce || c->tcpx ||
+        atomic_load_explicit(&c->error, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&c->closing, memory_order_relaxed))
+        return 0;
+    int moved = 0;
+    tl_in_api = 1;
+    for (int i = 0; i < c->nsocks; i++) {
+        tpx_sock_chan_t *ch = &c->chans[i];
+        int expected = 0;
+        if (ch->worker == NULL || atomic_load_explicit(&ch->owner, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong(&ch->owner, &expected, SOCK_OWNER_API))
+            continue;
+        uint64_t before = ch->bytes;
+        uint64_t done = atomic_load_explicit(&c->finished, memory_order_relaxed);
+        /* A connection that ever carried a CUDA piece stays with its
+         * worker (copies in flight, published in order with its close). */
+        int st = ch->eof || ch->cu != NULL ? CH_IDLE : chan_recv(c, ch, 1, 2 * max);
+        if (st == CH_EOF)
+            chan_recv_eof(c, ch);
+        if (st == CH_BLOCKED) {
+            /* Read dry: what woke its worker meanwhile (if anything) was
+             * read here. A later byte raises an edge of its own. */
+            atomic_store(&ch->missed, 0);
+        } else if (st == CH_MORE) {
+            atomic_store(&ch->missed, 1); /* the worker goes on from here */
+        }
+        if (ch->bytes != before)
+            ch->api_bytes += ch->bytes - before;
+        if (ch->bytes != before || atomic_load_explicit(&c->finished, memory_order_relaxed) != done)
+            moved = 1;
+        chan_release(ch, SOCK_OWNER_API);
+    }
+    tl_in_api = 0;
+    if (moved)
+        TPX_TL(TPX_TR_RECV_DIRECT, r->size);
+    return moved;
+}
+
 /* ---- isend's direct write ------------------------------------------------------ */
 
 int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
 {
-    if (r->size > SOCK_DIRECT_MAX || r->cuda_dev >= 0 || c->tcpx)
+    if (r->size > tpx__sock_params.direct_bytes || r->cuda_dev >= 0 || c->tcpx)
         return 0;
     /* An idle connection nobody else moves: the one the last direct write
      * used if that was a while ago (a request/response exchange: its
@@ -967,7 +1040,9 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
             TPX_TL(TPX_TR_ISEND_DIRECT, r->size);
             ch->active = 0;
             ch->bytes += r->size;
+            tl_in_api = 1;
             piece_done(c, r, r->size ? r->size : 1, r->size);
+            tl_in_api = 0;
             /* Idle again: only this thread posts, and nothing it posted
              * waits in the scheduler (this message was the last). */
             atomic_store(&ch->idle, 1);
@@ -1067,7 +1142,7 @@ static int chan_run(tpx_sock_chan_t *ch)
     if (!atomic_load_explicit(&c->closing, memory_order_acquire) &&
         atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
         !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
-        !ch->eof && (!send || chan_own(ch))) { /* not owned: isend writes on it, kicks us after */
+        !ch->eof && chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
         if (send) {
             /* The receiver never writes on data connections: readable
              * (or hung up) means it closed. */
@@ -1089,7 +1164,7 @@ static int chan_run(tpx_sock_chan_t *ch)
              * first; while some still wait, the connection stays polled
              * (and a close behind them is taken only after them). */
             int prog = 0, left = tpx__sock_cuda_reap(ch, &prog);
-            r = left < 0 ? CH_ERROR : chan_recv(c, ch);
+            r = left < 0 ? CH_ERROR : chan_recv(c, ch, 0, SOCK_TURN_BYTES);
             if (r != CH_ERROR && r != CH_MORE && r != CH_CUWAIT &&
                 (left = tpx__sock_cuda_reap(ch, &prog)) != 0) {
                 r = left < 0 ? CH_ERROR : prog ? CH_MORE : CH_CUWAIT;
@@ -1098,14 +1173,9 @@ static int chan_run(tpx_sock_chan_t *ch)
             }
             if (left < 0)
                 tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
-            if (r == CH_EOF) {
-                /* A clean close between pieces is how a sender's close
-                 * arrives; the peer is gone only when every data
-                 * connection has ended (later data may sit on others). */
-                ch->eof = 1;
-                if (atomic_fetch_add(&c->eof_chans, 1) + 1 == c->nsocks)
-                    comm_peer_closed(c, "sender");
-            }
+            if (r == CH_EOF)
+                chan_recv_eof(c, ch);
+            chan_release(ch, SOCK_OWNER_WORKER);
         }
         ch->events = 0;
     }

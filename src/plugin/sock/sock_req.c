@@ -88,6 +88,8 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, const struct iovec *iov
         atomic_store(&c->movable, seq + 1);
         int taken = c->kind == SOCK_COMM_SEND ? tpx__sock_send_direct(c, r, seq)
                                               : tpx__sock_recv_eager(c, r, seq);
+        if (!taken && c->kind == SOCK_COMM_RECV)
+            (void)tpx__sock_recv_direct(c, r); /* a parked connection is read on here */
         if (!taken)
             tpx__sock_comm_kick(c);
     }
@@ -251,6 +253,13 @@ tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
     int err = atomic_load_explicit(&c->error, memory_order_acquire);
     uint64_t total = atomic_load_explicit(&r->total, memory_order_acquire);
     uint64_t moved = atomic_load_explicit(&r->done, memory_order_acquire);
+    if (c->kind == SOCK_COMM_RECV && err == 0 &&
+        (total == SOCK_TOTAL_UNKNOWN || moved != (total ? total : 1)) &&
+        tpx__sock_recv_direct(c, r)) {
+        err = atomic_load_explicit(&c->error, memory_order_acquire);
+        total = atomic_load_explicit(&r->total, memory_order_acquire);
+        moved = atomic_load_explicit(&r->done, memory_order_acquire);
+    }
     if (total != SOCK_TOTAL_UNKNOWN && moved == (total ? total : 1)) {
         r->state = SOCK_REQ_FREE;
         *done = 1;
