@@ -191,7 +191,8 @@ TPX_CONFIG_X(WAIT_SPIN_US, INT, "200", 0, 1000000,
              "A thread in `tpx_xfer_wait()` watches its transfer for this long (yielding the core) "
              "before it sleeps on the engine's condition variable: a small transfer often ends "
              "within microseconds, and waking from a sleep costs as much as a round trip on "
-             "loopback. 0: sleep at once.")
+             "loopback. Meanwhile it runs the engine's progress passes itself and the progress "
+             "thread stands aside (one spinning thread, not two). 0: sleep at once.")
 TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
              "Received notifications an engine holds until tpx_engine_get_notifs() takes them; beyond "
              "that they are dropped and counted (`params.notif_queue` overrides).")

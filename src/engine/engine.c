@@ -314,6 +314,8 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more)
     if (atomic_fetch_sub(&e->drivers, 1) != 1)
         return;
     if (more || !e->net_wakes || !e->progress_started) {
+        /* Wherever it waits: standing aside, or in a nap it took before. */
+        pthread_cond_broadcast(&e->cond);
         uint64_t one = 1;
         ssize_t n = write(e->wake_efd, &one, sizeof(one));
         (void)n;
