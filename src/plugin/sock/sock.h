@@ -162,14 +162,17 @@ typedef struct {
 struct tpx_sock_worker; /* sock_io.c: one thread of the process-wide I/O pool */
 
 /* Per data connection progress. Everything but the atomics and the fields
- * marked otherwise belongs to the worker the connection is assigned to. */
+ * marked otherwise belongs to whoever holds `owner`: the worker the
+ * connection is assigned to, for a turn, or an API thread (isend's direct
+ * write on a send connection, a direct read on a receive connection). */
 typedef struct tpx_sock_chan {
     int fd;
     int active;            /* a piece is in progress */
     _Atomic int parked;    /* recv: header read, message not posted yet (posters read it) */
     _Atomic int idle;      /* send: found no piece to take (posters read it) */
     int want_write;        /* send: the last write would block */
-    int eof;               /* recv: the sender closed this connection between pieces */
+    int eof;               /* recv: the sender closed this connection between pieces (read
+                              and written by the connection's owner only: see `owner`) */
     tpx_sock_piece_t piece;
     unsigned char hdr[TPX_SOCK_PIECE_WIRE_SIZE];
     uint32_t hdr_done;     /* header bytes moved */
@@ -193,8 +196,10 @@ typedef struct tpx_sock_chan {
     struct tpx_sock_worker *worker; /* set once at start, before the worker sees it */
     struct tpx_sock_chan *kick_next; /* the worker's kick stack (lock-free, MPSC) */
     _Atomic int kicked;    /* on the kick stack */
-    /* Who moves the send state: 0 nobody, SOCK_OWNER_WORKER (a turn of its
-     * worker) or SOCK_OWNER_API (isend's direct write); taken by CAS. */
+    /* Who moves the connection's state: 0 nobody, SOCK_OWNER_WORKER (a turn
+     * of its worker) or SOCK_OWNER_API (isend's direct write, a direct
+     * read); taken by CAS, which orders one owner's writes before the
+     * next owner's reads. */
     _Atomic int owner;
     _Atomic int missed;    /* the worker found it owned by the API: kick it after */
     struct tpx_sock_chan *run_next;  /* the worker's run queue */

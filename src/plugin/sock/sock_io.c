@@ -932,7 +932,16 @@ static void chan_release(tpx_sock_chan_t *ch, int who)
 int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
 {
     uint64_t max = tpx__sock_params.direct_bytes;
+    /* Only a lone receive (nothing else in flight on the comm): that is
+     * the request/response exchange whose wake-ups this saves. A stream
+     * keeps several receives posted, and its workers move them in parallel
+     * better than one API thread contending with them for the connections
+     * (64 KiB two-sided transfers: 0.84x with direct reads of every
+     * receive, H200 host, 16 CPUs). */
     if (r->size > max || r->cuda_dev >= 0 || r->bounce || c->tcpx ||
+        atomic_load_explicit(&c->posted, memory_order_relaxed) -
+                atomic_load_explicit(&c->finished, memory_order_relaxed) >
+            1 ||
         atomic_load_explicit(&c->error, memory_order_relaxed) != 0 ||
         atomic_load_explicit(&c->closing, memory_order_relaxed))
         return 0;
@@ -1142,8 +1151,12 @@ static int chan_run(tpx_sock_chan_t *ch)
     if (!atomic_load_explicit(&c->closing, memory_order_acquire) &&
         atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
         !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
-        !ch->eof && chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
-        if (send) {
+        chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
+        if (ch->eof) {
+            /* Its close was taken (by us, or by a direct read: read only
+             * while owning, as the reader wrote it): nothing more comes. */
+            chan_release(ch, SOCK_OWNER_WORKER);
+        } else if (send) {
             /* The receiver never writes on data connections: readable
              * (or hung up) means it closed. */
             if (ch->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
@@ -1430,7 +1443,7 @@ static tpx_status_t pool_start(void)
         goto out;
     int n = tpx__sock_params.workers;
     if (n <= 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        long cpus = tpx__config_ncpus();
         n = (int)TPX_MIN(TPX_MAX(cpus, 2), 16);
     }
     n = TPX_MIN(n, SOCK_MAX_WORKERS);
