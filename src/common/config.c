@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -157,7 +158,7 @@ static void cfg_load_once(void)
      * Resolved here so that every reader, and --print-config, sees it. */
     if (cfg_int[TPX_CFG_NSOCKS] == 0) {
         static char auto_nsocks[8];
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        long ncpu = tpx__config_ncpus();
         cfg_int[TPX_CFG_NSOCKS] = TPX_MIN(8, TPX_MAX(2, ncpu / 2));
         snprintf(auto_nsocks, sizeof(auto_nsocks), "%lld", (long long)cfg_int[TPX_CFG_NSOCKS]);
         cfg_str[TPX_CFG_NSOCKS] = auto_nsocks;
@@ -165,7 +166,7 @@ static void cfg_load_once(void)
     /* TPX_CHANNEL_SOCKS=0: a quarter of the CPUs, 1..4 (see the table). */
     if (cfg_int[TPX_CFG_CHANNEL_SOCKS] == 0) {
         static char auto_csocks[8];
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        long ncpu = tpx__config_ncpus();
         cfg_int[TPX_CFG_CHANNEL_SOCKS] = TPX_MIN(4, TPX_MAX(1, ncpu / 4));
         snprintf(auto_csocks, sizeof(auto_csocks), "%lld",
                  (long long)cfg_int[TPX_CFG_CHANNEL_SOCKS]);
@@ -174,13 +175,13 @@ static void cfg_load_once(void)
     /* TPX_SOCK_POLL_US=-1: 200 us with 8 CPUs or more, else 0 (see the table). */
     if (cfg_int[TPX_CFG_SOCK_POLL_US] < 0) {
         static char auto_poll[8];
-        cfg_int[TPX_CFG_SOCK_POLL_US] = sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 200 : 0;
+        cfg_int[TPX_CFG_SOCK_POLL_US] = tpx__config_ncpus() >= 8 ? 200 : 0;
         snprintf(auto_poll, sizeof(auto_poll), "%lld", (long long)cfg_int[TPX_CFG_SOCK_POLL_US]);
         cfg_str[TPX_CFG_SOCK_POLL_US] = auto_poll;
     }
     /* TPX_SOCK_DIRECT_BYTES=-1: 64 KiB with 8 CPUs or more, else 1 MiB (see the table). */
     if (cfg_int[TPX_CFG_SOCK_DIRECT_BYTES] < 0) {
-        int many = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
+        int many = tpx__config_ncpus() >= 8;
         cfg_int[TPX_CFG_SOCK_DIRECT_BYTES] = many ? 65536 : 1048576;
         cfg_str[TPX_CFG_SOCK_DIRECT_BYTES] = many ? "65536" : "1048576";
     }
@@ -209,6 +210,22 @@ static void cfg_load_once(void)
                   strlen(cfg_str[TPX_CFG_AUTH_TOKEN]), CFG_TOKEN_MAX);
         cfg_status = TPX_ERR_CONFIG;
     }
+}
+
+long tpx__config_ncpus(void)
+{
+    /* The affinity mask, not the machine: a process confined to 4 CPUs of
+     * a 64-CPU host (a Kubernetes cpuset, taskset) must not start 16 I/O
+     * workers that fight over them. */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
 }
 
 tpx_status_t tpx__config_load(void)

@@ -30,6 +30,11 @@ const char *tpx__config_str(tpx_cfg_id_t id);
 /* Parse "64K", "1M", "2G" or plain decimal into *out; -1 on bad input. */
 int tpx__parse_size(const char *s, int64_t *out);
 
+/* The CPUs this process may run on: its affinity mask (a container's
+ * cpuset, taskset), else the online CPUs. What the CPU-dependent defaults
+ * (TPX_NSOCKS, TPX_SOCK_WORKERS, ...) are computed from. At least 1. */
+long tpx__config_ncpus(void);
+
 /* Print every setting: format 0 = "NAME=value  # doc" lines, 1 = Markdown
  * table of name, default and doc (the README's). */
 void tpx__config_print(FILE *f, int format);

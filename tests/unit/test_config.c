@@ -1,4 +1,5 @@
 /* Size parsing, defaults, and rejection of malformed TPX_* values. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,29 @@ int main(int argc, char **argv)
         EXPECT(e == NULL);
         TEST_DONE();
     }
+    if (argc > 1 && strcmp(argv[1], "affinity") == 0) {
+        /* Confined to one CPU (a container's cpuset), the CPU-dependent
+         * defaults follow the mask, not the host's CPU count. */
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        EXPECT_EQ(sched_getaffinity(0, sizeof(one), &one), 0);
+        int cpu = 0;
+        while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &one))
+            cpu++;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        EXPECT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+        EXPECT_EQ(tpx__config_ncpus(), 1);
+        unsetenv("TPX_NSOCKS");
+        unsetenv("TPX_SOCK_POLL_US");
+        unsetenv("TPX_SOCK_DIRECT_BYTES");
+        EXPECT_EQ(tpx_config_check(), TPX_OK);
+        EXPECT_EQ(tpx__config_int(TPX_CFG_NSOCKS), 2);         /* half, at least 2 */
+        EXPECT_EQ(tpx__config_int(TPX_CFG_SOCK_POLL_US), 0);   /* fewer than 8 CPUs */
+        EXPECT_EQ(tpx__config_int(TPX_CFG_SOCK_DIRECT_BYTES), 1 << 20);
+        TEST_DONE();
+    }
+    EXPECT(tpx__config_ncpus() >= 1);
     setenv("TPX_NSOCKS", "8", 1);
     setenv("TPX_PIECE_BYTES", "2M", 1);
     unsetenv("TPX_LOG_LEVEL");
