@@ -43,14 +43,19 @@ row() { # KEY SIZE ITERS tpx-perf options...: best GB/s (and its cpu s/GB) of KE
     best[$key]=$g; cpu[$key]=$c
   fi
 }
+piece0=${TPX_SOCK_CUDA_PIECE:-}
 for r in $(seq 1 "$ROUNDS"); do
   for s in 1M 256M; do
     it=$([ $s = 1M ] && echo 1000 || echo 30)
     row "host $s" $s $it
     for g in $GPUS; do
       for b in $BLOCKS; do
-        TPX_SOCK_CUDA_BLOCK=${b%%:*} TPX_SOCK_CUDA_PIECE=$([[ $b == *:* ]] && echo "${b#*:}" || echo 512K) \
-          row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
+        # BLOCK alone keeps the piece of the environment (TPX_SOCK_CUDA_PIECE,
+        # default 1 MiB; this script used to force 512K); BLOCK:PIECE sets it
+        if [[ $b == *:* ]]; then export TPX_SOCK_CUDA_PIECE=${b#*:}
+        elif [ -n "$piece0" ]; then export TPX_SOCK_CUDA_PIECE=$piece0
+        else unset TPX_SOCK_CUDA_PIECE; fi
+        TPX_SOCK_CUDA_BLOCK=${b%%:*} row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
       done
     done
   done
