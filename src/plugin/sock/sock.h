@@ -329,7 +329,8 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
  * it was delivered. Plain mode only. */
 int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
 /* irecv or test() of receive `r` (host memory, at most
- * TPX_SOCK_DIRECT_BYTES, plain mode): read what the comm's connections
+ * TPX_SOCK_DIRECT_BYTES, plain mode, the only receive of the comm in
+ * flight -- a stream is left to the workers): read what the comm's connections
  * hold from the calling thread, on each connection no worker is moving
  * now (the owner token, as isend's direct write). The thread that waits
  * for a message moves it: no worker wake-up on its path (on a 2-core host
