@@ -156,9 +156,9 @@ static void cfg_load_once(void)
     }
     /* TPX_NSOCKS=0: half the CPUs, at least 2, at most 8 (see the table).
      * Resolved here so that every reader, and --print-config, sees it. */
+    const long ncpu = tpx__config_ncpus(); /* one reading for every CPU-dependent default */
     if (cfg_int[TPX_CFG_NSOCKS] == 0) {
         static char auto_nsocks[8];
-        long ncpu = tpx__config_ncpus();
         cfg_int[TPX_CFG_NSOCKS] = TPX_MIN(8, TPX_MAX(2, ncpu / 2));
         snprintf(auto_nsocks, sizeof(auto_nsocks), "%lld", (long long)cfg_int[TPX_CFG_NSOCKS]);
         cfg_str[TPX_CFG_NSOCKS] = auto_nsocks;
@@ -166,7 +166,6 @@ static void cfg_load_once(void)
     /* TPX_CHANNEL_SOCKS=0: a quarter of the CPUs, 1..4 (see the table). */
     if (cfg_int[TPX_CFG_CHANNEL_SOCKS] == 0) {
         static char auto_csocks[8];
-        long ncpu = tpx__config_ncpus();
         cfg_int[TPX_CFG_CHANNEL_SOCKS] = TPX_MIN(4, TPX_MAX(1, ncpu / 4));
         snprintf(auto_csocks, sizeof(auto_csocks), "%lld",
                  (long long)cfg_int[TPX_CFG_CHANNEL_SOCKS]);
@@ -175,13 +174,13 @@ static void cfg_load_once(void)
     /* TPX_SOCK_POLL_US=-1: 200 us with 8 CPUs or more, else 0 (see the table). */
     if (cfg_int[TPX_CFG_SOCK_POLL_US] < 0) {
         static char auto_poll[8];
-        cfg_int[TPX_CFG_SOCK_POLL_US] = tpx__config_ncpus() >= 8 ? 200 : 0;
+        cfg_int[TPX_CFG_SOCK_POLL_US] = ncpu >= 8 ? 200 : 0;
         snprintf(auto_poll, sizeof(auto_poll), "%lld", (long long)cfg_int[TPX_CFG_SOCK_POLL_US]);
         cfg_str[TPX_CFG_SOCK_POLL_US] = auto_poll;
     }
     /* TPX_SOCK_DIRECT_BYTES=-1: 64 KiB with 8 CPUs or more, else 1 MiB (see the table). */
     if (cfg_int[TPX_CFG_SOCK_DIRECT_BYTES] < 0) {
-        int many = tpx__config_ncpus() >= 8;
+        int many = ncpu >= 8;
         cfg_int[TPX_CFG_SOCK_DIRECT_BYTES] = many ? 65536 : 1048576;
         cfg_str[TPX_CFG_SOCK_DIRECT_BYTES] = many ? "65536" : "1048576";
     }
