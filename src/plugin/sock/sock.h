@@ -179,6 +179,13 @@ typedef struct tpx_sock_chan {
     uint32_t data_done;    /* payload bytes moved */
     tpx_sock_req_t *req;
     uint64_t bytes;        /* payload bytes moved in total (stats) */
+    /* send, links > 1 (sock_rate.c): TCP's delivery rate in bytes/s, an
+     * EWMA (0: unknown; the owner writes it, the comm's scheduler reads
+     * every connection's), when it was last sampled, and the
+     * TCP_NOTSENT_LOWAT set from it (the owner's) */
+    _Atomic uint64_t rate;
+    uint64_t rate_ns;
+    int lowat;
     uint64_t api_bytes;    /* recv: of them, moved by direct reads (stats, tests) */
     uint32_t copy_done;    /* CUDA send: payload bytes copied to staging */
     /* CUDA send: the next piece, taken while `piece` is written so that
@@ -231,6 +238,7 @@ typedef struct tpx_sock_comm {
     int dev;
     int ctrl_fd;
     int nsocks, max_reqs;
+    int links; /* the links its data connections spread over (a virtual device's members) */
     uint64_t conn_id;
     tpx_sock_chan_t chans[TPX_SOCK_MAX_SOCKS];
 
@@ -353,6 +361,18 @@ int tpx__sock_chan_worker(const tpx_sock_comm_t *c, int i);
 
 /* Socket options common to every data/control connection. */
 void tpx__sock_setopts(int fd, int data);
+
+/* sock_rate.c, data connections of a send comm whose links differ: fold
+ * TCP's latest delivery-rate sample into ch->rate (at most once per
+ * TPX_SOCK_RATE_EVERY_NS) and keep the unsent bytes the kernel may hold
+ * (TCP_NOTSENT_LOWAT) near TPX_SOCK_VDEV_QUEUE_NS of that rate, within
+ * [TPX_SOCK_VDEV_LOWAT_MIN, TPX_SOCK_VDEV_LOWAT_MAX]. By the connection's
+ * owner. */
+#define TPX_SOCK_RATE_EVERY_NS 1000000ull
+#define TPX_SOCK_VDEV_QUEUE_NS 2000000ull
+#define TPX_SOCK_VDEV_LOWAT_MIN (16 * 1024)
+#define TPX_SOCK_VDEV_LOWAT_MAX (256 * 1024) /* what the connection starts with */
+void tpx__sock_rate_update(tpx_sock_chan_t *ch, uint64_t now_ns);
 
 /* The stretch [off, off + len) of r's message as iovecs in `out` (at most
  * max: a longer stretch is cut short, the caller moves the rest later);

@@ -76,13 +76,6 @@
 #define SOCK_LISTEN_BACKLOG 1024
 #define SOCK_REJECT_LOG_NS 1000000000ull /* one rejection summary a second */
 #define SOCK_REFUSED_RETRY_MS 2000 /* retry ECONNREFUSED this long */
-/* Unsent bytes a data connection of a virtual device may queue in the
- * kernel (TCP_NOTSENT_LOWAT): without a bound a slow link's socket buffer
- * swallows pieces as fast as a fast link's, and the messages they belong to
- * wait for it (netns.unequal on a loaded host: the 500 Mbit/s link carried
- * up to 11% of the bytes, its fair share 7.7%, and the throughput fell to
- * 0.62x of the links' sum; bounded: 7.7-7.8% and 0.91-0.96x). */
-#define SOCK_VDEV_NOTSENT_LOWAT (256 * 1024)
 
 typedef struct {
     int fd;
@@ -832,8 +825,12 @@ static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
                 /* Links of a virtual device may differ in speed: keep what a
                  * data connection has queued but not sent small, so that a
                  * slow link is "free" for a new piece only once it has
-                 * nearly sent the last, and holds few bytes others wait on. */
-                int lowat = SOCK_VDEV_NOTSENT_LOWAT;
+                 * nearly sent the last, and holds few bytes others wait on
+                 * (without a bound, netns.unequal's 500 Mbit/s link carried
+                 * up to 11% of the bytes, its fair share 7.7%, at 0.62x of
+                 * the links' sum). Once TCP has measured the connection's
+                 * rate the bound follows it (sock_rate.c). */
+                int lowat = TPX_SOCK_VDEV_LOWAT_MAX;
                 (void)setsockopt(k->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
             }
             if (s->bind_local &&
@@ -939,6 +936,7 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
         st = TPX_ERR_NO_MEMORY;
         goto err_free;
     }
+    s->comm->links = s->nlocal;
     TPX_CHECK_GOTO(tpx__random_bytes(&s->comm->conn_id, sizeof(uint64_t)), st, err_free);
     do {
         TPX_CHECK_GOTO(tpx__random_bytes(&s->id, sizeof(s->id)), st, err_free);

@@ -167,9 +167,11 @@ tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int ns
     c->dev = dev;
     c->ctrl_fd = -1;
     c->nsocks = nsocks;
+    c->links = 1;
     for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
         c->chans[i].fd = -1;
         c->chans[i].comm = c;
+        c->chans[i].lowat = TPX_SOCK_VDEV_LOWAT_MAX;
     }
     return c;
 }
@@ -331,7 +333,29 @@ static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
 
 /* The next piece of the oldest message with bytes left (there is one),
  * under sched_lock. */
-static void sched_cut(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_t **req)
+/* A connection of a comm whose links differ in speed gets pieces in
+ * proportion to its delivery rate, against the comm's fastest connection:
+ * pieces then take about as long on every link, and at the end of a burst
+ * (the last chunks of an engine transfer, each a message of its own) the
+ * slow link does not hold a full-size piece the fast ones wait for
+ * (netns.unequal: a 512 KiB piece on a connection sharing a 500 Mbit/s link
+ * with three others takes 33 ms plus what is queued ahead of it). Only
+ * below 3/4 of the fastest: equal links keep equal pieces whatever noise
+ * the samples carry (sock_rate.c). Under sched_lock. */
+static uint64_t sched_scale(const tpx_sock_comm_t *c, const tpx_sock_chan_t *ch, uint64_t len,
+                            uint64_t min)
+{
+    uint64_t top = 0, mine = atomic_load_explicit(&ch->rate, memory_order_relaxed);
+    for (int i = 0; i < c->nsocks; i++)
+        top = TPX_MAX(top, atomic_load_explicit(&c->chans[i].rate, memory_order_relaxed));
+    if (mine == 0 || mine >= top - top / 4)
+        return len;
+    uint64_t scaled = (uint64_t)((double)len * (double)mine / (double)top);
+    return TPX_MAX(scaled, min);
+}
+
+static void sched_cut(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, tpx_sock_piece_t *piece,
+                      tpx_sock_req_t **req)
 {
     tpx_sock_req_t *r = &c->reqs[c->sched_seq % (uint64_t)c->max_reqs];
     uint64_t left = r->size - c->sched_off;
@@ -356,6 +380,8 @@ static void sched_cut(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_
     }
     len = TPX_MAX(len, min);
     len = TPX_MIN(len, max);
+    if (c->links > 1)
+        len = sched_scale(c, ch, len, r->cuda_dev >= 0 ? 4 * TPX_SOCK_MIN_PIECE : TPX_SOCK_MIN_PIECE);
     len = TPX_MIN(len, left);
     *piece = (tpx_sock_piece_t){
         .tag = (uint32_t)r->tag,
@@ -380,9 +406,11 @@ static void sched_cut(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_
 static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     int got = 0;
+    if (c->links > 1)
+        tpx__sock_rate_update(ch, mono_ns());
     pthread_mutex_lock(&c->sched_lock);
     if (c->sched_seq < atomic_load(&c->movable)) { /* seq_cst: Dekker with the poster */
-        sched_cut(c, &ch->piece, &ch->req);
+        sched_cut(c, ch, &ch->piece, &ch->req);
         got = 1;
     }
     pthread_mutex_unlock(&c->sched_lock);
@@ -411,7 +439,7 @@ static void sched_take_ahead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     uint64_t movable = atomic_load(&c->movable);
     if (c->sched_seq < movable && movable - c->sched_seq > 1 &&
         c->reqs[c->sched_seq % (uint64_t)c->max_reqs].cuda_dev == ch->req->cuda_dev) {
-        sched_cut(c, &ch->ahead, &ch->ahead_req);
+        sched_cut(c, ch, &ch->ahead, &ch->ahead_req);
         ch->ahead_copy_done = 0;
     }
     pthread_mutex_unlock(&c->sched_lock);

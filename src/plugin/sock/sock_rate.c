@@ -1,0 +1,64 @@
+/*
+ * sock_rate.c - what the kernel knows of a data connection's speed.
+ *
+ * The links of a virtual device may differ in speed (a 500 Mbit/s link
+ * beside 2 Gbit/s ones). The piece scheduler cuts a slow connection's
+ * pieces shorter, so that its last piece of a burst lands about when the
+ * fast connections' do (sock_io.c, sched_cut). The speed is TCP's own
+ * delivery-rate sample (tcp_info), read when a connection takes a piece:
+ * the kernel measures it per ACK and flags samples the sender starved.
+ * The same rate bounds what the connection keeps queued in the kernel
+ * unsent (TCP_NOTSENT_LOWAT) to a few milliseconds of its own speed: a
+ * byte bound alone (256 KiB) is 4 ms on a 62 MB/s connection and 17 ms
+ * on a 15 MB/s one, and a slow link's queue is what the others wait for
+ * at the end of a burst.
+ *
+ * Its own file because <linux/tcp.h> (whose tcp_info has the rate) and
+ * glibc's <netinet/tcp.h> (the rest of the transport) cannot be included
+ * together.
+ */
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/util.h"
+#include "sock.h"
+
+static uint64_t rate_sample(int fd, uint64_t prev)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_delivery_rate) + sizeof(ti.tcpi_delivery_rate))
+        return prev; /* an older kernel: no sample, pieces stay as they were */
+    uint64_t r = ti.tcpi_delivery_rate;
+    if (r == 0)
+        return prev;
+    /* A sample taken while the sender had nothing to send says only that
+     * the link is at least that fast. */
+    if (ti.tcpi_delivery_rate_app_limited && r < prev)
+        return prev;
+    if (prev == 0)
+        return r;
+    return prev - prev / 4 + r / 4; /* EWMA, 1/4 */
+}
+
+void tpx__sock_rate_update(tpx_sock_chan_t *ch, uint64_t now_ns)
+{
+    if (now_ns - ch->rate_ns < TPX_SOCK_RATE_EVERY_NS && ch->rate_ns != 0)
+        return;
+    ch->rate_ns = now_ns;
+    uint64_t rate = rate_sample(ch->fd, atomic_load_explicit(&ch->rate, memory_order_relaxed));
+    atomic_store_explicit(&ch->rate, rate, memory_order_relaxed);
+    if (rate == 0)
+        return;
+    uint64_t want = rate / (1000000000ull / TPX_SOCK_VDEV_QUEUE_NS);
+    want = TPX_MAX(want, (uint64_t)TPX_SOCK_VDEV_LOWAT_MIN);
+    want = TPX_MIN(want, (uint64_t)TPX_SOCK_VDEV_LOWAT_MAX);
+    uint64_t have = (uint64_t)ch->lowat;
+    if (want > have - have / 4 && want < have + have / 4)
+        return; /* within a quarter: no system call for noise */
+    int v = (int)want;
+    if (setsockopt(ch->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v)) == 0)
+        ch->lowat = v;
+}
