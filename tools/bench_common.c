@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -988,6 +989,31 @@ void bench_json_dbl(FILE *f, const char *key, double v, int comma)
         fprintf(f, "\"%s\": %.9g%s", key, v, comma ? ", " : "");
 }
 
+long bench_host_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+long bench_ncpus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return bench_host_cpus();
+}
+
+const char *bench_cores_text(char *buf, size_t len)
+{
+    long n = bench_ncpus(), host = bench_host_cpus();
+    if (n < host)
+        snprintf(buf, len, "%ld of %ld cores", n, host);
+    else
+        snprintf(buf, len, "%ld cores", n);
+    return buf;
+}
+
 void bench_json_sysinfo(FILE *f)
 {
     struct utsname u;
@@ -997,7 +1023,7 @@ void bench_json_sysinfo(FILE *f)
     bench_json_str(f, u.nodename);
     fprintf(f, ", \"kernel\": ");
     bench_json_str(f, u.release);
-    fprintf(f, ", \"nproc\": %ld", sysconf(_SC_NPROCESSORS_ONLN));
+    fprintf(f, ", \"nproc\": %ld, \"host_cpus\": %ld", bench_ncpus(), bench_host_cpus());
 }
 
 void bench_json_env(FILE *f, const char *skip)

@@ -44,6 +44,13 @@ uint64_t bench_now_ns(void);
 void bench_cpu_ns(uint64_t *user, uint64_t *sys);
 /* "2026-01-31T12:00:00Z" (UTC, now) into buf. */
 void bench_started(char *buf, size_t len);
+/* The CPUs this process may run on (its affinity mask: a container's
+ * cpuset, taskset), which is what the library sizes its defaults by; and
+ * the host's online CPUs. */
+long bench_ncpus(void);
+long bench_host_cpus(void);
+/* "16 cores" or, under a narrower affinity mask, "16 of 32 cores", into buf. */
+const char *bench_cores_text(char *buf, size_t len);
 
 /* ---- wire helpers: structs of uint64_t words as big-endian bytes ---------- */
 

@@ -112,12 +112,12 @@ static void pf_mem_text(const pf_main_t *m, char *buf, size_t len)
 void pf_print_header(pf_main_t *m)
 {
     const pf_params_t *p = &m->p;
-    char hb[32], hc[32];
+    char hb[32], hc[32], cores[48];
     if (bench_quiet)
         return;
-    printf("# %s %s: the tpx engine, plugin \"%s\", %s mode, %ld cores\n", PF_PROG,
+    printf("# %s %s: the tpx engine, plugin \"%s\", %s mode, %s\n", PF_PROG,
            tpx_version_string(), pf_plugin_name(m), bench_mode_name(m->mode),
-           sysconf(_SC_NPROCESSORS_ONLN));
+           bench_cores_text(cores, sizeof(cores)));
     printf("# sizes");
     for (uint64_t i = 0; i < p->nsizes; i++)
         printf(" %s", bench_human(p->sizes[i], hb, sizeof(hb)));

@@ -761,12 +761,12 @@ static double nb_row_cpu_per_gb(const nb_row_t *r)
 static void nb_print_header(nb_main_t *m)
 {
     const nb_params_t *p = &m->p;
-    char hb[32];
+    char hb[32], cores[48];
     if (bench_quiet)
         return;
-    printf("# %s %s: ncclNet v10 table \"%s\" (tpx's built-in TCP transport), %s mode, %ld cores\n",
+    printf("# %s %s: ncclNet v10 table \"%s\" (tpx's built-in TCP transport), %s mode, %s\n",
            NB_PROG, tpx_version_string(), tpx_net_builtin()->name, bench_mode_name(m->mode),
-           sysconf(_SC_NPROCESSORS_ONLN));
+           bench_cores_text(cores, sizeof(cores)));
     printf("# sizes");
     for (uint64_t i = 0; i < p->nsizes; i++)
         printf(" %s", bench_human(p->sizes[i], hb, sizeof(hb)));
