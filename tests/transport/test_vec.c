@@ -29,6 +29,7 @@
  *           sizes, receive first, test() racing the workers; every byte
  *           checked
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -505,6 +506,95 @@ static int t_direct(void)
     return 0;
 }
 
+/* dstream: a sender thread keeps small messages flowing back to back
+ * while the receiver alternates a lone receive (read by irecv/test
+ * themselves) with a batch of four (not lone: only the worker reads
+ * them). A message that lands just after a direct read found the socket
+ * dry wakes the worker while the reader still owns the connection; the
+ * reader must hand that wake-up on, or the batch behind it waits forever
+ * (the edge was spent, the bytes stay in the socket). */
+enum { DS_MSGS = 30000, DS_MAX = 8192, DS_INFLIGHT = 8, DS_BATCH = 4 };
+
+static size_t ds_len(uint64_t m) { return (size_t)((m * 2654435761u) % DS_MAX) + 1; }
+
+static void *ds_sender(void *arg)
+{
+    pair_t *p = arg;
+    static unsigned char sb[DS_INFLIGHT][DS_MAX];
+    void *req[DS_INFLIGHT] = {0};
+    uint64_t next = 0, done = 0, until = now_ms() + 120000;
+    while (done < DS_MSGS) {
+        CHECK(now_ms() < until, "dstream: the sender did not finish in 120 s (%llu sent)",
+              (unsigned long long)done);
+        int k = (int)(next % DS_INFLIGHT);
+        if (next < DS_MSGS && next - done < DS_INFLIGHT) {
+            size_t len = ds_len(next);
+            for (size_t i = 0; i < len; i++)
+                sb[k][i] = pat(next + 7, i);
+            CHECK(tpx__net_isend(p->n, p->sc, sb[k], len, 0, NULL, &req[k]) == TPX_OK &&
+                      req[k] != NULL,
+                  "dstream: isend %llu", (unsigned long long)next);
+            next++;
+            continue;
+        }
+        int h = (int)(done % DS_INFLIGHT), d = 0, size = 0, rc = 0;
+        CHECK(tpx__net_test(p->n, req[h], &d, &size, &rc) == TPX_OK, "dstream: send failed");
+        if (d)
+            done++;
+    }
+    return NULL;
+}
+
+static int t_dstream(void)
+{
+    setenv("TPX_NSOCKS", "1", 1);
+    setenv("TPX_SOCK_EAGER_BYTES", "0", 1);
+    setenv("TPX_SOCK_POLL_US", "0", 1);
+    setenv("TPX_SOCK_DIRECT_BYTES", "65536", 1);
+    pair_t p = {0};
+    pair_open(&p);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, ds_sender, &p) == 0, "pthread_create");
+    static unsigned char rb[DS_BATCH][DS_MAX + 1];
+    uint64_t m = 0;
+    while (m < DS_MSGS) {
+        int n = (m / (1 + DS_BATCH)) % 2 == 0 ? 1 : DS_BATCH; /* lone, then a batch */
+        if (m + (uint64_t)n > DS_MSGS)
+            n = (int)(DS_MSGS - m);
+        void *req[DS_BATCH] = {0};
+        for (int i = 0; i < n; i++) {
+            memset(rb[i], 0xEE, ds_len(m + (uint64_t)i) + 1);
+            CHECK(tpx__net_irecv(p.n, p.rc, rb[i], ds_len(m + (uint64_t)i), 0, NULL, &req[i]) ==
+                      TPX_OK,
+                  "dstream: irecv %llu", (unsigned long long)(m + (uint64_t)i));
+        }
+        uint64_t until = now_ms() + 10000;
+        for (int i = 0; i < n; i++) {
+            int d = 0, size = -1, rc = 0;
+            while (!d) {
+                CHECK(now_ms() < until,
+                      "dstream: message %llu (%s of %d) did not arrive in 10 s: a lost wake-up",
+                      (unsigned long long)(m + (uint64_t)i), n == 1 ? "lone" : "batch", n);
+                CHECK(tpx__net_test(p.n, req[i], &d, &size, &rc) == TPX_OK, "dstream: recv failed");
+            }
+            size_t len = ds_len(m + (uint64_t)i);
+            CHECK(size == (int)len, "dstream: message %llu: %d bytes, not %zu",
+                  (unsigned long long)(m + (uint64_t)i), size, len);
+            for (size_t j = 0; j < len; j++)
+                CHECK(rb[i][j] == pat(m + (uint64_t)i + 7, j), "dstream: message %llu: wrong bytes",
+                      (unsigned long long)(m + (uint64_t)i));
+            CHECK(rb[i][len] == 0xEE, "dstream: written past the message");
+        }
+        m += (uint64_t)n;
+    }
+    CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+    uint64_t direct = p.rc ? ((const tpx_sock_comm_t *)p.rc)->chans[0].api_bytes : 0;
+    pair_close(&p);
+    printf("dstream: ok (%d messages; %llu bytes read by irecv/test themselves)\n", DS_MSGS,
+           (unsigned long long)direct);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "";
@@ -520,6 +610,8 @@ int main(int argc, char **argv)
         return t_sticky();
     if (strcmp(s, "direct") == 0)
         return t_direct();
-    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky|direct\n");
+    if (strcmp(s, "dstream") == 0)
+        return t_dstream();
+    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky|direct|dstream\n");
     return 2;
 }

@@ -100,6 +100,7 @@ enum {
 };
 
 #define SOCK_TURN_BYTES (4u << 20) /* a connection's bytes per turn of its worker */
+#define SOCK_DIRECT_PASSES 4 /* a direct read's passes while its worker keeps trying */
 #define SOCK_MAX_WORKERS 64
 #define SOCK_EPOLL_BATCH 64
 /* Only CUDA waits left: poll this long, then sleep. 10 us / 25 us instead
@@ -985,16 +986,25 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
         uint64_t done = atomic_load_explicit(&c->finished, memory_order_relaxed);
         /* A connection that ever carried a CUDA piece stays with its
          * worker (copies in flight, published in order with its close). */
-        int st = ch->eof || ch->cu != NULL ? CH_IDLE : chan_recv(c, ch, 1, 2 * max);
+        int st = CH_IDLE;
+        for (int pass = 0; !ch->eof && ch->cu == NULL && pass < SOCK_DIRECT_PASSES; pass++) {
+            st = chan_recv(c, ch, 1, 2 * max);
+            /* Read dry. A worker that found the connection ours meanwhile
+             * set `missed`: what woke it was either read here already or
+             * came after this pass's last read, and its edge is spent.
+             * Only a pass that starts after `missed` was taken back proves
+             * the socket holds nothing for it (taking it back after the
+             * pass lost the second case: the bytes stayed in the socket
+             * and the receives behind them, which only the worker moves,
+             * waited until their deadline). */
+            if (st != CH_BLOCKED || !atomic_exchange(&ch->missed, 0))
+                break;
+            st = CH_MORE; /* after the last pass: the worker goes on */
+        }
         if (st == CH_EOF)
             chan_recv_eof(c, ch);
-        if (st == CH_BLOCKED) {
-            /* Read dry: what woke its worker meanwhile (if anything) was
-             * read here. A later byte raises an edge of its own. */
-            atomic_store(&ch->missed, 0);
-        } else if (st == CH_MORE) {
+        if (st == CH_MORE)
             atomic_store(&ch->missed, 1); /* the worker goes on from here */
-        }
         if (ch->bytes != before)
             ch->api_bytes += ch->bytes - before;
         if (ch->bytes != before || atomic_load_explicit(&c->finished, memory_order_relaxed) != done)
