@@ -838,6 +838,9 @@ void tpx__peer_destroy(tpx_peer_t *p)
     free(p->ctrl_buf);
     free(p->scratch);
     free(p->recv_pending);
+    for (uint32_t i = 0; i < p->unexpected_cap; i++)
+        free(p->unexpected_body[i]);
+    free(p->unexpected_body);
     free(p->unexpected);
     free(p->outbox);
     free(p);

@@ -58,6 +58,7 @@ struct tpx_peer {
     tpx_xfer_t **recv_pending;        /* posted receives waiting for a header */
     uint32_t recv_pending_n, recv_pending_cap;
     unsigned char (*unexpected)[TPX_CTRL_MSG_SIZE]; /* headers waiting for a receive */
+    unsigned char **unexpected_body; /* their bodies (a LIST request's; else NULL), owned */
     uint32_t unexpected_head, unexpected_n, unexpected_cap;
     /* control buffers: [0, window) receive, [window, 2*window) send */
     unsigned char *ctrl_buf;

@@ -79,12 +79,13 @@ static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)(a / b + (a % 
 /* ---- inline bodies (wire.h: INLINE) ------------------------------------------------------- */
 
 /* The bytes of a request's stream on the data channels from requester to
- * owner (its list, and a WRITE's data), as both sides count them for the
- * channel cursor (tpx__stream_cursor_move). */
-static uint64_t stream_out_bytes(const tpx_xfer_t *x)
+ * owner (its list unless the RMA_REQ's body carried it, and a WRITE's
+ * data), as both sides count them for the channel cursor
+ * (tpx__stream_cursor_move). */
+static uint64_t stream_out_bytes(const tpx_xfer_t *x, int list_on_channels)
 {
     int write = x->kind == XK_WRITE || x->kind == XK_TWRITE;
-    return x->rma.list_len + (write ? x->rma.total : 0);
+    return (list_on_channels ? x->rma.list_len : 0) + (write ? x->rma.total : 0);
 }
 
 static int segs_host(const tpx_seg_t *segs, uint32_t n)
@@ -122,15 +123,17 @@ tpx_status_t tpx__rma_body_fill(tpx_xfer_t *x, char *buf, uint32_t len)
         segs_gather(x->segs, x->nsegs, buf);
         return TPX_OK;
     }
-    /* the request: list, then a WRITE's data and notification */
+    /* the request: list, then an INLINE WRITE's data, then a WRITE's
+     * notification (INLINE or LIST) */
     uint32_t nl = x->req.notif_inline ? x->rma.notif_len : 0;
-    if (len != x->rma.list_len + (x->kind == XK_WRITE ? x->rma.total : 0) + nl)
+    uint64_t data = x->kind == XK_WRITE && x->req.inline_req ? x->rma.total : 0;
+    if (len != x->rma.list_len + data + nl)
         return TPX_ERR_INTERNAL;
     memcpy(buf, x->rma.list, x->rma.list_len);
-    if (x->kind == XK_WRITE)
+    if (data > 0)
         segs_gather(x->segs, x->nsegs, buf + x->rma.list_len);
     if (nl > 0)
-        memcpy(buf + x->rma.list_len + x->rma.total, x->rma.notif, nl);
+        memcpy(buf + x->rma.list_len + data, x->rma.notif, nl);
     return TPX_OK;
 }
 
@@ -587,19 +590,25 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     x->rma.total = x->len = pp->total;
     /* Small requests travel whole in the RMA_REQ (wire.h, INLINE): the list
      * always when it fits, a WRITE's host data up to TPX_RMA_INLINE_BYTES;
-     * a READ of host memory that small asks for its data in the answer. */
+     * a READ of host memory that small asks for its data in the answer. A
+     * larger WRITE still sends its list (and notification) in the body
+     * (flag LIST), its data on the data channels: the owner checks the list
+     * and posts the data's receives when the request arrives, instead of
+     * first receiving the list as a chunk of its own. */
     uint32_t inl = e->rma_inline_bytes;
     int host = segs_host(pp->segs, pp->nsegs);
-    if (pp->op == TPX_OP_WRITE)
+    if (pp->op == TPX_OP_WRITE) {
         x->req.inline_req = inl > 0 && host && pp->remote_host && pp->total <= inl &&
                             pp->list_len + pp->total <= TPX_CTRL_BODY_MAX;
-    else
+        x->req.list_body = !x->req.inline_req && inl > 0 && pp->list_len <= TPX_CTRL_BODY_MAX;
+    } else {
         x->req.inline_req = inl > 0 && pp->list_len <= TPX_CTRL_BODY_MAX;
+    }
     x->req.want_inline = pp->op == TPX_OP_READ && inl > 0 && host &&
                          pp->total <= TPX_MIN(inl, TPX_CTRL_BODY_MAX);
-    uint32_t nlist = x->req.inline_req ? 0 : pp->nlist;
+    uint32_t nlist = x->req.inline_req || x->req.list_body ? 0 : pp->nlist;
     if (pp->op == TPX_OP_WRITE) {
-        uint32_t n = x->req.inline_req ? 0 : pp->nlist + pp->npayload;
+        uint32_t n = x->req.inline_req ? 0 : nlist + pp->npayload;
         /* no runs: an owner that refuses a WRITE unread drains its chunks
          * without the list, so it cannot know where a run would end */
         x->out = (tpx_stream_t){.nchunks = n, .nlist = nlist, .gate = UINT32_MAX,
@@ -619,13 +628,16 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     if (x->req.inline_req) {
         m.flags |= TPX_CTRL_REQ_INLINE;
         m.body_len = (uint32_t)(pp->list_len + (pp->op == TPX_OP_WRITE ? pp->total : 0));
+    } else if (x->req.list_body) {
+        m.flags |= TPX_CTRL_REQ_LIST;
+        m.body_len = (uint32_t)pp->list_len;
     }
     if (x->req.want_inline)
         m.flags |= TPX_CTRL_REQ_ANSWER_INLINE;
     /* A WRITE's notification goes first, held for the request (wire.h). A
      * message half sent leaves the control stream unusable: the peer fails. */
     uint64_t seq0 = p->send_seq;
-    if (notif != NULL && pp->op == TPX_OP_WRITE && x->req.inline_req &&
+    if (notif != NULL && pp->op == TPX_OP_WRITE && (x->req.inline_req || x->req.list_body) &&
         m.body_len + notif_len <= TPX_CTRL_BODY_MAX) {
         /* in the body too: one message for request, data and notification */
         if (!xfer_notif_keep(x, notif, notif_len)) {
@@ -652,7 +664,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         goto err_unlock;
     }
     pp->refs++;
-    tpx__stream_cursor_move(p, &p->send_cursor, &x->out, stream_out_bytes(x));
+    tpx__stream_cursor_move(p, &p->send_cursor, &x->out, stream_out_bytes(x, nlist > 0));
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     x->req.rprev = p->rma_tail;
@@ -782,7 +794,8 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
             return;
         }
-        memcpy(x->rma.notif, body + m->list_len + m->total, m->notif_total);
+        uint64_t data = (m->flags & TPX_CTRL_REQ_INLINE) ? m->total : 0;
+        memcpy(x->rma.notif, body + m->list_len + data, m->notif_total);
         x->rma.notif_len = m->notif_total;
         x->rma.has_notif = 1;
     }
@@ -826,6 +839,23 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
     x->rma.list = lb ? lb->buf : NULL;
     x->rma.list_len = m->list_len;
     x->rma.list_region = lb ? lb->region : NULL;
+    if (body != NULL && (m->flags & TPX_CTRL_REQ_LIST)) {
+        /* LIST: the list came in the body, the data follows on the data
+         * channels: checked now, so the data's receives are posted at once
+         * (into scratch when refused or rejected). */
+        if (lb != NULL)
+            memcpy(lb->buf, body, m->list_len);
+        x->in = (tpx_stream_t){.first_chan = p->recv_cursor, .nchunks = m->nchunks, .gate = 0};
+        x->nchunks = m->nchunks;
+        tpx__stream_cursor_move(p, &p->recv_cursor, &x->in, stream_out_bytes(x, 0));
+        x->state = XF_ACTIVE;
+        tpx__xfer_attach(x);
+        target_check(x);
+        if (p->state != PEER_READY || x->state != XF_ACTIVE)
+            return;
+        tpx__stream_enqueue(x, &x->in, 0);
+        return;
+    }
     if (body != NULL) {
         /* INLINE: the list (and a WRITE's data) came in the body: served
          * now, nothing on the data channels. */
@@ -855,7 +885,7 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
                            .nchunks = nlist + (x->kind == XK_TWRITE ? m->nchunks : 0),
                            .gate = x->kind == XK_TWRITE ? nlist : UINT32_MAX};
     x->nchunks = x->in.nchunks;
-    tpx__stream_cursor_move(p, &p->recv_cursor, &x->in, stream_out_bytes(x));
+    tpx__stream_cursor_move(p, &p->recv_cursor, &x->in, stream_out_bytes(x, 1));
     x->state = XF_ACTIVE;
     tpx__xfer_attach(x);
     tpx__stream_enqueue(x, &x->in, 0);

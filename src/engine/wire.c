@@ -8,10 +8,11 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 7 /* 3: a WRITE's notification travels with it; 4: request lists v2
+#define CTRL_VERSION 8 /* 3: a WRITE's notification travels with it; 4: request lists v2
                           (the packing bound travels with the list); 5: bodies (INLINE);
                           6: two-sided transfers move in runs of chunks (xfer.h); 7: a
-                          lone small chunk leaves the channel cursor (tpx__stream_cursor_move) */
+                          lone small chunk leaves the channel cursor (tpx__stream_cursor_move);
+                          8: a WRITE's list (and notification) in the RMA_REQ (flag LIST) */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
 #define LIST_VERSION 2 /* 2: pack_max */
 #define RDESC_MAGIC 0x54505844u /* "TPXD" */
@@ -98,11 +99,14 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
         m.flags = in[25];
         if (!tpx__all_zero(in + 26, 2) ||
             (m.flags & ~(TPX_CTRL_REQ_NOTIF | TPX_CTRL_REQ_INLINE | TPX_CTRL_REQ_ANSWER_INLINE |
-                         TPX_CTRL_REQ_NOTIF_INLINE)) != 0 ||
+                         TPX_CTRL_REQ_NOTIF_INLINE | TPX_CTRL_REQ_LIST)) != 0 ||
             ((m.flags & TPX_CTRL_REQ_NOTIF) && m.op != TPX_WIRE_OP_WRITE) ||
             ((m.flags & TPX_CTRL_REQ_ANSWER_INLINE) && m.op != TPX_WIRE_OP_READ) ||
+            ((m.flags & TPX_CTRL_REQ_LIST) &&
+             (m.op != TPX_WIRE_OP_WRITE || (m.flags & TPX_CTRL_REQ_INLINE))) ||
             ((m.flags & TPX_CTRL_REQ_NOTIF_INLINE) &&
-             (m.op != TPX_WIRE_OP_WRITE || !(m.flags & TPX_CTRL_REQ_INLINE) ||
+             (m.op != TPX_WIRE_OP_WRITE ||
+              !(m.flags & (TPX_CTRL_REQ_INLINE | TPX_CTRL_REQ_LIST)) ||
               (m.flags & TPX_CTRL_REQ_NOTIF))))
             return TPX_ERR_PROTOCOL;
         m.nent = tpx__get32(in + 28);
@@ -119,11 +123,12 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
             m.nent > TPX_LIST_MAX_ENTRIES || m.list_len < TPX_LIST_SIZE(1, m.nent) ||
             m.list_len > TPX_LIST_SIZE(m.nent, m.nent) || m.total < m.nent || m.nchunks == 0)
             return TPX_ERR_PROTOCOL;
-        if (m.flags & TPX_CTRL_REQ_INLINE) {
+        if (m.flags & (TPX_CTRL_REQ_INLINE | TPX_CTRL_REQ_LIST)) {
             /* total first: the sum must not wrap (list_len is bounded above) */
-            uint64_t want = m.list_len + (m.op == TPX_WIRE_OP_WRITE ? m.total : 0) + m.notif_total;
-            if ((m.op == TPX_WIRE_OP_WRITE && m.total > TPX_CTRL_BODY_MAX) ||
-                want > TPX_CTRL_BODY_MAX || m.body_len != want)
+            int data = m.op == TPX_WIRE_OP_WRITE && (m.flags & TPX_CTRL_REQ_INLINE);
+            uint64_t want = m.list_len + (data ? m.total : 0) + m.notif_total;
+            if ((data && m.total > TPX_CTRL_BODY_MAX) || want > TPX_CTRL_BODY_MAX ||
+                m.body_len != want)
                 return TPX_ERR_PROTOCOL;
         } else if (m.body_len != 0) {
             return TPX_ERR_PROTOCOL;

@@ -26,7 +26,9 @@
  *             56 u16 notif_len
  *             (the list, then for WRITE the data, follow on the data channels
  *             -- or, flag INLINE, in the body: the list, a WRITE's data after it,
- *             then, flag NOTIF_INLINE, its notification of notif_len bytes)
+ *             then, flag NOTIF_INLINE, its notification of notif_len bytes --
+ *             or, flag LIST (WRITE), the list and, flag NOTIF_INLINE, the
+ *             notification in the body and the data on the data channels)
  *   RMA_RESP  16 u64 rid  24 i32 status  28 u32 nchunks  32 u64 total  40 u8 flags
  *             41..44 0  44 u32 body_len
  *             (READ, status 0: data follows on the data channels -- or, flag
@@ -40,8 +42,8 @@
  * receiver checks it, so a lost or reordered message is a protocol error.
  *
  * A message is the 64-byte header followed by body_len bytes of body (at
- * most TPX_CTRL_BODY_MAX; only RMA_REQ and RMA_RESP with flag INLINE have
- * one): every control receive is posted at TPX_CTRL_SLOT bytes, and the
+ * most TPX_CTRL_BODY_MAX; only RMA_REQ with flag INLINE or LIST and RMA_RESP
+ * with flag INLINE have one): every control receive is posted at TPX_CTRL_SLOT bytes, and the
  * plugin's received size must be exactly 64 + body_len. A small one-sided
  * transfer is thus one message each way, like a raw TCP request/response:
  * the requester's RMA_REQ carries its list (and a WRITE's data), and asks
@@ -75,7 +77,9 @@ enum { TPX_WIRE_OP_READ = 1, TPX_WIRE_OP_WRITE = 2 };
 #define TPX_CTRL_REQ_NOTIF 1u  /* RMA_REQ flags: the HELD notification just before is its */
 #define TPX_CTRL_REQ_INLINE 2u /* RMA_REQ: the list (and a WRITE's data) is the body */
 #define TPX_CTRL_REQ_ANSWER_INLINE 4u /* RMA_REQ, READ: the data may come in the RMA_RESP */
-#define TPX_CTRL_REQ_NOTIF_INLINE 8u /* RMA_REQ, INLINE WRITE: its notification ends the body */
+#define TPX_CTRL_REQ_NOTIF_INLINE 8u /* RMA_REQ, INLINE or LIST WRITE: its notification ends
+                                        the body */
+#define TPX_CTRL_REQ_LIST 16u /* RMA_REQ, WRITE: the list is the body, the data on the channels */
 #define TPX_CTRL_RESP_INLINE 2u /* RMA_RESP, READ, status 0: the data is the body */
 #define TPX_CTRL_NOTIF_HELD 1u /* NOTIF flags: part of the next RMA_REQ's notification */
 #define TPX_CTRL_RESP_NOTIFIED 1u /* RMA_RESP flags: the WRITE's notification was delivered */

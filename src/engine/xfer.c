@@ -619,9 +619,10 @@ static int ctrl_has_data(const tpx_ctrl_t *m)
            (m->type == TPX_CTRL_RMA_RESP && m->nchunks > 0);
 }
 
-/* Start a message that carries data, in arrival order. 0: it must wait
- * for a tpx_recv() (a two-sided message with no receive posted). */
-static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m)
+/* Start a message that carries data, in arrival order (body: what
+ * follows its header, a LIST request's list). 0: it must wait for a
+ * tpx_recv() (a two-sided message with no receive posted). */
+static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body)
 {
     switch (m->type) {
     case TPX_CTRL_SEND_HDR: {
@@ -635,7 +636,7 @@ static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m)
         return 1;
     }
     case TPX_CTRL_RMA_REQ:
-        tpx__rma_target_begin(p, m, NULL);
+        tpx__rma_target_begin(p, m, (m->flags & TPX_CTRL_REQ_LIST) ? body : NULL);
         return 1;
     default:
         (void)tpx__rma_resp(p, m, NULL);
@@ -648,31 +649,53 @@ static void peer_drain_queue(tpx_peer_t *p)
 {
     while (p->unexpected_n > 0 && p->state == PEER_READY) {
         tpx_ctrl_t m;
-        (void)tpx__ctrl_decode(p->unexpected[p->unexpected_head], &m); /* checked on arrival */
-        if (!peer_start_data(p, &m))
+        uint32_t h = p->unexpected_head;
+        (void)tpx__ctrl_decode(p->unexpected[h], &m); /* checked on arrival */
+        if (!peer_start_data(p, &m, p->unexpected_body[h]))
             return;
-        p->unexpected_head = (p->unexpected_head + 1) % p->unexpected_cap;
+        free(p->unexpected_body[h]);
+        p->unexpected_body[h] = NULL;
+        p->unexpected_head = (h + 1) % p->unexpected_cap;
         p->unexpected_n--;
     }
 }
 
-static tpx_status_t peer_queue(tpx_peer_t *p, const unsigned char *msg)
+/* Queue a message with data behind those that wait (a LIST request keeps
+ * a copy of its body: at most TPX_CTRL_BODY_MAX bytes for each of at most
+ * TPX_MAX_UNEXPECTED messages, after which flow control stops the peer). */
+static tpx_status_t peer_queue(tpx_peer_t *p, const unsigned char *msg, uint32_t body_len)
 {
     if (p->unexpected_n == p->unexpected_cap) {
         uint32_t cap = p->unexpected_cap ? p->unexpected_cap * 2 : 64;
         unsigned char(*nb)[TPX_CTRL_MSG_SIZE] = malloc(cap * sizeof(*nb));
-        if (nb == NULL)
+        unsigned char **bodies = calloc(cap, sizeof(*bodies));
+        if (nb == NULL || bodies == NULL) {
+            free(nb);
+            free(bodies);
             return TPX_ERR_NO_MEMORY;
-        for (uint32_t i = 0; i < p->unexpected_n; i++)
-            memcpy(nb[i], p->unexpected[(p->unexpected_head + i) % p->unexpected_cap],
-                   TPX_CTRL_MSG_SIZE);
+        }
+        for (uint32_t i = 0; i < p->unexpected_n; i++) {
+            uint32_t k = (p->unexpected_head + i) % p->unexpected_cap;
+            memcpy(nb[i], p->unexpected[k], TPX_CTRL_MSG_SIZE);
+            bodies[i] = p->unexpected_body[k];
+        }
         free(p->unexpected);
+        free(p->unexpected_body);
         p->unexpected = nb;
+        p->unexpected_body = bodies;
         p->unexpected_cap = cap;
         p->unexpected_head = 0;
     }
-    memcpy(p->unexpected[(p->unexpected_head + p->unexpected_n) % p->unexpected_cap], msg,
-           TPX_CTRL_MSG_SIZE);
+    uint32_t k = (p->unexpected_head + p->unexpected_n) % p->unexpected_cap;
+    unsigned char *body = NULL;
+    if (body_len > 0) {
+        body = malloc(body_len);
+        if (body == NULL)
+            return TPX_ERR_NO_MEMORY;
+        memcpy(body, msg + TPX_CTRL_MSG_SIZE, body_len);
+    }
+    memcpy(p->unexpected[k], msg, TPX_CTRL_MSG_SIZE);
+    p->unexpected_body[k] = body;
     p->unexpected_n++;
     return TPX_OK;
 }
@@ -730,9 +753,9 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t g
         return;
     }
     /* Messages with data start in arrival order: behind any that wait. */
-    if (p->unexpected_n == 0 && peer_start_data(p, &m))
+    if (p->unexpected_n == 0 && peer_start_data(p, &m, msg + TPX_CTRL_MSG_SIZE))
         return;
-    if (peer_queue(p, msg) != TPX_OK)
+    if (peer_queue(p, msg, m.body_len) != TPX_OK)
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for an early message header");
 }
 

@@ -113,6 +113,7 @@ typedef struct {
     int notif_ahead;        /* WRITE: its notification went with the request (1),
                                and a cancel after it (2) */
     int inline_req;         /* its list (and a WRITE's data) went in the RMA_REQ's body */
+    int list_body;          /* WRITE: its list went in the body, its data on the channels */
     int want_inline;        /* READ: asked for the data in the RMA_RESP's body */
     int notif_inline;       /* WRITE: its notification (rma.notif, not has_notif) ends
                                the RMA_REQ's body */

@@ -304,8 +304,32 @@ static void seeds_wire(void)
                          .total = 4096, .list_len = TPX_LIST_SIZE(1, 1), .nchunks = 1,
                          .notif_total = 5, .body_len = TPX_LIST_SIZE(1, 1) + 4096 + 5};
         seed_ctrl(&wq, "ctrl_rma_write_inline");
+        /* LIST: a larger WRITE's list and notification in the body, its
+         * data on the data channels */
+        tpx_ctrl_t lq = {.type = TPX_CTRL_RMA_REQ, .seq = 23, .rid = 8, .op = TPX_WIRE_OP_WRITE,
+                         .flags = TPX_CTRL_REQ_LIST | TPX_CTRL_REQ_NOTIF_INLINE, .nent = 1,
+                         .total = 1 << 20, .list_len = TPX_LIST_SIZE(1, 1), .nchunks = 2,
+                         .notif_total = 5, .body_len = TPX_LIST_SIZE(1, 1) + 5};
+        seed_ctrl(&lq, "ctrl_rma_write_list");
         unsigned char m[TPX_CTRL_SIZE];
         tpx_ctrl_t back, bad;
+        tpx__ctrl_encode(&lq, m);
+        must(tpx__ctrl_decode(m, &back) == TPX_OK && back.flags == lq.flags &&
+                 back.body_len == lq.body_len,
+             "ctrl: a LIST WRITE");
+        bad = lq, bad.op = TPX_WIRE_OP_READ, bad.flags = TPX_CTRL_REQ_LIST;
+        bad.notif_total = 0, bad.body_len = (uint32_t)bad.list_len;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: LIST on a READ");
+        bad = lq, bad.flags |= TPX_CTRL_REQ_INLINE;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: LIST with INLINE");
+        bad = lq, bad.body_len += 1 << 20; /* as if the data were in it */
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a LIST body with the data");
+        bad = lq, bad.flags = TPX_CTRL_REQ_LIST | TPX_CTRL_REQ_NOTIF_INLINE | TPX_CTRL_REQ_NOTIF;
+        tpx__ctrl_encode(&bad, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: NOTIF_INLINE with a held NOTIF");
         bad = rq, bad.body_len++;
         tpx__ctrl_encode(&bad, m);
         must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: an INLINE body of the wrong size");
