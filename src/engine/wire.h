@@ -43,8 +43,9 @@
  *
  * A message is the 64-byte header followed by body_len bytes of body (at
  * most TPX_CTRL_BODY_MAX; only RMA_REQ with flag INLINE or LIST and RMA_RESP
- * with flag INLINE have one): every control receive is posted at TPX_CTRL_SLOT bytes, and the
- * plugin's received size must be exactly 64 + body_len. A small one-sided
+ * with flag INLINE have one): every control receive is posted at
+ * TPX_CTRL_SLOT bytes, and the plugin's received size must be exactly
+ * 64 + body_len. A small one-sided
  * transfer is thus one message each way, like a raw TCP request/response:
  * the requester's RMA_REQ carries its list (and a WRITE's data), and asks
  * (flag ANSWER_INLINE) for a READ's data in the RMA_RESP; the owner answers

@@ -332,17 +332,15 @@ static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
 
 /* ---- sending ---------------------------------------------------------------- */
 
-/* The next piece of the oldest message with bytes left (there is one),
- * under sched_lock. */
 /* A connection of a comm whose links differ in speed gets pieces in
  * proportion to its delivery rate, against the comm's fastest connection:
  * pieces then take about as long on every link, and at the end of a burst
- * (the last chunks of an engine transfer, each a message of its own) the
- * slow link does not hold a full-size piece the fast ones wait for
- * (netns.unequal: a 512 KiB piece on a connection sharing a 500 Mbit/s link
- * with three others takes 33 ms plus what is queued ahead of it). Only
- * below 3/4 of the fastest: equal links keep equal pieces whatever noise
- * the samples carry (sock_rate.c). Under sched_lock. */
+ * (an engine transfer's last messages) the slow link does not hold a
+ * full-size piece the fast ones wait for (netns.unequal: a 1 MiB piece on a
+ * connection sharing a 500 Mbit/s link with three others takes 67 ms, plus
+ * what is queued ahead of it). Only below 3/4 of the fastest: equal links
+ * keep equal pieces whatever noise the samples carry (sock_rate.c). Under
+ * sched_lock. */
 static uint64_t sched_scale(const tpx_sock_comm_t *c, const tpx_sock_chan_t *ch, uint64_t len,
                             uint64_t min)
 {
@@ -355,6 +353,8 @@ static uint64_t sched_scale(const tpx_sock_comm_t *c, const tpx_sock_chan_t *ch,
     return TPX_MAX(scaled, min);
 }
 
+/* The next piece of the oldest message with bytes left (there is one),
+ * for connection ch, under sched_lock. */
 static void sched_cut(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, tpx_sock_piece_t *piece,
                       tpx_sock_req_t **req)
 {
