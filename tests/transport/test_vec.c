@@ -444,14 +444,21 @@ static int t_sticky(void)
 
 #define DIRECT_MAX 65536
 
-static int t_direct(void)
+/* A pair whose receives irecv/test read themselves: one data connection,
+ * no eager buffer, no polling workers, direct reads up to DIRECT_MAX. */
+static void direct_pair_open(pair_t *p)
 {
     setenv("TPX_NSOCKS", "1", 1);
     setenv("TPX_SOCK_EAGER_BYTES", "0", 1);
     setenv("TPX_SOCK_POLL_US", "0", 1);
     setenv("TPX_SOCK_DIRECT_BYTES", "65536", 1);
+    pair_open(p);
+}
+
+static int t_direct(void)
+{
     pair_t p = {0};
-    pair_open(&p);
+    direct_pair_open(&p);
     const tpx_sock_comm_t *rc = p.rc;
     CHECK(rc->magic == SOCK_COMM_MAGIC_RECV && rc->nsocks == 1, "not a 1-connection comm");
     static unsigned char sb[300000], rb[300000 + 1];
@@ -547,12 +554,8 @@ static void *ds_sender(void *arg)
 
 static int t_dstream(void)
 {
-    setenv("TPX_NSOCKS", "1", 1);
-    setenv("TPX_SOCK_EAGER_BYTES", "0", 1);
-    setenv("TPX_SOCK_POLL_US", "0", 1);
-    setenv("TPX_SOCK_DIRECT_BYTES", "65536", 1);
     pair_t p = {0};
-    pair_open(&p);
+    direct_pair_open(&p);
     pthread_t th;
     CHECK(pthread_create(&th, NULL, ds_sender, &p) == 0, "pthread_create");
     static unsigned char rb[DS_BATCH][DS_MAX + 1];
