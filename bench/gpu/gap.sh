@@ -13,12 +13,14 @@
 # Usage: bench/gpu/gap.sh            (build/release must exist: bench/gpu/targets.sh
 #                                     or cmake --build --preset release)
 # Environment: ROUNDS=3  WHAT="cuda n16"  OUT=/tmp/gap (the raw rows, kept)
+#              ONLY=REGEX (run only the rows whose label matches; the first
+#              row of each group, the reference, always runs)
 # Prints one table per group: row, best GB/s, median GB/s, median cpu s/GB,
 # best / the group's reference row (host memory; raw TCP).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PATH:/usr/local/cuda/bin TPX_SOCKET_IFNAME=lo
-ROUNDS=${ROUNDS:-3} WHAT=${WHAT:-"cuda n16"} OUT=${OUT:-/tmp/gap}
+ROUNDS=${ROUNDS:-3} WHAT=${WHAT:-"cuda n16"} OUT=${OUT:-/tmp/gap} ONLY=${ONLY:-.}
 B=build/release/bin
 mkdir -p "$OUT"
 rows=$OUT/rows
@@ -33,6 +35,10 @@ cuda_rows=(
   "cuda-block512K|TPX_SOCK_CUDA_BLOCK=512K|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
   "host-chunk1M|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 1000"
   "cuda-chunk1M|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
+  "cuda-chunk1M-d33|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 1000 --mem cuda --gpu 0,0 --depth 33"
+  "cuda-depth64|-|perf --size 1M --iters 1000 --mem cuda --gpu 0,0 --depth 64"
+  "cuda-window32|TPX_WINDOW=32|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
+  "host-window32|TPX_WINDOW=32|perf --size 1M --iters 1000"
   "cuda-csocks1|TPX_CHANNEL_SOCKS=1|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
   "cuda-csocks2|TPX_CHANNEL_SOCKS=2|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
   "cuda-ch8|TPX_CHANNELS=8|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
@@ -58,6 +64,7 @@ for r in $(seq "$ROUNDS"); do
     declare -n list=${g}_rows
     for row in "${list[@]}"; do
       IFS='|' read -r label envs cmd <<<"$row"
+      [ "$row" = "${list[0]}" ] || [[ $label =~ $ONLY ]] || continue
       env=()
       [ "$envs" = - ] || IFS=, read -ra env <<<"$envs"
       set -- $cmd
