@@ -33,8 +33,11 @@ for spec in "$@"; do
       >"$OUT/$label.sym"
   $PERF report -q -i "$OUT/$label.data" --stdio --sort comm --percent-limit 0.5 2>/dev/null \
     >"$OUT/$label.comm"
-  echo "-- $label: by thread name (share of all samples)"
-  cat "$OUT/$label.comm"
+  $PERF report -q -i "$OUT/$label.data" --stdio --sort dso --percent-limit 0.5 2>/dev/null \
+    >"$OUT/$label.dso"
+  echo "-- $label: by thread name, then by object (share of all samples)"
+  sed 's/ *$//' "$OUT/$label.comm" | grep . | paste -sd ' '
+  sed 's/ *$//' "$OUT/$label.dso" | grep . | paste -sd ' ' 
 done
 # One table: the union of each label's TOP symbols, every label's share.
 python3 - "$OUT" "$TOP" "${labels[@]}" <<'PY'

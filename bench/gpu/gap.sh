@@ -55,6 +55,9 @@ n16_rows=(
   "tr16-piece256K|TPX_PIECE_BYTES=256K|netbench --size 256M --nsocks 16 --iters 10 --no-verify"
   "tr16-piece4M|TPX_PIECE_BYTES=4M|netbench --size 256M --nsocks 16 --iters 10 --no-verify"
   "tr16-buf4M|TPX_SOCK_BUF_BYTES=4M|netbench --size 256M --nsocks 16 --iters 10 --no-verify"
+  "tr16-buf1M|TPX_SOCK_BUF_BYTES=1M|netbench --size 256M --nsocks 16 --iters 10 --no-verify"
+  "tr16-buf512K|TPX_SOCK_BUF_BYTES=512K|netbench --size 256M --nsocks 16 --iters 10 --no-verify"
+  "tr16-nap-buf1M|TPX_SOCK_BUF_BYTES=1M|netbench --size 256M --nsocks 16 --iters 10 --no-verify --nap-us 20"
   "raw8|-|netbench --raw --size 256M --nsocks 8 --iters 10"
   "tr8|-|netbench --size 256M --nsocks 8 --iters 10 --no-verify"
 )
