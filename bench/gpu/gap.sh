@@ -13,6 +13,9 @@
 # Usage: bench/gpu/gap.sh            (build/release must exist: bench/gpu/targets.sh
 #                                     or cmake --build --preset release)
 # Environment: ROUNDS=3  WHAT="cuda n16"  OUT=/tmp/gap (the raw rows, kept)
+#              ROWS_FILE=F (more rows, one per line: GROUP|LABEL|ENV,ENV|COMMAND,
+#              as the tables below, with the group first; a new group's first
+#              row is its reference)
 #              ONLY=REGEX (run only the rows whose label matches; the first
 #              row of each group, the reference, always runs)
 # Prints one table per group: row, best GB/s, median GB/s, median cpu s/GB,
@@ -61,6 +64,15 @@ n16_rows=(
   "raw8|-|netbench --raw --size 256M --nsocks 8 --iters 10"
   "tr8|-|netbench --size 256M --nsocks 8 --iters 10 --no-verify"
 )
+if [ -n "${ROWS_FILE:-}" ]; then
+  while IFS= read -r line; do
+    [ -z "$line" ] || [[ $line == \#* ]] && continue
+    g=${line%%|*}
+    declare -n list=${g}_rows
+    list+=("${line#*|}")
+    unset -n list
+  done <"$ROWS_FILE"
+fi
 echo "== gap.sh: $(uname -n), $(nproc) CPUs, $(date -u +%FT%TZ), $(git log -1 --format=%h 2>/dev/null), groups: $WHAT"
 for r in $(seq "$ROUNDS"); do
   for g in $WHAT; do
