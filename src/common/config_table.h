@@ -77,8 +77,16 @@ TPX_CONFIG_X(SOCK_DIRECT_BYTES, INT, "-1", -1, 16777216,
              "it, so no worker wake-up lies on a request/response exchange. -1: 64K with 8 CPUs "
              "or more, else 1M (on a 2-core host the workers' wake-ups queued behind three "
              "spinning threads). 0: workers move everything. Not in strict TCPX mode.")
-TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "0", 0, 1073741824,
-             "SO_SNDBUF/SO_RCVBUF of data connections (0: kernel autotuning).")
+TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "-1", -1, 1073741824,
+             "Socket buffers of the built-in transport's data connections. -1: a 512 KiB send "
+             "buffer (SO_SNDBUF) on connections whose two ends are on this host (loopback, or "
+             "one address on both ends), kernel autotuning elsewhere. 0: kernel autotuning on "
+             "every connection. N: SO_SNDBUF and SO_RCVBUF of N bytes on every connection (a "
+             "long path needs buffers of at least its bandwidth x round trip per connection). "
+             "16-core H200 host, loopback, 16 connections, 256 MiB: autotuned send buffers "
+             "grow to megabytes and the kernel's copies run from memory, not cache: 27 GB/s at "
+             "0.60 s of CPU per GB, with 512 KiB 36 GB/s at 0.45 (raw TCP 38; the engine 27.5 "
+             "-> 35.6).")
 TPX_CONFIG_X(CONNECT_TIMEOUT_MS, INT, "30000", 1, 86400000,
              "Deadline for establishing a connection (TCP connect, handshake, accept).")
 TPX_CONFIG_X(SOCK_HELLO_TIMEOUT_MS, INT, "3000", 1, 86400000,

@@ -28,13 +28,22 @@
  *           setting is left to the worker; then 200 messages of random
  *           sizes, receive first, test() racing the workers; every byte
  *           checked
+ *   sockbuf the data connections' socket buffers (TPX_SOCK_BUF_BYTES, as
+ *           ctest sets it): unset (-1, auto) a loopback connection's send
+ *           buffer is what asking for 512 KiB gives, on both ends; 0 what a
+ *           plain loopback connection autotunes to; N what asking for N
+ *           gives, send and receive buffer alike; then 8 MiB moved and
+ *           checked
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "net/net.h"
@@ -598,6 +607,71 @@ static int t_dstream(void)
     return 0;
 }
 
+/* A socket option's value on fd. */
+static int fd_opt(int fd, int opt)
+{
+    int v = -1;
+    socklen_t len = sizeof(v);
+    CHECK(getsockopt(fd, SOL_SOCKET, opt, &v, &len) == 0, "getsockopt");
+    return v;
+}
+
+/* What the kernel makes of asking a TCP socket for `bytes` of buffer `opt`
+ * (it doubles the request and caps it at net.core.[rw]mem_max). */
+static int asked(int bytes, int opt)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes)) == 0, "setsockopt");
+    int v = fd_opt(fd, opt);
+    close(fd);
+    return v;
+}
+
+/* The send buffer of a plain loopback TCP connection once connected. */
+static int autotuned_sndbuf(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0 && c >= 0 && bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(l, 1) == 0 &&
+              getsockname(l, (struct sockaddr *)&a, &len) == 0 &&
+              connect(c, (struct sockaddr *)&a, sizeof(a)) == 0,
+          "a plain loopback connection");
+    int v = fd_opt(c, SO_SNDBUF);
+    close(c);
+    close(l);
+    return v;
+}
+
+static int t_sockbuf(void)
+{
+    const char *e = getenv("TPX_SOCK_BUF_BYTES");
+    int mode = e == NULL ? -1 : atoi(e);
+    int want = mode < 0 ? asked(TPX_SOCK_LOCAL_SNDBUF, SO_SNDBUF)
+               : mode == 0 ? autotuned_sndbuf() : asked(mode, SO_SNDBUF);
+    pair_t p = {0};
+    pair_open(&p);
+    const tpx_sock_comm_t *sc = p.sc, *rc = p.rc;
+    CHECK(sc->nsocks == rc->nsocks && sc->nsocks > 0, "comms of %d and %d connections",
+          sc->nsocks, rc->nsocks);
+    for (int i = 0; i < sc->nsocks; i++) {
+        int s = fd_opt(sc->chans[i].fd, SO_SNDBUF), r = fd_opt(rc->chans[i].fd, SO_SNDBUF);
+        printf("connection %d: SO_SNDBUF %d (sender) / %d (receiver), expected %d\n", i, s, r,
+               want);
+        CHECK(s == want && r == want, "TPX_SOCK_BUF_BYTES=%d: connection %d's send buffers are "
+              "%d and %d, not %d", mode, i, s, r, want);
+        if (mode > 0)
+            CHECK(fd_opt(rc->chans[i].fd, SO_RCVBUF) == asked(mode, SO_RCVBUF),
+                  "TPX_SOCK_BUF_BYTES=%d: connection %d's receive buffer is %d", mode, i,
+                  fd_opt(rc->chans[i].fd, SO_RCVBUF));
+    }
+    static const size_t whole[] = {8u << 20};
+    one(&p, 8u << 20, whole, 1, whole, 1, 77);
+    pair_close(&p);
+    printf("sockbuf: ok (TPX_SOCK_BUF_BYTES=%d: send buffers of %d bytes)\n", mode, want);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *s = argc > 1 ? argv[1] : "";
@@ -615,6 +689,8 @@ int main(int argc, char **argv)
         return t_direct();
     if (strcmp(s, "dstream") == 0)
         return t_dstream();
-    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky|direct|dstream\n");
+    if (strcmp(s, "sockbuf") == 0)
+        return t_sockbuf();
+    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky|direct|dstream|sockbuf\n");
     return 2;
 }

@@ -165,6 +165,39 @@ void tpx__sock_setopts(int fd, int data)
     }
 }
 
+static int addr_is_loopback(const tpx_sock_addr_t *a)
+{
+    if (a->sa.sa_family == AF_INET)
+        return (ntohl(a->sin.sin_addr.s_addr) >> 24) == 127;
+    if (a->sa.sa_family != AF_INET6)
+        return 0;
+    const struct in6_addr *x = &a->sin6.sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(x) || (IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127);
+}
+
+static int same_host(const tpx_sock_addr_t *a, const tpx_sock_addr_t *b);
+
+/* Whether connected socket fd joins two ends on this host: a loopback
+ * peer, or the peer's address is the socket's own. */
+static int ends_on_this_host(int fd)
+{
+    tpx_sock_addr_t a, b;
+    socklen_t la = sizeof(a), lb = sizeof(b);
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    if (getsockname(fd, &a.sa, &la) != 0 || getpeername(fd, &b.sa, &lb) != 0)
+        return 0;
+    return addr_is_loopback(&b) || same_host(&a, &b);
+}
+
+void tpx__sock_setopts_connected(int fd)
+{
+    if (tpx__sock_params.sock_buf < 0 && ends_on_this_host(fd)) {
+        int sz = TPX_SOCK_LOCAL_SNDBUF;
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    }
+}
+
 static uint64_t deadline_after_ms(int ms) { return tpx__now_ns() + (uint64_t)ms * 1000000ull; }
 
 /* ---- rejections: counted, summarised at most once a second ---------------- */
@@ -547,6 +580,7 @@ static int conn_arrived(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer, u
     unsigned char buf[TPX_SOCK_HELLO_WIRE_SIZE];
     uint32_t got = 0;
     tpx__sock_setopts(fd, 1);
+    tpx__sock_setopts_connected(fd);
     int r = hello_read(fd, buf, &got);
     if (r > 0) {
         hello_take(l, fd, peer, buf, now);
@@ -842,6 +876,8 @@ static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
                     errno = ECONNREFUSED;
                     goto failed;
                 }
+                if (k != &s->socks[0])
+                    tpx__sock_setopts_connected(k->fd);
                 k->stage = CS_HELLO;
                 continue;
             }
@@ -861,6 +897,8 @@ static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
             if (err == 0 && self_connected(k->fd))
                 err = ECONNREFUSED;
             if (err == 0) {
+                if (k != &s->socks[0])
+                    tpx__sock_setopts_connected(k->fd);
                 k->stage = CS_HELLO;
                 continue;
             }
