@@ -51,6 +51,12 @@ TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "`TPX_PIECE_BYTES`). Fewer, larger "
              "pieces: 256 MiB GPU transfers 1.05-1.08x faster than with 512 KiB (H100 host, same "
              "runs); copied in blocks of half a piece, at most `TPX_SOCK_CUDA_BLOCK`.")
+TPX_CONFIG_X(SOCK_CUDA_WORD, INT, "1", 0, 1,
+             "Built-in transport, CUDA buffers: how an I/O worker learns that a staging copy "
+             "finished. 1: the copy's stream writes its block number into a word of host "
+             "memory (cuStreamWriteValue64), which the worker reads without a driver call, "
+             "where the driver and GPU have 64-bit stream memory operations (else events). 0: "
+             "an event per block, queried (cuEventQuery).")
 TPX_CONFIG_X(SOCK_POLL_US, INT, "-1", -1, 100000,
              "Built-in transport: an I/O worker that just moved a small message (64 KiB at most) "
              "polls its connections this long (microseconds, yielding the core) before it sleeps "

@@ -72,9 +72,13 @@ static const struct {
     size_t off;
     const char *sym;
     const char *fallback;
+    int optional;
 } cuda_syms[] = {
-#define TPX__CUDA_SYM(name, params, sym, fallback) {offsetof(tpx__cuda_api_t, name), sym, fallback},
+#define TPX__CUDA_SYM(name, params, sym, fallback) {offsetof(tpx__cuda_api_t, name), sym, fallback, 0},
     TPX__CUDA_FUNCS(TPX__CUDA_SYM)
+#undef TPX__CUDA_SYM
+#define TPX__CUDA_SYM(name, params, sym, fallback) {offsetof(tpx__cuda_api_t, name), sym, fallback, 1},
+    TPX__CUDA_OPT_FUNCS(TPX__CUDA_SYM)
 #undef TPX__CUDA_SYM
 };
 
@@ -159,6 +163,10 @@ static void cuda_init_once(void)
     memset(&api, 0, sizeof(api));
     for (size_t i = 0; i < TPX_ARRAY_SIZE(cuda_syms); i++) {
         void *fn = proc_lookup(lib, gp1, gp2, version, cuda_syms[i].sym, cuda_syms[i].fallback);
+        if (fn == NULL && cuda_syms[i].optional) {
+            TPX_DEBUG("CUDA driver lacks %s (optional)", cuda_syms[i].sym);
+            continue;
+        }
         if (fn == NULL) {
             /* The library stays open: unloading a driver half set up is worse. */
             init_fail(TPX_ERR_CUDA, TPX_LOG_ERROR,
@@ -512,6 +520,22 @@ tpx_status_t tpx__cuda_event_query(CUevent e)
     if (r == CUDA_ERROR_NOT_READY)
         return TPX_INPROGRESS;
     return tpx__cuda_check(r, "cuEventQuery", __FILE__, __LINE__);
+}
+
+int tpx__cuda_can_write_value(int dev)
+{
+    int v = 0;
+    CUdevice d;
+    return init_status == TPX_OK && tpx__cu.cuStreamWriteValue64 != NULL && dev >= 0 &&
+           dev < device_count && tpx__cu.cuDeviceGet(&d, dev) == CUDA_SUCCESS &&
+           tpx__cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                                        d) == CUDA_SUCCESS &&
+           v == 1;
+}
+
+tpx_status_t tpx__cuda_stream_write_value(CUstream s, CUdeviceptr addr, uint64_t v)
+{
+    return TPX_CU(cuStreamWriteValue64, s, addr, v, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 tpx_status_t tpx__cuda_event_sync(CUevent e)

@@ -66,6 +66,9 @@ typedef int CUpointer_attribute;
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define CU_STREAM_NON_BLOCKING    0x1
 #define CU_EVENT_DISABLE_TIMING   0x2
+
+#define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
+#define CU_STREAM_WRITE_VALUE_DEFAULT                     0x0
 #endif
 
 /* Devices tpx keeps per-device state for. */
@@ -140,10 +143,17 @@ typedef int CUpointer_attribute;
     X(cuPointerGetAttribute, (void *data, CUpointer_attribute a, CUdeviceptr p),                   \
       "cuPointerGetAttribute", NULL)
 
+/* Functions tpx can do without: NULL in the table when the driver lacks
+ * them (callers check, and take another way). */
+#define TPX__CUDA_OPT_FUNCS(X)                                                                     \
+    X(cuStreamWriteValue64, (CUstream s, CUdeviceptr addr, uint64_t v, unsigned int flags),        \
+      "cuStreamWriteValue64_v2", "cuStreamWriteValue64")
+
 /* The resolved table; valid once tpx__cuda_init() has returned TPX_OK. */
 typedef struct {
 #define TPX__CUDA_FIELD(name, params, sym, fallback) CUresult(*name) params;
     TPX__CUDA_FUNCS(TPX__CUDA_FIELD)
+    TPX__CUDA_OPT_FUNCS(TPX__CUDA_FIELD)
 #undef TPX__CUDA_FIELD
 } tpx__cuda_api_t;
 
@@ -287,6 +297,17 @@ tpx_status_t tpx__cuda_event_record(CUevent e, CUstream s);
 /* TPX_OK once the work before the event is done, TPX_INPROGRESS before
  * (never logged), an error otherwise. Never blocks. */
 tpx_status_t tpx__cuda_event_query(CUevent e);
+
+/* Whether work on device `dev`'s streams can write a value to host-mapped
+ * memory when it gets there (cuStreamWriteValue64: the driver has it and
+ * the device supports 64-bit stream memory operations). */
+int tpx__cuda_can_write_value(int dev);
+/* Queue on `s`: once the work queued before it has finished, write `v` to
+ * the 8 bytes at device address `addr` (host-mapped memory, from
+ * tpx__cuda_host_alloc's dev_ptr), writes of that work visible first. A
+ * CPU that loads `v` there (acquire) knows that work is done without a
+ * driver call. Only where tpx__cuda_can_write_value(). */
+tpx_status_t tpx__cuda_stream_write_value(CUstream s, CUdeviceptr addr, uint64_t v);
 tpx_status_t tpx__cuda_event_sync(CUevent e);
 
 /* Load a cubin/PTX/fatbin image held in memory into `dev`'s primary

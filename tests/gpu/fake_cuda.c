@@ -21,7 +21,10 @@
  * copy), cuEventSynchronize/cuStreamSynchronize/cuCtxSynchronize and
  * freeing memory run the queue at once. A caller that reads a staging
  * buffer before the driver said its copy finished reads stale bytes, and
- * polling code meets "not ready". There is no kernel: cuModuleLoadData
+ * polling code meets "not ready". cuStreamWriteValue64 writes its value
+ * when its stream's work before it has run; in async mode a completer
+ * thread runs each queued op once its random time has come (nobody asks
+ * the driver about a written value). There is no kernel: cuModuleLoadData
  * fails (CI builds have no nvcc anyway); use TPX_UNPACK=d2d or host.
  * Only the driver functions tpx resolves (src/gpu/cuda.h) exist.
  */
@@ -333,13 +336,15 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
 
 #define NOT_READY_ 600 /* CUDA_ERROR_NOT_READY */
 
-enum { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET };
+enum { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_WRITE64 };
 typedef struct op {
     struct op *next;
     int kind;
     CUdeviceptr dst, src; /* host addresses as integers for OP_DTOH (dst) / OP_HTOD (src) */
     size_t n;
     unsigned char v;
+    uint64_t v64;      /* OP_WRITE64 */
+    uint64_t ready_ns; /* async: the completer thread runs it from then on */
 } op_t;
 
 typedef struct stream {
@@ -402,6 +407,13 @@ static CUresult op_exec(const op_t *o)
     case OP_HTOD: return cuMemcpyHtoD_v2(o->dst, (const void *)(uintptr_t)o->src, o->n);
     case OP_DTOH: return cuMemcpyDtoH_v2((void *)(uintptr_t)o->dst, o->src, o->n);
     case OP_DTOD: return cuMemcpyDtoD_v2(o->dst, o->src, o->n);
+    case OP_WRITE64: {
+        char *p = dev_xlate(o->dst, 8);
+        if (p == NULL || (uintptr_t)p % 8 != 0)
+            return EINVAL_;
+        __atomic_store_n((uint64_t *)(void *)p, o->v64, __ATOMIC_RELEASE);
+        return OK;
+    }
     default: return cuMemsetD8_v2(o->dst, o->v, o->n);
     }
 }
@@ -435,9 +447,9 @@ static void streams_run_all(void)
 /* Queue an async op on `sv`, or run it now (no stream, or not async).
  * The addresses are checked now, as the driver would. */
 static CUresult enqueue(void *sv, int kind, CUdeviceptr dst, CUdeviceptr src, size_t n,
-                        unsigned char v)
+                        unsigned char v, uint64_t v64)
 {
-    op_t o = {.kind = kind, .dst = dst, .src = src, .n = n, .v = v};
+    op_t o = {.kind = kind, .dst = dst, .src = src, .n = n, .v = v, .v64 = v64};
     stream_t *s = sv;
     if (!is_async() || s == NULL)
         return op_exec(&o);
@@ -453,6 +465,7 @@ static CUresult enqueue(void *sv, int kind, CUdeviceptr dst, CUdeviceptr src, si
     q->next = NULL;
     uint64_t ready = ready_at();
     pthread_mutex_lock(&s->mu);
+    q->ready_ns = s->tail != NULL && s->tail->ready_ns > ready ? s->tail->ready_ns : ready;
     if (s->tail != NULL)
         s->tail->next = q;
     else
@@ -467,19 +480,61 @@ static CUresult enqueue(void *sv, int kind, CUdeviceptr dst, CUdeviceptr src, si
 
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
 {
-    return enqueue(s, OP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, 0);
+    return enqueue(s, OP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, 0, 0);
 }
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s)
 {
-    return enqueue(s, OP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, 0);
+    return enqueue(s, OP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, 0, 0);
 }
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s)
 {
-    return enqueue(s, OP_DTOD, dst, src, n, 0);
+    return enqueue(s, OP_DTOD, dst, src, n, 0, 0);
 }
 EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, void *s)
 {
-    return enqueue(s, OP_MEMSET, dst, 0, n, v);
+    return enqueue(s, OP_MEMSET, dst, 0, n, v, 0);
+}
+
+/* Async mode with stream memory operations: nobody asks the driver when a
+ * written value lands, so a completer thread runs each stream's queued work
+ * once its time has come, as a GPU would on its own. */
+static pthread_once_t completer_once = PTHREAD_ONCE_INIT;
+
+static void *completer_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+        uint64_t now = now_ns();
+        pthread_mutex_lock(&streams_lock);
+        for (stream_t *s = all_streams; s != NULL; s = s->next_all) {
+            pthread_mutex_lock(&s->mu);
+            uint64_t upto = s->ran;
+            for (op_t *o = s->head; o != NULL && o->ready_ns <= now; o = o->next)
+                upto++;
+            stream_run(s, upto);
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_mutex_unlock(&streams_lock);
+    }
+    return NULL;
+}
+
+static void completer_start(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, completer_main, NULL) == 0)
+        pthread_detach(t);
+}
+
+EXPORT CUresult cuStreamWriteValue64_v2(void *sv, CUdeviceptr addr, uint64_t v, unsigned flags)
+{
+    if (flags != 0 || (addr & 7u) != 0 || dev_xlate(addr, 8) == NULL)
+        return EINVAL_;
+    if (is_async() && sv != NULL)
+        pthread_once(&completer_once, completer_start);
+    return enqueue(sv, OP_WRITE64, addr, 0, 8, 0, v);
 }
 
 EXPORT CUresult cuStreamCreate(void **sp, unsigned flags)

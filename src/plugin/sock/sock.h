@@ -97,6 +97,7 @@ typedef struct {
     uint64_t piece_bytes;
     uint32_t cuda_block; /* CUDA staging: bytes per block (TPX_SOCK_CUDA_BLOCK) */
     uint64_t cuda_piece; /* CUDA: smallest piece while messages queue (TPX_SOCK_CUDA_PIECE) */
+    int cuda_word;       /* CUDA staging: completion word, not events (TPX_SOCK_CUDA_WORD) */
     uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */
     uint64_t poll_ns;     /* TPX_SOCK_POLL_US: a worker polls this long after activity */
     uint64_t direct_bytes; /* TPX_SOCK_DIRECT_BYTES: isend/irecv/test move this much themselves */
