@@ -76,6 +76,10 @@
 #define PF_MAX_INFLIGHT 1024
 /* Buffer memory of one direction on one side; depth is reduced to stay under it. */
 #define PF_MEM_BUDGET (1ull << 30)
+/* The largest chunk an engine picks by itself (TPX_CHUNK_BYTES=0: 1 MiB on
+ * tpx's transport): what --depth's default assumes when the chunk is the
+ * engines' own. */
+#define PF_CHUNK_DEFAULT_MAX (1ull << 20)
 /* Latency samples kept per stream and row (beyond: every k-th). */
 #define PF_LAT_CAP (1u << 20)
 

@@ -137,7 +137,7 @@ void pf_print_header(pf_main_t *m)
     const char *ifn = getenv("TPX_SOCKET_IFNAME");
     printf("# engine: channels %" PRIu64 "  chunk %s  window %" PRIu64
            "  progress %s  TPX_SOCKET_IFNAME=%s\n",
-           p->channels, bench_human(p->chunk, hc, sizeof(hc)), p->window,
+           p->channels, p->chunk ? bench_human(p->chunk, hc, sizeof(hc)) : "auto", p->window,
            p->progress == PF_PROGRESS_THREAD ? "thread" : "caller", ifn ? ifn : "(unset)");
     printf("# GB/s = 1e9 bytes/s: bytes of the timed iterations (count x size each) over the\n"
            "#   receiver's time from the barrier release (receives posted) to its last\n"
@@ -719,7 +719,7 @@ int pf_plot(const pf_main_t *m)
     snprintf(title, sizeof(title),
              "tpx-perf %s: %s, memory %s, %" PRIu64 " channels, chunk %s, window %" PRIu64,
              bench_mode_name(m->mode), pf_plugin_name(m), mem, p->channels,
-             bench_human(p->chunk, hc, sizeof(hc)), p->window);
+             p->chunk ? bench_human(p->chunk, hc, sizeof(hc)) : "auto", p->window);
     for (size_t i = 0; i < m->nrows; i++) {
         const pf_row_t *r = &m->rows[i];
         char g[32];

@@ -118,10 +118,13 @@ TPX_CONFIG_X(CHANNEL_SOCKS, INT, "0", 0, 16,
              "H100 host, 4 channels: 4 each moved 256 MiB 12% faster than 8, at the same 512 KiB "
              "READ latency; 2-core host: 1 each moved 256 MiB 13% and 1 MiB transfers 70% "
              "faster than 4, and READ 32 x 16K took 111 instead of 142 us).")
-TPX_CONFIG_X(CHUNK_BYTES, INT, "512K", 4096, 4194304,
-             "Transfers are cut into chunks of this size, dealt round-robin over the channels. A "
-             "large two-sided transfer or READ (every channel gets at least 8 chunks) deals runs of "
-             "up to 4 MiB of consecutive chunks instead, one message each (not on TCPX).")
+TPX_CONFIG_X(CHUNK_BYTES, INT, "0", 0, 4194304,
+             "Transfers are cut into chunks of this size (4 KiB..4 MiB), dealt round-robin over "
+             "the channels. A large two-sided transfer or READ (every channel gets at least 8 "
+             "chunks) deals runs of up to 4 MiB of consecutive chunks instead, one message each "
+             "(not on TCPX). 0: 1 MiB on tpx's own transport, 512 KiB on other plugins and in "
+             "strict TCPX mode (NCCL's chunk for TCPX). The engines of a peer use the smaller of "
+             "their two.")
 TPX_CONFIG_X(WINDOW, INT, "16", 1, 32,
              "Requests in flight per plugin comm (TCPX allows 16).")
 TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,

@@ -489,6 +489,13 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->nchan = params->channels ? params->channels : (int)tpx__config_int(TPX_CFG_CHANNELS);
     e->chunk = (uint32_t)(params->chunk_bytes ? params->chunk_bytes
                                               : (size_t)tpx__config_int(TPX_CFG_CHUNK_BYTES));
+    if (e->chunk != 0 && e->chunk < 4096) {
+        TPX_ERROR("TPX_CHUNK_BYTES=%u: 0 (the plugin's default) or 4 KiB..4 MiB", e->chunk);
+        pthread_cond_destroy(&e->cond);
+        pthread_mutex_destroy(&e->lock);
+        free(e);
+        return TPX_ERR_CONFIG;
+    }
     e->window = params->window ? params->window : (int)tpx__config_int(TPX_CFG_WINDOW);
     e->timeout_ms = params->timeout_ms ? params->timeout_ms
                                        : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
@@ -539,6 +546,8 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);
+    if (e->chunk == 0) /* TPX_CHUNK_BYTES=0: by plugin */
+        e->chunk = tpx__net_has_vec(e->net) ? TPX_CHUNK_OWN : TPX_CHUNK_OTHER;
     if (e->net->is_tcpx && e->window > 16) {
         TPX_WARN("TCPX allows 16 requests per comm: window %d lowered to 16", e->window);
         e->window = 16;
