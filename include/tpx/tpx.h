@@ -94,7 +94,7 @@ typedef struct {
     const char *plugin;     /* NULL: TPX_NET_PLUGIN ("builtin", a name or a path) */
     int gpu;                /* GPU served (NIC choice, default port); -1: host memory only */
     int channels;           /* 0: TPX_CHANNELS */
-    size_t chunk_bytes;     /* 0: TPX_CHUNK_BYTES (<= 4 MiB) */
+    size_t chunk_bytes;     /* 0: TPX_CHUNK_BYTES (<= 4 MiB; 0 there: by plugin) */
     int window;             /* 0: TPX_WINDOW (<= the plugin's request limit) */
     int timeout_ms;         /* per-transfer deadline; 0: TPX_TIMEOUT_MS */
     const char *bind_addr;  /* bootstrap listen address; NULL: all addresses */
@@ -142,7 +142,7 @@ typedef struct {
     int abi;                /* ncclNet version used (7..10) */
     int gpu;                /* -1: host memory only */
     int channels;           /* data channels per direction per peer (upper bound) */
-    size_t chunk_bytes;
+    size_t chunk_bytes;     /* the chunk this engine settled on */
     int window;
     int port;               /* bootstrap port, -1 if none */
     int nnics;              /* NICs the channels use, in channel order (the members of a

@@ -12,11 +12,12 @@
  * (copy, event) per block.
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
- * stream by a mark: where the driver and GPU have stream memory operations
- * (TPX_SOCK_CUDA_WORD=1, the default), a write of the block's number + 1
- * into a word of host-mapped memory, which the worker loads to learn what
- * has finished, with no driver call (querying an event per block took 10%
- * of a 16-core host's CPU at 1 MiB transfers); else an event, queried.
+ * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where
+ * the driver and GPU have stream memory operations, a write of the block's
+ * number + 1 into a word of host-mapped memory, which the worker loads to
+ * learn what has finished, with no driver call (querying events took 10-13%
+ * of a 16-core host's CPU at 1 MiB transfers, but the words measured no
+ * faster overall: see the README).
  * A connection whose next block is not copied yet (send) or whose next
  * slot still feeds a copy to the GPU (receive) returns SOCK_CUDA_WAIT, and
  * its worker looks at it again soon (sock_io.c: behind its other
