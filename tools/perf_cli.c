@@ -887,9 +887,10 @@ static int pf_settle(int argc, char **argv, pf_main_t *m, const pf_cli_t *cli)
         p->window = (uint64_t)bench_config_int("TPX_WINDOW");
     if (m->mode != BENCH_MODE_CLIENT && !pf_params_ok(p)) {
         fprintf(stderr,
-                "%s: cannot read TPX_CHANNELS, TPX_CHUNK_BYTES or TPX_WINDOW from "
-                "tpx_config_print(): set --channels, --chunk and --window\n",
-                PF_PROG);
+                "%s: TPX_CHANNELS, TPX_CHUNK_BYTES or TPX_WINDOW is unreadable or out of range "
+                "(channels %" PRIu64 ", chunk %" PRIu64 ": 0 or 4K..4M, window %" PRIu64
+                "): set --channels, --chunk and --window\n",
+                PF_PROG, p->channels, p->chunk, p->window);
         return BENCH_EXIT_FAIL;
     }
     m->progress = !bench_quiet && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
