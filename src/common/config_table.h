@@ -244,6 +244,11 @@ TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
 TPX_CONFIG_X(RMA_PEER_LIST_BYTES, INT, "128M", 1048576, 4294967296,
              "Memory the request lists of one peer's requests may hold at an owner at once; a "
              "request beyond it is refused like one over `TPX_RMA_PEER_REQUESTS`.")
+TPX_CONFIG_X(FAULT_DIRECT_DRY_US, INT, "0", 0, 1000000,
+             "Testing only: a direct read (`TPX_SOCK_DIRECT_BYTES`) that found its connection dry "
+             "waits this long before it looks whether the connection's I/O worker tried to take "
+             "the connection meanwhile, so that bytes arriving in that window meet the hand-off "
+             "(transport.vec.directrace); 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

@@ -28,6 +28,15 @@
  *           setting is left to the worker; then 200 messages of random
  *           sizes, receive first, test() racing the workers; every byte
  *           checked
+ *   directrace  the hand-off between a direct read and the connection's
+ *           worker, made deterministic: TPX_FAULT_DIRECT_DRY_US (ctest: 200
+ *           ms) holds a dry direct read between its last read and its look
+ *           at whether the worker tried to take the connection; two
+ *           messages arrive in that window, and their edge finds the
+ *           connection taken. A second receive posted right after makes the
+ *           first no longer lone, so only the worker moves them: had the
+ *           reader dropped the worker's try, both would wait forever (the
+ *           eighth session's lost wake-up). Every byte checked
  *   sockbuf the data connections' socket buffers (TPX_SOCK_BUF_BYTES, as
  *           ctest sets it): unset (-1, auto) a loopback connection's send
  *           buffer is what asking for 512 KiB gives, on both ends; 0 what a
@@ -607,6 +616,91 @@ static int t_dstream(void)
     return 0;
 }
 
+#define DR_LEN 4096
+#define DR_ROUNDS 5
+
+typedef struct {
+    pair_t *p;
+    int round;
+} dr_arg_t;
+
+static void *dr_sender(void *arg)
+{
+    dr_arg_t *a = arg;
+    pair_t *p = a->p;
+    static unsigned char sb[2][DR_LEN];
+    struct timespec ts = {0, 50 * 1000000L}; /* inside the reader's 200 ms window */
+    nanosleep(&ts, NULL);
+    void *req[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < DR_LEN; i++)
+            sb[k][i] = pat((uint64_t)(a->round * 2 + k) + 300, i);
+        CHECK(tpx__net_isend(p->n, p->sc, sb[k], DR_LEN, 0, NULL, &req[k]) == TPX_OK &&
+                  req[k] != NULL,
+              "directrace: isend %d", k);
+    }
+    uint64_t until = now_ms() + 10000;
+    for (int k = 0; k < 2; k++) {
+        int d = 0, size = 0, rc = 0;
+        while (!d) {
+            CHECK(now_ms() < until, "directrace: send %d not done in 10 s", k);
+            CHECK(tpx__net_test(p->n, req[k], &d, &size, &rc) == TPX_OK, "directrace: send failed");
+        }
+    }
+    return NULL;
+}
+
+/* One round; returns whether irecv's direct read waited in the window (it
+ * does not when the worker held the connection at that moment). */
+static int dr_round(pair_t *p, int round)
+{
+    static unsigned char rb[2][DR_LEN + 1];
+    memset(rb, 0xEE, sizeof(rb));
+    dr_arg_t a = {p, round};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, dr_sender, &a) == 0, "pthread_create");
+    void *req[2] = {0};
+    /* A lone receive: irecv reads directly, finds nothing, and waits in the
+     * window while both messages arrive. */
+    uint64_t t0 = now_ms();
+    CHECK(tpx__net_irecv(p->n, p->rc, rb[0], DR_LEN, 0, NULL, &req[0]) == TPX_OK, "irecv 0");
+    int waited = now_ms() - t0 >= 150;
+    CHECK(tpx__net_irecv(p->n, p->rc, rb[1], DR_LEN, 0, NULL, &req[1]) == TPX_OK, "irecv 1");
+    uint64_t until = now_ms() + 5000;
+    for (int k = 0; k < 2; k++) {
+        int d = 0, size = -1, rc = 0;
+        while (!d) {
+            CHECK(now_ms() < until,
+                  "directrace: message %d did not arrive in 5 s: the worker's wake-up was lost", k);
+            CHECK(tpx__net_test(p->n, req[k], &d, &size, &rc) == TPX_OK, "directrace: recv failed");
+        }
+        CHECK(size == DR_LEN, "directrace: message %d: %d bytes", k, size);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < DR_LEN; i++)
+            CHECK(rb[k][i] == pat((uint64_t)(round * 2 + k) + 300, i),
+                  "directrace: message %d: wrong bytes", k);
+        CHECK(rb[k][DR_LEN] == 0xEE, "directrace: written past message %d", k);
+    }
+    pthread_join(th, NULL);
+    return waited;
+}
+
+static int t_directrace(void)
+{
+    CHECK(getenv("TPX_FAULT_DIRECT_DRY_US") != NULL,
+          "directrace needs TPX_FAULT_DIRECT_DRY_US (ctest sets it)");
+    pair_t p = {0};
+    direct_pair_open(&p);
+    int round = 0;
+    while (!dr_round(&p, round))
+        CHECK(++round < DR_ROUNDS, "directrace: in %d rounds, irecv never waited in the window",
+              DR_ROUNDS);
+    pair_close(&p);
+    printf("directrace: ok (the window met the worker in round %d)\n", round + 1);
+    return 0;
+}
+
 /* A socket option's value on fd. */
 static int fd_opt(int fd, int opt)
 {
@@ -691,6 +785,9 @@ int main(int argc, char **argv)
         return t_dstream();
     if (strcmp(s, "sockbuf") == 0)
         return t_sockbuf();
-    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky|direct|dstream|sockbuf\n");
+    if (strcmp(s, "directrace") == 0)
+        return t_directrace();
+    fprintf(stderr, "usage: test_vec mixed|eager|badargs|strict|sticky|direct|dstream|sockbuf|"
+                    "directrace\n");
     return 2;
 }

@@ -958,6 +958,15 @@ static void chan_release(tpx_sock_chan_t *ch, int who)
 
 /* ---- direct reads ---------------------------------------------------------------- */
 
+/* TPX_FAULT_DIRECT_DRY_US (tests): widen the window between a dry read and
+ * the look at `missed`. */
+static void direct_fault_wait(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
 {
     uint64_t max = tpx__sock_params.direct_bytes;
@@ -989,6 +998,8 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
         int st = CH_IDLE;
         for (int pass = 0; !ch->eof && ch->cu == NULL && pass < SOCK_DIRECT_PASSES; pass++) {
             st = chan_recv(c, ch, 1, 2 * max);
+            if (st == CH_BLOCKED && TPX_UNLIKELY(tpx__sock_params.fault_dry_ns != 0))
+                direct_fault_wait(tpx__sock_params.fault_dry_ns);
             /* Read dry. A worker that found the connection ours meanwhile
              * set `missed`: what woke it was either read here already or
              * came after this pass's last read, and its edge is spent.

@@ -73,6 +73,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .eager_bytes = (uint32_t)tpx__config_int(TPX_CFG_SOCK_EAGER_BYTES),
             .poll_ns = (uint64_t)tpx__config_int(TPX_CFG_SOCK_POLL_US) * 1000u,
             .direct_bytes = (uint64_t)tpx__config_int(TPX_CFG_SOCK_DIRECT_BYTES),
+            .fault_dry_ns = (uint64_t)tpx__config_int(TPX_CFG_FAULT_DIRECT_DRY_US) * 1000u,
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX),
