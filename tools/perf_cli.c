@@ -211,10 +211,10 @@ static int pf_params_ok(const pf_params_t *p)
 {
     if (p->nsizes == 0 || p->nsizes > PF_MAX_SIZES || p->batch == 0 || p->batch > PF_MAX_BATCH ||
         p->depth > PF_MAX_DEPTH || p->direction > PF_DIR_BIDIR || p->timeout_s == 0 ||
-        p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 || (p->chunk != 0 && p->chunk < 4096) ||
-        p->chunk > (4u << 20) || p->window == 0 || p->window > 32 ||
-        p->progress > PF_PROGRESS_CALLER || p->verify > 1 || p->lanes > PF_MAX_LANES ||
-        p->mem > PF_MEM_CUDA)
+        p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 ||
+        (p->chunk != 0 && p->chunk < 4096) || p->chunk > (4u << 20) || p->window == 0 ||
+        p->window > 32 || p->progress > PF_PROGRESS_CALLER || p->verify > 1 ||
+        p->lanes > PF_MAX_LANES || p->mem > PF_MEM_CUDA)
         return 0;
     for (uint64_t i = 0; i < p->nsizes; i++)
         if (p->sizes[i] > PF_MAX_SIZE)
@@ -878,10 +878,11 @@ static int pf_settle(int argc, char **argv, pf_main_t *m, const pf_cli_t *cli)
                 PF_PROG, PF_PROG);
         return BENCH_EXIT_FAIL;
     }
-    /* Both engines get explicit settings: this side's environment decides. */
+    /* Both engines get explicit settings: this side's environment decides
+     * (TPX_CHUNK_BYTES=0 stays 0: each engine picks its plugin's chunk). */
     if (p->channels == 0)
         p->channels = (uint64_t)bench_config_int("TPX_CHANNELS");
-    if (p->chunk == 0) /* 0 again: each engine's own default */
+    if (p->chunk == 0)
         p->chunk = (uint64_t)bench_config_int("TPX_CHUNK_BYTES");
     if (p->window == 0)
         p->window = (uint64_t)bench_config_int("TPX_WINDOW");

@@ -147,8 +147,8 @@
 /* Chunks when TPX_CHUNK_BYTES is 0: on tpx's own transport 1 MiB (its CUDA
  * staging copies a message in fewer, larger blocks; see the README), on
  * other plugins and in strict TCPX mode 512 KiB (NCCL's chunk for TCPX). */
-#define TPX_CHUNK_OWN (1024u * 1024)
-#define TPX_CHUNK_OTHER (512u * 1024)
+#define TPX_CHUNK_OWN     (1024u * 1024)
+#define TPX_CHUNK_OTHER   (512u * 1024)
 #define TPX_CTRL_MSG_SIZE 64      /* every control message's header has exactly this size */
 #define TPX_CTRL_BUF_SLOT TPX_CTRL_SLOT /* a control buffer: header + body (wire.h) */
 #define TPX_DEVH_STORAGE 512      /* device-handle storage per comm */

@@ -74,10 +74,12 @@ static const struct {
     const char *fallback;
     int optional;
 } cuda_syms[] = {
-#define TPX__CUDA_SYM(name, params, sym, fallback) {offsetof(tpx__cuda_api_t, name), sym, fallback, 0},
+#define TPX__CUDA_SYM(name, params, sym, fallback)                                                 \
+    {offsetof(tpx__cuda_api_t, name), sym, fallback, 0},
     TPX__CUDA_FUNCS(TPX__CUDA_SYM)
 #undef TPX__CUDA_SYM
-#define TPX__CUDA_SYM(name, params, sym, fallback) {offsetof(tpx__cuda_api_t, name), sym, fallback, 1},
+#define TPX__CUDA_SYM(name, params, sym, fallback)                                                 \
+    {offsetof(tpx__cuda_api_t, name), sym, fallback, 1},
     TPX__CUDA_OPT_FUNCS(TPX__CUDA_SYM)
 #undef TPX__CUDA_SYM
 };
@@ -528,8 +530,8 @@ int tpx__cuda_can_write_value(int dev)
     CUdevice d;
     return init_status == TPX_OK && tpx__cu.cuStreamWriteValue64 != NULL && dev >= 0 &&
            dev < device_count && tpx__cu.cuDeviceGet(&d, dev) == CUDA_SUCCESS &&
-           tpx__cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
-                                        d) == CUDA_SUCCESS &&
+           tpx__cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, d) ==
+               CUDA_SUCCESS &&
            v == 1;
 }
 

@@ -44,16 +44,16 @@
  *           gives, send and receive buffer alike; then 8 MiB moved and
  *           checked
  */
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "net/net.h"
 #include "plugin/sock/sock.h"
@@ -616,7 +616,7 @@ static int t_dstream(void)
     return 0;
 }
 
-#define DR_LEN 4096
+#define DR_LEN    4096
 #define DR_ROUNDS 5
 
 typedef struct {
@@ -741,19 +741,22 @@ static int t_sockbuf(void)
 {
     const char *e = getenv("TPX_SOCK_BUF_BYTES");
     int mode = e == NULL ? -1 : atoi(e);
-    int want = mode < 0 ? asked(TPX_SOCK_LOCAL_SNDBUF, SO_SNDBUF)
-               : mode == 0 ? autotuned_sndbuf() : asked(mode, SO_SNDBUF);
+    int want = mode < 0    ? asked(TPX_SOCK_LOCAL_SNDBUF, SO_SNDBUF)
+               : mode == 0 ? autotuned_sndbuf()
+                           : asked(mode, SO_SNDBUF);
     pair_t p = {0};
     pair_open(&p);
     const tpx_sock_comm_t *sc = p.sc, *rc = p.rc;
-    CHECK(sc->nsocks == rc->nsocks && sc->nsocks > 0, "comms of %d and %d connections",
-          sc->nsocks, rc->nsocks);
+    CHECK(sc->nsocks == rc->nsocks && sc->nsocks > 0, "comms of %d and %d connections", sc->nsocks,
+          rc->nsocks);
     for (int i = 0; i < sc->nsocks; i++) {
         int s = fd_opt(sc->chans[i].fd, SO_SNDBUF), r = fd_opt(rc->chans[i].fd, SO_SNDBUF);
         printf("connection %d: SO_SNDBUF %d (sender) / %d (receiver), expected %d\n", i, s, r,
                want);
-        CHECK(s == want && r == want, "TPX_SOCK_BUF_BYTES=%d: connection %d's send buffers are "
-              "%d and %d, not %d", mode, i, s, r, want);
+        CHECK(s == want && r == want,
+              "TPX_SOCK_BUF_BYTES=%d: connection %d's send buffers are "
+              "%d and %d, not %d",
+              mode, i, s, r, want);
         if (mode > 0)
             CHECK(fd_opt(rc->chans[i].fd, SO_RCVBUF) == asked(mode, SO_RCVBUF),
                   "TPX_SOCK_BUF_BYTES=%d: connection %d's receive buffer is %d", mode, i,
