@@ -36,7 +36,18 @@
 
 #include "transport_test.h"
 
-#define ROLE_ALARM_S 100 /* a role that runs longer than this is killed by SIGALRM */
+/* A role that runs longer than this is killed by SIGALRM (ThreadSanitizer:
+ * several times slower; ctest's limit there is 300 s). */
+#if defined(__SANITIZE_THREAD__)
+#define ROLE_ALARM_S 280
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ROLE_ALARM_S 280
+#endif
+#endif
+#ifndef ROLE_ALARM_S
+#define ROLE_ALARM_S 100
+#endif
 #define SUPERVISE_S  110 /* the supervisor kills both roles after this */
 #define GRACE_S      15  /* after one role failed, how long the other may still run */
 
