@@ -3,13 +3,17 @@
  * staging.
  *
  * Sockets cannot read or write device memory, so a piece of a CUDA buffer
- * travels through a ring of SOCK_CUDA_SLOTS pinned host blocks per data
- * connection (TPX_SOCK_CUDA_BLOCK bytes each, 256 KiB by default: 2 MiB
- * per connection that has moved CUDA memory, made on first use and freed
- * with its comm), pipelined on the connection's own stream: a piece is cut
- * into blocks of half the piece (64 KiB to one slot), so that even a
+ * travels through a ring of TPX_SOCK_CUDA_SLOTS pinned host blocks per
+ * data connection (TPX_SOCK_CUDA_BLOCK bytes each, 4 x 512 KiB by default:
+ * 2 MiB per connection that has moved CUDA memory, made on first use and
+ * freed with its comm), pipelined on the connection's own stream: a piece
+ * is cut into blocks of half the piece (64 KiB to one slot), so that even a
  * 256 KiB piece overlaps its copies with the socket, at two driver calls
- * (copy, event) per block.
+ * (copy, event) per block. Large copies matter more than many in flight:
+ * with a loopback run's copies to and from the GPU at once, its copy
+ * engines move 28 GB/s each way in 256 KiB copies, 37 in 512 KiB ones
+ * (bench/gpu/copy_probe.cu), and 512 KiB x 4 moved 256 MiB transfers 1.3x
+ * faster than 256 KiB x 8 (README, tenth session).
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
  * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where
@@ -38,12 +42,14 @@
 #include "gpu/cuda.h"
 #include "sock.h"
 
-/* 8, not 4: a block's copy waits behind the other connections' copies on
- * the GPU's copy engine (tens to hundreds of microseconds with 16
- * connections each way); with 4 slots a receiver ran out of free ones
- * (trace: cu-wait) and 256 MiB moved at 0.74x host memory, with 8 at 0.85x
- * (16 cores, H200, same run; 16 slots no better). */
-#define SOCK_CUDA_SLOTS 8
+/* Slots: a block's copy waits behind the other connections' copies on the
+ * GPU's copy engine (tens to hundreds of microseconds with 16 connections
+ * each way), so a ring needs room for more than one piece: with 4 x 256 KiB
+ * a receiver ran out of free slots (trace: cu-wait) and 256 MiB moved at
+ * 0.74x host memory, 8 x 256 KiB 0.85x; 4 x 512 KiB (two 1 MiB pieces)
+ * 1.05x, 2 x 512 KiB 0.87x, 8 x 512 KiB no better than 4 (16-core H200). */
+#define SOCK_CUDA_MAX_SLOTS 16 /* TPX_SOCK_CUDA_SLOTS' upper bound */
+#define SOCK_CUDA_PEND (2 * SOCK_CUDA_MAX_SLOTS)
 #define SOCK_CUDA_MIN_BLOCK (64u * 1024)
 
 /* A received piece whose copies to the GPU are in flight. */
@@ -57,25 +63,28 @@ typedef struct {
 struct tpx_sock_cuda_chan {
     int dev;
     uint32_t slot_bytes; /* TPX_SOCK_CUDA_BLOCK when it was made */
-    void *stage[SOCK_CUDA_SLOTS];
+    uint32_t nslots;     /* TPX_SOCK_CUDA_SLOTS when it was made */
+    void *stage[SOCK_CUDA_MAX_SLOTS];
     CUstream stream;
-    CUevent ev[SOCK_CUDA_SLOTS];
+    CUevent ev[SOCK_CUDA_MAX_SLOTS];
     /* send: a copy was recorded on ev[s] and not yet seen complete */
-    int busy[SOCK_CUDA_SLOTS];
+    int busy[SOCK_CUDA_MAX_SLOTS];
     /* send: blocks numbered ever (a piece's take the next ones when its
-     * first copy is queued); block g uses slot g % SLOTS */
+     * first copy is queued); block g uses slot g % nslots */
     uint64_t blk_issued;
     /* receive: blocks whose copy was queued / is known complete, ever; the
-     * block being filled uses slot blk_next % SLOTS, free while
-     * blk_next - blk_done < SLOTS (events complete in stream order) */
+     * block being filled uses slot blk_next % nslots, free while
+     * blk_next - blk_done < nslots (events complete in stream order) */
     uint64_t blk_next, blk_done;
-    cu_pending_t pend[SOCK_CUDA_SLOTS];
+    /* at most nslots entries (+ one without payload); indexed % SOCK_CUDA_PEND
+     * (a power of two, so the uint32 counters may wrap) */
+    cu_pending_t pend[SOCK_CUDA_PEND];
     uint32_t pend_head, pend_tail;
     /* The completion word (NULL: events mark the copies): block b's mark
      * writes b + 1, in stream order, so it holds the blocks done, ever. */
     uint64_t *word;
     CUdeviceptr word_dev;
-    uint64_t slot_blk[SOCK_CUDA_SLOTS]; /* send: the block whose copy fills slot s */
+    uint64_t slot_blk[SOCK_CUDA_MAX_SLOTS]; /* send: the block whose copy fills slot s */
 };
 
 /* Mark block `blk`, whose copy (into or out of slot s) was just queued. */
@@ -140,9 +149,10 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
         return TPX_ERR_NO_MEMORY;
     k->dev = dev;
     k->slot_bytes = tpx__sock_params.cuda_block;
+    k->nslots = (uint32_t)TPX_MIN(TPX_MAX(tpx__sock_params.cuda_slots, 2), SOCK_CUDA_MAX_SLOTS);
     tpx_status_t st;
     TPX_CHECK_GOTO(tpx__cuda_ctx_retain(dev, NULL), st, err_free);
-    for (int b = 0; b < SOCK_CUDA_SLOTS; b++) {
+    for (uint32_t b = 0; b < k->nslots; b++) {
         TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->slot_bytes, &k->stage[b], NULL), st,
                        err_chan);
         TPX_CHECK_GOTO(tpx__cuda_event_create(dev, 0, &k->ev[b]), st, err_chan);
@@ -177,7 +187,7 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
             (void)TPX_CU(cuStreamSynchronize, k->stream);
         if (k->word)
             tpx__cuda_host_free(k->dev, k->word);
-        for (int b = 0; b < SOCK_CUDA_SLOTS; b++) {
+        for (uint32_t b = 0; b < k->nslots; b++) {
             if (k->ev[b])
                 tpx__cuda_event_destroy(k->dev, k->ev[b]);
             if (k->stage[b])
@@ -228,7 +238,7 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
         k->blk_issued += (p->len + bl - 1) / bl;
     }
     while (*copied < p->len && *blk0 + *copied / bl < limit) {
-        int s = (int)((*blk0 + *copied / bl) % SOCK_CUDA_SLOTS);
+        int s = (int)((*blk0 + *copied / bl) % k->nslots);
         uint32_t n = TPX_MIN(bl, p->len - *copied);
         if (TPX_CU(cuMemcpyDtoHAsync, k->stage[s], src + *copied, n, k->stream) != TPX_OK ||
             copy_mark(k, s, *blk0 + *copied / bl) != TPX_OK)
@@ -261,12 +271,12 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
             break;
         }
         /* Every block whose slot is written out gets its copy: block g
-         * reuses the slot of block g - SLOTS, free once that is written;
+         * reuses the slot of block g - nslots, free once that is written;
          * `cur` (being written) is the oldest not written. */
         uint32_t cur = ch->data_done / bl;
         if (ch->copy_done == 0) /* a new piece: everything before it is written */
             ch->blk0 = k->blk_issued;
-        uint64_t limit = ch->blk0 + cur + SOCK_CUDA_SLOTS;
+        uint64_t limit = ch->blk0 + cur + k->nslots;
         if (send_issue(k, r, &ch->piece, &ch->blk0, &ch->copy_done, limit) != 0 ||
             (ch->copy_done == len && ch->ahead_req != NULL &&
              send_issue(k, ch->ahead_req, &ch->ahead, &ch->ahead_blk0, &ch->ahead_copy_done,
@@ -275,10 +285,10 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
             goto out;
         }
         /* Write the copied blocks from `cur` on, as many as are ready. */
-        struct iovec iov[SOCK_CUDA_SLOTS];
+        struct iovec iov[SOCK_CUDA_MAX_SLOTS];
         int cnt = 0;
-        for (uint32_t j = cur; cnt < SOCK_CUDA_SLOTS && j * bl < ch->copy_done; j++, cnt++) {
-            int s = (int)((ch->blk0 + j) % SOCK_CUDA_SLOTS), ready = slot_ready(k, s);
+        for (uint32_t j = cur; cnt < (int)k->nslots && j * bl < ch->copy_done; j++, cnt++) {
+            int s = (int)((ch->blk0 + j) % k->nslots), ready = slot_ready(k, s);
             if (ready < 0) {
                 rc = -1;
                 goto out;
@@ -352,7 +362,7 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
     if (k->word != NULL)
         k->blk_done = TPX_MIN(word_done(k), k->blk_next);
     while (k->word == NULL && k->blk_done < k->blk_next) {
-        tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % SOCK_CUDA_SLOTS]);
+        tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % k->nslots]);
         if (st == TPX_INPROGRESS)
             break;
         if (st != TPX_OK)
@@ -360,7 +370,7 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
         k->blk_done++;
     }
     while (k->pend_head != k->pend_tail) {
-        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_SLOTS];
+        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_PEND];
         if (p->last >= k->blk_done)
             break;
         tpx__sock_piece_done(p->req->comm, p->req, p->len, p->total);
@@ -406,7 +416,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
     for (;;) {
         if (ch->data_done == len) {
             /* At most one entry per block not known complete: room. */
-            k->pend[k->pend_tail % SOCK_CUDA_SLOTS] =
+            k->pend[k->pend_tail % SOCK_CUDA_PEND] =
                 (cu_pending_t){.req = r, .len = len, .total = ch->piece.total,
                                .last = k->blk_next - 1};
             k->pend_tail++;
@@ -414,21 +424,21 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             break;
         }
         /* The block being filled, `cur`, and the ones after it, each in a
-         * free slot: block cur + i goes to slot (blk_next + i) % SLOTS. */
+         * free slot: block cur + i goes to slot (blk_next + i) % nslots. */
         uint32_t cur = ch->data_done / bl;
-        if (k->blk_next - k->blk_done == SOCK_CUDA_SLOTS && reap(k, progress) < 0) {
+        if (k->blk_next - k->blk_done == k->nslots && reap(k, progress) < 0) {
             rc = -1;
             goto out;
         }
-        int nfree = (int)(SOCK_CUDA_SLOTS - (k->blk_next - k->blk_done));
+        int nfree = (int)(k->nslots - (k->blk_next - k->blk_done));
         if (nfree == 0) {
             rc = SOCK_CUDA_WAIT;
             break;
         }
-        struct iovec iov[SOCK_CUDA_SLOTS];
+        struct iovec iov[SOCK_CUDA_MAX_SLOTS];
         int cnt = 0;
         for (uint32_t j = cur; cnt < nfree && j * bl < len; j++, cnt++) {
-            int s = (int)((k->blk_next + (uint64_t)cnt) % SOCK_CUDA_SLOTS);
+            int s = (int)((k->blk_next + (uint64_t)cnt) % k->nslots);
             uint32_t from = j == cur ? ch->data_done : j * bl;
             uint32_t to = TPX_MIN((j + 1) * bl, len);
             iov[cnt] = (struct iovec){(char *)k->stage[s] + (from - j * bl), to - from};
@@ -450,7 +460,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
         ch->data_done += (uint32_t)n;
         /* Queue the copy of every block now complete. */
         for (uint32_t j = cur; j * bl < len && TPX_MIN((j + 1) * bl, len) <= ch->data_done; j++) {
-            int s = (int)(k->blk_next % SOCK_CUDA_SLOTS);
+            int s = (int)(k->blk_next % k->nslots);
             uint32_t n_blk = TPX_MIN((j + 1) * bl, len) - j * bl;
             tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, k->stage[s], n_blk)
                                         : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, k->stage[s],
