@@ -9,10 +9,11 @@
 #              GPUS="0,0" (--gpu of the cuda rows; "0,0 0,1" adds GPU0 -> GPU1,
 #              the default when the host has two GPUs)
 #              EXTRA="" (more tpx-perf options for every row, e.g. "--channels 8")
-#              BLOCKS="256K" (TPX_SOCK_CUDA_BLOCK of the cuda rows; a sweep:
-#              BLOCKS="128K 256K 512K", about a minute more per value; 128K
-#              copies an engine's 512 KiB chunks in 4 blocks instead of 2;
-#              BLOCK:PIECE also sets TPX_SOCK_CUDA_PIECE, e.g. "256K 512K:1M")
+#              BLOCKS="default" (TPX_SOCK_CUDA_BLOCK of the cuda rows; "default":
+#              the environment's or the library's; a sweep: BLOCKS="256K 512K 1M",
+#              a few seconds more per value; BLOCK:PIECE also sets
+#              TPX_SOCK_CUDA_PIECE, e.g. "256K 512K:2M"; BLOCKxSLOTS also sets
+#              TPX_SOCK_CUDA_SLOTS, e.g. "256Kx8 512Kx4")
 # Prints one table: size, host GB/s, cuda GB/s per --gpu and block, ratio,
 # target, and the cpu(s/GB) of each. Exits non-zero if a row failed.
 set -uo pipefail
@@ -23,7 +24,8 @@ cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)
   >/dev/null || { echo "build failed"; exit 1; }
 ROUNDS=${ROUNDS:-3}
 EXTRA=${EXTRA:-}
-BLOCKS=${BLOCKS:-256K}
+BLOCKS=${BLOCKS:-default}
+block0=${TPX_SOCK_CUDA_BLOCK:-} slots0=${TPX_SOCK_CUDA_SLOTS:-}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 GPUS=${GPUS:-$([ "${ngpu:-0}" -ge 2 ] && echo "0,0 0,1" || echo "0,0")}
 echo "== $(uname -n), $(nproc) cores, ${ngpu:-?} GPU(s), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(git log -1 --format=%h 2>/dev/null)"
@@ -55,7 +57,10 @@ for r in $(seq 1 "$ROUNDS"); do
         if [[ $b == *:* ]]; then export TPX_SOCK_CUDA_PIECE=${b#*:}
         elif [ -n "$piece0" ]; then export TPX_SOCK_CUDA_PIECE=$piece0
         else unset TPX_SOCK_CUDA_PIECE; fi
-        TPX_SOCK_CUDA_BLOCK=${b%%:*} row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
+        bs=${b%%:*} blk=$block0 sl=$slots0
+        [ "$bs" = default ] || blk=${bs%%x*}
+        [[ $bs == *x* ]] && sl=${bs#*x}
+        TPX_SOCK_CUDA_BLOCK=$blk TPX_SOCK_CUDA_SLOTS=$sl row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
       done
     done
   done
