@@ -12,6 +12,14 @@
  *            host -> CUDA (the last two rounds from CUDA memory only); then one message at a time on every comm (lone
  *            messages spread over every connection). Every byte verified,
  *            and the bytes after each message untouched.
+ * cudazero:  on one connection, a 2 MiB CUDA message and then CZ_ZERO
+ *            zero-byte ones into CUDA buffers, all posted before the sender
+ *            starts: the receiving connection reads the empty messages while
+ *            the big one's copies to the GPU may still run (an empty piece
+ *            completes when its header is read; the big one once its copies
+ *            finished); no empty message's buffer is written (run with
+ *            TPX_NSOCKS=1, TPX_SOCK_EAGER_BYTES=0, TPX_MAX_REQUESTS >=
+ *            CZ_ZERO + 1).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +203,78 @@ static int cs_role(role_t *r, int is_recv)
     nt_free(x.scratch, CS_SLOT);
     return tt_expect_no_warnings();
 }
+
+#define CZ_BIG  (2 * MiB)
+#define CZ_ZERO 100
+#define CZ_SLOT (4 * KiB)
+
+static int cz_role(role_t *r, int is_recv)
+{
+    cs_t x = {.r = r, .is_recv = is_recv};
+    void *lc = NULL, *comm = NULL, *mh = NULL;
+    size_t len = CZ_BIG + (size_t)CZ_ZERO * CZ_SLOT;
+    if (is_recv)
+        TRY(tt_role_init(r));
+    CHECK(tpx__cuda_init() == TPX_OK && tpx__cuda_device_count() > 0,
+          "no CUDA device (%s): this test runs on tests/gpu's stand-in libcuda",
+          tpx__cuda_error_reason());
+    CHECK(tpx__cuda_ctx_retain(0, NULL) == TPX_OK, "cannot retain GPU 0's context");
+    int pushed = 0;
+    CHECK(tpx__cuda_ctx_enter(0, &pushed) == TPX_OK, "cannot enter GPU 0's context");
+    CHECK(tpx__cuda_mem_alloc(0, len, &x.dev) == TPX_OK, "cuMemAlloc of %zu bytes failed", len);
+    x.scratch = nt_alloc(len);
+    CHECK(x.scratch != NULL, "out of memory");
+    CUdeviceptr d = x.dev.ptr;
+    if (is_recv) {
+        TRY(tt_recv_open(r, 1, &lc, &comm));
+        CHECK(TPX_CU(cuMemsetD8, d, CS_FILL, len) == TPX_OK && TPX_CU(cuCtxSynchronize) == TPX_OK,
+              "cuMemsetD8 failed");
+    } else {
+        TRY(tt_send_open(r, 1, &comm));
+        nt_fill(x.scratch, CZ_BIG, tt_seed(52, 0, 0));
+        CHECK(TPX_CU(cuMemcpyHtoD, d, x.scratch, CZ_BIG) == TPX_OK &&
+                  TPX_CU(cuCtxSynchronize) == TPX_OK,
+              "cuMemcpyHtoD failed");
+    }
+    CHECK_RC(nt_regmr(&r->nt, comm, (void *)(uintptr_t)d, len, TPX_NCCL_PTR_CUDA, &mh));
+    slot_t s[1 + CZ_ZERO];
+    memset(s, 0, sizeof(s));
+    if (!is_recv)
+        TRY(tt_sync_get(r, 'p', 30000));
+    for (int m = 0; m <= CZ_ZERO; m++) {
+        void *buf = (void *)(uintptr_t)(m == 0 ? d : d + CZ_BIG + (size_t)(m - 1) * CZ_SLOT);
+        int rc = is_recv ? nt_irecv1(&r->nt, comm, buf, m == 0 ? CZ_BIG : CZ_SLOT, m, mh,
+                                     &s[m].req)
+                         : nt_isend(&r->nt, comm, buf, m == 0 ? CZ_BIG : 0, m, mh, &s[m].req);
+        CHECK(rc == 0 && s[m].req != NULL, "message %d: post returned rc %d", m, rc);
+    }
+    if (is_recv)
+        TRY(tt_sync_put(r, 'p')); /* every receive is posted: send */
+    TRY(tt_wait_all(r, s, 1 + CZ_ZERO, test_deadline_ms(IO_MS), "cudazero"));
+    if (is_recv) {
+        CHECK(s[0].size == CZ_BIG, "the 2 MiB message arrived as %d bytes", s[0].size);
+        for (int m = 1; m <= CZ_ZERO; m++)
+            CHECK(s[m].size == 0, "empty message %d arrived as %d bytes", m, s[m].size);
+        CHECK(TPX_CU(cuMemcpyDtoH, x.scratch, d, len) == TPX_OK, "cuMemcpyDtoH failed");
+        size_t bad = nt_verify(x.scratch, CZ_BIG, tt_seed(52, 0, 0));
+        CHECK(bad == NT_VERIFY_OK, "the 2 MiB message: first wrong byte at %zu", bad);
+        bad = nt_check_byte(x.scratch + CZ_BIG, len - CZ_BIG, CS_FILL);
+        CHECK(bad == NT_VERIFY_OK, "the empty messages' buffers: byte %zu written", bad);
+        test_say("a 2 MiB CUDA message and %d empty ones behind it on one connection, verified",
+                 CZ_ZERO);
+    }
+    CHECK_RC(nt_deregmr(&r->nt, comm, mh));
+    if (is_recv)
+        TRY(tt_recv_close(r, 1, &lc, &comm));
+    else
+        CHECK_RC(nt_close_send(&r->nt, comm));
+    tpx__cuda_mem_free(&x.dev);
+    nt_free(x.scratch, len);
+    return tt_expect_no_warnings();
+}
+
+int cudazero_recv(role_t *r) { return cz_role(r, 1); }
+int cudazero_send(role_t *r) { return cz_role(r, 0); }
 
 int cudastage_recv(role_t *r) { return cs_role(r, 1); }
 int cudastage_send(role_t *r) { return cs_role(r, 0); }

@@ -889,6 +889,7 @@ static const scenario_t scenarios[] = {
     {"listen_burst", listen_burst_role, NULL, 0, 0},
     /* CUDA buffers through staging, on the stand-in libcuda (test_cuda.c) */
     {"cudastage", cudastage_recv, cudastage_send, 0, 0},
+    {"cudazero", cudazero_recv, cudazero_send, 0, 0},
 };
 
 /* Fork a role on `fd` (its end of the socketpair); `other` is closed in it. */

@@ -160,5 +160,7 @@ int listen_burst_role(role_t *r);
 
 int cudastage_recv(role_t *r);
 int cudastage_send(role_t *r);
+int cudazero_recv(role_t *r);
+int cudazero_send(role_t *r);
 
 #endif

@@ -49,7 +49,6 @@
  * 0.74x host memory, 8 x 256 KiB 0.85x; 4 x 512 KiB (two 1 MiB pieces)
  * 1.05x, 2 x 512 KiB 0.87x, 8 x 512 KiB no better than 4 (16-core H200). */
 #define SOCK_CUDA_MAX_SLOTS 16 /* TPX_SOCK_CUDA_SLOTS' upper bound */
-#define SOCK_CUDA_PEND (2 * SOCK_CUDA_MAX_SLOTS)
 #define SOCK_CUDA_MIN_BLOCK (64u * 1024)
 
 /* A received piece whose copies to the GPU are in flight. */
@@ -76,9 +75,11 @@ struct tpx_sock_cuda_chan {
      * block being filled uses slot blk_next % nslots, free while
      * blk_next - blk_done < nslots (events complete in stream order) */
     uint64_t blk_next, blk_done;
-    /* at most nslots entries (+ one without payload); indexed % SOCK_CUDA_PEND
-     * (a power of two, so the uint32 counters may wrap) */
-    cu_pending_t pend[SOCK_CUDA_PEND];
+    /* at most nslots entries (each holds a block not known complete; an
+     * empty piece completes when its header is read, sock_io.c
+     * chan_attach); indexed % SOCK_CUDA_MAX_SLOTS, a power of two, so the
+     * uint32 counters may wrap */
+    cu_pending_t pend[SOCK_CUDA_MAX_SLOTS];
     uint32_t pend_head, pend_tail;
     /* The completion word (NULL: events mark the copies): block b's mark
      * writes b + 1, in stream order, so it holds the blocks done, ever. */
@@ -370,7 +371,7 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
         k->blk_done++;
     }
     while (k->pend_head != k->pend_tail) {
-        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_PEND];
+        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_MAX_SLOTS];
         if (p->last >= k->blk_done)
             break;
         tpx__sock_piece_done(p->req->comm, p->req, p->len, p->total);
@@ -416,7 +417,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
     for (;;) {
         if (ch->data_done == len) {
             /* At most one entry per block not known complete: room. */
-            k->pend[k->pend_tail % SOCK_CUDA_PEND] =
+            k->pend[k->pend_tail % SOCK_CUDA_MAX_SLOTS] =
                 (cu_pending_t){.req = r, .len = len, .total = ch->piece.total,
                                .last = k->blk_next - 1};
             k->pend_tail++;
