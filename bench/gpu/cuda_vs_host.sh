@@ -12,8 +12,8 @@
 #              BLOCKS="default" (TPX_SOCK_CUDA_BLOCK of the cuda rows; "default":
 #              the environment's or the library's; a sweep: BLOCKS="256K 512K 1M",
 #              a few seconds more per value; BLOCK:PIECE also sets
-#              TPX_SOCK_CUDA_PIECE, e.g. "256K 512K:2M"; BLOCKxSLOTS also sets
-#              TPX_SOCK_CUDA_SLOTS, e.g. "256Kx8 512Kx4")
+#              TPX_SOCK_CUDA_PIECE, e.g. "256K 512K:2M"; BLOCK/RING also sets
+#              TPX_SOCK_CUDA_RING, e.g. "256K/2M 512K/4M")
 # Prints one table: size, host GB/s, cuda GB/s per --gpu and block, ratio,
 # target, and the cpu(s/GB) of each. Exits non-zero if a row failed.
 set -uo pipefail
@@ -25,7 +25,7 @@ cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)
 ROUNDS=${ROUNDS:-3}
 EXTRA=${EXTRA:-}
 BLOCKS=${BLOCKS:-default}
-block0=${TPX_SOCK_CUDA_BLOCK:-} slots0=${TPX_SOCK_CUDA_SLOTS:-}
+block0=${TPX_SOCK_CUDA_BLOCK:-} ring0=${TPX_SOCK_CUDA_RING:-}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 GPUS=${GPUS:-$([ "${ngpu:-0}" -ge 2 ] && echo "0,0 0,1" || echo "0,0")}
 echo "== $(uname -n), $(nproc) cores, ${ngpu:-?} GPU(s), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(git log -1 --format=%h 2>/dev/null)"
@@ -57,10 +57,10 @@ for r in $(seq 1 "$ROUNDS"); do
         if [[ $b == *:* ]]; then export TPX_SOCK_CUDA_PIECE=${b#*:}
         elif [ -n "$piece0" ]; then export TPX_SOCK_CUDA_PIECE=$piece0
         else unset TPX_SOCK_CUDA_PIECE; fi
-        bs=${b%%:*} blk=$block0 sl=$slots0
-        [ "$bs" = default ] || blk=${bs%%x*}
-        [[ $bs == *x* ]] && sl=${bs#*x}
-        TPX_SOCK_CUDA_BLOCK=$blk TPX_SOCK_CUDA_SLOTS=$sl row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
+        bs=${b%%:*} blk=$block0 rg=$ring0
+        [ "$bs" = default ] || blk=${bs%%/*}
+        [[ $bs == */* ]] && rg=${bs#*/}
+        TPX_SOCK_CUDA_BLOCK=$blk TPX_SOCK_CUDA_RING=$rg row "cuda $s $g $b" $s $it --mem cuda --gpu "$g"
       done
     done
   done

@@ -41,17 +41,18 @@ TPX_CONFIG_X(MAX_REQUESTS, INT, "32", 1, 256,
 TPX_CONFIG_X(PIECE_BYTES, INT, "1M", 65536, 67108864,
              "Largest piece a data connection takes at once; pieces shrink toward 64 KiB as a "
              "message nears its end, so a slow connection never holds the tail.")
-TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "512K", 16384, 4194304,
-             "Built-in transport, CUDA buffers: bytes of each pinned staging block of a data "
-             "connection (`TPX_SOCK_CUDA_SLOTS` of them, allocated on its first CUDA piece); a "
-             "piece is copied to or from the GPU in blocks of half a piece, 64 KiB to this. "
-             "512 KiB x 4 instead of 256 KiB x 8 (same 2 MiB): 256 MiB GPU transfers 1.3x "
-             "faster (16-core H200, loopback, same run): the GPU's copy engines move 512 KiB "
-             "copies faster than 256 KiB ones when both directions run.")
-TPX_CONFIG_X(SOCK_CUDA_SLOTS, INT, "4", 2, 16,
-             "Built-in transport, CUDA buffers: pinned staging blocks per data connection "
-             "(`TPX_SOCK_CUDA_BLOCK` bytes each), i.e. copies in flight per connection; "
-             "pinned host memory per connection that has moved CUDA memory = slots x block.")
+TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "512K", 65536, 4194304,
+             "Built-in transport, CUDA buffers: the largest copy between a CUDA buffer and a "
+             "data connection's pinned staging ring (at most half of `TPX_SOCK_CUDA_RING`); a "
+             "piece is copied in blocks of half a piece, 64 KiB to this. 512 KiB instead of "
+             "256 KiB: 256 MiB GPU transfers 1.3x faster (16-core H200, loopback, same run): "
+             "the GPU's copy engines move 512 KiB copies faster than 256 KiB ones when both "
+             "directions run.")
+TPX_CONFIG_X(SOCK_CUDA_RING, INT, "2M", 131072, 67108864,
+             "Built-in transport, CUDA buffers: pinned staging bytes per data connection "
+             "(allocated on its first CUDA piece, freed with its comm), a ring whose blocks "
+             "(at most 32) hold copies in flight: four 512 KiB blocks of large pieces, or "
+             "many small ones.")
 TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "Built-in transport, CUDA buffers: the smallest piece a data connection takes of a "
              "message while more messages queue behind it (host memory: 512 KiB; this wins over "

@@ -96,7 +96,7 @@ typedef struct {
     int nsocks, workers, max_reqs;
     uint64_t piece_bytes;
     uint32_t cuda_block; /* CUDA staging: bytes per block (TPX_SOCK_CUDA_BLOCK) */
-    int cuda_slots;      /* CUDA staging: blocks per connection (TPX_SOCK_CUDA_SLOTS) */
+    uint64_t cuda_ring;  /* CUDA staging: pinned bytes per connection (TPX_SOCK_CUDA_RING) */
     uint64_t cuda_piece; /* CUDA: smallest piece while messages queue (TPX_SOCK_CUDA_PIECE) */
     int cuda_word;       /* CUDA staging: completion word, not events (TPX_SOCK_CUDA_WORD) */
     uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */

@@ -3,17 +3,23 @@
  * staging.
  *
  * Sockets cannot read or write device memory, so a piece of a CUDA buffer
- * travels through a ring of TPX_SOCK_CUDA_SLOTS pinned host blocks per
- * data connection (TPX_SOCK_CUDA_BLOCK bytes each, 4 x 512 KiB by default:
- * 2 MiB per connection that has moved CUDA memory, made on first use and
- * freed with its comm), pipelined on the connection's own stream: a piece
- * is cut into blocks of half the piece (64 KiB to one slot), so that even a
- * 256 KiB piece overlaps its copies with the socket, at two driver calls
- * (copy, event) per block. Large copies matter more than many in flight:
- * with a loopback run's copies to and from the GPU at once, its copy
- * engines move 28 GB/s each way in 256 KiB copies, 37 in 512 KiB ones
- * (bench/gpu/copy_probe.cu), and 512 KiB x 4 moved 256 MiB transfers 1.3x
- * faster than 256 KiB x 8 (README, tenth session).
+ * travels through a ring of pinned host memory per data connection
+ * (TPX_SOCK_CUDA_RING bytes, 2 MiB by default, made on the connection's
+ * first CUDA piece and freed with its comm), pipelined on the connection's
+ * own stream: a piece is cut into blocks of half the piece (64 KiB to
+ * TPX_SOCK_CUDA_BLOCK, 512 KiB by default), so that even a 256 KiB piece
+ * overlaps its copies with the socket, at two driver calls (copy, mark) per
+ * block. Each block takes the ring's next bytes (a block that would wrap
+ * starts over at the ring's start), in the order the blocks are numbered,
+ * and frees them in the same order: once written to the socket (send), once
+ * its copy to the GPU finished (receive). So the ring holds four 512 KiB
+ * copies of large pieces, or many 64 KiB ones of small pieces, in the same
+ * memory. Large copies matter: with a loopback run's copies to and from
+ * one GPU at once, its copy engines move 28 GB/s each way in 256 KiB
+ * copies, 37 in 512 KiB ones (bench/gpu/copy_probe.cu); 4 slots of 512 KiB
+ * moved 256 MiB transfers 1.3x faster than 8 of 256 KiB, but READs of
+ * 128 KiB GPU blocks (64 KiB copies) 0.9x, for want of copies in flight
+ * (README, tenth session). A byte ring gives both.
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
  * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where
@@ -22,16 +28,17 @@
  * learn what has finished, with no driver call (querying events took 10-13%
  * of a 16-core host's CPU at 1 MiB transfers, but the words measured no
  * faster overall: see the README).
- * A connection whose next block is not copied yet (send) or whose next
- * slot still feeds a copy to the GPU (receive) returns SOCK_CUDA_WAIT, and
- * its worker looks at it again soon (sock_io.c: behind its other
- * connections, then with a short, growing sleep) while it serves the rest.
+ * A connection whose next block is not copied yet (send) or that has no
+ * ring space for the next block (receive: the blocks before it still feed
+ * copies to the GPU) returns SOCK_CUDA_WAIT, and its worker looks at it
+ * again soon (sock_io.c: behind its other connections, then with a short,
+ * growing sleep) while it serves the rest.
  *
  * Receive: a piece is published only after its last host-to-device copy
  * has finished, but the connection does not wait for that: the finished
- * piece goes on a small queue (at most one entry per slot: each holds a
- * block not known complete) and the connection reads the next piece while
- * the copies run; tpx__sock_cuda_reap publishes what completed, in order.
+ * piece goes on a small queue (each entry holds a block not known complete)
+ * and the connection reads the next piece while the copies run;
+ * tpx__sock_cuda_reap publishes what completed, in order.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,13 +49,9 @@
 #include "gpu/cuda.h"
 #include "sock.h"
 
-/* Slots: a block's copy waits behind the other connections' copies on the
- * GPU's copy engine (tens to hundreds of microseconds with 16 connections
- * each way), so a ring needs room for more than one piece: with 4 x 256 KiB
- * a receiver ran out of free slots (trace: cu-wait) and 256 MiB moved at
- * 0.74x host memory, 8 x 256 KiB 0.85x; 4 x 512 KiB (two 1 MiB pieces)
- * 1.05x, 2 x 512 KiB 0.87x, 8 x 512 KiB no better than 4 (16-core H200). */
-#define SOCK_CUDA_MAX_SLOTS 16 /* TPX_SOCK_CUDA_SLOTS' upper bound */
+/* Blocks in a ring at once, at most (a power of two: block b is entry
+ * b % SOCK_CUDA_BLKS). 32 x 64 KiB fill the default 2 MiB ring. */
+#define SOCK_CUDA_BLKS 32
 #define SOCK_CUDA_MIN_BLOCK (64u * 1024)
 
 /* A received piece whose copies to the GPU are in flight. */
@@ -61,40 +64,70 @@ typedef struct {
 
 struct tpx_sock_cuda_chan {
     int dev;
-    uint32_t slot_bytes; /* TPX_SOCK_CUDA_BLOCK when it was made */
-    uint32_t nslots;     /* TPX_SOCK_CUDA_SLOTS when it was made */
-    void *stage[SOCK_CUDA_MAX_SLOTS];
+    uint32_t ring_bytes; /* TPX_SOCK_CUDA_RING when it was made */
+    uint32_t block_max;  /* TPX_SOCK_CUDA_BLOCK then, at most half the ring */
+    unsigned char *ring; /* pinned */
     CUstream stream;
-    CUevent ev[SOCK_CUDA_MAX_SLOTS];
-    /* send: a copy was recorded on ev[s] and not yet seen complete */
-    int busy[SOCK_CUDA_MAX_SLOTS];
-    /* send: blocks numbered ever (a piece's take the next ones when its
-     * first copy is queued); block g uses slot g % nslots */
-    uint64_t blk_issued;
+    /* Blocks are numbered in the order they take ring space. Block b, while
+     * in the ring, is entry b % SOCK_CUDA_BLKS: */
+    uint64_t at[SOCK_CUDA_BLKS]; /* its first byte, as a ring position (ever-growing) */
+    CUevent ev[SOCK_CUDA_BLKS];  /* its copy's mark (made on first use) */
+    int busy[SOCK_CUDA_BLKS];    /* send: its copy is marked and not yet seen complete */
+    uint64_t put;                /* the ring position after the newest block */
+    /* send: blocks given ring space (copies queued), ever; a piece numbers
+     * its blocks from blk_alloc when its first copy is queued. The blocks
+     * before the one being written are written out: their space is free. */
+    uint64_t blk_alloc;
     /* receive: blocks whose copy was queued / is known complete, ever; the
-     * block being filled uses slot blk_next % nslots, free while
-     * blk_next - blk_done < nslots (events complete in stream order) */
+     * blocks from blk_done on hold ring space (events complete in stream
+     * order) */
     uint64_t blk_next, blk_done;
-    /* at most nslots entries (each holds a block not known complete; an
-     * empty piece completes when its header is read, sock_io.c
-     * chan_attach); indexed % SOCK_CUDA_MAX_SLOTS, a power of two, so the
-     * uint32 counters may wrap */
-    cu_pending_t pend[SOCK_CUDA_MAX_SLOTS];
+    /* at most one entry per block in the ring (an empty piece never enters:
+     * it completes when its header is read, sock_io.c chan_attach) */
+    cu_pending_t pend[SOCK_CUDA_BLKS];
     uint32_t pend_head, pend_tail;
     /* The completion word (NULL: events mark the copies): block b's mark
      * writes b + 1, in stream order, so it holds the blocks done, ever. */
     uint64_t *word;
     CUdeviceptr word_dev;
-    uint64_t slot_blk[SOCK_CUDA_MAX_SLOTS]; /* send: the block whose copy fills slot s */
 };
 
-/* Mark block `blk`, whose copy (into or out of slot s) was just queued. */
-static tpx_status_t copy_mark(tpx_sock_cuda_chan_t *k, int s, uint64_t blk)
+/* Where a block of n bytes (at most half the ring) goes after ring
+ * position `from`: there, or at the ring's start if it would wrap. */
+static uint64_t ring_place(const tpx_sock_cuda_chan_t *k, uint64_t from, uint32_t n)
 {
-    if (k->word == NULL)
-        return tpx__cuda_event_record(k->ev[s], k->stream);
-    k->slot_blk[s] = blk;
-    return tpx__cuda_stream_write_value(k->stream, k->word_dev, blk + 1);
+    uint64_t off = from % k->ring_bytes;
+    return off + n > k->ring_bytes ? from + (k->ring_bytes - off) : from;
+}
+
+/* Does block `next` (n bytes, placed at `at`) fit beside blocks
+ * [live, next), which hold ring space? With none left, anything placed
+ * after `put` fits: at + n - put < 2n <= the ring. */
+static int ring_fits(const tpx_sock_cuda_chan_t *k, uint64_t live, uint64_t next, uint64_t at,
+                     uint32_t n)
+{
+    if (next - live >= SOCK_CUDA_BLKS)
+        return 0;
+    return live == next || at + n - k->at[live % SOCK_CUDA_BLKS] <= k->ring_bytes;
+}
+
+static unsigned char *ring_ptr(const tpx_sock_cuda_chan_t *k, uint64_t at)
+{
+    return k->ring + at % k->ring_bytes;
+}
+
+/* Mark block `blk`, whose copy (into or out of its ring space) was just queued. */
+static tpx_status_t copy_mark(tpx_sock_cuda_chan_t *k, uint64_t blk)
+{
+    if (k->word != NULL)
+        return tpx__cuda_stream_write_value(k->stream, k->word_dev, blk + 1);
+    CUevent *ev = &k->ev[blk % SOCK_CUDA_BLKS];
+    if (*ev == NULL) {
+        tpx_status_t st = tpx__cuda_event_create(k->dev, 0, ev);
+        if (st != TPX_OK)
+            return st;
+    }
+    return tpx__cuda_event_record(*ev, k->stream);
 }
 
 /* Blocks whose copies have finished, ever (word mode). */
@@ -120,7 +153,7 @@ void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
 static uint32_t piece_block(const tpx_sock_cuda_chan_t *k, uint32_t len)
 {
     uint32_t b = (len / 2 + 4095u) & ~4095u;
-    return TPX_MIN(TPX_MAX(b, SOCK_CUDA_MIN_BLOCK), k->slot_bytes);
+    return TPX_MIN(TPX_MAX(b, SOCK_CUDA_MIN_BLOCK), k->block_max);
 }
 
 static int reap(tpx_sock_cuda_chan_t *k, int *progress);
@@ -149,15 +182,14 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
     if (k == NULL)
         return TPX_ERR_NO_MEMORY;
     k->dev = dev;
-    k->slot_bytes = tpx__sock_params.cuda_block;
-    k->nslots = (uint32_t)TPX_MIN(TPX_MAX(tpx__sock_params.cuda_slots, 2), SOCK_CUDA_MAX_SLOTS);
+    k->ring_bytes = (uint32_t)tpx__sock_params.cuda_ring;
+    k->block_max = TPX_MAX(TPX_MIN(tpx__sock_params.cuda_block, k->ring_bytes / 2) & ~4095u,
+                           SOCK_CUDA_MIN_BLOCK);
     tpx_status_t st;
     TPX_CHECK_GOTO(tpx__cuda_ctx_retain(dev, NULL), st, err_free);
-    for (uint32_t b = 0; b < k->nslots; b++) {
-        TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->slot_bytes, &k->stage[b], NULL), st,
-                       err_chan);
-        TPX_CHECK_GOTO(tpx__cuda_event_create(dev, 0, &k->ev[b]), st, err_chan);
-    }
+    void *ring = NULL;
+    TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->ring_bytes, &ring, NULL), st, err_chan);
+    k->ring = ring;
     TPX_CHECK_GOTO(tpx__cuda_stream_create(dev, &k->stream), st, err_chan);
     if (tpx__sock_params.cuda_word && tpx__cuda_can_write_value(dev)) {
         void *w = NULL;
@@ -188,12 +220,11 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
             (void)TPX_CU(cuStreamSynchronize, k->stream);
         if (k->word)
             tpx__cuda_host_free(k->dev, k->word);
-        for (uint32_t b = 0; b < k->nslots; b++) {
+        for (int b = 0; b < SOCK_CUDA_BLKS; b++)
             if (k->ev[b])
                 tpx__cuda_event_destroy(k->dev, k->ev[b]);
-            if (k->stage[b])
-                tpx__cuda_host_free(k->dev, k->stage[b]);
-        }
+        if (k->ring)
+            tpx__cuda_host_free(k->dev, k->ring);
         if (k->stream)
             tpx__cuda_stream_destroy(k->dev, k->stream);
         tpx__cuda_ctx_leave(pushed);
@@ -203,13 +234,15 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
     ch->cu = NULL;
 }
 
-/* Send side: has the copy into slot s finished? 1 yes, 0 not yet, -1 error. */
-static int slot_ready(tpx_sock_cuda_chan_t *k, int s)
+/* Send side: has the copy of block b (in the ring) finished? 1 yes, 0 not
+ * yet, -1 error. */
+static int blk_ready(tpx_sock_cuda_chan_t *k, uint64_t b)
 {
+    int s = (int)(b % SOCK_CUDA_BLKS);
     if (!k->busy[s])
         return 1;
     if (k->word != NULL) {
-        if (word_done(k) <= k->slot_blk[s])
+        if (word_done(k) <= b)
             return 0;
         k->busy[s] = 0;
         return 1;
@@ -224,27 +257,29 @@ static int slot_ready(tpx_sock_cuda_chan_t *k, int s)
 }
 
 /* Send side: queue the copies of a piece's blocks from *copied on, each
- * into its slot, while the block is below `limit` (the slot's previous
- * block is written out). blk0: the piece's first block, numbered when its
- * first copy goes (the copy of block 0 always does once numbered). */
+ * into the ring's next bytes, while they fit beside the blocks from `live`
+ * on (the oldest not written out). blk0: the piece's first block, numbered
+ * when its first copy is queued. */
 static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tpx_sock_piece_t *p,
-                      uint64_t *blk0, uint32_t *copied, uint64_t limit)
+                      uint64_t *blk0, uint32_t *copied, uint64_t live)
 {
     uint32_t bl = piece_block(k, p->len);
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)(r->buf + p->offset);
-    if (*copied == 0 && p->len > 0) {
-        if (k->blk_issued >= limit)
-            return 0;
-        *blk0 = k->blk_issued;
-        k->blk_issued += (p->len + bl - 1) / bl;
-    }
-    while (*copied < p->len && *blk0 + *copied / bl < limit) {
-        int s = (int)((*blk0 + *copied / bl) % k->nslots);
+    while (*copied < p->len) {
         uint32_t n = TPX_MIN(bl, p->len - *copied);
-        if (TPX_CU(cuMemcpyDtoHAsync, k->stage[s], src + *copied, n, k->stream) != TPX_OK ||
-            copy_mark(k, s, *blk0 + *copied / bl) != TPX_OK)
+        uint64_t at = ring_place(k, k->put, n), b = k->blk_alloc;
+        if (!ring_fits(k, live, b, at, n))
+            break;
+        if (*copied == 0)
+            *blk0 = b;
+        int s = (int)(b % SOCK_CUDA_BLKS);
+        if (TPX_CU(cuMemcpyDtoHAsync, ring_ptr(k, at), src + *copied, n, k->stream) != TPX_OK ||
+            copy_mark(k, b) != TPX_OK)
             return -1;
+        k->at[s] = at;
         k->busy[s] = 1;
+        k->put = at + n;
+        k->blk_alloc++;
         *copied += n;
     }
     return 0;
@@ -271,25 +306,25 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
             rc = 1;
             break;
         }
-        /* Every block whose slot is written out gets its copy: block g
-         * reuses the slot of block g - nslots, free once that is written;
-         * `cur` (being written) is the oldest not written. */
+        /* `cur` (being written) is the oldest block not written out; the
+         * ones before it, this piece's and every earlier piece's, are. */
         uint32_t cur = ch->data_done / bl;
         if (ch->copy_done == 0) /* a new piece: everything before it is written */
-            ch->blk0 = k->blk_issued;
-        uint64_t limit = ch->blk0 + cur + k->nslots;
-        if (send_issue(k, r, &ch->piece, &ch->blk0, &ch->copy_done, limit) != 0 ||
+            ch->blk0 = k->blk_alloc;
+        uint64_t live = ch->blk0 + cur;
+        if (send_issue(k, r, &ch->piece, &ch->blk0, &ch->copy_done, live) != 0 ||
             (ch->copy_done == len && ch->ahead_req != NULL &&
              send_issue(k, ch->ahead_req, &ch->ahead, &ch->ahead_blk0, &ch->ahead_copy_done,
-                        limit) != 0)) {
+                        live) != 0)) {
             rc = -1;
             goto out;
         }
         /* Write the copied blocks from `cur` on, as many as are ready. */
-        struct iovec iov[SOCK_CUDA_MAX_SLOTS];
+        struct iovec iov[SOCK_CUDA_BLKS];
         int cnt = 0;
-        for (uint32_t j = cur; cnt < (int)k->nslots && j * bl < ch->copy_done; j++, cnt++) {
-            int s = (int)((ch->blk0 + j) % k->nslots), ready = slot_ready(k, s);
+        for (uint32_t j = cur; cnt < SOCK_CUDA_BLKS && j * bl < ch->copy_done; j++, cnt++) {
+            uint64_t b = ch->blk0 + j;
+            int ready = blk_ready(k, b);
             if (ready < 0) {
                 rc = -1;
                 goto out;
@@ -298,7 +333,8 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
                 break;
             uint32_t from = j == cur ? ch->data_done : j * bl;
             uint32_t to = TPX_MIN((j + 1) * bl, len);
-            iov[cnt] = (struct iovec){(char *)k->stage[s] + (from - j * bl), to - from};
+            iov[cnt] = (struct iovec){ring_ptr(k, k->at[b % SOCK_CUDA_BLKS]) + (from - j * bl),
+                                      to - from};
         }
         if (cnt == 0) {
             rc = SOCK_CUDA_WAIT;
@@ -363,7 +399,7 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
     if (k->word != NULL)
         k->blk_done = TPX_MIN(word_done(k), k->blk_next);
     while (k->word == NULL && k->blk_done < k->blk_next) {
-        tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % k->nslots]);
+        tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % SOCK_CUDA_BLKS]);
         if (st == TPX_INPROGRESS)
             break;
         if (st != TPX_OK)
@@ -371,7 +407,7 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
         k->blk_done++;
     }
     while (k->pend_head != k->pend_tail) {
-        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_MAX_SLOTS];
+        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_BLKS];
         if (p->last >= k->blk_done)
             break;
         tpx__sock_piece_done(p->req->comm, p->req, p->len, p->total);
@@ -395,12 +431,12 @@ int tpx__sock_cuda_reap(tpx_sock_chan_t *ch, int *progress)
     tpx__cuda_ctx_leave(pushed);
     return left;
 }
-
 /* Receive side: read the piece's payload into staging and copy it to the
  * GPU (a CUDA buffer, or the strict mode's GPU bounce buffer). Returns 1
  * when all of it is read and its copies are queued (the piece is published
  * later, by tpx__sock_cuda_reap, once they finished), 0 if the socket would
- * block, SOCK_CUDA_WAIT if every slot still feeds a copy, -1 on error. */
+ * block, SOCK_CUDA_WAIT if the ring has no space for the next block (the
+ * blocks before it still feed copies), -1 on error. */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
 {
     tpx_sock_cuda_chan_t *k;
@@ -416,33 +452,40 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
     CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(r->buf + ch->piece.offset);
     for (;;) {
         if (ch->data_done == len) {
-            /* At most one entry per block not known complete: room. */
-            k->pend[k->pend_tail % SOCK_CUDA_MAX_SLOTS] =
+            /* At most one entry per block in the ring: room. */
+            k->pend[k->pend_tail % SOCK_CUDA_BLKS] =
                 (cu_pending_t){.req = r, .len = len, .total = ch->piece.total,
                                .last = k->blk_next - 1};
             k->pend_tail++;
             rc = reap(k, progress) < 0 ? -1 : 1; /* done already if the copies were quick */
             break;
         }
-        /* The block being filled, `cur`, and the ones after it, each in a
-         * free slot: block cur + i goes to slot (blk_next + i) % nslots. */
+        /* The block being filled, `cur`, and the ones after it, each where
+         * it will take ring space when its copy is queued (positions follow
+         * from k->put alone, so a block partly read keeps its place), while
+         * they fit beside the blocks still copied to the GPU. */
         uint32_t cur = ch->data_done / bl;
-        if (k->blk_next - k->blk_done == k->nslots && reap(k, progress) < 0) {
-            rc = -1;
-            goto out;
+        struct iovec iov[SOCK_CUDA_BLKS];
+        int cnt = 0;
+        for (int pass = 0; cnt == 0 && pass < 2; pass++) {
+            if (pass == 1 && reap(k, progress) < 0) { /* free what finished, look again */
+                rc = -1;
+                goto out;
+            }
+            uint64_t pos = k->put;
+            for (uint32_t j = cur; j * bl < len; j++, cnt++) {
+                uint32_t from = j == cur ? ch->data_done : j * bl;
+                uint32_t to = TPX_MIN((j + 1) * bl, len), n_blk = to - j * bl;
+                uint64_t at = ring_place(k, pos, n_blk);
+                if (!ring_fits(k, k->blk_done, k->blk_next + (uint64_t)cnt, at, n_blk))
+                    break;
+                iov[cnt] = (struct iovec){ring_ptr(k, at) + (from - j * bl), to - from};
+                pos = at + n_blk;
+            }
         }
-        int nfree = (int)(k->nslots - (k->blk_next - k->blk_done));
-        if (nfree == 0) {
+        if (cnt == 0) {
             rc = SOCK_CUDA_WAIT;
             break;
-        }
-        struct iovec iov[SOCK_CUDA_MAX_SLOTS];
-        int cnt = 0;
-        for (uint32_t j = cur; cnt < nfree && j * bl < len; j++, cnt++) {
-            int s = (int)((k->blk_next + (uint64_t)cnt) % k->nslots);
-            uint32_t from = j == cur ? ch->data_done : j * bl;
-            uint32_t to = TPX_MIN((j + 1) * bl, len);
-            iov[cnt] = (struct iovec){(char *)k->stage[s] + (from - j * bl), to - from};
         }
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         ssize_t n = recvmsg(ch->fd, &msg, MSG_DONTWAIT);
@@ -459,17 +502,21 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
         }
         *progress = 1;
         ch->data_done += (uint32_t)n;
-        /* Queue the copy of every block now complete. */
+        /* Queue the copy of every block now complete, at the place the
+         * read above used. */
         for (uint32_t j = cur; j * bl < len && TPX_MIN((j + 1) * bl, len) <= ch->data_done; j++) {
-            int s = (int)(k->blk_next % k->nslots);
             uint32_t n_blk = TPX_MIN((j + 1) * bl, len) - j * bl;
-            tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, k->stage[s], n_blk)
-                                        : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, k->stage[s],
-                                                 n_blk, k->stream);
-            if (st != TPX_OK || copy_mark(k, s, k->blk_next) != TPX_OK) {
+            uint64_t at = ring_place(k, k->put, n_blk);
+            unsigned char *stage = ring_ptr(k, at);
+            tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, stage, n_blk)
+                                        : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, stage, n_blk,
+                                                 k->stream);
+            if (st != TPX_OK || copy_mark(k, k->blk_next) != TPX_OK) {
                 rc = -1;
                 goto out;
             }
+            k->at[k->blk_next % SOCK_CUDA_BLKS] = at;
+            k->put = at + n_blk;
             k->blk_next++;
         }
     }
@@ -477,6 +524,7 @@ out:
     tpx__cuda_ctx_leave(pushed);
     return rc;
 }
+
 
 tpx_status_t tpx__sock_cuda_eager_copy(tpx_sock_chan_t *ch, int dev, void *dptr, const void *src,
                                        size_t len)
