@@ -49,10 +49,11 @@ TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "512K", 65536, 4194304,
              "the GPU's copy engines move 512 KiB copies faster than 256 KiB ones when both "
              "directions run.")
 TPX_CONFIG_X(SOCK_CUDA_RING, INT, "2M", 131072, 67108864,
-             "Built-in transport, CUDA buffers: pinned staging bytes per data connection "
-             "(allocated on its first CUDA piece, freed with its comm), a ring whose blocks "
-             "(at most 32) hold copies in flight: four 512 KiB blocks of large pieces, or "
-             "many small ones.")
+             "Built-in transport, CUDA buffers: the staging ring of a data connection, bytes of "
+             "copies in flight (at most 32 blocks): four 512 KiB blocks of large pieces, or "
+             "many small ones. Pinned host memory per connection that has moved CUDA memory: "
+             "this plus `TPX_SOCK_CUDA_BLOCK` (a block may run past the ring's end), allocated "
+             "on its first CUDA piece, freed with its comm.")
 TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "Built-in transport, CUDA buffers: the smallest piece a data connection takes of a "
              "message while more messages queue behind it (host memory: 512 KiB; this wins over "

@@ -9,17 +9,21 @@
  * own stream: a piece is cut into blocks of half the piece (64 KiB to
  * TPX_SOCK_CUDA_BLOCK, 512 KiB by default), so that even a 256 KiB piece
  * overlaps its copies with the socket, at two driver calls (copy, mark) per
- * block. Each block takes the ring's next bytes (a block that would wrap
- * starts over at the ring's start), in the order the blocks are numbered,
- * and frees them in the same order: once written to the socket (send), once
- * its copy to the GPU finished (receive). So the ring holds four 512 KiB
- * copies of large pieces, or many 64 KiB ones of small pieces, in the same
- * memory. Large copies matter: with a loopback run's copies to and from
- * one GPU at once, its copy engines move 28 GB/s each way in 256 KiB
- * copies, 37 in 512 KiB ones (bench/gpu/copy_probe.cu); 4 slots of 512 KiB
- * moved 256 MiB transfers 1.3x faster than 8 of 256 KiB, but READs of
- * 128 KiB GPU blocks (64 KiB copies) 0.9x, for want of copies in flight
- * (README, tenth session). A byte ring gives both.
+ * block. Each block takes the ring's next bytes, in the order the blocks
+ * are numbered, and frees them in the same order: once written to the
+ * socket (send), once its copy to the GPU finished (receive). A block that
+ * runs past the ring's end goes on into TPX_SOCK_CUDA_BLOCK bytes of
+ * overhang allocated after it (its copy stays one contiguous span), and the
+ * next block starts at the ring's start: no space is skipped, so the ring
+ * always holds four 512 KiB copies of large pieces, or up to 32 copies of
+ * small pieces, whatever sizes came before. Large copies matter: with a
+ * loopback run's copies to and from one GPU at once, its copy engines move
+ * 28 GB/s each way in 256 KiB copies, 37 in 512 KiB ones
+ * (bench/gpu/copy_probe.cu); 4 slots of 512 KiB moved 256 MiB transfers
+ * 1.3x faster than 8 of 256 KiB, but READs of 128 KiB GPU blocks (64 KiB
+ * copies) 0.9x, for want of copies in flight, and a ring that skipped its
+ * tail instead of an overhang lost a 512 KiB block's room after small
+ * pieces: 1 MiB transfers 0.88x (README, tenth session).
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
  * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where
@@ -66,7 +70,7 @@ struct tpx_sock_cuda_chan {
     int dev;
     uint32_t ring_bytes; /* TPX_SOCK_CUDA_RING when it was made */
     uint32_t block_max;  /* TPX_SOCK_CUDA_BLOCK then, at most half the ring */
-    unsigned char *ring; /* pinned */
+    unsigned char *ring; /* pinned: ring_bytes + block_max of overhang */
     CUstream stream;
     /* Blocks are numbered in the order they take ring space. Block b, while
      * in the ring, is entry b % SOCK_CUDA_BLKS: */
@@ -92,17 +96,9 @@ struct tpx_sock_cuda_chan {
     CUdeviceptr word_dev;
 };
 
-/* Where a block of n bytes (at most half the ring) goes after ring
- * position `from`: there, or at the ring's start if it would wrap. */
-static uint64_t ring_place(const tpx_sock_cuda_chan_t *k, uint64_t from, uint32_t n)
-{
-    uint64_t off = from % k->ring_bytes;
-    return off + n > k->ring_bytes ? from + (k->ring_bytes - off) : from;
-}
-
-/* Does block `next` (n bytes, placed at `at`) fit beside blocks
- * [live, next), which hold ring space? With none left, anything placed
- * after `put` fits: at + n - put < 2n <= the ring. */
+/* Does block `next` (n bytes, at ring position `at`) fit beside blocks
+ * [live, next), which hold ring space? With none, it fits (n is at most
+ * half the ring). */
 static int ring_fits(const tpx_sock_cuda_chan_t *k, uint64_t live, uint64_t next, uint64_t at,
                      uint32_t n)
 {
@@ -111,6 +107,8 @@ static int ring_fits(const tpx_sock_cuda_chan_t *k, uint64_t live, uint64_t next
     return live == next || at + n - k->at[live % SOCK_CUDA_BLKS] <= k->ring_bytes;
 }
 
+/* The first byte of a block at ring position `at`: the block goes on
+ * from there, into the overhang if it runs past the ring's end. */
 static unsigned char *ring_ptr(const tpx_sock_cuda_chan_t *k, uint64_t at)
 {
     return k->ring + at % k->ring_bytes;
@@ -188,7 +186,8 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
     tpx_status_t st;
     TPX_CHECK_GOTO(tpx__cuda_ctx_retain(dev, NULL), st, err_free);
     void *ring = NULL;
-    TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->ring_bytes, &ring, NULL), st, err_chan);
+    TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, (size_t)k->ring_bytes + k->block_max, &ring, NULL),
+                   st, err_chan);
     k->ring = ring;
     TPX_CHECK_GOTO(tpx__cuda_stream_create(dev, &k->stream), st, err_chan);
     if (tpx__sock_params.cuda_word && tpx__cuda_can_write_value(dev)) {
@@ -267,7 +266,7 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)(r->buf + p->offset);
     while (*copied < p->len) {
         uint32_t n = TPX_MIN(bl, p->len - *copied);
-        uint64_t at = ring_place(k, k->put, n), b = k->blk_alloc;
+        uint64_t at = k->put, b = k->blk_alloc;
         if (!ring_fits(k, live, b, at, n))
             break;
         if (*copied == 0)
@@ -461,9 +460,9 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             break;
         }
         /* The block being filled, `cur`, and the ones after it, each where
-         * it will take ring space when its copy is queued (positions follow
-         * from k->put alone, so a block partly read keeps its place), while
-         * they fit beside the blocks still copied to the GPU. */
+         * it will take ring space when its copy is queued (from k->put on,
+         * so a block partly read keeps its place), while they fit beside
+         * the blocks still copied to the GPU. */
         uint32_t cur = ch->data_done / bl;
         struct iovec iov[SOCK_CUDA_BLKS];
         int cnt = 0;
@@ -476,7 +475,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             for (uint32_t j = cur; j * bl < len; j++, cnt++) {
                 uint32_t from = j == cur ? ch->data_done : j * bl;
                 uint32_t to = TPX_MIN((j + 1) * bl, len), n_blk = to - j * bl;
-                uint64_t at = ring_place(k, pos, n_blk);
+                uint64_t at = pos;
                 if (!ring_fits(k, k->blk_done, k->blk_next + (uint64_t)cnt, at, n_blk))
                     break;
                 iov[cnt] = (struct iovec){ring_ptr(k, at) + (from - j * bl), to - from};
@@ -506,7 +505,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
          * read above used. */
         for (uint32_t j = cur; j * bl < len && TPX_MIN((j + 1) * bl, len) <= ch->data_done; j++) {
             uint32_t n_blk = TPX_MIN((j + 1) * bl, len) - j * bl;
-            uint64_t at = ring_place(k, k->put, n_blk);
+            uint64_t at = k->put;
             unsigned char *stage = ring_ptr(k, at);
             tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, stage, n_blk)
                                         : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, stage, n_blk,
