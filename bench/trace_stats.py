@@ -35,7 +35,7 @@ for path in sys.argv[1:]:
     print('   per GB: ' + ', '.join(f"{k} {v / gb:.0f}" for k, v in sorted(count.items())))
     cu = collections.Counter(r[4] for r in rows if r[3] == 'cu-wait')
     if cu:  # which side waited on its staging copies
-        what = {0: 'send: next block not copied', 1: 'receive: no free slot',
+        what = {0: 'send: next block not copied', 1: 'receive: no ring space',
                 2: 'receive: a copy to publish'}
         print('   cu-wait per GB: ' + ', '.join(f"{what.get(k, k)} {v / gb:.0f}"
                                                  for k, v in sorted(cu.items())))

@@ -40,7 +40,7 @@ typedef enum {
     TPX_TR_RECV_DRY,       /* a receiving connection's socket was empty (arg: bytes moved that turn) */
     TPX_TR_DATA_POST,      /* the engine posted a data request (arg: bytes; +1 for a receive) */
     TPX_TR_CU_WAIT,        /* a connection waited for a staging copy, nothing moved (arg: 0 send,
-                              1 receive: a free slot, 2 receive: a copy to publish) */
+                              1 receive: ring space, 2 receive: a copy to publish) */
     TPX_TR_NEVENTS
 } tpx_trace_event_t;
 
