@@ -68,7 +68,8 @@ typedef struct {
 
 static size_t cs_off(int c, int m) { return ((size_t)c * CS_PER + (size_t)m) * CS_SLOT; }
 
-static int cs_setup(cs_t *x)
+/* GPU 0's context, entered for this thread. */
+static int cs_gpu0(void)
 {
     CHECK(tpx__cuda_init() == TPX_OK && tpx__cuda_device_count() > 0,
           "no CUDA device (%s): this test runs on tests/gpu's stand-in libcuda",
@@ -76,6 +77,12 @@ static int cs_setup(cs_t *x)
     CHECK(tpx__cuda_ctx_retain(0, NULL) == TPX_OK, "cannot retain GPU 0's context");
     int pushed = 0;
     CHECK(tpx__cuda_ctx_enter(0, &pushed) == TPX_OK, "cannot enter GPU 0's context");
+    return 0;
+}
+
+static int cs_setup(cs_t *x)
+{
+    TRY(cs_gpu0());
     size_t len = cs_off(CS_COMMS, 0);
     x->host = nt_alloc(len);
     x->scratch = nt_alloc(CS_SLOT);
@@ -215,12 +222,7 @@ static int cz_role(role_t *r, int is_recv)
     size_t len = CZ_BIG + (size_t)CZ_ZERO * CZ_SLOT;
     if (is_recv)
         TRY(tt_role_init(r));
-    CHECK(tpx__cuda_init() == TPX_OK && tpx__cuda_device_count() > 0,
-          "no CUDA device (%s): this test runs on tests/gpu's stand-in libcuda",
-          tpx__cuda_error_reason());
-    CHECK(tpx__cuda_ctx_retain(0, NULL) == TPX_OK, "cannot retain GPU 0's context");
-    int pushed = 0;
-    CHECK(tpx__cuda_ctx_enter(0, &pushed) == TPX_OK, "cannot enter GPU 0's context");
+    TRY(cs_gpu0());
     CHECK(tpx__cuda_mem_alloc(0, len, &x.dev) == TPX_OK, "cuMemAlloc of %zu bytes failed", len);
     x.scratch = nt_alloc(len);
     CHECK(x.scratch != NULL, "out of memory");
