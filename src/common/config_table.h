@@ -50,10 +50,11 @@ TPX_CONFIG_X(SOCK_CUDA_BLOCK, INT, "512K", 65536, 4194304,
              "directions run.")
 TPX_CONFIG_X(SOCK_CUDA_RING, INT, "2M", 131072, 67108864,
              "Built-in transport, CUDA buffers: the staging ring of a data connection, bytes of "
-             "copies in flight (at most 32 blocks): four 512 KiB blocks of large pieces, or "
-             "many small ones. Pinned host memory per connection that has moved CUDA memory: "
-             "this plus `TPX_SOCK_CUDA_BLOCK` (a block may run past the ring's end), allocated "
-             "on its first CUDA piece, freed with its comm.")
+             "copies in flight (at most 32 blocks), cut into segments of `TPX_SOCK_CUDA_BLOCK` "
+             "(rounded down to whole segments, at least two) that no block straddles: four "
+             "aligned 512 KiB blocks of large pieces, or many small ones packed. Pinned host "
+             "memory per connection that has moved CUDA memory, allocated on its first CUDA "
+             "piece, freed with its comm.")
 TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "Built-in transport, CUDA buffers: the smallest piece a data connection takes of a "
              "message while more messages queue behind it (host memory: 512 KiB; this wins over "

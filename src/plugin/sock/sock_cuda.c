@@ -11,19 +11,23 @@
  * overlaps its copies with the socket, at two driver calls (copy, mark) per
  * block. Each block takes the ring's next bytes, in the order the blocks
  * are numbered, and frees them in the same order: once written to the
- * socket (send), once its copy to the GPU finished (receive). A block that
- * runs past the ring's end goes on into TPX_SOCK_CUDA_BLOCK bytes of
- * overhang allocated after it (its copy stays one contiguous span), and the
- * next block starts at the ring's start: no space is skipped, so the ring
- * always holds four 512 KiB copies of large pieces, or up to 32 copies of
- * small pieces, whatever sizes came before. Large copies matter: with a
- * loopback run's copies to and from one GPU at once, its copy engines move
- * 28 GB/s each way in 256 KiB copies, 37 in 512 KiB ones
- * (bench/gpu/copy_probe.cu); 4 slots of 512 KiB moved 256 MiB transfers
- * 1.3x faster than 8 of 256 KiB, but READs of 128 KiB GPU blocks (64 KiB
- * copies) 0.9x, for want of copies in flight, and a ring that skipped its
- * tail instead of an overhang lost a 512 KiB block's room after small
- * pieces: 1 MiB transfers 0.88x (README, tenth session).
+ * socket (send), once its copy to the GPU finished (receive).
+ *
+ * The ring is cut into segments of TPX_SOCK_CUDA_BLOCK (its size rounded
+ * down to a whole number of them) and a block never straddles two: one
+ * that would starts the next segment. Large blocks so sit in fixed,
+ * aligned slots, four 512 KiB copies of 2 MiB, and small ones pack, up to
+ * 32 copies of 64 KiB; no block runs past the ring's end. Large copies
+ * matter: with a loopback run's copies to and from one GPU at once, its
+ * copy engines move 28 GB/s each way in 256 KiB copies, 37 in 512 KiB ones
+ * (bench/gpu/copy_probe.cu); fixed slots of 512 KiB moved 256 MiB
+ * transfers 1.3x faster than 8 of 256 KiB, but held only four copies of
+ * small pieces (READs of 128 KiB GPU blocks 0.9x). A ring whose blocks
+ * took any byte position, with no segments, moved those READs 1.09x
+ * faster and 1 MiB transfers (512 KiB copies, after some 128 KiB ones had
+ * shifted the positions) 0.88-0.94x slower than the slots, in every round
+ * of three sessions; with segments they match the slots or better
+ * (README, eleventh session).
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
  * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where
@@ -68,9 +72,9 @@ typedef struct {
 
 struct tpx_sock_cuda_chan {
     int dev;
-    uint32_t ring_bytes; /* TPX_SOCK_CUDA_RING when it was made */
-    uint32_t block_max;  /* TPX_SOCK_CUDA_BLOCK then, at most half the ring */
-    unsigned char *ring; /* pinned: ring_bytes + block_max of overhang */
+    uint32_t block_max;  /* TPX_SOCK_CUDA_BLOCK when it was made, the segment */
+    uint32_t ring_bytes; /* TPX_SOCK_CUDA_RING then, whole segments, at least two */
+    unsigned char *ring; /* pinned, ring_bytes */
     CUstream stream;
     /* Blocks are numbered in the order they take ring space. Block b, while
      * in the ring, is entry b % SOCK_CUDA_BLKS: */
@@ -107,8 +111,15 @@ static int ring_fits(const tpx_sock_cuda_chan_t *k, uint64_t live, uint64_t next
     return live == next || at + n - k->at[live % SOCK_CUDA_BLKS] <= k->ring_bytes;
 }
 
-/* The first byte of a block at ring position `at`: the block goes on
- * from there, into the overhang if it runs past the ring's end. */
+/* Where a block of n bytes goes if the newest ends at ring position `put`:
+ * there, or at the next segment's start if it would straddle two. */
+static uint64_t ring_place(const tpx_sock_cuda_chan_t *k, uint64_t put, uint32_t n)
+{
+    uint64_t off = put % k->block_max;
+    return off + n > k->block_max ? put - off + k->block_max : put;
+}
+
+/* The first byte of a block at ring position `at` (it ends in its segment). */
 static unsigned char *ring_ptr(const tpx_sock_cuda_chan_t *k, uint64_t at)
 {
     return k->ring + at % k->ring_bytes;
@@ -180,15 +191,15 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
     if (k == NULL)
         return TPX_ERR_NO_MEMORY;
     k->dev = dev;
-    k->ring_bytes = (uint32_t)tpx__sock_params.cuda_ring;
-    k->block_max = TPX_MAX(TPX_MIN(tpx__sock_params.cuda_block, k->ring_bytes / 2) & ~4095u,
+    uint32_t ring = (uint32_t)tpx__sock_params.cuda_ring;
+    k->block_max = TPX_MAX(TPX_MIN(tpx__sock_params.cuda_block, ring / 2) & ~4095u,
                            SOCK_CUDA_MIN_BLOCK);
+    k->ring_bytes = TPX_MAX(ring / k->block_max, 2u) * k->block_max;
     tpx_status_t st;
     TPX_CHECK_GOTO(tpx__cuda_ctx_retain(dev, NULL), st, err_free);
-    void *ring = NULL;
-    TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, (size_t)k->ring_bytes + k->block_max, &ring, NULL),
-                   st, err_chan);
-    k->ring = ring;
+    void *mem = NULL;
+    TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->ring_bytes, &mem, NULL), st, err_chan);
+    k->ring = mem;
     TPX_CHECK_GOTO(tpx__cuda_stream_create(dev, &k->stream), st, err_chan);
     if (tpx__sock_params.cuda_word && tpx__cuda_can_write_value(dev)) {
         void *w = NULL;
@@ -266,7 +277,7 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)(r->buf + p->offset);
     while (*copied < p->len) {
         uint32_t n = TPX_MIN(bl, p->len - *copied);
-        uint64_t at = k->put, b = k->blk_alloc;
+        uint64_t at = ring_place(k, k->put, n), b = k->blk_alloc;
         if (!ring_fits(k, live, b, at, n))
             break;
         if (*copied == 0)
@@ -475,7 +486,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             for (uint32_t j = cur; j * bl < len; j++, cnt++) {
                 uint32_t from = j == cur ? ch->data_done : j * bl;
                 uint32_t to = TPX_MIN((j + 1) * bl, len), n_blk = to - j * bl;
-                uint64_t at = pos;
+                uint64_t at = ring_place(k, pos, n_blk);
                 if (!ring_fits(k, k->blk_done, k->blk_next + (uint64_t)cnt, at, n_blk))
                     break;
                 iov[cnt] = (struct iovec){ring_ptr(k, at) + (from - j * bl), to - from};
@@ -505,7 +516,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
          * read above used. */
         for (uint32_t j = cur; j * bl < len && TPX_MIN((j + 1) * bl, len) <= ch->data_done; j++) {
             uint32_t n_blk = TPX_MIN((j + 1) * bl, len) - j * bl;
-            uint64_t at = k->put;
+            uint64_t at = ring_place(k, k->put, n_blk);
             unsigned char *stage = ring_ptr(k, at);
             tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, stage, n_blk)
                                         : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, stage, n_blk,
