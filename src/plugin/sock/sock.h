@@ -386,6 +386,9 @@ void tpx__sock_setopts_connected(int fd);
 #define TPX_SOCK_VDEV_LOWAT_MIN (16 * 1024)
 #define TPX_SOCK_VDEV_LOWAT_MAX (256 * 1024) /* what the connection starts with */
 void tpx__sock_rate_update(tpx_sock_chan_t *ch, uint64_t now_ns);
+/* The rate estimate (bytes/s, 0: none yet) after TCP's delivery-rate
+ * sample r (0: none), which the kernel flagged app_limited or not. */
+uint64_t tpx__sock_rate_next(uint64_t prev, uint64_t r, int app_limited);
 
 /* The stretch [off, off + len) of r's message as iovecs in `out` (at most
  * max: a longer stretch is cut short, the caller moves the rest later);
