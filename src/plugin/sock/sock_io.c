@@ -62,8 +62,8 @@
  * CUDA buffers go through pinned staging (sock_cuda.c), and a worker never
  * waits for a copy: a connection whose copy is still running says so
  * (CH_CUWAIT) and stays on the run queue, behind the others; a worker left
- * with only such connections polls them for SOCK_CU_SPIN_NS (a small
- * copy's time), then sleeps in epoll for a quarter of the time it has
+ * with only such connections polls them for TPX_SOCK_CUDA_SPIN_US (a
+ * small copy's time; 10 us), then sleeps in epoll for a quarter of the time it has
  * waited, at least SOCK_CU_NAP_MIN_NS and at most 1 ms, so that copies
  * queued behind other connections' on the copy engine do not cost a core
  * of cuEventQuery calls. A receiving connection whose pieces wait
@@ -103,12 +103,11 @@ enum {
 #define SOCK_DIRECT_PASSES 4 /* a direct read's passes while its worker keeps trying */
 #define SOCK_MAX_WORKERS 64
 #define SOCK_EPOLL_BATCH 64
-/* Only CUDA waits left: poll this long, then sleep. 10 us / 25 us instead
- * of 30 / 0 (H200 host, 16 cores, same run, medians of 3): 1 MiB GPU
- * transfers 16.9 -> 17.9 GB/s at 0.82 -> 0.75 s of CPU per GB, READ of one
- * 512 KiB GPU block p50 184 -> 186 us; napping at once (0 / 25) moved 1 MiB
- * at 19.2 but made that READ 244 us. */
-#define SOCK_CU_SPIN_NS 10000
+/* Only CUDA waits left: poll TPX_SOCK_CUDA_SPIN_US (10 us), then sleep at
+ * least this. 10 us / 25 us instead of 30 / 0 (H200 host, 16 cores, same
+ * run, medians of 3): 1 MiB GPU transfers 16.9 -> 17.9 GB/s at 0.82 ->
+ * 0.75 s of CPU per GB, READ of one 512 KiB GPU block p50 184 -> 186 us;
+ * napping at once (0 / 25) moved 1 MiB at 19.2 but made that READ 244 us. */
 #define SOCK_CU_NAP_MIN_NS 25000   /* shortest sleep while a copy runs */
 #define SOCK_CU_NAP_MAX_NS 1000000 /* longest sleep while a copy runs */
 
@@ -1324,7 +1323,7 @@ static int worker_epoll(tpx_sock_worker_t *w, struct epoll_event *evs, uint64_t 
 
 /* How long a worker may sleep now: long with nothing to run, not at all
  * with work queued, and a growing nap when all it has queued are CUDA
- * waits (a quarter of the time waited so far, after SOCK_CU_SPIN_NS;
+ * waits (a quarter of the time waited so far, after TPX_SOCK_CUDA_SPIN_US;
  * SOCK_CU_NAP_MIN_NS to SOCK_CU_NAP_MAX_NS). */
 static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
 {
@@ -1336,7 +1335,7 @@ static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
     if (w->cu_wait_since == 0)
         return 0;
     uint64_t waited = mono_ns() - w->cu_wait_since;
-    if (waited < SOCK_CU_SPIN_NS)
+    if (waited < tpx__sock_params.cuda_spin_ns)
         return 0;
     return TPX_MIN(TPX_MAX(waited / 4, SOCK_CU_NAP_MIN_NS), SOCK_CU_NAP_MAX_NS);
 }

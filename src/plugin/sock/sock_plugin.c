@@ -71,6 +71,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .cuda_ring = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_RING),
             .cuda_piece = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_PIECE),
             .cuda_word = (int)tpx__config_int(TPX_CFG_SOCK_CUDA_WORD),
+            .cuda_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_SPIN_US) * 1000u,
             .eager_bytes = (uint32_t)tpx__config_int(TPX_CFG_SOCK_EAGER_BYTES),
             .poll_ns = (uint64_t)tpx__config_int(TPX_CFG_SOCK_POLL_US) * 1000u,
             .direct_bytes = (uint64_t)tpx__config_int(TPX_CFG_SOCK_DIRECT_BYTES),
