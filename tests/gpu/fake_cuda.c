@@ -28,6 +28,7 @@
  * fails (CI builds have no nvcc anyway); use TPX_UNPACK=d2d or host.
  * Only the driver functions tpx resolves (src/gpu/cuda.h) exist.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -484,6 +485,19 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 }
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s)
 {
+    static long fail_at = -1, calls;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (fail_at < 0) {
+        const char *e = getenv("FAKE_CUDA_FAIL_DTOH");
+        fail_at = e != NULL ? atol(e) : 0;
+    }
+    int fail = ++calls == fail_at;
+    pthread_mutex_unlock(&mu);
+    if (fail) {
+        errno = EINTR;
+        return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
+    }
     return enqueue(s, OP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, 0, 0);
 }
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s)

@@ -20,6 +20,11 @@
  *            finished); no empty message's buffer is written (run with
  *            TPX_NSOCKS=1, TPX_SOCK_EAGER_BYTES=0, TPX_MAX_REQUESTS >=
  *            CZ_ZERO + 1).
+ * cudafail:  a 2 MiB CUDA send whose second copy to staging fails (run with
+ *            FAKE_CUDA_FAIL_DTOH=2, which also leaves errno at EINTR, as a
+ *            driver's own system calls may): the send's test() reports a
+ *            CUDA error (ncclUnhandledCudaError), not a socket error, within
+ *            the deadline; the receiver sees its peer go, not a hang.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -280,3 +285,47 @@ int cudazero_send(role_t *r) { return cz_role(r, 0); }
 
 int cudastage_recv(role_t *r) { return cs_role(r, 1); }
 int cudastage_send(role_t *r) { return cs_role(r, 0); }
+
+#define CF_LEN (2 * MiB)
+
+static int cf_role(role_t *r, int is_recv)
+{
+    tpx__cuda_mem_t dev;
+    void *lc = NULL, *comm = NULL, *mh = NULL, *req = NULL;
+    if (is_recv)
+        TRY(tt_role_init(r));
+    TRY(cs_gpu0());
+    CHECK(tpx__cuda_mem_alloc(0, CF_LEN, &dev) == TPX_OK, "cuMemAlloc failed");
+    void *buf = (void *)(uintptr_t)dev.ptr;
+    if (is_recv)
+        TRY(tt_recv_open(r, 1, &lc, &comm));
+    else
+        TRY(tt_send_open(r, 1, &comm));
+    CHECK_RC(nt_regmr(&r->nt, comm, buf, CF_LEN, TPX_NCCL_PTR_CUDA, &mh));
+    int rc = is_recv ? nt_irecv1(&r->nt, comm, buf, CF_LEN, 1, mh, &req)
+                     : nt_isend(&r->nt, comm, buf, CF_LEN, 1, mh, &req);
+    CHECK(rc == 0 && req != NULL, "post returned rc %d", rc);
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+    CHECK(w.rc != NT_TIMEOUT, "the %s did not end within %d ms", is_recv ? "receive" : "send",
+          IO_MS);
+    if (is_recv) {
+        CHECK(w.rc != 0, "the receive completed although the sender's copy failed");
+    } else {
+        CHECK(w.rc == TPX_NCCL_UNHANDLED_CUDA_ERROR,
+              "test() of the send whose copy failed returned rc %d, not %d (a CUDA error)", w.rc,
+              TPX_NCCL_UNHANDLED_CUDA_ERROR);
+        test_say("a failed staging copy: the send reports a CUDA error");
+    }
+    (void)nt_deregmr(&r->nt, comm, mh);
+    if (is_recv) {
+        (void)nt_close_recv(&r->nt, comm);
+        (void)nt_close_listen(&r->nt, lc);
+    } else {
+        (void)nt_close_send(&r->nt, comm);
+    }
+    tpx__cuda_mem_free(&dev);
+    return 0;
+}
+
+int cudafail_recv(role_t *r) { return cf_role(r, 1); }
+int cudafail_send(role_t *r) { return cf_role(r, 0); }

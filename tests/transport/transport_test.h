@@ -162,5 +162,7 @@ int cudastage_recv(role_t *r);
 int cudastage_send(role_t *r);
 int cudazero_recv(role_t *r);
 int cudazero_send(role_t *r);
+int cudafail_recv(role_t *r);
+int cudafail_send(role_t *r);
 
 #endif

@@ -82,6 +82,14 @@ int main(void)
     p = (tpx_sock_piece_t){.len = 1, .total = UINT64_MAX, .offset = UINT64_MAX};
     tpx__sock_piece_encode(&p, pb);
     EXPECT(tpx__sock_piece_decode(pb, &po) != TPX_OK);
+    /* longer than any sender cuts (a CUDA receive of 4 GiB or more would
+     * count its staging blocks past 32 bits) */
+    p = (tpx_sock_piece_t){.len = TPX_SOCK_PIECE_MAX + 1, .total = 8ull << 30, .offset = 0};
+    tpx__sock_piece_encode(&p, pb);
+    EXPECT(tpx__sock_piece_decode(pb, &po) != TPX_OK);
+    p.len = TPX_SOCK_PIECE_MAX;
+    tpx__sock_piece_encode(&p, pb);
+    EXPECT_EQ(tpx__sock_piece_decode(pb, &po), TPX_OK);
     p = (tpx_sock_piece_t){.len = 0, .total = 10, .offset = 0}; /* empty piece of a non-empty msg */
     tpx__sock_piece_encode(&p, pb);
     EXPECT(tpx__sock_piece_decode(pb, &po) != TPX_OK);

@@ -424,6 +424,29 @@ void tpx__sock_tcpx_publish(tpx_sock_comm_t *c, uint32_t slot, uint64_t total, i
 int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint64_t len,
                        unsigned char *base, struct iovec *iov, int max);
 
+/* ---- sock_ring.c: a staging ring's bookkeeping ------------------------------ */
+/* A connection's staging ring: `bytes` of pinned memory in segments of
+ * `seg` (the largest block), blocks in order. Owned by the connection's
+ * staging (sock_cuda.c); no memory of its own. */
+#define TPX_SOCK_RING_BLKS 32 /* blocks holding space at once, at most (a power of two) */
+typedef struct {
+    uint32_t seg;   /* segment = largest block: TPX_SOCK_CUDA_BLOCK, 64 KiB..half the ring */
+    uint32_t bytes; /* TPX_SOCK_CUDA_RING rounded down to whole segments, at least two */
+    uint64_t put;   /* the position after the newest block */
+    uint64_t next;  /* blocks given space, ever: the next block's number */
+    uint64_t at[TPX_SOCK_RING_BLKS]; /* block b's first position, while it holds space */
+} tpx_sock_ring_t;
+void tpx__sock_ring_init(tpx_sock_ring_t *r, uint32_t ring, uint32_t block);
+/* Where a block of n bytes (n <= seg) goes if the one before it ends at pos. */
+uint64_t tpx__sock_ring_place(const tpx_sock_ring_t *r, uint64_t pos, uint32_t n);
+/* Does block b (n bytes, the one before it ending at pos) fit beside blocks
+ * [live, b), which hold space? 1: yes, its position in *at (and noted as
+ * block b's, for fits measured from it before it is taken); 0: no. */
+int tpx__sock_ring_fit(tpx_sock_ring_t *r, uint64_t live, uint64_t b, uint64_t pos, uint32_t n,
+                       uint64_t *at);
+/* Give block `next` (n bytes) its space; returns its position. */
+uint64_t tpx__sock_ring_take(tpx_sock_ring_t *r, uint32_t n);
+
 /* ---- sock_cuda.c: CUDA buffers through pinned staging --------------------- */
 int tpx__sock_cuda_available(void);
 tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev);
@@ -434,12 +457,14 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
  * they need is still running (look again soon, nothing to wait for on the
  * socket). `*progress` is set when bytes moved or pieces were published. */
 #define SOCK_CUDA_WAIT 2
-/* Send: 1: piece payload written, 0: would block, SOCK_CUDA_WAIT, -1:
- * failed (errno 0: CUDA). */
+/* A CUDA call failed (the driver may leave errno set: it says nothing). */
+#define SOCK_CUDA_FAIL (-2)
+/* Send: 1: piece payload written, 0: would block, SOCK_CUDA_WAIT, -1: a
+ * socket error (errno), SOCK_CUDA_FAIL. */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
 /* Receive: 1: piece payload read and its copies queued (published later
  * by tpx__sock_cuda_reap, once they finished), 0: would block,
- * SOCK_CUDA_WAIT, -1: failed (errno 0: CUDA). */
+ * SOCK_CUDA_WAIT, -1: a socket error (errno), SOCK_CUDA_FAIL. */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
 /* A message held eagerly (pageable host memory) into a CUDA receive, on the
  * connection's own non-blocking stream, waited for: the bytes are in

@@ -15,7 +15,7 @@
  *
  * The ring is cut into segments of TPX_SOCK_CUDA_BLOCK (its size rounded
  * down to a whole number of them) and a block never straddles two: one
- * that would starts the next segment. Large blocks so sit in fixed,
+ * that would starts the next segment (sock_ring.c keeps the books). Large blocks so sit in fixed,
  * aligned slots, four 512 KiB copies of 2 MiB, and small ones pack, up to
  * 32 copies of 64 KiB; no block runs past the ring's end. Large copies
  * matter: with a loopback run's copies to and from one GPU at once, its
@@ -57,9 +57,9 @@
 #include "gpu/cuda.h"
 #include "sock.h"
 
-/* Blocks in a ring at once, at most (a power of two: block b is entry
- * b % SOCK_CUDA_BLKS). 32 x 64 KiB fill the default 2 MiB ring. */
-#define SOCK_CUDA_BLKS 32
+/* Blocks in a ring at once, at most: block b is entry b % SOCK_CUDA_BLKS.
+ * 32 x 64 KiB fill the default 2 MiB ring. */
+#define SOCK_CUDA_BLKS TPX_SOCK_RING_BLKS
 #define SOCK_CUDA_MIN_BLOCK (64u * 1024)
 
 /* A received piece whose copies to the GPU are in flight. */
@@ -72,24 +72,18 @@ typedef struct {
 
 struct tpx_sock_cuda_chan {
     int dev;
-    uint32_t block_max;  /* TPX_SOCK_CUDA_BLOCK when it was made, the segment */
-    uint32_t ring_bytes; /* TPX_SOCK_CUDA_RING then, whole segments, at least two */
-    unsigned char *ring; /* pinned, ring_bytes */
+    tpx_sock_ring_t ring; /* where its blocks are (block numbers: ring.next, ever) */
+    unsigned char *mem;   /* the ring: pinned, ring.bytes */
     CUstream stream;
-    /* Blocks are numbered in the order they take ring space. Block b, while
-     * in the ring, is entry b % SOCK_CUDA_BLKS: */
-    uint64_t at[SOCK_CUDA_BLKS]; /* its first byte, as a ring position (ever-growing) */
-    CUevent ev[SOCK_CUDA_BLKS];  /* its copy's mark (made on first use) */
-    int busy[SOCK_CUDA_BLKS];    /* send: its copy is marked and not yet seen complete */
-    uint64_t put;                /* the ring position after the newest block */
-    /* send: blocks given ring space (copies queued), ever; a piece numbers
-     * its blocks from blk_alloc when its first copy is queued. The blocks
-     * before the one being written are written out: their space is free. */
-    uint64_t blk_alloc;
-    /* receive: blocks whose copy was queued / is known complete, ever; the
-     * blocks from blk_done on hold ring space (events complete in stream
-     * order) */
-    uint64_t blk_next, blk_done;
+    /* Block b, while in the ring, is entry b % SOCK_CUDA_BLKS of: */
+    CUevent ev[SOCK_CUDA_BLKS]; /* its copy's mark (made on first use) */
+    int busy[SOCK_CUDA_BLKS];   /* send: its copy is marked and not yet seen complete */
+    /* send: a piece numbers its blocks from ring.next when its first copy
+     * is queued. The blocks before the one being written are written out:
+     * their space is free. receive: blocks whose copy is known complete,
+     * ever; the blocks from blk_done on hold ring space (events complete in
+     * stream order) */
+    uint64_t blk_done;
     /* at most one entry per block in the ring (an empty piece never enters:
      * it completes when its header is read, sock_io.c chan_attach) */
     cu_pending_t pend[SOCK_CUDA_BLKS];
@@ -100,29 +94,10 @@ struct tpx_sock_cuda_chan {
     CUdeviceptr word_dev;
 };
 
-/* Does block `next` (n bytes, at ring position `at`) fit beside blocks
- * [live, next), which hold ring space? With none, it fits (n is at most
- * half the ring). */
-static int ring_fits(const tpx_sock_cuda_chan_t *k, uint64_t live, uint64_t next, uint64_t at,
-                     uint32_t n)
-{
-    if (next - live >= SOCK_CUDA_BLKS)
-        return 0;
-    return live == next || at + n - k->at[live % SOCK_CUDA_BLKS] <= k->ring_bytes;
-}
-
-/* Where a block of n bytes goes if the newest ends at ring position `put`:
- * there, or at the next segment's start if it would straddle two. */
-static uint64_t ring_place(const tpx_sock_cuda_chan_t *k, uint64_t put, uint32_t n)
-{
-    uint64_t off = put % k->block_max;
-    return off + n > k->block_max ? put - off + k->block_max : put;
-}
-
 /* The first byte of a block at ring position `at` (it ends in its segment). */
 static unsigned char *ring_ptr(const tpx_sock_cuda_chan_t *k, uint64_t at)
 {
-    return k->ring + at % k->ring_bytes;
+    return k->mem + at % k->ring.bytes;
 }
 
 /* Mark block `blk`, whose copy (into or out of its ring space) was just queued. */
@@ -162,7 +137,7 @@ void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
 static uint32_t piece_block(const tpx_sock_cuda_chan_t *k, uint32_t len)
 {
     uint32_t b = (len / 2 + 4095u) & ~4095u;
-    return TPX_MIN(TPX_MAX(b, SOCK_CUDA_MIN_BLOCK), k->block_max);
+    return TPX_MIN(TPX_MAX(b, SOCK_CUDA_MIN_BLOCK), k->ring.seg);
 }
 
 static int reap(tpx_sock_cuda_chan_t *k, int *progress);
@@ -191,15 +166,13 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
     if (k == NULL)
         return TPX_ERR_NO_MEMORY;
     k->dev = dev;
-    uint32_t ring = (uint32_t)tpx__sock_params.cuda_ring;
-    k->block_max = TPX_MAX(TPX_MIN(tpx__sock_params.cuda_block, ring / 2) & ~4095u,
-                           SOCK_CUDA_MIN_BLOCK);
-    k->ring_bytes = TPX_MAX(ring / k->block_max, 2u) * k->block_max;
+    tpx__sock_ring_init(&k->ring, (uint32_t)tpx__sock_params.cuda_ring,
+                        tpx__sock_params.cuda_block);
     tpx_status_t st;
     TPX_CHECK_GOTO(tpx__cuda_ctx_retain(dev, NULL), st, err_free);
     void *mem = NULL;
-    TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->ring_bytes, &mem, NULL), st, err_chan);
-    k->ring = mem;
+    TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->ring.bytes, &mem, NULL), st, err_chan);
+    k->mem = mem;
     TPX_CHECK_GOTO(tpx__cuda_stream_create(dev, &k->stream), st, err_chan);
     if (tpx__sock_params.cuda_word && tpx__cuda_can_write_value(dev)) {
         void *w = NULL;
@@ -233,8 +206,8 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
         for (int b = 0; b < SOCK_CUDA_BLKS; b++)
             if (k->ev[b])
                 tpx__cuda_event_destroy(k->dev, k->ev[b]);
-        if (k->ring)
-            tpx__cuda_host_free(k->dev, k->ring);
+        if (k->mem)
+            tpx__cuda_host_free(k->dev, k->mem);
         if (k->stream)
             tpx__cuda_stream_destroy(k->dev, k->stream);
         tpx__cuda_ctx_leave(pushed);
@@ -277,8 +250,8 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)(r->buf + p->offset);
     while (*copied < p->len) {
         uint32_t n = TPX_MIN(bl, p->len - *copied);
-        uint64_t at = ring_place(k, k->put, n), b = k->blk_alloc;
-        if (!ring_fits(k, live, b, at, n))
+        uint64_t b = k->ring.next, at;
+        if (!tpx__sock_ring_fit(&k->ring, live, b, k->ring.put, n, &at))
             break;
         if (*copied == 0)
             *blk0 = b;
@@ -286,10 +259,8 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
         if (TPX_CU(cuMemcpyDtoHAsync, ring_ptr(k, at), src + *copied, n, k->stream) != TPX_OK ||
             copy_mark(k, b) != TPX_OK)
             return -1;
-        k->at[s] = at;
+        (void)tpx__sock_ring_take(&k->ring, n); /* at, as fit said */
         k->busy[s] = 1;
-        k->put = at + n;
-        k->blk_alloc++;
         *copied += n;
     }
     return 0;
@@ -299,16 +270,15 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
  * the copies of the piece taken ahead (ch->ahead_req) once the current
  * one's are all queued. Returns 1 when it is all written, 0 if the socket
  * would block, SOCK_CUDA_WAIT if the next block is still being copied, -1
- * on error (errno set for socket errors, 0 for CUDA errors). */
+ * on a socket error (errno set), SOCK_CUDA_FAIL on a CUDA error. */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
 {
     tpx_sock_cuda_chan_t *k;
     tpx_sock_req_t *r = ch->req;
     int pushed = 0;
-    errno = 0;
     if (cu_chan_get(ch, r->cuda_dev, &k) != TPX_OK ||
         tpx__cuda_ctx_enter(k->dev, &pushed) != TPX_OK)
-        return -1;
+        return SOCK_CUDA_FAIL;
     int rc = 0;
     uint32_t len = ch->piece.len, bl = piece_block(k, len);
     for (;;) {
@@ -320,13 +290,13 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
          * ones before it, this piece's and every earlier piece's, are. */
         uint32_t cur = ch->data_done / bl;
         if (ch->copy_done == 0) /* a new piece: everything before it is written */
-            ch->blk0 = k->blk_alloc;
+            ch->blk0 = k->ring.next;
         uint64_t live = ch->blk0 + cur;
         if (send_issue(k, r, &ch->piece, &ch->blk0, &ch->copy_done, live) != 0 ||
             (ch->copy_done == len && ch->ahead_req != NULL &&
              send_issue(k, ch->ahead_req, &ch->ahead, &ch->ahead_blk0, &ch->ahead_copy_done,
                         live) != 0)) {
-            rc = -1;
+            rc = SOCK_CUDA_FAIL;
             goto out;
         }
         /* Write the copied blocks from `cur` on, as many as are ready. */
@@ -336,14 +306,14 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
             uint64_t b = ch->blk0 + j;
             int ready = blk_ready(k, b);
             if (ready < 0) {
-                rc = -1;
+                rc = SOCK_CUDA_FAIL;
                 goto out;
             }
             if (!ready)
                 break;
             uint32_t from = j == cur ? ch->data_done : j * bl;
             uint32_t to = TPX_MIN((j + 1) * bl, len);
-            iov[cnt] = (struct iovec){ring_ptr(k, k->at[b % SOCK_CUDA_BLKS]) + (from - j * bl),
+            iov[cnt] = (struct iovec){ring_ptr(k, k->ring.at[b % SOCK_CUDA_BLKS]) + (from - j * bl),
                                       to - from};
         }
         if (cnt == 0) {
@@ -407,8 +377,8 @@ static tpx_status_t bounce_copy(tpx_sock_cuda_chan_t *k, tpx_sock_chan_t *ch, ui
 static int reap(tpx_sock_cuda_chan_t *k, int *progress)
 {
     if (k->word != NULL)
-        k->blk_done = TPX_MIN(word_done(k), k->blk_next);
-    while (k->word == NULL && k->blk_done < k->blk_next) {
+        k->blk_done = TPX_MIN(word_done(k), k->ring.next);
+    while (k->word == NULL && k->blk_done < k->ring.next) {
         tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % SOCK_CUDA_BLKS]);
         if (st == TPX_INPROGRESS)
             break;
@@ -446,17 +416,17 @@ int tpx__sock_cuda_reap(tpx_sock_chan_t *ch, int *progress)
  * when all of it is read and its copies are queued (the piece is published
  * later, by tpx__sock_cuda_reap, once they finished), 0 if the socket would
  * block, SOCK_CUDA_WAIT if the ring has no space for the next block (the
- * blocks before it still feed copies), -1 on error. */
+ * blocks before it still feed copies), -1 on a socket error (errno set),
+ * SOCK_CUDA_FAIL on a CUDA error. */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
 {
     tpx_sock_cuda_chan_t *k;
     tpx_sock_req_t *r = ch->req;
     tpx_sock_comm_t *c = r->comm;
     int pushed = 0;
-    errno = 0;
     if (cu_chan_get(ch, r->bounce ? c->gpu : r->cuda_dev, &k) != TPX_OK ||
         tpx__cuda_ctx_enter(k->dev, &pushed) != TPX_OK)
-        return -1;
+        return SOCK_CUDA_FAIL;
     int rc = 0;
     uint32_t len = ch->piece.len, bl = piece_block(k, len);
     CUdeviceptr dst = (CUdeviceptr)(uintptr_t)(r->buf + ch->piece.offset);
@@ -465,13 +435,13 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             /* At most one entry per block in the ring: room. */
             k->pend[k->pend_tail % SOCK_CUDA_BLKS] =
                 (cu_pending_t){.req = r, .len = len, .total = ch->piece.total,
-                               .last = k->blk_next - 1};
+                               .last = k->ring.next - 1};
             k->pend_tail++;
-            rc = reap(k, progress) < 0 ? -1 : 1; /* done already if the copies were quick */
+            rc = reap(k, progress) < 0 ? SOCK_CUDA_FAIL : 1; /* done if the copies were quick */
             break;
         }
         /* The block being filled, `cur`, and the ones after it, each where
-         * it will take ring space when its copy is queued (from k->put on,
+         * it will take ring space when its copy is queued (from ring.put on,
          * so a block partly read keeps its place), while they fit beside
          * the blocks still copied to the GPU. */
         uint32_t cur = ch->data_done / bl;
@@ -479,15 +449,16 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
         int cnt = 0;
         for (int pass = 0; cnt == 0 && pass < 2; pass++) {
             if (pass == 1 && reap(k, progress) < 0) { /* free what finished, look again */
-                rc = -1;
+                rc = SOCK_CUDA_FAIL;
                 goto out;
             }
-            uint64_t pos = k->put;
+            uint64_t pos = k->ring.put;
             for (uint32_t j = cur; j * bl < len; j++, cnt++) {
                 uint32_t from = j == cur ? ch->data_done : j * bl;
                 uint32_t to = TPX_MIN((j + 1) * bl, len), n_blk = to - j * bl;
-                uint64_t at = ring_place(k, pos, n_blk);
-                if (!ring_fits(k, k->blk_done, k->blk_next + (uint64_t)cnt, at, n_blk))
+                uint64_t at;
+                if (!tpx__sock_ring_fit(&k->ring, k->blk_done, k->ring.next + (uint64_t)cnt, pos,
+                                        n_blk, &at))
                     break;
                 iov[cnt] = (struct iovec){ring_ptr(k, at) + (from - j * bl), to - from};
                 pos = at + n_blk;
@@ -516,18 +487,15 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
          * read above used. */
         for (uint32_t j = cur; j * bl < len && TPX_MIN((j + 1) * bl, len) <= ch->data_done; j++) {
             uint32_t n_blk = TPX_MIN((j + 1) * bl, len) - j * bl;
-            uint64_t at = ring_place(k, k->put, n_blk);
-            unsigned char *stage = ring_ptr(k, at);
+            uint64_t b = k->ring.next;
+            unsigned char *stage = ring_ptr(k, tpx__sock_ring_take(&k->ring, n_blk));
             tpx_status_t st = r->bounce ? bounce_copy(k, ch, j * bl, stage, n_blk)
                                         : TPX_CU(cuMemcpyHtoDAsync, dst + j * bl, stage, n_blk,
                                                  k->stream);
-            if (st != TPX_OK || copy_mark(k, k->blk_next) != TPX_OK) {
-                rc = -1;
+            if (st != TPX_OK || copy_mark(k, b) != TPX_OK) {
+                rc = SOCK_CUDA_FAIL;
                 goto out;
             }
-            k->at[k->blk_next % SOCK_CUDA_BLKS] = at;
-            k->put = at + n_blk;
-            k->blk_next++;
         }
     }
 out:

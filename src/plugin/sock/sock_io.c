@@ -216,7 +216,11 @@ static void comm_fail_errno(tpx_sock_comm_t *c, int err, const char *what)
     }
     char why[160];
     snprintf(why, sizeof(why), "%s: %s", what, strerror(err));
-    tpx__sock_comm_fail(c, tpx__status_from_errno(err), why);
+    /* A failure always fails: errno 0, EINTR or EAGAIN here (left by a
+     * call that is not the one that failed) would map to "in progress", a
+     * comm error that test() never reports: its requests would hang. */
+    tpx_status_t st = tpx__status_from_errno(err);
+    tpx__sock_comm_fail(c, st == TPX_OK || st == TPX_INPROGRESS ? TPX_ERR_IO : st, why);
 }
 
 static void worker_wake(tpx_sock_worker_t *w)
@@ -468,7 +472,7 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 sched_take_ahead(c, ch);
             int prog = 0, r = tpx__sock_cuda_send(ch, &prog);
             if (r < 0) {
-                if (errno == 0)
+                if (r == SOCK_CUDA_FAIL)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a CUDA buffer to staging failed");
                 else
                     comm_fail_errno(c, errno, "send to peer failed");
@@ -815,7 +819,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
                 return CH_MORE;
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
             if (r < 0) {
-                if (errno == 0)
+                if (r == SOCK_CUDA_FAIL)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
                 else
                     comm_fail_errno(c, errno, "receive from peer failed");

@@ -40,6 +40,7 @@ tpx_nccl_result_t tpx__sock_result(tpx_status_t st)
     case TPX_ERR_INVALID_ARG:
     case TPX_ERR_CONFIG: return TPX_NCCL_INVALID_ARGUMENT;
     case TPX_ERR_INVALID_STATE: return TPX_NCCL_INVALID_USAGE;
+    case TPX_ERR_CUDA: return TPX_NCCL_UNHANDLED_CUDA_ERROR;
     default: return TPX_NCCL_INTERNAL_ERROR; /* NO_RESOURCE, TRUNCATED, PROTOCOL, ... */
     }
 }

@@ -147,7 +147,7 @@ tpx_status_t tpx__sock_piece_decode(const void *buf, tpx_sock_piece_t *out)
         .total = tpx__get64(p + 24),
         .offset = tpx__get64(p + 32),
     };
-    if (pc.offset > pc.total || pc.len > pc.total - pc.offset)
+    if (pc.offset > pc.total || pc.len > pc.total - pc.offset || pc.len > TPX_SOCK_PIECE_MAX)
         return TPX_ERR_PROTOCOL;
     if (pc.len == 0 && pc.total != 0)
         return TPX_ERR_PROTOCOL;

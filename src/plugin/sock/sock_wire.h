@@ -114,8 +114,13 @@ typedef struct {
 } tpx_sock_piece_t;
 
 #define TPX_SOCK_PIECE_WIRE_SIZE 40
+/* The longest piece a sender cuts (TPX_PIECE_BYTES' upper bound; direct
+ * and CUDA pieces are shorter). A receiver takes none longer: the staging
+ * of CUDA pieces counts their blocks in 32 bits. */
+#define TPX_SOCK_PIECE_MAX (64u << 20)
 void tpx__sock_piece_encode(const tpx_sock_piece_t *p, void *buf);
-/* Checks magic and offset + len <= total (no overflow). */
+/* Checks magic, len <= TPX_SOCK_PIECE_MAX and offset + len <= total (no
+ * overflow). */
 tpx_status_t tpx__sock_piece_decode(const void *buf, tpx_sock_piece_t *out);
 
 /* "a.b.c.d:port" / "[v6]:port" into buf (>= 64 bytes). */
