@@ -61,13 +61,15 @@ TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "`TPX_PIECE_BYTES`). Fewer, larger "
              "pieces: 256 MiB GPU transfers 1.05-1.08x faster than with 512 KiB (H100 host, same "
              "runs); copied in blocks of half a piece, at most `TPX_SOCK_CUDA_BLOCK`.")
-TPX_CONFIG_X(SOCK_CUDA_SPIN_US, INT, "10", 0, 1000,
+TPX_CONFIG_X(SOCK_CUDA_SPIN_US, INT, "10", -1, 1000,
              "Built-in transport, CUDA buffers: an I/O worker whose queued connections all wait "
              "for staging copies polls them this long (microseconds) before it naps (25 us, "
              "growing to 1 ms while the wait lasts). Latency against CPU: 16-core H200, same "
              "run: 10 instead of 30 moved 1 MiB GPU transfers 16.9 -> 17.9 GB/s at 0.82 -> 0.75 "
              "s of CPU per GB; 0 (nap at once) 19.2 GB/s, but a one-sided READ of one 512 KiB "
-             "GPU block took 244 instead of 186 us (p50).")
+             "GPU block took 244 instead of 186 us (p50). -1: 10 while a lone message waits, "
+             "no polling while every waiting connection's comm has more messages in flight "
+             "(not measured on a GPU yet).")
 TPX_CONFIG_X(SOCK_CUDA_WORD, INT, "0", 0, 1,
              "Built-in transport, CUDA buffers: how an I/O worker learns that a staging copy "
              "finished. 0: an event per block, queried (cuEventQuery). 1: the copy's stream "

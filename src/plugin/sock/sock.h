@@ -102,6 +102,7 @@ typedef struct {
     uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */
     uint64_t poll_ns;     /* TPX_SOCK_POLL_US: a worker polls this long after activity */
     uint64_t cuda_spin_ns; /* TPX_SOCK_CUDA_SPIN_US: polls CUDA waits this long, then naps */
+    int cuda_spin_auto;    /* ...-1: not while the comms of all of them stream */
     uint64_t direct_bytes; /* TPX_SOCK_DIRECT_BYTES: isend/irecv/test move this much themselves */
     uint64_t fault_dry_ns; /* TPX_FAULT_DIRECT_DRY_US (testing only) */
     int sock_buf;

@@ -130,6 +130,7 @@ typedef struct tpx_sock_worker {
     /* run queue (worker only) */
     tpx_sock_chan_t *run_head, *run_tail;
     uint64_t cu_wait_since; /* monotonic ns since only CUDA waits are queued; 0: not */
+    int cu_wait_stream;     /* ...all of streams (TPX_SOCK_CUDA_SPIN_US=-1: nap at once) */
 } tpx_sock_worker_t;
 
 static struct {
@@ -1193,7 +1194,9 @@ static void take_kicks(tpx_sock_worker_t *w)
 }
 
 /* One turn of one connection. Returns 0 if it leaves the run queue, 1 if
- * it stays, 2 if it stays only to wait for a CUDA copy (nothing moved). */
+ * it stays, 2 if it stays only to wait for a CUDA copy (nothing moved), 3
+ * the same while its comm has more messages in flight (a stream, not a
+ * lone request: TPX_SOCK_CUDA_SPIN_US=-1 naps at once for these). */
 static int chan_run(tpx_sock_chan_t *ch)
 {
     tpx_sock_comm_t *c = ch->comm;
@@ -1244,11 +1247,15 @@ static int chan_run(tpx_sock_chan_t *ch)
         }
         ch->events = 0;
     }
+    /* A CUDA wait while more messages are in flight: a stream's. */
+    uint64_t inflight = atomic_load_explicit(&c->posted, memory_order_relaxed) -
+                        atomic_load_explicit(&c->finished, memory_order_relaxed);
+    int stream = r == CH_CUWAIT && inflight > 1;
     /* The last connection to stop after the receiver went away reports it:
      * everything any of them moved is published by then. */
     if (atomic_fetch_sub(&c->running, 1) == 1 && send && atomic_load(&c->peer_gone))
         comm_closed_error(c, "the receiver closed the connection");
-    return again || r == CH_MORE ? 1 : r == CH_CUWAIT ? 2 : 0;
+    return again || r == CH_MORE ? 1 : r == CH_CUWAIT ? 2 + stream : 0;
 }
 
 /* Drop the connections of w->detach: out of the epoll set, the kick stack
@@ -1339,7 +1346,7 @@ static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
     if (w->cu_wait_since == 0)
         return 0;
     uint64_t waited = mono_ns() - w->cu_wait_since;
-    if (waited < tpx__sock_params.cuda_spin_ns)
+    if (waited < (w->cu_wait_stream ? 0 : tpx__sock_params.cuda_spin_ns))
         return 0;
     return TPX_MIN(TPX_MAX(waited / 4, SOCK_CU_NAP_MIN_NS), SOCK_CU_NAP_MAX_NS);
 }
@@ -1390,13 +1397,14 @@ static void *worker_main(void *arg)
         }
         /* One turn for each connection queued now. */
         tpx_sock_chan_t *last = w->run_tail, *ch;
-        int ran = 0, cu_waits = 0;
+        int ran = 0, cu_waits = 0, cu_streams = 0;
         while (last != NULL && (ch = runq_pop(w)) != NULL) {
             int again = chan_run(ch);
             if (again)
                 runq_push(w, ch);
             ran++;
-            cu_waits += again == 2;
+            cu_waits += again >= 2;
+            cu_streams += again == 3;
             if (ch == last)
                 break;
         }
@@ -1405,6 +1413,7 @@ static void *worker_main(void *arg)
         if (ran > 0 && cu_waits == ran) {
             if (w->cu_wait_since == 0)
                 w->cu_wait_since = mono_ns();
+            w->cu_wait_stream = tpx__sock_params.cuda_spin_auto && cu_streams == ran;
         } else {
             w->cu_wait_since = 0;
         }

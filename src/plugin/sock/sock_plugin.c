@@ -72,7 +72,6 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .cuda_ring = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_RING),
             .cuda_piece = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_PIECE),
             .cuda_word = (int)tpx__config_int(TPX_CFG_SOCK_CUDA_WORD),
-            .cuda_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_SPIN_US) * 1000u,
             .eager_bytes = (uint32_t)tpx__config_int(TPX_CFG_SOCK_EAGER_BYTES),
             .poll_ns = (uint64_t)tpx__config_int(TPX_CFG_SOCK_POLL_US) * 1000u,
             .direct_bytes = (uint64_t)tpx__config_int(TPX_CFG_SOCK_DIRECT_BYTES),
@@ -83,6 +82,9 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
         };
         if (tpx__sock_params.tcpx)
             tpx__sock_params.eager_bytes = 0; /* only test() moves data there */
+        long spin = (long)tpx__config_int(TPX_CFG_SOCK_CUDA_SPIN_US);
+        tpx__sock_params.cuda_spin_auto = spin < 0;
+        tpx__sock_params.cuda_spin_ns = (uint64_t)(spin < 0 ? 10 : spin) * 1000u;
         st = tpx__sock_dev_init();
         sock_cuda = st == TPX_OK && tpx__sock_cuda_available();
     } else {
