@@ -460,12 +460,15 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
 #define SOCK_CUDA_WAIT 2
 /* A CUDA call failed (the driver may leave errno set: it says nothing). */
 #define SOCK_CUDA_FAIL (-2)
+/* Receive: the sender closed the connection in the middle of the piece. */
+#define SOCK_CUDA_CLOSED (-3)
 /* Send: 1: piece payload written, 0: would block, SOCK_CUDA_WAIT, -1: a
  * socket error (errno), SOCK_CUDA_FAIL. */
 int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
 /* Receive: 1: piece payload read and its copies queued (published later
  * by tpx__sock_cuda_reap, once they finished), 0: would block,
- * SOCK_CUDA_WAIT, -1: a socket error (errno), SOCK_CUDA_FAIL. */
+ * SOCK_CUDA_WAIT, -1: a socket error (errno), SOCK_CUDA_CLOSED,
+ * SOCK_CUDA_FAIL. */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
 /* A message held eagerly (pageable host memory) into a CUDA receive, on the
  * connection's own non-blocking stream, waited for: the bytes are in

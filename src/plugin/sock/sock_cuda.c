@@ -417,7 +417,8 @@ int tpx__sock_cuda_reap(tpx_sock_chan_t *ch, int *progress)
  * later, by tpx__sock_cuda_reap, once they finished), 0 if the socket would
  * block, SOCK_CUDA_WAIT if the ring has no space for the next block (the
  * blocks before it still feed copies), -1 on a socket error (errno set),
- * SOCK_CUDA_FAIL on a CUDA error. */
+ * SOCK_CUDA_CLOSED if the sender closed the connection, SOCK_CUDA_FAIL on
+ * a CUDA error. */
 int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
 {
     tpx_sock_cuda_chan_t *k;
@@ -476,9 +477,8 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
             goto out;
         }
-        if (n == 0) {
-            errno = ECONNRESET;
-            rc = -1;
+        if (n == 0) { /* in the middle of the piece */
+            rc = SOCK_CUDA_CLOSED;
             goto out;
         }
         *progress = 1;

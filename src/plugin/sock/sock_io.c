@@ -786,6 +786,24 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
     return 0;
 }
 
+/* The sender closed a connection in the middle of a message. */
+static int chan_recv_cut(tpx_sock_comm_t *c)
+{
+    if (c->tcpx) {
+        /* Google's plugin only ends its helper thread: test() keeps saying
+         * "not done"; the caller must give up on its own deadline. The same
+         * for a receive through the GPU bounce buffer. */
+        if (!atomic_exchange(&c->hung, 1))
+            SOCK_WARN("comm %p: the sender closed the connection in the middle of a message "
+                      "(TCPX emulation: test() will not report it)",
+                      (void *)c);
+        return CH_ERROR;
+    }
+    tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET,
+                        "the sender closed the connection in the middle of a message");
+    return CH_ERROR;
+}
+
 /* One turn of a receiving connection, by its owner: its worker, or (`api`)
  * the thread of a direct read (tpx__sock_recv_direct), which moves host
  * memory only and stops with CH_MORE where a CUDA copy or its turn's
@@ -819,6 +837,8 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
             if (api)
                 return CH_MORE;
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
+            if (r == SOCK_CUDA_CLOSED)
+                return chan_recv_cut(c);
             if (r < 0) {
                 if (r == SOCK_CUDA_FAIL)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
@@ -871,20 +891,8 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
             return CH_ERROR;
         }
         if (n == 0) {
-            if ((ch->active || ch->eager_fill || ch->hdr_done != 0) && c->tcpx) {
-                /* Google's plugin only ends its helper thread: test() keeps
-                 * saying "not done"; the caller must give up on its own
-                 * deadline. */
-                if (!atomic_exchange(&c->hung, 1))
-                    SOCK_WARN("comm %p: the sender closed the connection in the middle of a "
-                              "message (TCPX emulation: test() will not report it)", (void *)c);
-                return CH_ERROR;
-            }
-            if (ch->active || ch->eager_fill || ch->hdr_done != 0) {
-                tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET,
-                                    "the sender closed the connection in the middle of a message");
-                return CH_ERROR;
-            }
+            if (ch->active || ch->eager_fill || ch->hdr_done != 0)
+                return chan_recv_cut(c);
             return CH_EOF;
         }
         turn += (uint64_t)n;
