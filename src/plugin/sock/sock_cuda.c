@@ -15,19 +15,19 @@
  *
  * The ring is cut into segments of TPX_SOCK_CUDA_BLOCK (its size rounded
  * down to a whole number of them) and a block never straddles two: one
- * that would starts the next segment (sock_ring.c keeps the books). Large blocks so sit in fixed,
- * aligned slots, four 512 KiB copies of 2 MiB, and small ones pack, up to
- * 32 copies of 64 KiB; no block runs past the ring's end. Large copies
- * matter: with a loopback run's copies to and from one GPU at once, its
- * copy engines move 28 GB/s each way in 256 KiB copies, 37 in 512 KiB ones
- * (bench/gpu/copy_probe.cu); fixed slots of 512 KiB moved 256 MiB
- * transfers 1.3x faster than 8 of 256 KiB, but held only four copies of
- * small pieces (READs of 128 KiB GPU blocks 0.9x). A ring whose blocks
- * took any byte position, with no segments, moved those READs 1.09x
- * faster and 1 MiB transfers (512 KiB copies, after some 128 KiB ones had
- * shifted the positions) 0.88-0.94x slower than the slots, in every round
- * of three sessions; with segments they match the slots or better
- * (README, eleventh session).
+ * that would starts the next segment (sock_ring.c keeps the books). Large
+ * blocks so sit in fixed, aligned slots, four 512 KiB copies of 2 MiB, and
+ * small ones pack, up to 32 copies of 64 KiB; no block runs past the
+ * ring's end. Large copies matter: with a loopback run's copies to and
+ * from one GPU at once, its copy engines move 28 GB/s each way in 256 KiB
+ * copies, 37 in 512 KiB ones (bench/gpu/copy_probe.cu); fixed slots of
+ * 512 KiB moved 256 MiB transfers 1.3x faster than 8 of 256 KiB, but held
+ * only four copies of small pieces (READs of 128 KiB GPU blocks 0.9x). A
+ * ring whose blocks took any byte position, with no segments, moved those
+ * READs 1.09x faster and 1 MiB transfers (512 KiB copies, after some
+ * 128 KiB ones had shifted the positions) 0.88-0.91x as fast as the slots,
+ * in every round of two sessions; with segments, 1.02-1.03x in the two
+ * rounds measured (README, eleventh session).
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
  * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where

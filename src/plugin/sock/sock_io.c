@@ -63,8 +63,9 @@
  * waits for a copy: a connection whose copy is still running says so
  * (CH_CUWAIT) and stays on the run queue, behind the others; a worker left
  * with only such connections polls them for TPX_SOCK_CUDA_SPIN_US (a
- * small copy's time; 10 us), then sleeps in epoll for a quarter of the time it has
- * waited, at least SOCK_CU_NAP_MIN_NS and at most 1 ms, so that copies
+ * small copy's time; 10 us), then sleeps in epoll for a quarter of the
+ * time it has waited, at least SOCK_CU_NAP_MIN_NS and at most 1 ms (with
+ * -1, at once while every one of them belongs to a stream), so that copies
  * queued behind other connections' on the copy engine do not cost a core
  * of cuEventQuery calls. A receiving connection whose pieces wait
  * for their last copies stays polled until they are published.
