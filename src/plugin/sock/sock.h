@@ -430,6 +430,7 @@ int tpx__sock_tcpx_iov(tpx_sock_comm_t *c, uint32_t slot, uint64_t msg_off, uint
  * `seg` (the largest block), blocks in order. Owned by the connection's
  * staging (sock_cuda.c); no memory of its own. */
 #define TPX_SOCK_RING_BLKS 32 /* blocks holding space at once, at most (a power of two) */
+#define TPX_SOCK_RING_MIN_SEG (64u * 1024) /* the smallest segment, and block */
 typedef struct {
     uint32_t seg;   /* segment = largest block: TPX_SOCK_CUDA_BLOCK, 64 KiB..half the ring */
     uint32_t bytes; /* TPX_SOCK_CUDA_RING rounded down to whole segments, at least two */

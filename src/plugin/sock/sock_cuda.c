@@ -57,10 +57,6 @@
 #include "gpu/cuda.h"
 #include "sock.h"
 
-/* Blocks in a ring at once, at most: block b is entry b % SOCK_CUDA_BLKS.
- * 32 x 64 KiB fill the default 2 MiB ring. */
-#define SOCK_CUDA_BLKS TPX_SOCK_RING_BLKS
-#define SOCK_CUDA_MIN_BLOCK (64u * 1024)
 
 /* A received piece whose copies to the GPU are in flight. */
 typedef struct {
@@ -75,9 +71,9 @@ struct tpx_sock_cuda_chan {
     tpx_sock_ring_t ring; /* where its blocks are (block numbers: ring.next, ever) */
     unsigned char *mem;   /* the ring: pinned, ring.bytes */
     CUstream stream;
-    /* Block b, while in the ring, is entry b % SOCK_CUDA_BLKS of: */
-    CUevent ev[SOCK_CUDA_BLKS]; /* its copy's mark (made on first use) */
-    int busy[SOCK_CUDA_BLKS];   /* send: its copy is marked and not yet seen complete */
+    /* Block b, while in the ring, is entry b % TPX_SOCK_RING_BLKS of: */
+    CUevent ev[TPX_SOCK_RING_BLKS]; /* its copy's mark (made on first use) */
+    int busy[TPX_SOCK_RING_BLKS];   /* send: its copy is marked and not yet seen complete */
     /* send: a piece numbers its blocks from ring.next when its first copy
      * is queued. The blocks before the one being written are written out:
      * their space is free. receive: blocks whose copy is known complete,
@@ -86,7 +82,7 @@ struct tpx_sock_cuda_chan {
     uint64_t blk_done;
     /* at most one entry per block in the ring (an empty piece never enters:
      * it completes when its header is read, sock_io.c chan_attach) */
-    cu_pending_t pend[SOCK_CUDA_BLKS];
+    cu_pending_t pend[TPX_SOCK_RING_BLKS];
     uint32_t pend_head, pend_tail;
     /* The completion word (NULL: events mark the copies): block b's mark
      * writes b + 1, in stream order, so it holds the blocks done, ever. */
@@ -105,7 +101,7 @@ static tpx_status_t copy_mark(tpx_sock_cuda_chan_t *k, uint64_t blk)
 {
     if (k->word != NULL)
         return tpx__cuda_stream_write_value(k->stream, k->word_dev, blk + 1);
-    CUevent *ev = &k->ev[blk % SOCK_CUDA_BLKS];
+    CUevent *ev = &k->ev[blk % TPX_SOCK_RING_BLKS];
     if (*ev == NULL) {
         tpx_status_t st = tpx__cuda_event_create(k->dev, 0, ev);
         if (st != TPX_OK)
@@ -137,7 +133,7 @@ void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
 static uint32_t piece_block(const tpx_sock_cuda_chan_t *k, uint32_t len)
 {
     uint32_t b = (len / 2 + 4095u) & ~4095u;
-    return TPX_MIN(TPX_MAX(b, SOCK_CUDA_MIN_BLOCK), k->ring.seg);
+    return TPX_MIN(TPX_MAX(b, TPX_SOCK_RING_MIN_SEG), k->ring.seg);
 }
 
 static int reap(tpx_sock_cuda_chan_t *k, int *progress);
@@ -203,7 +199,7 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
             (void)TPX_CU(cuStreamSynchronize, k->stream);
         if (k->word)
             tpx__cuda_host_free(k->dev, k->word);
-        for (int b = 0; b < SOCK_CUDA_BLKS; b++)
+        for (int b = 0; b < TPX_SOCK_RING_BLKS; b++)
             if (k->ev[b])
                 tpx__cuda_event_destroy(k->dev, k->ev[b]);
         if (k->mem)
@@ -221,7 +217,7 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
  * yet, -1 error. */
 static int blk_ready(tpx_sock_cuda_chan_t *k, uint64_t b)
 {
-    int s = (int)(b % SOCK_CUDA_BLKS);
+    int s = (int)(b % TPX_SOCK_RING_BLKS);
     if (!k->busy[s])
         return 1;
     if (k->word != NULL) {
@@ -255,7 +251,7 @@ static int send_issue(tpx_sock_cuda_chan_t *k, const tpx_sock_req_t *r, const tp
             break;
         if (*copied == 0)
             *blk0 = b;
-        int s = (int)(b % SOCK_CUDA_BLKS);
+        int s = (int)(b % TPX_SOCK_RING_BLKS);
         if (TPX_CU(cuMemcpyDtoHAsync, ring_ptr(k, at), src + *copied, n, k->stream) != TPX_OK ||
             copy_mark(k, b) != TPX_OK)
             return -1;
@@ -300,9 +296,9 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
             goto out;
         }
         /* Write the copied blocks from `cur` on, as many as are ready. */
-        struct iovec iov[SOCK_CUDA_BLKS];
+        struct iovec iov[TPX_SOCK_RING_BLKS];
         int cnt = 0;
-        for (uint32_t j = cur; cnt < SOCK_CUDA_BLKS && j * bl < ch->copy_done; j++, cnt++) {
+        for (uint32_t j = cur; cnt < TPX_SOCK_RING_BLKS && j * bl < ch->copy_done; j++, cnt++) {
             uint64_t b = ch->blk0 + j;
             int ready = blk_ready(k, b);
             if (ready < 0) {
@@ -313,8 +309,8 @@ int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress)
                 break;
             uint32_t from = j == cur ? ch->data_done : j * bl;
             uint32_t to = TPX_MIN((j + 1) * bl, len);
-            iov[cnt] = (struct iovec){ring_ptr(k, k->ring.at[b % SOCK_CUDA_BLKS]) + (from - j * bl),
-                                      to - from};
+            unsigned char *blk = ring_ptr(k, k->ring.at[b % TPX_SOCK_RING_BLKS]);
+            iov[cnt] = (struct iovec){blk + (from - j * bl), to - from};
         }
         if (cnt == 0) {
             rc = SOCK_CUDA_WAIT;
@@ -379,7 +375,7 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
     if (k->word != NULL)
         k->blk_done = TPX_MIN(word_done(k), k->ring.next);
     while (k->word == NULL && k->blk_done < k->ring.next) {
-        tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % SOCK_CUDA_BLKS]);
+        tpx_status_t st = tpx__cuda_event_query(k->ev[k->blk_done % TPX_SOCK_RING_BLKS]);
         if (st == TPX_INPROGRESS)
             break;
         if (st != TPX_OK)
@@ -387,7 +383,7 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
         k->blk_done++;
     }
     while (k->pend_head != k->pend_tail) {
-        cu_pending_t *p = &k->pend[k->pend_head % SOCK_CUDA_BLKS];
+        cu_pending_t *p = &k->pend[k->pend_head % TPX_SOCK_RING_BLKS];
         if (p->last >= k->blk_done)
             break;
         tpx__sock_piece_done(p->req->comm, p->req, p->len, p->total);
@@ -434,7 +430,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
     for (;;) {
         if (ch->data_done == len) {
             /* At most one entry per block in the ring: room. */
-            k->pend[k->pend_tail % SOCK_CUDA_BLKS] =
+            k->pend[k->pend_tail % TPX_SOCK_RING_BLKS] =
                 (cu_pending_t){.req = r, .len = len, .total = ch->piece.total,
                                .last = k->ring.next - 1};
             k->pend_tail++;
@@ -446,7 +442,7 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
          * so a block partly read keeps its place), while they fit beside
          * the blocks still copied to the GPU. */
         uint32_t cur = ch->data_done / bl;
-        struct iovec iov[SOCK_CUDA_BLKS];
+        struct iovec iov[TPX_SOCK_RING_BLKS];
         int cnt = 0;
         for (int pass = 0; cnt == 0 && pass < 2; pass++) {
             if (pass == 1 && reap(k, progress) < 0) { /* free what finished, look again */

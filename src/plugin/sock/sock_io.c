@@ -1256,10 +1256,14 @@ static int chan_run(tpx_sock_chan_t *ch)
         }
         ch->events = 0;
     }
-    /* A CUDA wait while more messages are in flight: a stream's. */
-    uint64_t inflight = atomic_load_explicit(&c->posted, memory_order_relaxed) -
-                        atomic_load_explicit(&c->finished, memory_order_relaxed);
-    int stream = r == CH_CUWAIT && inflight > 1;
+    /* A CUDA wait while more messages are in flight: a stream's (the
+     * counters are read only for a wait, not on every turn). */
+    int stream = 0;
+    if (r == CH_CUWAIT) {
+        uint64_t inflight = atomic_load_explicit(&c->posted, memory_order_relaxed) -
+                            atomic_load_explicit(&c->finished, memory_order_relaxed);
+        stream = inflight > 1;
+    }
     /* The last connection to stop after the receiver went away reports it:
      * everything any of them moved is published by then. */
     if (atomic_fetch_sub(&c->running, 1) == 1 && send && atomic_load(&c->peer_gone))

@@ -12,12 +12,10 @@
  */
 #include "sock.h"
 
-#define RING_MIN_SEG (64u * 1024)
-
 void tpx__sock_ring_init(tpx_sock_ring_t *r, uint32_t ring, uint32_t block)
 {
     *r = (tpx_sock_ring_t){0};
-    r->seg = TPX_MAX(TPX_MIN(block, ring / 2) & ~4095u, RING_MIN_SEG);
+    r->seg = TPX_MAX(TPX_MIN(block, ring / 2) & ~4095u, TPX_SOCK_RING_MIN_SEG);
     r->bytes = TPX_MAX(ring / r->seg, 2u) * r->seg;
 }
 
