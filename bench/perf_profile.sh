@@ -14,8 +14,13 @@
 #   loader: PERF=".perf/lib/ld-linux-x86-64.so.2 --library-path .perf/lib .perf/perf")
 #   FREQ=999 (samples per second per CPU)  TOP=30 (symbols per table)
 #   OUT=/tmp/perf-profile (perf.data and the reports, one per label)
+#   GRAPH=0 (1: record call chains too, and write LABEL.graph under OUT: each
+#   thread's top symbols with the chains that reached them). LABEL.thr under
+#   OUT always has each thread's top symbols, flat.
 set -uo pipefail
-PERF=${PERF:-perf} FREQ=${FREQ:-999} TOP=${TOP:-30} OUT=${OUT:-/tmp/perf-profile}
+PERF=${PERF:-perf} FREQ=${FREQ:-999} TOP=${TOP:-30} OUT=${OUT:-/tmp/perf-profile} GRAPH=${GRAPH:-0}
+g=()
+[ "$GRAPH" = 1 ] && g=(-g)
 [ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
 mkdir -p "$OUT"
 labels=()
@@ -24,17 +29,23 @@ for spec in "$@"; do
   labels+=("$label")
   echo "== $label: $cmd"
   # shellcheck disable=SC2086
-  $PERF record -q -a -F "$FREQ" -e cpu-clock -o "$OUT/$label.data" -- $cmd >"$OUT/$label.out" 2>&1 ||
+  $PERF record -q -a "${g[@]}" -F "$FREQ" -e cpu-clock -o "$OUT/$label.data" -- $cmd >"$OUT/$label.out" 2>&1 ||
     { echo "perf_profile: '$label' failed:"; tail -5 "$OUT/$label.out"; exit 1; }
   grep -v '^#' "$OUT/$label.out" | tail -2
   # symbol share (percent of all samples), command and DSO beside it
-  $PERF report -q -i "$OUT/$label.data" --stdio --sort sym --percent-limit 0.2 2>/dev/null |
+  $PERF report -q -i "$OUT/$label.data" --stdio --no-children -g none --sort sym --percent-limit 0.2 2>/dev/null |
     awk 'NF >= 3 { pct = $1; sub(/%/, "", pct); $1 = ""; $2 = ""; sub(/^ +/, ""); print pct "\t" $0 }' \
       >"$OUT/$label.sym"
-  $PERF report -q -i "$OUT/$label.data" --stdio --sort comm --percent-limit 0.5 2>/dev/null \
+  $PERF report -q -i "$OUT/$label.data" --stdio --no-children -g none --sort comm --percent-limit 0.5 2>/dev/null \
     >"$OUT/$label.comm"
-  $PERF report -q -i "$OUT/$label.data" --stdio --sort dso --percent-limit 0.5 2>/dev/null \
+  $PERF report -q -i "$OUT/$label.data" --stdio --no-children -g none --sort dso --percent-limit 0.5 2>/dev/null \
     >"$OUT/$label.dso"
+  $PERF report -q -i "$OUT/$label.data" --stdio --no-children --sort comm,dso,sym --percent-limit 0.3 \
+    -g none 2>/dev/null >"$OUT/$label.thr"
+  if [ "$GRAPH" = 1 ]; then
+    $PERF report -i "$OUT/$label.data" --stdio --no-children --sort comm,sym --percent-limit 0.8 \
+      -g caller,0.5,callee,function,percent --max-stack 14 2>/dev/null >"$OUT/$label.graph"
+  fi
   echo "-- $label: by thread name, then by object (share of all samples)"
   sed 's/ *$//' "$OUT/$label.comm" | grep . | paste -sd ' '
   sed 's/ *$//' "$OUT/$label.dso" | grep . | paste -sd ' ' 
