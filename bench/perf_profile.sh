@@ -14,6 +14,8 @@
 #   loader: PERF=".perf/lib/ld-linux-x86-64.so.2 --library-path .perf/lib .perf/perf")
 #   FREQ=999 (samples per second per CPU)  TOP=30 (symbols per table)
 #   OUT=/tmp/perf-profile (perf.data and the reports, one per label)
+#   DELAY_MS=0 (start sampling this long after the command: skip its set-up,
+#   e.g. a CUDA context's creation, when it is not what is being measured)
 #   GRAPH=0 (1: record call chains too, and write LABEL.graph under OUT: each
 #   thread's top symbols with the chains that reached them). LABEL.thr under
 #   OUT always has each thread's top symbols, flat.
@@ -21,6 +23,7 @@ set -uo pipefail
 PERF=${PERF:-perf} FREQ=${FREQ:-999} TOP=${TOP:-30} OUT=${OUT:-/tmp/perf-profile} GRAPH=${GRAPH:-0}
 g=()
 [ "$GRAPH" = 1 ] && g=(-g)
+[ "${DELAY_MS:-0}" != 0 ] && g+=(-D "$DELAY_MS")
 [ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
 mkdir -p "$OUT"
 labels=()
