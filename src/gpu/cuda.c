@@ -5,7 +5,9 @@
  * driver keeps threads and state of its own that must not outlive its code.
  * Per-device state (tpx's reference count on the primary context) lives in
  * one small table guarded by a mutex; nothing here is on a hot path except
- * tpx__cuda_ctx_enter/leave and the event calls, which take no lock.
+ * tpx__cuda_ctx_enter/leave and the event calls, which take no lock (of
+ * tpx's; the driver takes its own in a push or a pop, which is why the
+ * transport's I/O workers switch contexts instead: tpx__cuda_thread_own).
  */
 #include "gpu/cuda.h"
 
@@ -335,6 +337,14 @@ void tpx__cuda_ctx_release(int dev)
     pthread_mutex_unlock(&ctx_lock);
 }
 
+/* Set by tpx__cuda_thread_own(): contexts are switched on this thread, not pushed. */
+static _Thread_local int tl_owned;
+
+void tpx__cuda_thread_own(void)
+{
+    tl_owned = 1;
+}
+
 tpx_status_t tpx__cuda_ctx_enter(int dev, int *pushed)
 {
     *pushed = 0;
@@ -346,6 +356,8 @@ tpx_status_t tpx__cuda_ctx_enter(int dev, int *pushed)
     tpx_status_t st = TPX_CU(cuCtxGetCurrent, &cur);
     if (st < 0 || cur == ctx_table[dev].ctx)
         return st;
+    if (tl_owned) /* left current; the primary context's handle outlives a release */
+        return TPX_CU(cuCtxSetCurrent, ctx_table[dev].ctx);
     st = TPX_CU(cuCtxPushCurrent, ctx_table[dev].ctx);
     if (st == TPX_OK)
         *pushed = 1;

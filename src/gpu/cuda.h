@@ -100,6 +100,7 @@ typedef int CUpointer_attribute;
     X(cuCtxGetDevice, (CUdevice * dev), "cuCtxGetDevice", NULL)                                    \
     X(cuCtxPushCurrent, (CUcontext ctx), "cuCtxPushCurrent_v2", NULL)                              \
     X(cuCtxPopCurrent, (CUcontext * ctx), "cuCtxPopCurrent_v2", NULL)                              \
+    X(cuCtxSetCurrent, (CUcontext ctx), "cuCtxSetCurrent", NULL)                                   \
     X(cuCtxSynchronize, (void), "cuCtxSynchronize", NULL)                                          \
     X(cuMemGetInfo, (size_t * free_bytes, size_t * total_bytes), "cuMemGetInfo_v2", NULL)          \
     X(cuMemAlloc, (CUdeviceptr * p, size_t size), "cuMemAlloc_v2", NULL)                           \
@@ -214,9 +215,19 @@ void tpx__cuda_ctx_release(int dev);
 
 /* Make `dev`'s (retained) primary context current on this thread unless it
  * already is. `*pushed` tells tpx__cuda_ctx_leave() whether to pop. Cheap:
- * one thread-local read when the context is already current. */
+ * one thread-local read when the context is already current. On a thread
+ * marked by tpx__cuda_thread_own() the context is made current and left
+ * there (*pushed = 0): the next enter for the same device costs only that
+ * read, not a push and a pop. */
 tpx_status_t tpx__cuda_ctx_enter(int dev, int *pushed);
 void tpx__cuda_ctx_leave(int pushed);
+
+/* Mark the calling thread as one that tpx created and that runs only tpx
+ * code (the transport's I/O workers), so that no caller's current context
+ * is there to keep: tpx__cuda_ctx_enter then switches contexts on it
+ * instead of pushing and popping one per call (two driver calls, under
+ * the driver's locks, on every turn of a busy connection). */
+void tpx__cuda_thread_own(void);
 
 /* The device of the context current on this thread, or -1 if none is (or
  * CUDA is not initialised). */

@@ -235,11 +235,36 @@ EXPORT CUresult cuCtxGetDevice(int *dev)
     *dev = 0;
     return OK;
 }
+/* Pushes, ever, all threads: with FAKE_CUDA_MAX_PUSHES=N the push after
+ * the N-th aborts the process (a test's guard that threads tpx owns switch
+ * contexts instead of pushing one per call, cuda.c tpx__cuda_thread_own). */
+static unsigned long n_pushes;
+
 EXPORT CUresult cuCtxPushCurrent_v2(void *ctx)
 {
     if (ctx_depth == 16)
         return EINVAL_;
+    const char *max = getenv("FAKE_CUDA_MAX_PUSHES");
+    if (__atomic_add_fetch(&n_pushes, 1, __ATOMIC_RELAXED) > (max ? strtoul(max, NULL, 10) : ~0ul)) {
+        static const char msg[] = "fake_cuda: more context pushes than FAKE_CUDA_MAX_PUSHES\n";
+        ssize_t w = write(2, msg, sizeof(msg) - 1);
+        (void)w;
+        abort();
+    }
     ctx_stack[ctx_depth++] = ctx;
+    return OK;
+}
+/* Binds ctx in place of the stack's top (pushes onto an empty stack); NULL unbinds. */
+EXPORT CUresult cuCtxSetCurrent(void *ctx)
+{
+    if (ctx == NULL) {
+        if (ctx_depth > 0)
+            ctx_depth--;
+    } else if (ctx_depth == 0) {
+        ctx_stack[ctx_depth++] = ctx;
+    } else {
+        ctx_stack[ctx_depth - 1] = ctx;
+    }
     return OK;
 }
 EXPORT CUresult cuCtxPopCurrent_v2(void **ctx)

@@ -454,6 +454,9 @@ int tpx__sock_cuda_available(void);
 tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev);
 tpx_status_t tpx__sock_cuda_retain(int dev);
 void tpx__sock_cuda_release(int dev);
+/* An I/O worker, at its start: it keeps the context of the GPU it last
+ * staged for current rather than pushing one per call. */
+void tpx__sock_cuda_worker_init(void);
 void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
 /* The staging functions never wait for CUDA: SOCK_CUDA_WAIT says a copy
  * they need is still running (look again soon, nothing to wait for on the

@@ -128,6 +128,7 @@ tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev)
 
 tpx_status_t tpx__sock_cuda_retain(int dev) { return tpx__cuda_ctx_retain(dev, NULL); }
 void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
+void tpx__sock_cuda_worker_init(void) { tpx__cuda_thread_own(); }
 
 /* The block size of a piece of `len` bytes. */
 static uint32_t piece_block(const tpx_sock_cuda_chan_t *k, uint32_t len)

@@ -1373,6 +1373,7 @@ static void *worker_main(void *arg)
     /* Naps while a CUDA copy runs are tens of microseconds: the default
      * 50 us of timer slack would double them. */
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    tpx__sock_cuda_worker_init();
     struct epoll_event evs[SOCK_EPOLL_BATCH];
     while (!atomic_load(&w->stop)) {
         worker_commands(w);
