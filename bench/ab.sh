@@ -15,7 +15,8 @@
 #   net:     raw TCP and the transport alone (tpx-netbench), N = 1,2,4,8,16
 #   perf:    engine host->host at SIZE, defaults, --channels 8, --direction bidir
 #   rma:     one-sided READ of 1000 x 4K/16K/128K/2M blocks (host)
-#   cuda:    two-sided and one-sided with GPU memory (MEM=cuda only)
+#   cuda:    two-sided and one-sided with GPU memory (MEM=cuda only; two-sided
+#            also with TPX_SOCK_CUDA_WORD=1)
 #   lat:     one-sided READ/WRITE latency p50 of 1 x 4K/64K/512K, 32 x 16K, raw TCP beside
 #   p99:     one-sided READ/WRITE latency p99 of 1 x 4K/64K/512K (2000 iterations; not by default)
 #   threads: threads and fds of a process with a connected engine pair
@@ -84,8 +85,9 @@ if has rma; then
 fi
 if has cuda && [ "$MEM" = cuda ]; then
   for s in 1M 256M; do
-    it=$([ $s = 1M ] && echo 3000 || echo 50) # 3 GB, 13 GB: not a blink
+    it=$([ $s = 1M ] && echo 20000 || echo 50) # 21 GB, 13 GB: not a blink
     add "two-sided $s cuda (GB/s)" hi "$best" "./tpx-perf --loopback --mem cuda --gpu 0,0 --size $s --iters $it --no-verify --quiet"
+    add "two-sided $s cuda, words (GB/s)" hi "$best" "TPX_SOCK_CUDA_WORD=1 ./tpx-perf --loopback --mem cuda --gpu 0,0 --size $s --iters $it --no-verify --quiet"
     add "two-sided $s host (GB/s)" hi "$best" "./tpx-perf --loopback --size $s --iters $it --no-verify --quiet"
   done
   for b in 4K 16K 128K 2M; do
