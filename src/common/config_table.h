@@ -61,15 +61,15 @@ TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "`TPX_PIECE_BYTES`). Fewer, larger "
              "pieces: 256 MiB GPU transfers 1.05-1.08x faster than with 512 KiB (H100 host, same "
              "runs); copied in blocks of half a piece, at most `TPX_SOCK_CUDA_BLOCK`.")
-TPX_CONFIG_X(SOCK_CUDA_SPIN_US, INT, "10", -1, 1000,
+TPX_CONFIG_X(SOCK_CUDA_SPIN_US, INT, "-1", -1, 1000,
              "Built-in transport, CUDA buffers: an I/O worker whose queued connections all wait "
              "for staging copies polls them this long (microseconds) before it naps (25 us, "
-             "growing to 1 ms while the wait lasts). Latency against CPU: 16-core H200, same "
-             "run: 10 instead of 30 moved 1 MiB GPU transfers 16.9 -> 17.9 GB/s at 0.82 -> 0.75 "
-             "s of CPU per GB; 0 (nap at once) 19.2 GB/s, but a one-sided READ of one 512 KiB "
-             "GPU block took 244 instead of 186 us (p50). -1: 10 while a lone message waits, "
-             "no polling while every waiting connection's comm has more messages in flight "
-             "(not measured on a GPU yet).")
+             "growing to 1 ms while the wait lasts); -1: 10 while a lone message waits, no "
+             "polling while every waiting connection's comm has more messages in flight. "
+             "16-core H200, same run, 1 MiB GPU transfers: -1 28.4 / 29.1 GB/s at 0.49 / 0.48 "
+             "s of CPU per GB, 10 27.4 / 26.7 at 0.51 / 0.52, 0 (nap at once) 27.8 / 25.3; "
+             "a lone one-sided GPU READ p50 of 4 KiB / 64 KiB / 1 MiB: -1 71 / 98 / 266 us, "
+             "10 69 / 102 / 266, 0 67 / 100 / 303.")
 TPX_CONFIG_X(SOCK_CUDA_WORD, INT, "0", 0, 1,
              "Built-in transport, CUDA buffers: how an I/O worker learns that a staging copy "
              "finished. 0: an event per block, queried (cuEventQuery). 1: the copy's stream "
