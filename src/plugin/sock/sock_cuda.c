@@ -4,7 +4,7 @@
  *
  * Sockets cannot read or write device memory, so a piece of a CUDA buffer
  * travels through a ring of pinned host memory per data connection
- * (TPX_SOCK_CUDA_RING bytes, 2 MiB by default, made on the connection's
+ * (TPX_SOCK_CUDA_RING bytes, 4 MiB by default, made on the connection's
  * first CUDA piece and freed with its comm), pipelined on the connection's
  * own stream: a piece is cut into blocks of half the piece (64 KiB to
  * TPX_SOCK_CUDA_BLOCK, 512 KiB by default), so that even a 256 KiB piece
@@ -16,7 +16,7 @@
  * The ring is cut into segments of TPX_SOCK_CUDA_BLOCK (its size rounded
  * down to a whole number of them) and a block never straddles two: one
  * that would starts the next segment (sock_ring.c keeps the books). Large
- * blocks so sit in fixed, aligned slots, four 512 KiB copies of 2 MiB, and
+ * blocks so sit in fixed, aligned slots, eight 512 KiB copies of 4 MiB, and
  * small ones pack, up to 32 copies of 64 KiB; no block runs past the
  * ring's end. Large copies matter: with a loopback run's copies to and
  * from one GPU at once, its copy engines move 28 GB/s each way in 256 KiB
@@ -27,7 +27,10 @@
  * READs 1.09x faster and 1 MiB transfers (512 KiB copies, after some
  * 128 KiB ones had shifted the positions) 0.88-0.91x as fast as the slots,
  * in every round of two sessions; with segments, 1.02-1.03x in the two
- * rounds measured (README, eleventh session).
+ * rounds measured (README, eleventh session). 4 MiB rather than 2: GPU0 ->
+ * GPU1 256 MiB transfers 0.96-1.02x host memory against 0.77-0.83x (two
+ * H200s), and 1 MiB transfers on one GPU equal (0.76 vs 0.78x) once
+ * measured over 21 GB rather than 1 (README, twelfth session).
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
  * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where
