@@ -4,7 +4,7 @@
 # minute hits every row), best and median of the rounds printed.
 #
 #   cuda: GPU memory against host memory at 1 MiB transfers (target >= 0.7x),
-#         tpx-perf --loopback --size 1M --iters 1000 (one GPU, GPU0 -> GPU0),
+#         tpx-perf --loopback --size 1M --iters 10000 (one GPU, GPU0 -> GPU0),
 #         under staging block sizes, chunk sizes, channel shapes, workers
 #   n16:  the transport alone with 16 connections against raw TCP with 16
 #         (target >= 0.9x), tpx-netbench --size 256M --nsocks 16, under worker
@@ -32,22 +32,22 @@ rows=$OUT/rows
 # command. tpx-perf rows read columns 5 (GB/s) and NF-1 (cpu); tpx-netbench
 # rows columns 5 and 6.
 cuda_rows=(
-  "host|-|perf --size 1M --iters 1000"
-  "cuda|-|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-block128K|TPX_SOCK_CUDA_BLOCK=128K|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-block512K|TPX_SOCK_CUDA_BLOCK=512K|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "host-chunk1M|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 1000"
-  "cuda-chunk1M|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-chunk1M-d33|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 1000 --mem cuda --gpu 0,0 --depth 33"
-  "cuda-depth64|-|perf --size 1M --iters 1000 --mem cuda --gpu 0,0 --depth 64"
-  "cuda-window32|TPX_WINDOW=32|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "host-window32|TPX_WINDOW=32|perf --size 1M --iters 1000"
-  "cuda-csocks1|TPX_CHANNEL_SOCKS=1|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-csocks2|TPX_CHANNEL_SOCKS=2|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-ch8|TPX_CHANNELS=8|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-workers8|TPX_SOCK_WORKERS=8|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-workers32|TPX_SOCK_WORKERS=32|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
-  "cuda-spin0|TPX_SPIN_US=0|perf --size 1M --iters 1000 --mem cuda --gpu 0,0"
+  "host|-|perf --size 1M --iters 10000"
+  "cuda|-|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-block128K|TPX_SOCK_CUDA_BLOCK=128K|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-block512K|TPX_SOCK_CUDA_BLOCK=512K|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "host-chunk1M|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 10000"
+  "cuda-chunk1M|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-chunk1M-d33|TPX_CHUNK_BYTES=1M|perf --size 1M --iters 10000 --mem cuda --gpu 0,0 --depth 33"
+  "cuda-depth64|-|perf --size 1M --iters 10000 --mem cuda --gpu 0,0 --depth 64"
+  "cuda-window32|TPX_WINDOW=32|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "host-window32|TPX_WINDOW=32|perf --size 1M --iters 10000"
+  "cuda-csocks1|TPX_CHANNEL_SOCKS=1|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-csocks2|TPX_CHANNEL_SOCKS=2|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-ch8|TPX_CHANNELS=8|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-workers8|TPX_SOCK_WORKERS=8|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-workers32|TPX_SOCK_WORKERS=32|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
+  "cuda-spin0|TPX_SPIN_US=0|perf --size 1M --iters 10000 --mem cuda --gpu 0,0"
 )
 n16_rows=(
   "raw16|-|netbench --raw --size 256M --nsocks 16 --iters 10"
