@@ -6,6 +6,8 @@
 #   transport's CUDA staging alone (test_transport cudastage); one-sided
 #   READ/WRITE of GPU blocks packed (kernel, d2d) and unpacked, plain and strict.
 # Prints one line per check and a summary; exits non-zero if any failed.
+# Environment: ONLY=REGEX (run only the checks whose name matches, e.g.
+#              ONLY='two-sided|cudastage|nopack': the quick ones, ~20 s)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PATH:/usr/local/cuda/bin TPX_SOCKET_IFNAME=lo
@@ -16,8 +18,10 @@ cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)
 grep -q '^TPX_NVCC:FILEPATH=/' $B/CMakeCache.txt || { echo "no nvcc: no kernel"; exit 1; }
 fails=0
 LOG=$(mktemp); trap 'rm -f $LOG' EXIT
+ONLY=${ONLY:-.}
 chk() { # NAME CMD...
   local name=$1; shift
+  [[ $name =~ $ONLY ]] || return 0
   local t0=$(date +%s%N)
   if timeout -k 5 120 "$@" >$LOG 2>&1 && ! grep -qE ' no$|WRONG|FAIL' $LOG; then r=ok; else r=FAILED; fails=$((fails+1)); fi
   printf '%-34s %-6s %5.1fs  %s\n' "$name" $r "$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { print (b - a) / 1e9 }')" \
