@@ -356,7 +356,7 @@ tpx_status_t tpx__cuda_ctx_enter(int dev, int *pushed)
     tpx_status_t st = TPX_CU(cuCtxGetCurrent, &cur);
     if (st < 0 || cur == ctx_table[dev].ctx)
         return st;
-    if (tl_owned) /* left current; the primary context's handle outlives a release */
+    if (tl_owned) /* switched and left current: no caller's context to restore here */
         return TPX_CU(cuCtxSetCurrent, ctx_table[dev].ctx);
     st = TPX_CU(cuCtxPushCurrent, ctx_table[dev].ctx);
     if (st == TPX_OK)
