@@ -57,6 +57,12 @@ TPX_CONFIG_X(SOCK_CUDA_RING, INT, "4M", 131072, 67108864,
              "piece, freed with its comm. 4M instead of 2M: GPU0 -> GPU1 256 MiB transfers "
              "0.96-1.02x host memory instead of 0.77-0.83x (2 x H200, loopback), 1 MiB on one "
              "GPU 0.76x instead of 0.78x (same run).")
+TPX_CONFIG_X(SOCK_CUDA_PINNED, INT, "1G", 0, 1099511627776LL,
+             "Built-in transport, CUDA buffers: pinned staging memory of the whole process. A "
+             "data connection's ring is `TPX_SOCK_CUDA_RING` while the rings made so far fit in "
+             "this; past it, new rings are two segments of `TPX_SOCK_CUDA_BLOCK` (1 MiB by "
+             "default), the least that overlaps copies with the socket. So 32 peers x 16 data "
+             "connections x both directions pin 1.75 GiB, not 4. 0: every ring two segments.")
 TPX_CONFIG_X(SOCK_CUDA_PIECE, INT, "1M", 65536, 16777216,
              "Built-in transport, CUDA buffers: the smallest piece a data connection takes of a "
              "message while more messages queue behind it (host memory: 512 KiB; this wins over "

@@ -15,7 +15,9 @@
  *    of a 1 MiB piece per read instead of two);
  *  - large blocks sit at segment starts after small ones (aligned copies).
  * Random sequences of block sizes, partial takes (a read that got only
- * part of its plan) and frees, over several ring shapes.
+ * part of its plan) and frees, over several ring shapes. And the process's
+ * budget of pinned rings (TPX_SOCK_CUDA_PINNED): full rings while they fit,
+ * two segments past it, every byte unbooked again.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,9 +155,38 @@ static void empty_ring_plan(void)
           "small blocks do not pack");
 }
 
+/* Rings booked against a budget: full size while the total fits, then two
+ * segments of the same size; freeing one makes room again. */
+static void budget(void)
+{
+    _Atomic uint64_t booked = 0;
+    tpx_sock_ring_t r[4];
+    tpx__sock_ring_init_booked(&r[0], &booked, 9 * 1024 * KiB, 4096 * KiB, 512 * KiB);
+    CHECK(r[0].bytes == 4096 * KiB && r[0].seg == 512 * KiB, "budget: first ring %u", r[0].bytes);
+    tpx__sock_ring_init_booked(&r[1], &booked, 9 * 1024 * KiB, 4096 * KiB, 512 * KiB);
+    CHECK(r[1].bytes == 4096 * KiB, "budget: second ring %u (8 of 9 MiB)", r[1].bytes);
+    tpx__sock_ring_init_booked(&r[2], &booked, 9 * 1024 * KiB, 4096 * KiB, 512 * KiB);
+    CHECK(r[2].bytes == 1024 * KiB && r[2].seg == 512 * KiB,
+          "budget: third ring %u, segment %u (past the budget: two segments)", r[2].bytes,
+          r[2].seg);
+    CHECK(booked == 9 * 1024 * KiB, "budget: booked %llu", (unsigned long long)booked);
+    tpx__sock_ring_unbook(&r[0], &booked);
+    tpx__sock_ring_init_booked(&r[3], &booked, 9 * 1024 * KiB, 4096 * KiB, 512 * KiB);
+    CHECK(r[3].bytes == 4096 * KiB, "budget: a freed ring's room goes to the next (%u)", r[3].bytes);
+    for (int i = 1; i < 4; i++)
+        tpx__sock_ring_unbook(&r[i], &booked);
+    CHECK(booked == 0, "budget: %llu bytes left booked", (unsigned long long)booked);
+    /* 0: every ring two segments; one already that small stays as it is */
+    tpx__sock_ring_init_booked(&r[0], &booked, 0, 4096 * KiB, 512 * KiB);
+    tpx__sock_ring_init_booked(&r[1], &booked, 0, 200000, 512 * KiB);
+    CHECK(r[0].bytes == 1024 * KiB && r[1].bytes == 2 * 96 * KiB,
+          "budget 0: rings %u and %u", r[0].bytes, r[1].bytes);
+}
+
 int main(void)
 {
     empty_ring_plan();
+    budget();
     static const uint32_t shapes[][2] = {
         {2048 * KiB, 512 * KiB}, /* the defaults */
         {200000, 512 * KiB},     /* not whole segments: 2 x 96 KiB */

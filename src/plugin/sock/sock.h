@@ -97,6 +97,8 @@ typedef struct {
     uint64_t piece_bytes;
     uint32_t cuda_block; /* CUDA staging: bytes per block (TPX_SOCK_CUDA_BLOCK) */
     uint64_t cuda_ring;  /* CUDA staging: pinned bytes per connection (TPX_SOCK_CUDA_RING) */
+    uint64_t cuda_pinned; /* CUDA staging: pinned bytes of all rings, before they shrink
+                             (TPX_SOCK_CUDA_PINNED) */
     uint64_t cuda_piece; /* CUDA: smallest piece while messages queue (TPX_SOCK_CUDA_PIECE) */
     int cuda_word;       /* CUDA staging: completion word, not events (TPX_SOCK_CUDA_WORD) */
     uint32_t eager_bytes; /* TPX_SOCK_EAGER_BYTES (0 in strict TCPX mode) */
@@ -448,6 +450,12 @@ int tpx__sock_ring_fit(tpx_sock_ring_t *r, uint64_t live, uint64_t b, uint64_t p
                        uint64_t *at);
 /* Give block `next` (n bytes) its space; returns its position. */
 uint64_t tpx__sock_ring_take(tpx_sock_ring_t *r, uint32_t n);
+/* tpx__sock_ring_init, and book r->bytes in *booked (the process's rings):
+ * a ring that would take *booked past `budget` is made two segments
+ * instead, the least that pipelines. Unbook the same ring once freed. */
+void tpx__sock_ring_init_booked(tpx_sock_ring_t *r, _Atomic uint64_t *booked, uint64_t budget,
+                                uint32_t ring, uint32_t block);
+void tpx__sock_ring_unbook(const tpx_sock_ring_t *r, _Atomic uint64_t *booked);
 
 /* ---- sock_cuda.c: CUDA buffers through pinned staging --------------------- */
 int tpx__sock_cuda_available(void);

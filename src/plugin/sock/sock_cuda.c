@@ -93,6 +93,11 @@ struct tpx_sock_cuda_chan {
     CUdeviceptr word_dev;
 };
 
+/* Bytes of the rings of all connections, booked when a ring is made
+ * (TPX_SOCK_CUDA_PINNED), whether or not its allocation succeeds, and
+ * unbooked when it is freed. */
+static _Atomic uint64_t ring_booked;
+
 /* The first byte of a block at ring position `at` (it ends in its segment). */
 static unsigned char *ring_ptr(const tpx_sock_cuda_chan_t *k, uint64_t at)
 {
@@ -166,10 +171,14 @@ static tpx_status_t cu_chan_get(tpx_sock_chan_t *ch, int dev, tpx_sock_cuda_chan
     if (k == NULL)
         return TPX_ERR_NO_MEMORY;
     k->dev = dev;
-    tpx__sock_ring_init(&k->ring, (uint32_t)tpx__sock_params.cuda_ring,
-                        tpx__sock_params.cuda_block);
     tpx_status_t st;
     TPX_CHECK_GOTO(tpx__cuda_ctx_retain(dev, NULL), st, err_free);
+    tpx__sock_ring_init_booked(&k->ring, &ring_booked, tpx__sock_params.cuda_pinned,
+                               (uint32_t)tpx__sock_params.cuda_ring, tpx__sock_params.cuda_block);
+    TPX_DEBUG("cuda staging: a ring of %u bytes on GPU %d (pinned rings: %llu bytes of "
+              "TPX_SOCK_CUDA_PINNED %llu)", k->ring.bytes, dev,
+              (unsigned long long)atomic_load(&ring_booked),
+              (unsigned long long)tpx__sock_params.cuda_pinned);
     void *mem = NULL;
     TPX_CHECK_GOTO(tpx__cuda_host_alloc(dev, k->ring.bytes, &mem, NULL), st, err_chan);
     k->mem = mem;
@@ -208,6 +217,7 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
                 tpx__cuda_event_destroy(k->dev, k->ev[b]);
         if (k->mem)
             tpx__cuda_host_free(k->dev, k->mem);
+        tpx__sock_ring_unbook(&k->ring, &ring_booked);
         if (k->stream)
             tpx__cuda_stream_destroy(k->dev, k->stream);
         tpx__cuda_ctx_leave(pushed);

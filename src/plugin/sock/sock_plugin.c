@@ -70,6 +70,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .piece_bytes = (uint64_t)tpx__config_int(TPX_CFG_PIECE_BYTES),
             .cuda_block = (uint32_t)tpx__config_int(TPX_CFG_SOCK_CUDA_BLOCK),
             .cuda_ring = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_RING),
+            .cuda_pinned = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_PINNED),
             .cuda_piece = (uint64_t)tpx__config_int(TPX_CFG_SOCK_CUDA_PIECE),
             .cuda_word = (int)tpx__config_int(TPX_CFG_SOCK_CUDA_WORD),
             .eager_bytes = (uint32_t)tpx__config_int(TPX_CFG_SOCK_EAGER_BYTES),

@@ -8,7 +8,8 @@
  * ring is cut into segments of the largest block and a block never
  * straddles two: one that would starts the next segment. So large blocks
  * sit in fixed, aligned slots and small ones pack, and no block runs past
- * the ring's end.
+ * the ring's end. The process's rings together stay near a budget: past
+ * it, a new ring gets two segments, not its full size.
  */
 #include "sock.h"
 
@@ -47,4 +48,21 @@ uint64_t tpx__sock_ring_take(tpx_sock_ring_t *r, uint32_t n)
     r->put = at + n;
     r->next++;
     return at;
+}
+
+void tpx__sock_ring_init_booked(tpx_sock_ring_t *r, _Atomic uint64_t *booked, uint64_t budget,
+                                uint32_t ring, uint32_t block)
+{
+    tpx__sock_ring_init(r, ring, block);
+    uint64_t was = atomic_fetch_add(booked, r->bytes);
+    if (was + r->bytes > budget && r->bytes > 2 * r->seg) {
+        atomic_fetch_sub(booked, r->bytes);
+        tpx__sock_ring_init(r, 2 * r->seg, block); /* same segments, two of them */
+        atomic_fetch_add(booked, r->bytes);
+    }
+}
+
+void tpx__sock_ring_unbook(const tpx_sock_ring_t *r, _Atomic uint64_t *booked)
+{
+    atomic_fetch_sub(booked, r->bytes);
 }
