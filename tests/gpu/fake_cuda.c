@@ -504,25 +504,37 @@ static CUresult enqueue(void *sv, int kind, CUdeviceptr dst, CUdeviceptr src, si
     return OK;
 }
 
+/* FAKE_CUDA_FAIL_DTOH=N / FAKE_CUDA_FAIL_HTOD=N: the Nth asynchronous copy
+ * of that direction fails, and leaves errno at EINTR as a driver's own
+ * system calls may. *calls counts the direction's copies; *fail_at caches
+ * the variable (-1: not read yet). */
+static int copy_fails(const char *var, long *fail_at, long *calls)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (*fail_at < 0) {
+        const char *e = getenv(var);
+        *fail_at = e != NULL ? atol(e) : 0;
+    }
+    int fail = ++*calls == *fail_at;
+    pthread_mutex_unlock(&mu);
+    if (fail)
+        errno = EINTR;
+    return fail;
+}
+
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *s)
 {
+    static long fail_at = -1, calls;
+    if (copy_fails("FAKE_CUDA_FAIL_HTOD", &fail_at, &calls))
+        return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
     return enqueue(s, OP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, 0, 0);
 }
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s)
 {
     static long fail_at = -1, calls;
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&mu);
-    if (fail_at < 0) {
-        const char *e = getenv("FAKE_CUDA_FAIL_DTOH");
-        fail_at = e != NULL ? atol(e) : 0;
-    }
-    int fail = ++calls == fail_at;
-    pthread_mutex_unlock(&mu);
-    if (fail) {
-        errno = EINTR;
+    if (copy_fails("FAKE_CUDA_FAIL_DTOH", &fail_at, &calls))
         return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
-    }
     return enqueue(s, OP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, 0, 0);
 }
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s)

@@ -24,7 +24,11 @@
  *            FAKE_CUDA_FAIL_DTOH=2, which also leaves errno at EINTR, as a
  *            driver's own system calls may): the send's test() reports a
  *            CUDA error (ncclUnhandledCudaError), not a socket error, within
- *            the deadline; the receiver sees its peer go, not a hang.
+ *            the deadline; the receiver sees its peer go, not a hang. With
+ *            FAKE_CUDA_FAIL_HTOD=2 instead, the receiver's second copy out of
+ *            staging fails: its test() reports the CUDA error, and the
+ *            sender's send ends (written, or its peer gone) within the
+ *            deadline.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -308,13 +312,14 @@ static int cf_role(role_t *r, int is_recv)
     nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
     CHECK(w.rc != NT_TIMEOUT, "the %s did not end within %d ms", is_recv ? "receive" : "send",
           IO_MS);
-    if (is_recv) {
-        CHECK(w.rc != 0, "the receive completed although the sender's copy failed");
-    } else {
+    int rx_fails = getenv("FAKE_CUDA_FAIL_HTOD") != NULL; /* else the sender's copy */
+    if (is_recv == rx_fails) {
         CHECK(w.rc == TPX_NCCL_UNHANDLED_CUDA_ERROR,
-              "test() of the send whose copy failed returned rc %d, not %d (a CUDA error)", w.rc,
-              TPX_NCCL_UNHANDLED_CUDA_ERROR);
-        test_say("a failed staging copy: the send reports a CUDA error");
+              "test() of the %s whose copy failed returned rc %d, not %d (a CUDA error)",
+              is_recv ? "receive" : "send", w.rc, TPX_NCCL_UNHANDLED_CUDA_ERROR);
+        test_say("a failed staging copy: the %s reports a CUDA error", is_recv ? "receive" : "send");
+    } else if (is_recv) {
+        CHECK(w.rc != 0, "the receive completed although the sender's copy failed");
     }
     (void)nt_deregmr(&r->nt, comm, mh);
     if (is_recv) {
