@@ -226,7 +226,10 @@ void tpx__cuda_ctx_leave(int pushed);
  * code (the transport's I/O workers), so that no caller's current context
  * is there to keep: tpx__cuda_ctx_enter then switches contexts on it
  * instead of pushing and popping one per call (two driver calls, under
- * the driver's locks, on every turn of a busy connection). */
+ * the driver's locks, on every turn of a busy connection). There
+ * tpx__cuda_ctx_leave restores nothing: code on such a thread must enter
+ * the context it needs before each driver call, never rely on an outer
+ * enter surviving an inner one for another device. */
 void tpx__cuda_thread_own(void);
 
 /* The device of the context current on this thread, or -1 if none is (or

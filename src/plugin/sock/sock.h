@@ -465,6 +465,8 @@ void tpx__sock_cuda_release(int dev);
 /* An I/O worker, at its start: it keeps the context of the GPU it last
  * staged for current rather than pushing one per call. */
 void tpx__sock_cuda_worker_init(void);
+/* Bytes of the process's staging rings now booked against TPX_SOCK_CUDA_PINNED. */
+uint64_t tpx__sock_cuda_pinned_booked(void);
 void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
 /* The staging functions never wait for CUDA: SOCK_CUDA_WAIT says a copy
  * they need is still running (look again soon, nothing to wait for on the

@@ -95,7 +95,7 @@ struct tpx_sock_cuda_chan {
 
 /* Bytes of the rings of all connections, booked when a ring is made
  * (TPX_SOCK_CUDA_PINNED), whether or not its allocation succeeds, and
- * unbooked when it is freed. */
+ * unbooked when its connection lets it go. */
 static _Atomic uint64_t ring_booked;
 
 /* The first byte of a block at ring position `at` (it ends in its segment). */
@@ -137,6 +137,7 @@ tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev)
 tpx_status_t tpx__sock_cuda_retain(int dev) { return tpx__cuda_ctx_retain(dev, NULL); }
 void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
 void tpx__sock_cuda_worker_init(void) { tpx__cuda_thread_own(); }
+uint64_t tpx__sock_cuda_pinned_booked(void) { return atomic_load(&ring_booked); }
 
 /* The block size of a piece of `len` bytes. */
 static uint32_t piece_block(const tpx_sock_cuda_chan_t *k, uint32_t len)
@@ -207,6 +208,9 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
     if (k == NULL)
         return;
     int pushed = 0;
+    /* Without its context (a failing driver; a caller's full context stack)
+     * the chan's CUDA objects stay; they are freed with the primary context
+     * when its last reference, perhaps this one, goes. */
     if (tpx__cuda_ctx_enter(k->dev, &pushed) == TPX_OK) {
         if (k->stream)
             (void)TPX_CU(cuStreamSynchronize, k->stream);
@@ -217,12 +221,12 @@ void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch)
                 tpx__cuda_event_destroy(k->dev, k->ev[b]);
         if (k->mem)
             tpx__cuda_host_free(k->dev, k->mem);
-        tpx__sock_ring_unbook(&k->ring, &ring_booked);
         if (k->stream)
             tpx__cuda_stream_destroy(k->dev, k->stream);
         tpx__cuda_ctx_leave(pushed);
-        tpx__cuda_ctx_release(k->dev);
     }
+    tpx__sock_ring_unbook(&k->ring, &ring_booked);
+    tpx__cuda_ctx_release(k->dev);
     free(k);
     ch->cu = NULL;
 }
