@@ -27,6 +27,9 @@
  * the driver about a written value). There is no kernel: cuModuleLoadData
  * fails (CI builds have no nvcc anyway); use TPX_UNPACK=d2d or host.
  * Only the driver functions tpx resolves (src/gpu/cuda.h) exist.
+ * Faults on request: FAKE_CUDA_FAIL_DTOH=N / FAKE_CUDA_FAIL_HTOD=N fail the
+ * Nth asynchronous copy of that direction (errno left at EINTR), and
+ * FAKE_CUDA_MAX_PUSHES=N aborts the process at its (N+1)th context push.
  */
 #include <errno.h>
 #include <pthread.h>
