@@ -63,9 +63,10 @@
  * waits for a copy: a connection whose copy is still running says so
  * (CH_CUWAIT) and stays on the run queue, behind the others; a worker left
  * with only such connections polls them for TPX_SOCK_CUDA_SPIN_US (a
- * small copy's time; 10 us), then sleeps in epoll for a quarter of the
- * time it has waited, at least SOCK_CU_NAP_MIN_NS and at most 1 ms (with
- * -1, at once while every one of them belongs to a stream), so that copies
+ * small copy's time; the default, -1, polls 10 us for a lone message and
+ * not at all while every one of them belongs to a stream), then sleeps in
+ * epoll for a quarter of the time it has waited, at least
+ * SOCK_CU_NAP_MIN_NS and at most 1 ms, so that copies
  * queued behind other connections' on the copy engine do not cost a core
  * of cuEventQuery calls. A receiving connection whose pieces wait
  * for their last copies stays polled until they are published.
@@ -104,8 +105,8 @@ enum {
 #define SOCK_DIRECT_PASSES 4 /* a direct read's passes while its worker keeps trying */
 #define SOCK_MAX_WORKERS 64
 #define SOCK_EPOLL_BATCH 64
-/* Only CUDA waits left: poll TPX_SOCK_CUDA_SPIN_US (10 us), then sleep at
- * least this. 10 us / 25 us instead of 30 / 0 (H200 host, 16 cores, same
+/* Only CUDA waits left: poll TPX_SOCK_CUDA_SPIN_US (10 us for a lone
+ * message), then sleep at least this. 10 us / 25 us instead of 30 / 0 (H200 host, 16 cores, same
  * run, medians of 3): 1 MiB GPU transfers 16.9 -> 17.9 GB/s at 0.82 ->
  * 0.75 s of CPU per GB, READ of one 512 KiB GPU block p50 184 -> 186 us;
  * napping at once (0 / 25) moved 1 MiB at 19.2 but made that READ 244 us. */
