@@ -155,6 +155,7 @@
 #define TPX_MSG_BELL (TPX_BS_TYPE_USER + 2) /* bootstrap frame "a request is on its way":
                                                wakes an idle owner (peer.c) */
 #define TPX_MAX_UNEXPECTED 1024   /* early send headers held before flow control stops the peer */
+#define TPX_MAX_ANSWERS_QUEUED 4096 /* answers to a peer's requests waiting to be sent, ditto */
 
 typedef struct tpx_comm tpx_comm_t; /* window.h */
 

@@ -126,6 +126,11 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
                   (void *)e, addr, len, (int)type);
         return TPX_ERR_INVALID_ARG;
     }
+    if (len > UINTPTR_MAX - (uintptr_t)addr) {
+        TPX_ERROR("tpx_mem_register: %p + %zu bytes runs past the end of the address space",
+                  addr, len);
+        return TPX_ERR_INVALID_ARG;
+    }
     if (type == TPX_MEM_CUDA && ((uintptr_t)addr % 4096) != 0) {
         TPX_ERROR("tpx_mem_register: CUDA memory must be 4096-byte aligned (%p is not)", addr);
         return TPX_ERR_INVALID_ARG;

@@ -36,6 +36,7 @@ typedef struct {
     unsigned char msg[TPX_CTRL_MSG_SIZE];
     tpx_xfer_t *owner;
     uint32_t body_len;
+    int answer; /* an RMA_RESP: caused by the peer (counted in outbox_answers) */
 } tpx_ctrl_out_t;
 
 struct tpx_peer {
@@ -69,6 +70,7 @@ struct tpx_peer {
     int ctrl_send_nfree;
     tpx_ctrl_out_t *outbox;          /* control messages waiting for a send slot */
     uint32_t outbox_head, outbox_n, outbox_cap;
+    uint32_t outbox_answers;         /* ... of which answers to its requests (flow control) */
     tpx_xfer_t *ctrl_send_owner[TPX_WINDOW_MAX]; /* transfer of each posted message */
     /* discard buffer for drained (truncated) receives: run_max chunks
      * (virtual memory: untouched pages until a receive is drained) */
@@ -87,7 +89,8 @@ struct tpx_peer {
     struct tpx_listbuf *listbufs;       /* free registered buffers for incoming lists */
     uint32_t nlistbufs;              /* ... how many */
     uint32_t rma_ntargets;           /* its requests being served here (quota) */
-    uint64_t list_bytes;             /* list buffers its requests hold now (quota) */
+    uint64_t list_bytes;             /* list buffers and checked lists (segments) its
+                                        requests hold now (quota) */
     int quota_warned;                /* a refusal was logged */
     int rejects_logged;              /* refused requests logged (at most 10, then counted) */
     unsigned char notif_buf[1024];   /* a notification being reassembled */
@@ -152,9 +155,10 @@ void tpx__peer_pass(tpx_peer_t *p);
  * the window is full or nothing is left to post. Completions counted. */
 int tpx__comm_pass(tpx_comm_t *c);
 /* Queue a ready control message (copied) on the outbox; owner: the
- * transfer whose hdr_pending clears when it has left. */
+ * transfer whose hdr_pending clears when it has left; answer: it answers
+ * one of the peer's requests (flow control, xfer.c ctrl_may_read). */
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
-                                 tpx_xfer_t *owner, uint32_t body_len);
+                                 tpx_xfer_t *owner, uint32_t body_len, int answer);
 /* Encode and queue m with the next control sequence number. */
 tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner);
 /* Post the outbox's messages now, as far as the control window has room

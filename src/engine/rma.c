@@ -147,6 +147,13 @@ static size_t listbuf_cap(size_t len)
     return cap;
 }
 
+/* What checking a list of nent entries allocates and keeps (target_check:
+ * a segment per entry, a region pointer per key, nkeys <= nent). */
+static uint64_t seg_book(uint32_t nent)
+{
+    return (uint64_t)nent * (sizeof(tpx_seg_t) + sizeof(tpx_region_t *));
+}
+
 static tpx_listbuf_t *listbuf_get(tpx_peer_t *p, size_t len)
 {
     for (tpx_listbuf_t **pp = &p->listbufs; *pp != NULL; pp = &(*pp)->next) {
@@ -511,7 +518,8 @@ static tpx_status_t notif_post(tpx_peer_t *p, const unsigned char *msg, uint32_t
         tpx_ctrl_t m = {.type = TPX_CTRL_NOTIF, .notif_total = (uint16_t)len,
                         .notif_off = (uint16_t)off, .flags = flags};
         m.part_len = (uint8_t)TPX_MIN(len - off, (uint32_t)TPX_CTRL_NOTIF_PART);
-        memcpy(m.part, msg + off, m.part_len);
+        if (m.part_len > 0) /* msg may be NULL with len 0 */
+            memcpy(m.part, msg + off, m.part_len);
         tpx_status_t st = tpx__peer_ctrl_send(p, &m, NULL);
         if (st != TPX_OK)
             return st;
@@ -715,6 +723,22 @@ static void rma_unlink(tpx_peer_t *p, tpx_xfer_t *x)
     x->req.rnext = x->req.rprev = NULL;
 }
 
+void tpx__rma_unanswered_fail(tpx_peer_t *p, tpx_status_t st)
+{
+    tpx_xfer_t *x;
+    while ((x = p->rma_head) != NULL) {
+        rma_unlink(p, x);
+        x->req.resp_pending = 0;
+        if (x->err == TPX_OK)
+            x->err = st;
+        if (x->kind == XK_READ) { /* no payload comes: as after an error answer */
+            x->nchunks -= x->in.nchunks;
+            x->in.nchunks = 0;
+        }
+        tpx__xfer_maybe_done(x);
+    }
+}
+
 tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body)
 {
     if (m->type != TPX_CTRL_RMA_RESP) {
@@ -774,11 +798,16 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         return;
     }
     tpx_xfer_t *x = tpx__xfer_alloc(p, m->op == TPX_WIRE_OP_WRITE ? XK_TWRITE : XK_TREAD);
-    /* The peer's quotas: requests served at once, list memory held. Over
-     * them the request is refused unread: its list (and a WRITE's payload)
-     * is drained from the stream into scratch, nothing is allocated. */
+    /* The peer's quotas: requests served at once, list memory held (the
+     * list's buffer until it is checked, and from the start to the end the
+     * segments it is checked into). Over them the request is refused
+     * unread: its list (and a WRITE's payload) is drained from the stream
+     * into scratch, nothing else is allocated. How many refused requests
+     * may wait for their lists is bounded by flow control (xfer.c
+     * ctrl_may_read). */
+    uint64_t seg_bytes = seg_book(m->nent);
     int refuse = p->rma_ntargets >= (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_REQUESTS) ||
-                 p->list_bytes + listbuf_cap(m->list_len) >
+                 p->list_bytes + listbuf_cap(m->list_len) + seg_bytes >
                      (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_LIST_BYTES);
     tpx_listbuf_t *lb = x && !refuse ? listbuf_get(p, m->list_len) : NULL;
     if (x == NULL || (lb == NULL && !refuse)) {
@@ -827,6 +856,10 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         free(h);
     }
     p->rma_ntargets++;
+    if (!refuse) {
+        x->own.seg_bytes = seg_bytes;
+        p->list_bytes += seg_bytes;
+    }
     x->released = 1; /* internal: freed when done */
     x->nsegs = 0;
     x->nregions = 0;
@@ -1105,6 +1138,8 @@ void tpx__rma_completed(tpx_xfer_t *x)
         }
         listbuf_put(p, x->own.lb);
         x->own.lb = NULL;
+        p->list_bytes -= x->own.seg_bytes;
+        x->own.seg_bytes = 0;
         p->rma_ntargets--;
         break;
     default:

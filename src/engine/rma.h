@@ -46,6 +46,10 @@ void tpx__rma_list_chunk_done(tpx_xfer_t *x);
 /* The requester got RMA_RESP m, its body (flag INLINE: a READ's data) in
  * body (a protocol error fails the peer). */
 tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body);
+/* The peer's control stream ended (its goodbye, or the plugin said so): no
+ * answer comes any more. Every request still waiting for one ends with st
+ * as if the owner had answered so, once its own chunks have left. */
+void tpx__rma_unanswered_fail(tpx_peer_t *p, tpx_status_t st);
 /* The body of owner x's control message, as it takes a send slot: a
  * requester's list (and WRITE data), an owner's READ data. */
 tpx_status_t tpx__rma_body_fill(tpx_xfer_t *x, char *buf, uint32_t len);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
@@ -35,7 +36,8 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
     unsigned char msg[TPX_CTRL_MSG_SIZE];
     m->seq = p->send_seq;
     tpx__ctrl_encode(m, msg);
-    tpx_status_t st = tpx__peer_ctrl_post(p, msg, owner, m->body_len);
+    tpx_status_t st = tpx__peer_ctrl_post(p, msg, owner, m->body_len,
+                                          m->type == TPX_CTRL_RMA_RESP);
     if (st == TPX_OK)
         p->send_seq++;
     return st;
@@ -398,6 +400,7 @@ static int post_ctrl(tpx_comm_t *c)
     }
     p->ctrl_send_nfree--;
     p->ctrl_send_owner[idx] = o->owner;
+    p->outbox_answers -= o->answer != 0;
     p->outbox_head = (p->outbox_head + 1) % p->outbox_cap;
     p->outbox_n--;
     return 1;
@@ -408,6 +411,22 @@ void tpx__peer_ctrl_flush(tpx_peer_t *p)
     while (p->state == PEER_READY && !tpx__window_full(p->ctrl_send) &&
            post_ctrl(p->ctrl_send) > 0)
         ;
+}
+
+/* May the peer's next control messages be read? Not while it is far
+ * ahead of us (flow control: the buffers stay unposted, the plugin holds
+ * the sender back, the peer's own deadlines apply), so that nothing a peer
+ * sends makes us hold memory without bound:
+ *  - early send headers waiting for tpx_recv() (TPX_MAX_UNEXPECTED);
+ *  - answers to its requests that it does not take off its control
+ *    connection (TPX_MAX_ANSWERS_QUEUED; our own messages do not count:
+ *    two engines that both post many requests must not stop each other);
+ *  - requests of it served or refused here: refused ones too wait for their
+ *    list on the data channels (twice TPX_RMA_PEER_REQUESTS). */
+static int ctrl_may_read(const tpx_peer_t *p)
+{
+    return p->unexpected_n < TPX_MAX_UNEXPECTED && p->outbox_answers < TPX_MAX_ANSWERS_QUEUED &&
+           p->rma_ntargets < 2 * (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_REQUESTS);
 }
 
 /* Post control receives on the idle buffers. -1 if the peer failed or its
@@ -470,7 +489,7 @@ static int comm_complete(tpx_comm_t *c, tpx_slot_t *s)
          * plugin's flow control holds the sender back) until
          * tpx_recv() takes early headers off the queue. */
         p->ctrl_idle[p->ctrl_nidle++] = s->ctrl;
-        if (p->unexpected_n < TPX_MAX_UNEXPECTED && ctrl_repost(p) < 0)
+        if (ctrl_may_read(p) && ctrl_repost(p) < 0)
             return 0;
     }
     return p->state == PEER_READY;
@@ -518,7 +537,7 @@ void tpx__peer_pass(tpx_peer_t *p)
         return;
     if (!p->remote_closed) {
         /* control receives back on idle buffers (flow control) */
-        if (p->ctrl_nidle > 0 && p->unexpected_n < TPX_MAX_UNEXPECTED && ctrl_repost(p) < 0 &&
+        if (p->ctrl_nidle > 0 && ctrl_may_read(p) && ctrl_repost(p) < 0 &&
             p->state != PEER_READY)
             return;
         if (!p->remote_closed)
@@ -534,12 +553,17 @@ void tpx__peer_pass(tpx_peer_t *p)
      * next nap. */
     if (p->outbox_n > 0 && p->state == PEER_READY)
         (void)tpx__comm_pass(p->ctrl_send);
+    /* Buffers held back above whose reason this pass removed (answers sent,
+     * requests done): read on now, not at the next pass, which an idle
+     * engine takes only after its nap. */
+    if (p->state == PEER_READY && !p->remote_closed && p->ctrl_nidle > 0 && ctrl_may_read(p))
+        (void)ctrl_repost(p);
 }
 
 /* ---- control messages ----------------------------------------------------------- */
 
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
-                                 tpx_xfer_t *owner, uint32_t body_len)
+                                 tpx_xfer_t *owner, uint32_t body_len, int answer)
 {
     if (p->outbox_n == p->outbox_cap) {
         uint32_t cap = p->outbox_cap ? p->outbox_cap * 2 : 64;
@@ -557,7 +581,9 @@ tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL
     memcpy(o->msg, msg, TPX_CTRL_MSG_SIZE);
     o->owner = owner;
     o->body_len = body_len;
+    o->answer = answer;
     p->outbox_n++;
+    p->outbox_answers += answer != 0;
     return TPX_OK;
 }
 
@@ -776,7 +802,9 @@ void tpx__peer_remote_closed(tpx_peer_t *p, const char *why)
         TPX_INFO("peer %s: %s", p->name, why);
     for (uint32_t i = 0; i < n; i++)
         tpx__xfer_complete(p->recv_pending[i], TPX_ERR_CONN_RESET);
-    if (p->active == NULL && p->unexpected_n == 0)
+    /* so do one-sided requests the peer has not answered */
+    tpx__rma_unanswered_fail(p, TPX_ERR_CONN_RESET);
+    if (p->state == PEER_READY && p->active == NULL && p->unexpected_n == 0)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
 }
 

@@ -124,6 +124,8 @@ typedef struct {
 typedef struct {
     uint32_t list_done;     /* list chunks received */
     tpx_listbuf_t *lb;      /* pool buffer holding the list (until it is checked) */
+    uint64_t seg_bytes;     /* the checked list's size, booked in the peer's list_bytes
+                               from the start until the transfer is done */
     uint32_t want_nent, want_nchunks; /* what the RMA_REQ announced */
     int answer_inline;      /* READ: the requester takes the data in the RMA_RESP */
 } tpx_xfer_own_t;

@@ -1114,6 +1114,9 @@ static int bad_cli(int arg)
     EXPECT_ERR(tpx_mem_register(e, buf, 4096, (tpx_mem_type_t)99, &reg));
     EXPECT_ERR(tpx_mem_register(e, buf, 4096, TPX_MEM_CUDA, &reg)); /* host memory */
     EXPECT_ERR(tpx_mem_register(e, buf, 4096, TPX_MEM_HOST, NULL));
+    /* a range that wraps past the end of the address space */
+    EXPECT_ERR(tpx_mem_register(e, (void *)(UINTPTR_MAX - 4095), 8192, TPX_MEM_HOST, &reg));
+    EXPECT_ERR(tpx_mem_register(e, buf, SIZE_MAX, TPX_MEM_HOST, &reg));
     EXPECT(reg == SENT, "a failed tpx_mem_register wrote its output");
     tpx_region_t *r1 = NULL, *r2 = NULL, *rother = NULL;
     CHECK_OK(tpx_mem_register(e, buf, MiB, TPX_MEM_HOST, &r1));

@@ -33,8 +33,10 @@ static inline void fill(unsigned char *p, size_t n, uint64_t seed)
     }
 }
 
-/* notif_queue 0: TPX_NOTIF_QUEUE. -1 on any failure. */
-static inline int side_open(side_t *s, const char *name, size_t size, int notif_queue)
+/* notif_queue 0: TPX_NOTIF_QUEUE; progress_thread 0: the caller drives
+ * progress (tpx_progress). -1 on any failure. */
+static inline int side_open_ex(side_t *s, const char *name, size_t size, int notif_queue,
+                               int progress_thread)
 {
     tpx_engine_params_t p;
     tpx_engine_params_init(&p);
@@ -42,6 +44,7 @@ static inline int side_open(side_t *s, const char *name, size_t size, int notif_
     p.port = TPX_PORT_EPHEMERAL;
     p.name = name;
     p.notif_queue = notif_queue;
+    p.progress_thread = progress_thread;
     /* TPX_CHUNK_BYTES set just before this call applies to this engine: the
      * process reads its TPX_* settings only once, so pass it as a parameter
      * (other settings stay the process's) */
@@ -63,6 +66,12 @@ static inline int side_open(side_t *s, const char *name, size_t size, int notif_
         tpx_region_export(s->r, 0, 0, &s->d) != TPX_OK)
         return -1;
     return 0;
+}
+
+/* With the engine's progress thread. */
+static inline int side_open(side_t *s, const char *name, size_t size, int notif_queue)
+{
+    return side_open_ex(s, name, size, notif_queue, 1);
 }
 
 static inline void side_close(side_t *s)

@@ -266,8 +266,10 @@ static int t_notif(void)
     fill(big, sizeof(big), 77);
     EXPECT(tpx_notif_send(rm, big, sizeof(big)) == TPX_OK);
     EXPECT(tpx_notif_send(rm, "", 0) == TPX_OK);
+    EXPECT(tpx_notif_send(rm, NULL, 0) == TPX_OK); /* documented: NULL only with 0 */
     tpx_notif_t nt;
     EXPECT(notif_wait(&b, &nt) == 0 && nt.len == sizeof(big) && memcmp(nt.msg, big, nt.len) == 0);
+    EXPECT(notif_wait(&b, &nt) == 0 && nt.len == 0);
     EXPECT(notif_wait(&b, &nt) == 0 && nt.len == 0);
     tpx_prep_release(pw);
     tpx_prep_release(pr);

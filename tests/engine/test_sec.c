@@ -29,6 +29,18 @@
  *   test_sec steer      a peer (no token) on another loopback address whose
  *                       INFO names this host's 127.0.0.1 in its handles makes
  *                       the engine connect nowhere
+ *   test_sec answers    a peer that floods requests and never reads its
+ *                       control connection: the owner holds a bounded number
+ *                       of answers (it stops reading the peer instead)
+ *   test_sec refusals   a peer that sends request headers whose lists never
+ *                       come: the owner holds a bounded number of them
+ *                       (refused ones too), not one per header
+ *   test_sec seghold    READs of many blocks whose data the peer never takes:
+ *                       the checked lists the owner keeps count against
+ *                       TPX_RMA_PEER_LIST_BYTES
+ *   test_sec bye        an owner that says goodbye (engine destroyed) while a
+ *                       READ or WRITE waits for its answer: the request ends
+ *                       at once with CONN_RESET, not at its deadline
  *
  * Attackers use the loopback addresses 127.0.0.2 and up (all of 127/8 is
  * loopback on Linux); legit engines connect from 127.0.0.1.
@@ -54,7 +66,9 @@
 #include "engine/ident.h"
 #include "engine/peer.h"
 #include "engine/remote.h"
+#include "engine/rma.h"
 #include "engine/wire.h"
+#include "engine/xfer.h"
 #include "plugin/sock/sock_wire.h"
 #include "side.h"
 #include "tpx/tpx.h"
@@ -821,6 +835,271 @@ static int t_burst(void)
     TEST_DONE();
 }
 
+/* ---- what a peer can make the owner hold ---------------------------------------------------- */
+
+/* An attacker A against an owner V: A's peer of V, with a READ of one
+ * 64-byte block under a key V never issued, and a transfer that only
+ * carries that request's list to the control messages A sends by hand.
+ * A stops reading its control connection (as after a goodbye). */
+typedef struct {
+    side_t v, a;
+    tpx_remote_t *rm;
+    tpx_prep_t *pp;
+    tpx_peer_t *p;        /* A's peer of V */
+    tpx_xfer_t *carrier;  /* owner of the hand-made requests' bodies: */
+    unsigned char *list;  /* ... a copy of pp's list (A's outbox reads it until A closes) */
+    size_t list_len;
+    uint32_t npayload;
+} flood_t;
+
+static int flood_open(flood_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    EXPECT(side_open(&f->v, "V", 1u << 20, 0) == 0);
+    EXPECT(side_open(&f->a, "A", 1u << 20, 0) == 0);
+    f->rm = load(&f->a, &f->v);
+    EXPECT(f->rm != NULL && tpx_remote_connect(f->rm, 10000) == TPX_OK);
+    if (test_failed())
+        return -1;
+    tpx_rdesc_fields_t fl;
+    EXPECT(tpx__rdesc_decode(f->v.d.bytes, &fl) == TPX_OK);
+    fl.key ^= 0x5a5a5a5a5a5a5a5aull;
+    tpx_rdesc_t forged;
+    tpx__rdesc_encode(&fl, forged.bytes);
+    tpx_iov_t io = {.local = f->a.r, .local_offset = 0, .remote = &forged, .remote_offset = 0,
+                    .len = 64};
+    EXPECT(tpx_xfer_prepare(f->rm, TPX_OP_READ, &io, 1, &f->pp) == TPX_OK);
+    EXPECT(tpx__remote_peer_locked(f->rm, 10000, &f->p) == TPX_OK);
+    if (test_failed())
+        return -1;
+    f->p->remote_closed = 1; /* its control receives are never posted again */
+    f->carrier = tpx__xfer_alloc(f->p, XK_READ);
+    f->list_len = f->pp->list_len;
+    f->npayload = f->pp->npayload;
+    f->list = malloc(f->list_len);
+    EXPECT(f->carrier != NULL && f->list != NULL);
+    if (f->carrier != NULL && f->list != NULL) {
+        memcpy(f->list, f->pp->list, f->list_len);
+        f->carrier->rma.list = f->list;
+        f->carrier->rma.list_len = f->list_len;
+    }
+    pthread_mutex_unlock(&f->a.e->lock);
+    return test_failed() ? -1 : 0;
+}
+
+/* A sends request headers as fast as its control connection takes them for
+ * `secs`: inline (the list in the body; refused at once by key, answered)
+ * or not (the list would follow on the data channels; it never does). */
+static uint64_t flood_run(flood_t *f, int inline_list, double secs)
+{
+    uint64_t sent = 0, t0 = test_now_ns();
+    while (test_secs_since(t0) < secs) {
+        pthread_mutex_lock(&f->a.e->lock);
+        for (int i = 0; i < 64 && f->p->outbox_n < 256 && f->p->state == PEER_READY; i++) {
+            tpx_ctrl_t m = {.type = TPX_CTRL_RMA_REQ, .rid = f->p->next_rid++,
+                            .op = TPX_WIRE_OP_READ, .nent = 1, .total = 64,
+                            .list_len = f->list_len, .nchunks = f->npayload};
+            if (inline_list) {
+                m.flags = TPX_CTRL_REQ_INLINE;
+                m.body_len = (uint32_t)f->list_len;
+            }
+            sent += tpx__peer_ctrl_send(f->p, &m, inline_list ? f->carrier : NULL) == TPX_OK;
+        }
+        int ok = f->p->state == PEER_READY;
+        tpx__engine_post_pass(f->a.e, f->p);
+        pthread_mutex_unlock(&f->a.e->lock);
+        if (!ok)
+            break;
+    }
+    return sent;
+}
+
+/* A TPX_* byte count from the environment (a K, M or G suffix), or def. */
+static long env_bytes(const char *name, long def)
+{
+    const char *v = getenv(name);
+    if (v == NULL)
+        return def;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return *end == 'K' ? n << 10 : *end == 'M' ? n << 20 : *end == 'G' ? n << 30 : n;
+}
+
+/* V's only peer, under V's lock (the caller unlocks). */
+static tpx_peer_t *owner_peer_locked(side_t *v)
+{
+    pthread_mutex_lock(&v->e->lock);
+    return v->e->peers;
+}
+
+static void flood_close(flood_t *f)
+{
+    tpx_prep_release(f->pp);
+    tpx_remote_forget(f->rm);
+    side_close(&f->v);
+    side_close(&f->a); /* its outbox may name the carrier until here */
+    free(f->carrier);
+    free(f->list);
+}
+
+static int t_answers(void)
+{
+    flood_t f;
+    if (flood_open(&f) != 0)
+        return 1;
+    uint64_t sent = flood_run(&f, 1, 3.0);
+    tpx_peer_t *vp = owner_peer_locked(&f.v);
+    uint32_t queued = vp ? vp->outbox_n : 0, answers = vp ? vp->outbox_answers : 0;
+    int ready = vp && vp->state == PEER_READY;
+    pthread_mutex_unlock(&f.v.e->lock);
+    tpx_engine_counters_t c = {.size = sizeof(c)};
+    EXPECT(tpx_engine_counters(f.v.e, &c) == TPX_OK);
+    printf("answers: %llu requests sent in 3 s, %llu refused by key; the owner holds %u control "
+           "messages (%u answers) for a peer that does not read them (bound %d + %d)\n",
+           (unsigned long long)sent, (unsigned long long)c.rma_rejected, queued, answers,
+           TPX_MAX_ANSWERS_QUEUED, TPX_WINDOW_MAX);
+    EXPECT(c.rma_rejected > 0);
+    EXPECT(ready);
+    /* it grew by ~50000 per second before */
+    EXPECT(queued <= TPX_MAX_ANSWERS_QUEUED + TPX_WINDOW_MAX);
+    flood_close(&f);
+    TEST_DONE();
+}
+
+static int t_refusals(void)
+{
+    flood_t f;
+    if (flood_open(&f) != 0)
+        return 1;
+    uint64_t sent = flood_run(&f, 0, 3.0);
+    tpx_peer_t *vp = owner_peer_locked(&f.v);
+    uint32_t held = vp ? vp->rma_ntargets : 0;
+    pthread_mutex_unlock(&f.v.e->lock);
+    tpx_engine_counters_t c = {.size = sizeof(c)};
+    EXPECT(tpx_engine_counters(f.v.e, &c) == TPX_OK);
+    long quota = env_bytes("TPX_RMA_PEER_REQUESTS", 1024);
+    printf("refusals: %llu request headers sent in 3 s with no list; the owner holds %u "
+           "requests (quota %ld; bound 2 x quota + %d)\n",
+           (unsigned long long)sent, held, quota, TPX_WINDOW_MAX);
+    EXPECT(sent > (uint64_t)(2 * quota + TPX_WINDOW_MAX)); /* enough to pass the bound */
+    /* one per header before: ~25000 per second */
+    EXPECT(held <= 2 * quota + TPX_WINDOW_MAX);
+    flood_close(&f);
+    TEST_DONE();
+}
+
+/* Bytes of the checked lists V keeps for its peer's requests. */
+static uint64_t owner_seg_bytes(side_t *v, uint32_t *nheld)
+{
+    tpx_peer_t *vp = owner_peer_locked(v);
+    uint64_t bytes = 0;
+    *nheld = 0;
+    for (tpx_xfer_t *x = vp ? vp->active : NULL; x != NULL; x = x->next) {
+        if (x->kind == XK_TREAD && x->segs_owned) {
+            bytes += (uint64_t)x->nsegs * sizeof(tpx_seg_t);
+            (*nheld)++;
+        }
+    }
+    pthread_mutex_unlock(&v->e->lock);
+    return bytes;
+}
+
+static int t_seghold(void)
+{
+    enum { NENT = 1 << 16, BLK = 64, NPOST = 6 };
+    side_t v, a;
+    EXPECT(side_open(&v, "V", (size_t)NENT * BLK * 2, 0) == 0);
+    EXPECT(side_open(&a, "A", (size_t)NENT * BLK, 0) == 0);
+    tpx_remote_t *rm = load(&a, &v);
+    EXPECT(rm != NULL && tpx_remote_connect(rm, 10000) == TPX_OK);
+    tpx_peer_t *ap = NULL;
+    EXPECT(rm != NULL && tpx__remote_peer_locked(rm, 10000, &ap) == TPX_OK);
+    if (test_failed())
+        return 1;
+    for (int k = 0; k < ap->nchan; k++) /* A never takes a byte of data */
+        ap->recv[k]->win.cap = 0;
+    pthread_mutex_unlock(&a.e->lock);
+    tpx_iov_t *io = malloc(NENT * sizeof(*io));
+    EXPECT(io != NULL);
+    if (io == NULL)
+        return 1;
+    for (size_t i = 0; i < NENT; i++) /* apart: one list entry each */
+        io[i] = (tpx_iov_t){.local = a.r, .local_offset = i * BLK, .remote = &v.d,
+                            .remote_offset = 2 * i * BLK, .len = BLK};
+    tpx_prep_t *pp = NULL;
+    EXPECT(tpx_xfer_prepare(rm, TPX_OP_READ, io, NENT, &pp) == TPX_OK);
+    free(io);
+    tpx_xfer_t *x[NPOST] = {0};
+    for (int i = 0; i < NPOST && !test_failed(); i++)
+        EXPECT(tpx_xfer_post(pp, NULL, 0, 4000, &x[i]) == TPX_OK);
+    uint32_t nheld = 0;
+    uint64_t bytes = 0, t0 = test_now_ns();
+    tpx_engine_counters_t c = {.size = sizeof(c)};
+    while (test_secs_since(t0) < 3.0) { /* until every request was checked or refused */
+        bytes = owner_seg_bytes(&v, &nheld);
+        EXPECT(tpx_engine_counters(v.e, &c) == TPX_OK);
+        if (nheld + c.rma_refused >= NPOST)
+            break;
+        usleep(20 * 1000);
+    }
+    long quota = env_bytes("TPX_RMA_PEER_LIST_BYTES", 128l << 20);
+    printf("seghold: %d READs of %d blocks the requester does not take: the owner holds %u with "
+           "%llu KiB of checked lists, refused %llu (TPX_RMA_PEER_LIST_BYTES %ld KiB)\n", NPOST,
+           NENT, nheld, (unsigned long long)(bytes >> 10), (unsigned long long)c.rma_refused,
+           quota >> 10);
+    /* before: every one held, their segments outside the quota */
+    EXPECT(bytes <= (uint64_t)quota);
+    EXPECT(c.rma_refused > 0);
+    for (int i = 0; i < NPOST; i++) {
+        if (x[i] != NULL) {
+            tpx_status_t st = tpx_xfer_wait(x[i], 10000, NULL);
+            EXPECT(st != TPX_OK && st != TPX_INPROGRESS);
+            tpx_xfer_release(x[i]);
+        }
+    }
+    tpx_prep_release(pp);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&v);
+    TEST_DONE();
+}
+
+/* The owner V drives its own progress and has not passed since the request
+ * came: it leaves with a goodbye and no answer. */
+static int bye_round(tpx_op_t op)
+{
+    side_t v, a;
+    EXPECT(side_open_ex(&v, "V", 1u << 20, 0, 0) == 0);
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &v);
+    EXPECT(rm != NULL && tpx_remote_connect(rm, 10000) == TPX_OK);
+    if (test_failed())
+        return 1;
+    tpx_iov_t io = {.local = a.r, .local_offset = 0, .remote = &v.d, .remote_offset = 0,
+                    .len = 64};
+    tpx_xfer_t *x = NULL;
+    EXPECT(tpx_rma(rm, op, &io, 1, NULL, 0, &x) == TPX_OK);
+    usleep(100 * 1000);
+    uint64_t t0 = test_now_ns();
+    side_close(&v); /* goodbye, then close */
+    tpx_status_t st = x ? tpx_xfer_wait(x, 30000, NULL) : TPX_ERR_INTERNAL;
+    double secs = test_secs_since(t0);
+    printf("bye: a %s waiting for its answer when the owner left: %s after %.2f s\n",
+           op == TPX_OP_READ ? "READ" : "WRITE", tpx_status_string(st), secs);
+    EXPECT(st == TPX_ERR_CONN_RESET);
+    EXPECT(secs < 5.0); /* it was the transfer's deadline, 60 s */
+    tpx_xfer_release(x);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    TEST_DONE();
+}
+
+static int t_bye(void)
+{
+    int rc = bye_round(TPX_OP_READ);
+    return bye_round(TPX_OP_WRITE) || rc;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -829,11 +1108,14 @@ int main(int argc, char **argv)
     } tests[] = {{"impostor", t_impostor}, {"lockout", t_lockout}, {"flood", t_flood},
                  {"peercap", t_peercap}, {"bells", t_bells},
                  {"listmem", t_listmem}, {"deadline", t_deadline},
-                 {"steer", t_steer}, {"steer6", t_steer6}, {"burst", t_burst}};
+                 {"steer", t_steer}, {"steer6", t_steer6}, {"burst", t_burst},
+                 {"answers", t_answers}, {"refusals", t_refusals}, {"seghold", t_seghold},
+                 {"bye", t_bye}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline|steer|steer6|burst\n");
+    fprintf(stderr, "usage: test_sec impostor|lockout|flood|peercap|bells|listmem|deadline|steer|"
+                    "steer6|burst|answers|refusals|seghold|bye\n");
     return 2;
 }
