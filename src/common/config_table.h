@@ -267,9 +267,12 @@ TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
              "(RLIMIT_NOFILE - 64) / (8 x (1 + TPX_CHANNELS)), at least 8, at most 4096.")
 TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
              "READ/WRITE requests of one peer that an owner serves at once; more are refused "
-             "(`TPX_ERR_NO_RESOURCE` at the requester, counted in `rma_refused`).")
+             "(`TPX_ERR_NO_RESOURCE` at the requester, counted in `rma_refused`). With twice as "
+             "many served or refused at once, the owner stops reading the peer's requests until "
+             "some end.")
 TPX_CONFIG_X(RMA_PEER_LIST_BYTES, INT, "128M", 1048576, 4294967296,
-             "Memory the request lists of one peer's requests may hold at an owner at once; a "
+             "Memory the request lists of one peer's requests may hold at an owner at once (a "
+             "list's buffer until it is checked, 48 bytes per block while the request lasts); a "
              "request beyond it is refused like one over `TPX_RMA_PEER_REQUESTS`.")
 TPX_CONFIG_X(FAULT_DIRECT_DRY_US, INT, "0", 0, 1000000,
              "Testing only: a direct read (`TPX_SOCK_DIRECT_BYTES`) that found its connection dry "
