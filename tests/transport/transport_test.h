@@ -156,6 +156,10 @@ int listen_flood_recv(role_t *r);
 int listen_flood_send(role_t *r);
 int listen_burst_role(role_t *r);
 
+/* ---- a hostile sender's pieces (test_pieces.c) ------------------------------------- */
+
+int pieces_zdup_role(role_t *r);
+
 /* ---- CUDA buffers through staging (test_cuda.c; the stand-in libcuda) ------------- */
 
 int cudastage_recv(role_t *r);

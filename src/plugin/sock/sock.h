@@ -170,7 +170,8 @@ typedef struct {
      * `done` == max(total, 1): zero-byte messages count one unit. */
     _Atomic uint64_t done;
     _Atomic uint64_t total;   /* recv: sender's size once the first piece arrived */
-    _Atomic uint64_t claimed; /* recv: bytes announced by piece headers */
+    _Atomic uint64_t claimed; /* recv: bytes announced by piece headers (1 for the
+                                 zero-byte piece of a zero-byte message), as `done` */
 } tpx_sock_req_t;
 
 struct tpx_sock_worker; /* sock_io.c: one thread of the process-wide I/O pool */

@@ -639,8 +639,13 @@ static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_r
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "pieces of one message disagree on its size");
         return 0;
     }
-    uint64_t claimed = atomic_fetch_add(&r->claimed, p->len) + p->len;
-    if (claimed > p->total || (p->len == 0 && claimed != 0)) {
+    /* Claimed in the units of `done`: a zero-byte piece (the only kind a
+     * zero-byte message has, sock_wire.c) is one unit, so that a second
+     * one fails here instead of taking `done` past the 1 that completes
+     * the message (its receive then hung with no error). */
+    uint64_t units = p->len ? p->len : 1;
+    uint64_t claimed = atomic_fetch_add(&r->claimed, units) + units;
+    if (claimed > (p->total ? p->total : 1)) {
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "more bytes announced than the message holds");
         return 0;
     }

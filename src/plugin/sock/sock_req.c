@@ -181,7 +181,7 @@ static int tcpx_head_transmitting(tpx_sock_comm_t *c)
     }
     uint64_t total = atomic_load_explicit(&h->total, memory_order_acquire);
     return total != SOCK_TOTAL_UNKNOWN &&
-           atomic_load_explicit(&h->claimed, memory_order_acquire) == total;
+           atomic_load_explicit(&h->claimed, memory_order_acquire) == (total ? total : 1);
 }
 
 /* Strict TCPX test(), as Google's plugin 3.1.9: only the head moves on;

@@ -1,0 +1,192 @@
+/*
+ * test_pieces.c - a hostile sender's piece headers against a receive comm of
+ * the built-in transport (the wire format of sock_wire.h).
+ *
+ * One process: the role listens, opens a raw control connection and raw
+ * data connections with the listener's nonce, accepts the comm through the
+ * plugin and then writes hand-built piece headers (and payloads) on the
+ * data connections. A stream no legitimate sender writes must end its
+ * receive with an error rc within PC_MS -- never "not done, rc 0" forever,
+ * never "done" with bytes of the buffer no piece wrote -- and a legitimate
+ * one must still be delivered.
+ *
+ *   pieces_zdup       a zero-byte message, then a zero-byte message whose
+ *                     piece comes twice
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "plugin/sock/sock_wire.h"
+#include "transport_test.h"
+
+#define PC_MS    3000 /* a receive ends (done or an error) within this */
+#define PC_TAG   7
+#define PC_SOCKS 4 /* data connections of a raw comm, at most */
+
+/* A receive comm whose sender is this process, writing raw bytes. */
+typedef struct {
+    void *lc, *rc;
+    int ctrl;
+    int data[PC_SOCKS];
+    int nsocks;
+} pc_comm_t;
+
+static int pc_connect(const tpx_sock_handle_t *h, uint64_t id, int kind, int index, int nsocks)
+{
+    int fd = socket(h->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    unsigned char b[TPX_SOCK_HELLO_WIRE_SIZE];
+    tpx_sock_hello_t hello = {.kind = (uint16_t)kind, .index = (uint16_t)index,
+                              .nsocks = (uint16_t)nsocks, .nonce = h->nonce, .conn_id = id};
+    tpx__sock_hello_encode(&hello, b);
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, &h->addr.sa, tpx__sock_addr_len(&h->addr)) != 0 ||
+        send(fd, b, sizeof(b), MSG_NOSIGNAL) != (ssize_t)sizeof(b)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int pc_open(role_t *r, int nsocks, pc_comm_t *pc)
+{
+    static unsigned opened;
+    unsigned char handle[HANDLE_SIZE];
+    tpx_sock_handle_t h;
+    memset(pc, 0, sizeof(*pc));
+    pc->nsocks = nsocks;
+    TRY(tt_role_init(r));
+    CHECK_RC(nt_listen(&r->nt, 0, handle, &pc->lc));
+    CHECK(tpx__sock_handle_decode(handle, &h) == TPX_OK, "bad handle from listen()");
+    uint64_t id = 0x7069656365000000ull ^ ((uint64_t)getpid() << 8) ^ opened++; /* "piece" */
+    pc->ctrl = pc_connect(&h, id, TPX_SOCK_HELLO_CTRL, 0, nsocks);
+    CHECK(pc->ctrl >= 0, "raw control connection: %s", strerror(errno));
+    for (int i = 0; i < nsocks; i++) {
+        pc->data[i] = pc_connect(&h, id, TPX_SOCK_HELLO_DATA, i, nsocks);
+        CHECK(pc->data[i] >= 0, "raw data connection %d: %s", i, strerror(errno));
+    }
+    CHECK_RC(nt_accept_wait(&r->nt, pc->lc, &pc->rc, test_deadline_ms(CONN_MS)));
+    return 0;
+}
+
+/* The sender's close of every connection (idempotent). */
+static void pc_hangup(pc_comm_t *pc)
+{
+    for (int i = 0; i < pc->nsocks; i++) {
+        if (pc->data[i] >= 0)
+            close(pc->data[i]);
+        pc->data[i] = -1;
+    }
+    if (pc->ctrl >= 0)
+        close(pc->ctrl);
+    pc->ctrl = -1;
+}
+
+static int pc_close(role_t *r, pc_comm_t *pc)
+{
+    pc_hangup(pc);
+    CHECK_RC(nt_close_recv(&r->nt, pc->rc));
+    CHECK_RC(nt_close_listen(&r->nt, pc->lc));
+    return 0;
+}
+
+static int pc_write(int fd, const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        CHECK(k > 0, "raw send: %s", strerror(errno));
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void pc_header(unsigned char *b, uint32_t len, uint64_t seq, uint64_t total, uint64_t off)
+{
+    tpx_sock_piece_t p = {.tag = PC_TAG, .len = len, .seq = seq, .total = total, .offset = off};
+    tpx__sock_piece_encode(&p, b);
+}
+
+/* Header and payload of one piece: `len` bytes of `msg` from `off`. */
+static int pc_piece(int fd, const unsigned char *msg, uint32_t len, uint64_t seq, uint64_t total,
+                    uint64_t off)
+{
+    unsigned char h[TPX_SOCK_PIECE_WIRE_SIZE];
+    pc_header(h, len, seq, total, off);
+    TRY(pc_write(fd, h, sizeof(h)));
+    return len > 0 ? pc_write(fd, msg + off, len) : 0;
+}
+
+/* Wait for a receive that must end (done or an error rc) within PC_MS. */
+static int pc_wait(role_t *r, void *req, const char *what, nt_result_t *out)
+{
+    *out = nt_wait(&r->nt, req, test_deadline_ms(PC_MS));
+    CHECK(out->rc != NT_TIMEOUT,
+          "%s: the receive neither completed nor failed within %d ms (test() says not done, "
+          "rc 0)", what, PC_MS);
+    return 0;
+}
+
+/* The comm failed: a new receive fails at irecv or in test(), with `want`. */
+static int pc_expect_failed(role_t *r, pc_comm_t *pc, int want, const char *what)
+{
+    unsigned char b[16];
+    void *req = NULL;
+    int rc = nt_irecv1(&r->nt, pc->rc, b, sizeof(b), PC_TAG, NULL, &req);
+    if (rc == 0) {
+        nt_result_t w;
+        TRY(pc_wait(r, req, what, &w));
+        CHECK(!w.done, "%s: a receive posted after the failure completed", what);
+        rc = w.rc;
+    }
+    CHECK(rc == want, "%s: the comm failed with rc %d, expected %d", what, rc, want);
+    return 0;
+}
+
+/* ---- pieces_zdup ------------------------------------------------------------------ */
+
+/* A zero-byte message is one piece of length 0 (sock_wire.c rejects any
+ * other length for it); a second one for the same message must fail the
+ * comm as a protocol error. Counting the second one took the message's
+ * `done` past the value that completes it: its receive hung, no error. */
+int pieces_zdup_role(role_t *r)
+{
+    pc_comm_t pc;
+    unsigned char buf[100];
+    void *req = NULL;
+    nt_result_t w;
+    TRY(pc_open(r, 1, &pc));
+    /* A legitimate empty message completes. */
+    CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, sizeof(buf), PC_TAG, NULL, &req));
+    TRY(pc_piece(pc.data[0], NULL, 0, 0, 0, 0));
+    TRY(pc_wait(r, req, "an empty message", &w));
+    CHECK(w.rc == 0 && w.done && w.size == 0, "an empty message: rc %d done %d size %d", w.rc,
+          w.done, w.size);
+    /* The next one's piece twice, in one write (read in one turn). */
+    unsigned char two[2 * TPX_SOCK_PIECE_WIRE_SIZE];
+    pc_header(two, 0, 1, 0, 0);
+    pc_header(two + TPX_SOCK_PIECE_WIRE_SIZE, 0, 1, 0, 0);
+    CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, sizeof(buf), PC_TAG, NULL, &req));
+    TRY(pc_write(pc.data[0], two, sizeof(two)));
+    /* The first piece completes it legitimately, unless the second one
+     * failed the comm before test() looked: either is fine, silence is not. */
+    TRY(pc_wait(r, req, "an empty message whose piece came twice", &w));
+    CHECK((w.done && w.rc == 0 && w.size == 0) || (!w.done && w.rc == TPX_NCCL_INTERNAL_ERROR),
+          "an empty message whose piece came twice: rc %d done %d size %d", w.rc, w.done, w.size);
+    TRY(pc_expect_failed(r, &pc, TPX_NCCL_INTERNAL_ERROR, "after a repeated zero-byte piece"));
+    test_say("a repeated zero-byte piece failed the comm (protocol error), no hang");
+    TRY(pc_close(r, &pc));
+    return 0;
+}
