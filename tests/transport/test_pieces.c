@@ -12,6 +12,13 @@
  *
  *   pieces_zdup       a zero-byte message, then a zero-byte message whose
  *                     piece comes twice
+ *   pieces_parkclose  the sender closes every connection behind the header
+ *                     of a message not posted yet (its payload not sent; or
+ *                     whole and small, held eagerly, beside a plain close):
+ *                     the receive posted before fails with rc 2
+ *   pieces_closeheld  complete messages, then the close, all before their
+ *                     receives are posted: each is delivered when posted,
+ *                     and only the receive after them reports the close
  */
 #include <errno.h>
 #include <stdio.h>
@@ -188,5 +195,115 @@ int pieces_zdup_role(role_t *r)
     TRY(pc_expect_failed(r, &pc, TPX_NCCL_INTERNAL_ERROR, "after a repeated zero-byte piece"));
     test_say("a repeated zero-byte piece failed the comm (protocol error), no hang");
     TRY(pc_close(r, &pc));
+    return 0;
+}
+
+/* ---- pieces_parkclose, pieces_closeheld ----------------------------------------------- */
+
+#define PC_SMALL 100          /* a message held eagerly (TPX_SOCK_EAGER_BYTES: 64 KiB) */
+#define PC_LARGE (64 * KiB + 1) /* parked with its payload in the socket */
+#define PC_SETTLE_US 100000   /* for the receiver to read what was sent, and the close */
+
+/* A receive posted for message 0 of a sender that closed every connection:
+ * it must fail with rc 2 (the peer closed), done 0, within PC_MS. */
+static int pc_expect_closed(role_t *r, pc_comm_t *pc, const char *what)
+{
+    unsigned char buf[PC_SMALL];
+    void *req = NULL;
+    int rc = nt_irecv1(&r->nt, pc->rc, buf, sizeof(buf), PC_TAG, NULL, &req);
+    if (rc == 0) {
+        nt_result_t w;
+        TRY(pc_wait(r, req, what, &w));
+        CHECK(!w.done, "%s: a receive of a message never sent completed", what);
+        rc = w.rc;
+    }
+    CHECK(rc == TPX_NCCL_SYSTEM_ERROR, "%s: rc %d, expected %d (the peer closed)", what, rc,
+          TPX_NCCL_SYSTEM_ERROR);
+    test_say("%s: the receive failed with rc %d", what, rc);
+    return 0;
+}
+
+int pieces_parkclose_role(role_t *r)
+{
+    pc_comm_t pc;
+    unsigned char h[TPX_SOCK_PIECE_WIRE_SIZE], small[PC_SMALL];
+    unsigned char buf[PC_SMALL];
+    void *req = NULL;
+    nt_result_t w;
+    nt_fill(small, sizeof(small), tt_seed(40, 0, 0));
+
+    /* 1. The receive is posted; a header of a far-future message of 1 MiB
+     * (too large to be held eagerly: the connection parks), then the close:
+     * the parked piece can never be whole. */
+    TRY(pc_open(r, 1, &pc));
+    CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, sizeof(buf), PC_TAG, NULL, &req));
+    pc_header(h, MiB, 1000000, MiB, 0);
+    TRY(pc_write(pc.data[0], h, sizeof(h)));
+    usleep(PC_SETTLE_US);
+    pc_hangup(&pc);
+    TRY(pc_wait(r, req, "a close behind a parked header", &w));
+    CHECK(!w.done && w.rc == TPX_NCCL_SYSTEM_ERROR,
+          "a close behind a parked header: rc %d done %d, expected rc %d done 0", w.rc, w.done,
+          TPX_NCCL_SYSTEM_ERROR);
+    test_say("a close behind a parked header failed the posted receive with rc %d", w.rc);
+    TRY(pc_close(r, &pc));
+
+    /* 2. The same, the close before the receive is posted. */
+    TRY(pc_open(r, 1, &pc));
+    TRY(pc_write(pc.data[0], h, sizeof(h)));
+    usleep(PC_SETTLE_US);
+    pc_hangup(&pc);
+    usleep(PC_SETTLE_US);
+    TRY(pc_expect_closed(r, &pc, "a receive posted after a close behind a parked header"));
+    TRY(pc_close(r, &pc));
+
+    /* 3. Two connections: one ends plainly, the other holds a whole small
+     * far-future message eagerly behind its close; message 0 never comes. */
+    TRY(pc_open(r, 2, &pc));
+    TRY(pc_piece(pc.data[1], small, PC_SMALL, 5, PC_SMALL, 0));
+    usleep(PC_SETTLE_US);
+    pc_hangup(&pc);
+    usleep(PC_SETTLE_US);
+    TRY(pc_expect_closed(r, &pc, "a close behind a message held eagerly, beside a plain close"));
+    TRY(pc_close(r, &pc));
+    return 0;
+}
+
+/* Messages 0 (small, held eagerly), 1 (parked with its payload) and 2 (two
+ * pieces, one behind each), then the close, before any receive is posted. */
+int pieces_closeheld_role(role_t *r)
+{
+    pc_comm_t pc;
+    unsigned char *msg = malloc(3 * PC_LARGE), *buf = malloc(PC_LARGE);
+    CHECK(msg != NULL && buf != NULL, "out of memory");
+    const size_t sizes[3] = {PC_SMALL, PC_LARGE, PC_LARGE};
+    for (int m = 0; m < 3; m++)
+        nt_fill(msg + (size_t)m * PC_LARGE, sizes[m], tt_seed(41, (unsigned)m, 0));
+    TRY(pc_open(r, 2, &pc));
+    const size_t half = PC_LARGE / 2;
+    TRY(pc_piece(pc.data[0], msg, PC_SMALL, 0, PC_SMALL, 0));
+    TRY(pc_piece(pc.data[1], msg + PC_LARGE, PC_LARGE, 1, PC_LARGE, 0));
+    TRY(pc_piece(pc.data[0], msg + 2 * PC_LARGE, (uint32_t)half, 2, PC_LARGE, 0));
+    TRY(pc_piece(pc.data[1], msg + 2 * PC_LARGE, (uint32_t)(PC_LARGE - half), 2, PC_LARGE, half));
+    usleep(PC_SETTLE_US);
+    pc_hangup(&pc);
+    usleep(PC_SETTLE_US);
+    for (int m = 0; m < 3; m++) {
+        void *req = NULL;
+        nt_result_t w;
+        memset(buf, 0, PC_LARGE);
+        CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, PC_LARGE, PC_TAG, NULL, &req));
+        TRY(pc_wait(r, req, "a message sent before the close", &w));
+        CHECK(w.rc == 0 && w.done && w.size == (int)sizes[m],
+              "message %d, sent whole before the close: rc %d done %d size %d", m, w.rc, w.done,
+              w.size);
+        size_t bad = nt_verify(buf, sizes[m], tt_seed(41, (unsigned)m, 0));
+        CHECK(bad == NT_VERIFY_OK, "message %d: wrong byte at %zu", m, bad);
+    }
+    test_say("3 messages sent before the close were delivered when posted");
+    TRY(pc_expect_closed(r, &pc, "the receive after them"));
+    TRY(pc_close(r, &pc));
+    free(msg);
+    free(buf);
     return 0;
 }

@@ -159,6 +159,8 @@ int listen_burst_role(role_t *r);
 /* ---- a hostile sender's pieces (test_pieces.c) ------------------------------------- */
 
 int pieces_zdup_role(role_t *r);
+int pieces_parkclose_role(role_t *r);
+int pieces_closeheld_role(role_t *r);
 
 /* ---- CUDA buffers through staging (test_cuda.c; the stand-in libcuda) ------------- */
 

@@ -188,6 +188,15 @@ typedef struct tpx_sock_chan {
     int want_write;        /* send: the last write would block */
     int eof;               /* recv: the sender closed this connection between pieces (read
                               and written by the connection's owner only: see `owner`) */
+    int hup;               /* recv: epoll saw the sender's close (EPOLLRDHUP/HUP/ERR): what
+                              the socket holds is all that will come (owner only) */
+    /* recv, what the sender's close left on this connection (its owner
+     * writes it, any thread that decides whether the comm's posted
+     * receives can still complete reads it, sock_io.c "Closed
+     * connections"): SOCK_CHAN_OPEN; SOCK_CHAN_ENDED (at its end, or stuck
+     * behind a piece no byte can be added to); or the number of the
+     * message whose header it holds, parked or eagerly, behind the close. */
+    _Atomic uint64_t gone;
     tpx_sock_piece_t piece;
     unsigned char hdr[TPX_SOCK_PIECE_WIRE_SIZE];
     uint32_t hdr_done;     /* header bytes moved */
@@ -241,6 +250,8 @@ typedef struct tpx_sock_chan {
     _Atomic int eager_state;
     _Atomic uint64_t eager_seq; /* the held message's number (stored before READY) */
 } tpx_sock_chan_t;
+#define SOCK_CHAN_OPEN UINT64_MAX
+#define SOCK_CHAN_ENDED (UINT64_MAX - 1)
 #define SOCK_EAGER_NONE 0
 #define SOCK_EAGER_READY 1
 #define SOCK_EAGER_TAKING 2 /* irecv is copying it out */
@@ -278,6 +289,7 @@ typedef struct tpx_sock_comm {
     _Atomic int error;    /* sticky tpx_status_t; 0 while healthy */
     _Atomic int closing;  /* set by close: workers stop moving its data */
     _Atomic int eof_chans; /* recv: data connections the sender closed */
+    _Atomic int gone_chans; /* recv: data connections whose `gone` is not SOCK_CHAN_OPEN */
     _Atomic int peer_gone; /* send: the receiver closed; connections are stopping */
     int pooled;           /* counted by the I/O pool (sock_io.c) */
     uint64_t pool_forks;  /* the pool's fork count when it started */
@@ -362,6 +374,10 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
 int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r);
 #define SOCK_OWNER_WORKER 1
 #define SOCK_OWNER_API 2
+/* irecv, plain mode: after a receive was posted, fail the comm if the
+ * sender closed every data connection and none holds the posted ones' data
+ * (a cheap test first: only once every connection was seen closed). */
+void tpx__sock_recv_posted(tpx_sock_comm_t *c);
 /* Publish `units` more bytes of message `r` (1 for a zero-byte message)
  * whose size is `total`; the last unit completes it. */
 void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units, uint64_t total);

@@ -53,6 +53,18 @@
  * first error of a comm is logged once, stored, and no connection of the
  * comm moves data any more.
  *
+ * Closed connections: a sender's close arrives as the end of each data
+ * connection, and the comm's peer is gone once all of them ended. A
+ * connection parked behind a header (or holding a message eagerly) does
+ * not read on, so its end is seen from epoll's hang-up instead: if the
+ * socket then holds less than the parked piece's payload, the close cut
+ * the piece; otherwise the connection still holds a message for a
+ * receive not posted yet, delivered when it is. Once every connection has
+ * ended or holds only such a message, the receives posted and not
+ * complete can get no more bytes: the comm fails as closed by the peer
+ * (comm_recv_starved, looked at when a connection closes and when a
+ * receive is posted). Strict TCPX mode keeps Google's plugin's behaviour.
+ *
  * Close: the closing thread asks every worker that serves the comm to drop
  * its connections (out of epoll, the run queue and the kick stack) and
  * waits for each answer; after that no worker touches the comm. Only the
@@ -78,6 +90,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -175,6 +188,7 @@ tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int ns
         c->chans[i].fd = -1;
         c->chans[i].comm = c;
         c->chans[i].lowat = TPX_SOCK_VDEV_LOWAT_MAX;
+        atomic_init(&c->chans[i].gone, SOCK_CHAN_OPEN);
     }
     return c;
 }
@@ -943,14 +957,92 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
     }
 }
 
+/* ---- closed connections (see the top) ---- */
+
+/* Record what the sender's close left on ch (its owner). */
+static void chan_set_gone(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, uint64_t gone)
+{
+    uint64_t was = atomic_exchange(&ch->gone, gone); /* seq_cst: Dekker with the poster */
+    if (was == SOCK_CHAN_OPEN && gone != SOCK_CHAN_OPEN)
+        atomic_fetch_add(&c->gone_chans, 1);
+    else if (was != SOCK_CHAN_OPEN && gone == SOCK_CHAN_OPEN)
+        atomic_fetch_sub(&c->gone_chans, 1);
+}
+
+/* Every data connection ended or holds only a message not posted yet: the
+ * receives posted and not complete can never complete. Fail the comm as
+ * the peer's close (test(): rc 2, done 0), as when every connection ended;
+ * with nothing pending the held messages are still delivered when posted.
+ * A connection holding a posted message is being kicked to deliver it. */
+static void comm_recv_starved(tpx_sock_comm_t *c)
+{
+    if (c->tcpx)
+        return; /* TCPX reports a close from the first connection's end (test_tcpx) */
+    uint64_t movable = atomic_load(&c->movable); /* seq_cst: after our store of `gone` */
+    for (int i = 0; i < c->nsocks; i++) {
+        uint64_t gone = atomic_load(&c->chans[i].gone);
+        if (gone == SOCK_CHAN_OPEN || gone < movable)
+            return;
+    }
+    if (movable > atomic_load(&c->finished))
+        comm_peer_closed(c, "sender");
+}
+
+void tpx__sock_recv_posted(tpx_sock_comm_t *c)
+{
+    if (atomic_load(&c->gone_chans) == c->nsocks) /* seq_cst: after the poster's `movable` */
+        comm_recv_starved(c);
+}
+
 /* A receiving connection's owner read its clean end: a close between
  * pieces is how a sender's close arrives; the peer is gone only when
  * every data connection has ended (later data may sit on others). */
 static void chan_recv_eof(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     ch->eof = 1;
+    chan_set_gone(c, ch, SOCK_CHAN_ENDED);
     if (atomic_fetch_add(&c->eof_chans, 1) + 1 == c->nsocks)
         comm_peer_closed(c, "sender");
+    else
+        comm_recv_starved(c);
+}
+
+/* ch parked (or holds a message eagerly) and the sender closed it: its
+ * socket holds all that will ever come. A parked piece whose payload is
+ * not all there was cut by the close; else ch holds its message for a
+ * receive to come. Only on a hang-up: one ioctl per parking. */
+static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    uint64_t seq = ch->eager_held ? atomic_load(&ch->eager_seq) : ch->piece.seq;
+    if (c->tcpx || atomic_load_explicit(&ch->gone, memory_order_relaxed) == seq)
+        return CH_PARKED; /* looked at already, since it parked */
+    if (!ch->eager_held) {
+        int avail = 0, err = 0;
+        socklen_t len = sizeof(err);
+        if (ioctl(ch->fd, FIONREAD, &avail) != 0 ||
+            getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+            comm_fail_errno(c, err != 0 ? err : errno, "receive from peer failed");
+            return CH_ERROR;
+        }
+        if ((uint64_t)avail < ch->piece.len) /* a parked piece's payload is all unread */
+            return chan_recv_cut(c);
+    }
+    chan_set_gone(c, ch, seq);
+    comm_recv_starved(c);
+    return CH_PARKED;
+}
+
+/* What a receiving connection's turn (chan_recv's result r) says about the
+ * sender's close; returns r, or what the close makes of it. Its owner. */
+static int chan_recv_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int r)
+{
+    if (r == CH_EOF)
+        chan_recv_eof(c, ch);
+    else if (ch->hup && r == CH_PARKED)
+        r = chan_recv_hup(c, ch);
+    else if (ch->hup && !ch->eof && r != CH_ERROR && r != CH_IDLE)
+        chan_set_gone(c, ch, SOCK_CHAN_OPEN); /* moving again: unparked by a post */
+    return r;
 }
 
 /* The worker takes a connection's state for a turn. If the API thread
@@ -1031,8 +1123,7 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
                 break;
             st = CH_MORE; /* after the last pass: the worker goes on */
         }
-        if (st == CH_EOF)
-            chan_recv_eof(c, ch);
+        st = chan_recv_settle(c, ch, st);
         if (st == CH_MORE)
             atomic_store(&ch->missed, 1); /* the worker goes on from here */
         if (ch->bytes != before)
@@ -1246,6 +1337,8 @@ static int chan_run(tpx_sock_chan_t *ch)
             /* Pieces whose last copies to the GPU finished are published
              * first; while some still wait, the connection stays polled
              * (and a close behind them is taken only after them). */
+            if (ch->events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                ch->hup = 1; /* a parked connection does not read on to see it (the top) */
             int prog = 0, left = tpx__sock_cuda_reap(ch, &prog);
             r = left < 0 ? CH_ERROR : chan_recv(c, ch, 0, SOCK_TURN_BYTES);
             if (r != CH_ERROR && r != CH_MORE && r != CH_CUWAIT &&
@@ -1256,8 +1349,7 @@ static int chan_run(tpx_sock_chan_t *ch)
             }
             if (left < 0)
                 tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
-            if (r == CH_EOF)
-                chan_recv_eof(c, ch);
+            r = chan_recv_settle(c, ch, r);
             chan_release(ch, SOCK_OWNER_WORKER);
         }
         ch->events = 0;

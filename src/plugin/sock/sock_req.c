@@ -92,6 +92,8 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, const struct iovec *iov
             (void)tpx__sock_recv_direct(c, r); /* a parked connection is read on here */
         if (!taken)
             tpx__sock_comm_kick(c);
+        if (c->kind == SOCK_COMM_RECV)
+            tpx__sock_recv_posted(c); /* the sender may have closed every connection */
     }
     *request = r;
     return TPX_OK;
