@@ -12,6 +12,11 @@
  *
  *   pieces_zdup       a zero-byte message, then a zero-byte message whose
  *                     piece comes twice
+ *   pieces_overlap    pieces of one message that overlap while their lengths
+ *                     add up to its size (one connection; two), next to
+ *                     legitimate ones out of order, and a message of 64
+ *                     pieces whose odd ones all come first (more stretches
+ *                     ahead of a gap than a receive tracks: a wait)
  *   pieces_parkclose  the sender closes every connection behind the header
  *                     of a message not posted yet (its payload not sent; or
  *                     whole and small, held eagerly, beside a plain close):
@@ -51,8 +56,11 @@ static int pc_connect(const tpx_sock_handle_t *h, uint64_t id, int kind, int ind
     if (fd < 0)
         return -1;
     unsigned char b[TPX_SOCK_HELLO_WIRE_SIZE];
-    tpx_sock_hello_t hello = {.kind = (uint16_t)kind, .index = (uint16_t)index,
-                              .nsocks = (uint16_t)nsocks, .nonce = h->nonce, .conn_id = id};
+    tpx_sock_hello_t hello = {.kind = (uint16_t)kind,
+                              .index = (uint16_t)index,
+                              .nsocks = (uint16_t)nsocks,
+                              .nonce = h->nonce,
+                              .conn_id = id};
     tpx__sock_hello_encode(&hello, b);
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -142,7 +150,8 @@ static int pc_wait(role_t *r, void *req, const char *what, nt_result_t *out)
     *out = nt_wait(&r->nt, req, test_deadline_ms(PC_MS));
     CHECK(out->rc != NT_TIMEOUT,
           "%s: the receive neither completed nor failed within %d ms (test() says not done, "
-          "rc 0)", what, PC_MS);
+          "rc 0)",
+          what, PC_MS);
     return 0;
 }
 
@@ -198,11 +207,106 @@ int pieces_zdup_role(role_t *r)
     return 0;
 }
 
+/* ---- pieces_overlap ------------------------------------------------------------- */
+
+#define OV_SIZE   100
+#define OV_PIECES 64 /* of OV_PIECE bytes: the stress of the claim runs */
+#define OV_PIECE  1024
+
+typedef struct {
+    int conn;
+    uint32_t off, len;
+} ov_piece_t;
+
+/* A 100-byte message in the pieces given; returns the receive's end. */
+static int ov_send(role_t *r, pc_comm_t *pc, const ov_piece_t *p, int n, unsigned char *buf,
+                   uint64_t seed, nt_result_t *w)
+{
+    unsigned char msg[OV_SIZE];
+    void *req = NULL;
+    nt_fill(msg, sizeof(msg), seed);
+    memset(buf, 'Z', OV_SIZE);
+    CHECK_RC(nt_irecv1(&r->nt, pc->rc, buf, OV_SIZE, PC_TAG, NULL, &req));
+    for (int i = 0; i < n; i++)
+        TRY(pc_piece(pc->data[p[i].conn], msg, p[i].len, 0, OV_SIZE, p[i].off));
+    return pc_wait(r, req, "overlapping pieces", w);
+}
+
+/* Pieces that overlap: the receive fails (protocol error), never done. */
+static int ov_bad(role_t *r, int nsocks, const ov_piece_t *p, int n, const char *what)
+{
+    pc_comm_t pc;
+    unsigned char buf[OV_SIZE];
+    nt_result_t w;
+    TRY(pc_open(r, nsocks, &pc));
+    TRY(ov_send(r, &pc, p, n, buf, tt_seed(42, 0, 0), &w));
+    int untouched = 0; /* bytes no piece wrote */
+    for (int i = 0; i < OV_SIZE; i++)
+        untouched += buf[i] == 'Z';
+    CHECK(!w.done && w.rc == TPX_NCCL_INTERNAL_ERROR,
+          "%s: rc %d done %d size %d (%d of %d bytes never written); expected a protocol error "
+          "(rc %d)",
+          what, w.rc, w.done, w.size, untouched, OV_SIZE, TPX_NCCL_INTERNAL_ERROR);
+    test_say("%s: failed with rc %d", what, w.rc);
+    TRY(pc_close(r, &pc));
+    return 0;
+}
+
+int pieces_overlap_role(role_t *r)
+{
+    const ov_piece_t twice[] = {{0, 0, 50}, {0, 0, 50}};
+    const ov_piece_t cross[] = {{0, 0, 60}, {1, 30, 40}};
+    const ov_piece_t inside[] = {{1, 40, 60}, {0, 0, 20}, {0, 50, 20}};
+    TRY(ov_bad(r, 1, twice, 2, "[0, 50) twice on one connection"));
+    TRY(ov_bad(r, 2, cross, 2, "[0, 60) and [30, 70) on two connections"));
+    TRY(ov_bad(r, 2, inside, 3, "[40, 100), [0, 20) and [50, 70)"));
+
+    /* Legitimate: out of order over two connections. */
+    pc_comm_t pc;
+    unsigned char buf[OV_SIZE];
+    nt_result_t w;
+    const ov_piece_t swapped[] = {{1, 50, 50}, {0, 0, 50}};
+    TRY(pc_open(r, 2, &pc));
+    TRY(ov_send(r, &pc, swapped, 2, buf, tt_seed(42, 1, 0), &w));
+    CHECK(w.rc == 0 && w.done && w.size == OV_SIZE,
+          "[50, 100) then [0, 50): rc %d done %d "
+          "size %d",
+          w.rc, w.done, w.size);
+    CHECK(nt_verify(buf, OV_SIZE, tt_seed(42, 1, 0)) == NT_VERIFY_OK, "[50, 100) then [0, 50): "
+                                                                      "wrong bytes");
+    TRY(pc_close(r, &pc));
+
+    /* Legitimate: the odd pieces of 64 all first on one connection (32
+     * stretches ahead of the gap at 0: its connection waits for room), then
+     * the even ones on the other. */
+    unsigned char *msg = malloc(OV_PIECES * OV_PIECE), *big = malloc(OV_PIECES * OV_PIECE);
+    CHECK(msg != NULL && big != NULL, "out of memory");
+    nt_fill(msg, OV_PIECES * OV_PIECE, tt_seed(42, 2, 0));
+    memset(big, 0, OV_PIECES * OV_PIECE);
+    void *req = NULL;
+    TRY(pc_open(r, 2, &pc));
+    CHECK_RC(nt_irecv1(&r->nt, pc.rc, big, OV_PIECES * OV_PIECE, PC_TAG, NULL, &req));
+    for (int odd = 1; odd >= 0; odd--)
+        for (int k = odd; k < OV_PIECES; k += 2)
+            TRY(pc_piece(pc.data[odd], msg, OV_PIECE, 0, OV_PIECES * OV_PIECE,
+                         (uint64_t)k * OV_PIECE));
+    TRY(pc_wait(r, req, "64 pieces, the odd ones first", &w));
+    CHECK(w.rc == 0 && w.done && w.size == OV_PIECES * OV_PIECE,
+          "64 pieces, the odd ones first: rc %d done %d size %d", w.rc, w.done, w.size);
+    CHECK(nt_verify(big, OV_PIECES * OV_PIECE, tt_seed(42, 2, 0)) == NT_VERIFY_OK,
+          "64 pieces, the odd ones first: wrong bytes");
+    test_say("legitimate pieces out of order delivered, also with 32 stretches ahead of a gap");
+    TRY(pc_close(r, &pc));
+    free(msg);
+    free(big);
+    return 0;
+}
+
 /* ---- pieces_parkclose, pieces_closeheld ----------------------------------------------- */
 
-#define PC_SMALL 100          /* a message held eagerly (TPX_SOCK_EAGER_BYTES: 64 KiB) */
-#define PC_LARGE (64 * KiB + 1) /* parked with its payload in the socket */
-#define PC_SETTLE_US 100000   /* for the receiver to read what was sent, and the close */
+#define PC_SMALL     100            /* a message held eagerly (TPX_SOCK_EAGER_BYTES: 64 KiB) */
+#define PC_LARGE     (64 * KiB + 1) /* parked with its payload in the socket */
+#define PC_SETTLE_US 100000         /* for the receiver to read what was sent, and the close */
 
 /* A receive posted for message 0 of a sender that closed every connection:
  * it must fail with rc 2 (the peer closed), done 0, within PC_MS. */

@@ -889,6 +889,7 @@ static const scenario_t scenarios[] = {
     {"listen_burst", listen_burst_role, NULL, 0, 0},
     /* a hostile sender's piece headers (test_pieces.c) */
     {"pieces_zdup", pieces_zdup_role, NULL, 0, 0},
+    {"pieces_overlap", pieces_overlap_role, NULL, 0, 0},
     {"pieces_parkclose", pieces_parkclose_role, NULL, 0, 0},
     {"pieces_closeheld", pieces_closeheld_role, NULL, 0, 0},
     /* CUDA buffers through staging, on the stand-in libcuda (test_cuda.c) */

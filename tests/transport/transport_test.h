@@ -159,6 +159,7 @@ int listen_burst_role(role_t *r);
 /* ---- a hostile sender's pieces (test_pieces.c) ------------------------------------- */
 
 int pieces_zdup_role(role_t *r);
+int pieces_overlap_role(role_t *r);
 int pieces_parkclose_role(role_t *r);
 int pieces_closeheld_role(role_t *r);
 

@@ -147,6 +147,10 @@ typedef enum {
     SOCK_REQ_UNCONSUMED = 2, /* strict TCPX: test said done, irecvConsumed not yet */
 } tpx_sock_req_state_t;
 #define SOCK_TOTAL_UNKNOWN UINT64_MAX
+/* Stretches of a receive's message announced out of order that it tracks
+ * (beyond the announced start): a connection whose piece would need one
+ * more waits until the stretches below it are announced (sock_io.c). */
+#define SOCK_CLAIM_RUNS 16
 
 struct tpx_sock_comm;
 typedef struct tpx_sock_cuda_chan tpx_sock_cuda_chan_t; /* sock_cuda.c */
@@ -172,6 +176,18 @@ typedef struct {
     _Atomic uint64_t total;   /* recv: sender's size once the first piece arrived */
     _Atomic uint64_t claimed; /* recv: bytes announced by piece headers (1 for the
                                  zero-byte piece of a zero-byte message), as `done` */
+    /* recv: the stretches of the message that piece headers announced, so
+     * that no byte is announced twice (sock_io.c, "Claims"): [0, front)
+     * and runs[0..nruns), disjoint, in order, beyond it and not touching
+     * it or each other. Under claim_lock (a spin lock: held for a few
+     * compares). `waiters`: a connection found runs[] full and waits. */
+    _Atomic int claim_lock;
+    int nruns;
+    int waiters;
+    uint64_t front;
+    struct {
+        uint64_t start, end;
+    } runs[SOCK_CLAIM_RUNS];
 } tpx_sock_req_t;
 
 struct tpx_sock_worker; /* sock_io.c: one thread of the process-wide I/O pool */
@@ -245,6 +261,8 @@ typedef struct tpx_sock_chan {
      * NONE (the worker) delivers the message. */
     unsigned char *eager;
     uint32_t eager_cap;
+    int claim_wait;        /* recv: its piece waits for room in its receive's runs[] */
+    _Atomic int claim_waiting; /* ...the same, for a claimer that made room (kicks it) */
     int eager_fill;        /* worker: reading a payload into `eager` */
     int eager_held;        /* worker: parked with a payload in `eager` */
     _Atomic int eager_state;
@@ -378,6 +396,8 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r);
  * sender closed every data connection and none holds the posted ones' data
  * (a cheap test first: only once every connection was seen closed). */
 void tpx__sock_recv_posted(tpx_sock_comm_t *c);
+/* Forget the stretches a receive's slot claimed (irecv, before posting). */
+void tpx__sock_req_claim_reset(tpx_sock_req_t *r);
 /* Publish `units` more bytes of message `r` (1 for a zero-byte message)
  * whose size is `total`; the last unit completes it. */
 void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units, uint64_t total);

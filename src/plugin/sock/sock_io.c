@@ -623,7 +623,121 @@ static void req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint6
     }
 }
 
-static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_req_t *r)
+/* ---- claims ---- */
+
+/* Pieces of one message never overlap: the sender cuts them one after the
+ * other (sched_cut), so they tile [0, total). Their lengths adding up to
+ * `total` does not prove that (two pieces of [0, 50) "complete" a 100-byte
+ * message whose last 50 bytes nobody wrote), so each receive keeps the
+ * stretches announced: [0, front) and up to SOCK_CLAIM_RUNS disjoint runs
+ * beyond it, in order. A piece that overlaps one fails the comm; with the
+ * lengths adding up to `total`, disjoint pieces cover every byte.
+ *
+ * The runs are bounded and a legitimate sender is never failed for
+ * having too many: a piece that would need one run too many waits (its
+ * connection does not read on, CH_PARKED with claim_wait) until a claim
+ * makes room, and that claimer kicks it. This cannot deadlock: the
+ * lowest piece not announced yet starts at `front` (everything below it
+ * is announced) and extends it without a run, and it is the next header
+ * of its connection (a connection carries its pieces in the order they
+ * were cut), so announcements always go on. Pieces arrive nearly in order
+ * (each connection takes the next piece when it becomes free): a wait
+ * needs 16 stretches announced ahead of a missing one. */
+
+static void req_claim_lock(tpx_sock_req_t *r)
+{
+    while (atomic_exchange_explicit(&r->claim_lock, 1, memory_order_acquire))
+        while (atomic_load_explicit(&r->claim_lock, memory_order_relaxed))
+            sched_yield(); /* held for a few compares, by another connection's owner */
+}
+
+static void req_claim_unlock(tpx_sock_req_t *r)
+{
+    atomic_store_explicit(&r->claim_lock, 0, memory_order_release);
+}
+
+void tpx__sock_req_claim_reset(tpx_sock_req_t *r)
+{
+    req_claim_lock(r); /* a stray piece of the slot's last message may be checked now */
+    r->front = 0;
+    r->nruns = 0;
+    r->waiters = 0;
+    req_claim_unlock(r);
+}
+
+#define SOCK_CLAIM_OK 0
+#define SOCK_CLAIM_OVERLAP 1
+#define SOCK_CLAIM_FULL 2
+
+/* Announce [off, end) of r's message; under claim_lock. */
+static int req_claim_range(tpx_sock_req_t *r, uint64_t off, uint64_t end)
+{
+    if (off < r->front)
+        return SOCK_CLAIM_OVERLAP;
+    int i = 0; /* the first run that ends after off: the only one that can overlap */
+    while (i < r->nruns && r->runs[i].end <= off)
+        i++;
+    if (i < r->nruns && r->runs[i].start < end)
+        return SOCK_CLAIM_OVERLAP;
+    int join_prev = i == 0 ? off == r->front : r->runs[i - 1].end == off;
+    int join_next = i < r->nruns && r->runs[i].start == end;
+    if (join_prev && join_next) { /* fills the gap between two stretches */
+        if (i == 0)
+            r->front = r->runs[0].end;
+        else
+            r->runs[i - 1].end = r->runs[i].end;
+        memmove(&r->runs[i], &r->runs[i + 1], (size_t)(r->nruns - i - 1) * sizeof(r->runs[0]));
+        r->nruns--;
+    } else if (join_prev) {
+        if (i == 0)
+            r->front = end;
+        else
+            r->runs[i - 1].end = end;
+    } else if (join_next) {
+        r->runs[i].start = off;
+    } else {
+        if (r->nruns == SOCK_CLAIM_RUNS)
+            return SOCK_CLAIM_FULL;
+        memmove(&r->runs[i + 1], &r->runs[i], (size_t)(r->nruns - i) * sizeof(r->runs[0]));
+        r->runs[i].start = off;
+        r->runs[i].end = end;
+        r->nruns++;
+    }
+    return SOCK_CLAIM_OK;
+}
+
+/* Announce piece p of r's message. `waiting`: the connection's
+ * claim_waiting, set if it must wait for room (NULL: a whole message, which
+ * never needs a run). Kicks the connections that waited once this claim
+ * made room. */
+static int req_claim(tpx_sock_comm_t *c, tpx_sock_req_t *r, const tpx_sock_piece_t *p,
+                     _Atomic int *waiting)
+{
+    req_claim_lock(r);
+    int st = req_claim_range(r, p->offset, p->offset + p->len);
+    int wake = 0;
+    if (st == SOCK_CLAIM_FULL && waiting == NULL)
+        st = SOCK_CLAIM_OVERLAP; /* [0, total) overlaps any run: not reached */
+    if (st == SOCK_CLAIM_FULL) {
+        atomic_store(waiting, 1); /* before the unlock: the claimer that makes room sees it */
+        r->waiters = 1;
+    } else if (st == SOCK_CLAIM_OK && r->waiters && r->nruns < SOCK_CLAIM_RUNS) {
+        r->waiters = 0;
+        wake = 1;
+    }
+    req_claim_unlock(r);
+    for (int i = 0; wake && i < c->nsocks; i++)
+        if (atomic_load(&c->chans[i].claim_waiting))
+            chan_kick(&c->chans[i]);
+    return st;
+}
+
+/* Check piece p against its posted receive r and claim its bytes: 1, 0 if
+ * the comm failed, SOCK_CLAIM_WAIT if it must wait for room (see
+ * "Claims"; only with `waiting`). */
+#define SOCK_CLAIM_WAIT 2
+static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_req_t *r,
+                       _Atomic int *waiting)
 {
     char why[200];
     if (atomic_load_explicit(&r->seq, memory_order_relaxed) != p->seq) {
@@ -653,6 +767,17 @@ static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_r
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "pieces of one message disagree on its size");
         return 0;
     }
+    int st = req_claim(c, r, p, waiting);
+    if (st == SOCK_CLAIM_FULL)
+        return SOCK_CLAIM_WAIT;
+    if (st == SOCK_CLAIM_OVERLAP) {
+        snprintf(why, sizeof(why),
+                 "message %llu: a piece of bytes %llu..%llu overlaps bytes announced before",
+                 (unsigned long long)p->seq, (unsigned long long)p->offset,
+                 (unsigned long long)(p->offset + p->len));
+        tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, why);
+        return 0;
+    }
     /* Claimed in the units of `done`: a zero-byte piece (the only kind a
      * zero-byte message has, sock_wire.c) is one unit, so that a second
      * one fails here instead of taking `done` past the 1 that completes
@@ -666,12 +791,19 @@ static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_r
     return 1;
 }
 
-/* Bind the piece in ch->piece to its posted receive and check it. */
+/* Bind the piece in ch->piece to its posted receive and check it:
+ * CH_PROGRESS, CH_ERROR, or CH_PARKED while it waits for room to claim its
+ * bytes (claim_wait: chan_recv tries again when kicked). */
 static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     const tpx_sock_piece_t *p = &ch->piece;
     tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
-    if (!piece_check(c, p, r))
+    int ok = piece_check(c, p, r, &ch->claim_waiting);
+    ch->claim_wait = ok == SOCK_CLAIM_WAIT;
+    if (ok == SOCK_CLAIM_WAIT)
+        return CH_PARKED;
+    atomic_store_explicit(&ch->claim_waiting, 0, memory_order_relaxed);
+    if (!ok)
         return CH_ERROR;
     if (p->len == 0) {
         piece_done(c, r, 1, 0);
@@ -727,7 +859,7 @@ static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     const tpx_sock_piece_t *p = &ch->piece;
     tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
-    if (!piece_check(c, p, r))
+    if (piece_check(c, p, r, NULL) != 1) /* [0, total): never waits */
         return 0;
     if (p->len > 0 && r->cuda_dev >= 0) {
         if (tpx__sock_cuda_eager_copy(ch, r->cuda_dev, r->buf, ch->eager, p->len) != TPX_OK) {
@@ -843,14 +975,21 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
                 return r;
             continue;
         }
+        if (ch->claim_wait) { /* kicked: room to claim its bytes now? */
+            int r = chan_attach(c, ch);
+            if (r != CH_PROGRESS)
+                return r;
+            continue;
+        }
         if (atomic_load_explicit(&ch->parked, memory_order_relaxed)) {
             /* seq_cst: after our seq_cst store of `parked` (Dekker with the poster) */
             if (atomic_load(&c->movable) <= ch->piece.seq)
                 return CH_PARKED;
             atomic_store_explicit(&ch->parked, 0, memory_order_relaxed);
             TPX_TL(TPX_TR_UNPARKED, ch->piece.seq);
-            if (chan_attach(c, ch) == CH_ERROR)
-                return CH_ERROR;
+            int r = chan_attach(c, ch);
+            if (r != CH_PROGRESS)
+                return r;
             continue;
         }
         /* Through staging: a CUDA buffer, or (strict TCPX) a GPU bounce buffer. */
@@ -944,8 +1083,9 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
                 TPX_TL(TPX_TR_PARKED, ch->piece.seq);
                 continue;
             }
-            if (chan_attach(c, ch) == CH_ERROR)
-                return CH_ERROR;
+            int r = chan_attach(c, ch);
+            if (r != CH_PROGRESS)
+                return r;
             continue;
         }
         ch->data_done += (uint32_t)n;
@@ -1007,13 +1147,18 @@ static void chan_recv_eof(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         comm_recv_starved(c);
 }
 
-/* ch parked (or holds a message eagerly) and the sender closed it: its
- * socket holds all that will ever come. A parked piece whose payload is
- * not all there was cut by the close; else ch holds its message for a
- * receive to come. Only on a hang-up: one ioctl per parking. */
+/* ch parked (holds a message eagerly, or waits to claim a piece's bytes)
+ * and the sender closed it: its socket holds all that will ever come. A
+ * parked piece whose payload is not all there was cut by the close; else
+ * ch holds its message for a receive to come. Only on a hang-up: one
+ * ioctl per parking. */
 static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
-    uint64_t seq = ch->eager_held ? atomic_load(&ch->eager_seq) : ch->piece.seq;
+    /* A piece waiting for room to claim its bytes waits for pieces of other
+     * connections: once they all ended or hold later messages, none comes. */
+    uint64_t seq = ch->eager_held  ? atomic_load(&ch->eager_seq)
+                   : ch->claim_wait ? SOCK_CHAN_ENDED
+                                    : ch->piece.seq;
     if (c->tcpx || atomic_load_explicit(&ch->gone, memory_order_relaxed) == seq)
         return CH_PARKED; /* looked at already, since it parked */
     if (!ch->eager_held) {

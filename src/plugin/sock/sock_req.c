@@ -79,6 +79,8 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, const struct iovec *iov
     r->state = SOCK_REQ_POSTED;
     atomic_store_explicit(&r->done, 0, memory_order_relaxed);
     atomic_store_explicit(&r->claimed, 0, memory_order_relaxed);
+    if (c->kind == SOCK_COMM_RECV)
+        tpx__sock_req_claim_reset(r);
     atomic_store_explicit(&r->total, c->kind == SOCK_COMM_SEND ? size : SOCK_TOTAL_UNKNOWN,
                           memory_order_relaxed);
     atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
