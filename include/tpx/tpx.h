@@ -290,9 +290,18 @@ typedef struct {
 
 /* Export bytes [offset, offset + len) of a region (len 0: to its end) for
  * peers to READ and WRITE; the descriptor carries a fresh random key. The
- * export lives until the region is deregistered. */
+ * export lives until tpx_region_unexport() or until the region is
+ * deregistered -- its LAST reference dropped: a registration inside an
+ * existing region shares it (tpx_mem_register), so whoever exports a
+ * range for one registration unexports it when that registration ends. */
 TPX_API tpx_status_t tpx_region_export(tpx_region_t *region, size_t offset, size_t len,
                                        tpx_rdesc_t *desc);
+/* End the export that made `desc` (of this region): peers' requests naming
+ * it are refused from now on (TPX_ERR_ACCESS); requests already being
+ * served finish. TPX_ERR_NOT_FOUND if the region has no such export (never
+ * made, or ended already), TPX_ERR_INVALID_ARG for another engine's
+ * descriptor or bytes that are not one. */
+TPX_API tpx_status_t tpx_region_unexport(tpx_region_t *region, const tpx_rdesc_t *desc);
 /* What a descriptor says: the owner's virtual address of its first byte and
  * its length (for address-based APIs such as NIXL's). TPX_ERR_PROTOCOL if
  * the bytes are not a valid descriptor. Either output may be NULL. */

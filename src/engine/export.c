@@ -5,8 +5,8 @@
  * 64-bit key. The table maps keys to exports (open addressing, linear
  * probing, tombstones; at most half full). Every request of a peer names
  * keys and ranges; rma.c looks each key up here and checks the range and
- * that the region is still registered before a byte moves. A region's
- * exports leave the table when the region is released.
+ * that the region is still registered before a byte moves. An export
+ * leaves the table when it is unexported or its region is released.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +179,42 @@ TPX_API tpx_status_t tpx_region_export(tpx_region_t *r, size_t offset, size_t le
     goto out;
 
 err_free:
+    free(x);
+out:
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_region_unexport(tpx_region_t *r, const tpx_rdesc_t *desc)
+{
+    tpx_rdesc_fields_t f;
+    if (r == NULL || desc == NULL) {
+        TPX_ERROR("tpx_region_unexport: NULL %s", r == NULL ? "region" : "descriptor");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (tpx__rdesc_decode(desc->bytes, &f) != TPX_OK) {
+        TPX_ERROR("tpx_region_unexport: not a valid region descriptor");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_engine_t *e = r->e;
+    pthread_mutex_lock(&e->lock);
+    tpx_status_t st = TPX_OK;
+    if (f.engine_id != e->id) {
+        TPX_ERROR("tpx_region_unexport: the descriptor is another engine's");
+        st = TPX_ERR_INVALID_ARG;
+        goto out;
+    }
+    struct tpx_export **pp = &r->exports;
+    while (*pp != NULL && (*pp)->key != f.key)
+        pp = &(*pp)->next_in_region;
+    if (*pp == NULL) { /* not an error worth a log line: a second unexport */
+        st = TPX_ERR_NOT_FOUND;
+        goto out;
+    }
+    struct tpx_export *x = *pp;
+    *pp = x->next_in_region;
+    xtab_remove(e, x);
+    e->nexports--;
     free(x);
 out:
     pthread_mutex_unlock(&e->lock);

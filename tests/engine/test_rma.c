@@ -537,6 +537,77 @@ static int t_dereg(void)
     TEST_DONE();
 }
 
+/* An export ends with tpx_region_unexport(), not only with its region:
+ * two registrations share one region (the inner one inside the outer), the
+ * outer one's export ends when that registration does (NIXL's
+ * deregisterMem), and a peer can no longer reach its bytes while the inner
+ * one's export still serves. */
+static int t_unexport(void)
+{
+    side_t a, b;
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 1u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    EXPECT(rm != NULL);
+    if (test_failed())
+        return 1;
+    size_t outer_len = 1u << 20, inner_off = 256u << 10, inner_len = 64u << 10;
+    unsigned char *m = aligned_alloc(4096, outer_len);
+    EXPECT(m != NULL);
+    if (m == NULL)
+        return 1;
+    fill(m, outer_len, 9);
+    tpx_region_t *outer = NULL, *inner = NULL;
+    tpx_rdesc_t dout, din;
+    EXPECT(tpx_mem_register(b.e, m, outer_len, TPX_MEM_HOST, &outer) == TPX_OK);
+    EXPECT(tpx_mem_register(b.e, m + inner_off, inner_len, TPX_MEM_HOST, &inner) == TPX_OK);
+    EXPECT(inner == outer); /* shared (the registration cache) */
+    EXPECT(tpx_region_export(outer, 0, outer_len, &dout) == TPX_OK);
+    EXPECT(tpx_region_export(inner, inner_off, inner_len, &din) == TPX_OK);
+    if (test_failed())
+        return 1;
+    tpx_iov_t vo = {.local = a.r, .local_offset = 0, .remote = &dout, .remote_offset = 0,
+                    .len = 4096};
+    tpx_iov_t vi = {.local = a.r, .local_offset = 8192, .remote = &din, .remote_offset = 0,
+                    .len = 4096};
+    tpx_xfer_t *x = NULL;
+    EXPECT(tpx_rma(rm, TPX_OP_READ, &vo, 1, NULL, 0, &x) == TPX_OK);
+    EXPECT(x && tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    tpx_xfer_release(x);
+    EXPECT(memcmp(a.mem, m, 4096) == 0);
+    /* the outer registration ends: its export with it */
+    EXPECT(tpx_region_unexport(outer, &dout) == TPX_OK);
+    tpx_mem_deregister(outer);
+    EXPECT(tpx_region_unexport(inner, &dout) == TPX_ERR_NOT_FOUND); /* ended already */
+    EXPECT(tpx_region_unexport(inner, &a.d) == TPX_ERR_INVALID_ARG); /* A's */
+    tpx_rdesc_t junk;
+    memset(&junk, 0x5a, sizeof(junk));
+    EXPECT(tpx_region_unexport(inner, &junk) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_region_unexport(NULL, &din) == TPX_ERR_INVALID_ARG);
+    x = NULL;
+    EXPECT(tpx_rma(rm, TPX_OP_WRITE, &vo, 1, NULL, 0, &x) == TPX_OK);
+    tpx_status_t st = x ? tpx_xfer_wait(x, 10000, NULL) : TPX_ERR_INTERNAL;
+    printf("unexport: a WRITE through the ended export: %s\n", tpx_status_string(st));
+    EXPECT(st == TPX_ERR_ACCESS); /* it was TPX_OK: the bytes were still reachable */
+    tpx_xfer_release(x);
+    unsigned char want[4096];
+    fill(want, sizeof(want), 9);
+    EXPECT(memcmp(m, want, sizeof(want)) == 0); /* not written */
+    /* the inner registration's export still serves */
+    x = NULL;
+    EXPECT(tpx_rma(rm, TPX_OP_READ, &vi, 1, NULL, 0, &x) == TPX_OK);
+    EXPECT(x && tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
+    tpx_xfer_release(x);
+    EXPECT(memcmp(a.mem + 8192, m + inner_off, 4096) == 0);
+    EXPECT(tpx_region_unexport(inner, &din) == TPX_OK);
+    tpx_mem_deregister(inner);
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    free(m);
+    TEST_DONE();
+}
+
 /* Both directions over the one connection A opened. */
 static int t_twoway(void)
 {
@@ -1793,7 +1864,8 @@ int main(int argc, char **argv)
                  {"failclose", t_failclose}, {"abi", t_abi},
                  {"pollloop", t_pollloop}, {"pack", t_pack}, {"packmany", t_packmany},
                  {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree},
-                 {"inline", t_inline}, {"heldorder", t_heldorder}};
+                 {"inline", t_inline}, {"heldorder", t_heldorder},
+                 {"unexport", t_unexport}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
