@@ -15,6 +15,7 @@
  *   disconnect                drops the agent's remote; prepared requests and
  *                             loaded descriptors keep it alive (reference counts)
  *   registerMem               tpx_mem_register + tpx_region_export
+ *   deregisterMem             tpx_region_unexport + tpx_mem_deregister
  *   getPublicData             the region descriptor's 48 bytes
  *   loadRemoteMD / unloadMD   a descriptor of the remote agent's memory
  *   prepXfer                  tpx_xfer_prepare (once)
@@ -207,6 +208,9 @@ public:
         auto *md = static_cast<LocalMD *>(meta);
         if (md == nullptr)
             return ERR_INVALID_PARAM;
+        /* The region may outlive this registration (another one inside it
+         * shares it): its export must not (tpx_region_unexport). */
+        (void)tpx_region_unexport(md->region, &md->desc);
         tpx_mem_deregister(md->region);
         delete md;
         return SUCCESS;

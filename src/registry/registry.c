@@ -404,6 +404,12 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
                   TPX_REGISTRY_MAX_DESCS);
         return TPX_ERR_INVALID_ARG;
     }
+    for (size_t i = 0; i < ndescs; i++) {
+        if (tpx_rdesc_info(&descs[i], NULL, NULL) != TPX_OK) { /* it said why */
+            TPX_ERROR("tpx_registry_publish: descriptor %zu is not one", i);
+            return TPX_ERR_INVALID_ARG;
+        }
+    }
     if (!name_ok(e->name)) {
         TPX_ERROR("tpx_registry_publish: engine name '%s' cannot be a registry key (1..63 "
                   "printable bytes, no '/' or space)",

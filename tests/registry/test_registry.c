@@ -392,6 +392,10 @@ static int case_publish(void)
     EXPECT(strcmp(tpx_remote_name(rb), "beta") == 0);
     /* publishing again replaces (two descriptors now); unpublish removes */
     tpx_rdesc_t two[2] = {a.desc, a.desc};
+    memset(&two[1], 0x5a, sizeof(two[1])); /* not a descriptor: refused, nothing published */
+    EXPECT(tpx_registry_publish(r, a.e, two, 2, 5) == TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_registry_lookup(r2, "alpha", &ent) == TPX_OK && ent.ndescs == 1);
+    two[1] = a.desc;
     EXPECT(tpx_registry_publish(r, a.e, two, 2, 5) == TPX_OK);
     EXPECT(tpx_registry_lookup(r2, "alpha", &ent) == TPX_OK && ent.ndescs == 2);
     EXPECT(tpx_registry_unpublish(r, b.e) == TPX_OK);
