@@ -117,7 +117,11 @@ TPX_API void tpx_engine_params_init(tpx_engine_params_t *params);
 TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_engine_t **engine);
 /* Closes every peer (their transfers end with TPX_ERR_CANCELED), releases
  * every resource. Regions, transfers and remotes of the engine become
- * invalid; release preparations (tpx_prep_release) before. */
+ * invalid; release preparations (tpx_prep_release) before. No other call
+ * on the engine or its objects may be in progress or follow (a thread
+ * blocked in tpx_peer_accept() or tpx_xfer_wait() would read freed memory):
+ * bindings that let threads share an engine count their calls and wait for
+ * them first (the Python package does). */
 TPX_API void tpx_engine_destroy(tpx_engine_t *engine);
 /* The bootstrap port (after TPX_PORT_EPHEMERAL), or -1 if none. */
 TPX_API int tpx_engine_port(const tpx_engine_t *engine);
