@@ -20,6 +20,7 @@ nccl_plugin_path() and nixl_plugin_dir().
 
 import ctypes
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -128,6 +129,7 @@ def _api():
         "tpx_mem_deregister": (None, [_vp]),
         "tpx_region_base": (_vp, [_vp]),
         "tpx_region_export": (_st, [_vp, _sz, _sz, _vp]),
+        "tpx_region_unexport": (_st, [_vp, ctypes.c_char_p]),
         "tpx_rdesc_info": (_st, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64),
                                  ctypes.POINTER(ctypes.c_uint64)]),
         "tpx_xfer_prepare": (_st, [_vp, ctypes.c_int, _vp, _sz, ctypes.POINTER(_vp)]),
@@ -188,29 +190,47 @@ def _check(status, what):
 def _bytes_of(obj):
     """(address, length, mem type) of a numpy array, a torch tensor (data_ptr()), an
     object with __cuda_array_interface__, or anything with the buffer protocol."""
+    return _memory_of(obj)[:3]
+
+
+def _memory_of(obj):
+    """_bytes_of() plus a memoryview of obj (None for torch tensors and CUDA arrays): an
+    active buffer export, so that obj cannot be resized (bytearray), closed (mmap) or
+    otherwise let go of its memory while the view is held."""
     cai = getattr(obj, "__cuda_array_interface__", None)
     if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch.Tensor
         if hasattr(obj, "is_contiguous") and not obj.is_contiguous():
             raise ValueError("register(): the tensor must be contiguous")
         kind = MEM_CUDA if getattr(obj, "is_cuda", False) else MEM_HOST
-        return obj.data_ptr(), obj.element_size() * obj.numel(), kind
+        return obj.data_ptr(), obj.element_size() * obj.numel(), kind, None
     if cai is not None:
         if cai.get("strides") not in (None, ()):
             raise ValueError("register(): the CUDA array must be contiguous")
         n = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
-        return int(cai["data"][0]), n, MEM_CUDA
+        return int(cai["data"][0]), n, MEM_CUDA, None
     if isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
             raise ValueError("register(): the array must be C-contiguous")
-        return obj.ctypes.data, obj.nbytes, MEM_HOST
-    m = memoryview(obj)
-    if not m.contiguous:
+        try:
+            view = memoryview(obj)  # also pins what the array views (a bytearray, ...)
+        except (TypeError, ValueError):  # dtypes without a buffer format: the array is kept
+            view = None
+        return obj.ctypes.data, obj.nbytes, MEM_HOST, view
+    view = memoryview(obj)
+    if not view.contiguous:
+        view.release()
         raise ValueError("register(): the buffer must be contiguous")
-    a = np.frombuffer(m.cast("B"), dtype=np.uint8)
-    return a.ctypes.data, a.nbytes, MEM_HOST
+    with view.cast("B") as flat:
+        a = np.frombuffer(flat, dtype=np.uint8)
+        addr, n = a.ctypes.data, a.nbytes
+        del a  # its export of `flat` ends here, so `flat` can be released
+    return addr, n, MEM_HOST, view
 
 
 # ---- objects ----------------------------------------------------------------
+
+_ERR_INVALID_STATE, _ERR_NOT_FOUND = -2, -30
+
 
 class _Closable:
     """A context manager whose close() also runs when it is garbage-collected."""
@@ -228,13 +248,58 @@ class _Closable:
             pass
 
 
+class _InCall:
+    """`with engine._call(obj, ...) as handles:` around a call into the library that
+    takes the engine or objects of it: it is counted as in flight (Engine.close() and
+    the objects' release() wait for it), and refused with TPX_ERR_INVALID_STATE once
+    the engine is closing or one of the objects is released."""
+    __slots__ = ("e", "objs")
+
+    def __init__(self, e, objs):
+        self.e, self.objs = e, objs
+
+    def __enter__(self):
+        e = self.e
+        with e._cv:
+            if e._closing or e._h is None:
+                raise TpxError(_ERR_INVALID_STATE, "the engine is closed")
+            for o in self.objs:
+                if o._engine is not e:
+                    raise ValueError(f"the {o._what} belongs to another engine")
+                if o._h is None or o._dying:
+                    raise TpxError(_ERR_INVALID_STATE, f"the {o._what} is released")
+            for o in self.objs:
+                o._calls += 1
+            e._calls += 1
+            return tuple(o._h for o in self.objs)
+
+    def __exit__(self, *exc):
+        e = self.e
+        with e._cv:
+            for o in self.objs:
+                o._calls -= 1
+            e._calls -= 1
+            e._cv.notify_all()
+
+
 class Engine(_Closable):
     """One tpx engine (tpx_engine_create). Every setting left at None comes from
-    the TPX_* environment variables, as in C."""
+    the TPX_* environment variables, as in C.
+
+    Thread-safe: its methods and those of its objects may be called from several
+    threads. close() (and an object's release()) waits for the calls still in flight
+    on it -- a thread in accept() or connect() returns at its timeout_ms, one in
+    Xfer.wait() is woken by the transfer's cancellation -- and refuses new ones
+    (TpxError TPX_ERR_INVALID_STATE)."""
 
     def __init__(self, name=None, gpu=-1, port=PORT_EPHEMERAL, bind_addr=None, plugin=None,
                  channels=0, chunk_bytes=0, window=0, timeout_ms=0, progress_thread=True,
                  auth_token=None, notif_queue=0):
+        self._h = None
+        self._cv = threading.Condition(threading.RLock())  # guards the counts below
+        self._calls = 0  # calls into the library in flight (_InCall)
+        self._closing = False
+        self._closer = None  # the thread in close()
         lib = _api()
         p = _EngineParams()
         lib.tpx_engine_params_init(ctypes.byref(p))
@@ -252,97 +317,139 @@ class Engine(_Closable):
         p.progress_thread = 1 if progress_thread else 0
         h = _vp()
         _check(lib.tpx_engine_create(ctypes.byref(p), ctypes.byref(h)), "tpx_engine_create")
-        self._h = h
         self._owned = []  # regions, remotes, preps, peers: released before the engine
         self._xfers = weakref.WeakSet()  # transfers still held by the caller
         self._nbuf = (_Notif * 64)()
+        self._h = h
+
+    def _call(self, *objs):
+        return _InCall(self, objs)
 
     def close(self):
-        """Release everything this engine made, then the engine."""
-        if getattr(self, "_h", None) is None:
-            return
-        for x in list(self._xfers):
-            x.release()
-        for o in reversed(self._owned):
-            o._drop()
-        self._owned.clear()
-        _api().tpx_engine_destroy(self._h)
-        self._h = None
+        """Release everything this engine made, then the engine. New calls on it are
+        refused from now on; calls in flight in other threads are waited for: a
+        transfer being waited on is canceled (its wait ends TPX_ERR_CANCELED), a blocked
+        accept()/connect() returns at its timeout. Another thread's close() of the same
+        engine returns once it is closed."""
+        with self._cv:
+            if self._h is None:
+                return
+            if self._closing:
+                if self._closer != threading.get_ident():
+                    while self._h is not None:
+                        self._cv.wait()
+                return
+            self._closing, self._closer = True, threading.get_ident()
+            for x in list(self._xfers):
+                if x._calls and x._h is not None and not x._dying:
+                    _api().tpx_xfer_cancel(x._h)  # wakes its wait(); the handle stays valid
+            while self._calls:
+                self._cv.wait()
+        try:
+            for x in list(self._xfers):
+                x._drop()
+            for o in reversed(self._owned):
+                o._drop()
+            self._owned.clear()
+            _api().tpx_engine_destroy(self._h)
+        finally:
+            with self._cv:
+                self._h = None
+                self._cv.notify_all()
 
     @property
     def handle(self):
-        if self._h is None:
-            raise TpxError(-2, "the engine is closed")
+        if self._h is None or self._closing:
+            raise TpxError(_ERR_INVALID_STATE, "the engine is closed")
         return self._h
 
     @property
     def port(self):
-        return _api().tpx_engine_port(self.handle)
+        with self._call():
+            return _api().tpx_engine_port(self._h)
 
     def metadata(self):
         """This engine's metadata blob (bytes) for peers' load_remote()."""
         buf = ctypes.create_string_buffer(METADATA_MAX)
         n = _sz(METADATA_MAX)
-        _check(_api().tpx_engine_get_metadata(self.handle, buf, ctypes.byref(n)),
-               "tpx_engine_get_metadata")
+        with self._call():
+            _check(_api().tpx_engine_get_metadata(self._h, buf, ctypes.byref(n)),
+                   "tpx_engine_get_metadata")
         return buf.raw[:n.value]
 
     def register(self, obj, kind=None):
         """Register the memory of `obj` (numpy array, torch tensor, CUDA array, buffer).
-        The caller keeps `obj` alive while the region is used."""
-        addr, n, k = _bytes_of(obj)
-        h = _vp()
-        _check(_api().tpx_mem_register(self.handle, addr, n, kind or k, ctypes.byref(h)),
-               "tpx_mem_register")
-        return self._own(Region(self, h, addr, n, obj))
+        The region keeps `obj` and, for objects with the buffer protocol, a buffer export
+        of it (a memoryview) until it is deregistered: a registered bytearray cannot be
+        resized nor a registered mmap closed meanwhile (BufferError). The caller must not
+        free a torch tensor's or CUDA array's memory while it is registered."""
+        addr, n, k, view = _memory_of(obj)
+        try:
+            return self._register(addr, n, kind or k, obj, view)
+        except BaseException:
+            if view is not None:
+                view.release()
+            raise
 
     def register_ptr(self, addr, length, kind=MEM_HOST):
+        return self._register(addr, length, kind, None, None)
+
+    def _register(self, addr, n, kind, obj, view):
         h = _vp()
-        _check(_api().tpx_mem_register(self.handle, addr, length, kind, ctypes.byref(h)),
-               "tpx_mem_register")
-        return self._own(Region(self, h, addr, length, None))
+        with self._call():
+            _check(_api().tpx_mem_register(self._h, addr, n, kind, ctypes.byref(h)),
+                   "tpx_mem_register")
+            base = _api().tpx_region_base(h) or 0
+            return self._own(Region(self, h, addr, n, obj, view, addr - base))
 
     def load_remote(self, blob):
         """Accept a peer engine's metadata (bytes); connects lazily (or Remote.connect())."""
         h = _vp()
         b = bytes(blob)
-        _check(_api().tpx_remote_load(self.handle, b, len(b), ctypes.byref(h)),
-               "tpx_remote_load")
-        return self._own(Remote(self, h))
+        with self._call():
+            _check(_api().tpx_remote_load(self._h, b, len(b), ctypes.byref(h)),
+                   "tpx_remote_load")
+            return self._own(Remote(self, h))
 
     def notifs(self):
         """Received notifications, oldest first: a list of (sender name, bytes)."""
         out = []
-        while True:
-            n = _sz(0)
-            st = _api().tpx_engine_get_notifs(self.handle, self._nbuf, len(self._nbuf), ctypes.byref(n))
-            for i in range(n.value):
-                e = self._nbuf[i]
-                out.append((e.from_.decode(errors="replace"), bytes(e.msg[:e.len])))
-            if st not in (_OK, -29):  # TPX_ERR_OVERFLOW: filled as usual
-                raise TpxError(st, "tpx_engine_get_notifs")
-            if n.value < len(self._nbuf):
-                return out
+        with self._call():
+            while True:
+                n = _sz(0)
+                st = _api().tpx_engine_get_notifs(self._h, self._nbuf, len(self._nbuf),
+                                                  ctypes.byref(n))
+                for i in range(n.value):
+                    e = self._nbuf[i]
+                    out.append((e.from_.decode(errors="replace"), bytes(e.msg[:e.len])))
+                if st not in (_OK, -29):  # TPX_ERR_OVERFLOW: filled as usual
+                    raise TpxError(st, "tpx_engine_get_notifs")
+                if n.value < len(self._nbuf):
+                    return out
 
     def counters(self):
         c = _Counters()
         c.size = ctypes.sizeof(c)
-        _check(_api().tpx_engine_counters(self.handle, ctypes.byref(c)), "tpx_engine_counters")
+        with self._call():
+            _check(_api().tpx_engine_counters(self._h, ctypes.byref(c)), "tpx_engine_counters")
         return {f: getattr(c, f) for f, _ in _Counters._fields_ if f != "size"}
 
     def connect(self, host, port, timeout_ms=0):
-        """Two-sided: connect to the engine listening at host:port."""
+        """Two-sided: connect to the engine listening at host:port (close() waits for it)."""
         h = _vp()
-        _check(_api().tpx_peer_connect(self.handle, host.encode(), port, timeout_ms,
-                                       ctypes.byref(h)), "tpx_peer_connect")
-        return self._own(Peer(self, h))
+        with self._call():
+            _check(_api().tpx_peer_connect(self._h, host.encode(), port, timeout_ms,
+                                           ctypes.byref(h)), "tpx_peer_connect")
+            return self._own(Peer(self, h))
 
     def accept(self, timeout_ms=-1):
-        """Two-sided: the next peer that connected (waits up to timeout_ms)."""
+        """Two-sided: the next peer that connected (waits up to timeout_ms; -1:
+        TPX_CONNECT_TIMEOUT_MS). close() in another thread waits for it to return."""
         h = _vp()
-        _check(_api().tpx_peer_accept(self.handle, timeout_ms, ctypes.byref(h)),
-               "tpx_peer_accept")
-        return self._own(Peer(self, h))
+        with self._call():
+            _check(_api().tpx_peer_accept(self._h, timeout_ms, ctypes.byref(h)),
+                   "tpx_peer_accept")
+            return self._own(Peer(self, h))
 
     def _own(self, o):
         self._owned.append(o)
@@ -353,45 +460,137 @@ class Engine(_Closable):
             self._owned.remove(o)
         except ValueError:
             pass
+        self._xfers.discard(o)
 
 
 class _Owned:
+    """An object of an engine holding a library handle (None once released)."""
+    _what = "object"
+    _h = None
+    _dying = False  # release() started: new calls are refused
+    _calls = 0      # calls in flight that use the handle (_InCall)
+
     def _drop(self):
-        if self._h is not None:
-            self._free(self._h)
+        """Free the handle now. Only when no call uses it: from close() of the engine
+        (after its calls in flight ended) or from release()."""
+        h = self._h
+        if h is not None:
             self._h = None
+            self._free(h)
+
+    def _wake(self):
+        """Make the calls in flight on this object return sooner (release() waits)."""
 
     def release(self):
-        self._drop()
-        self._engine._disown(self)
+        """Free it; calls in flight on it in other threads are waited for first, new ones
+        are refused. Nothing happens if it (or its engine) was released already."""
+        e = self._engine
+        with e._cv:
+            if self._h is None or self._dying or e._closing or e._h is None:
+                return  # released, being released, or its engine's close() frees it
+            self._dying = True
+            e._calls += 1  # a call in flight: close() waits for the free below
+            if self._calls:
+                self._wake()
+            while self._calls:
+                e._cv.wait()
+        try:
+            self._drop()
+        finally:
+            with e._cv:
+                e._calls -= 1
+                e._cv.notify_all()
+        e._disown(self)
 
 
 class Region(_Owned):
-    """Registered memory (tpx_mem_register)."""
+    """Registered memory (tpx_mem_register).
 
-    def __init__(self, engine, h, addr, length, obj):
+    Offsets given to its methods, to Peer.send()/recv() and as local offsets of
+    Remote.prepare() count from `addr`, the first byte of the memory given to
+    register(), and ranges must lie within its `length` bytes -- even where the
+    library returned a larger region registered before that contains it (its cache by
+    address range; `base` then lies before `addr`)."""
+    _what = "region"
+
+    def __init__(self, engine, h, addr, length, obj, view=None, delta=0):
         self._engine, self._h, self.addr, self.length, self._obj = engine, h, addr, length, obj
+        self._view = view  # the buffer export that pins obj's memory (memoryview or None)
+        self._delta = delta  # addr - base: the library's offset of our byte 0
+        self._exports = []  # descriptors this Region exported (still live)
 
     def _free(self, h):
-        _api().tpx_mem_deregister(h)
+        lib = _api()
+        for d in self._exports:  # the library's region may live on in other Regions
+            lib.tpx_region_unexport(h, d)  # TPX_ERR_NOT_FOUND: ended already
+        self._exports.clear()
+        lib.tpx_mem_deregister(h)
+        view, self._view, self._obj = self._view, None, None
+        if view is not None:
+            try:
+                view.release()
+            except BufferError:  # exported further by someone: let it go with them
+                pass
 
-    deregister = _Owned.release
+    def deregister(self):
+        """End this Region's exports, deregister, and let go of the object registered
+        (a bytearray may be resized again)."""
+        self.release()
+
+    close = deregister
 
     @property
     def base(self):
-        """Address of offset 0 (the start of the cached region; may lie before addr)."""
-        return _api().tpx_region_base(self._h)
+        """Address of the library's offset 0 (the start of the cached region; may lie
+        before addr)."""
+        return self.addr - self._delta
+
+    def _offset(self, offset, length, what):
+        """The library's offset of [offset, offset+length) of this Region's memory."""
+        offset, length = int(offset), int(length)
+        if offset < 0 or length < 0 or offset + length > self.length:
+            raise ValueError(f"{what}: bytes [{offset}, +{length}) are outside the "
+                             f"{self.length} bytes registered")
+        return self._delta + offset
 
     def export(self, offset=0, length=0):
-        """Export [offset, offset+length) of the memory given to register() (length 0: to its
-        end) for peers to READ and WRITE; returns the 48-byte descriptor."""
+        """Export [offset, offset+length) of the memory given to register() (length 0: to
+        its end; the range must lie within its `length` bytes) for peers to READ and
+        WRITE; returns the 48-byte descriptor. The export lasts until unexport() or until
+        this Region is deregistered (or its engine closed), even where another
+        registration shares the library's region."""
+        offset, length = int(offset), int(length)
+        if length == 0:
+            length = self.length - offset
+        if length <= 0:
+            raise ValueError(f"export(): offset {offset} leaves nothing of the "
+                             f"{self.length} bytes registered")
+        off = self._offset(offset, length, "export()")
         buf = ctypes.create_string_buffer(RDESC_SIZE)
-        off = self.addr - self.base + offset
-        _check(_api().tpx_region_export(self._h, off, length, buf), "tpx_region_export")
-        return buf.raw
+        with self._engine._call(self) as (h,):
+            _check(_api().tpx_region_export(h, off, length, buf), "tpx_region_export")
+            desc = buf.raw
+            self._exports.append(desc)
+        return desc
 
-    def _local_offset(self, offsets):
-        return np.asarray(offsets, dtype=np.uint64) + np.uint64(self.addr - self.base)
+    def unexport(self, desc):
+        """End an export this Region made (peers' requests naming it are refused from now
+        on); TpxError TPX_ERR_NOT_FOUND if it is not one of this Region's live exports."""
+        d = bytes(desc)
+        with self._engine._call(self) as (h,):
+            if d not in self._exports:
+                raise TpxError(_ERR_NOT_FOUND, "Region.unexport")
+            self._exports.remove(d)
+            _check(_api().tpx_region_unexport(h, d), "tpx_region_unexport")
+
+    def _local_offset(self, offsets, lengths):
+        """The library's offsets of blocks [offsets[i], +lengths[i]) of this Region's memory
+        (uint64 arrays); ValueError if one leaves its `length` bytes."""
+        n = np.uint64(self.length)
+        if offsets.size and (np.any(offsets > n) or np.any(lengths > n - np.minimum(offsets, n))):
+            raise ValueError(f"prepare(): a local block leaves the {self.length} bytes "
+                             "registered")
+        return offsets + np.uint64(self._delta)
 
 
 def rdesc_info(desc):
@@ -403,6 +602,7 @@ def rdesc_info(desc):
 
 class Remote(_Owned):
     """A peer engine known by its metadata (tpx_remote_load)."""
+    _what = "remote"
 
     def __init__(self, engine, h):
         self._engine, self._h = engine, h
@@ -414,16 +614,19 @@ class Remote(_Owned):
 
     @property
     def name(self):
-        return _api().tpx_remote_name(self._h).decode()
+        with self._engine._call(self) as (h,):
+            return _api().tpx_remote_name(h).decode()
 
     def connect(self, timeout_ms=0):
-        _check(_api().tpx_remote_connect(self._h, timeout_ms), "tpx_remote_connect")
+        with self._engine._call(self) as (h,):
+            _check(_api().tpx_remote_connect(h, timeout_ms), "tpx_remote_connect")
 
     def prepare(self, op, local, local_offsets, remote_desc, remote_offsets, lengths):
         """Check and encode a READ or WRITE of many blocks once (tpx_xfer_prepare); post it
-        many times. local: a Region; offsets count from the memory given to register()
-        and from the start of the exported range; lengths: one int or an array. The
-        arrays are used as a whole (no Python loop per block)."""
+        many times. local: a Region; local offsets count from the memory given to
+        register() (Region.addr, blocks within its length), remote ones from the start of
+        the exported range; lengths: one int or an array. The arrays are used as a whole
+        (no Python loop per block)."""
         lo = np.atleast_1d(np.asarray(local_offsets, dtype=np.uint64))
         ro = np.atleast_1d(np.asarray(remote_offsets, dtype=np.uint64))
         ln = np.broadcast_to(np.asarray(lengths, dtype=np.uint64), lo.shape)
@@ -431,15 +634,16 @@ class Remote(_Owned):
             raise ValueError("prepare(): local and remote offset arrays differ in length")
         desc = ctypes.create_string_buffer(bytes(remote_desc), RDESC_SIZE)
         iov = np.empty(lo.shape[0], dtype=_IOV_DTYPE)
-        iov["local"] = local._h.value
-        iov["local_offset"] = local._local_offset(lo)
+        iov["local_offset"] = local._local_offset(lo, ln)
         iov["remote"] = ctypes.addressof(desc)
         iov["remote_offset"] = ro
         iov["len"] = ln
         h = _vp()
-        _check(_api().tpx_xfer_prepare(self._h, op, iov.ctypes.data, iov.shape[0],
-                                       ctypes.byref(h)), "tpx_xfer_prepare")
-        return self._engine._own(Prep(self._engine, h))
+        with self._engine._call(self, local) as (rh, lh):
+            iov["local"] = lh.value
+            _check(_api().tpx_xfer_prepare(rh, op, iov.ctypes.data, iov.shape[0],
+                                           ctypes.byref(h)), "tpx_xfer_prepare")
+            return self._engine._own(Prep(self._engine, h))
 
     def read(self, *a, notif=None, timeout_ms=0):
         """prepare(READ, ...) + post + release of the preparation: returns the Xfer."""
@@ -458,11 +662,13 @@ class Remote(_Owned):
     def notify(self, msg):
         """A notification on its own (tpx_notif_send)."""
         b = bytes(msg)
-        _check(_api().tpx_notif_send(self._h, b, len(b)), "tpx_notif_send")
+        with self._engine._call(self) as (h,):
+            _check(_api().tpx_notif_send(h, b, len(b)), "tpx_notif_send")
 
 
 class Prep(_Owned):
     """A prepared one-sided transfer (tpx_xfer_prepare)."""
+    _what = "preparation"
 
     def __init__(self, engine, h):
         self._engine, self._h = engine, h
@@ -474,22 +680,32 @@ class Prep(_Owned):
         """Start it (again); `notif` (bytes) reaches the peer after all data."""
         h = _vp()
         b = None if notif is None else bytes(notif)
-        _check(_api().tpx_xfer_post(self._h, b, 0 if b is None else len(b), timeout_ms,
-                                    ctypes.byref(h)), "tpx_xfer_post")
-        return Xfer(self._engine, h)
+        with self._engine._call(self) as (ph,):
+            _check(_api().tpx_xfer_post(ph, b, 0 if b is None else len(b), timeout_ms,
+                                        ctypes.byref(h)), "tpx_xfer_post")
+            return Xfer(self._engine, h)
 
 
-class Xfer:
-    """A transfer in flight; release() (or garbage collection) frees it."""
+class Xfer(_Owned):
+    """A transfer in flight; release() (or garbage collection) frees it. release() or
+    the engine's close() while another thread waits on it cancels it first."""
+    _what = "transfer"
 
     def __init__(self, engine, h):
-        self._h = h
+        self._engine, self._h = engine, h
         engine._xfers.add(self)
+
+    def _free(self, h):
+        _api().tpx_xfer_release(h)
+
+    def _wake(self):
+        _api().tpx_xfer_cancel(self._h)
 
     def poll(self):
         """True when done, False while running; raises TpxError if it failed."""
         n = _sz()
-        st = _api().tpx_xfer_poll(self._h, ctypes.byref(n))
+        with self._engine._call(self) as (h,):
+            st = _api().tpx_xfer_poll(h, ctypes.byref(n))
         if st == _INPROGRESS:
             return False
         _check(st, "transfer")
@@ -499,21 +715,18 @@ class Xfer:
     def wait(self, timeout_ms=-1):
         """Wait until done (bytes moved) or raise TpxError (TIMED_OUT after timeout_ms)."""
         n = _sz()
-        st = _api().tpx_xfer_wait(self._h, timeout_ms, ctypes.byref(n))
+        with self._engine._call(self) as (h,):
+            st = _api().tpx_xfer_wait(h, timeout_ms, ctypes.byref(n))
         if st == _INPROGRESS:
             raise TpxError(-20, "tpx_xfer_wait")
         _check(st, "transfer")
         return n.value
 
     def cancel(self):
-        st = _api().tpx_xfer_cancel(self._h)
+        with self._engine._call(self) as (h,):
+            st = _api().tpx_xfer_cancel(h)
         if st not in (_OK, _INPROGRESS):
             raise TpxError(st, "tpx_xfer_cancel")
-
-    def release(self):
-        if self._h is not None:
-            _api().tpx_xfer_release(self._h)
-            self._h = None
 
     def __del__(self):
         try:
@@ -524,6 +737,7 @@ class Xfer:
 
 class Peer(_Owned):
     """Two-sided connection (tpx_peer_connect / tpx_peer_accept)."""
+    _what = "peer"
 
     def __init__(self, engine, h):
         self._engine, self._h = engine, h
@@ -534,16 +748,21 @@ class Peer(_Owned):
     close = _Owned.release
 
     def send(self, region, offset, length):
-        h = _vp()
-        _check(_api().tpx_send(self._h, region._h, region.addr - region.base + offset, length,
-                               ctypes.byref(h)), "tpx_send")
-        return Xfer(self._engine, h)
+        """Send bytes [offset, offset+length) of region's memory (offset from Region.addr,
+        within its length)."""
+        return self._two_sided(_api().tpx_send, region, offset, length, "tpx_send")
 
     def recv(self, region, offset, length):
+        """Receive into bytes [offset, offset+length) of region's memory (offset from
+        Region.addr, within its length)."""
+        return self._two_sided(_api().tpx_recv, region, offset, length, "tpx_recv")
+
+    def _two_sided(self, fn, region, offset, length, what):
+        off = region._offset(offset, length, what)
         h = _vp()
-        _check(_api().tpx_recv(self._h, region._h, region.addr - region.base + offset, length,
-                               ctypes.byref(h)), "tpx_recv")
-        return Xfer(self._engine, h)
+        with self._engine._call(self, region) as (ph, rh):
+            _check(fn(ph, rh, off, int(length), ctypes.byref(h)), what)
+            return Xfer(self._engine, h)
 
 
 class Registry(_Closable):
@@ -568,12 +787,15 @@ class Registry(_Closable):
     def publish(self, engine, descs=(), ttl=0):
         """Publish engine (its name) with these exported descriptors (Region.export());
         ttl seconds (0: TPX_METADATA_TTL)."""
-        raw = b"".join(bytes(d) for d in descs)
-        _check(_api().tpx_registry_publish(self._h, engine.handle, raw, len(descs), ttl),
-               "tpx_registry_publish")
+        descs = [bytes(d) for d in descs]
+        raw = b"".join(descs)
+        with engine._call():
+            _check(_api().tpx_registry_publish(self._h, engine._h, raw, len(descs), ttl),
+                   "tpx_registry_publish")
 
     def unpublish(self, engine):
-        _check(_api().tpx_registry_unpublish(self._h, engine.handle), "tpx_registry_unpublish")
+        with engine._call():
+            _check(_api().tpx_registry_unpublish(self._h, engine._h), "tpx_registry_unpublish")
 
     @staticmethod
     def _entry(e):
@@ -603,10 +825,11 @@ class Registry(_Closable):
         """(Remote, [descriptors]) of the engine published under name; the remote looks
         the name up again whenever it must connect anew (its engine restarted)."""
         h, e = _vp(), _RegEntry()
-        _check(_api().tpx_registry_load_remote(self._h, engine.handle, name.encode(),
-                                               ctypes.byref(h), ctypes.byref(e)),
-               f"tpx_registry_load_remote({name})")
-        return engine._own(Remote(engine, h)), self._entry(e)[1]
+        with engine._call():
+            _check(_api().tpx_registry_load_remote(self._h, engine._h, name.encode(),
+                                                   ctypes.byref(h), ctypes.byref(e)),
+                   f"tpx_registry_load_remote({name})")
+            return engine._own(Remote(engine, h)), self._entry(e)[1]
 
     def watch(self, timeout_ms=1000, max_events=64):
         """Changes under the prefix, in order: [(name, gone)], waiting up to timeout_ms for

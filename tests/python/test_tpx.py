@@ -2,7 +2,11 @@
 one-sided cases as the NIXL tests, plus two-sided send/recv and the API's
 objects."""
 import ctypes
+import mmap
 import os
+import subprocess
+import sys
+import threading
 import time
 
 import numpy as np
@@ -215,3 +219,178 @@ def test_struct_sizes():
     with tpx.Engine(name=agent_name()) as e:
         c = e.counters()
         assert c["rma_served"] == 0 and "rma_refused" in c
+
+
+def test_export_counts_from_the_registered_buffer(engines):
+    """A buffer inside one registered before shares its library region (which starts
+    before it): Region.export(), send/recv and prepare's local offsets still count from
+    the buffer given to register() and stay within its length."""
+    a, b = engines
+    big = pattern(1 * MiB, 11)
+    rbig = a.register(big)
+    small = big[64 * KiB:68 * KiB]
+    rs = a.register(small)
+    assert rs.addr == small.ctypes.data and rs.length == 4 * KiB
+    assert rs.base == rbig.addr  # the library's region is big's
+    assert tpx.rdesc_info(rs.export()) == (small.ctypes.data, 4 * KiB)
+    assert tpx.rdesc_info(rs.export(1024, 512)) == (small.ctypes.data + 1024, 512)
+    assert tpx.rdesc_info(rs.export(1024)) == (small.ctypes.data + 1024, 3 * KiB)
+    for off, n in [(8192, 4096), (4096, 0), (0, 4097), (4000, 200), (-1, 10)]:
+        with pytest.raises(ValueError):
+            rs.export(off, n)
+    buf = np.zeros(8 * KiB, np.uint8)
+    rb = b.register(buf)
+    remote = b.load_remote(a.metadata())
+    remote.read(rb, [0], rs.export(), [0], 4 * KiB).wait(30000)
+    assert np.array_equal(buf[:4 * KiB], small)
+    # local blocks: within the registered buffer only (from its own byte 0)
+    with pytest.raises(ValueError):
+        a.load_remote(b.metadata()).prepare(tpx.READ, rs, [4 * KiB], rb.export(), [0], 1)
+    rl = a.load_remote(b.metadata())
+    rl.read(rs, [1024], rb.export(), [0], 1024).wait(30000)
+    assert np.array_equal(small[1024:2048], buf[:1024])
+    # two-sided: offsets from the registered buffer, range checked
+    pa = a.connect("127.0.0.1", b.port, 10000)
+    pb = b.accept(10000)
+    with pytest.raises(ValueError):
+        pa.send(rs, 4 * KiB - 10, 11)
+    buf[:] = 0
+    r = pb.recv(rb, 0, 4 * KiB)
+    assert pa.send(rs, 2 * KiB, 2 * KiB).wait(30000) == 2 * KiB
+    assert r.wait(30000) == 2 * KiB
+    assert np.array_equal(buf[:2 * KiB], small[2 * KiB:])
+
+
+def test_deregister_ends_the_regions_exports(engines):
+    """Each Region's exports end when it is deregistered, although the library's region
+    lives on in another registration that shares it."""
+    a, b = engines
+    big = pattern(1 * MiB, 12)
+    rbig = a.register(big)
+    rs = a.register(big[:4 * KiB])
+    dbig, dsmall = rbig.export(), rs.export()
+    buf = np.zeros(1 * MiB, np.uint8)
+    rb = b.register(buf)
+    remote = b.load_remote(a.metadata())
+    remote.read(rb, [0], dbig, [0], 1 * MiB).wait(30000)
+    rbig.deregister()
+    with pytest.raises(tpx.TpxError) as e:
+        remote.read(rb, [0], dbig, [0], 1 * MiB).wait(30000)
+    assert e.value.name == "TPX_ERR_ACCESS"
+    remote.read(rb, [0], dsmall, [0], 4 * KiB).wait(30000)  # rs's own export lives on
+    d2 = rs.export(0, 1024)
+    rs.unexport(d2)
+    with pytest.raises(tpx.TpxError) as e:
+        rs.unexport(d2)
+    assert e.value.name == "TPX_ERR_NOT_FOUND"
+    with pytest.raises(tpx.TpxError) as e:
+        remote.read(rb, [0], d2, [0], 1024).wait(30000)
+    assert e.value.name == "TPX_ERR_ACCESS"
+    rs.deregister()
+    with pytest.raises(tpx.TpxError) as e:
+        remote.read(rb, [0], dsmall, [0], 4 * KiB).wait(30000)
+    assert e.value.name == "TPX_ERR_ACCESS"
+    with pytest.raises(tpx.TpxError) as e:
+        rs.export()
+    assert e.value.name == "TPX_ERR_INVALID_STATE"
+
+
+def test_registered_buffer_is_pinned(engines):
+    """While registered, a bytearray cannot be resized (its memory moved) nor an mmap
+    closed; deregister() and the engine's close() let go of them."""
+    a, _ = engines
+    ba = bytearray(4096)
+    r = a.register(ba)
+    with pytest.raises(BufferError):
+        ba.extend(b"\0" * 100000)
+    m = mmap.mmap(-1, 8192)
+    rm = a.register(m)
+    with pytest.raises(BufferError):
+        m.close()
+    r.deregister()
+    ba.extend(b"\0" * 100000)
+    rm.deregister()
+    m.close()
+    ba2 = bytearray(4096)
+    with tpx.Engine(name=agent_name()) as e:
+        e.register(ba2)
+        with pytest.raises(BufferError):
+            ba2.extend(b"\0" * 4096)
+    ba2.extend(b"\0" * 4096)
+
+
+def test_close_waits_for_blocked_accepts():
+    """Engine.close() while threads are inside accept(): new calls are refused at once,
+    close() returns only after the accepts returned (no use of a freed engine)."""
+    e = tpx.Engine(name=agent_name())
+    res = []
+
+    def acc():
+        try:
+            e.accept(3000)
+            res.append("accepted")
+        except tpx.TpxError as ex:
+            res.append(ex.name)
+
+    ts = [threading.Thread(target=acc) for _ in range(3)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    closer = threading.Thread(target=e.close)
+    closer.start()
+    time.sleep(0.5)
+    assert closer.is_alive(), "close() returned while accept() calls were in flight"
+    with pytest.raises(tpx.TpxError) as ex:
+        e.metadata()
+    assert ex.value.name == "TPX_ERR_INVALID_STATE" and "closed" in str(ex.value)
+    closer.join(20)
+    assert not closer.is_alive() and not any(t.is_alive() for t in ts)
+    assert len(res) == 3 and set(res) <= {"TPX_ERR_TIMED_OUT", "TPX_ERR_INVALID_STATE"}
+    with pytest.raises(tpx.TpxError):
+        e.accept(0)
+    e.close()  # again: nothing
+
+
+CLOSE_WHILE_WAITING = """
+import sys, threading, time, numpy as np, tpx
+e1, e2 = tpx.Engine(name="a"), tpx.Engine(name="b")
+reg = e1.register(np.zeros(1 << 16, np.uint8))
+p = e1.connect("127.0.0.1", e2.port, 10000)
+q = e2.accept(10000)
+res = []
+def waiter(x):
+    try:
+        res.append(x.wait(10000))
+    except tpx.TpxError as ex:
+        res.append(ex.name)
+x = p.recv(reg, 0, 4096)                 # nothing is ever sent: it waits
+t = threading.Thread(target=waiter, args=(x,)); t.start()
+time.sleep(0.5)
+t0 = time.monotonic()
+x.release()                              # release of a transfer being waited on
+print("release", "waited" if not t.is_alive() else "did not wait", res, flush=True)
+t.join()
+x = p.recv(reg, 0, 4096)
+t = threading.Thread(target=waiter, args=(x,)); t.start()
+time.sleep(0.5)
+t0 = time.monotonic()
+e1.close()                               # close of the engine of a transfer being waited on
+print("close", "waited" if not t.is_alive() else "did not wait", res,
+      round(time.monotonic() - t0, 1), flush=True)
+t.join()
+e2.close()
+print("ok", flush=True)
+"""
+
+
+def test_close_or_release_while_a_transfer_is_waited_on():
+    """Xfer.release() and Engine.close() while another thread is in Xfer.wait() on it:
+    the wait is woken (TPX_ERR_CANCELED) and waited for before anything is freed."""
+    p = subprocess.run([sys.executable, "-c", CLOSE_WHILE_WAITING], capture_output=True,
+                       text=True, timeout=120)
+    out = p.stdout.splitlines()
+    assert p.returncode == 0, f"rc {p.returncode}: {p.stdout} {p.stderr[-2000:]}"
+    assert out[0] == "release waited ['TPX_ERR_CANCELED']", p.stdout
+    assert out[1].startswith("close waited ['TPX_ERR_CANCELED', 'TPX_ERR_CANCELED']"), p.stdout
+    assert float(out[1].split()[-1]) < 5, p.stdout  # woken, not left to its 10 s wait
+    assert out[2] == "ok"
