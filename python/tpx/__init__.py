@@ -785,9 +785,14 @@ class Registry(_Closable):
             self._h = None
 
     def publish(self, engine, descs=(), ttl=0):
-        """Publish engine (its name) with these exported descriptors (Region.export());
-        ttl seconds (0: TPX_METADATA_TTL)."""
+        """Publish engine (its name) with these exported descriptors (Region.export(): each
+        exactly RDESC_SIZE bytes, else ValueError and nothing is published); ttl seconds
+        (0: TPX_METADATA_TTL)."""
         descs = [bytes(d) for d in descs]
+        for i, d in enumerate(descs):
+            if len(d) != RDESC_SIZE:
+                raise ValueError(f"publish(): descriptor {i} has {len(d)} bytes, not "
+                                 f"{RDESC_SIZE} (a Region.export() descriptor)")
         raw = b"".join(descs)
         with engine._call():
             _check(_api().tpx_registry_publish(self._h, engine._h, raw, len(descs), ttl),

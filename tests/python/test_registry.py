@@ -80,6 +80,24 @@ def test_publish_lookup_list_read(etcd):
         assert reg.list() == []
 
 
+def test_publish_refuses_descriptors_of_another_size(etcd):
+    """Every descriptor must be RDESC_SIZE bytes: others are refused and nothing is
+    published (the library would read past shorter ones)."""
+    prefix = "/py-" + agent_name()
+    sname = "srv-" + agent_name()[:8]
+    with tpx.Engine(name=sname) as s, tpx.Registry(etcd, prefix) as reg:
+        desc = s.register(np.ones(4096, np.uint8)).export()
+        for bad in ([b"k" * 5, b"z" * 3], [desc, b"k" * 5], [desc + desc], [desc[:-1]]):
+            with pytest.raises(ValueError):
+                reg.publish(s, bad, ttl=5)
+        assert reg.list() == []
+        with pytest.raises(tpx.TpxError) as e:
+            reg.lookup(sname)
+        assert e.value.name == "TPX_ERR_NOT_FOUND"
+        reg.publish(s, [desc, bytearray(desc)], ttl=5)
+        assert reg.lookup(sname)[1] == [desc, desc]
+
+
 PUBLISHER = """
 import os, sys, time, numpy as np, tpx
 e = tpx.Engine(name=sys.argv[1])
