@@ -411,3 +411,78 @@ int pieces_closeheld_role(role_t *r)
     free(buf);
     return 0;
 }
+
+/* ---- claims that wait (found by review) ---- */
+#define LW_P 65536
+/* A legitimate stream (each connection carries its pieces in increasing
+ * order, they tile the message), 35 pieces: conn2 4, 6, ..., 34 (16 runs);
+ * conn1 2 (no room: waits), then 5, 7, ..., 33; conn0 0, 1, 3, which extend
+ * the front and a run without changing their number. The waiter must be
+ * retried after any claim, not only one that freed a run (it hung). */
+int pieces_lostwake_role(role_t *r)
+{
+    pc_comm_t pc;
+    const uint64_t K = 1024, total = 34 * 1024 + 1024 * 1024;
+    unsigned char *msg = malloc(total), *big = calloc(1, total);
+    nt_fill(msg, total, tt_seed(43, 0, 0));
+    void *req = NULL;
+    nt_result_t w;
+    TRY(pc_open(r, 3, &pc));
+    CHECK_RC(nt_irecv1(&r->nt, pc.rc, big, total, PC_TAG, NULL, &req));
+    for (int k = 4; k <= 34; k += 2)
+        TRY(pc_piece(pc.data[2], msg, k == 34 ? (uint32_t)(total - 34 * K) : (uint32_t)K, 0, total, k * K));
+    usleep(200000);
+    TRY(pc_piece(pc.data[1], msg, K, 0, total, 2 * K));
+    for (int k = 5; k <= 33; k += 2)
+        TRY(pc_piece(pc.data[1], msg, K, 0, total, k * K));
+    usleep(200000);
+    TRY(pc_piece(pc.data[0], msg, K, 0, total, 0));
+    TRY(pc_piece(pc.data[0], msg, K, 0, total, 1 * K));
+    TRY(pc_piece(pc.data[0], msg, K, 0, total, 3 * K));
+    TRY(pc_wait(r, req, "lost wake", &w));
+    CHECK(w.rc == 0 && w.done, "lost wake: rc %d done %d", w.rc, w.done);
+    CHECK(nt_verify(big, total, tt_seed(43, 0, 0)) == NT_VERIFY_OK, "bytes");
+    TRY(pc_close(r, &pc));
+    free(msg);
+    free(big);
+    test_say("lost wake: delivered");
+    return 0;
+}
+
+/* 64 pieces: the odd ones on conn1, which then closes (its 17th piece waits
+ * for room behind the close), then the even ones on conn0, which closes
+ * too: every byte was sent, the message must complete (a waiter behind a
+ * close was taken for an ended connection: "peer closed"). */
+int pieces_waitclose_role(role_t *r)
+{
+    int fails = 0;
+    for (int it = 0; it < 20; it++) {
+        pc_comm_t pc;
+        const int n = 64;
+        unsigned char *msg = malloc(n * LW_P), *big = calloc(1, n * LW_P);
+        nt_fill(msg, n * LW_P, tt_seed(44, 0, 0));
+        void *req = NULL;
+        nt_result_t w;
+        TRY(pc_open(r, 2, &pc));
+        CHECK_RC(nt_irecv1(&r->nt, pc.rc, big, n * LW_P, PC_TAG, NULL, &req));
+        for (int k = 1; k < n; k += 2)
+            TRY(pc_piece(pc.data[1], msg, LW_P, 0, n * LW_P, (uint64_t)k * LW_P));
+        close(pc.data[1]);
+        pc.data[1] = -1;
+        usleep(100000);
+        for (int k = 0; k < n; k += 2)
+            TRY(pc_piece(pc.data[0], msg, LW_P, 0, n * LW_P, (uint64_t)k * LW_P));
+        close(pc.data[0]);
+        pc.data[0] = -1;
+        TRY(pc_wait(r, req, "waitclose", &w));
+        if (!(w.rc == 0 && w.done)) {
+            fails++;
+            test_say("waitclose iteration %d: rc %d done %d", it, w.rc, w.done);
+        }
+        TRY(pc_close(r, &pc));
+        free(msg);
+        free(big);
+    }
+    CHECK(fails == 0, "waitclose: %d of 20 legitimate messages failed", fails);
+    return 0;
+}

@@ -892,6 +892,8 @@ static const scenario_t scenarios[] = {
     {"pieces_overlap", pieces_overlap_role, NULL, 0, 0},
     {"pieces_parkclose", pieces_parkclose_role, NULL, 0, 0},
     {"pieces_closeheld", pieces_closeheld_role, NULL, 0, 0},
+    {"pieces_lostwake", pieces_lostwake_role, NULL, 0, 0},
+    {"pieces_waitclose", pieces_waitclose_role, NULL, 0, 0},
     /* CUDA buffers through staging, on the stand-in libcuda (test_cuda.c) */
     {"cudastage", cudastage_recv, cudastage_send, 0, 0},
     {"cudazero", cudazero_recv, cudazero_send, 0, 0},

@@ -65,11 +65,12 @@
  * (comm_recv_starved, looked at when a connection closes and when a
  * receive is posted). Strict TCPX mode keeps Google's plugin's behaviour.
  *
- * Close: the closing thread asks every worker that serves the comm to drop
- * its connections (out of epoll, the run queue and the kick stack) and
- * waits for each answer; after that no worker touches the comm. Only the
- * comm's own API thread kicks its connections, so none can be kicked
- * while it closes.
+ * Close: the closing thread sets `closing`, waits for the connections'
+ * turns under way to end (a claim that makes room kicks other connections
+ * of the comm: "Claims"), then asks every worker that serves the comm to
+ * drop its connections (out of epoll, the run queue and the kick stack)
+ * and waits for each answer; after that no worker touches the comm.
+ * Otherwise only the comm's own API thread kicks its connections.
  *
  * CUDA buffers go through pinned staging (sock_cuda.c), and a worker never
  * waits for a copy: a connection whose copy is still running says so
@@ -635,8 +636,10 @@ static void req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint6
  *
  * The runs are bounded and a legitimate sender is never failed for
  * having too many: a piece that would need one run too many waits (its
- * connection does not read on, CH_PARKED with claim_wait) until a claim
- * makes room, and that claimer kicks it. This cannot deadlock: the
+ * connection does not read on, CH_PARKED with claim_wait) and is tried
+ * again after the next claim of its receive, whichever connection makes
+ * it (any claim may make room: one that fills a gap, or extends the front
+ * or a run up to the waiting piece). This cannot deadlock: the
  * lowest piece not announced yet starts at `front` (everything below it
  * is announced) and extends it without a run, and it is the next header
  * of its connection (a connection carries its pieces in the order they
@@ -721,7 +724,7 @@ static int req_claim(tpx_sock_comm_t *c, tpx_sock_req_t *r, const tpx_sock_piece
     if (st == SOCK_CLAIM_FULL) {
         atomic_store(waiting, 1); /* before the unlock: the claimer that makes room sees it */
         r->waiters = 1;
-    } else if (st == SOCK_CLAIM_OK && r->waiters && r->nruns < SOCK_CLAIM_RUNS) {
+    } else if (st == SOCK_CLAIM_OK && r->waiters) { /* any claim may make room (see above) */
         r->waiters = 0;
         wake = 1;
     }
@@ -1154,11 +1157,11 @@ static void chan_recv_eof(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
  * ioctl per parking. */
 static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
-    /* A piece waiting for room to claim its bytes waits for pieces of other
-     * connections: once they all ended or hold later messages, none comes. */
-    uint64_t seq = ch->eager_held  ? atomic_load(&ch->eager_seq)
-                   : ch->claim_wait ? SOCK_CHAN_ENDED
-                                    : ch->piece.seq;
+    /* A piece waiting for room to claim its bytes holds a posted message
+     * (all its bytes are there: the others' claims let it in). So a sender
+     * that left a gap in a message and closed is not detected here: its
+     * receive ends at the caller's deadline. */
+    uint64_t seq = ch->eager_held ? atomic_load(&ch->eager_seq) : ch->piece.seq;
     if (c->tcpx || atomic_load_explicit(&ch->gone, memory_order_relaxed) == seq)
         return CH_PARKED; /* looked at already, since it parked */
     if (!ch->eager_held) {
@@ -1454,7 +1457,7 @@ static int chan_run(tpx_sock_chan_t *ch)
     const int send = c->kind == SOCK_COMM_SEND;
     int r = CH_IDLE, again = 0;
     atomic_fetch_add(&c->running, 1);
-    if (!atomic_load_explicit(&c->closing, memory_order_acquire) &&
+    if (!atomic_load(&c->closing) && /* seq_cst: after `running` (the closer waits on it) */
         atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
         !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
         chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
@@ -1895,6 +1898,13 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
         for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
             c->chans[i].worker = NULL;
     }
+    /* A turn of one connection that began before `closing` may kick
+     * another connection of the comm (a claim that made room, "Claims"),
+     * onto a worker perhaps already told to drop it: let such turns end
+     * first. A turn that begins after them sees `closing` (both seq_cst,
+     * with `running`) and touches nothing. Turns are short. */
+    while (c->pooled && atomic_load(&c->running) > 0)
+        sched_yield();
     /* Each worker serving the comm drops its connections; after the last
      * answer no worker touches the comm. */
     for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
