@@ -273,7 +273,8 @@ TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
 TPX_CONFIG_X(RMA_PEER_LIST_BYTES, INT, "128M", 1048576, 4294967296,
              "Memory the request lists of one peer's requests may hold at an owner at once (a "
              "list's buffer until it is checked, 48 bytes per block while the request lasts); a "
-             "request beyond it is refused like one over `TPX_RMA_PEER_REQUESTS`.")
+             "request beyond it is refused like one over `TPX_RMA_PEER_REQUESTS`, unless it is "
+             "the peer's only one.")
 TPX_CONFIG_X(FAULT_DIRECT_DRY_US, INT, "0", 0, 1000000,
              "Testing only: a direct read (`TPX_SOCK_DIRECT_BYTES`) that found its connection dry "
              "waits this long before it looks whether the connection's I/O worker tried to take "

@@ -119,16 +119,17 @@ void tpx__region_release(tpx_region_t *r)
     free(r);
 }
 
-/* Is every page of [addr, addr + len) mapped? madvise() with the advice
- * every mapping already has changes nothing and fails with ENOMEM on a
- * hole (or past the address space's end): peers could otherwise be handed
- * a range the caller never owned. */
+/* Is every page of [addr, addr + len) mapped? msync(MS_ASYNC) changes
+ * nothing (a no-op since Linux 2.6.19; madvise() would reset a mapping's
+ * advice and split it) and fails with ENOMEM on a hole or past the address
+ * space's end: peers could otherwise be handed a range the caller never
+ * owned. */
 static int host_range_mapped(const void *addr, size_t len)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)addr & ~(page - 1);
     uintptr_t end = (uintptr_t)addr + len; /* no wrap: checked before */
-    return madvise((void *)start, end - start, MADV_NORMAL) == 0;
+    return msync((void *)start, end - start, MS_ASYNC) == 0;
 }
 
 TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,

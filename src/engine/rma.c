@@ -806,9 +806,13 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
      * may wait for their lists is bounded by flow control (xfer.c
      * ctrl_may_read). */
     uint64_t seg_bytes = seg_book(m->nent);
+    /* A request alone (nothing else of the peer's held) is served whatever
+     * its size (at most TPX_LIST_MAX_ENTRIES blocks, ~80 MiB), so that a
+     * quota smaller than the largest request only serializes them. */
     int refuse = p->rma_ntargets >= (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_REQUESTS) ||
-                 p->list_bytes + listbuf_cap(m->list_len) + seg_bytes >
-                     (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_LIST_BYTES);
+                 (p->list_bytes > 0 &&
+                  p->list_bytes + listbuf_cap(m->list_len) + seg_bytes >
+                      (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_LIST_BYTES));
     tpx_listbuf_t *lb = x && !refuse ? listbuf_get(p, m->list_len) : NULL;
     if (x == NULL || (lb == NULL && !refuse)) {
         free(x);

@@ -1031,11 +1031,11 @@ static int t_seghold(void)
     free(io);
     tpx_xfer_t *x[NPOST] = {0};
     for (int i = 0; i < NPOST && !test_failed(); i++)
-        EXPECT(tpx_xfer_post(pp, NULL, 0, 4000, &x[i]) == TPX_OK);
+        EXPECT(tpx_xfer_post(pp, NULL, 0, 15000, &x[i]) == TPX_OK);
     uint32_t nheld = 0;
     uint64_t bytes = 0, t0 = test_now_ns();
     tpx_engine_counters_t c = {.size = sizeof(c)};
-    while (test_secs_since(t0) < 3.0) { /* until every request was checked or refused */
+    while (test_secs_since(t0) < 10.0) { /* until every request was checked or refused */
         bytes = owner_seg_bytes(&v, &nheld);
         EXPECT(tpx_engine_counters(v.e, &c) == TPX_OK);
         if (nheld + c.rma_refused >= NPOST)
@@ -1052,7 +1052,7 @@ static int t_seghold(void)
     EXPECT(c.rma_refused > 0);
     for (int i = 0; i < NPOST; i++) {
         if (x[i] != NULL) {
-            tpx_status_t st = tpx_xfer_wait(x[i], 10000, NULL);
+            tpx_status_t st = tpx_xfer_wait(x[i], 30000, NULL); /* held ones: their deadline */
             EXPECT(st != TPX_OK && st != TPX_INPROGRESS);
             tpx_xfer_release(x[i]);
         }
