@@ -328,9 +328,12 @@ class Engine(_Closable):
     def close(self):
         """Release everything this engine made, then the engine. New calls on it are
         refused from now on; calls in flight in other threads are waited for: a
-        transfer being waited on is canceled (its wait ends TPX_ERR_CANCELED), a blocked
-        accept()/connect() returns at its timeout. Another thread's close() of the same
-        engine returns once it is closed."""
+        transfer being waited on is canceled (a wait on one that has not started to move
+        ends TPX_ERR_CANCELED at once; one whose data moves runs to its end or its
+        deadline), a blocked accept()/connect() returns at its timeout. Another thread's
+        close() of the same engine returns once it is closed. Not from a signal handler
+        or anything else that runs while this thread is inside a call of the engine: it
+        would wait for itself."""
         with self._cv:
             if self._h is None:
                 return
@@ -348,7 +351,7 @@ class Engine(_Closable):
         try:
             for x in list(self._xfers):
                 x._drop()
-            for o in reversed(self._owned):
+            for o in reversed(list(self._owned)):
                 o._drop()
             self._owned.clear()
             _api().tpx_engine_destroy(self._h)
@@ -498,9 +501,9 @@ class _Owned:
             self._drop()
         finally:
             with e._cv:
+                e._disown(self)  # before close() may walk the lists (it waits for us)
                 e._calls -= 1
                 e._cv.notify_all()
-        e._disown(self)
 
 
 class Region(_Owned):
