@@ -1,6 +1,6 @@
 /*
- * test_pieces.c - a hostile sender's piece headers against a receive comm of
- * the built-in transport (the wire format of sock_wire.h).
+ * test_pieces.c - hand-built piece headers (a hostile sender's, and legitimate
+ * streams in rare shapes) against a receive comm of the built-in transport (the wire format of sock_wire.h).
  *
  * One process: the role listens, opens a raw control connection and raw
  * data connections with the listener's nonce, accepts the comm through the
@@ -24,6 +24,11 @@
  *   pieces_closeheld  complete messages, then the close, all before their
  *                     receives are posted: each is delivered when posted,
  *                     and only the receive after them reports the close
+ *   pieces_lostwake   a legitimate message whose waiting piece is let in by
+ *                     a claim that extends the front, not one that frees a
+ *                     stretch: delivered
+ *   pieces_waitclose  a legitimate message whose waiting piece sits behind
+ *                     its connection's close: delivered, not "peer closed"
  */
 #include <errno.h>
 #include <stdio.h>
