@@ -1,6 +1,7 @@
 /*
  * test_pieces.c - hand-built piece headers (a hostile sender's, and legitimate
- * streams in rare shapes) against a receive comm of the built-in transport (the wire format of sock_wire.h).
+ * streams in rare shapes) against a receive comm of the built-in transport
+ * (the wire format of sock_wire.h).
  *
  * One process: the role listens, opens a raw control connection and raw
  * data connections with the listener's nonce, accepts the comm through the
