@@ -4,13 +4,16 @@
 # scripts beside it (or bench/vs_raw.sh), its log kept under $OUT, its final
 # table printed last. Build first (release), then the steps in order.
 #
-#   STEPS="check lat raw cuda"  which steps, in this order:
+#   STEPS="check lat raw cuda ceiling"  which steps, in this order:
 #     check  bench/gpu/check.sh      every GPU path moves verified data once
 #     lat    bench/gpu/lat.sh        one-sided READ/WRITE p50/p99 against the raw
 #                                    TCP round trip of the size (SETS as lat.sh)
 #     raw    bench/vs_raw.sh         transport and engine against raw TCP, N = NS
 #     cuda   bench/gpu/cuda_vs_host.sh  GPU memory / host memory, 1 MiB and 256 MiB,
 #                                    on GPU0 -> GPU0 and, with two GPUs, GPU0 -> GPU1
+#     ceiling bench/gpu/ceiling.sh   the same 1 MiB ratio for the simplest staged
+#                                    pipeline over raw TCP (raw_staged.cu): what
+#                                    staging itself costs on this host
 #   CPUS="0-15"     run every step under `taskset -c CPUS` (empty: all CPUs). The
 #                   transport's defaults are the same from 16 CPUs up (16 workers,
 #                   8 sockets per comm), so 16 CPUs of a larger host stand for the
@@ -21,7 +24,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
 export PATH=$PATH:/usr/local/cuda/bin TPX_SOCKET_IFNAME=lo
-STEPS=${STEPS:-"check lat raw cuda"} CPUS=${CPUS-0-15} ROUNDS=${ROUNDS:-3}
+STEPS=${STEPS:-"check lat raw cuda ceiling"} CPUS=${CPUS-0-15} ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-/tmp/targets}
 mkdir -p "$OUT"
 pin=()
@@ -40,6 +43,7 @@ for s in $STEPS; do
   lat) cmd=(env ROUNDS="$ROUNDS" OUT="$OUT/lat" SETS="${SETS:-default}" bench/gpu/lat.sh) ;;
   raw) cmd=(env ROUNDS="$ROUNDS" bench/vs_raw.sh) ;;
   cuda) cmd=(env ROUNDS="$ROUNDS" bench/gpu/cuda_vs_host.sh) ;;
+  ceiling) cmd=(env ROUNDS="$ROUNDS" CPUS="${CPUS:-0-$(($(nproc --all) - 1))}" bench/gpu/ceiling.sh) ;;
   *) echo "targets: unknown step '$s'" >&2; exit 2 ;;
   esac
   "${pin[@]}" "${cmd[@]}" >"$OUT/$s.log" 2>&1 || { echo "== step $s FAILED"; fails=$((fails + 1)); }
@@ -54,6 +58,7 @@ for s in $STEPS; do
   lat) sed -n '/^== p50/,$p' "$OUT/$s.log" ;;
   raw) sed -n '/^# vs_raw.sh/,$p' "$OUT/$s.log" ;;
   cuda) sed -n '/^size /,$p' "$OUT/$s.log" | grep -v '^$' ;;
+  ceiling) sed -n '/^GB\/s best/,$p' "$OUT/$s.log" ;;
   esac
 done
 exit $((fails > 0))

@@ -1,0 +1,257 @@
+/*
+ * bench/gpu/raw_staged.cu - the raw-TCP ceiling for GPU memory: what the
+ * simplest staged pipeline moves between GPU buffers over loopback TCP,
+ * next to plain TCP between host buffers, same program, same shape. The
+ * built-in transport's GPU path is judged against host memory (issue 14:
+ * >= 0.7x at 1 MiB); this says how much of that ratio any TCP staging
+ * pays on the host at hand, with no transport, engine or event loop.
+ *
+ * Shape: N connections, each with a sender thread and a receiver thread
+ * (blocking sockets, one thread per direction per connection, as
+ * tpx-netbench --raw). Host mode sends from / receives into host buffers
+ * (THP) of the message size. CUDA mode stages through a ring of pinned
+ * host memory per connection and side, in blocks: the sender queues
+ * device-to-host copies up to the ring's size ahead and writes each block
+ * once its event has completed; the receiver reads each block into the
+ * ring (MSG_WAITALL) and queues its host-to-device copy, reusing a ring
+ * block once its copy's event completed. One stream per thread, one copy
+ * and one event record per block, events polled.
+ *
+ * Build and run (on a GPU host):
+ *   nvcc -O2 -arch=sm_90 -o /tmp/raw_staged bench/gpu/raw_staged.cu -lpthread
+ *   /tmp/raw_staged [--mem host|cuda] [--gpus S,R] [--conns N] [--size BYTES]
+ *                   [--iters N] [--block BYTES] [--ring BYTES] [--verify]
+ * Prints one line: mem gpus conns size GB/s cpu_s/GB verified.
+ */
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONNS 64
+#define MAX_RING 64
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "raw_staged: %s:%d: %s\n", __FILE__, __LINE__,                    \
+                    cudaGetErrorString(e_));                                                   \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static int cuda_mem, verify, gpu_s, gpu_r = 0, nconns = 16, iters = 2000;
+static size_t msg = 1 << 20, blk = 512 << 10, ring = 4 << 20;
+static pthread_barrier_t start_bar;
+
+typedef struct {
+    int fd, send, conn;
+    int failed;
+} side_t;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    }
+    return (size_t)v;
+}
+
+static unsigned char pattern(int conn, size_t i) { return (unsigned char)(conn * 131 + i * 7 + (i >> 12)); }
+
+static int io_all(int fd, unsigned char *p, size_t n, int send)
+{
+    while (n > 0) {
+        ssize_t k = send ? write(fd, p, n) : recv(fd, p, n, MSG_WAITALL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void ev_wait(cudaEvent_t e)
+{
+    cudaError_t r;
+    while ((r = cudaEventQuery(e)) == cudaErrorNotReady)
+        sched_yield();
+    CK(r);
+}
+
+static void *side_main(void *arg)
+{
+    side_t *s = (side_t *)arg;
+    unsigned char *hbuf = NULL, *dbuf = NULL, *rb = NULL;
+    cudaStream_t st = NULL;
+    cudaEvent_t ev[MAX_RING];
+    size_t nr = ring / blk;
+    if (!cuda_mem) {
+        hbuf = (unsigned char *)mmap(NULL, msg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        madvise(hbuf, msg, MADV_HUGEPAGE);
+        for (size_t i = 0; i < msg; i++)
+            hbuf[i] = s->send ? pattern(s->conn, i) : 0;
+    } else {
+        CK(cudaSetDevice(s->send ? gpu_s : gpu_r));
+        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CK(cudaMalloc((void **)&dbuf, msg));
+        CK(cudaHostAlloc((void **)&rb, ring, cudaHostAllocPortable));
+        for (size_t i = 0; i < nr; i++)
+            CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+        unsigned char *tmp = (unsigned char *)malloc(msg);
+        for (size_t i = 0; i < msg; i++)
+            tmp[i] = s->send ? pattern(s->conn, i) : 0;
+        CK(cudaMemcpy(dbuf, tmp, msg, cudaMemcpyHostToDevice));
+        free(tmp);
+    }
+    pthread_barrier_wait(&start_bar);
+    if (!cuda_mem) {
+        for (int it = 0; it < iters && !s->failed; it++)
+            s->failed = io_all(s->fd, hbuf, msg, s->send) != 0;
+    } else if (s->send) {
+        /* blocks in stream order; block j is message j / per, part j % per */
+        size_t per = (msg + blk - 1) / blk, nblk = per * (size_t)iters, issued = 0;
+        for (size_t j = 0; j < nblk && !s->failed; j++) {
+            while (issued < nblk && issued < j + nr) {
+                size_t off = (issued % per) * blk, n = msg - off < blk ? msg - off : blk;
+                CK(cudaMemcpyAsync(rb + (issued % nr) * blk, dbuf + off, n, cudaMemcpyDeviceToHost, st));
+                CK(cudaEventRecord(ev[issued % nr], st));
+                issued++;
+            }
+            size_t off = (j % per) * blk, n = msg - off < blk ? msg - off : blk;
+            ev_wait(ev[j % nr]);
+            s->failed = io_all(s->fd, rb + (j % nr) * blk, n, 1) != 0;
+        }
+    } else {
+        size_t per = (msg + blk - 1) / blk, nblk = per * (size_t)iters;
+        for (size_t j = 0; j < nblk && !s->failed; j++) {
+            size_t off = (j % per) * blk, n = msg - off < blk ? msg - off : blk;
+            if (j >= nr)
+                ev_wait(ev[j % nr]);
+            s->failed = io_all(s->fd, rb + (j % nr) * blk, n, 0) != 0;
+            if (s->failed)
+                break;
+            CK(cudaMemcpyAsync(dbuf + off, rb + (j % nr) * blk, n, cudaMemcpyHostToDevice, st));
+            CK(cudaEventRecord(ev[j % nr], st));
+        }
+        CK(cudaStreamSynchronize(st));
+    }
+    if (verify && !s->send && !s->failed) {
+        unsigned char *chk = hbuf;
+        if (cuda_mem) {
+            chk = (unsigned char *)malloc(msg);
+            CK(cudaMemcpy(chk, dbuf, msg, cudaMemcpyDeviceToHost));
+        }
+        for (size_t i = 0; i < msg; i++)
+            if (chk[i] != pattern(s->conn, i)) {
+                fprintf(stderr, "raw_staged: connection %d: byte %zu is %u, expected %u\n", s->conn, i,
+                        chk[i], pattern(s->conn, i));
+                s->failed = 2;
+                break;
+            }
+        if (cuda_mem)
+            free(chk);
+    }
+    return NULL;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--mem")) cuda_mem = !strcmp(v, "cuda"), i++;
+        else if (!strcmp(a, "--gpus")) { gpu_s = atoi(v); const char *c = strchr(v, ','); gpu_r = c ? atoi(c + 1) : gpu_s; i++; }
+        else if (!strcmp(a, "--conns")) nconns = atoi(v), i++;
+        else if (!strcmp(a, "--size")) msg = parse_size(v), i++;
+        else if (!strcmp(a, "--iters")) iters = atoi(v), i++;
+        else if (!strcmp(a, "--block")) blk = parse_size(v), i++;
+        else if (!strcmp(a, "--ring")) ring = parse_size(v), i++;
+        else if (!strcmp(a, "--verify")) verify = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: raw_staged [--mem host|cuda] [--gpus S,R] [--conns N] [--size B] [--iters N]\n"
+                   "                  [--block B] [--ring B] [--verify]\n"
+                   "N loopback TCP connections, a sender and a receiver thread each; cuda: staged\n"
+                   "through a pinned ring of --ring bytes in --block copies per connection and side.\n"
+                   "Prints: mem gpus conns size GB/s cpu_s/GB verified\n");
+            return 0;
+        } else { fprintf(stderr, "raw_staged: unknown option '%s' (--help)\n", a); return 2; }
+    }
+    if (nconns < 1 || nconns > MAX_CONNS || msg == 0 || iters < 1 || blk == 0 || ring < blk ||
+        ring / blk > MAX_RING) {
+        fprintf(stderr, "raw_staged: bad arguments (conns 1..%d, ring/block <= %d)\n", MAX_CONNS, MAX_RING);
+        return 2;
+    }
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, MAX_CONNS) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+        perror("raw_staged: listen");
+        return 1;
+    }
+    static side_t sides[2 * MAX_CONNS];
+    for (int c = 0; c < nconns; c++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            perror("raw_staged: connect");
+            return 1;
+        }
+        int afd = accept(lfd, NULL, NULL);
+        if (afd < 0) {
+            perror("raw_staged: accept");
+            return 1;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        sides[2 * c] = (side_t){fd, 1, c, 0};
+        sides[2 * c + 1] = (side_t){afd, 0, c, 0};
+    }
+    pthread_barrier_init(&start_bar, NULL, (unsigned)(2 * nconns + 1));
+    pthread_t t[2 * MAX_CONNS];
+    for (int k = 0; k < 2 * nconns; k++)
+        pthread_create(&t[k], NULL, side_main, &sides[k]);
+    pthread_barrier_wait(&start_bar);
+    double t0 = now(), c0 = cpu_s();
+    int failed = 0;
+    for (int k = 0; k < 2 * nconns; k++) {
+        pthread_join(t[k], NULL);
+        failed |= sides[k].failed;
+    }
+    double dt = now() - t0, gb = (double)msg * iters * nconns / 1e9;
+    printf("%s %d,%d %d %zu %.3f %.3f %s\n", cuda_mem ? "cuda" : "host", gpu_s, gpu_r, nconns, msg,
+           gb / dt, (cpu_s() - c0) / gb, failed ? "FAILED" : verify ? "yes" : "no");
+    return failed ? 1 : 0;
+}
