@@ -20,12 +20,12 @@ rows=$(mktemp); trap 'rm -f $rows' EXIT
 P=build/release/bin/tpx-perf
 echo "== ceiling.sh: $(uname -n), $(nproc --all) CPUs (on $CPUS), ${ngpu:-0} GPU(s), $(date -u +%FT%TZ), $(git log -1 --format=%h), $SIZE x $iters per row"
 for r in $(seq "$ROUNDS"); do
-  taskset -c "$CPUS" /tmp/raw_staged --mem host --conns "$CONNS" --size "$bytes" --iters "$per" |
+  taskset -c "$CPUS" /tmp/raw_staged --mem host --conns "$CONNS" --size "$bytes" --iters "$per" --verify |
     awk '{ print "raw host", $5, $6 }' >>"$rows"
   taskset -c "$CPUS" $P --loopback --size "$SIZE" --iters "$iters" --no-verify |
     awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print "tpx host", $5, $9; exit }' >>"$rows"
   for g in $GPUS; do
-    taskset -c "$CPUS" /tmp/raw_staged --mem cuda --gpus "$g" --conns "$CONNS" --size "$bytes" --iters "$per" |
+    taskset -c "$CPUS" /tmp/raw_staged --mem cuda --gpus "$g" --conns "$CONNS" --size "$bytes" --iters "$per" --verify |
       awk -v g="$g" '{ print "raw " g, $5, $6 }' >>"$rows"
     taskset -c "$CPUS" $P --loopback --size "$SIZE" --iters "$iters" --no-verify --mem cuda --gpu "$g" |
       awk -v g="$g" '$1 ~ /^[0-9]+$/ && NF >= 10 { print "tpx " g, $5, $9; exit }' >>"$rows"

@@ -112,6 +112,10 @@ static void *side_main(void *arg)
     size_t nr = ring / blk;
     if (!cuda_mem) {
         hbuf = (unsigned char *)mmap(NULL, msg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (hbuf == MAP_FAILED) {
+            fprintf(stderr, "raw_staged: cannot map %zu bytes: %s\n", msg, strerror(errno));
+            exit(1);
+        }
         madvise(hbuf, msg, MADV_HUGEPAGE);
         for (size_t i = 0; i < msg; i++)
             hbuf[i] = s->send ? pattern(s->conn, i) : 0;
@@ -123,6 +127,10 @@ static void *side_main(void *arg)
         for (size_t i = 0; i < nr; i++)
             CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
         unsigned char *tmp = (unsigned char *)malloc(msg);
+        if (tmp == NULL) {
+            fprintf(stderr, "raw_staged: no memory for %zu bytes\n", msg);
+            exit(1);
+        }
         for (size_t i = 0; i < msg; i++)
             tmp[i] = s->send ? pattern(s->conn, i) : 0;
         CK(cudaMemcpy(dbuf, tmp, msg, cudaMemcpyHostToDevice));
@@ -163,7 +171,10 @@ static void *side_main(void *arg)
     if (verify && !s->send && !s->failed) {
         unsigned char *chk = hbuf;
         if (cuda_mem) {
-            chk = (unsigned char *)malloc(msg);
+            if ((chk = (unsigned char *)malloc(msg)) == NULL) {
+                fprintf(stderr, "raw_staged: no memory for %zu bytes\n", msg);
+                exit(1);
+            }
             CK(cudaMemcpy(chk, dbuf, msg, cudaMemcpyDeviceToHost));
         }
         for (size_t i = 0; i < msg; i++)
