@@ -48,7 +48,9 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix,
                                        tpx_registry_t **registry);
 /* Revoke the leases of this registry's publications (their keys vanish at
  * once), stop its keep-alive thread, free it. Remotes loaded through it
- * keep working (their resolver holds its own copy of the endpoints). */
+ * keep working (their resolver holds its own copy of the endpoints). Call
+ * it once every other call on the registry has returned (a thread blocked
+ * in tpx_registry_watch returns at its timeout): it frees what they use. */
 TPX_API void tpx_registry_close(tpx_registry_t *registry);
 
 /* Publish `engine` (it must have a bootstrap port) under its name

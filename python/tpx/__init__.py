@@ -18,6 +18,7 @@ the NIXL backend libplugin_TPX.so (for NIXL_PLUGIN_DIR); see
 nccl_plugin_path() and nixl_plugin_dir().
 """
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -773,19 +774,58 @@ class Registry(_Closable):
     descriptors under <prefix>/<engine name> (a lease kept alive by a thread), look names
     up, list them, load them as remotes that reconnect through the registry. url
     "etcd://host:port[,host:port]" and prefix default to TPX_METADATA and
-    TPX_METADATA_PREFIX."""
+    TPX_METADATA_PREFIX.
+
+    Thread-safe (the library serialises the calls on one registry). close() waits for
+    the calls in flight in other threads -- a watch() returns at its timeout_ms -- and
+    refuses new ones (TpxError TPX_ERR_INVALID_STATE)."""
 
     def __init__(self, url=None, prefix=None):
-        self._h = _vp()
+        self._h = None
+        self._cv = threading.Condition()  # guards the three below
+        self._calls = 0  # calls into the library in flight (_call)
+        self._closing = False
+        h = _vp()
         _check(_api().tpx_registry_open(url.encode() if url else None,
                                         prefix.encode() if prefix is not None else None,
-                                        ctypes.byref(self._h)), "tpx_registry_open")
+                                        ctypes.byref(h)), "tpx_registry_open")
+        self._h = h
+
+    @contextlib.contextmanager
+    def _call(self):
+        """Around a call into the library with the registry's handle: counted as in
+        flight, refused once the registry is closing."""
+        with self._cv:
+            if self._closing or self._h is None:
+                raise TpxError(_ERR_INVALID_STATE, "the registry is closed")
+            self._calls += 1
+        try:
+            yield self._h
+        finally:
+            with self._cv:
+                self._calls -= 1
+                self._cv.notify_all()
 
     def close(self):
-        """Revoke this registry's publications (their names vanish at once) and free it."""
-        if self._h:
+        """Revoke this registry's publications (their names vanish at once) and free it,
+        once the calls in flight on it returned. Another thread's close() returns once it
+        is closed."""
+        with self._cv:
+            if self._h is None:
+                return
+            if self._closing:
+                while self._h is not None:
+                    self._cv.wait()
+                return
+            self._closing = True
+            while self._calls:
+                self._cv.wait()
+        try:
             _api().tpx_registry_close(self._h)
-            self._h = None
+        finally:
+            with self._cv:
+                self._h = None
+                self._cv.notify_all()
 
     def publish(self, engine, descs=(), ttl=0):
         """Publish engine (its name) with these exported descriptors (Region.export(): each
@@ -797,13 +837,13 @@ class Registry(_Closable):
                 raise ValueError(f"publish(): descriptor {i} has {len(d)} bytes, not "
                                  f"{RDESC_SIZE} (a Region.export() descriptor)")
         raw = b"".join(descs)
-        with engine._call():
-            _check(_api().tpx_registry_publish(self._h, engine._h, raw, len(descs), ttl),
+        with self._call() as h, engine._call():
+            _check(_api().tpx_registry_publish(h, engine._h, raw, len(descs), ttl),
                    "tpx_registry_publish")
 
     def unpublish(self, engine):
-        with engine._call():
-            _check(_api().tpx_registry_unpublish(self._h, engine._h), "tpx_registry_unpublish")
+        with self._call() as h, engine._call():
+            _check(_api().tpx_registry_unpublish(h, engine._h), "tpx_registry_unpublish")
 
     @staticmethod
     def _entry(e):
@@ -815,16 +855,18 @@ class Registry(_Closable):
         """(metadata blob, [descriptors]) published under name; TpxError
         TPX_ERR_NOT_FOUND if there is none."""
         e = _RegEntry()
-        _check(_api().tpx_registry_lookup(self._h, name.encode(), ctypes.byref(e)),
-               f"tpx_registry_lookup({name})")
+        with self._call() as h:
+            _check(_api().tpx_registry_lookup(h, name.encode(), ctypes.byref(e)),
+                   f"tpx_registry_lookup({name})")
         return self._entry(e)
 
     def list(self, max_names=4096):
         """The names published under the prefix, sorted."""
         buf = (ctypes.c_char * (NAME_MAX * max_names))()
         n = _sz(0)
-        _check(_api().tpx_registry_list(self._h, buf, max_names, ctypes.byref(n)),
-               "tpx_registry_list")
+        with self._call() as h:
+            _check(_api().tpx_registry_list(h, buf, max_names, ctypes.byref(n)),
+                   "tpx_registry_list")
         raw = bytes(buf)
         return [raw[i * NAME_MAX:(i + 1) * NAME_MAX].split(b"\0", 1)[0].decode()
                 for i in range(min(n.value, max_names))]
@@ -833,8 +875,8 @@ class Registry(_Closable):
         """(Remote, [descriptors]) of the engine published under name; the remote looks
         the name up again whenever it must connect anew (its engine restarted)."""
         h, e = _vp(), _RegEntry()
-        with engine._call():
-            _check(_api().tpx_registry_load_remote(self._h, engine._h, name.encode(),
+        with self._call() as rh, engine._call():
+            _check(_api().tpx_registry_load_remote(rh, engine._h, name.encode(),
                                                    ctypes.byref(h), ctypes.byref(e)),
                    f"tpx_registry_load_remote({name})")
             return engine._own(Remote(engine, h)), self._entry(e)[1]
@@ -844,6 +886,7 @@ class Registry(_Closable):
         the first ([] if none came); gone is True when the name left (unpublished or its
         lease expired). Starts at the last list(), resumes after a broken stream."""
         evs, n = (_RegEvent * max_events)(), _sz(0)
-        _check(_api().tpx_registry_watch(self._h, evs, max_events, ctypes.byref(n), timeout_ms),
-               "tpx_registry_watch")
+        with self._call() as h:
+            _check(_api().tpx_registry_watch(h, evs, max_events, ctypes.byref(n), timeout_ms),
+                   "tpx_registry_watch")
         return [(evs[i].name.decode(), bool(evs[i].gone)) for i in range(n.value)]

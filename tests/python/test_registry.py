@@ -8,6 +8,7 @@ import sys
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -127,3 +128,37 @@ def test_sigkilled_publisher_leaves(etcd):
     finally:
         p.kill()
         p.wait()
+
+
+def test_close_waits_for_a_watch_in_another_thread(etcd):
+    """close() while another thread is blocked in watch(): close waits for that call
+    (the library would free the registry under it), then refuses new calls."""
+    prefix = "/py-" + agent_name()
+    reg = tpx.Registry(etcd, prefix)
+    assert reg.list() == []
+    got, entered = {}, threading.Event()
+
+    def watcher():
+        entered.set()
+        try:
+            got["events"] = reg.watch(1500)
+        except Exception as ex:  # recorded: the test fails on it below
+            got["error"] = ex
+        got["done"] = time.monotonic()
+
+    t = threading.Thread(target=watcher)
+    t.start()
+    entered.wait()
+    time.sleep(0.3)  # the watcher is inside tpx_registry_watch now
+    t0 = time.monotonic()
+    reg.close()
+    closed = time.monotonic()
+    assert not t.is_alive(), "close() returned while watch() was still running"
+    t.join()
+    assert got.get("events") == [], got
+    assert got["done"] <= closed and closed - t0 >= 0.8
+    for call in (reg.list, lambda: reg.watch(10), lambda: reg.lookup("x")):
+        with pytest.raises(tpx.TpxError) as e:
+            call()
+        assert e.value.name == "TPX_ERR_INVALID_STATE"
+    reg.close()  # again: nothing
