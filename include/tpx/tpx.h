@@ -155,6 +155,8 @@ typedef struct {
     int nic_speed_mbps[TPX_INFO_MAX_NICS];
     int identity_keys;      /* 1: an Ed25519 key proves this engine to its peers (libsodium);
                                0: dial-only identity (TPX_IDENTITY, SECURITY.md) */
+    int connect_timeout_ms; /* TPX_CONNECT_TIMEOUT_MS of this engine: how long
+                               tpx_peer_accept(-1) and tpx_peer_connect(0) wait */
 } tpx_engine_info_t;
 
 /* Fills the first info->size bytes (info->size itself is left as is). */

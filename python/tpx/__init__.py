@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import os
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -84,6 +85,14 @@ class _Counters(ctypes.Structure):
         "notifs_dropped", "peers_connected", "rma_refused")]
 
 
+class _Info(ctypes.Structure):  # tpx_engine_info_t (tpx/tpx.h)
+    _fields_ = [("size", _sz), ("plugin", ctypes.c_char * 64), ("abi", ctypes.c_int),
+                ("gpu", ctypes.c_int), ("channels", ctypes.c_int), ("chunk_bytes", _sz),
+                ("window", ctypes.c_int), ("port", ctypes.c_int), ("nnics", ctypes.c_int),
+                ("nic", (ctypes.c_char * 64) * 8), ("nic_speed_mbps", ctypes.c_int * 8),
+                ("identity_keys", ctypes.c_int), ("connect_timeout_ms", ctypes.c_int)]
+
+
 class _Notif(ctypes.Structure):
     _fields_ = [("from_", ctypes.c_char * NAME_MAX), ("len", _sz),
                 ("msg", ctypes.c_ubyte * NOTIF_MAX)]
@@ -123,6 +132,7 @@ def _api():
         "tpx_engine_get_metadata": (_st, [_vp, _vp, ctypes.POINTER(_sz)]),
         "tpx_remote_load": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.POINTER(_vp)]),
         "tpx_engine_counters": (_st, [_vp, ctypes.POINTER(_Counters)]),
+        "tpx_engine_info": (_st, [_vp, ctypes.POINTER(_Info)]),
         "tpx_remote_forget": (None, [_vp]),
         "tpx_remote_connect": (_st, [_vp, ctypes.c_int]),
         "tpx_remote_name": (ctypes.c_char_p, [_vp]),
@@ -230,7 +240,8 @@ def _memory_of(obj):
 
 # ---- objects ----------------------------------------------------------------
 
-_ERR_INVALID_STATE, _ERR_NOT_FOUND = -2, -30
+_ERR_INVALID_STATE, _ERR_NOT_FOUND, _ERR_TIMED_OUT, _INPROGRESS = -2, -30, -20, 1
+_ACCEPT_SLICE_MS = 100  # Engine.accept() waits in steps of this, looking for close()
 
 
 class _Closable:
@@ -289,8 +300,9 @@ class Engine(_Closable):
 
     Thread-safe: its methods and those of its objects may be called from several
     threads. close() (and an object's release()) waits for the calls still in flight
-    on it -- a thread in accept() or connect() returns at its timeout_ms, one in
-    Xfer.wait() is woken by the transfer's cancellation -- and refuses new ones
+    on it -- a thread in accept() returns within 100 ms (TPX_ERR_INVALID_STATE), one
+    in connect() at its timeout_ms, one in Xfer.wait() is woken by the transfer's
+    cancellation -- and refuses new ones
     (TpxError TPX_ERR_INVALID_STATE)."""
 
     def __init__(self, name=None, gpu=-1, port=PORT_EPHEMERAL, bind_addr=None, plugin=None,
@@ -321,6 +333,11 @@ class Engine(_Closable):
         self._owned = []  # regions, remotes, preps, peers: released before the engine
         self._xfers = weakref.WeakSet()  # transfers still held by the caller
         self._nbuf = (_Notif * 64)()
+        info = _Info(size=ctypes.sizeof(_Info))
+        if lib.tpx_engine_info(h, ctypes.byref(info)) != 0:
+            lib.tpx_engine_destroy(h)
+            raise TpxError(_ERR_INVALID_STATE, "tpx_engine_info failed on a new engine")
+        self._connect_ms = info.connect_timeout_ms  # accept(-1)
         self._h = h
 
     def _call(self, *objs):
@@ -331,10 +348,10 @@ class Engine(_Closable):
         refused from now on; calls in flight in other threads are waited for: a
         transfer being waited on is canceled (a wait on one that has not started to move
         ends TPX_ERR_CANCELED at once; one whose data moves runs to its end or its
-        deadline), a blocked accept()/connect() returns at its timeout. Another thread's
-        close() of the same engine returns once it is closed. Not from a signal handler
-        or anything else that runs while this thread is inside a call of the engine: it
-        would wait for itself."""
+        deadline), a blocked accept() ends within 100 ms, a connect() at its timeout.
+        Another thread's close() of the same engine returns once it is closed. Not from a
+        signal handler or anything else that runs while this thread is inside a call of
+        the engine: it would wait for itself."""
         with self._cv:
             if self._h is None:
                 return
@@ -448,12 +465,25 @@ class Engine(_Closable):
 
     def accept(self, timeout_ms=-1):
         """Two-sided: the next peer that connected (waits up to timeout_ms; -1:
-        TPX_CONNECT_TIMEOUT_MS). close() in another thread waits for it to return."""
+        TPX_CONNECT_TIMEOUT_MS; 0: TpxError TPX_INPROGRESS if none). close() in another
+        thread ends the wait within _ACCEPT_SLICE_MS (TpxError TPX_ERR_INVALID_STATE)."""
         h = _vp()
+        total = self._connect_ms if timeout_ms < 0 else timeout_ms
+        deadline = time.monotonic() + total / 1000.0
         with self._call():
-            _check(_api().tpx_peer_accept(self._h, timeout_ms, ctypes.byref(h)),
-                   "tpx_peer_accept")
-            return self._own(Peer(self, h))
+            while True:
+                # in slices, so that close() need not wait for the whole timeout
+                left = max(0, int((deadline - time.monotonic()) * 1000))
+                st = _api().tpx_peer_accept(self._h, min(left, _ACCEPT_SLICE_MS), ctypes.byref(h))
+                if st in (_INPROGRESS, _ERR_TIMED_OUT):
+                    if self._closing:
+                        raise TpxError(_ERR_INVALID_STATE, "accept(): the engine is closing")
+                    if left > _ACCEPT_SLICE_MS:
+                        continue
+                    if total > 0:
+                        st = _ERR_TIMED_OUT
+                _check(st, "tpx_peer_accept")
+                return self._own(Peer(self, h))
 
     def _own(self, o):
         self._owned.append(o)

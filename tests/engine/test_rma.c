@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/tpx_test.h"
+#include "common/config.h"
 #include "common/tsan.h"
 #include "engine/engine.h"
 #include "engine/peer.h"   /* the hostile test sends control messages out of order */
@@ -1343,6 +1344,7 @@ static int t_abi(void)
     tpx_engine_info_t full = {.size = sizeof(full)};
     EXPECT(tpx_engine_info(e, &full) == TPX_OK);
     EXPECT(full.nnics > 0);
+    EXPECT_EQ(full.connect_timeout_ms, (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS));
     tpx_engine_info_t zero = {0};
     EXPECT(tpx_engine_info(e, &zero) == TPX_ERR_INVALID_ARG);
 

@@ -319,36 +319,54 @@ def test_registered_buffer_is_pinned(engines):
     ba2.extend(b"\0" * 4096)
 
 
-def test_close_waits_for_blocked_accepts():
-    """Engine.close() while threads are inside accept(): new calls are refused at once,
-    close() returns only after the accepts returned (no use of a freed engine)."""
+def test_close_ends_blocked_accepts():
+    """Engine.close() while threads are inside accept() (one with the default
+    timeout, TPX_CONNECT_TIMEOUT_MS = 30 s): the accepts end within a slice
+    (TPX_ERR_INVALID_STATE) and close() returns after them, not after their
+    timeouts; new calls are refused (no use of a freed engine)."""
     e = tpx.Engine(name=agent_name())
-    res = []
+    res, done = [], []
 
-    def acc():
+    def acc(ms):
         try:
-            e.accept(3000)
+            e.accept(ms)
             res.append("accepted")
         except tpx.TpxError as ex:
             res.append(ex.name)
+        done.append(time.monotonic())
 
-    ts = [threading.Thread(target=acc) for _ in range(3)]
+    ts = [threading.Thread(target=acc, args=(ms,)) for ms in (-1, 3000, 20000)]
     for t in ts:
         t.start()
     time.sleep(0.5)
-    closer = threading.Thread(target=e.close)
-    closer.start()
-    time.sleep(0.5)
-    assert closer.is_alive(), "close() returned while accept() calls were in flight"
+    t0 = time.monotonic()
+    e.close()
+    closed = time.monotonic()
+    assert closed - t0 < 2.0, f"close() took {closed - t0:.1f} s: it waited for the accepts' timeouts"
+    assert not any(t.is_alive() for t in ts), "close() returned while accept() calls were in flight"
+    assert len(done) == 3 and max(done) <= closed
+    assert res == ["TPX_ERR_INVALID_STATE"] * 3, res
     with pytest.raises(tpx.TpxError) as ex:
         e.metadata()
     assert ex.value.name == "TPX_ERR_INVALID_STATE" and "closed" in str(ex.value)
-    closer.join(20)
-    assert not closer.is_alive() and not any(t.is_alive() for t in ts)
-    assert len(res) == 3 and set(res) <= {"TPX_ERR_TIMED_OUT", "TPX_ERR_INVALID_STATE"}
     with pytest.raises(tpx.TpxError):
         e.accept(0)
     e.close()  # again: nothing
+
+
+def test_accept_timeouts():
+    """accept(0) says TPX_INPROGRESS at once; accept(ms) waits ms (in slices) and
+    says TPX_ERR_TIMED_OUT."""
+    with tpx.Engine(name=agent_name()) as e:
+        with pytest.raises(tpx.TpxError) as ex:
+            e.accept(0)
+        assert ex.value.name == "TPX_INPROGRESS"
+        for ms in (50, 350):
+            t0 = time.monotonic()
+            with pytest.raises(tpx.TpxError) as ex:
+                e.accept(ms)
+            took = (time.monotonic() - t0) * 1000
+            assert ex.value.name == "TPX_ERR_TIMED_OUT" and ms - 5 <= took < ms + 1500, (ms, took)
 
 
 CLOSE_WHILE_WAITING = """
