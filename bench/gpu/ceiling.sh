@@ -7,10 +7,14 @@
 # Usage: bench/gpu/ceiling.sh   (build/release must exist)
 # Environment: ROUNDS=3 SIZE=1M GB=21 (per row) CONNS=16 CPUS=0-15
 #              GPUS="0,0" ("0,0 0,1" by default with two GPUs)
+#              RAW_BLOCKS="512K" (the staged pipeline's copy size, tpx's default
+#              first; more sizes add rows "GPUS@SIZE", their ring 4 blocks, at
+#              least 4 MiB: is the ceiling a matter of copy size?)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PATH:/usr/local/cuda/bin TPX_SOCKET_IFNAME=lo
 ROUNDS=${ROUNDS:-3} SIZE=${SIZE:-1M} GB=${GB:-21} CONNS=${CONNS:-16} CPUS=${CPUS:-0-15}
+RAW_BLOCKS=${RAW_BLOCKS:-512K}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 GPUS=${GPUS:-$([ "${ngpu:-0}" -ge 2 ] && echo "0,0 0,1" || echo "0,0")}
 nvcc -O2 -arch=sm_90 -o /tmp/raw_staged bench/gpu/raw_staged.cu -lpthread || exit 1
@@ -25,8 +29,13 @@ for r in $(seq "$ROUNDS"); do
   taskset -c "$CPUS" $P --loopback --size "$SIZE" --iters "$iters" --no-verify |
     awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print "tpx host", $5, $9; exit }' >>"$rows"
   for g in $GPUS; do
-    taskset -c "$CPUS" /tmp/raw_staged --mem cuda --gpus "$g" --conns "$CONNS" --size "$bytes" --iters "$per" --verify |
-      awk -v g="$g" '{ print "raw " g, $5, $6 }' >>"$rows"
+    for b in $RAW_BLOCKS; do
+      bb=$(numfmt --from=iec "$b") key=$g
+      [ "$b" = "${RAW_BLOCKS%% *}" ] || key="$g@$b"
+      taskset -c "$CPUS" /tmp/raw_staged --mem cuda --gpus "$g" --conns "$CONNS" --size "$bytes" --iters "$per" \
+        --block "$bb" --ring $((bb * 4 > 4194304 ? bb * 4 : 4194304)) --verify |
+        awk -v k="$key" '{ print "raw " k, $5, $6 }' >>"$rows"
+    done
     taskset -c "$CPUS" $P --loopback --size "$SIZE" --iters "$iters" --no-verify --mem cuda --gpu "$g" |
       awk -v g="$g" '$1 ~ /^[0-9]+$/ && NF >= 10 { print "tpx " g, $5, $9; exit }' >>"$rows"
   done
@@ -42,11 +51,12 @@ best = {k: max(v) for k, v in gbs.items()}
 med = {k: st.median(v) for k, v in gbs.items()}
 mems = [m for w, m in gbs if w == 'raw']
 print("\nGB/s best (median) of the rounds; cpu: median s/GB; ratios of the bests")
-print(f"{'mem':6} {'raw GB/s':>15} {'tpx GB/s':>15} {'raw cpu':>8} {'tpx cpu':>8} {'raw/host':>9} {'tpx/host':>9} {'tpx/raw':>8}")
+print(f"{'mem':9} {'raw GB/s':>15} {'tpx GB/s':>15} {'raw cpu':>8} {'tpx cpu':>8} {'raw/host':>9} {'tpx/host':>9} {'tpx/raw':>8}")
 for m in mems:
-    r, t = best.get(('raw', m), 0), best.get(('tpx', m), 0)
+    tm = m.split('@')[0]  # a raw row of another copy size: beside tpx's row of its GPUs
+    r, t = best.get(('raw', m), 0), best.get(('tpx', tm), 0)
     rh, th = best.get(('raw', 'host'), 1), best.get(('tpx', 'host'), 1)
-    print(f"{m:6} {r:7.2f} ({med[('raw', m)]:5.2f}) {t:7.2f} ({med.get(('tpx', m), 0):5.2f})"
-          f" {st.median(cpu[('raw', m)]):8.3f} {st.median(cpu.get(('tpx', m), [0])):8.3f}"
+    print(f"{m:9} {r:7.2f} ({med[('raw', m)]:5.2f}) {t:7.2f} ({med.get(('tpx', tm), 0):5.2f})"
+          f" {st.median(cpu[('raw', m)]):8.3f} {st.median(cpu.get(('tpx', tm), [0])):8.3f}"
           f" {r / rh:9.2f} {t / th:9.2f} {t / r if r else 0:8.2f}")
 PY
