@@ -240,7 +240,7 @@ def _memory_of(obj):
 
 # ---- objects ----------------------------------------------------------------
 
-_ERR_INVALID_STATE, _ERR_NOT_FOUND, _ERR_TIMED_OUT, _INPROGRESS = -2, -30, -20, 1
+_ERR_INVALID_STATE, _ERR_NOT_FOUND, _ERR_TIMED_OUT = -2, -30, -20
 _ACCEPT_SLICE_MS = 100  # Engine.accept() waits in steps of this, looking for close()
 
 
@@ -752,7 +752,7 @@ class Xfer(_Owned):
         with self._engine._call(self) as (h,):
             st = _api().tpx_xfer_wait(h, timeout_ms, ctypes.byref(n))
         if st == _INPROGRESS:
-            raise TpxError(-20, "tpx_xfer_wait")
+            raise TpxError(_ERR_TIMED_OUT, "tpx_xfer_wait")
         _check(st, "transfer")
         return n.value
 
