@@ -462,9 +462,10 @@ static void pf_usage(FILE *f)
             "    --gpu N           this process's GPU: the engine's params.gpu (NIC choice)\n"
             "                      and, with --mem cuda, where the buffers live (default:\n"
             "                      0 with --mem cuda, none with --mem host)\n"
-            "    --gpu A,B         --loopback: the server side on GPU A, the client side on\n"
-            "                      GPU B (default with --mem cuda: 0,1 when the host has two\n"
-            "                      or more GPUs, else 0,0); --gpu N is N,N\n"
+            "    --gpu A,B         --loopback: the client side on GPU A, the server side on\n"
+            "                      GPU B, so that the default direction (send) moves GPU A\n"
+            "                      -> GPU B (default with --mem cuda: 0,1 when the host has\n"
+            "                      two or more GPUs, else 0,0); --gpu N is N,N\n"
             "    --all-gpus        one engine per local GPU, all in this process (see ALL\n"
             "                      GPUS IN ONE PROCESS); implies --mem cuda; not with --gpu\n"
             "                      or --compare-transport\n"
@@ -788,7 +789,7 @@ static int pf_settle(int argc, char **argv, pf_main_t *m, const pf_cli_t *cli)
         return bench_usage_error("--lanes is for --all-gpus");
     }
     if (ngpu_arg == 2 && m->mode != BENCH_MODE_LOOPBACK)
-        return bench_usage_error("--gpu A,B (server on A, client on B) is for --loopback; "
+        return bench_usage_error("--gpu A,B (client on A, server on B) is for --loopback; "
                                  "%s runs one side: --gpu N",
                                  bench_mode_name(m->mode));
     if (m->compare && m->mem == PF_MEM_CUDA)
@@ -816,8 +817,13 @@ static int pf_settle(int argc, char **argv, pf_main_t *m, const pf_cli_t *cli)
     m->user_set_run_opts = run_opts && m->mode == BENCH_MODE_CLIENT;
     m->mem_set = mem_set;
     p->mem = (uint64_t)m->mem;
-    if (ngpu_arg == 1) /* --gpu N: this process's side(s) */
+    if (ngpu_arg == 1) { /* --gpu N: this process's side(s) */
         m->gpu[1] = m->gpu[0];
+    } else if (ngpu_arg == 2) { /* --gpu A,B: the client (the default sender) on A */
+        int a = m->gpu[0];
+        m->gpu[0] = m->gpu[1];
+        m->gpu[1] = a;
+    }
     int ngpu = 0;
     if (m->mem == PF_MEM_CUDA || (m->all_gpus && lanes_arg == 0)) {
         char why[160];
@@ -860,9 +866,9 @@ static int pf_settle(int argc, char **argv, pf_main_t *m, const pf_cli_t *cli)
                                      m->engine_port, m->engine_port,
                                      m->engine_port + m->nlanes - 1);
     } else if (m->mem == PF_MEM_CUDA) {
-        if (ngpu_arg == 0) { /* loopback: server on 0, client on 1 when there are two */
-            m->gpu[0] = 0;
-            m->gpu[1] = m->mode == BENCH_MODE_LOOPBACK && ngpu >= 2 ? 1 : 0;
+        if (ngpu_arg == 0) { /* loopback: client on 0, server on 1 when there are two */
+            m->gpu[1] = 0;
+            m->gpu[0] = m->mode == BENCH_MODE_LOOPBACK && ngpu >= 2 ? 1 : 0;
         }
         for (int i = 0; i < 2; i++)
             if (m->gpu[i] >= ngpu)

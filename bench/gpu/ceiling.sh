@@ -6,7 +6,8 @@
 # much is tpx. Steps on CPUs 0-15 (CPUS=...).
 # Usage: bench/gpu/ceiling.sh   (build/release must exist)
 # Environment: ROUNDS=3 SIZE=1M GB=21 (per row) CONNS=16 CPUS=0-15
-#              GPUS="0,0" ("0,0 0,1" by default with two GPUs)
+#              GPUS="0,0" ("0,0 0,1" by default with two GPUs; A,B: data moves
+#              GPU A -> GPU B, as tpx-perf --gpu A,B and raw_staged --gpus A,B)
 #              RAW_BLOCKS="512K" (the staged pipeline's copy size, tpx's default
 #              first; more sizes add rows "GPUS@SIZE", their ring 4 blocks, at
 #              least 4 MiB: is the ceiling a matter of copy size?)
@@ -25,7 +26,7 @@ P=build/release/bin/tpx-perf
 echo "== ceiling.sh: $(uname -n), $(nproc --all) CPUs (on $CPUS), ${ngpu:-0} GPU(s), $(date -u +%FT%TZ), $(git log -1 --format=%h), $SIZE x $iters per row"
 for r in $(seq "$ROUNDS"); do
   taskset -c "$CPUS" /tmp/raw_staged --mem host --conns "$CONNS" --size "$bytes" --iters "$per" --verify |
-    awk '{ print "raw host", $5, $6 }' >>"$rows"
+    awk '$7 == "yes" { print "raw host", $5, $6 }' >>"$rows"
   taskset -c "$CPUS" $P --loopback --size "$SIZE" --iters "$iters" --no-verify |
     awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print "tpx host", $5, $9; exit }' >>"$rows"
   for g in $GPUS; do
@@ -33,8 +34,8 @@ for r in $(seq "$ROUNDS"); do
       bb=$(numfmt --from=iec "$b") key=$g
       [ "$b" = "${RAW_BLOCKS%% *}" ] || key="$g@$b"
       taskset -c "$CPUS" /tmp/raw_staged --mem cuda --gpus "$g" --conns "$CONNS" --size "$bytes" --iters "$per" \
-        --block "$bb" --ring $((bb * 4 > 4194304 ? bb * 4 : 4194304)) --verify |
-        awk -v k="$key" '{ print "raw " k, $5, $6 }' >>"$rows"
+        --block "$bb" --ring $((bb * 4 > 4194304 ? bb * 4 : bb * 64 < 4194304 ? bb * 64 : 4194304)) --verify |
+        awk -v k="$key" '$7 == "yes" { print "raw " k, $5, $6 }' >>"$rows"
     done
     taskset -c "$CPUS" $P --loopback --size "$SIZE" --iters "$iters" --no-verify --mem cuda --gpu "$g" |
       awk -v g="$g" '$1 ~ /^[0-9]+$/ && NF >= 10 { print "tpx " g, $5, $9; exit }' >>"$rows"

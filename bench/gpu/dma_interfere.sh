@@ -21,10 +21,13 @@ for r in $(seq "$ROUNDS"); do
   row host
   row cuda --mem cuda --gpu 0,0
   for L in $RATES; do
-    taskset -c 16-31 /tmp/dma_load 7 "$L" 0 >/tmp/dmai.load 2>&1 &
+    # the load outlasts the row (killed after it): the whole row runs beside it
+    taskset -c 16-31 /tmp/dma_load 600 "$L" 0 >/tmp/dmai.load 2>&1 &
+    load=$!
     sleep 2.5
     row "host+dma$L"
-    wait
+    kill -INT $load 2>/dev/null
+    wait $load 2>/dev/null
     echo "round $r load $L: $(cat /tmp/dmai.load)"
   done
 done

@@ -9,9 +9,11 @@
  * Build and run (on a GPU host):
  *   nvcc -O2 -arch=sm_90 -o /tmp/dma_load bench/gpu/dma_load.cu
  *   taskset -c 16-31 /tmp/dma_load SECONDS RATE_GBPS [GPU] [RING_MIB] [BLOCK_KIB]
- * RATE 0: as fast as the copy engines go. Prints what it moved at the end.
+ * RATE 0: as fast as the copy engines go. Prints what it moved at the end
+ * (after SECONDS, or at SIGINT).
  */
 #include <cuda_runtime.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -25,6 +27,9 @@
             exit(1);                                                                           \
         }                                                                                      \
     } while (0)
+
+static volatile sig_atomic_t stop; /* SIGINT: stop early, print what moved */
+static void on_int(int sig) { (void)sig; stop = 1; }
 
 static double now(void)
 {
@@ -50,10 +55,15 @@ int main(int argc, char **argv)
         for (int i = 0; i < INFLIGHT; i++)
             CK(cudaEventCreateWithFlags(&ev[k][i], cudaEventDisableTiming));
     }
+    if (blk == 0 || blk > ring || secs <= 0) {
+        fprintf(stderr, "dma_load: need SECONDS > 0 and 0 < BLOCK_KIB <= RING_MIB * 1024\n");
+        return 2;
+    }
     size_t nblk = ring / blk, issued[2] = {0, 0}, done[2] = {0, 0};
     double t0 = now(), end = t0 + secs;
     struct timespec nap = {0, 20000};
-    while (now() < end) {
+    signal(SIGINT, on_int);
+    while (now() < end && !stop) {
         for (int k = 0; k < 2; k++) {
             while (done[k] < issued[k] && cudaEventQuery(ev[k][done[k] % INFLIGHT]) == cudaSuccess)
                 done[k]++;

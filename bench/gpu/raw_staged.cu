@@ -22,6 +22,11 @@
  *   /tmp/raw_staged [--mem host|cuda] [--gpus S,R] [--conns N] [--size BYTES]
  *                   [--iters N] [--block BYTES] [--ring BYTES] [--verify]
  * Prints one line: mem gpus conns size GB/s cpu_s/GB verified.
+ *
+ * Each connection cycles its messages through NSLOT buffers per side, each
+ * with its own byte pattern, so a block that lands in the wrong message (a
+ * ring block reused before its copy finished) leaves a pattern that --verify
+ * (after the timing) finds in the receiver's buffers.
  */
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -41,6 +46,7 @@
 
 #define MAX_CONNS 64
 #define MAX_RING 64
+#define NSLOT 3 /* messages in a side's buffers, each its own pattern */
 #define CK(x)                                                                                  \
     do {                                                                                       \
         cudaError_t e_ = (x);                                                                  \
@@ -58,6 +64,7 @@ static pthread_barrier_t start_bar;
 typedef struct {
     int fd, send, conn;
     int failed;
+    double end; /* when its last byte moved (before any verification) */
 } side_t;
 
 static double now(void)
@@ -79,12 +86,15 @@ static size_t parse_size(const char *s)
     return (size_t)v;
 }
 
-static unsigned char pattern(int conn, size_t i) { return (unsigned char)(conn * 131 + i * 7 + (i >> 12)); }
+static unsigned char pattern(int conn, int slot, size_t i)
+{
+    return (unsigned char)(conn * 131 + slot * 59 + i * 7 + (i >> 12));
+}
 
 static int io_all(int fd, unsigned char *p, size_t n, int send)
 {
     while (n > 0) {
-        ssize_t k = send ? write(fd, p, n) : recv(fd, p, n, MSG_WAITALL);
+        ssize_t k = send ? ::send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, MSG_WAITALL);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -106,86 +116,78 @@ static void ev_wait(cudaEvent_t e)
 static void *side_main(void *arg)
 {
     side_t *s = (side_t *)arg;
+    const size_t all = msg * NSLOT; /* NSLOT messages' buffers, message m in slot m % NSLOT */
     unsigned char *hbuf = NULL, *dbuf = NULL, *rb = NULL;
     cudaStream_t st = NULL;
     cudaEvent_t ev[MAX_RING];
     size_t nr = ring / blk;
-    if (!cuda_mem) {
-        hbuf = (unsigned char *)mmap(NULL, msg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (hbuf == MAP_FAILED) {
-            fprintf(stderr, "raw_staged: cannot map %zu bytes: %s\n", msg, strerror(errno));
-            exit(1);
-        }
-        madvise(hbuf, msg, MADV_HUGEPAGE);
+    hbuf = (unsigned char *)mmap(NULL, all, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (hbuf == MAP_FAILED) {
+        fprintf(stderr, "raw_staged: cannot map %zu bytes: %s\n", all, strerror(errno));
+        exit(1);
+    }
+    madvise(hbuf, all, MADV_HUGEPAGE);
+    for (int k = 0; k < NSLOT; k++)
         for (size_t i = 0; i < msg; i++)
-            hbuf[i] = s->send ? pattern(s->conn, i) : 0;
-    } else {
+            hbuf[k * msg + i] = s->send ? pattern(s->conn, k, i) : 0;
+    if (cuda_mem) {
         CK(cudaSetDevice(s->send ? gpu_s : gpu_r));
         CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        CK(cudaMalloc((void **)&dbuf, msg));
+        CK(cudaMalloc((void **)&dbuf, all));
         CK(cudaHostAlloc((void **)&rb, ring, cudaHostAllocPortable));
         for (size_t i = 0; i < nr; i++)
             CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
-        unsigned char *tmp = (unsigned char *)malloc(msg);
-        if (tmp == NULL) {
-            fprintf(stderr, "raw_staged: no memory for %zu bytes\n", msg);
-            exit(1);
-        }
-        for (size_t i = 0; i < msg; i++)
-            tmp[i] = s->send ? pattern(s->conn, i) : 0;
-        CK(cudaMemcpy(dbuf, tmp, msg, cudaMemcpyHostToDevice));
-        free(tmp);
+        CK(cudaMemcpy(dbuf, hbuf, all, cudaMemcpyHostToDevice));
     }
     pthread_barrier_wait(&start_bar);
+    /* blocks in stream order; block j is message j / per, part j % per */
+    size_t per = (msg + blk - 1) / blk, nblk = per * (size_t)iters;
+#define BLK_AT(j) (((j) / per % NSLOT) * msg + ((j) % per) * blk) /* its offset in the buffers */
+#define BLK_LEN(j) (msg - ((j) % per) * blk < blk ? msg - ((j) % per) * blk : blk)
     if (!cuda_mem) {
         for (int it = 0; it < iters && !s->failed; it++)
-            s->failed = io_all(s->fd, hbuf, msg, s->send) != 0;
+            s->failed = io_all(s->fd, hbuf + (size_t)(it % NSLOT) * msg, msg, s->send) != 0;
     } else if (s->send) {
-        /* blocks in stream order; block j is message j / per, part j % per */
-        size_t per = (msg + blk - 1) / blk, nblk = per * (size_t)iters, issued = 0;
+        size_t issued = 0;
         for (size_t j = 0; j < nblk && !s->failed; j++) {
+            /* ring block issued % nr was written out (block issued - nr < j) */
             while (issued < nblk && issued < j + nr) {
-                size_t off = (issued % per) * blk, n = msg - off < blk ? msg - off : blk;
-                CK(cudaMemcpyAsync(rb + (issued % nr) * blk, dbuf + off, n, cudaMemcpyDeviceToHost, st));
+                CK(cudaMemcpyAsync(rb + (issued % nr) * blk, dbuf + BLK_AT(issued), BLK_LEN(issued),
+                                   cudaMemcpyDeviceToHost, st));
                 CK(cudaEventRecord(ev[issued % nr], st));
                 issued++;
             }
-            size_t off = (j % per) * blk, n = msg - off < blk ? msg - off : blk;
             ev_wait(ev[j % nr]);
-            s->failed = io_all(s->fd, rb + (j % nr) * blk, n, 1) != 0;
+            s->failed = io_all(s->fd, rb + (j % nr) * blk, BLK_LEN(j), 1) != 0;
         }
     } else {
-        size_t per = (msg + blk - 1) / blk, nblk = per * (size_t)iters;
         for (size_t j = 0; j < nblk && !s->failed; j++) {
-            size_t off = (j % per) * blk, n = msg - off < blk ? msg - off : blk;
             if (j >= nr)
-                ev_wait(ev[j % nr]);
-            s->failed = io_all(s->fd, rb + (j % nr) * blk, n, 0) != 0;
+                ev_wait(ev[j % nr]); /* the copy out of this ring block finished */
+            s->failed = io_all(s->fd, rb + (j % nr) * blk, BLK_LEN(j), 0) != 0;
             if (s->failed)
                 break;
-            CK(cudaMemcpyAsync(dbuf + off, rb + (j % nr) * blk, n, cudaMemcpyHostToDevice, st));
+            CK(cudaMemcpyAsync(dbuf + BLK_AT(j), rb + (j % nr) * blk, BLK_LEN(j),
+                               cudaMemcpyHostToDevice, st));
             CK(cudaEventRecord(ev[j % nr], st));
         }
         CK(cudaStreamSynchronize(st));
     }
+    s->end = now();
+    if (s->failed) /* the other side is not left blocked on this connection */
+        shutdown(s->fd, SHUT_RDWR);
     if (verify && !s->send && !s->failed) {
-        unsigned char *chk = hbuf;
-        if (cuda_mem) {
-            if ((chk = (unsigned char *)malloc(msg)) == NULL) {
-                fprintf(stderr, "raw_staged: no memory for %zu bytes\n", msg);
-                exit(1);
-            }
-            CK(cudaMemcpy(chk, dbuf, msg, cudaMemcpyDeviceToHost));
-        }
-        for (size_t i = 0; i < msg; i++)
-            if (chk[i] != pattern(s->conn, i)) {
-                fprintf(stderr, "raw_staged: connection %d: byte %zu is %u, expected %u\n", s->conn, i,
-                        chk[i], pattern(s->conn, i));
-                s->failed = 2;
-                break;
-            }
+        /* slot k holds the last message m with m % NSLOT == k: pattern k */
         if (cuda_mem)
-            free(chk);
+            CK(cudaMemcpy(hbuf, dbuf, all, cudaMemcpyDeviceToHost));
+        for (int k = 0; k < NSLOT && k < iters && s->failed == 0; k++)
+            for (size_t i = 0; i < msg; i++)
+                if (hbuf[k * msg + i] != pattern(s->conn, k, i)) {
+                    fprintf(stderr, "raw_staged: connection %d, buffer %d: byte %zu is %u, expected %u\n",
+                            s->conn, k, i, hbuf[k * msg + i], pattern(s->conn, k, i));
+                    s->failed = 2;
+                    break;
+                }
     }
     return NULL;
 }
@@ -247,21 +249,22 @@ int main(int argc, char **argv)
             return 1;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        sides[2 * c] = (side_t){fd, 1, c, 0};
-        sides[2 * c + 1] = (side_t){afd, 0, c, 0};
+        sides[2 * c] = (side_t){fd, 1, c, 0, 0};
+        sides[2 * c + 1] = (side_t){afd, 0, c, 0, 0};
     }
     pthread_barrier_init(&start_bar, NULL, (unsigned)(2 * nconns + 1));
     pthread_t t[2 * MAX_CONNS];
     for (int k = 0; k < 2 * nconns; k++)
         pthread_create(&t[k], NULL, side_main, &sides[k]);
     pthread_barrier_wait(&start_bar);
-    double t0 = now(), c0 = cpu_s();
+    double t0 = now(), c0 = cpu_s(), t1 = t0;
     int failed = 0;
     for (int k = 0; k < 2 * nconns; k++) {
         pthread_join(t[k], NULL);
         failed |= sides[k].failed;
+        t1 = sides[k].end > t1 ? sides[k].end : t1;
     }
-    double dt = now() - t0, gb = (double)msg * iters * nconns / 1e9;
+    double dt = t1 - t0, gb = (double)msg * iters * nconns / 1e9;
     printf("%s %d,%d %d %zu %.3f %.3f %s\n", cuda_mem ? "cuda" : "host", gpu_s, gpu_r, nconns, msg,
            gb / dt, (cpu_s() - c0) / gb, failed ? "FAILED" : verify ? "yes" : "no");
     return failed ? 1 : 0;

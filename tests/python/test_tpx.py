@@ -319,13 +319,28 @@ def test_registered_buffer_is_pinned(engines):
     ba2.extend(b"\0" * 4096)
 
 
-def test_close_ends_blocked_accepts():
+def test_close_ends_blocked_accepts(monkeypatch):
     """Engine.close() while threads are inside accept() (one with the default
     timeout, TPX_CONNECT_TIMEOUT_MS = 30 s): the accepts end within a slice
     (TPX_ERR_INVALID_STATE) and close() returns after them, not after their
     timeouts; new calls are refused (no use of a freed engine)."""
+    lib = tpx._api()
+    real, lock = lib.tpx_peer_accept, threading.Lock()
+    inside = {"now": 0, "max": 0}  # threads inside the library's accept
+
+    def accept_counted(*a):
+        with lock:
+            inside["now"] += 1
+            inside["max"] = max(inside["max"], inside["now"])
+        try:
+            return real(*a)
+        finally:
+            with lock:
+                inside["now"] -= 1
+
+    monkeypatch.setattr(lib, "tpx_peer_accept", accept_counted)
     e = tpx.Engine(name=agent_name())
-    res, done = [], []
+    res = []
 
     def acc(ms):
         try:
@@ -333,21 +348,22 @@ def test_close_ends_blocked_accepts():
             res.append("accepted")
         except tpx.TpxError as ex:
             res.append(ex.name)
-        done.append(time.monotonic())
 
     ts = [threading.Thread(target=acc, args=(ms,)) for ms in (-1, 3000, 20000)]
     for t in ts:
         t.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while inside["max"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert inside["max"] == 3, "the accept() calls did not start"
     t0 = time.monotonic()
     e.close()
-    closed, calls = time.monotonic(), e._calls
+    closed, still_inside = time.monotonic(), inside["now"]
     assert closed - t0 < 2.0, f"close() took {closed - t0:.1f} s: it waited for the accepts' timeouts"
-    # the accept() calls had returned (the threads may still be finishing: joined below)
-    assert calls == 0, "close() returned while accept() calls were in flight"
+    assert still_inside == 0, "close() returned while accept() calls were in the library"
     for t in ts:
         t.join(10)
-    assert len(done) == 3 and res == ["TPX_ERR_INVALID_STATE"] * 3, res
+    assert res == ["TPX_ERR_INVALID_STATE"] * 3, res
     with pytest.raises(tpx.TpxError) as ex:
         e.metadata()
     assert ex.value.name == "TPX_ERR_INVALID_STATE" and "closed" in str(ex.value)
@@ -373,6 +389,14 @@ def test_accept_timeouts():
 
 CLOSE_WHILE_WAITING = """
 import sys, threading, time, numpy as np, tpx
+lib = tpx._api()
+real_wait, returned = lib.tpx_xfer_wait, []
+def wait_counted(*a):  # the library's wait, noting each return
+    try:
+        return real_wait(*a)
+    finally:
+        returned.append(1)
+lib.tpx_xfer_wait = wait_counted
 e1, e2 = tpx.Engine(name="a"), tpx.Engine(name="b")
 reg = e1.register(np.zeros(1 << 16, np.uint8))
 p = e1.connect("127.0.0.1", e2.port, 10000)
@@ -388,19 +412,19 @@ t = threading.Thread(target=waiter, args=(x,)); t.start()
 time.sleep(0.5)
 t0 = time.monotonic()
 x.release()                              # release of a transfer being waited on
-# waited: the wait() call had returned (its count of calls in flight is back to 0); the
-# waiter's thread itself may still be finishing, so res is read after the join
-calls = x._calls
+# waited: the library's wait had returned (the waiter's thread itself may still be
+# finishing, so res is read after the join)
+back = len(returned)
 t.join()
-print("release", "waited" if calls == 0 else "did not wait", res, flush=True)
+print("release", "waited" if back == 1 else "did not wait", res, flush=True)
 x = p.recv(reg, 0, 4096)
 t = threading.Thread(target=waiter, args=(x,)); t.start()
 time.sleep(0.5)
 t0 = time.monotonic()
 e1.close()                               # close of the engine of a transfer being waited on
-took, calls = round(time.monotonic() - t0, 1), e1._calls
+took, back = round(time.monotonic() - t0, 1), len(returned)
 t.join()
-print("close", "waited" if calls == 0 else "did not wait", res, took, flush=True)
+print("close", "waited" if back == 2 else "did not wait", res, took, flush=True)
 e2.close()
 print("ok", flush=True)
 """
