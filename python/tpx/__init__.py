@@ -337,7 +337,8 @@ class Engine(_Closable):
         if lib.tpx_engine_info(h, ctypes.byref(info)) != 0:
             lib.tpx_engine_destroy(h)
             raise TpxError(_ERR_INVALID_STATE, "tpx_engine_info failed on a new engine")
-        self._connect_ms = info.connect_timeout_ms  # accept(-1)
+        # accept(-1); 0 from a library older than the field: its documented default
+        self._connect_ms = info.connect_timeout_ms if info.connect_timeout_ms > 0 else 30000
         self._h = h
 
     def _call(self, *objs):
@@ -839,7 +840,8 @@ class Registry(_Closable):
     def close(self):
         """Revoke this registry's publications (their names vanish at once) and free it,
         once the calls in flight on it returned. Another thread's close() returns once it
-        is closed."""
+        is closed. Not from a signal handler or anything else that runs while this thread
+        is inside a call of the registry: it would wait for itself."""
         with self._cv:
             if self._h is None:
                 return
