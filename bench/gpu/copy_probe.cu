@@ -9,28 +9,12 @@
  *   nvcc -O2 -arch=sm_90 -o /tmp/copy_probe bench/gpu/copy_probe.cu && /tmp/copy_probe
  * Options: copy_probe [TOTAL_MIB] (bytes per direction and configuration, default 2048)
  */
-#include <cuda_runtime.h>
+#include "bench_cuda.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #define SLOTS 4
-#define CK(x)                                                                   \
-    do {                                                                        \
-        cudaError_t e_ = (x);                                                   \
-        if (e_ != cudaSuccess) {                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-            exit(1);                                                            \
-        }                                                                       \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 typedef struct {
     cudaStream_t s;
     cudaEvent_t ev[SLOTS];

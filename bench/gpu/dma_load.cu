@@ -12,31 +12,15 @@
  * RATE 0: as fast as the copy engines go. Prints what it moved at the end
  * (after SECONDS, or at SIGINT).
  */
-#include <cuda_runtime.h>
+#include "bench_cuda.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #define INFLIGHT 8
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
 static volatile sig_atomic_t stop; /* SIGINT: stop early, print what moved */
 static void on_int(int sig) { (void)sig; stop = 1; }
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {

@@ -28,7 +28,7 @@
  * ring block reused before its copy finished) leaves a pattern that --verify
  * (after the timing) finds in the receiver's buffers.
  */
-#include <cuda_runtime.h>
+#include "bench_cuda.h"
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -47,16 +47,6 @@
 #define MAX_CONNS 64
 #define MAX_RING 64
 #define NSLOT 3 /* messages in a side's buffers, each its own pattern */
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "raw_staged: %s:%d: %s\n", __FILE__, __LINE__,                    \
-                    cudaGetErrorString(e_));                                                   \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
 static int cuda_mem, verify, gpu_s, gpu_r = 0, nconns = 16, iters = 2000;
 static size_t msg = 1 << 20, blk = 512 << 10, ring = 4 << 20;
 static pthread_barrier_t start_bar;
@@ -66,13 +56,6 @@ typedef struct {
     int failed;
     double end; /* when its last byte moved (before any verification) */
 } side_t;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static size_t parse_size(const char *s)
 {
