@@ -19,6 +19,7 @@
 #include <time.h>
 
 #define INFLIGHT 8
+
 static volatile sig_atomic_t stop; /* SIGINT: stop early, print what moved */
 static void on_int(int sig) { (void)sig; stop = 1; }
 
