@@ -88,9 +88,14 @@ for r in $(seq "$ROUNDS"); do
       case $tool in
       perf) bin=$B/tpx-perf; set -- --loopback "$@" --no-verify ;;
       netbench) bin=$B/tpx-netbench ;;
+      raw) bin=/tmp/raw_staged  # the bare staged pipeline (bench/gpu/raw_staged.cu)
+        [ -n "${raw_built:-}" ] || nvcc -O2 -arch=sm_90 -o $bin bench/gpu/raw_staged.cu -lpthread || exit 1
+        raw_built=1
+        set -- "$@" --verify ;;
       esac
       if out=$(env "${env[@]}" timeout -k 5 120 "$bin" "$@" 2>&1); then
         echo "$out" | awk -v g="$g" -v l="$label" -v t="$tool" '!/^#/ && $1 ~ /^[0-9]+$/ && NF >= 6 { line = $0 }
+          t == "raw" && $7 == "yes" { line = $0 }
           END { if (line == "") exit; n = split(line, f, " ");
                 print g, l, f[5], (t == "perf" ? f[n - 1] : f[6]) }' >>"$rows"
       else

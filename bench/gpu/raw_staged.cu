@@ -20,7 +20,8 @@
  * Build and run (on a GPU host):
  *   nvcc -O2 -arch=sm_90 -o /tmp/raw_staged bench/gpu/raw_staged.cu -lpthread
  *   /tmp/raw_staged [--mem host|cuda] [--gpus S,R] [--conns N] [--size BYTES]
- *                   [--iters N] [--block BYTES] [--ring BYTES] [--verify]
+ *                   [--iters N] [--block BYTES] [--ring BYTES] [--sndbuf BYTES]
+ *                   [--verify]
  * Prints one line: mem gpus conns size GB/s cpu_s/GB verified.
  *
  * Each connection cycles its messages through NSLOT buffers per side, each
@@ -49,6 +50,7 @@
 #define NSLOT 3 /* messages in a side's buffers, each its own pattern */
 static int cuda_mem, verify, gpu_s, gpu_r = 0, nconns = 16, iters = 2000;
 static size_t msg = 1 << 20, blk = 512 << 10, ring = 4 << 20;
+static int sndbuf; /* SO_SNDBUF of the sending ends; 0: autotuned */
 static pthread_barrier_t start_bar;
 
 typedef struct {
@@ -193,12 +195,14 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--iters")) iters = atoi(v), i++;
         else if (!strcmp(a, "--block")) blk = parse_size(v), i++;
         else if (!strcmp(a, "--ring")) ring = parse_size(v), i++;
+        else if (!strcmp(a, "--sndbuf")) sndbuf = (int)parse_size(v), i++;
         else if (!strcmp(a, "--verify")) verify = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: raw_staged [--mem host|cuda] [--gpus S,R] [--conns N] [--size B] [--iters N]\n"
-                   "                  [--block B] [--ring B] [--verify]\n"
+                   "                  [--block B] [--ring B] [--sndbuf B] [--verify]\n"
                    "N loopback TCP connections, a sender and a receiver thread each; cuda: staged\n"
                    "through a pinned ring of --ring bytes in --block copies per connection and side.\n"
+                   "--sndbuf: the senders' SO_SNDBUF (default autotuned; tpx's same-host: 512K).\n"
                    "Prints: mem gpus conns size GB/s cpu_s/GB verified\n");
             return 0;
         } else { fprintf(stderr, "raw_staged: unknown option '%s' (--help)\n", a); return 2; }
@@ -232,6 +236,8 @@ int main(int argc, char **argv)
             return 1;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (sndbuf > 0) /* as tpx's same-host data connections (TPX_SOCK_BUF_BYTES=-1) */
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
         sides[2 * c] = (side_t){fd, 1, c, 0, 0};
         sides[2 * c + 1] = (side_t){afd, 0, c, 0, 0};
     }
