@@ -21,7 +21,7 @@
  *   nvcc -O2 -arch=sm_90 -o /tmp/raw_staged bench/gpu/raw_staged.cu -lpthread
  *   /tmp/raw_staged [--mem host|cuda] [--gpus S,R] [--conns N] [--size BYTES]
  *                   [--iters N] [--block BYTES] [--ring BYTES] [--sndbuf BYTES]
- *                   [--verify]
+ *                   [--procs 1|2] [--verify]
  * Prints one line: mem gpus conns size GB/s cpu_s/GB verified.
  *
  * Each connection cycles its messages through NSLOT buffers per side, each
@@ -42,6 +42,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +52,7 @@
 static int cuda_mem, verify, gpu_s, gpu_r = 0, nconns = 16, iters = 2000;
 static size_t msg = 1 << 20, blk = 512 << 10, ring = 4 << 20;
 static int sndbuf; /* SO_SNDBUF of the sending ends; 0: autotuned */
+static int procs = 1; /* 2: the receivers in a process of their own */
 static pthread_barrier_t start_bar;
 
 typedef struct {
@@ -196,20 +198,23 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--block")) blk = parse_size(v), i++;
         else if (!strcmp(a, "--ring")) ring = parse_size(v), i++;
         else if (!strcmp(a, "--sndbuf")) sndbuf = (int)parse_size(v), i++;
+        else if (!strcmp(a, "--procs")) procs = atoi(v), i++;
         else if (!strcmp(a, "--verify")) verify = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: raw_staged [--mem host|cuda] [--gpus S,R] [--conns N] [--size B] [--iters N]\n"
-                   "                  [--block B] [--ring B] [--sndbuf B] [--verify]\n"
+                   "                  [--block B] [--ring B] [--sndbuf B] [--procs 1|2] [--verify]\n"
                    "N loopback TCP connections, a sender and a receiver thread each; cuda: staged\n"
                    "through a pinned ring of --ring bytes in --block copies per connection and side.\n"
                    "--sndbuf: the senders' SO_SNDBUF (default autotuned; tpx's same-host: 512K).\n"
+                   "--procs 2: the receivers in a second process (two CUDA contexts on one GPU).\n"
                    "Prints: mem gpus conns size GB/s cpu_s/GB verified\n");
             return 0;
         } else { fprintf(stderr, "raw_staged: unknown option '%s' (--help)\n", a); return 2; }
     }
     if (nconns < 1 || nconns > MAX_CONNS || msg == 0 || iters < 1 || blk == 0 || ring < blk ||
+        (procs != 1 && procs != 2) ||
         ring / blk > MAX_RING) {
-        fprintf(stderr, "raw_staged: bad arguments (conns 1..%d, ring/block <= %d)\n", MAX_CONNS, MAX_RING);
+        fprintf(stderr, "raw_staged: bad arguments (conns 1..%d, ring/block <= %d, procs 1 or 2)\n", MAX_CONNS, MAX_RING);
         return 2;
     }
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -241,20 +246,61 @@ int main(int argc, char **argv)
         sides[2 * c] = (side_t){fd, 1, c, 0, 0};
         sides[2 * c + 1] = (side_t){afd, 0, c, 0, 0};
     }
-    pthread_barrier_init(&start_bar, NULL, (unsigned)(2 * nconns + 1));
+    /* --procs 2: the receivers run in a child process, forked before either
+     * side touches CUDA (two contexts on a GPU, as tpx-perf --loopback's two
+     * engines); it reports its end, CPU and failure over a pipe. */
+    int pfd[2] = {-1, -1}, first = 0, step = 1;
+    pid_t child = -1;
+    if (procs == 2) {
+        if (pipe(pfd) != 0 || (child = fork()) < 0) {
+            perror("raw_staged: fork");
+            return 1;
+        }
+        first = child == 0; /* the child runs the receivers (odd), the parent the senders */
+        step = 2;
+        for (int k = 1 - first; k < 2 * nconns; k += 2)
+            close(sides[k].fd);
+    }
+    pthread_barrier_init(&start_bar, NULL, (unsigned)(2 * nconns / step + 1));
     pthread_t t[2 * MAX_CONNS];
-    for (int k = 0; k < 2 * nconns; k++)
+    for (int k = first; k < 2 * nconns; k += step)
         pthread_create(&t[k], NULL, side_main, &sides[k]);
+    if (child > 0) { /* the senders start once the receivers are set up */
+        char ready;
+        if (read(pfd[0], &ready, 1) != 1) {
+            fprintf(stderr, "raw_staged: the receiving process ended before its start\n");
+            return 1;
+        }
+    }
+    if (child == 0 && write(pfd[1], "r", 1) != 1)
+        return 1;
     pthread_barrier_wait(&start_bar);
     double t0 = now(), c0 = cpu_s(), t1 = t0;
     int failed = 0;
-    for (int k = 0; k < 2 * nconns; k++) {
+    for (int k = first; k < 2 * nconns; k += step) {
         pthread_join(t[k], NULL);
         failed |= sides[k].failed;
         t1 = sides[k].end > t1 ? sides[k].end : t1;
     }
+    double cpu = cpu_s() - c0;
+    if (child == 0) { /* the receivers' end, CPU and failure, to the parent */
+        double rep[3] = {t1, cpu, (double)failed};
+        return write(pfd[1], rep, sizeof(rep)) == (ssize_t)sizeof(rep) ? 0 : 1;
+    }
+    if (child > 0) {
+        double rep[3];
+        int ok = read(pfd[0], rep, sizeof(rep)) == (ssize_t)sizeof(rep);
+        waitpid(child, NULL, 0);
+        if (!ok) {
+            fprintf(stderr, "raw_staged: the receiving process ended without a report\n");
+            return 1;
+        }
+        t1 = rep[0] > t1 ? rep[0] : t1;
+        cpu += rep[1];
+        failed |= (int)rep[2];
+    }
     double dt = t1 - t0, gb = (double)msg * iters * nconns / 1e9;
     printf("%s %d,%d %d %zu %.3f %.3f %s\n", cuda_mem ? "cuda" : "host", gpu_s, gpu_r, nconns, msg,
-           gb / dt, (cpu_s() - c0) / gb, failed ? "FAILED" : verify ? "yes" : "no");
+           gb / dt, cpu / gb, failed ? "FAILED" : verify ? "yes" : "no");
     return failed ? 1 : 0;
 }
