@@ -72,7 +72,7 @@
  * transfers in flight, so that a sender does not run thousands of messages
  * ahead of the receives posted for them (today's engine fails the peer with
  * TPX_ERR_NO_RESOURCE beyond 4096 such messages instead of holding back). */
-#define PF_MAX_DEPTH    64
+#define PF_MAX_DEPTH    256
 #define PF_MAX_INFLIGHT 1024
 /* Buffer memory of one direction on one side; depth is reduced to stay under it. */
 #define PF_MEM_BUDGET (1ull << 30)
@@ -80,6 +80,8 @@
  * tpx's transport): what --depth's default assumes when the chunk is the
  * engines' own. */
 #define PF_CHUNK_DEFAULT_MAX (1ull << 20)
+/* The same for the window (TPX_WINDOW=0: 32 on tpx's transport). */
+#define PF_WINDOW_DEFAULT_MAX 32
 /* Latency samples kept per stream and row (beyond: every k-th). */
 #define PF_LAT_CAP (1u << 20)
 

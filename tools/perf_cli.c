@@ -212,8 +212,7 @@ static int pf_params_ok(const pf_params_t *p)
     if (p->nsizes == 0 || p->nsizes > PF_MAX_SIZES || p->batch == 0 || p->batch > PF_MAX_BATCH ||
         p->depth > PF_MAX_DEPTH || p->direction > PF_DIR_BIDIR || p->timeout_s == 0 ||
         p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 ||
-        (p->chunk != 0 && p->chunk < 4096) || p->chunk > (4u << 20) || p->window == 0 ||
-        p->window > 32 || p->progress > PF_PROGRESS_CALLER || p->verify > 1 ||
+        (p->chunk != 0 && p->chunk < 4096) || p->chunk > (4u << 20) || p->window > 32 || p->progress > PF_PROGRESS_CALLER || p->verify > 1 ||
         p->lanes > PF_MAX_LANES || p->mem > PF_MEM_CUDA)
         return 0;
     for (uint64_t i = 0; i < p->nsizes; i++)
@@ -493,7 +492,8 @@ static void pf_usage(FILE *f)
             "    --channels N      channels per peer (params.channels, 1..32; default\n"
             "                      TPX_CHANNELS)\n"
             "    --window W        requests in flight per plugin comm (params.window, 1..32;\n"
-            "                      default TPX_WINDOW)\n"
+            "                      default TPX_WINDOW; when that is 0, each engine's own:\n"
+            "                      32 on tpx's transport, 16 on others)\n"
             "    --plugin P        ncclNet plugin of this side: builtin, a name (loads\n"
             "                      libnccl-net-P.so) or a path (default TPX_NET_PLUGIN)\n"
             "    --progress M      thread: the engine's progress thread drives transfers\n"
@@ -885,7 +885,8 @@ static int pf_settle(int argc, char **argv, pf_main_t *m, const pf_cli_t *cli)
         return BENCH_EXIT_FAIL;
     }
     /* Both engines get explicit settings: this side's environment decides
-     * (TPX_CHUNK_BYTES=0 stays 0: each engine picks its plugin's chunk). */
+     * (TPX_CHUNK_BYTES=0 and TPX_WINDOW=0 stay 0: each engine picks its
+     * plugin's chunk and window). */
     if (p->channels == 0)
         p->channels = (uint64_t)bench_config_int("TPX_CHANNELS");
     if (p->chunk == 0)
@@ -896,7 +897,7 @@ static int pf_settle(int argc, char **argv, pf_main_t *m, const pf_cli_t *cli)
         fprintf(stderr,
                 "%s: TPX_CHANNELS, TPX_CHUNK_BYTES or TPX_WINDOW is unreadable or out of range "
                 "(channels %" PRIu64 ", chunk %" PRIu64 ": 0 or 4K..4M, window %" PRIu64
-                "): set --channels, --chunk and --window\n",
+                ": 0..32): set --channels, --chunk and --window\n",
                 PF_PROG, p->channels, p->chunk, p->window);
         return BENCH_EXIT_FAIL;
     }

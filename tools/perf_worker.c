@@ -481,7 +481,8 @@ static int pf_run_size(pf_worker_t *w, uint64_t row_idx, uint64_t size)
         /* Enough iterations to fill every channel's window, plus one being
          * filled or checked; within the memory budget and the limits. */
         uint64_t chunk = p->chunk != 0 ? p->chunk : PF_CHUNK_DEFAULT_MAX; /* both sides alike */
-        uint64_t set = z.stride * z.batch, pipe = p->channels * p->window * chunk;
+        uint64_t window = p->window != 0 ? p->window : PF_WINDOW_DEFAULT_MAX;
+        uint64_t set = z.stride * z.batch, pipe = p->channels * window * chunk;
         uint64_t want = (pipe + set - 1) / set + 1, fit = PF_MEM_BUDGET / set;
         uint64_t most = PF_MAX_INFLIGHT / z.batch;
         z.depth = want < fit ? want : fit;

@@ -4,7 +4,9 @@
 # and one-sided latency p50 (READ 1 x 4K / 64K / 512K, WRITE 1 x 4K / 512K, READ
 # 32 x 16K), rounds interleaved, medians printed. MEM=cuda adds GPU memory (one
 # GPU, through the transport's staging): two-sided 256 MiB and 1 MiB (GB/s, cpu
-# s/GB) and READ 1 x 512K of GPU blocks (p50).
+# s/GB) and READ 1 x 512K of GPU blocks (p50), with host 1 MiB beside them
+# (the GPU / host ratio's other half) and GPU0 -> GPU1 1 MiB on a host with
+# two GPUs.
 #   env: ROUNDS=3 SETS="default TPX_CHANNELS=4,TPX_CHANNEL_SOCKS=0" (comma lists)
 #        MEM=host|cuda
 #   e.g. SETS="TPX_SOCK_POLL_US=0 default" (worker polling off / on)
@@ -26,11 +28,18 @@ for r in $(seq "$ROUNDS"); do
         awk -v e="$e" -v k="$1_$2x$3_p50" '$1 == "read" || $1 == "write" { print e, k, $8 }' >> "$rows"
     done
     if [ "$MEM" = cuda ]; then
+      env "${env[@]}" timeout -k 5 120 $P --loopback --size 1M --iters 10000 --no-verify 2>&1 |
+        awk -v e="$e" '!/^#/ && NF > 6 { print e, "host1M_GB/s", $5; print e, "host1M_cpu", $(NF - 1) }' >> "$rows"
+      pairs="0,0"
+      [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] && pairs="0,0 0,1"
       for sz in 256M 1M; do
-        it=10; [ $sz = 1M ] && it=2000
-        env "${env[@]}" timeout -k 5 120 $P --loopback --mem cuda --gpu 0,0 --size $sz --iters $it \
-          --no-verify 2>&1 |
-          awk -v e="$e" -v s=$sz '!/^#/ && NF > 6 { print e, "cuda" s "_GB/s", $5; print e, "cuda" s "_cpu", $(NF - 1) }' >> "$rows"
+        for g in $pairs; do
+          it=10 k=cuda; [ $sz = 1M ] && it=10000; [ $g = 0,0 ] || k=cuda$g
+          [ $sz = 256M ] && [ $g != 0,0 ] && continue
+          env "${env[@]}" timeout -k 5 120 $P --loopback --mem cuda --gpu $g --size $sz --iters $it \
+            --no-verify 2>&1 |
+            awk -v e="$e" -v s=$sz -v k=$k '!/^#/ && NF > 6 { print e, k s "_GB/s", $5; print e, k s "_cpu", $(NF - 1) }' >> "$rows"
+        done
       done
       env "${env[@]}" timeout -k 5 120 $P --op read --mem cuda --gpu 0,0 --latency --blocks 1 --block 512K \
         --iters 300 2>&1 | awk -v e="$e" '$1 == "read" { print e, "cuda_read_1x512K_p50", $8 }' >> "$rows"

@@ -154,8 +154,13 @@ TPX_CONFIG_X(CHUNK_BYTES, INT, "0", 0, 4194304,
              "(not on TCPX). 0: 1 MiB on tpx's own transport, 512 KiB on other plugins and in "
              "strict TCPX mode (NCCL's chunk for TCPX). The engines of a peer use the smaller of "
              "their two.")
-TPX_CONFIG_X(WINDOW, INT, "16", 1, 32,
-             "Requests in flight per plugin comm (TCPX allows 16).")
+TPX_CONFIG_X(WINDOW, INT, "0", 0, 32,
+             "Requests in flight per plugin comm, at most what the plugin accepts (TCPX: 16; "
+             "tpx's own transport: TPX_MAX_REQUESTS). 0: 32 on tpx's own transport, 16 on other "
+             "plugins and in strict TCPX mode. A chunk of a CUDA buffer spends part of its time "
+             "in staging copies at both ends, so more in flight keeps the sockets busy: 1 MiB "
+             "GPU transfers 1.10-1.18x faster with 32 than with 16 on a two-H200 host (host memory "
+             "unchanged).")
 TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,
              "Deadline of a transfer: it fails with `timed out` if not complete by then.")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,

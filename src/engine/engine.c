@@ -548,9 +548,14 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);
     if (e->chunk == 0) /* TPX_CHUNK_BYTES=0: by plugin */
         e->chunk = tpx__net_has_vec(e->net) ? TPX_CHUNK_OWN : TPX_CHUNK_OTHER;
-    if (e->net->is_tcpx && e->window > 16) {
-        TPX_WARN("TCPX allows 16 requests per comm: window %d lowered to 16", e->window);
-        e->window = 16;
+    int max_reqs = tpx__net_max_requests(e->net);
+    if (e->window == 0) { /* TPX_WINDOW=0: by plugin, within what it accepts */
+        e->window = tpx__net_has_vec(e->net) ? TPX_WINDOW_OWN : TPX_WINDOW_OTHER;
+        e->window = max_reqs > 0 ? TPX_MIN(e->window, max_reqs) : e->window;
+    } else if (max_reqs > 0 && e->window > max_reqs) {
+        TPX_WARN("plugin %s accepts %d requests per comm: window %d lowered to %d",
+                 e->net->name, max_reqs, e->window, max_reqs);
+        e->window = max_reqs;
     }
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);

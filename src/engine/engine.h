@@ -149,6 +149,14 @@
  * other plugins and in strict TCPX mode 512 KiB (NCCL's chunk for TCPX). */
 #define TPX_CHUNK_OWN     (1024u * 1024)
 #define TPX_CHUNK_OTHER   (512u * 1024)
+/* Window when TPX_WINDOW is 0: on tpx's own transport 32 requests per comm
+ * (at most its TPX_MAX_REQUESTS): a CUDA buffer's chunk spends part of its
+ * time in staging copies at both ends, so its comms need more in flight to
+ * keep the sockets busy (1 MiB GPU transfers 1.10-1.18x faster than with 16 on
+ * a two-H200 host, bench/HISTORY.md); on other plugins and in strict TCPX
+ * mode 16 (TCPX's limit). */
+#define TPX_WINDOW_OWN    32
+#define TPX_WINDOW_OTHER  16
 #define TPX_CTRL_MSG_SIZE 64      /* every control message's header has exactly this size */
 #define TPX_CTRL_BUF_SLOT TPX_CTRL_SLOT /* a control buffer: header + body (wire.h) */
 #define TPX_DEVH_STORAGE 512      /* device-handle storage per comm */

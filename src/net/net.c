@@ -376,6 +376,13 @@ int tpx__net_is_own(const tpx_net_t *n)
     return n != NULL && n->table == (const void *)&tpx__sock_net_v10;
 }
 
+int tpx__net_max_requests(const tpx_net_t *n)
+{
+    if (tpx__net_is_own(n))
+        return tpx__sock_max_requests();
+    return n != NULL && n->is_tcpx ? 16 : 0;
+}
+
 tpx_status_t tpx__net_connect_socks(tpx_net_t *n, int dev, void *handle, void **comm,
                                     tpx_ncclnet_dev_handle_t **dev_handle, int nsocks)
 {

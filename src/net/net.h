@@ -93,6 +93,10 @@ tpx_status_t tpx__net_connect_socks(tpx_net_t *n, int dev, void *handle, void **
 /* 1 for tpx's own transport (the built-in one), which takes the calls
  * outside the ncclNet tables above and below. */
 int tpx__net_is_own(const tpx_net_t *n);
+/* Requests a comm of n accepts in flight: tpx's own transport says
+ * (TPX_MAX_REQUESTS; 16 in its strict TCPX mode), Google's TCPX plugin 16;
+ * 0 for other plugins (the ncclNet tables do not say). */
+int tpx__net_max_requests(const tpx_net_t *n);
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle);
 tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, int type,

@@ -11,6 +11,7 @@ int scen_sizes(int argc, char **argv);
 int scen_many(int argc, char **argv);
 int scen_peers(int argc, char **argv);
 int scen_idlecpu(int argc, char **argv);
+int scen_window(int argc, char **argv);
 int scen_bw(int argc, char **argv);
 
 /* faults.c: failures that must be reported, and survived */

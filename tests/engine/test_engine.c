@@ -557,6 +557,43 @@ int scen_idlecpu(int argc, char **argv)
     return ht_run();
 }
 
+/* ==== window ================================================================ */
+
+/* The window an engine runs with: params.window 0 takes TPX_WINDOW, whose
+ * 0 means by plugin (32 on tpx's own transport, 16 in its strict TCPX
+ * mode), and no window exceeds the requests the plugin accepts
+ * (TPX_MAX_REQUESTS): args DEFAULT EXPLICIT32, what params.window 0 and 32
+ * must give in this environment. */
+static int g_win_default, g_win_32;
+
+static int window_role(int arg)
+{
+    (void)arg;
+    for (int k = 0; k < 2; k++) {
+        int asked = k == 0 ? 0 : 32, want = k == 0 ? g_win_default : g_win_32;
+        tpx_engine_t *e = ht_engine(TPX_PORT_NONE, 0, asked, 1, NULL);
+        CHECK(e != NULL, "no engine (params.window %d)", asked);
+        tpx_engine_info_t info = {.size = sizeof(info)};
+        CHECK_OK(tpx_engine_info(e, &info));
+        tpx_engine_destroy(e);
+        CHECK(info.window == want, "params.window %d: the engine runs a window of %d, expected %d",
+              asked, info.window, want);
+    }
+    return 0;
+}
+
+int scen_window(int argc, char **argv)
+{
+    if (argc < 4) {
+        test_say("usage: test_engine window DEFAULT EXPLICIT32");
+        return 2;
+    }
+    g_win_default = atoi(argv[2]);
+    g_win_32 = atoi(argv[3]);
+    ht_spawn(HT_SRV, "engine", window_role, 0);
+    return ht_run();
+}
+
 /* ==== bw ==================================================================== */
 
 #define BW_LEN (256 * MiB)
@@ -660,6 +697,7 @@ static const struct {
     {"postfail", scen_postfail, 0, "a peer failed in the caller's own call: its buffers untouched"},
     {"badargs", scen_badargs, 0, "bad arguments are errors, not crashes"},
     {"idlecpu", scen_idlecpu, 1, "an idle engine costs no CPU"},
+    {"window", scen_window, 0, "DEFAULT EXPLICIT32: the window by plugin and request limit"},
     {"bw", scen_bw, 1, "[CHANNELS]: 10 x 256 MiB, GB/s"},
 };
 

@@ -250,6 +250,11 @@ int tpx__sock_vec_ok(void)
     return !tpx__sock_params.tcpx; /* Google's plugin has nothing like it */
 }
 
+int tpx__sock_max_requests(void)
+{
+    return tpx__sock_params.tcpx ? SOCK_TCPX_MAX_REQS : tpx__sock_params.max_reqs;
+}
+
 tpx_nccl_result_t tpx__sock_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
                                    void **request)
 {

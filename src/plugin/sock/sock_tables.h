@@ -109,6 +109,9 @@ tpx_nccl_result_t tpx__sock_connect_socks(int dev, void *handle, void **send_com
 #define TPX_SOCK_IOV_MAX 1024
 struct iovec;
 int tpx__sock_vec_ok(void);
+/* Requests a comm accepts in flight (TPX_MAX_REQUESTS; 16 in strict TCPX
+ * mode); outside the tables (net.h: tpx__net_max_requests), after init. */
+int tpx__sock_max_requests(void);
 tpx_nccl_result_t tpx__sock_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
                                    void **request);
 tpx_nccl_result_t tpx__sock_irecvv(void *recv_comm, const struct iovec *iov, int iovcnt,
