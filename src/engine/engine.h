@@ -152,9 +152,9 @@
 /* Window when TPX_WINDOW is 0: on tpx's own transport 32 requests per comm
  * (at most its TPX_MAX_REQUESTS): a CUDA buffer's chunk spends part of its
  * time in staging copies at both ends, so its comms need more in flight to
- * keep the sockets busy (1 MiB GPU transfers 1.10-1.18x faster than with 16 on
- * a two-H200 host, bench/HISTORY.md); on other plugins and in strict TCPX
- * mode 16 (TCPX's limit). */
+ * keep the sockets busy (1 MiB GPU transfers 1.06-1.43x faster than with 16 on
+ * H200 hosts, bench/HISTORY.md); on other plugins and in strict TCPX mode 16
+ * (TCPX's limit). */
 #define TPX_WINDOW_OWN    32
 #define TPX_WINDOW_OTHER  16
 #define TPX_CTRL_MSG_SIZE 64      /* every control message's header has exactly this size */
