@@ -159,7 +159,8 @@ _Static_assert(sizeof(pf_row_t) % 8 == 0, "rows are 64-bit words");
 /* ---- the control stream ----------------------------------------------------- */
 
 #define PF_MAGIC   0x54505046u /* "TPPF" */
-#define PF_VERSION 3           /* 2: pf_params_t.lanes; 3: pf_params_t.mem */
+#define PF_VERSION 4 /* 2: pf_params_t.lanes; 3: pf_params_t.mem; 4: window 0 (each engine's
+                      * own) and depth up to 256 */
 enum {
     PF_MSG_HELLO = 1, /* client -> server: empty */
     PF_MSG_PARAMS,    /* server -> client: pf_params_t */

@@ -212,7 +212,8 @@ static int pf_params_ok(const pf_params_t *p)
     if (p->nsizes == 0 || p->nsizes > PF_MAX_SIZES || p->batch == 0 || p->batch > PF_MAX_BATCH ||
         p->depth > PF_MAX_DEPTH || p->direction > PF_DIR_BIDIR || p->timeout_s == 0 ||
         p->timeout_s > 86400 || p->channels == 0 || p->channels > 32 ||
-        (p->chunk != 0 && p->chunk < 4096) || p->chunk > (4u << 20) || p->window > 32 || p->progress > PF_PROGRESS_CALLER || p->verify > 1 ||
+        (p->chunk != 0 && p->chunk < 4096) || p->chunk > (4u << 20) ||
+        p->window > 32 || p->progress > PF_PROGRESS_CALLER || p->verify > 1 ||
         p->lanes > PF_MAX_LANES || p->mem > PF_MEM_CUDA)
         return 0;
     for (uint64_t i = 0; i < p->nsizes; i++)
@@ -493,7 +494,8 @@ static void pf_usage(FILE *f)
             "                      TPX_CHANNELS)\n"
             "    --window W        requests in flight per plugin comm (params.window, 1..32;\n"
             "                      default TPX_WINDOW; when that is 0, each engine's own:\n"
-            "                      32 on tpx's transport, 16 on others)\n"
+            "                      32 on tpx's transport (at most its TPX_MAX_REQUESTS),\n"
+            "                      16 on others and in strict TCPX mode)\n"
             "    --plugin P        ncclNet plugin of this side: builtin, a name (loads\n"
             "                      libnccl-net-P.so) or a path (default TPX_NET_PLUGIN)\n"
             "    --progress M      thread: the engine's progress thread drives transfers\n"

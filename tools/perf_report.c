@@ -135,9 +135,12 @@ void pf_print_header(pf_main_t *m)
            pf_dir_name(p->direction), pf_dir_text(p->direction), mem, p->verify ? "on" : "off",
            p->verify && m->mem == PF_MEM_CUDA ? " (outside the timed loop)" : "", p->timeout_s);
     const char *ifn = getenv("TPX_SOCKET_IFNAME");
-    printf("# engine: channels %" PRIu64 "  chunk %s  window %" PRIu64
-           "  progress %s  TPX_SOCKET_IFNAME=%s\n",
-           p->channels, p->chunk ? bench_human(p->chunk, hc, sizeof(hc)) : "auto", p->window,
+    char win[24] = "auto";
+    if (p->window != 0)
+        snprintf(win, sizeof(win), "%" PRIu64, p->window);
+    printf("# engine: channels %" PRIu64 "  chunk %s  window %s  progress %s"
+           "  TPX_SOCKET_IFNAME=%s\n",
+           p->channels, p->chunk ? bench_human(p->chunk, hc, sizeof(hc)) : "auto", win,
            p->progress == PF_PROGRESS_THREAD ? "thread" : "caller", ifn ? ifn : "(unset)");
     printf("# GB/s = 1e9 bytes/s: bytes of the timed iterations (count x size each) over the\n"
            "#   receiver's time from the barrier release (receives posted) to its last\n"
@@ -714,12 +717,14 @@ int pf_plot(const pf_main_t *m)
     bench_point_t *pts = calloc(n, sizeof(*pts));
     if (pts == NULL)
         return -1;
-    char hc[32], mem[512], title[768];
+    char hc[32], mem[512], title[768], win[24] = "auto";
     pf_mem_text(m, mem, sizeof(mem));
+    if (p->window != 0)
+        snprintf(win, sizeof(win), "%" PRIu64, p->window);
     snprintf(title, sizeof(title),
-             "tpx-perf %s: %s, memory %s, %" PRIu64 " channels, chunk %s, window %" PRIu64,
+             "tpx-perf %s: %s, memory %s, %" PRIu64 " channels, chunk %s, window %s",
              bench_mode_name(m->mode), pf_plugin_name(m), mem, p->channels,
-             p->chunk ? bench_human(p->chunk, hc, sizeof(hc)) : "auto", p->window);
+             p->chunk ? bench_human(p->chunk, hc, sizeof(hc)) : "auto", win);
     for (size_t i = 0; i < m->nrows; i++) {
         const pf_row_t *r = &m->rows[i];
         char g[32];

@@ -95,7 +95,8 @@ typedef struct {
     int gpu;                /* GPU served (NIC choice, default port); -1: host memory only */
     int channels;           /* 0: TPX_CHANNELS */
     size_t chunk_bytes;     /* 0: TPX_CHUNK_BYTES (<= 4 MiB; 0 there: by plugin) */
-    int window;             /* 0: TPX_WINDOW (<= the plugin's request limit) */
+    int window;             /* 0: TPX_WINDOW (0 there: by plugin; <= the plugin's request
+                             * limit where tpx knows it) */
     int timeout_ms;         /* per-transfer deadline; 0: TPX_TIMEOUT_MS */
     const char *bind_addr;  /* bootstrap listen address; NULL: all addresses */
     int port;               /* TPX_PORT_DEFAULT, TPX_PORT_NONE, TPX_PORT_EPHEMERAL or a port */

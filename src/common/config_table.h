@@ -155,12 +155,13 @@ TPX_CONFIG_X(CHUNK_BYTES, INT, "0", 0, 4194304,
              "strict TCPX mode (NCCL's chunk for TCPX). The engines of a peer use the smaller of "
              "their two.")
 TPX_CONFIG_X(WINDOW, INT, "0", 0, 32,
-             "Requests in flight per plugin comm, at most what the plugin accepts (TCPX: 16; "
-             "tpx's own transport: TPX_MAX_REQUESTS). 0: 32 on tpx's own transport, 16 on other "
-             "plugins and in strict TCPX mode. A chunk of a CUDA buffer spends part of its time "
-             "in staging copies at both ends, so more in flight keeps the sockets busy: 1 MiB "
-             "GPU transfers 1.06-1.43x faster with 32 than with 16 on H200 hosts, at less CPU per "
-             "GB (host memory unchanged).")
+             "Requests in flight per plugin comm, lowered to what the plugin accepts where tpx "
+             "knows it (TCPX: 16; the built-in transport: TPX_MAX_REQUESTS). 0: 32 on tpx's own "
+             "built-in transport, 16 on other plugins and in strict TCPX mode. A chunk of a CUDA "
+             "buffer spends part of its time in staging copies at both ends, so more in flight "
+             "keeps the sockets busy: 1 MiB GPU transfers 1.06-1.43x faster with 32 than with 16 "
+             "on H200 hosts, at less CPU per GB (host memory transfers unchanged). A comm's "
+             "staging buffer for packed blocks, made on first use, is window x chunk bytes.")
 TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,
              "Deadline of a transfer: it fails with `timed out` if not complete by then.")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
