@@ -34,7 +34,7 @@ for r in $(seq "$ROUNDS"); do
       [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] && pairs="0,0 0,1"
       for sz in 256M 1M; do
         for g in $pairs; do
-          it=10 k=cuda; [ $sz = 1M ] && it=10000; [ $g = 0,0 ] || k=cuda$g
+          it=10 k=cuda; [ $sz = 1M ] && it=10000; [ $g = 0,0 ] || k="cuda[$g]"
           [ $sz = 256M ] && [ $g != 0,0 ] && continue
           env "${env[@]}" timeout -k 5 120 $P --loopback --mem cuda --gpu $g --size $sz --iters $it \
             --no-verify 2>&1 |
