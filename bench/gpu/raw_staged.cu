@@ -258,6 +258,7 @@ int main(int argc, char **argv)
         }
         first = child == 0; /* the child runs the receivers (odd), the parent the senders */
         step = 2;
+        close(pfd[child == 0 ? 0 : 1]); /* a child that dies ends the parent's read */
         for (int k = 1 - first; k < 2 * nconns; k += 2)
             close(sides[k].fd);
     }
