@@ -273,9 +273,9 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    pthread_barrier_wait(&start_bar); /* this process's sides are set up */
     if (child == 0 && write(pfd[1], "r", 1) != 1)
         return 1;
-    pthread_barrier_wait(&start_bar);
     double t0 = now(), c0 = cpu_s(), t1 = t0;
     int failed = 0;
     for (int k = first; k < 2 * nconns; k += step) {
