@@ -24,10 +24,13 @@
  *   releaseReqH               tpx_xfer_release + tpx_prep_release (never waits)
  *   getNotifs / genNotif      tpx_engine_get_notifs / tpx_notif_send
  *
- * Settings come from TPX_* variables (vLLM and SGLang pass no parameters to
- * non-UCX backends) and, where given, from the backend parameters "gpu"
- * and "port".
+ * Settings come from TPX_* variables (vLLM passes no parameters to non-UCX
+ * backends; SGLang passes SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS) and,
+ * where given, from the backend parameters "gpu" and "port". Without "gpu"
+ * the engine serves the GPU of the first VRAM registered (its devId), as
+ * one worker process per GPU needs.
  */
+#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -128,6 +131,10 @@ public:
         tpx_engine_params_init(&p);
         p.port = TPX_PORT_EPHEMERAL; /* several agents per host */
         const params_t &cp = customParams();
+        for (const auto &kv : cp)
+            if (kv.first != "gpu" && kv.first != "port")
+                TPX_NIXL_LOG("backend parameter '%s' is not one of TPX's (gpu, port): ignored; "
+                             "settings come from TPX_* variables", kv.first.c_str());
         if (auto it = cp.find("gpu"); it != cp.end() && !it->second.empty())
             p.gpu = std::atoi(it->second.c_str());
         if (auto it = cp.find("port"); it != cp.end() && std::atoi(it->second.c_str()) > 0)
@@ -188,11 +195,28 @@ public:
         if (type != DRAM_SEG && type != VRAM_SEG)
             return ERR_NOT_SUPPORTED;
         auto md = std::make_unique<LocalMD>();
-        tpx_status_t s = tpx_mem_register(eng_, reinterpret_cast<void *>(mem.addr), mem.len,
-                                          type == VRAM_SEG ? TPX_MEM_CUDA : TPX_MEM_HOST,
-                                          &md->region);
-        if (s != TPX_OK)
+        void *addr = reinterpret_cast<void *>(mem.addr);
+        tpx_status_t s;
+        if (type == VRAM_SEG) {
+            /* devId is the GPU: the first VRAM registration binds the
+             * engine to it (its NICs, the GPU current in plugin calls). */
+            if (mem.devId > static_cast<uint64_t>(INT32_MAX)) {
+                TPX_NIXL_LOG("registerMem: VRAM devId %llu is not a GPU index",
+                             static_cast<unsigned long long>(mem.devId));
+                return ERR_INVALID_PARAM;
+            }
+            s = tpx_mem_register_gpu(eng_, addr, mem.len, static_cast<int>(mem.devId),
+                                     &md->region);
+        } else {
+            s = tpx_mem_register(eng_, addr, mem.len, TPX_MEM_HOST, &md->region);
+        }
+        if (s != TPX_OK) {
+            TPX_NIXL_LOG("registerMem: %s memory at 0x%llx (%zu bytes, devId %llu): %s",
+                         type == VRAM_SEG ? "VRAM" : "DRAM",
+                         static_cast<unsigned long long>(mem.addr), static_cast<size_t>(mem.len),
+                         static_cast<unsigned long long>(mem.devId), tpx_status_string(s));
             return from_tpx(s);
+        }
         md->base = reinterpret_cast<uintptr_t>(tpx_region_base(md->region));
         s = tpx_region_export(md->region, mem.addr - md->base, mem.len, &md->desc);
         if (s != TPX_OK) {

@@ -313,19 +313,33 @@ static void pf_nics_text(const tpx_engine_info_t *in, char *buf, size_t len)
         snprintf(buf, len, "none reported");
 }
 
+/* Why an engine serves its GPU and uses its NICs (tpx_gpu_from_t, tpx_nics_from_t). */
+static const char *pf_gpu_from(int from)
+{
+    static const char *const w[] = {"none", "params", "memory", "context"};
+    return from >= 0 && from < 4 ? w[from] : "?";
+}
+
+static const char *pf_nics_from(int from)
+{
+    static const char *const w[] = {"all", "map", "pci"};
+    return from >= 0 && from < 3 ? w[from] : "?";
+}
+
 void pf_print_info(const pf_main_t *m, int side, int lane)
 {
     const tpx_engine_info_t *in = &m->info[side][lane];
-    char nics[512], hc[32], g[16] = "";
+    char nics[512], hc[32], g[48] = "";
     if (bench_quiet)
         return;
     if (in->gpu >= 0)
-        snprintf(g, sizeof(g), " GPU %d", in->gpu);
+        snprintf(g, sizeof(g), " GPU %d (%s)", in->gpu, pf_gpu_from(in->gpu_from));
     pf_nics_text(in, nics, sizeof(nics));
     printf("# engine %s%s: plugin %s (ncclNet v%d), %d channels, chunk %s, window %d, port %d, "
-           "NICs %s\n",
+           "NICs %s (%s)\n",
            side == 0 ? "server" : "client", g, in->plugin, in->abi, in->channels,
-           bench_human(in->chunk_bytes, hc, sizeof(hc)), in->window, in->port, nics);
+           bench_human(in->chunk_bytes, hc, sizeof(hc)), in->window, in->port, nics,
+           pf_nics_from(in->nics_from));
     fflush(stdout);
 }
 
@@ -428,7 +442,8 @@ static void pf_json_engines(FILE *f, const pf_main_t *m)
                 fprintf(f, "%d", in->gpu);
             else
                 fputs("null", f);
-            fprintf(f, ", \"plugin\": ");
+            fprintf(f, ", \"gpu_from\": \"%s\", \"nics_from\": \"%s\", \"plugin\": ",
+                    pf_gpu_from(in->gpu_from), pf_nics_from(in->nics_from));
             bench_json_str(f, in->plugin);
             fprintf(f,
                     ", \"abi\": %d, \"channels\": %d, \"chunk\": %zu, \"window\": %d, "

@@ -74,6 +74,15 @@ typedef struct {
     const char *how;     /* "TPX_NIC_MAP", "nearest PCI path", ... */
 } dr_gpu_t;
 
+/* The NICs an engine of `gpu` (-1: none) uses, and why (tpx_nics_from_t). */
+typedef struct {
+    int gpu;
+    int rc;        /* tpx_engine_create's status */
+    int nnics;
+    char nic[TPX_INFO_MAX_NICS][64];
+    int nics_from;
+} dr_bind_t;
+
 /* A plugin device's properties, whatever the ABI version they came from. */
 typedef struct {
     char name[64];
@@ -156,6 +165,10 @@ typedef struct {
     int ngpus;
     int nvidia_proc; /* /proc/driver/nvidia/gpus exists */
     dr_plugin_t plugin;
+    /* What an engine of each GPU (and of none) picks: tpx_engine_info() of a
+     * throw-away engine, the same code that serves applications. */
+    dr_bind_t binds[DR_MAX_GPUS + 1];
+    int nbinds;
     /* RxDM */
     char rxdm_prefix[DR_PATH];
     int rxdm_dir;     /* the folder exists */
@@ -1113,6 +1126,48 @@ static const char *dr_ptr_str(int bits, char *buf, size_t len)
     return buf;
 }
 
+static const char *dr_nics_from(int from)
+{
+    return from == TPX_NICS_FROM_MAP   ? "TPX_NIC_MAP"
+           : from == TPX_NICS_FROM_PCI ? "nearest the GPU by PCI path"
+                                       : "every NIC of the plugin";
+}
+
+/* One throw-away engine per GPU (no port, no progress thread): what it
+ * binds to through the library itself. */
+static void dr_collect_binds(dr_t *d)
+{
+    if (!d->plugin.loaded)
+        return;
+    int n = d->gpu_count < DR_MAX_GPUS ? d->gpu_count : DR_MAX_GPUS;
+    for (int g = -1; g < n; g++) {
+        dr_bind_t *b = &d->binds[d->nbinds++];
+        memset(b, 0, sizeof(*b));
+        b->gpu = g;
+        tpx_engine_params_t p;
+        tpx_engine_params_init(&p);
+        p.gpu = g;
+        p.port = TPX_PORT_NONE;
+        p.progress_thread = 0;
+        p.plugin = d->plugin.requested[0] ? d->plugin.requested : NULL;
+        tpx_engine_t *e = NULL;
+        b->rc = tpx_engine_create(&p, &e);
+        if (b->rc != TPX_OK) {
+            dr_warn(d, "binding", 0, "an engine of %s%d could not be made: %s",
+                    g < 0 ? "no GPU" : "GPU ", g < 0 ? 0 : g, tpx_strerror((tpx_status_t)b->rc));
+            continue;
+        }
+        tpx_engine_info_t in;
+        in.size = sizeof(in);
+        if (tpx_engine_info(e, &in) == TPX_OK) {
+            b->nnics = in.nnics;
+            b->nics_from = in.nics_from;
+            memcpy(b->nic, in.nic, sizeof(b->nic));
+        }
+        tpx_engine_destroy(e);
+    }
+}
+
 static void dr_print(const dr_t *d)
 {
     printf("# %s: libtpx %s\n", DR_PROG, d->version);
@@ -1197,6 +1252,26 @@ static void dr_print(const dr_t *d)
         }
     }
     dr_print_warns(d, "plugin");
+
+    printf("\n== engine binding\n");
+    printf("  an engine serves params.gpu; else the GPU of the first GPU memory it registers\n"
+           "  (before its first peer: what NIXL and vLLM workers get); else the GPU whose CUDA\n"
+           "  context is current where it is created; else none (host memory only). Its\n"
+           "  channels use that GPU's NICs:\n");
+    for (int i = 0; i < d->nbinds; i++) {
+        const dr_bind_t *b = &d->binds[i];
+        char who[16];
+        snprintf(who, sizeof(who), b->gpu < 0 ? "no GPU" : "GPU %d", b->gpu);
+        if (b->rc != TPX_OK) {
+            printf("  %-8s (no engine: %s)\n", who, tpx_strerror((tpx_status_t)b->rc));
+            continue;
+        }
+        printf("  %-8s NICs", who);
+        for (int k = 0; k < b->nnics; k++)
+            printf("%s%s", k ? ", " : " ", b->nic[k]);
+        printf(" (%s)\n", dr_nics_from(b->nics_from));
+    }
+    dr_print_warns(d, "binding");
 
     printf("\n== TCPX environment (needed by Google's GPUDirect-TCPX plugin)\n");
     for (size_t i = 0; i < DR_NENV; i++) {
@@ -1322,8 +1397,25 @@ static int dr_write_json(const dr_t *d)
         dr_json_kstr(f, "nic_from", g->how, 0);
         fprintf(f, "}");
     }
+    fprintf(f, "]},\n \"binding\": [");
+    for (int i = 0; i < d->nbinds; i++) {
+        const dr_bind_t *b = &d->binds[i];
+        fprintf(f, "%s\n  {\"gpu\": ", i ? "," : "");
+        if (b->gpu >= 0)
+            fprintf(f, "%d", b->gpu);
+        else
+            fputs("null", f);
+        fprintf(f, ", \"ok\": %s, \"nics\": [", b->rc == TPX_OK ? "true" : "false");
+        for (int k = 0; k < b->nnics; k++) {
+            fputs(k ? ", " : "", f);
+            bench_json_str(f, b->nic[k]);
+        }
+        fprintf(f, "], ");
+        dr_json_kstr(f, "nics_from", b->rc == TPX_OK ? dr_nics_from(b->nics_from) : "", 0);
+        fputc('}', f);
+    }
     const dr_plugin_t *pl = &d->plugin;
-    fprintf(f, "]},\n \"plugin\": {");
+    fprintf(f, "],\n \"plugin\": {");
     dr_json_kstr(f, "requested", pl->requested, 1);
     dr_json_kstr(f, "file", pl->file, 1);
     fprintf(f, "\"builtin\": %s, \"loaded\": %s, ", pl->builtin ? "true" : "false",
@@ -1547,6 +1639,7 @@ int main(int argc, char **argv)
     dr_collect_ifs(&d);
     dr_collect_gpus(&d);
     dr_collect_plugin(&d, plugin);
+    dr_collect_binds(&d);
     dr_check_env(&d);
     dr_collect_devmem(&d);
 

@@ -92,7 +92,9 @@ typedef enum {
 typedef struct {
     size_t size;            /* sizeof(tpx_engine_params_t) of the caller; set by _init() */
     const char *plugin;     /* NULL: TPX_NET_PLUGIN ("builtin", a name or a path) */
-    int gpu;                /* GPU served (NIC choice, default port); -1: host memory only */
+    int gpu;                /* GPU served (NIC choice, default port, the GPU current
+                             * around plugin calls); -1: chosen by the engine, see
+                             * "The engine's GPU" below */
     int channels;           /* 0: TPX_CHANNELS */
     size_t chunk_bytes;     /* 0: TPX_CHUNK_BYTES (<= 4 MiB; 0 there: by plugin) */
     int window;             /* 0: TPX_WINDOW (0 there: by plugin; <= the plugin's request
@@ -109,6 +111,39 @@ typedef struct {
                                (< 64 bytes); NULL: "<hostname>:<pid>:<gpu>" */
     int notif_queue;        /* bound of the notification queue; 0: TPX_NOTIF_QUEUE */
 } tpx_engine_params_t;
+
+/*
+ * The engine's GPU. A devmem plugin (GPUDirect-TCPX) places each comm's
+ * bounce buffer and unpack work on the GPU current in the thread that makes
+ * the comm; tpx makes the engine's GPU current around every plugin call, on
+ * every thread (its own, and the caller's), and its channels use that GPU's
+ * nearest NICs. The GPU is, in this order:
+ *  1. params.gpu, when >= 0 (TPX_GPU_FROM_PARAMS);
+ *  2. else the GPU of the first CUDA memory registered before the first
+ *     peer is set up (TPX_GPU_FROM_MEMORY; what one process per GPU, as
+ *     vLLM or NIXL run it, gets without a parameter);
+ *  3. else the GPU of the CUDA context current in the thread that called
+ *     tpx_engine_create (TPX_GPU_FROM_CONTEXT);
+ *  4. else none: host memory only (-1, TPX_GPU_FROM_NONE).
+ * From the first peer on it no longer changes. tpx_engine_info() says which
+ * and why. Memory of another GPU than the engine's: moved where the plugin
+ * can (tpx's own transport stages it); refused at registration, naming both
+ * GPUs, with a devmem plugin (one engine per GPU there). The default port
+ * (TPX_PORT_BASE + gpu) follows params.gpu only.
+ */
+typedef enum {
+    TPX_GPU_FROM_NONE = 0,    /* no GPU: host memory only */
+    TPX_GPU_FROM_PARAMS = 1,  /* params.gpu */
+    TPX_GPU_FROM_MEMORY = 2,  /* the first CUDA memory registered */
+    TPX_GPU_FROM_CONTEXT = 3, /* the CUDA context current at tpx_engine_create */
+} tpx_gpu_from_t;
+
+/* Why an engine's channels use the NICs they use. */
+typedef enum {
+    TPX_NICS_FROM_ALL = 0, /* every device of the plugin (no GPU, or no PCI paths to compare) */
+    TPX_NICS_FROM_MAP = 1, /* TPX_NIC_MAP names the GPU's NICs */
+    TPX_NICS_FROM_PCI = 2, /* the NICs nearest the GPU in the PCI tree */
+} tpx_nics_from_t;
 
 /* Defaults: everything from the environment, gpu -1, progress thread on,
  * size = sizeof(tpx_engine_params_t). tpx_engine_create(NULL, ...) uses
@@ -145,7 +180,7 @@ typedef struct {
     size_t size;            /* set by the caller: sizeof(tpx_engine_info_t) */
     char plugin[64];        /* the plugin's own name ("tpx", "GPUDirectTCPX", ...) */
     int abi;                /* ncclNet version used (7..10) */
-    int gpu;                /* -1: host memory only */
+    int gpu;                /* the GPU bound (see "The engine's GPU"); -1: none */
     int channels;           /* data channels per direction per peer (upper bound) */
     size_t chunk_bytes;     /* the chunk this engine settled on */
     int window;
@@ -158,6 +193,8 @@ typedef struct {
                                0: dial-only identity (TPX_IDENTITY, SECURITY.md) */
     int connect_timeout_ms; /* TPX_CONNECT_TIMEOUT_MS of this engine: how long
                                tpx_peer_accept(-1) and tpx_peer_connect(0) wait */
+    int gpu_from;           /* tpx_gpu_from_t: why `gpu` */
+    int nics_from;          /* tpx_nics_from_t: why `nic` */
 } tpx_engine_info_t;
 
 /* Fills the first info->size bytes (info->size itself is left as is). */
@@ -189,6 +226,11 @@ TPX_API void tpx_peer_close(tpx_peer_t *peer);
  * bytes are in place in device memory. */
 TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *engine, void *addr, size_t len,
                                       tpx_mem_type_t type, tpx_region_t **region);
+/* tpx_mem_register() of CUDA memory that the caller says is on GPU `gpu`
+ * (NIXL's devId): TPX_ERR_NO_DEVICE if there is no such GPU,
+ * TPX_ERR_INVALID_ARG if the driver places the memory on another one. */
+TPX_API tpx_status_t tpx_mem_register_gpu(tpx_engine_t *engine, void *addr, size_t len, int gpu,
+                                          tpx_region_t **region);
 /* Drop a reference; the last one deregisters, and always succeeds at once
  * (it never waits for the network). Work still moving bytes of the region
  * at that moment -- posted transfers, released ones that are still running

@@ -90,7 +90,8 @@ class _Info(ctypes.Structure):  # tpx_engine_info_t (tpx/tpx.h)
                 ("gpu", ctypes.c_int), ("channels", ctypes.c_int), ("chunk_bytes", _sz),
                 ("window", ctypes.c_int), ("port", ctypes.c_int), ("nnics", ctypes.c_int),
                 ("nic", (ctypes.c_char * 64) * 8), ("nic_speed_mbps", ctypes.c_int * 8),
-                ("identity_keys", ctypes.c_int), ("connect_timeout_ms", ctypes.c_int)]
+                ("identity_keys", ctypes.c_int), ("connect_timeout_ms", ctypes.c_int),
+                ("gpu_from", ctypes.c_int), ("nics_from", ctypes.c_int)]
 
 
 class _Notif(ctypes.Structure):
@@ -137,6 +138,7 @@ def _api():
         "tpx_remote_connect": (_st, [_vp, ctypes.c_int]),
         "tpx_remote_name": (ctypes.c_char_p, [_vp]),
         "tpx_mem_register": (_st, [_vp, _vp, _sz, ctypes.c_int, ctypes.POINTER(_vp)]),
+        "tpx_mem_register_gpu": (_st, [_vp, _vp, _sz, ctypes.c_int, ctypes.POINTER(_vp)]),
         "tpx_mem_deregister": (None, [_vp]),
         "tpx_region_base": (_vp, [_vp]),
         "tpx_region_export": (_st, [_vp, _sz, _sz, _vp]),
@@ -399,28 +401,35 @@ class Engine(_Closable):
                    "tpx_engine_get_metadata")
         return buf.raw[:n.value]
 
-    def register(self, obj, kind=None):
+    def register(self, obj, kind=None, gpu=None):
         """Register the memory of `obj` (numpy array, torch tensor, CUDA array, buffer).
         The region keeps `obj` and, for objects with the buffer protocol, a buffer export
         of it (a memoryview) until it is deregistered: a registered bytearray cannot be
         resized nor a registered mmap closed meanwhile (BufferError). The caller must not
-        free a torch tensor's or CUDA array's memory while it is registered."""
+        free a torch tensor's or CUDA array's memory while it is registered. `gpu`: the
+        GPU the caller says CUDA memory is on (checked; see info()["gpu_from"])."""
         addr, n, k, view = _memory_of(obj)
         try:
-            return self._register(addr, n, kind or k, obj, view)
+            return self._register(addr, n, kind or k, obj, view, gpu)
         except BaseException:
             if view is not None:
                 view.release()
             raise
 
-    def register_ptr(self, addr, length, kind=MEM_HOST):
-        return self._register(addr, length, kind, None, None)
+    def register_ptr(self, addr, length, kind=MEM_HOST, gpu=None):
+        """Register `length` bytes at address `addr`; `gpu` as in register() (then `kind`
+        is CUDA memory)."""
+        return self._register(addr, length, kind, None, None, gpu)
 
-    def _register(self, addr, n, kind, obj, view):
+    def _register(self, addr, n, kind, obj, view, gpu=None):
         h = _vp()
         with self._call():
-            _check(_api().tpx_mem_register(self._h, addr, n, kind, ctypes.byref(h)),
-                   "tpx_mem_register")
+            if gpu is not None:
+                _check(_api().tpx_mem_register_gpu(self._h, addr, n, int(gpu), ctypes.byref(h)),
+                       "tpx_mem_register_gpu")
+            else:
+                _check(_api().tpx_mem_register(self._h, addr, n, kind, ctypes.byref(h)),
+                       "tpx_mem_register")
             base = _api().tpx_region_base(h) or 0
             return self._own(Region(self, h, addr, n, obj, view, addr - base))
 
@@ -448,6 +457,24 @@ class Engine(_Closable):
                     raise TpxError(st, "tpx_engine_get_notifs")
                 if n.value < len(self._nbuf):
                     return out
+
+    def info(self):
+        """What the engine settled on (tpx_engine_info): a dict with plugin, abi, gpu,
+        gpu_from ("params", "memory": of the first GPU memory registered, "context": current
+        at creation, "none"), channels, chunk_bytes, window, port, nics (names, in channel
+        order), nics_from ("map": TPX_NIC_MAP, "pci": nearest the GPU, "all"),
+        identity_keys."""
+        c = _Info(size=ctypes.sizeof(_Info))
+        with self._call():
+            _check(_api().tpx_engine_info(self._h, ctypes.byref(c)), "tpx_engine_info")
+        gpu_from = {0: "none", 1: "params", 2: "memory", 3: "context"}
+        nics_from = {0: "all", 1: "map", 2: "pci"}
+        return {"plugin": c.plugin.decode(errors="replace"), "abi": c.abi, "gpu": c.gpu,
+                "gpu_from": gpu_from.get(c.gpu_from, str(c.gpu_from)), "channels": c.channels,
+                "chunk_bytes": c.chunk_bytes, "window": c.window, "port": c.port,
+                "nics": [c.nic[i].value.decode(errors="replace") for i in range(c.nnics)],
+                "nics_from": nics_from.get(c.nics_from, str(c.nics_from)),
+                "identity_keys": bool(c.identity_keys)}
 
     def counters(self):
         c = _Counters()

@@ -188,6 +188,9 @@ TPX_CONFIG_X(AUTH_TOKEN_FILE, STR, "", 0, 0,
              "error. Tools never print the token (`--print-config` shows `(set, hidden)`).")
 TPX_CONFIG_X(NIC_MAP, STR, "", 0, 0,
              "GPU to NIC map overriding sysfs topology, e.g. `0,1:eth1;2,3:eth2;4,5:eth3;6,7:eth4`.")
+TPX_CONFIG_X(SYSFS_ROOT, STR, "/sys", 0, 0,
+             "Where tpx reads the machine's topology (NICs' and GPUs' PCI paths, NUMA nodes): "
+             "a copy of sysfs for containers that hide the host's, and for tests.")
 TPX_CONFIG_X(NIC_FUSE, STR, "auto", 0, 0,
              "Fuse the engine's NICs into one virtual device (ncclNet v9+ `makeVDevice`; at most "
              "4 NICs per device) that every channel uses, so links of unequal speed do not pace "

@@ -2,6 +2,7 @@
  * sysfs.c - one-line sysfs files (see sysfs.h).
  */
 #include "common/sysfs.h"
+#include "common/config.h"
 #include "common/tsan.h"
 
 #include <errno.h>
@@ -36,3 +37,8 @@ int tpx__sysfs_int(const char *path, long *out)
 #ifdef TPX_TSAN_BUILD
 char tpx__tsan_sync[4096]; /* common/tsan.h */
 #endif
+
+const char *tpx__sysfs_root(void)
+{
+    return tpx__config_str(TPX_CFG_SYSFS_ROOT);
+}

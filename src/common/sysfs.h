@@ -14,4 +14,7 @@ int tpx__sysfs_line(const char *path, char *buf, size_t len);
  * on success). 0 on success, -1 otherwise. */
 int tpx__sysfs_int(const char *path, long *out);
 
+/* The sysfs tree topology is read from (TPX_SYSFS_ROOT, "/sys"). */
+const char *tpx__sysfs_root(void);
+
 #endif

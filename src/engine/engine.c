@@ -35,6 +35,7 @@
 #include "window.h"
 #include "xfer.h"
 #include "remote.h"
+#include "gpu/cuda.h"
 
 TPX_API void tpx_engine_params_init(tpx_engine_params_t *p)
 {
@@ -108,16 +109,20 @@ static void engine_sweep(tpx_engine_t *e)
 int tpx__engine_progress(tpx_engine_t *e)
 {
     uint64_t before = e->ncompleted;
+    /* An idle engine with no peer makes no plugin call: no context to enter. */
+    int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter(e) : 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
         tpx__peer_pass(p);
     /* deadlines and liveness (every 10 ms), then the comms of failed peers */
     engine_sweep(e);
     tpx__engine_close_failed(e);
+    tpx__engine_gpu_leave(gtok);
     return (int)(e->ncompleted - before);
 }
 
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
+    int gtok = tpx__engine_gpu_enter(e);
     tpx__peer_pass(p);
     if (TPX_UNLIKELY(e->fault_now)) {
         e->fault_now = 0;
@@ -128,6 +133,7 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
      * free their memory as soon as the lock is free: its comms close before
      * (the I/O workers write vectored chunks straight into the blocks). */
     tpx__engine_close_failed(e);
+    tpx__engine_gpu_leave(gtok);
     tpx__progress_kick(e);
 }
 
@@ -354,6 +360,9 @@ static void *progress_main(void *arg)
                      strerror(rc));
     }
     pthread_setname_np(pthread_self(), "tpx-progress");
+    /* Only tpx runs here: the engine's GPU context is switched to and left
+     * current, not pushed and popped on every pass. */
+    tpx__cuda_thread_own();
     /* Naps as long as asked, not 50 us more (the default timer slack). */
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     pthread_mutex_lock(&e->lock);
@@ -469,6 +478,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->efd = e->wake_efd = e->bs_fd = e->bs_wake = -1;
     e->unpack_dev = -1;
     e->pack_dev = -1;
+    e->gpu_ctx_dev = -1;
     {
         static const char *const modes[] = {"kernel", "d2d", "host", "none"};
         const char *m = tpx__config_str(TPX_CFG_UNPACK);
@@ -485,7 +495,16 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         }
     }
     e->bs_port = -1;
+    /* The engine's GPU (tpx.h "The engine's GPU"): the application's, else
+     * the context current here; the first GPU memory registered before any
+     * peer may still rebind the latter (tpx__engine_gpu_bind). */
     e->gpu = params->gpu;
+    e->gpu_from = TPX_GPU_FROM_PARAMS;
+    e->gpu_fixed = params->gpu >= 0;
+    if (params->gpu < 0) {
+        e->gpu = tpx__cuda_app_current_device();
+        e->gpu_from = e->gpu >= 0 ? TPX_GPU_FROM_CONTEXT : TPX_GPU_FROM_NONE;
+    }
     e->nchan = params->channels ? params->channels : (int)tpx__config_int(TPX_CFG_CHANNELS);
     e->chunk = (uint32_t)(params->chunk_bytes ? params->chunk_bytes
                                               : (size_t)tpx__config_int(TPX_CFG_CHUNK_BYTES));
@@ -505,6 +524,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
     e->progress_thread = params->progress_thread != 0;
     e->progress_cpu = params->progress_cpu;
+    e->progress_numa = params->progress_cpu == TPX_CPU_NUMA_LOCAL;
     {
         /* An over-long token is refused (TPX_AUTH_TOKEN and its file are, by
          * tpx__config_load()), never cut: both ends must hold the same. */
@@ -609,9 +629,10 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         }
         e->progress_started = 1;
     }
-    TPX_INFO("engine %016llx: plugin %s, gpu %d, %d channel(s) of %u-byte chunks, window %d, "
-             "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->gpu, e->nchan,
-             e->chunk, e->window, e->bs_port);
+    TPX_INFO("engine %016llx: plugin %s, %d channel(s) of %u-byte chunks, window %d, "
+             "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->nchan, e->chunk,
+             e->window, e->bs_port);
+    tpx__topo_log(e);
     *out = e;
     return TPX_OK;
 

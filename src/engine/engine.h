@@ -175,10 +175,20 @@ typedef struct tpx_comm tpx_comm_t; /* window.h */
 struct tpx_engine {
     pthread_mutex_t lock;
     pthread_cond_t cond;       /* completions, new peers, progress-thread work */
-    /* ---- configuration (immutable) ---- */
+    /* ---- configuration (immutable; but see gpu_fixed) ---- */
     tpx_net_t *net;
     tpx_net_props_t props;     /* of devs[0] */
+    /* The GPU the engine serves and the NICs its channels use (devs, ndevs,
+     * props): fixed from params.gpu, else bound by the first CUDA memory
+     * registered, else by the CUDA context current at create. Until the
+     * first peer is set up (gpu_fixed) a registration may rebind them,
+     * under `lock` (topo.c tpx__engine_gpu_bind); after that they do not
+     * change and are read without the lock. */
     int gpu;
+    int gpu_from;              /* tpx_gpu_from_t: why `gpu` */
+    int nics_from;             /* tpx_nics_from_t: why `devs` */
+    int gpu_fixed;             /* 1: gpu and devs no longer change (lock) */
+    int progress_numa;         /* params.progress_cpu was TPX_CPU_NUMA_LOCAL */
     int nchan;
     uint32_t chunk;
     int window;
@@ -264,7 +274,8 @@ struct tpx_engine {
     int unpack_dev;            /* device the module/stream live on; -1: not set up */
     void *unpack_stream;       /* CUstream */
     void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
-    int gpu_ctx_held;          /* the primary context of `gpu` is retained (window.c) */
+    int gpu_ctx_dev;           /* device whose primary context the engine holds
+                                  (window.c tpx__engine_gpu_enter); -1: none */
     /* ---- shared chunks of GPU blocks (pack.c) ---- */
     int pack_dev;              /* device of the pack stream and kernel; -1: not set up */
     int pack_kernel;           /* the unpack kernel gathers/scatters (else async copies) */
@@ -312,12 +323,14 @@ void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns);
  * next completion a transport thread makes (armed: no system call here). */
 void tpx__engine_drive_begin(tpx_engine_t *e);
 void tpx__engine_drive_end(tpx_engine_t *e, int more);
-/* ---- window.c: GPU context around plugin set-up calls ---- */
+/* ---- window.c: the engine's GPU current around every plugin call ---- */
 
-/* Around plugin listen/connect/accept: make the engine's GPU current, as
- * NCCL's proxy does (Google's plugin puts a comm's buffers on the GPU that
+/* Around every call into the plugin (set-up, passes, closes), on whatever
+ * thread makes it: make the engine's GPU current, as NCCL's proxy does
+ * (Google's plugin puts a comm's buffers and unpack work on the GPU that
  * is current when it is made). Returns a token for leave(); a no-op for a
- * host engine or without CUDA. */
+ * host engine or without CUDA; one driver query when the thread has that
+ * GPU current already. */
 int tpx__engine_gpu_enter(tpx_engine_t *e);
 void tpx__engine_gpu_leave(int token);
 void tpx__engine_unpack_fini(tpx_engine_t *e);
@@ -327,6 +340,12 @@ void tpx__engine_unpack_fini(tpx_engine_t *e);
 tpx_status_t tpx__ident_engine_init(tpx_engine_t *e);
 tpx_status_t tpx__topo_devs(tpx_engine_t *e);
 int tpx__topo_local_cpu(tpx_engine_t *e);
+/* Bind the engine to GPU `gpu` for reason `from` (tpx_gpu_from_t) and
+ * choose its NICs again; lock held, no peer set up yet (!gpu_fixed). On
+ * failure nothing changes. */
+tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from);
+/* One info line: the engine's GPU and NICs, and why. */
+void tpx__topo_log(tpx_engine_t *e);
 
 /* e->lock for an API call on the hot path (post, poll, wait). The holder
  * is most often the progress thread in the middle of a pass, which lets

@@ -25,7 +25,13 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
     memset(info, 0, sizeof(*info));
     snprintf(info->plugin, sizeof(info->plugin), "%s", e->net->name);
     info->abi = e->net->abi;
+    /* The GPU and NICs may still be rebound by a registration before the
+     * first peer (tpx__engine_gpu_bind): read them under the lock. */
+    tpx_engine_t *me = (tpx_engine_t *)e;
+    pthread_mutex_lock(&me->lock);
     info->gpu = e->gpu;
+    info->gpu_from = e->gpu_from;
+    info->nics_from = e->nics_from;
     info->channels = e->nchan;
     info->chunk_bytes = e->chunk;
     info->window = e->window;
@@ -51,6 +57,7 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
             info->nic_speed_mbps[info->nnics++] = props.speed_mbps;
         }
     }
+    pthread_mutex_unlock(&me->lock);
     size_t n = caller_size < sizeof(full) ? caller_size : sizeof(full);
     memcpy((char *)out + sizeof(full.size), (const char *)&full + sizeof(full.size),
            n - sizeof(full.size));

@@ -132,8 +132,37 @@ static int host_range_mapped(const void *addr, size_t len)
     return msync((void *)start, end - start, MS_ASYNC) == 0;
 }
 
-TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
-                                      tpx_mem_type_t type, tpx_region_t **out)
+/* CUDA memory of GPU `dev` for engine e (lock held): the first such
+ * registration before any peer binds the engine to that GPU (tpx.h "The
+ * engine's GPU"); later, memory of another GPU is refused where the plugin
+ * cannot receive into it. */
+static tpx_status_t region_gpu_admit(tpx_engine_t *e, void *addr, int dev)
+{
+    if (!e->gpu_fixed && e->gpu_from != TPX_GPU_FROM_MEMORY) {
+        if (dev == e->gpu) {
+            e->gpu_from = TPX_GPU_FROM_MEMORY;
+            return TPX_OK;
+        }
+        return tpx__engine_gpu_bind(e, dev, TPX_GPU_FROM_MEMORY);
+    }
+    int devmem = e->net->is_tcpx || e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
+    if (dev == e->gpu || !devmem)
+        return TPX_OK;
+    if (e->gpu < 0)
+        TPX_ERROR("tpx_mem_register: %p is memory of GPU %d, but this engine serves no GPU and "
+                  "has peers already: plugin %s receives into the GPU its comms were made on; "
+                  "register GPU memory before the first peer, or set params.gpu", addr, dev,
+                  e->net->name);
+    else
+        TPX_ERROR("tpx_mem_register: %p is memory of GPU %d, but this engine serves GPU %d: "
+                  "plugin %s receives into its comms' GPU only; use one engine per GPU", addr,
+                  dev, e->gpu, e->net->name);
+    return TPX_ERR_UNSUPPORTED;
+}
+
+/* tpx_mem_register(); `claim` >= 0: the GPU the caller says the memory is on. */
+static tpx_status_t mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
+                                 int claim, tpx_region_t **out)
 {
     if (e == NULL || addr == NULL || len == 0 || out == NULL ||
         (type != TPX_MEM_HOST && type != TPX_MEM_CUDA)) {
@@ -159,6 +188,18 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
         TPX_ERROR("tpx_mem_register: plugin %s does not take CUDA memory", e->net->name);
         return TPX_ERR_UNSUPPORTED;
     }
+    int dev = -1;
+    if (type == TPX_MEM_CUDA && (tpx__cuda_init() != TPX_OK ||
+                                 tpx__cuda_ptr_device(addr, &dev) != TPX_OK || dev < 0)) {
+        TPX_ERROR("tpx_mem_register: %p is not CUDA device memory%s%s", addr,
+                  tpx__cuda_error_reason()[0] ? ": " : "", tpx__cuda_error_reason());
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (claim >= 0 && dev != claim) {
+        TPX_ERROR("tpx_mem_register: %p is memory of GPU %d, not of GPU %d as the caller says",
+                  addr, dev, claim);
+        return TPX_ERR_INVALID_ARG;
+    }
     pthread_mutex_lock(&e->lock);
     uintptr_t a = (uintptr_t)addr;
     for (tpx_region_t *r = e->regions; r != NULL; r = r->next) {
@@ -170,17 +211,34 @@ TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
             return TPX_OK;
         }
     }
-    int dev = -1;
-    if (type == TPX_MEM_CUDA && (tpx__cuda_ptr_device(addr, &dev) != TPX_OK || dev < 0)) {
-        pthread_mutex_unlock(&e->lock);
-        TPX_ERROR("tpx_mem_register: %p is not CUDA device memory", addr);
-        return TPX_ERR_INVALID_ARG;
-    }
-    tpx_status_t st = tpx__region_create(e, addr, len, type, 0, out);
+    tpx_status_t st = type == TPX_MEM_CUDA ? region_gpu_admit(e, addr, dev) : TPX_OK;
+    if (st == TPX_OK)
+        st = tpx__region_create(e, addr, len, type, 0, out);
     if (st == TPX_OK)
         (*out)->cuda_dev = dev;
     pthread_mutex_unlock(&e->lock);
     return st;
+}
+
+TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
+                                      tpx_mem_type_t type, tpx_region_t **out)
+{
+    return mem_register(e, addr, len, type, -1, out);
+}
+
+TPX_API tpx_status_t tpx_mem_register_gpu(tpx_engine_t *e, void *addr, size_t len, int gpu,
+                                          tpx_region_t **out)
+{
+    if (tpx__cuda_init() != TPX_OK) {
+        TPX_ERROR("tpx_mem_register_gpu: GPU %d: %s", gpu, tpx__cuda_error_reason());
+        return TPX_ERR_NO_DEVICE;
+    }
+    if (gpu < 0 || gpu >= tpx__cuda_device_count()) {
+        TPX_ERROR("tpx_mem_register_gpu: there is no GPU %d (this process sees %d)", gpu,
+                  tpx__cuda_device_count());
+        return TPX_ERR_NO_DEVICE;
+    }
+    return mem_register(e, addr, len, TPX_MEM_CUDA, gpu, out);
 }
 
 void tpx__region_maybe_release(tpx_region_t *r)

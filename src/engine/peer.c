@@ -123,7 +123,6 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     tpx_bs_info_t info;
     memset(&info, 0, sizeof(info));
     info.engine_id = e->id;
-    info.gpu = e->gpu;
     info.chunk_bytes = e->chunk;
     info.window = (uint16_t)e->window;
     snprintf(info.plugin, sizeof(info.plugin), "%s", e->net->name);
@@ -132,6 +131,10 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     info.nhandles = (uint16_t)s->nlisten;
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&e->lock);
+    /* From the first peer on, the engine's GPU and NICs stay as they are:
+     * its comms are made on them (tpx__engine_gpu_bind). */
+    e->gpu_fixed = 1;
+    info.gpu = e->gpu;
     int gtok = tpx__engine_gpu_enter(e);
     for (int i = 0; i < s->nlisten && st == TPX_OK; i++)
         st = tpx__net_listen(e->net, chan_dev(e, i == 0 ? 0 : i - 1), info.handles[i],
@@ -621,7 +624,9 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
                 return TPX_ERR_PROTOCOL;
             }
             pthread_mutex_lock(&e->lock);
+            int gtok = tpx__engine_gpu_enter(e);
             st = peer_go_live(p);
+            tpx__engine_gpu_leave(gtok);
             if (st == TPX_OK) {
                 /* A new peer's first one-sided request usually follows at
                  * once: poll hot, waking an idle owner from its nap, rather
@@ -721,12 +726,14 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
         return;
     tpx__comm_unpack_fini(e, c);
     if (c->comm != NULL) {
+        int gtok = tpx__engine_gpu_enter(e); /* the plugin frees the comm's GPU memory */
         tpx__regions_forget_comm(e, c);
         if (c->is_send)
             tpx__net_close_send(e->net, c->comm);
         else
             tpx__net_close_recv(e->net, c->comm);
         c->comm = NULL;
+        tpx__engine_gpu_leave(gtok);
     }
     tpx__pack_comm_fini(c);
     free(c);
@@ -774,6 +781,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
     pthread_mutex_lock(&e->lock);
+    int gtok = tpx__engine_gpu_enter(e);
     if (p->state == PEER_READY) {
         /* Tell the peer, best effort, bounded: a BYE that cannot leave
          * within 100 ms is dropped (the bootstrap EOF says it too). */
@@ -833,6 +841,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         setup_close_listens(e, p->setup);
         free(p->setup);
     }
+    tpx__engine_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     tpx__bs_close(p->bs);
     free(p->ctrl_buf);

@@ -87,6 +87,7 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *e, void *buf, size_t 
     static tpx_md_t zero;
     tpx_md_t md = zero;
     md.engine_id = e->id;
+    pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__engine_gpu_bind */
     md.gpu = e->gpu;
     md.chunk = e->chunk;
     md.channels = (uint16_t)e->nchan;
@@ -104,6 +105,7 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *e, void *buf, size_t 
         snprintf(md.nic[md.nnics], TPX_MD_STR, "%.63s", props.name);
         md.nic_speed[md.nnics++] = (uint32_t)(props.speed_mbps > 0 ? props.speed_mbps : 0);
     }
+    pthread_mutex_unlock(&e->lock);
     md_addrs(e, &md);
     size_t need = 0;
     tpx_status_t st = tpx__md_encode(&md, buf, *len, &need);
@@ -132,8 +134,15 @@ TPX_API tpx_status_t tpx_remote_load(tpx_engine_t *e, const void *blob, size_t l
     }
     tpx_md_t md;
     if (tpx__md_decode(blob, len, &md) != TPX_OK) {
-        TPX_ERROR("tpx_remote_load: the %zu bytes are not a valid tpx metadata blob "
-                  "(damaged, truncated or of another version)", len);
+        unsigned v = tpx__md_version(blob, len);
+        if (v != 0 && v != tpx__md_version_mine())
+            TPX_ERROR("tpx_remote_load: the metadata is of version %u, this tpx (%s) reads "
+                      "version %u: the peer runs %s tpx; run one release on both sides", v,
+                      tpx_version_string(), tpx__md_version_mine(),
+                      v < tpx__md_version_mine() ? "an older" : "a newer");
+        else
+            TPX_ERROR("tpx_remote_load: the %zu bytes are not a valid tpx metadata blob "
+                      "(damaged or truncated)", len);
         return TPX_ERR_PROTOCOL;
     }
     if (strcmp(md.plugin, e->net->name) != 0) {

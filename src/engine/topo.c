@@ -16,6 +16,8 @@
  * (UNPACK) plugin such as the built-in strict TCPX mode.
  */
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,11 +104,11 @@ static int pci_common(const char *a, const char *b)
 /* The NICs closest to `gpu` in the PCI tree; 0 if it cannot tell. */
 static int pci_nearest(tpx_engine_t *e, int gpu, int *devs, int *ndevs)
 {
-    char bus[32], link[64], gpath[PATH_MAX];
+    char bus[32], link[PATH_MAX], gpath[PATH_MAX];
     if (tpx__cuda_init() != TPX_OK || gpu >= tpx__cuda_device_count() ||
         tpx__cuda_device_pci_bus_id(gpu, bus, sizeof(bus)) != TPX_OK)
         return 0;
-    snprintf(link, sizeof(link), "/sys/bus/pci/devices/%s", bus);
+    snprintf(link, sizeof(link), "%s/bus/pci/devices/%s", tpx__sysfs_root(), bus);
     if (realpath(link, gpath) == NULL)
         return 0;
     int best = -1;
@@ -137,11 +139,16 @@ static tpx_status_t topo_nics(tpx_engine_t *e)
         int r = map_lookup(e, map, e->gpu, e->devs, &e->ndevs);
         if (r < 0)
             return TPX_ERR_CONFIG;
-        if (r > 0)
+        if (r > 0) {
+            e->nics_from = TPX_NICS_FROM_MAP;
             return TPX_OK;
+        }
     }
-    if (e->gpu >= 0 && pci_nearest(e, e->gpu, e->devs, &e->ndevs))
+    if (e->gpu >= 0 && pci_nearest(e, e->gpu, e->devs, &e->ndevs)) {
+        e->nics_from = TPX_NICS_FROM_PCI;
         return TPX_OK;
+    }
+    e->nics_from = TPX_NICS_FROM_ALL;
     e->ndevs = TPX_MIN(e->net->ndev, TPX_MAX_CHANNELS);
     for (int d = 0; d < e->ndevs; d++)
         e->devs[d] = d;
@@ -250,7 +257,8 @@ int tpx__topo_local_cpu(tpx_engine_t *e)
     snprintf(path, sizeof(path), "%s/numa_node", e->props.pci_path);
     if (tpx__sysfs_int(path, &node) != 0 || node < 0)
         return -1;
-    snprintf(path, sizeof(path), "/sys/devices/system/node/node%ld/cpulist", node);
+    snprintf(path, sizeof(path), "%s/devices/system/node/node%ld/cpulist", tpx__sysfs_root(),
+             node);
     if (tpx__sysfs_line(path, buf, sizeof(buf)) != 0)
         return -1;
     /* "0-15,32-47": take the last number. */
@@ -266,4 +274,76 @@ int tpx__topo_local_cpu(tpx_engine_t *e)
         p = end;
     }
     return last;
+}
+
+static const char *gpu_why(int from)
+{
+    switch (from) {
+    case TPX_GPU_FROM_PARAMS: return "set by the application";
+    case TPX_GPU_FROM_MEMORY: return "of the first GPU memory registered";
+    case TPX_GPU_FROM_CONTEXT: return "current when the engine was created";
+    default: return "none: host memory only";
+    }
+}
+
+static const char *nics_why(int from)
+{
+    switch (from) {
+    case TPX_NICS_FROM_MAP: return "TPX_NIC_MAP";
+    case TPX_NICS_FROM_PCI: return "nearest the GPU by PCI path";
+    default: return "every NIC of the plugin";
+    }
+}
+
+void tpx__topo_log(tpx_engine_t *e)
+{
+    char nics[256] = "";
+    size_t at = 0;
+    for (int i = 0; i < e->ndevs && at < sizeof(nics); i++) {
+        tpx_net_props_t p;
+        if (tpx__net_props(e->net, e->devs[i], &p) != TPX_OK)
+            continue;
+        int n = snprintf(nics + at, sizeof(nics) - at, "%s%s", at ? "," : "", p.name);
+        at += n > 0 ? (size_t)n : 0;
+    }
+    TPX_INFO("engine %016llx: GPU %d (%s), NICs %s (%s)", (unsigned long long)e->id, e->gpu,
+             gpu_why(e->gpu_from), nics, nics_why(e->nics_from));
+}
+
+tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from)
+{
+    int old_gpu = e->gpu, old_from = e->gpu_from, old_nics_from = e->nics_from;
+    int old_devs[TPX_MAX_CHANNELS], old_ndevs = e->ndevs;
+    tpx_net_props_t old_props = e->props;
+    memcpy(old_devs, e->devs, sizeof(old_devs));
+    e->gpu = gpu;
+    e->gpu_from = from;
+    tpx_status_t st = tpx__topo_devs(e);
+    if (st == TPX_OK)
+        st = tpx__net_props(e->net, e->devs[0], &e->props);
+    if (st != TPX_OK) {
+        e->gpu = old_gpu;
+        e->gpu_from = old_from;
+        e->nics_from = old_nics_from;
+        e->ndevs = old_ndevs;
+        e->props = old_props;
+        memcpy(e->devs, old_devs, sizeof(old_devs));
+        return st;
+    }
+    tpx__topo_log(e);
+    if (e->progress_numa && e->progress_started) {
+        /* The progress thread follows the NICs to their NUMA node. */
+        int cpu = tpx__topo_local_cpu(e);
+        if (cpu >= 0 && cpu != e->progress_cpu) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            int rc = pthread_setaffinity_np(e->progress_tid, sizeof(set), &set);
+            if (rc == 0)
+                e->progress_cpu = cpu;
+            else
+                TPX_WARN("cannot pin the progress thread to CPU %d: %s", cpu, strerror(rc));
+        }
+    }
+    return TPX_OK;
 }

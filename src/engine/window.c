@@ -72,12 +72,17 @@ void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c)
 int tpx__engine_gpu_enter(tpx_engine_t *e)
 {
     int pushed = 0;
-    if (e->gpu < 0 || tpx__cuda_init() != TPX_OK || e->gpu >= tpx__cuda_device_count())
+    if (e->gpu < 0)
         return 0;
-    if (!e->gpu_ctx_held) { /* kept until the engine ends: no context churn per peer */
-        if (tpx__cuda_ctx_retain(e->gpu, NULL) != TPX_OK)
+    if (e->gpu_ctx_dev != e->gpu) {
+        /* Held until the engine ends (no context churn per pass); a
+         * rebinding before the first peer moves it. Lock held. */
+        if (tpx__cuda_init() != TPX_OK || e->gpu >= tpx__cuda_device_count() ||
+            tpx__cuda_ctx_retain(e->gpu, NULL) != TPX_OK)
             return 0;
-        e->gpu_ctx_held = 1;
+        if (e->gpu_ctx_dev >= 0)
+            tpx__cuda_ctx_release(e->gpu_ctx_dev);
+        e->gpu_ctx_dev = e->gpu;
     }
     return tpx__cuda_ctx_enter(e->gpu, &pushed) == TPX_OK ? pushed : 0;
 }
@@ -89,9 +94,9 @@ void tpx__engine_gpu_leave(int token)
 
 void tpx__engine_unpack_fini(tpx_engine_t *e)
 {
-    if (e->gpu_ctx_held) {
-        tpx__cuda_ctx_release(e->gpu);
-        e->gpu_ctx_held = 0;
+    if (e->gpu_ctx_dev >= 0) {
+        tpx__cuda_ctx_release(e->gpu_ctx_dev);
+        e->gpu_ctx_dev = -1;
     }
     if (e->unpack_dev < 0)
         return;

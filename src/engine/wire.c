@@ -371,6 +371,14 @@ static int get_str(const unsigned char *buf, size_t len, size_t *at, char *out, 
     return 0;
 }
 
+unsigned tpx__md_version(const void *blob, size_t len)
+{
+    const unsigned char *buf = blob;
+    return len >= 8 && tpx__get32(buf) == MD_MAGIC ? tpx__get16(buf + 4) : 0;
+}
+
+unsigned tpx__md_version_mine(void) { return MD_VERSION; }
+
 tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *out)
 {
     if (len < 40 || len > TPX_MD_MAX || tpx__get32(buf) != MD_MAGIC ||

@@ -253,6 +253,10 @@ tpx_status_t tpx__md_encode(const tpx_md_t *md, unsigned char *buf, size_t cap, 
  * every string check out (non-empty name, port > 0, chunk in 4 KiB..4 MiB,
  * strings printable). */
 tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *md);
+/* The version a metadata blob says it has (0: not a tpx metadata blob), and
+ * the one this library writes and reads: to name the mismatch in errors. */
+unsigned tpx__md_version(const void *blob, size_t len);
+unsigned tpx__md_version_mine(void);
 
 /* ---- IDENT: an engine's proof of identity on a bootstrap connection (ident.h) --------
  *

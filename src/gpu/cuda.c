@@ -372,6 +372,20 @@ void tpx__cuda_ctx_leave(int pushed)
     }
 }
 
+int tpx__cuda_app_current_device(void)
+{
+    /* A context can be current only where the driver is loaded already:
+     * RTLD_NOLOAD keeps a host-memory engine on a GPU machine from paying
+     * for dlopen and cuInit. */
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib == NULL)
+        return -1;
+    dlclose(lib); /* only the reference NOLOAD added */
+    if (tpx__cuda_init() != TPX_OK)
+        return -1;
+    return tpx__cuda_ctx_current_device();
+}
+
 int tpx__cuda_ctx_current_device(void)
 {
     CUcontext cur = NULL;

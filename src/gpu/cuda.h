@@ -236,6 +236,11 @@ void tpx__cuda_thread_own(void);
  * CUDA is not initialised). */
 int tpx__cuda_ctx_current_device(void);
 
+/* The same for a thread of an application that uses CUDA: -1 at once,
+ * without loading the driver, when the process has not loaded libcuda.so.1
+ * (then no context can be current); else initialises tpx's table and asks. */
+int tpx__cuda_app_current_device(void);
+
 /* ---- memory --------------------------------------------------------------------- */
 
 /* A device allocation whose address is TPX_CUDA_MEM_ALIGN-aligned. */

@@ -13,7 +13,14 @@
  *    caller that takes the device address of host-mapped memory for its
  *    CPU address, i.e. assumes unified addressing, crashes), translated
  *    back by CU_POINTER_ATTRIBUTE_HOST_POINTER and by the copies.
- * One device (ordinal 0). Streams and events are synchronous (every copy
+ * FAKE_CUDA_DEVICES=N devices (default 1, at most 8), each with its own
+ * primary context; memory belongs to the device whose context is current
+ * when it is allocated (none current: CUDA_ERROR_INVALID_CONTEXT, as the
+ * driver), and FAKE_CUDA_ALLOC_LOG=FILE appends one line per allocation,
+ * "device|host DEV BYTES", so that tests can see which GPU a library put
+ * its buffers on. Device d's PCI address is the d-th of FAKE_CUDA_PCI
+ * (a comma list, for a stand-in sysfs tree), else 0000:0d:00.0.
+ * Streams and events are synchronous (every copy
  * has completed when its call returns) unless FAKE_CUDA_ASYNC=1: then an
  * asynchronous copy or memset on a stream is only queued, and runs when
  * the work is found complete: cuEventQuery/cuStreamQuery say
@@ -32,7 +39,9 @@
  * FAKE_CUDA_MAX_PUSHES=N aborts the process at its (N+1)th context push.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <time.h>
 /* The entry points are looked up with dlsym: there is no header to declare them. */
@@ -62,6 +71,7 @@ typedef struct {
     char *rw;       /* writable view (== host for host-mapped memory) */
     size_t len;
     int kind;
+    int device; /* whose context was current at the allocation */
 } alloc_t;
 
 #define MAX_ALLOCS 8192
@@ -92,8 +102,14 @@ static int map_twice(size_t len, char **rw, char **none)
     return rc;
 }
 
+static int current_device(void);
+static void alloc_log(int kind, int device, size_t len);
+
 static CUresult alloc_new(size_t size, int kind, alloc_t *out)
 {
+    int device = current_device();
+    if (device < 0)
+        return 201; /* CUDA_ERROR_INVALID_CONTEXT */
     size_t len = (size + 4095) & ~(size_t)4095;
     if (len == 0)
         len = 4096;
@@ -101,7 +117,8 @@ static CUresult alloc_new(size_t size, int kind, alloc_t *out)
     if (map_twice(len, &rw, &none) != 0)
         return ENOMEM_;
     alloc_t a = {.dev = (uintptr_t)none, .host = kind == KIND_HOST ? (uintptr_t)rw : 0, .rw = rw,
-                 .len = len, .kind = kind};
+                 .len = len, .kind = kind, .device = device};
+    alloc_log(kind, device, len);
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_ALLOCS; i++) {
         if (allocs[i].len == 0) {
@@ -180,9 +197,42 @@ static char *host_xlate(const void *p, size_t n)
 
 /* ---- driver, devices, contexts ---------------------------------------------------- */
 
-static char ctx_dummy;
+#define MAX_DEVICES 8
+static char ctx_objs[MAX_DEVICES]; /* device d's primary context is &ctx_objs[d] */
 static __thread void *ctx_stack[16];
 static __thread int ctx_depth;
+
+static int n_devices(void)
+{
+    const char *e = getenv("FAKE_CUDA_DEVICES");
+    int n = e != NULL ? atoi(e) : 1;
+    return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
+}
+
+static int valid_dev(int d) { return d >= 0 && d < n_devices(); }
+
+/* The device of the context current on this thread, -1 if none. */
+static int current_device(void)
+{
+    char *c = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+    return c == NULL ? -1 : (int)(c - ctx_objs);
+}
+
+static void alloc_log(int kind, int device, size_t len)
+{
+    const char *path = getenv("FAKE_CUDA_ALLOC_LOG");
+    if (path == NULL || path[0] == '\0')
+        return;
+    char line[64];
+    int n = snprintf(line, sizeof(line), "%s %d %zu\n", kind == KIND_DEVICE ? "device" : "host",
+                     device, len);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        ssize_t w = write(fd, line, (size_t)n); /* one write: lines of threads never mix */
+        (void)w;
+        close(fd);
+    }
+}
 
 EXPORT CUresult cuInit(unsigned flags) { return flags == 0 ? OK : EINVAL_; }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
@@ -198,8 +248,12 @@ EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
     cuGetErrorName(r, s);
     return OK;
 }
-EXPORT CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? OK : EDEV_; }
-EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
+EXPORT CUresult cuDeviceGet(int *d, int ordinal)
+{
+    *d = ordinal;
+    return valid_dev(ordinal) ? OK : EDEV_;
+}
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = n_devices(); return OK; }
 EXPORT CUresult cuDeviceGetName(char *name, int len, int dev)
 {
     (void)dev;
@@ -215,17 +269,32 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 }
 EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, int dev)
 {
-    (void)dev;
-    strncpy(id, "0000:00:00.0", (size_t)len - 1);
+    if (!valid_dev(dev))
+        return EDEV_;
+    char buf[32];
+    snprintf(buf, sizeof(buf), "0000:%02x:00.0", dev);
+    const char *list = getenv("FAKE_CUDA_PCI");
+    for (int i = 0; list != NULL && *list; i++) {
+        size_t n = strcspn(list, ",");
+        if (i == dev && n < sizeof(buf)) {
+            memcpy(buf, list, n);
+            buf[n] = '\0';
+            break;
+        }
+        list += n + (list[n] == ',');
+    }
+    strncpy(id, buf, (size_t)len - 1);
     id[len - 1] = '\0';
     return OK;
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev)
 {
-    *ctx = &ctx_dummy;
-    return dev == 0 ? OK : EDEV_;
+    if (!valid_dev(dev))
+        return EDEV_;
+    *ctx = &ctx_objs[dev];
+    return OK;
 }
-EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) { return dev == 0 ? OK : EDEV_; }
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) { return valid_dev(dev) ? OK : EDEV_; }
 EXPORT CUresult cuCtxGetCurrent(void **ctx)
 {
     *ctx = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
@@ -233,9 +302,9 @@ EXPORT CUresult cuCtxGetCurrent(void **ctx)
 }
 EXPORT CUresult cuCtxGetDevice(int *dev)
 {
-    if (ctx_depth == 0 || ctx_stack[ctx_depth - 1] == NULL)
+    if (current_device() < 0)
         return 201; /* CUDA_ERROR_INVALID_CONTEXT */
-    *dev = 0;
+    *dev = current_device();
     return OK;
 }
 /* Pushes, ever, all threads: with FAKE_CUDA_MAX_PUSHES=N the push after
@@ -749,7 +818,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
         return EINVAL_;
     switch (attr) {
     case 1: /* CONTEXT */
-        *(void **)data = &ctx_dummy;
+        *(void **)data = &ctx_objs[a.device];
         return OK;
     case 2: /* MEMORY_TYPE */
         *(unsigned *)data = (unsigned)a.kind;
@@ -763,7 +832,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
         *(void **)data = (void *)(via_host ? (uintptr_t)p : a.host + ((uintptr_t)p - a.dev));
         return OK;
     case 9: /* DEVICE_ORDINAL */
-        *(int *)data = 0;
+        *(int *)data = a.device;
         return OK;
     default:
         return EINVAL_;

@@ -35,7 +35,7 @@ static int sysfs_read_int(const char *ifname, const char *leaf, int *out)
 {
     char path[PATH_MAX];
     long v;
-    snprintf(path, sizeof(path), "/sys/class/net/%s/%s", ifname, leaf);
+    snprintf(path, sizeof(path), "%s/class/net/%s/%s", tpx__sysfs_root(), ifname, leaf);
     if (tpx__sysfs_int(path, &v) != 0)
         return -1;
     *out = (int)v;
@@ -125,7 +125,7 @@ tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev)
     for (int i = 0; i < n; i++) {
         tpx_sock_dev_t *d = &devs[i];
         char path[PATH_MAX], real[PATH_MAX];
-        snprintf(path, sizeof(path), "/sys/class/net/%s/device", d->name);
+        snprintf(path, sizeof(path), "%s/class/net/%s/device", tpx__sysfs_root(), d->name);
         d->pci_path = realpath(path, real) ? strdup(real) : NULL;
         if (sysfs_read_int(d->name, "speed", &d->speed_mbps) != 0 || d->speed_mbps <= 0)
             d->speed_mbps = def_speed;
