@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run_pytest.sh setup BUILD_DIR SOURCE_DIR
-#     A venv in BUILD_DIR/pyenv with the real NIXL wheel from PyPI (nixl-cu12:
-#     loads without a GPU; --no-deps leaves out torch, which it names but does
-#     not import), numpy and pytest; then the tpx wheel built from this tree
+#     A venv in BUILD_DIR/pyenv with the real NIXL wheels from PyPI (`nixl`,
+#     the package vLLM imports, and nixl-cu12 behind it: both load without a
+#     GPU; --no-deps leaves out torch and nixl-cu13), numpy and pytest; then the tpx wheel built from this tree
 #     (the libraries of BUILD_DIR/lib) installed into it.
 # run_pytest.sh test BUILD_DIR SOURCE_DIR [pytest arguments]
 #     pytest in tests/python with that venv.
@@ -11,6 +11,7 @@ set -euo pipefail
 mode=$1 bdir=$2 src=$3
 shift 3
 venv=$bdir/pyenv
+NIXL_VERSION=1.5.1 # the NIXL release the tests and bench/ run against
 py=$venv/bin/python
 
 pypi_reachable() {
@@ -22,9 +23,12 @@ if [ "$mode" = setup ]; then
     if [ ! -x "$py" ]; then
         python3 -m venv "$venv"
     fi
-    if ! "$py" -c 'import nixl_cu12, numpy, pytest, setuptools, wheel' 2>/dev/null; then
+    if ! "$py" -c 'import nixl._api, nixl_cu12, numpy, pytest, setuptools, wheel' 2>/dev/null; then
         pip=("$py" -m pip install -q --disable-pip-version-check)
-        if ! "${pip[@]}" --no-deps 'nixl-cu12>=1.5,<2' || ! "${pip[@]}" numpy pytest setuptools wheel; then
+        # `nixl` is what vLLM imports (nixl._api): it picks nixl_cu12 or
+        # nixl_cu13 by the CUDA it finds, else whichever is installed.
+        if ! "${pip[@]}" --no-deps "nixl==$NIXL_VERSION" "nixl-cu12==$NIXL_VERSION" ||
+            ! "${pip[@]}" numpy pytest setuptools wheel; then
             if ! pypi_reachable; then
                 echo "SKIPPED: PyPI is unreachable: cannot install the NIXL wheel, numpy and pytest"
                 exit 77
@@ -37,11 +41,11 @@ if [ "$mode" = setup ]; then
     TPX_PREBUILT_LIBDIR=$bdir/lib "$py" -m pip wheel -q --disable-pip-version-check --no-deps \
         --no-build-isolation -w "$bdir/wheel" "$src"
     "$py" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$bdir"/wheel/tpx-*.whl
-    echo "venv $venv: $("$py" -c 'import tpx, nixl_cu12, numpy; print("tpx", tpx.version(), "numpy", numpy.__version__)')"
+    echo "venv $venv: $("$py" -c 'import tpx, nixl._api, numpy; print("tpx", tpx.version(), "numpy", numpy.__version__)')"
     exit 0
 fi
 
-if ! "$py" -c 'import tpx, nixl_cu12' 2>/dev/null; then
+if ! "$py" -c 'import tpx, nixl._api' 2>/dev/null; then
     echo "SKIPPED: no test venv with tpx and NIXL (python.setup was skipped: PyPI unreachable?)"
     exit 77
 fi
