@@ -66,7 +66,7 @@ for i in 0 1 2; do
         { cat "$dir/launch.out" "$dir/run/server-$i.log"; bad "server-$i did not start listening"; }
 done
 kids=$(pgrep -P "$lpid" | tr '\n' ' ')
-n=$(echo $kids | wc -w)
+n=$(wc -w <<<"$kids")
 [ "$n" -eq 3 ] || bad "the launcher has $n child process(es), expected its 3 servers: $kids"
 left=$(ls -A "$dir/tmp")
 [ -z "$left" ] || bad "a token file exists while the launcher runs: $left"
