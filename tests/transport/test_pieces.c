@@ -493,7 +493,7 @@ int pieces_waitclose_role(role_t *r)
 /* ---- pieces_gapstuck, pieces_gapclose: a gap no connection fills ---------------- */
 #define GAP_MS     10000 /* generous: the receive fails at once, or when the close is seen */
 #define GAP_P      1024
-#define GAP_PIECES 48 /* of GAP_P bytes: more stretches than a receive tracks (16) */
+#define GAP_PIECES 80 /* of GAP_P bytes: more stretches than a receive tracks (16) */
 
 /* Piece k (of GAP_P bytes) of a GAP_PIECES-piece message 0 on `fd`. */
 static int gap_piece(int fd, const unsigned char *msg, int k)
@@ -518,9 +518,10 @@ static int gap_expect(role_t *r, void *req, const char *what)
 
 /* A sender that breaks the order of its pieces on every connection and
  * keeps them open: every connection waits for room beyond a gap none of
- * them fills (the piece at 0 never comes). One connection with 24 pieces
- * at odd offsets; two, the first with the odd pieces up to 31 (16
- * stretches) and 33, the second with 35 (no stretch touches it). */
+ * them fills (the piece at 0 never comes). One connection with the 40
+ * pieces at odd offsets; two with 17 of them each (1..33, 35..67): however
+ * their reads interleave, the 16 stretches a receive tracks fill up before
+ * either connection is through, so both wait. */
 int pieces_gapstuck_role(role_t *r)
 {
     unsigned char *msg = malloc(GAP_PIECES * GAP_P), *buf = malloc(GAP_PIECES * GAP_P);
@@ -531,12 +532,8 @@ int pieces_gapstuck_role(role_t *r)
         void *req = NULL;
         TRY(pc_open(r, nsocks, &pc));
         CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, GAP_PIECES * GAP_P, PC_TAG, NULL, &req));
-        for (int k = 1; k < (nsocks == 1 ? GAP_PIECES : 34); k += 2)
-            TRY(gap_piece(pc.data[0], msg, k));
-        if (nsocks == 2) { /* after the first connection's 16 stretches took the room */
-            usleep(PC_SETTLE_US);
-            TRY(gap_piece(pc.data[1], msg, 35));
-        }
+        for (int k = 1; k < (nsocks == 1 ? GAP_PIECES : 68); k += 2)
+            TRY(gap_piece(pc.data[k < 34 ? 0 : nsocks - 1], msg, k));
         TRY(gap_expect(r, req, nsocks == 1 ? "one connection, only odd pieces, kept open"
                                            : "two connections, each waiting, kept open"));
         TRY(pc_close(r, &pc));
