@@ -534,8 +534,9 @@ int pieces_gapstuck_role(role_t *r)
         CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, GAP_PIECES * GAP_P, PC_TAG, NULL, &req));
         for (int k = 1; k < (nsocks == 1 ? GAP_PIECES : 68); k += 2)
             TRY(gap_piece(pc.data[k < 34 ? 0 : nsocks - 1], msg, k));
-        TRY(gap_expect(r, req, nsocks == 1 ? "one connection, only odd pieces, kept open"
-                                           : "two connections, each waiting, kept open"));
+        TRY(gap_expect(r, req,
+                       nsocks == 1 ? "one connection, only odd pieces, kept open"
+                                   : "two connections, each waiting, kept open"));
         TRY(pc_close(r, &pc));
     }
     free(msg);

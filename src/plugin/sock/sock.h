@@ -215,8 +215,8 @@ typedef struct tpx_sock_chan {
      * writes it, any thread that decides whether the comm's posted
      * receives can still complete reads it, sock_io.c "Closed
      * connections"): SOCK_CHAN_OPEN; SOCK_CHAN_ENDED (at its end, or stuck
-     * behind a piece no byte can be added to); SOCK_CHAN_STUCK (its piece
-     * waits for room to claim its bytes, see `stuck_slot`); or the number
+     * behind a piece no byte can be added to); SOCK_CHAN_WAITS (its piece
+     * waits for room to claim its bytes, see `wait_slot`); or the number
      * of the message whose header it holds, parked or eagerly, behind the
      * close. */
     _Atomic uint64_t gone;
@@ -271,9 +271,9 @@ typedef struct tpx_sock_chan {
     int claim_wait;        /* recv: its piece waits for room in its receive's runs[] */
     _Atomic int claim_waiting; /* ...the same, for a claimer that made room (kicks it) */
     /* recv: the slot of the receive its waiting piece belongs to, stored
-     * before `gone` becomes SOCK_CHAN_STUCK (read by whoever then decides
+     * before `gone` becomes SOCK_CHAN_WAITS (read by whoever then decides
      * whether the comm's posted receives can still complete) */
-    _Atomic uint32_t stuck_slot;
+    _Atomic uint32_t wait_slot;
     int eager_fill;        /* worker: reading a payload into `eager` */
     int eager_held;        /* worker: parked with a payload in `eager` */
     _Atomic int eager_state;
@@ -281,7 +281,7 @@ typedef struct tpx_sock_chan {
 } tpx_sock_chan_t;
 #define SOCK_CHAN_OPEN UINT64_MAX
 #define SOCK_CHAN_ENDED (UINT64_MAX - 1)
-#define SOCK_CHAN_STUCK (UINT64_MAX - 2)
+#define SOCK_CHAN_WAITS (UINT64_MAX - 2)
 #define SOCK_EAGER_NONE 0
 #define SOCK_EAGER_READY 1
 #define SOCK_EAGER_TAKING 2 /* irecv is copying it out */

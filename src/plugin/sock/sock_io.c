@@ -1169,8 +1169,8 @@ static void comm_recv_starved(tpx_sock_comm_t *c)
             return;
         /* A waiter let in by a claim since it parked is being kicked to
          * move on: it may still complete its receive. */
-        if (gone == SOCK_CHAN_STUCK &&
-            !req_chan_waits(c, atomic_load(&c->chans[i].stuck_slot), i))
+        if (gone == SOCK_CHAN_WAITS &&
+            !req_chan_waits(c, atomic_load(&c->chans[i].wait_slot), i))
             return;
     }
     if (movable > atomic_load(&c->finished))
@@ -1227,8 +1227,8 @@ static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
          * make ("Claims"): stuck unless a claim let it in since. Looked at
          * on every turn that finds it waiting again, since each such claim
          * may have made another connection's check pass. */
-        atomic_store(&ch->stuck_slot, (uint32_t)(seq % (uint64_t)c->max_reqs));
-        seq = SOCK_CHAN_STUCK;
+        atomic_store(&ch->wait_slot, (uint32_t)(seq % (uint64_t)c->max_reqs));
+        seq = SOCK_CHAN_WAITS;
     }
     chan_set_gone(c, ch, seq);
     comm_recv_starved(c);
