@@ -17,11 +17,11 @@
 set -u
 launch=$1 perf=$2 tests=$3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tpx-launch-kill.XXXXXX")
-lpid="" kids=""
+lpid="" kids="" all_kids=""
 # shellcheck disable=SC2317 # run by the trap
-cleanup() {
+cleanup() { # what a failed check left running: by pid, never by name
     [ -z "$lpid" ] || kill -KILL "$lpid" 2>/dev/null
-    for p in $kids; do kill -KILL "$p" 2>/dev/null; done
+    for p in $all_kids; do kill -KILL "$p" 2>/dev/null; done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -79,6 +79,7 @@ descendants() {
 # TMPDIR ($1) empty.
 kill_and_check() {
     local what=$1 tmp=$2 alive p st
+    all_kids="$all_kids $kids"
     kill -KILL "$lpid"
     wait "$lpid" 2>/dev/null
     lpid=""
