@@ -30,6 +30,12 @@
  *                     stretch: delivered
  *   pieces_waitclose  a legitimate message whose waiting piece sits behind
  *                     its connection's close: delivered, not "peer closed"
+ *   pieces_gapstuck   a sender that breaks the order of its pieces on every
+ *                     connection (each waits for room beyond a gap none
+ *                     fills) and keeps them open: rc 2, not a hang
+ *   pieces_gapclose   the same on one connection of four, then the close
+ *                     (also cutting the waiting piece, also before the
+ *                     receive is posted): rc 2, not a hang
  */
 #include <errno.h>
 #include <stdio.h>
@@ -481,5 +487,102 @@ int pieces_waitclose_role(role_t *r)
         free(big);
     }
     CHECK(fails == 0, "waitclose: %d of 20 legitimate messages failed", fails);
+    return 0;
+}
+
+/* ---- pieces_gapstuck, pieces_gapclose: a gap no connection fills ---------------- */
+#define GAP_MS     10000 /* generous: the receive fails at once, or when the close is seen */
+#define GAP_P      1024
+#define GAP_PIECES 80 /* of GAP_P bytes: more stretches than a receive tracks (16) */
+
+/* Piece k (of GAP_P bytes) of a GAP_PIECES-piece message 0 on `fd`. */
+static int gap_piece(int fd, const unsigned char *msg, int k)
+{
+    return pc_piece(fd, msg, GAP_P, 0, GAP_PIECES * GAP_P, (uint64_t)k * GAP_P);
+}
+
+/* The receive posted before the pieces fails with rc 2 (done 0) within
+ * GAP_MS: never "not done, rc 0" forever (NCCL has no deadline). */
+static int gap_expect(role_t *r, void *req, const char *what)
+{
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(GAP_MS));
+    CHECK(w.rc != NT_TIMEOUT,
+          "%s: the receive neither completed nor failed within %d ms (test() says not done, rc "
+          "0)",
+          what, GAP_MS);
+    CHECK(!w.done && w.rc == TPX_NCCL_SYSTEM_ERROR, "%s: rc %d done %d, expected rc %d done 0",
+          what, w.rc, w.done, TPX_NCCL_SYSTEM_ERROR);
+    test_say("%s: the receive failed with rc %d", what, w.rc);
+    return 0;
+}
+
+/* A sender that breaks the order of its pieces on every connection and
+ * keeps them open: every connection waits for room beyond a gap none of
+ * them fills (the piece at 0 never comes). One connection with the 40
+ * pieces at odd offsets; two with 17 of them each (1..33, 35..67): however
+ * their reads interleave, the 16 stretches a receive tracks fill up before
+ * either connection is through, so both wait. */
+int pieces_gapstuck_role(role_t *r)
+{
+    unsigned char *msg = malloc(GAP_PIECES * GAP_P), *buf = malloc(GAP_PIECES * GAP_P);
+    CHECK(msg != NULL && buf != NULL, "out of memory");
+    nt_fill(msg, GAP_PIECES * GAP_P, tt_seed(45, 0, 0));
+    for (int nsocks = 1; nsocks <= 2; nsocks++) {
+        pc_comm_t pc;
+        void *req = NULL;
+        TRY(pc_open(r, nsocks, &pc));
+        CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, GAP_PIECES * GAP_P, PC_TAG, NULL, &req));
+        for (int k = 1; k < (nsocks == 1 ? GAP_PIECES : 68); k += 2)
+            TRY(gap_piece(pc.data[k < 34 ? 0 : nsocks - 1], msg, k));
+        TRY(gap_expect(r, req,
+                       nsocks == 1 ? "one connection, only odd pieces, kept open"
+                                   : "two connections, each waiting, kept open"));
+        TRY(pc_close(r, &pc));
+    }
+    free(msg);
+    free(buf);
+    return 0;
+}
+
+/* A sender that breaks the order of its pieces on one connection of four
+ * (the odd pieces: its 17th waits for room), sends nothing on the others
+ * and closes them all: the waiting connection's close must be seen and
+ * the receive fail as the peer's close. Also with the close cutting the
+ * waiting piece (its header only) and with the close before the receive
+ * is posted. */
+int pieces_gapclose_role(role_t *r)
+{
+    unsigned char *msg = malloc(GAP_PIECES * GAP_P), *buf = malloc(GAP_PIECES * GAP_P);
+    CHECK(msg != NULL && buf != NULL, "out of memory");
+    nt_fill(msg, GAP_PIECES * GAP_P, tt_seed(46, 0, 0));
+    static const char *const what[3] = {
+        "odd pieces on one connection of four, then the close",
+        "odd pieces, the waiting one cut by the close",
+        "odd pieces and the close, then the receive posted",
+    };
+    for (int v = 0; v < 3; v++) {
+        pc_comm_t pc;
+        void *req = NULL;
+        TRY(pc_open(r, PC_SOCKS, &pc));
+        if (v != 2)
+            CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, GAP_PIECES * GAP_P, PC_TAG, NULL, &req));
+        for (int k = 1; k < (v == 1 ? 33 : GAP_PIECES); k += 2)
+            TRY(gap_piece(pc.data[0], msg, k));
+        if (v == 1) { /* the 17th piece's header, without its payload */
+            unsigned char h[TPX_SOCK_PIECE_WIRE_SIZE];
+            pc_header(h, GAP_P, 0, GAP_PIECES * GAP_P, 33 * GAP_P);
+            TRY(pc_write(pc.data[0], h, sizeof(h)));
+        }
+        usleep(PC_SETTLE_US);
+        pc_hangup(&pc);
+        if (v == 2) {
+            usleep(PC_SETTLE_US);
+            CHECK_RC(nt_irecv1(&r->nt, pc.rc, buf, GAP_PIECES * GAP_P, PC_TAG, NULL, &req));
+        }
+        TRY(gap_expect(r, req, what[v]));
+        TRY(pc_close(r, &pc));
+    }
+    free(msg);
+    free(buf);
     return 0;
 }

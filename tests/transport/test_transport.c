@@ -894,6 +894,8 @@ static const scenario_t scenarios[] = {
     {"pieces_closeheld", pieces_closeheld_role, NULL, 0, 0},
     {"pieces_lostwake", pieces_lostwake_role, NULL, 0, 0},
     {"pieces_waitclose", pieces_waitclose_role, NULL, 0, 0},
+    {"pieces_gapstuck", pieces_gapstuck_role, NULL, 0, 0},
+    {"pieces_gapclose", pieces_gapclose_role, NULL, 0, 0},
     /* CUDA buffers through staging, on the stand-in libcuda (test_cuda.c) */
     {"cudastage", cudastage_recv, cudastage_send, 0, 0},
     {"cudazero", cudazero_recv, cudazero_send, 0, 0},

@@ -164,6 +164,8 @@ int pieces_parkclose_role(role_t *r);
 int pieces_closeheld_role(role_t *r);
 int pieces_lostwake_role(role_t *r);
 int pieces_waitclose_role(role_t *r);
+int pieces_gapstuck_role(role_t *r);
+int pieces_gapclose_role(role_t *r);
 
 /* ---- CUDA buffers through staging (test_cuda.c; the stand-in libcuda) ------------- */
 

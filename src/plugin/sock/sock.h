@@ -151,6 +151,7 @@ typedef enum {
  * (beyond the announced start): a connection whose piece would need one
  * more waits until the stretches below it are announced (sock_io.c). */
 #define SOCK_CLAIM_RUNS 16
+_Static_assert(TPX_SOCK_MAX_SOCKS <= 31, "a receive's `waiting` has a bit per data connection");
 
 struct tpx_sock_comm;
 typedef struct tpx_sock_cuda_chan tpx_sock_cuda_chan_t; /* sock_cuda.c */
@@ -180,10 +181,14 @@ typedef struct {
      * that no byte is announced twice (sock_io.c, "Claims"): [0, front)
      * and runs[0..nruns), disjoint, in order, beyond it and not touching
      * it or each other. Under claim_lock (a spin lock: held for a few
-     * compares). `waiters`: a connection found runs[] full and waits. */
+     * compares). `waiting`: bit i set while data connection i waits
+     * because runs[] was full when it tried, cleared by the next claim
+     * that succeeds (any claim may make room; the waiters try again):
+     * every connection's bit set at once proves the sender broke the
+     * order of its pieces (sock_io.c, "Claims"). */
     _Atomic int claim_lock;
     int nruns;
-    int waiters;
+    uint32_t waiting;
     uint64_t front;
     struct {
         uint64_t start, end;
@@ -210,8 +215,10 @@ typedef struct tpx_sock_chan {
      * writes it, any thread that decides whether the comm's posted
      * receives can still complete reads it, sock_io.c "Closed
      * connections"): SOCK_CHAN_OPEN; SOCK_CHAN_ENDED (at its end, or stuck
-     * behind a piece no byte can be added to); or the number of the
-     * message whose header it holds, parked or eagerly, behind the close. */
+     * behind a piece no byte can be added to); SOCK_CHAN_WAITS (its piece
+     * waits for room to claim its bytes, see `wait_slot`); or the number
+     * of the message whose header it holds, parked or eagerly, behind the
+     * close. */
     _Atomic uint64_t gone;
     tpx_sock_piece_t piece;
     unsigned char hdr[TPX_SOCK_PIECE_WIRE_SIZE];
@@ -263,6 +270,10 @@ typedef struct tpx_sock_chan {
     uint32_t eager_cap;
     int claim_wait;        /* recv: its piece waits for room in its receive's runs[] */
     _Atomic int claim_waiting; /* ...the same, for a claimer that made room (kicks it) */
+    /* recv: the slot of the receive its waiting piece belongs to, stored
+     * before `gone` becomes SOCK_CHAN_WAITS (read by whoever then decides
+     * whether the comm's posted receives can still complete) */
+    _Atomic uint32_t wait_slot;
     int eager_fill;        /* worker: reading a payload into `eager` */
     int eager_held;        /* worker: parked with a payload in `eager` */
     _Atomic int eager_state;
@@ -270,6 +281,7 @@ typedef struct tpx_sock_chan {
 } tpx_sock_chan_t;
 #define SOCK_CHAN_OPEN UINT64_MAX
 #define SOCK_CHAN_ENDED (UINT64_MAX - 1)
+#define SOCK_CHAN_WAITS (UINT64_MAX - 2)
 #define SOCK_EAGER_NONE 0
 #define SOCK_EAGER_READY 1
 #define SOCK_EAGER_TAKING 2 /* irecv is copying it out */

@@ -59,11 +59,14 @@
  * not read on, so its end is seen from epoll's hang-up instead: if the
  * socket then holds less than the parked piece's payload, the close cut
  * the piece; otherwise the connection still holds a message for a
- * receive not posted yet, delivered when it is. Once every connection has
- * ended or holds only such a message, the receives posted and not
- * complete can get no more bytes: the comm fails as closed by the peer
- * (comm_recv_starved, looked at when a connection closes and when a
- * receive is posted). Strict TCPX mode keeps Google's plugin's behaviour.
+ * receive not posted yet, delivered when it is; or it waits for room to
+ * claim its piece's bytes ("Claims"), which only the others can make. Once
+ * every connection has ended, holds only such a message or waits with no
+ * claim since, the receives posted and not complete can get no more bytes:
+ * the comm fails as closed by the peer (comm_recv_starved, looked at when
+ * a connection closes, when a waiter behind a close waits again, and when
+ * a receive is posted). Strict TCPX mode keeps Google's plugin's
+ * behaviour: a sender gone in the middle of a message is never reported.
  *
  * Close: the closing thread sets `closing`, waits for the connections'
  * turns under way to end (a claim that makes room kicks other connections
@@ -645,7 +648,18 @@ static void req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint6
  * of its connection (a connection carries its pieces in the order they
  * were cut), so announcements always go on. Pieces arrive nearly in order
  * (each connection takes the next piece when it becomes free): a wait
- * needs 16 stretches announced ahead of a missing one. */
+ * needs 16 stretches announced ahead of a missing one.
+ *
+ * The same argument bounds what a sender that breaks that order can do:
+ * the connection that carries the lowest missing piece never waits, so if
+ * every data connection of the comm waits on one receive with no claim of
+ * it since (each bit of r->waiting set), no piece on the wire can ever
+ * fill the gap; the comm fails at once (test(): rc 2), since the receive
+ * would otherwise stay "not done" forever and NCCL has no deadline. A
+ * sender that breaks the order on some connections and closes the others
+ * is caught when the waiting connections' close is seen ("Closed
+ * connections"): a waiter whose bit is still set holds a piece that only
+ * a connection still open could let in. */
 
 static void req_claim_lock(tpx_sock_req_t *r)
 {
@@ -664,13 +678,14 @@ void tpx__sock_req_claim_reset(tpx_sock_req_t *r)
     req_claim_lock(r); /* a stray piece of the slot's last message may be checked now */
     r->front = 0;
     r->nruns = 0;
-    r->waiters = 0;
+    r->waiting = 0;
     req_claim_unlock(r);
 }
 
 #define SOCK_CLAIM_OK 0
 #define SOCK_CLAIM_OVERLAP 1
 #define SOCK_CLAIM_FULL 2
+#define SOCK_CLAIM_STUCK 3 /* full, and every connection of the comm waits: never resolves */
 
 /* Announce [off, end) of r's message; under claim_lock. */
 static int req_claim_range(tpx_sock_req_t *r, uint64_t off, uint64_t end)
@@ -709,23 +724,26 @@ static int req_claim_range(tpx_sock_req_t *r, uint64_t off, uint64_t end)
     return SOCK_CLAIM_OK;
 }
 
-/* Announce piece p of r's message. `waiting`: the connection's
- * claim_waiting, set if it must wait for room (NULL: a whole message, which
- * never needs a run). Kicks the connections that waited once this claim
- * made room. */
+/* Announce piece p of r's message, read by connection ch (NULL: a whole
+ * message, which never needs a run); ch->claim_waiting is set if it must
+ * wait for room. Kicks the connections that waited once this claim made
+ * room. */
 static int req_claim(tpx_sock_comm_t *c, tpx_sock_req_t *r, const tpx_sock_piece_t *p,
-                     _Atomic int *waiting)
+                     tpx_sock_chan_t *ch)
 {
     req_claim_lock(r);
     int st = req_claim_range(r, p->offset, p->offset + p->len);
     int wake = 0;
-    if (st == SOCK_CLAIM_FULL && waiting == NULL)
+    if (st == SOCK_CLAIM_FULL && ch == NULL)
         st = SOCK_CLAIM_OVERLAP; /* [0, total) overlaps any run: not reached */
     if (st == SOCK_CLAIM_FULL) {
-        atomic_store(waiting, 1); /* before the unlock: the claimer that makes room sees it */
-        r->waiters = 1;
-    } else if (st == SOCK_CLAIM_OK && r->waiters) { /* any claim may make room (see above) */
-        r->waiters = 0;
+        /* before the unlock: the claimer that makes room sees it */
+        atomic_store(&ch->claim_waiting, 1);
+        r->waiting |= 1u << (ch - c->chans);
+        if (r->waiting == (1u << c->nsocks) - 1) /* see "Claims" */
+            st = SOCK_CLAIM_STUCK;
+    } else if (st == SOCK_CLAIM_OK && r->waiting) { /* any claim may make room (see above) */
+        r->waiting = 0;
         wake = 1;
     }
     req_claim_unlock(r);
@@ -735,12 +753,23 @@ static int req_claim(tpx_sock_comm_t *c, tpx_sock_req_t *r, const tpx_sock_piece
     return st;
 }
 
+/* Whether connection i still waits for room in the receive of `slot`
+ * with no claim of it since (any thread; see "Claims"). */
+static int req_chan_waits(tpx_sock_comm_t *c, uint32_t slot, int i)
+{
+    tpx_sock_req_t *r = &c->reqs[slot];
+    req_claim_lock(r);
+    int waits = (r->waiting >> i) & 1;
+    req_claim_unlock(r);
+    return waits;
+}
+
 /* Check piece p against its posted receive r and claim its bytes: 1, 0 if
  * the comm failed, SOCK_CLAIM_WAIT if it must wait for room (see
- * "Claims"; only with `waiting`). */
+ * "Claims"; only with `ch`, the connection that read it). */
 #define SOCK_CLAIM_WAIT 2
 static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_req_t *r,
-                       _Atomic int *waiting)
+                       tpx_sock_chan_t *ch)
 {
     char why[200];
     if (atomic_load_explicit(&r->seq, memory_order_relaxed) != p->seq) {
@@ -770,9 +799,21 @@ static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_r
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "pieces of one message disagree on its size");
         return 0;
     }
-    int st = req_claim(c, r, p, waiting);
+    int st = req_claim(c, r, p, ch);
     if (st == SOCK_CLAIM_FULL)
         return SOCK_CLAIM_WAIT;
+    if (st == SOCK_CLAIM_STUCK) {
+        /* rc 2 (a broken peer, as its close would be), also in strict TCPX
+         * mode: the stretches are this transport's own bookkeeping, not a
+         * behaviour of Google's plugin to emulate. */
+        snprintf(why, sizeof(why),
+                 "message %llu: each of the %d data connections holds a piece beyond a gap "
+                 "none of them fills (more than %d stretches announced ahead of it): the "
+                 "sender broke the order of its pieces",
+                 (unsigned long long)p->seq, c->nsocks, SOCK_CLAIM_RUNS);
+        tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET, why);
+        return 0;
+    }
     if (st == SOCK_CLAIM_OVERLAP) {
         snprintf(why, sizeof(why),
                  "message %llu: a piece of bytes %llu..%llu overlaps bytes announced before",
@@ -801,7 +842,7 @@ static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     const tpx_sock_piece_t *p = &ch->piece;
     tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
-    int ok = piece_check(c, p, r, &ch->claim_waiting);
+    int ok = piece_check(c, p, r, ch);
     ch->claim_wait = ok == SOCK_CLAIM_WAIT;
     if (ok == SOCK_CLAIM_WAIT)
         return CH_PARKED;
@@ -1126,6 +1167,11 @@ static void comm_recv_starved(tpx_sock_comm_t *c)
         uint64_t gone = atomic_load(&c->chans[i].gone);
         if (gone == SOCK_CHAN_OPEN || gone < movable)
             return;
+        /* A waiter let in by a claim since it parked is being kicked to
+         * move on: it may still complete its receive. */
+        if (gone == SOCK_CHAN_WAITS &&
+            !req_chan_waits(c, atomic_load(&c->chans[i].wait_slot), i))
+            return;
     }
     if (movable > atomic_load(&c->finished))
         comm_peer_closed(c, "sender");
@@ -1157,12 +1203,13 @@ static void chan_recv_eof(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
  * ioctl per parking. */
 static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
-    /* A piece waiting for room to claim its bytes holds a posted message
-     * (all its bytes are there: the others' claims let it in). So a sender
-     * that left a gap in a message and closed is not detected here: its
-     * receive ends at the caller's deadline. */
+    /* Strict TCPX mode keeps Google's plugin's hang: a sender gone in the
+     * middle of a message is never reported to the receiver (README's
+     * TCPX table; the caller's deadline ends it, as it must with TCPX). */
+    if (c->tcpx)
+        return CH_PARKED;
     uint64_t seq = ch->eager_held ? atomic_load(&ch->eager_seq) : ch->piece.seq;
-    if (c->tcpx || atomic_load_explicit(&ch->gone, memory_order_relaxed) == seq)
+    if (!ch->claim_wait && atomic_load_explicit(&ch->gone, memory_order_relaxed) == seq)
         return CH_PARKED; /* looked at already, since it parked */
     if (!ch->eager_held) {
         int avail = 0, err = 0;
@@ -1174,6 +1221,14 @@ static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         }
         if ((uint64_t)avail < ch->piece.len) /* a parked piece's payload is all unread */
             return chan_recv_cut(c);
+    }
+    if (ch->claim_wait) {
+        /* Its piece waits for room, which only a connection still open can
+         * make ("Claims"): stuck unless a claim let it in since. Looked at
+         * on every turn that finds it waiting again, since each such claim
+         * may have made another connection's check pass. */
+        atomic_store(&ch->wait_slot, (uint32_t)(seq % (uint64_t)c->max_reqs));
+        seq = SOCK_CHAN_WAITS;
     }
     chan_set_gone(c, ch, seq);
     comm_recv_starved(c);
