@@ -110,7 +110,7 @@ int tpx__engine_progress(tpx_engine_t *e)
 {
     uint64_t before = e->ncompleted;
     /* An idle engine with no peer makes no plugin call: no context to enter. */
-    int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter(e) : 0;
+    int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter_pass(e) : 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
         tpx__peer_pass(p);
     /* deadlines and liveness (every 10 ms), then the comms of failed peers */
@@ -122,7 +122,7 @@ int tpx__engine_progress(tpx_engine_t *e)
 
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
-    int gtok = tpx__engine_gpu_enter(e);
+    int gtok = tpx__engine_gpu_enter_pass(e);
     tpx__peer_pass(p);
     if (TPX_UNLIKELY(e->fault_now)) {
         e->fault_now = 0;
@@ -579,6 +579,8 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     }
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
+    e->gpu_passes = !tpx__net_is_own(e->net) || e->net->is_tcpx ||
+                    e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
     e->net_wakes = tpx__net_set_wake(e->net, NULL, NULL);
     e->bulk_waits = e->net_wakes && tpx__net_has_vec(e->net) && tpx__config_int(TPX_CFG_BULK_WAIT);
     e->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;
@@ -660,7 +662,9 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
         tpx__peer_destroy(e->peers);
     pthread_mutex_lock(&e->lock);
     atomic_store(&e->stop, 1);
+    int gtok = tpx__engine_gpu_enter(e);
     tpx__engine_reap(e); /* client-side abandoned connects: freed */
+    tpx__engine_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     tpx__prep_zombies_free(e); /* before the regions: they own list regions */
     tpx__remotes_fini(e);

@@ -189,6 +189,9 @@ struct tpx_engine {
     int nics_from;             /* tpx_nics_from_t: why `devs` */
     int gpu_fixed;             /* 1: gpu and devs no longer change (lock) */
     int progress_numa;         /* params.progress_cpu was TPX_CPU_NUMA_LOCAL */
+    int gpu_passes;            /* the plugin may place memory on the current GPU in any call
+                                  (all but tpx's own transport outside strict TCPX mode, which
+                                  names its devices itself): passes enter the GPU too */
     int nchan;
     uint32_t chunk;
     int window;
@@ -332,6 +335,12 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more);
  * host engine or without CUDA; one driver query when the thread has that
  * GPU current already. */
 int tpx__engine_gpu_enter(tpx_engine_t *e);
+/* The same around a progress pass (the hot path): a no-op where the plugin
+ * never uses the current GPU (gpu_passes 0). */
+static inline int tpx__engine_gpu_enter_pass(tpx_engine_t *e)
+{
+    return e->gpu_passes ? tpx__engine_gpu_enter(e) : 0;
+}
 void tpx__engine_gpu_leave(int token);
 void tpx__engine_unpack_fini(tpx_engine_t *e);
 
