@@ -417,6 +417,8 @@ void tpx__http_close(tpx__http_conn_t *c)
         close(c->fd);
     c->fd = -1;
     c->rd.off = c->rd.len = 0;
+    c->chunk_stage = 0;
+    c->chunk_left = 0;
 }
 
 /* ---- name resolution under the deadline ---- */
@@ -729,23 +731,57 @@ tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const 
     return st;
 }
 
-tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t wait_ns, char **buf, size_t *len,
-                                   size_t *cap, size_t max)
+tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t deadline_ns, char **buf,
+                                   size_t *len, size_t *cap, size_t max)
 {
+    /* The caller's deadline bounds every byte: a chunk that is still
+     * coming when it passes stays where it is (its size line buffered, or
+     * the count of its bytes still due), and the next call goes on from
+     * there. A server that sends a byte now and then can make a call wait
+     * only until its deadline, not for as long as it keeps sending. */
+    char line[1024];
+    tpx_status_t st = TPX_OK;
     if (c->fd < 0)
         return TPX_ERR_CONN_RESET;
-    if (c->rd.len == 0) {
-        /* nothing yet: wait for a first byte (a timeout leaves the stream intact) */
-        tpx_status_t st = rd_fill(&c->rd, 1, wait_ns);
-        if (st != TPX_OK)
-            return st;
+    for (;;) {
+        if (c->chunk_stage == 0) { /* the size line */
+            uint64_t n;
+            if ((st = rd_line(&c->rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+                break;
+            if (parse_chunk_size(line, max, &n) != 0 || n > max - *len) {
+                st = TPX_ERR_PROTOCOL;
+                break;
+            }
+            if (n == 0) {
+                st = TPX_ERR_CONN_RESET; /* the server ended the stream */
+                break;
+            }
+            c->chunk_left = n;
+            c->chunk_stage = 1;
+        }
+        if (c->chunk_stage == 1) { /* its bytes */
+            while (c->chunk_left > 0) {
+                if (c->rd.len == 0 && (st = rd_fill(&c->rd, 1, deadline_ns)) != TPX_OK)
+                    goto out;
+                size_t take = (size_t)TPX_MIN((uint64_t)c->rd.len, c->chunk_left);
+                if ((st = rd_body(&c->rd, take, buf, len, cap, max, deadline_ns)) != TPX_OK)
+                    goto out;
+                c->chunk_left -= take;
+            }
+            c->chunk_stage = 2;
+        }
+        /* the CRLF that ends it */
+        if ((st = rd_line(&c->rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+            break;
+        if (line[0] != '\0') {
+            st = TPX_ERR_PROTOCOL;
+            break;
+        }
+        c->chunk_stage = 0;
+        return TPX_OK;
     }
-    int last = 0;
-    uint64_t grace = tpx__now_ns() + 5000000000ull; /* a chunk begun is finished soon */
-    tpx_status_t st = read_chunk(&c->rd, buf, len, cap, max, grace, &last);
-    if (st == TPX_OK && last)
-        st = TPX_ERR_CONN_RESET; /* the server ended the stream */
-    if (st != TPX_OK)
+out:
+    if (st != TPX_ERR_TIMED_OUT)
         tpx__http_close(c);
     return st;
 }

@@ -662,7 +662,8 @@ TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *r, char (*names)[TPX_NAME
 #define WATCH_MSG_MAX  (8u << 20) /* one message of the watch stream */
 #define WATCH_PEND_MAX 65536      /* events held for the caller */
 
-static tpx_status_t watch_open(tpx_registry_t *r)
+/* Open the watch stream by deadline_ns. */
+static tpx_status_t watch_open(tpx_registry_t *r, uint64_t deadline_ns)
 {
     char from[300], to[300], body[1024];
     snprintf(from, sizeof(from), "%s/", r->prefix);
@@ -687,7 +688,7 @@ static tpx_status_t watch_open(tpx_registry_t *r)
     free(k);
     free(e);
     r->wlen = 0;
-    tpx_status_t st = tpx__http_stream_open(&r->wc, "/v3/watch", body, call_deadline());
+    tpx_status_t st = tpx__http_stream_open(&r->wc, "/v3/watch", body, deadline_ns);
     if (st != TPX_OK) {
         TPX_ERROR("tpx_registry_watch: cannot watch %s/ at %s: %s", r->prefix, r->url,
                   r->wc.last_err[0] ? r->wc.last_err : tpx_status_string(st));
@@ -790,10 +791,14 @@ TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *r, tpx_registry_event_t 
     }
     *n = 0;
     uint64_t deadline = tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    /* Every byte, the stream's opening included, is awaited until the
+     * caller's deadline; only a poll (timeout 0) that finds no stream opens
+     * one under TPX_METADATA_TIMEOUT_MS, since it has nothing to poll yet. */
+    uint64_t open_by = timeout_ms > 0 ? deadline : call_deadline();
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&r->watch_lock);
     while (r->npend == 0) {
-        if (!r->watching && (st = watch_open(r)) != TPX_OK)
+        if (!r->watching && (st = watch_open(r, open_by)) != TPX_OK)
             break;
         st = tpx__http_stream_next(&r->wc, deadline, &r->wbuf, &r->wlen, &r->wcap, WATCH_MSG_MAX);
         if (st == TPX_ERR_TIMED_OUT) {

@@ -77,6 +77,8 @@ typedef struct {
     int cur; /* endpoint of fd, or the next to try */
     int fd;  /* -1: not connected */
     tpx__http_rd_t rd;
+    int chunk_stage;     /* a stream's chunk: 0 its size line, 1 its bytes, 2 its CRLF */
+    uint64_t chunk_left; /* bytes of the chunk still to come (stage 1) */
     char last_err[160]; /* why the last request failed, for error messages */
 } tpx__http_conn_t;
 
@@ -94,12 +96,13 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
 tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const char *body,
                                    uint64_t deadline_ns);
 /* The next chunk appended to *buf (malloc'ed, grown, NUL-terminated, at
- * most max bytes in all): its first byte is awaited until wait_ns
- * (TPX_ERR_TIMED_OUT: nothing came, the stream is intact); a chunk begun
- * must complete within 5 s. Any other error closes the stream
+ * most max bytes in all), every byte of it by deadline_ns.
+ * TPX_ERR_TIMED_OUT: the chunk is not complete yet; what came of it is
+ * kept (bytes appended to *buf, the rest awaited by the next call) and the
+ * stream is intact. Any other error closes the stream
  * (TPX_ERR_CONN_RESET: it ended). */
-tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t wait_ns, char **buf, size_t *len,
-                                   size_t *cap, size_t max);
+tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t deadline_ns, char **buf,
+                                   size_t *len, size_t *cap, size_t max);
 
 /* ---- JSON and base64 (json.c) ---- */
 

@@ -26,6 +26,9 @@
  *             with a 200 ms deadline returns by it, and so does a second
  *             poster to that remote (the lookup honours the caller's
  *             deadline, not TPX_METADATA_TIMEOUT_MS)
+ *   trickle   a fake etcd that streams a watch answer one byte at a time:
+ *             tpx_registry_watch(1000 ms) returns by its deadline, with
+ *             nothing, and the stream goes on at the next call (no etcd)
  *   run -- CMD...   run CMD with TPX_METADATA pointing at a fresh etcd
  *             (for the tpx-perf cluster tests); its exit status
  *   serve NAME GEN TTL   (internal) a server engine for sigkill/restart
@@ -857,6 +860,86 @@ static int case_stall(void)
     TEST_DONE();
 }
 
+/* ---- trickle: every byte of a watch under the caller's deadline ---- */
+
+/* A fake etcd on 127.0.0.1 that answers any request with a chunked 200
+ * head at once, then streams one message that never ends, one byte every
+ * 20 ms, each chunk "1\r\nX\r\n" sent so that the next chunk's first
+ * byte leaves with the previous one's last (a reader that waits only for
+ * a chunk's first byte always finds one). It serves one connection at a
+ * time until `stop`. */
+typedef struct {
+    int lfd, port;
+    volatile int stop;
+    int conns;
+} trickle_srv_t;
+
+static void *trickle_main(void *arg)
+{
+    trickle_srv_t *t = arg;
+    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n";
+    while (!t->stop) {
+        struct pollfd pf = {.fd = t->lfd, .events = POLLIN};
+        if (poll(&pf, 1, 100) != 1)
+            continue;
+        int fd = accept(t->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        t->conns++;
+        char req[4096];
+        (void)!recv(fd, req, sizeof(req), 0); /* the request: whatever it is */
+        int ok = send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof(head) - 1);
+        /* "{" then spaces, one byte a chunk: a message that never completes */
+        for (size_t i = 0; ok && !t->stop; i++) {
+            char c = "1\r\n \r\n"[i % 6];
+            if (i == 3)
+                c = '{';
+            ok = send(fd, &c, 1, MSG_NOSIGNAL) == 1;
+            if (i % 6 != 5) /* no pause between a chunk's end and the next */
+                usleep(20000);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static int case_trickle(void)
+{
+    trickle_srv_t t = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    CHECK(t.lfd >= 0 && bind(t.lfd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+          listen(t.lfd, 4) == 0 && getsockname(t.lfd, (struct sockaddr *)&a, &al) == 0);
+    t.port = ntohs(a.sin_port);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, trickle_main, &t) == 0);
+    char url[64];
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d", t.port);
+    tpx_registry_t *r;
+    tpx_registry_event_t ev[4];
+    size_t n = 99;
+    EXPECT(tpx_registry_open(url, "/t", &r) == TPX_OK);
+    /* Twice: the first opens the stream, the second goes on with it. The
+     * stream would go on for 30 s; each call ends at its deadline, a
+     * second after it began, with nothing (*n = 0, the stream intact). */
+    for (int round = 0; round < 2; round++) {
+        uint64_t t0 = test_now_ns();
+        tpx_status_t st = tpx_registry_watch(r, ev, 4, &n, 1000);
+        double secs = test_secs_since(t0);
+        printf("trickle: watch(1000 ms) round %d: %s, %zu events after %.3f s\n", round,
+               tpx_status_name(st), n, secs);
+        EXPECT(st == TPX_OK && n == 0);
+        EXPECT(secs >= 0.9 && secs < 2.5);
+    }
+    EXPECT_EQ(t.conns, 1); /* the stream was kept, not reopened */
+    tpx_registry_close(r);
+    t.stop = 1;
+    pthread_join(th, NULL);
+    close(t.lfd);
+    TEST_DONE();
+}
+
 static int case_run(int argc, char **argv)
 {
     if (argc < 1) {
@@ -902,6 +985,8 @@ int main(int argc, char **argv)
         return case_keys();
     if (strcmp(c, "stall") == 0)
         return case_stall();
+    if (strcmp(c, "trickle") == 0)
+        return case_trickle();
     if (strcmp(c, "serve") == 0 && argc == 5)
         return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (strcmp(c, "run") == 0) {
