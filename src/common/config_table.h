@@ -266,6 +266,19 @@ TPX_CONFIG_X(METADATA_TTL, INT, "10", 2, 3600,
 TPX_CONFIG_X(METADATA_TIMEOUT_MS, INT, "3000", 100, 600000,
              "Deadline of one registry call (lookup, list, publish, lease renewal), all endpoints "
              "tried.")
+TPX_CONFIG_X(METADATA_TRUST, STR, "", 0, 0,
+             "Keys a registry reader trusts to sign a name's value: `NAME=KEY` (pinned for that "
+             "name) and `*=KEY` (a cluster key, any name), separated by commas or white space, "
+             "KEY an Ed25519 public key in 64 hex digits; a setting without `=` is the path of a "
+             "file of such entries (`#` comments). Set: a value not signed by a trusted key is "
+             "refused (`TPX_ERR_ACCESS`), and so is one whose metadata has no identity key. "
+             "Empty: any value is taken, and a warning says once that names are not "
+             "authenticated. Needs libsodium.")
+TPX_CONFIG_X(METADATA_SIGN_KEY, STR, "", 0, 0,
+             "File of the Ed25519 secret key a publisher signs its registry values with, besides "
+             "its engine's identity key: 64 hex digits (the seed) or the PEM of `openssl genpkey "
+             "-algorithm ed25519`, mode 0600. Its public key (logged at publish) goes into the "
+             "readers' `TPX_METADATA_TRUST`. Needs libsodium.")
 TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
              "Peers an engine keeps at once; an incoming connection beyond it is refused (the "
              "other side is told why). A quarter is kept for peers authenticated by "

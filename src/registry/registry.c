@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/ident.h"
 #include "engine/remote.h"
 #include "engine/wire.h"
 #include "registry.h"
@@ -213,6 +214,7 @@ typedef struct reg_pub {
 } reg_pub_t;
 
 struct tpx_registry {
+    tpx__reg_sec_t *sec; /* shared with the resolvers */
     tpx__reg_ep_t eps[TPX_REG_MAX_ENDPOINTS];
     int neps;
     char url[512];
@@ -255,6 +257,50 @@ static int name_ok(const char *name)
     return 1;
 }
 
+static void sec_put(tpx__reg_sec_t *sec)
+{
+    if (sec == NULL || __atomic_sub_fetch(&sec->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    tpx__reg_trust_free(&sec->trust);
+    memset(sec->sign_sk, 0, sizeof(sec->sign_sk));
+    free(sec);
+}
+
+static tpx__reg_sec_t *sec_get(tpx__reg_sec_t *sec)
+{
+    __atomic_add_fetch(&sec->refs, 1, __ATOMIC_ACQ_REL);
+    return sec;
+}
+
+/* The security settings from TPX_METADATA_*: TPX_OK, or TPX_ERR_CONFIG
+ * (logged). */
+static tpx_status_t sec_create(tpx__reg_sec_t **out)
+{
+    char why[512];
+    tpx__reg_sec_t *sec = calloc(1, sizeof(*sec));
+    if (sec == NULL)
+        return TPX_ERR_NO_MEMORY;
+    sec->refs = 1;
+    if (tpx__reg_trust_parse(tpx__config_str(TPX_CFG_METADATA_TRUST), &sec->trust, why,
+                             sizeof(why)) != 0) {
+        TPX_ERROR("tpx_registry_open: %s", why);
+        goto fail;
+    }
+    const char *kf = tpx__config_str(TPX_CFG_METADATA_SIGN_KEY);
+    if (kf != NULL && kf[0] != '\0') {
+        if (tpx__reg_sign_key_load(kf, sec->sign_pk, sec->sign_sk, why, sizeof(why)) != 0) {
+            TPX_ERROR("tpx_registry_open: TPX_METADATA_SIGN_KEY: %s", why);
+            goto fail;
+        }
+        sec->sign = 1;
+    }
+    *out = sec;
+    return TPX_OK;
+fail:
+    sec_put(sec);
+    return TPX_ERR_CONFIG;
+}
+
 TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_registry_t **out)
 {
     if (out == NULL) {
@@ -287,6 +333,10 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
     }
     memcpy(r->prefix, prefix, pl);
     snprintf(r->url, sizeof(r->url), "%s", url);
+    if ((st = sec_create(&r->sec)) != TPX_OK) {
+        free(r);
+        return st;
+    }
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->pub_lock, NULL);
     pthread_mutex_init(&r->watch_lock, NULL);
@@ -422,8 +472,11 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
     tpx_status_t st = tpx_engine_get_metadata(e, md, &md_len);
     if (st != TPX_OK)
         return st;
+    /* Signed by the engine's identity key (its metadata names it) and by
+     * TPX_METADATA_SIGN_KEY: readers trust one of them (trust.c). */
+    size_t nsigs = (size_t)(e->ident_keys != 0) + (size_t)r->sec->sign;
     reg_pub_t *p = calloc(1, sizeof(*p));
-    size_t cap = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE;
+    size_t cap = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE + nsigs * TPX_REG_SIG_SIZE;
     if (p == NULL || (p->val = malloc(cap)) == NULL) {
         free(p);
         return TPX_ERR_NO_MEMORY;
@@ -432,7 +485,19 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
     p->ttl = ttl;
     snprintf(p->name, sizeof(p->name), "%s", e->name);
     reg_key(r, p->name, p->key, sizeof(p->key));
-    tpx__reg_value_encode(md, md_len, descs, ndescs, p->val, cap, &p->val_len);
+    tpx__reg_value_encode(md, md_len, descs, ndescs, nsigs, p->val, cap, &p->val_len);
+    size_t sig = 0;
+    if (e->ident_keys)
+        st = tpx__reg_value_sign(p->key, p->val, p->val_len, sig++, e->ident_pk, e->ident_sk);
+    if (st == TPX_OK && r->sec->sign)
+        st = tpx__reg_value_sign(p->key, p->val, p->val_len, sig++, r->sec->sign_pk,
+                                 r->sec->sign_sk);
+    if (st != TPX_OK) {
+        TPX_ERROR("tpx_registry_publish: engine %s: cannot sign its value: %s", p->name,
+                  tpx_status_string(st));
+        pub_free(p);
+        return st;
+    }
 
     char err[256] = "";
     pthread_mutex_lock(&r->lock);
@@ -501,8 +566,14 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
             }
         pthread_mutex_unlock(&r->pub_lock);
     }
-    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors)", name,
-             r->url, key, (unsigned long long)lease, ttl, ndescs);
+    char signer[2 * TPX_REG_PK + 1] = "";
+    if (r->sec->sign)
+        tpx__reg_key_hex(r->sec->sign_pk, signer);
+    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors, "
+             "signed by %s%s%s)",
+             name, r->url, key, (unsigned long long)lease, ttl, ndescs,
+             e->ident_keys ? "its identity key" : "", e->ident_keys && signer[0] ? " and key " : "",
+             signer[0] ? signer : e->ident_keys ? "" : "no key");
     return TPX_OK;
 }
 
@@ -559,13 +630,59 @@ TPX_API void tpx_registry_close(tpx_registry_t *r)
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->pub_lock);
     pthread_mutex_destroy(&r->lock);
+    sec_put(r->sec);
     free(r);
 }
 
+/* Without a trust setting a reader takes whatever value sits under a
+ * name: it says so once per process. */
+static void warn_unauthenticated(const char *url)
+{
+    static int warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_ACQ_REL))
+        return;
+    TPX_WARN("registry: TPX_METADATA_TRUST is not set: names in etcd at %s are not "
+             "authenticated (whoever can write there can point any name at an engine of "
+             "theirs); see SECURITY.md",
+             url);
+}
+
+/* Is the value of `key` for `name` one this reader may take? Signed by a
+ * key trusted for the name, and describing an engine of that name that
+ * proves an identity key on every connection. TPX_OK, or TPX_ERR_ACCESS
+ * (logged). */
+static tpx_status_t value_trusted(const tpx__reg_sec_t *sec, const char *url, const char *key,
+                                  const char *name, const unsigned char *val, size_t len,
+                                  const unsigned char *md, size_t md_len)
+{
+    char why[400];
+    if (!sec->trust.set) {
+        warn_unauthenticated(url);
+        return TPX_OK;
+    }
+    tpx_status_t st = tpx__reg_trust_check(&sec->trust, key, name, val, len, why, sizeof(why));
+    if (st == TPX_OK) {
+        tpx_md_t m;
+        if (tpx__md_decode(md, md_len, &m) != TPX_OK || strcmp(m.name, name) != 0) {
+            snprintf(why, sizeof(why), "its metadata is not that of an engine named '%s'", name);
+            st = TPX_ERR_ACCESS;
+        } else if (!m.has_key) {
+            snprintf(why, sizeof(why), "its engine has no identity key (TPX_IDENTITY=dial or no "
+                                       "libsodium): its connections could not be proven");
+            st = TPX_ERR_ACCESS;
+        }
+    }
+    if (st != TPX_OK)
+        TPX_ERROR("registry: refusing the value of engine %s in etcd at %s (key %s): %s; "
+                  "TPX_METADATA_TRUST says whose signatures a name needs",
+                  name, url, key, why);
+    return st;
+}
+
 /* Look `name` up on connection c by deadline_ns: the entry, or NOT_FOUND /
- * UNREACHABLE with the error logged here. */
-static tpx_status_t reg_lookup(tpx__http_conn_t *c, const char *url, const char *prefix,
-                               const char *name, uint64_t deadline_ns,
+ * UNREACHABLE / ACCESS with the error logged here. */
+static tpx_status_t reg_lookup(tpx__http_conn_t *c, const tpx__reg_sec_t *sec, const char *url,
+                               const char *prefix, const char *name, uint64_t deadline_ns,
                                tpx_registry_entry_t *entry)
 {
     char key[512], err[256] = "";
@@ -592,7 +709,8 @@ static tpx_status_t reg_lookup(tpx__http_conn_t *c, const char *url, const char 
         TPX_ERROR("registry: the value of %s in etcd at %s is not a tpx engine (%zu bytes; "
                   "another program's key, or another tpx version)",
                   key, url, kv.val_len);
-    } else {
+    } else if ((st = value_trusted(sec, url, key, name, kv.val, kv.val_len, md, md_len)) ==
+               TPX_OK) {
         snprintf(entry->name, sizeof(entry->name), "%s", name);
         memcpy(entry->md, md, md_len);
         entry->md_len = md_len;
@@ -612,7 +730,8 @@ TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *r, const char *name,
         return TPX_ERR_INVALID_ARG;
     }
     pthread_mutex_lock(&r->lock);
-    tpx_status_t st = reg_lookup(&r->conn, r->url, r->prefix, name, call_deadline(), entry);
+    tpx_status_t st =
+        reg_lookup(&r->conn, r->sec, r->url, r->prefix, name, call_deadline(), entry);
     pthread_mutex_unlock(&r->lock);
     return st;
 }
@@ -831,6 +950,7 @@ TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *r, tpx_registry_event_t 
 
 typedef struct {
     tpx__resolver_t base;
+    tpx__reg_sec_t *sec;
     tpx__http_conn_t conn;
     char url[512], prefix[256], name[TPX_NAME_MAX];
 } reg_resolver_t;
@@ -852,7 +972,8 @@ static tpx_status_t resolver_fn(tpx__resolver_t *base, uint64_t deadline_ns, uns
     tpx_registry_entry_t *entry = malloc(sizeof(*entry));
     if (entry == NULL)
         return TPX_ERR_NO_MEMORY;
-    tpx_status_t st = reg_lookup(&rs->conn, rs->url, rs->prefix, rs->name, deadline_ns, entry);
+    tpx_status_t st =
+        reg_lookup(&rs->conn, rs->sec, rs->url, rs->prefix, rs->name, deadline_ns, entry);
     tpx__http_close(&rs->conn); /* reconnections are rare: no connection kept */
     if (st == TPX_ERR_UNREACHABLE && deadline_ns < own && tpx__ms_left(deadline_ns) <= 0)
         st = TPX_ERR_TIMED_OUT; /* the caller's deadline cut the lookup short */
@@ -872,6 +993,7 @@ static void resolver_destroy(tpx__resolver_t *base)
 {
     reg_resolver_t *rs = (reg_resolver_t *)base;
     tpx__http_close(&rs->conn);
+    sec_put(rs->sec);
     free(rs);
 }
 
@@ -922,6 +1044,7 @@ TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *r, tpx_engine_t *e
     if (st == TPX_OK && rs != NULL) {
         rs->base.fn = resolver_fn;
         rs->base.destroy = resolver_destroy;
+        rs->sec = sec_get(r->sec);
         tpx__http_init(&rs->conn, r->eps, r->neps);
         snprintf(rs->url, sizeof(rs->url), "%s", r->url);
         snprintf(rs->prefix, sizeof(rs->prefix), "%s", r->prefix);

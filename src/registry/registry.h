@@ -184,15 +184,81 @@ tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t 
                                   size_t *n, uint64_t *rev, int *created, int *canceled, char *err,
                                   size_t errlen);
 
-/* The value stored under <prefix>/<name>: magic "TPXR", version, the
- * metadata blob, the exported descriptors. Both checked on decode. */
+/* The value stored under <prefix>/<name>:
+ *   0 u32 magic "TPXR"  4 u16 version  6 u16 ndescs  8 u32 md_len
+ *   12 u16 nsigs  14 u16 0
+ *   16 the metadata blob, then ndescs descriptors, then nsigs signatures,
+ *   each pk[32] sig[64]: an Ed25519 signature by pk of tpx__reg_sig_message().
+ * Version 1 has no signatures (a publisher without keys writes it, and
+ * readers of before signatures take it); version 2 has 1..TPX_REG_MAX_SIGS.
+ * Everything is checked on decode. */
 #define TPX_REG_VALUE_MAGIC   0x54505852u /* "TPXR" */
 #define TPX_REG_VALUE_VERSION 1
-#define TPX_REG_VALUE_HDR     16 /* magic u32, version u16, ndescs u16, md_len u32, reserved u32 */
+#define TPX_REG_VALUE_SIGNED  2
+#define TPX_REG_VALUE_HDR     16
+#define TPX_REG_SIG_SIZE      96 /* pk[32] sig[64] */
+#define TPX_REG_MAX_SIGS      2  /* the engine's identity key, and TPX_METADATA_SIGN_KEY */
+/* With nsigs > 0 the signatures are left zero, for the signer to fill. */
 tpx_status_t tpx__reg_value_encode(const void *md, size_t md_len, const void *descs, size_t ndescs,
-                                   unsigned char *out, size_t cap, size_t *len);
+                                   size_t nsigs, unsigned char *out, size_t cap, size_t *len);
 /* md/descs point into buf. */
 tpx_status_t tpx__reg_value_decode(const unsigned char *buf, size_t len, const unsigned char **md,
                                    size_t *md_len, const unsigned char **descs, size_t *ndescs);
+/* The signatures of a value (they point into buf) and the length of what
+ * they sign (the value up to them). */
+tpx_status_t tpx__reg_value_sigs(const unsigned char *buf, size_t len, const unsigned char **sigs,
+                                 size_t *nsigs, size_t *signed_len);
+
+/* ---- signed values and whom to trust (trust.c) ---- */
+
+#define TPX_REG_PK 32
+#define TPX_REG_SK 64
+
+/* TPX_METADATA_TRUST parsed: keys trusted to sign a name's value. */
+typedef struct {
+    char name[64]; /* an engine name, or "*": any name */
+    unsigned char pk[TPX_REG_PK];
+} tpx__reg_pin_t;
+
+typedef struct {
+    int set; /* a trust setting was given: unsigned or untrusted values are refused */
+    size_t n;
+    tpx__reg_pin_t *pins; /* malloc'ed */
+} tpx__reg_trust_t;
+
+/* Parse a trust setting (see TPX_METADATA_TRUST): entries NAME=HEXKEY or
+ * *=HEXKEY separated by commas, white space or new lines ('#' starts a
+ * comment); a setting without '=' is the path of a file of such entries.
+ * "" gives an unset trust. 0, or -1 with `why` filled. */
+int tpx__reg_trust_parse(const char *spec, tpx__reg_trust_t *t, char *why, size_t why_len);
+void tpx__reg_trust_free(tpx__reg_trust_t *t);
+/* Is value val (stored under key, for engine `name`) signed by a key
+ * trusted for that name? TPX_OK, or TPX_ERR_ACCESS with `why` saying
+ * which signers it carries and why none is taken. */
+tpx_status_t tpx__reg_trust_check(const tpx__reg_trust_t *t, const char *key, const char *name,
+                                  const unsigned char *val, size_t len, char *why, size_t why_len);
+
+/* A signing key file (TPX_METADATA_SIGN_KEY): 64 hex digits (the 32-byte
+ * Ed25519 seed) or the PEM that `openssl genpkey -algorithm ed25519`
+ * writes; it must not be readable by group or others. 0, or -1 with `why`. */
+int tpx__reg_sign_key_load(const char *path, unsigned char pk[TPX_REG_PK],
+                           unsigned char sk[TPX_REG_SK], char *why, size_t why_len);
+/* Fill signature `idx` of a value encoded with nsigs > idx. */
+tpx_status_t tpx__reg_value_sign(const char *key, unsigned char *val, size_t len, size_t idx,
+                                 const unsigned char pk[TPX_REG_PK],
+                                 const unsigned char sk[TPX_REG_SK]);
+/* A key as 64 lower-case hex digits and a NUL. */
+void tpx__reg_key_hex(const unsigned char pk[TPX_REG_PK], char out[2 * TPX_REG_PK + 1]);
+
+/* ---- a registry's security settings (registry.c) ----
+ * Read once when the registry opens and shared, by reference count, with
+ * the resolvers of the remotes it loaded (they may outlive it). Immutable
+ * after creation. */
+typedef struct {
+    int refs; /* atomic */
+    tpx__reg_trust_t trust;
+    int sign; /* TPX_METADATA_SIGN_KEY loaded */
+    unsigned char sign_pk[TPX_REG_PK], sign_sk[TPX_REG_SK];
+} tpx__reg_sec_t;
 
 #endif

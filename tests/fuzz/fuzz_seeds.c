@@ -649,7 +649,7 @@ static void seeds_reg(void)
     size_t vl = 0;
     memset(md, 0x5a, sizeof(md));
     memset(descs, 0xa5, sizeof(descs));
-    must(tpx__reg_value_encode(md, sizeof(md), descs, 2, val, sizeof(val), &vl) == TPX_OK,
+    must(tpx__reg_value_encode(md, sizeof(md), descs, 2, 0, val, sizeof(val), &vl) == TPX_OK,
          "registry value");
     seed_t s;
     seed_start(&s, TPX_FUZZ_REG_VALUE);

@@ -26,6 +26,9 @@
  *             with a 200 ms deadline returns by it, and so does a second
  *             poster to that remote (the lookup honours the caller's
  *             deadline, not TPX_METADATA_TIMEOUT_MS)
+ *   trust     signed values: TPX_METADATA_TRUST's pinned and cluster keys
+ *             taken; an attacker's value under a dead engine's name refused,
+ *             and the WRITE of a remote that reconnects by name never lands
  *   trickle   a fake etcd that streams a watch answer one byte at a time:
  *             tpx_registry_watch(1000 ms) returns by its deadline, with
  *             nothing, and the stream goes on at the next call (no etcd)
@@ -48,6 +51,7 @@
 
 #include "../common/tpx_test.h"
 #include "common/util.h"
+#include "engine/ident.h"
 #include "etcd_harness.h"
 #include "http_memsrc.h"
 #include "registry/registry.h"
@@ -275,12 +279,75 @@ static int case_unit(void)
     memset(md, 5, sizeof(md));
     tpx_rdesc_t d[2];
     memset(d, 9, sizeof(d));
-    EXPECT(tpx__reg_value_encode(md, sizeof(md), d, 2, val, sizeof(val), &vl) == TPX_OK);
+    EXPECT(tpx__reg_value_encode(md, sizeof(md), d, 2, 0, val, sizeof(val), &vl) == TPX_OK);
     EXPECT(tpx__reg_value_decode(val, vl, &pm, &ml, &pd, &nd) == TPX_OK);
     EXPECT(ml == 100 && nd == 2 && memcmp(pm, md, 100) == 0 && memcmp(pd, d, sizeof(d)) == 0);
     EXPECT(tpx__reg_value_decode(val, vl - 1, &pm, &ml, &pd, &nd) != TPX_OK);
     val[0] ^= 1;
     EXPECT(tpx__reg_value_decode(val, vl, &pm, &ml, &pd, &nd) != TPX_OK);
+
+    /* signed values: two signatures, checked against trust settings */
+    unsigned char seed[32], pk1[32], sk1[64], pk2[32], sk2[64];
+    char h1[65], h2[65], spec[300], twhy[400];
+    memset(seed, 1, sizeof(seed));
+    EXPECT(tpx__ident_seed_keypair(seed, pk1, sk1) == TPX_OK);
+    memset(seed, 2, sizeof(seed));
+    EXPECT(tpx__ident_seed_keypair(seed, pk2, sk2) == TPX_OK);
+    tpx__reg_key_hex(pk1, h1);
+    tpx__reg_key_hex(pk2, h2);
+    static unsigned char sv[600];
+    const unsigned char *sigs;
+    size_t ns, slen;
+    EXPECT(tpx__reg_value_encode(md, sizeof(md), d, 2, 2, sv, sizeof(sv), &vl) == TPX_OK);
+    EXPECT(vl == 16 + 100 + sizeof(d) + 2 * 96);
+    EXPECT(tpx__reg_value_sign("/p/a", sv, vl, 0, pk1, sk1) == TPX_OK);
+    EXPECT(tpx__reg_value_sign("/p/a", sv, vl, 1, pk2, sk2) == TPX_OK);
+    EXPECT(tpx__reg_value_decode(sv, vl, &pm, &ml, &pd, &nd) == TPX_OK && ml == 100 && nd == 2);
+    EXPECT(tpx__reg_value_sigs(sv, vl, &sigs, &ns, &slen) == TPX_OK && ns == 2 && slen == vl - 192);
+    tpx__reg_trust_t t;
+    snprintf(spec, sizeof(spec), "a=%s", h1);
+    EXPECT(tpx__reg_trust_parse(spec, &t, twhy, sizeof(twhy)) == 0 && t.set && t.n == 1);
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", sv, vl, twhy, sizeof(twhy)) == TPX_OK);
+    /* the same value under another key or name: refused */
+    EXPECT(tpx__reg_trust_check(&t, "/p/b", "a", sv, vl, twhy, sizeof(twhy)) == TPX_ERR_ACCESS);
+    EXPECT(strstr(twhy, "does not verify") != NULL);
+    EXPECT(tpx__reg_trust_check(&t, "/p/b", "b", sv, vl, twhy, sizeof(twhy)) == TPX_ERR_ACCESS);
+    EXPECT(strstr(twhy, "not trusted for this name") != NULL);
+    /* one flipped byte of the metadata: refused */
+    sv[20] ^= 1;
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", sv, vl, twhy, sizeof(twhy)) == TPX_ERR_ACCESS);
+    sv[20] ^= 1;
+    tpx__reg_trust_free(&t);
+    /* a cluster key trusts any name; an unsigned value is refused */
+    snprintf(spec, sizeof(spec), "# comment\n x=%s ,\n*=%s\n", h1, h2);
+    EXPECT(tpx__reg_trust_parse(spec, &t, twhy, sizeof(twhy)) == 0 && t.n == 2);
+    EXPECT(strcmp(t.pins[1].name, "*") == 0 && memcmp(t.pins[1].pk, pk2, 32) == 0);
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", sv, vl, twhy, sizeof(twhy)) == TPX_OK);
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", val, 16 + 100 + sizeof(d), twhy, sizeof(twhy)) ==
+           TPX_ERR_ACCESS);
+    tpx__reg_trust_free(&t);
+    /* malformed settings; an empty one is unset */
+    EXPECT(tpx__reg_trust_parse("a=1234", &t, twhy, sizeof(twhy)) != 0);
+    EXPECT(tpx__reg_trust_parse("=abc", &t, twhy, sizeof(twhy)) != 0);
+    EXPECT(tpx__reg_trust_parse("/nonexistent/trust", &t, twhy, sizeof(twhy)) != 0);
+    EXPECT(tpx__reg_trust_parse("", &t, twhy, sizeof(twhy)) == 0 && !t.set);
+    /* a signing key in PEM (RFC 8410's example) and in hex; a key file
+     * that others can read is refused */
+    char kp[] = "/tmp/tpx-key-XXXXXX";
+    int kfd = mkstemp(kp);
+    static const char pem[] = "-----BEGIN PRIVATE KEY-----\n"
+                              "MC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n"
+                              "-----END PRIVATE KEY-----\n";
+    EXPECT(kfd >= 0 && write(kfd, pem, strlen(pem)) == (ssize_t)strlen(pem));
+    EXPECT(tpx__reg_sign_key_load(kp, pk1, sk1, twhy, sizeof(twhy)) == 0);
+    tpx__reg_key_hex(pk1, h1);
+    EXPECT(strcmp(h1, "19bf44096984cdfe8541bac167dc3b96c85086aa30b6b6cb0c5c38ad703166e1") == 0);
+    EXPECT(ftruncate(kfd, 0) == 0 && pwrite(kfd, h2, 64, 0) == 64); /* not a seed of ours, a key */
+    EXPECT(tpx__reg_sign_key_load(kp, pk1, sk1, twhy, sizeof(twhy)) == 0);
+    EXPECT(chmod(kp, 0644) == 0 && tpx__reg_sign_key_load(kp, pk1, sk1, twhy, sizeof(twhy)) != 0);
+    EXPECT(strstr(twhy, "chmod 600") != NULL);
+    close(kfd);
+    unlink(kp);
     TEST_DONE();
 }
 
@@ -345,22 +412,53 @@ static pid_t spawn_server(const char *name, int gen, int ttl)
 
 static void reap(pid_t pid)
 {
+    if (pid <= 0) /* never kill(-1) or the process group */
+        return;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
 }
 
+static volatile sig_atomic_t serve_term;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    serve_term = 1;
+}
+
+/* Serve until killed; SIGTERM ends it with 0 if its region still holds
+ * the pattern of `gen` (nobody's WRITE landed), else 3. */
 static int case_serve(const char *name, int gen, int ttl)
 {
     node_t n;
     tpx_registry_t *r;
+    signal(SIGTERM, on_term);
     if (node_make(&n, name, gen) != 0 || tpx_registry_open(NULL, NULL, &r) != TPX_OK ||
         tpx_registry_publish(r, n.e, &n.desc, 1, ttl) != TPX_OK)
         return 1;
     if (write(1, "ready", 5) != 5)
         return 1;
     close(1);
-    for (;;)
-        pause(); /* until killed */
+    while (!serve_term)
+        pause();
+    for (size_t i = 0; i < REGION; i++)
+        if (n.mem[i] != pattern(i, gen)) {
+            fprintf(stderr, "serve %s: byte %zu was written\n", name, i);
+            _exit(3);
+        }
+    _exit(0);
+}
+
+/* SIGTERM a `serve` process: its exit status (0: its region untouched). */
+static int serve_end(pid_t pid)
+{
+    int status = 0;
+    if (pid <= 0)
+        return -1;
+    kill(pid, SIGTERM);
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 static int case_publish(void)
@@ -574,6 +672,175 @@ static int case_restart(void)
     tpx_remote_forget(rm);
     tpx_registry_close(r);
     node_free(&c);
+    TEST_DONE();
+}
+
+/* WRITE the pattern of `gen` over the whole exported region of rm. */
+static tpx_status_t write_gen(tpx_engine_t *e, tpx_remote_t *rm, const tpx_rdesc_t *d, int gen)
+{
+    unsigned char *buf = malloc(REGION);
+    tpx_region_t *reg = NULL;
+    if (buf == NULL)
+        return TPX_ERR_NO_MEMORY;
+    for (size_t i = 0; i < REGION; i++)
+        buf[i] = pattern(i, gen);
+    tpx_status_t st = tpx_mem_register(e, buf, REGION, TPX_MEM_HOST, &reg);
+    if (st == TPX_OK) {
+        tpx_iov_t v = {.local = reg, .remote = d, .len = REGION};
+        tpx_xfer_t *x = NULL;
+        st = tpx_rma(rm, TPX_OP_WRITE, &v, 1, NULL, 0, &x);
+        if (st == TPX_OK) {
+            st = tpx_xfer_wait(x, 20000, NULL);
+            tpx_xfer_release(x);
+        }
+        tpx_mem_deregister(reg);
+    }
+    free(buf);
+    return st;
+}
+
+/* ---- trust: signed values ---- */
+
+/* A signing key file of seed byte `b` (mode 0600); its public key in hex. */
+static int key_file(const char *path, unsigned char b, char hex[65])
+{
+    unsigned char seed[32], pk[32], sk[64];
+    memset(seed, b, sizeof(seed));
+    if (tpx__ident_seed_keypair(seed, pk, sk) != TPX_OK)
+        return -1;
+    tpx__reg_key_hex(pk, hex);
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    for (int i = 0; i < 32; i++)
+        fprintf(f, "%02x", b);
+    fprintf(f, "\n");
+    fclose(f);
+    return chmod(path, 0600);
+}
+
+/* A `serve` process signing with key file kf (NULL: none; dial: no keys). */
+static pid_t spawn_signed(const char *name, int gen, const char *kf, int dial)
+{
+    if (kf != NULL)
+        setenv("TPX_METADATA_SIGN_KEY", kf, 1);
+    if (dial)
+        setenv("TPX_IDENTITY", "dial", 1);
+    pid_t pid = spawn_server(name, gen, 2);
+    unsetenv("TPX_METADATA_SIGN_KEY");
+    unsetenv("TPX_IDENTITY");
+    return pid;
+}
+
+/* Wait until `name` is no longer published (its lease expired). */
+static void wait_gone(tpx_registry_t *r, const char *name)
+{
+    char names[8][TPX_NAME_MAX];
+    uint64_t t0 = test_now_ns();
+    for (size_t n = 1, there = 1; there && test_secs_since(t0) < 15; usleep(100000)) {
+        there = 0;
+        if (tpx_registry_list(r, names, 8, &n) != TPX_OK)
+            continue;
+        for (size_t i = 0; i < n && i < 8; i++)
+            there |= strcmp(names[i], name) == 0;
+    }
+}
+
+/* An attacker who can write to etcd takes a name over once its engine is
+ * gone: its value is refused by a reader that trusts the name's key, the
+ * reader's WRITE to the name fails with TPX_ERR_ACCESS and never reaches
+ * the attacker's memory. A value signed by a key trusted for all names
+ * (a cluster key) is taken; a value without signatures, or one whose
+ * engine has no identity key, is refused. */
+static int case_trust(void)
+{
+    char dir[] = "/tmp/tpx-trust-XXXXXX", owner_kf[64], cluster_kf[64], evil_kf[64];
+    char owner_pk[65], cluster_pk[65], evil_pk[65], trust[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(owner_kf, sizeof(owner_kf), "%s/owner.key", dir);
+    snprintf(cluster_kf, sizeof(cluster_kf), "%s/cluster.key", dir);
+    snprintf(evil_kf, sizeof(evil_kf), "%s/evil.key", dir);
+    /* The keys are made in a child: libsodium's loading reads this
+     * process's settings, which must hold TPX_METADATA_TRUST first. */
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        char all[3 * 65];
+        int ok = key_file(owner_kf, 1, all) == 0 && key_file(cluster_kf, 2, all + 65) == 0 &&
+                 key_file(evil_kf, 3, all + 130) == 0;
+        _exit(ok && write(fds[1], all, sizeof(all)) == (ssize_t)sizeof(all) ? 0 : 1);
+    }
+    close(fds[1]);
+    char all[3 * 65];
+    int got = kid > 0 && read(fds[0], all, sizeof(all)) == (ssize_t)sizeof(all);
+    close(fds[0]);
+    if (kid > 0)
+        waitpid(kid, NULL, 0);
+    if (!got) {
+        fprintf(stderr, "SKIP: no libsodium\n");
+        return ETCD_SKIP;
+    }
+    memcpy(owner_pk, all, 65);
+    memcpy(cluster_pk, all + 65, 65);
+    memcpy(evil_pk, all + 130, 65);
+    snprintf(trust, sizeof(trust), "owner=%s, *=%s", owner_pk, cluster_pk);
+    setenv("TPX_METADATA_TRUST", trust, 1);
+    need_etcd();
+    node_t c;
+    EXPECT(node_make(&c, "victim", 9) == 0);
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    EXPECT(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+
+    /* the owner, signing with its pinned key: taken */
+    pid_t owner = spawn_signed("owner", 1, owner_kf, 0);
+    EXPECT(owner > 0);
+    tpx_remote_t *rm = NULL;
+    EXPECT(tpx_registry_load_remote(r, c.e, "owner", &rm, &ent) == TPX_OK);
+    tpx_rdesc_t d1 = ent.descs[0];
+    EXPECT(rm != NULL && read_check(c.e, rm, &d1, 1) == TPX_OK);
+    /* another engine signed by the cluster key: taken */
+    pid_t worker = spawn_signed("worker", 4, cluster_kf, 0);
+    tpx_remote_t *rw = NULL;
+    EXPECT(tpx_registry_load_remote(r, c.e, "worker", &rw, &ent) == TPX_OK);
+    EXPECT(rw != NULL && read_check(c.e, rw, &ent.descs[0], 4) == TPX_OK);
+
+    /* the owner dies; the attacker publishes under its name, signed with
+     * its own key (and its engine's identity key) */
+    reap(owner);
+    wait_gone(r, "owner");
+    pid_t evil = spawn_signed("owner", 2, evil_kf, 0);
+    EXPECT(evil > 0);
+    EXPECT(tpx_registry_lookup(r, "owner", &ent) == TPX_ERR_ACCESS);
+    tpx_remote_t *rx = NULL;
+    EXPECT(tpx_registry_load_remote(r, c.e, "owner", &rx, &ent) == TPX_ERR_ACCESS);
+    /* the remote loaded before looks its name up again to reconnect: its
+     * WRITE fails (the dead connection may fail it first) */
+    tpx_status_t st = write_gen(c.e, rm, &d1, 9);
+    if (st != TPX_ERR_ACCESS)
+        st = write_gen(c.e, rm, &d1, 9);
+    printf("trust: WRITE to a name taken over: %s\n", tpx_status_name(st));
+    EXPECT_EQ(st, TPX_ERR_ACCESS);
+    EXPECT_EQ(serve_end(evil), 0); /* nothing landed in the attacker's memory */
+    wait_gone(r, "owner");
+
+    /* no signature at all (an engine without keys): refused */
+    evil = spawn_signed("owner", 2, NULL, 1);
+    EXPECT(evil > 0);
+    EXPECT(tpx_registry_lookup(r, "owner", &ent) == TPX_ERR_ACCESS);
+    reap(evil);
+    printf("trust: keys %.16s... (owner) %.16s... (cluster) refused %.16s...\n", owner_pk,
+           cluster_pk, evil_pk);
+
+    reap(worker);
+    tpx_remote_forget(rm);
+    tpx_remote_forget(rw);
+    tpx_registry_close(r);
+    node_free(&c);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    EXPECT(system(cmd) == 0);
     TEST_DONE();
 }
 
@@ -987,6 +1254,8 @@ int main(int argc, char **argv)
         return case_stall();
     if (strcmp(c, "trickle") == 0)
         return case_trickle();
+    if (strcmp(c, "trust") == 0)
+        return case_trust();
     if (strcmp(c, "serve") == 0 && argc == 5)
         return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (strcmp(c, "run") == 0) {
