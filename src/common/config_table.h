@@ -266,6 +266,23 @@ TPX_CONFIG_X(METADATA_TTL, INT, "10", 2, 3600,
 TPX_CONFIG_X(METADATA_TIMEOUT_MS, INT, "3000", 100, 600000,
              "Deadline of one registry call (lookup, list, publish, lease renewal), all endpoints "
              "tried.")
+TPX_CONFIG_X(METADATA_TLS_CA, STR, "", 0, 0,
+             "CA certificates (PEM file) that an `https://` etcd's certificate must chain to; "
+             "empty: the system's. The certificate must also name the endpoint (its DNS name, "
+             "or its IP address for an address). TLS comes from OpenSSL's libssl.so.3, loaded "
+             "at run time.")
+TPX_CONFIG_X(METADATA_TLS_CERT, STR, "", 0, 0,
+             "Client certificate chain (PEM file) for an `https://` etcd that asks for one "
+             "(`--client-cert-auth`); with `TPX_METADATA_TLS_KEY`.")
+TPX_CONFIG_X(METADATA_TLS_KEY, STR, "", 0, 0,
+             "The private key (PEM file) of `TPX_METADATA_TLS_CERT`.")
+TPX_CONFIG_X(METADATA_USER, STR, "", 0, 0,
+             "etcd user for etcd's authentication (`etcdctl auth enable`): the registry gets a "
+             "token from `/v3/auth/authenticate` and sends it with every call, again when it "
+             "expires. Empty: no authentication.")
+TPX_CONFIG_X(METADATA_PASSWORD_FILE, STR, "", 0, 0,
+             "File whose first line is the password of `TPX_METADATA_USER` (a file, not a "
+             "variable, so that it stays out of process listings and environments); mode 0600.")
 TPX_CONFIG_X(METADATA_TRUST, STR, "", 0, 0,
              "Keys a registry reader trusts to sign a name's value: `NAME=KEY` (pinned for that "
              "name) and `*=KEY` (a cluster key, any name), separated by commas or white space, "

@@ -9,7 +9,8 @@
  * a body at most the caller's bound, chunk sizes are parsed with overflow
  * checks, and a malformed response drops the connection. Plain sockets keep
  * libtpx free of libcurl (one dependency less to dlopen and version-match,
- * and etcd needs none of curl's features).
+ * and etcd needs none of curl's features); https:// endpoints get their
+ * TLS from tls.c, which loads OpenSSL's libssl only then.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -29,6 +30,23 @@
 
 /* ---- endpoints ---- */
 
+/* Past a scheme at *s: 0 none, 1 plain, 2 TLS, -1 an unknown one. */
+static int take_scheme(const char **s)
+{
+    static const struct {
+        const char *p;
+        int kind;
+    } schemes[] = {{"etcd://", 1}, {"http://", 1}, {"https://", 2}};
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        size_t l = strlen(schemes[i].p);
+        if (strncmp(*s, schemes[i].p, l) == 0) {
+            *s += l;
+            return schemes[i].kind;
+        }
+    }
+    return 0;
+}
+
 int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, char *why,
                        size_t why_len)
 {
@@ -38,16 +56,23 @@ int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, cha
         return -1;
     }
     const char *s = url;
-    if (strncmp(s, "etcd://", 7) == 0)
-        s += 7;
-    else if (strstr(s, "://") != NULL) {
-        snprintf(why, why_len, "'%s': only etcd://host:port[,host:port] is supported", url);
-        return -1;
-    }
+    int kind = -2; /* the first endpoint's scheme */
     while (*s != '\0') {
+        int k = take_scheme(&s);
         const char *end = strchr(s, ',');
         size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
         char item[300];
+        if (k == 0 && memmem(s, len, "://", 3) != NULL) {
+            snprintf(why, why_len, "'%s': only etcd://, http:// and https:// endpoints are "
+                                   "supported", url);
+            return -1;
+        }
+        if (kind == -2)
+            kind = k == 0 ? 1 : k;
+        if (k != 0 && k != kind) {
+            snprintf(why, why_len, "'%s': endpoints mix https:// and plain ones", url);
+            return -1;
+        }
         if (len == 0 || len >= sizeof(item)) {
             snprintf(why, why_len, "'%s': an empty or too long endpoint", url);
             return -1;
@@ -87,6 +112,7 @@ int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, cha
         }
         snprintf(eps[*n].host, sizeof(eps[*n].host), "%.255s", host);
         snprintf(eps[*n].port, sizeof(eps[*n].port), "%ld", pv);
+        eps[*n].tls = kind == 2;
         (*n)++;
         s += len;
         if (*s == ',')
@@ -403,6 +429,11 @@ static ssize_t sock_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
     return -1;
 }
 
+static ssize_t tls_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
+{
+    return tpx__tls_read(*(tpx__tls_t **)ctx, buf, len, deadline_ns);
+}
+
 void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps)
 {
     memset(c, 0, sizeof(*c));
@@ -413,6 +444,8 @@ void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps)
 
 void tpx__http_close(tpx__http_conn_t *c)
 {
+    tpx__tls_close(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -593,13 +626,25 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ns)
  * why) the next endpoint becomes current. 0 or -1. */
 static int conn_dial(tpx__http_conn_t *c, uint64_t deadline_ns)
 {
-    c->fd = dial(&c->eps[c->cur], deadline_ns, c->last_err, sizeof(c->last_err));
+    const tpx__reg_ep_t *ep = &c->eps[c->cur];
+    c->fd = dial(ep, deadline_ns, c->last_err, sizeof(c->last_err));
+    if (c->fd >= 0 && ep->tls) {
+        char why[256] = "no TLS configuration";
+        c->tls = c->tls_ctx != NULL ? tpx__tls_connect(c->tls_ctx, c->fd, ep->host, deadline_ns,
+                                                       why, sizeof(why))
+                                    : NULL;
+        if (c->tls == NULL) {
+            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
+                     why);
+            tpx__http_close(c);
+        }
+    }
     if (c->fd < 0) {
         c->cur = (c->cur + 1) % c->neps;
         return -1;
     }
-    c->rd.read = sock_read;
-    c->rd.ctx = &c->fd;
+    c->rd.read = c->tls != NULL ? tls_read : sock_read;
+    c->rd.ctx = c->tls != NULL ? (void *)&c->tls : (void *)&c->fd;
     c->rd.off = c->rd.len = 0;
     return 0;
 }
@@ -612,16 +657,20 @@ static tpx_status_t send_request(tpx__http_conn_t *c, const char *path, const ch
 {
     const tpx__reg_ep_t *ep = &c->eps[c->cur];
     size_t blen = strlen(body);
-    char head[512];
-    int hl =
-        snprintf(head, sizeof(head),
-                 "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-                 "Content-Length: %zu\r\n%s\r\n",
-                 path, ep->host, ep->port, blen, keep_alive ? "Connection: keep-alive\r\n" : "");
+    char head[2048];
+    int hl = snprintf(head, sizeof(head),
+                      "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n%s%s%s%s\r\n",
+                      path, ep->host, ep->port, blen,
+                      keep_alive ? "Connection: keep-alive\r\n" : "",
+                      c->token[0] ? "Authorization: " : "", c->token, c->token[0] ? "\r\n" : "");
     if (hl < 0 || (size_t)hl >= sizeof(head))
         return TPX_ERR_INVALID_ARG;
-    if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
-        send_all(c->fd, body, blen, deadline_ns) != 0) {
+    int bad = c->tls != NULL ? tpx__tls_write(c->tls, head, (size_t)hl, deadline_ns) != 0 ||
+                                   tpx__tls_write(c->tls, body, blen, deadline_ns) != 0
+                             : send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
+                                   send_all(c->fd, body, blen, deadline_ns) != 0;
+    if (bad) {
         snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host, ep->port,
                  strerror(errno));
         return TPX_ERR_CONN_RESET;

@@ -36,19 +36,20 @@ static uint64_t call_deadline(void)
 }
 
 /* POST and take a 200 answer's body (the caller frees it). Anything else
- * is described in err. */
-static tpx_status_t etcd_post_by(tpx__http_conn_t *c, const char *path, const char *body,
-                                 uint64_t deadline_ns, char **out, size_t *out_len, char *err,
-                                 size_t errlen)
+ * is described in err; etcd's 401 and 403 (authentication, permission)
+ * are TPX_ERR_ACCESS. */
+static tpx_status_t etcd_post_once(tpx__http_conn_t *c, const char *path, const char *body,
+                                   uint64_t deadline_ns, char **out, size_t *out_len, int *http,
+                                   char *err, size_t errlen)
 {
     tpx__http_resp_t resp;
+    *http = 0;
     tpx_status_t st = tpx__http_post(c, path, body, deadline_ns, &resp);
     if (st != TPX_OK) {
         snprintf(err, errlen, "%s", c->last_err[0] ? c->last_err : tpx_status_string(st));
-        return st == TPX_ERR_TIMED_OUT || st == TPX_ERR_CONN_RESET ? TPX_ERR_UNREACHABLE
-               : st == TPX_ERR_NO_MEMORY                           ? st
-                                                                   : TPX_ERR_UNREACHABLE;
+        return st == TPX_ERR_NO_MEMORY ? st : TPX_ERR_UNREACHABLE;
     }
+    *http = resp.status;
     if (resp.status != 200) {
         tpx__jspan_t top;
         char msg[160] = "";
@@ -57,11 +58,95 @@ static tpx_status_t etcd_post_by(tpx__http_conn_t *c, const char *path, const ch
             snprintf(msg, sizeof(msg), "HTTP status %d", resp.status);
         snprintf(err, errlen, "etcd %s: %s", path, msg);
         free(resp.body);
-        return TPX_ERR_INVALID_STATE;
+        return resp.status == 401 || resp.status == 403 ? TPX_ERR_ACCESS : TPX_ERR_INVALID_STATE;
     }
     *out = resp.body;
     *out_len = resp.body_len;
     return TPX_OK;
+}
+
+/* A JSON string's contents (quotes not included) into out[cap]: 0, or -1
+ * if it does not fit. */
+static int json_escape(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        char tmp[8];
+        int n = ch == '"' || ch == '\\' ? snprintf(tmp, sizeof(tmp), "\\%c", ch)
+                : ch < 0x20              ? snprintf(tmp, sizeof(tmp), "\\u%04x", ch)
+                                         : snprintf(tmp, sizeof(tmp), "%c", ch);
+        if (o + (size_t)n + 1 > cap)
+            return -1;
+        memcpy(out + o, tmp, (size_t)n);
+        o += (size_t)n;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* etcd's authentication: a token for c's user, kept in c->token. */
+static tpx_status_t etcd_authenticate(tpx__http_conn_t *c, uint64_t deadline_ns, char *err,
+                                      size_t errlen)
+{
+    char user[400], pass[800], body[1300], *ans = NULL;
+    size_t alen;
+    int http;
+    c->token[0] = '\0';
+    if (json_escape(c->creds->user, user, sizeof(user)) != 0 ||
+        json_escape(c->creds->password, pass, sizeof(pass)) != 0) {
+        snprintf(err, errlen, "the etcd user name or password is too long");
+        return TPX_ERR_CONFIG;
+    }
+    snprintf(body, sizeof(body), "{\"name\":\"%s\",\"password\":\"%s\"}", user, pass);
+    tpx_status_t st =
+        etcd_post_once(c, "/v3/auth/authenticate", body, deadline_ns, &ans, &alen, &http, err,
+                       errlen);
+    memset(body, 0, sizeof(body));
+    memset(pass, 0, sizeof(pass));
+    if (st == TPX_ERR_INVALID_STATE) /* wrong user or password: etcd says 400 */
+        st = TPX_ERR_ACCESS;
+    if (st != TPX_OK) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, " (as etcd user '%s')", c->creds->user);
+        return st;
+    }
+    tpx__jspan_t top, v;
+    size_t tl;
+    if (tpx__json_parse(ans, alen, &top) != 0 || top.p[0] != '{' ||
+        tpx__json_get(top, "token", &v) != 1 ||
+        tpx__json_str(v, c->token, sizeof(c->token), &tl) != 0 || tl == 0 ||
+        strpbrk(c->token, "\r\n") != NULL) {
+        c->token[0] = '\0';
+        snprintf(err, errlen, "etcd answered an authentication with no token (is its "
+                              "authentication enabled?)");
+        st = TPX_ERR_PROTOCOL;
+    }
+    free(ans);
+    return st;
+}
+
+/* POST and take a 200 answer's body (the caller frees it); anything else
+ * is described in err. With an etcd user, a token is got first, and got
+ * again once if etcd says it expired. */
+static tpx_status_t etcd_post_by(tpx__http_conn_t *c, const char *path, const char *body,
+                                 uint64_t deadline_ns, char **out, size_t *out_len, char *err,
+                                 size_t errlen)
+{
+    for (int again = 0;; again++) {
+        tpx_status_t st;
+        int http;
+        if (c->creds != NULL && c->token[0] == '\0' &&
+            (st = etcd_authenticate(c, deadline_ns, err, errlen)) != TPX_OK)
+            return st;
+        st = etcd_post_once(c, path, body, deadline_ns, out, out_len, &http, err, errlen);
+        if (st == TPX_ERR_ACCESS && http == 401 && c->creds != NULL && again == 0) {
+            c->token[0] = '\0'; /* expired (etcd's tokens live minutes) or revoked */
+            TPX_DEBUG("registry: %s: %s: authenticating again", path, err);
+            continue;
+        }
+        return st;
+    }
 }
 
 /* etcd_post_by() with TPX_METADATA_TIMEOUT_MS from now. */
@@ -262,7 +347,9 @@ static void sec_put(tpx__reg_sec_t *sec)
     if (sec == NULL || __atomic_sub_fetch(&sec->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     tpx__reg_trust_free(&sec->trust);
+    tpx__tls_ctx_free(sec->tls);
     memset(sec->sign_sk, 0, sizeof(sec->sign_sk));
+    memset(&sec->creds, 0, sizeof(sec->creds));
     free(sec);
 }
 
@@ -272,9 +359,9 @@ static tpx__reg_sec_t *sec_get(tpx__reg_sec_t *sec)
     return sec;
 }
 
-/* The security settings from TPX_METADATA_*: TPX_OK, or TPX_ERR_CONFIG
- * (logged). */
-static tpx_status_t sec_create(tpx__reg_sec_t **out)
+/* The security settings from TPX_METADATA_* for endpoints with (tls) or
+ * without TLS: TPX_OK, or TPX_ERR_CONFIG (logged). */
+static tpx_status_t sec_create(int tls, tpx__reg_sec_t **out)
 {
     char why[512];
     tpx__reg_sec_t *sec = calloc(1, sizeof(*sec));
@@ -294,11 +381,59 @@ static tpx_status_t sec_create(tpx__reg_sec_t **out)
         }
         sec->sign = 1;
     }
+    const char *ca = tpx__config_str(TPX_CFG_METADATA_TLS_CA),
+               *cert = tpx__config_str(TPX_CFG_METADATA_TLS_CERT),
+               *key = tpx__config_str(TPX_CFG_METADATA_TLS_KEY);
+    if (tls && (sec->tls = tpx__tls_ctx_new(ca, cert, key, why, sizeof(why))) == NULL) {
+        TPX_ERROR("tpx_registry_open: TLS to etcd: %s", why);
+        goto fail;
+    }
+    if (!tls && (ca[0] != '\0' || cert[0] != '\0' || key[0] != '\0')) {
+        TPX_ERROR("tpx_registry_open: TPX_METADATA_TLS_* is set but the etcd endpoints are not "
+                  "https://: refusing to speak to them in the clear");
+        goto fail;
+    }
+    const char *user = tpx__config_str(TPX_CFG_METADATA_USER),
+               *pwf = tpx__config_str(TPX_CFG_METADATA_PASSWORD_FILE);
+    if (user[0] != '\0') {
+        char *pw = pwf[0] != '\0' ? tpx__reg_read_file(pwf, 1, why, sizeof(why)) : NULL;
+        if (pw == NULL) {
+            TPX_ERROR("tpx_registry_open: etcd user '%s': %s", user,
+                      pwf[0] != '\0' ? why : "TPX_METADATA_PASSWORD_FILE is not set");
+            goto fail;
+        }
+        pw[strcspn(pw, "\r\n")] = '\0';
+        size_t ul = strlen(user), pl = strlen(pw);
+        int fits = ul < sizeof(sec->creds.user) && pl < sizeof(sec->creds.password);
+        if (fits) {
+            memcpy(sec->creds.user, user, ul + 1);
+            memcpy(sec->creds.password, pw, pl + 1);
+        }
+        memset(pw, 0, strlen(pw));
+        free(pw);
+        if (!fits) {
+            TPX_ERROR("tpx_registry_open: the etcd user name or password is too long");
+            goto fail;
+        }
+        sec->auth = 1;
+    } else if (pwf[0] != '\0') {
+        TPX_ERROR("tpx_registry_open: TPX_METADATA_PASSWORD_FILE is set without TPX_METADATA_USER");
+        goto fail;
+    }
     *out = sec;
     return TPX_OK;
 fail:
     sec_put(sec);
     return TPX_ERR_CONFIG;
+}
+
+/* A connection to r's endpoints with r's TLS and credentials (r->sec,
+ * which must outlive it). */
+static void conn_init(tpx__http_conn_t *c, const tpx_registry_t *r)
+{
+    tpx__http_init(c, r->eps, r->neps);
+    c->tls_ctx = r->sec->tls;
+    c->creds = r->sec->auth ? &r->sec->creds : NULL;
 }
 
 TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_registry_t **out)
@@ -333,7 +468,7 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
     }
     memcpy(r->prefix, prefix, pl);
     snprintf(r->url, sizeof(r->url), "%s", url);
-    if ((st = sec_create(&r->sec)) != TPX_OK) {
+    if ((st = sec_create(r->eps[0].tls, &r->sec)) != TPX_OK) {
         free(r);
         return st;
     }
@@ -345,9 +480,9 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&r->cv, &ca);
     pthread_condattr_destroy(&ca);
-    tpx__http_init(&r->conn, r->eps, r->neps);
-    tpx__http_init(&r->ka, r->eps, r->neps);
-    tpx__http_init(&r->wc, r->eps, r->neps);
+    conn_init(&r->conn, r);
+    conn_init(&r->ka, r);
+    conn_init(&r->wc, r);
     *out = r;
     return TPX_OK;
 }
@@ -807,8 +942,16 @@ static tpx_status_t watch_open(tpx_registry_t *r, uint64_t deadline_ns)
     free(k);
     free(e);
     r->wlen = 0;
-    tpx_status_t st = tpx__http_stream_open(&r->wc, "/v3/watch", body, deadline_ns);
+    tpx_status_t st = TPX_OK;
+    char err[256] = "";
+    if (r->wc.creds != NULL && r->wc.token[0] == '\0' &&
+        (st = etcd_authenticate(&r->wc, deadline_ns, err, sizeof(err))) != TPX_OK) {
+        TPX_ERROR("tpx_registry_watch: cannot watch %s/ at %s: %s", r->prefix, r->url, err);
+        return st == TPX_ERR_NO_MEMORY || st == TPX_ERR_ACCESS ? st : TPX_ERR_UNREACHABLE;
+    }
+    st = tpx__http_stream_open(&r->wc, "/v3/watch", body, deadline_ns);
     if (st != TPX_OK) {
+        r->wc.token[0] = '\0'; /* got again next time: it may be why etcd refused */
         TPX_ERROR("tpx_registry_watch: cannot watch %s/ at %s: %s", r->prefix, r->url,
                   r->wc.last_err[0] ? r->wc.last_err : tpx_status_string(st));
         return st == TPX_ERR_NO_MEMORY ? st : TPX_ERR_UNREACHABLE;
@@ -927,8 +1070,10 @@ TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *r, tpx_registry_event_t 
         if (st == TPX_OK)
             st = watch_take(r);
         if (st != TPX_OK) {
-            /* the stream is done with: open it again where it stopped */
+            /* the stream is done with: open it again where it stopped (with a
+             * fresh token: an expired one can be why it ended) */
             tpx__http_close(&r->wc);
+            r->wc.token[0] = '\0';
             r->watching = 0;
             if (st == TPX_ERR_NO_MEMORY || tpx__now_ns() >= deadline)
                 break;
@@ -1045,7 +1190,7 @@ TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *r, tpx_engine_t *e
         rs->base.fn = resolver_fn;
         rs->base.destroy = resolver_destroy;
         rs->sec = sec_get(r->sec);
-        tpx__http_init(&rs->conn, r->eps, r->neps);
+        conn_init(&rs->conn, r);
         snprintf(rs->url, sizeof(rs->url), "%s", r->url);
         snprintf(rs->prefix, sizeof(rs->prefix), "%s", r->prefix);
         snprintf(rs->name, sizeof(rs->name), "%s", name);

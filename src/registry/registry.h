@@ -26,6 +26,30 @@
 
 #include "tpx/status.h"
 
+/* ---- TLS (tls.c: OpenSSL's libssl, loaded at run time) ---- */
+
+typedef struct tpx__tls_ctx tpx__tls_ctx_t; /* a client configuration, shared by threads */
+typedef struct tpx__tls tpx__tls_t;         /* one session on a socket */
+
+/* A client configuration: the server's certificate must chain to `ca`
+ * (a PEM file; "": the system's CA certificates); cert and key ("": none)
+ * are this client's certificate chain and its key. NULL with `why` (no
+ * libssl, a file that does not load). */
+tpx__tls_ctx_t *tpx__tls_ctx_new(const char *ca, const char *cert, const char *key, char *why,
+                                 size_t why_len);
+void tpx__tls_ctx_free(tpx__tls_ctx_t *ctx);
+/* The handshake on connected non-blocking socket fd (not owned), by the
+ * deadline; the certificate must name `host` (a DNS name or an address
+ * literal). NULL with `why`. */
+tpx__tls_t *tpx__tls_connect(tpx__tls_ctx_t *ctx, int fd, const char *host, uint64_t deadline_ns,
+                             char *why, size_t why_len);
+/* As a tpx__http_read_fn: > 0 bytes, 0 at the end, -1 with errno
+ * (ETIMEDOUT at the deadline). */
+ssize_t tpx__tls_read(tpx__tls_t *t, void *buf, size_t len, uint64_t deadline_ns);
+/* All of buf by the deadline: 0, or -1 with errno. */
+int tpx__tls_write(tpx__tls_t *t, const void *buf, size_t len, uint64_t deadline_ns);
+void tpx__tls_close(tpx__tls_t *t);
+
 /* ---- endpoints and the HTTP client (http.c) ---- */
 
 #define TPX_REG_MAX_ENDPOINTS 8
@@ -35,10 +59,13 @@
 typedef struct {
     char host[256];
     char port[8];
+    int tls; /* https:// */
 } tpx__reg_ep_t;
 
 /* "etcd://host:port[,host:port...]" (IPv6 hosts in brackets; the scheme
- * may be left out). 0, or -1 with `why` filled. */
+ * may be left out; http:// is etcd://), or "https://host:port[,...]" for
+ * TLS. Each endpoint may repeat the scheme; all must agree (one plain
+ * endpoint would undo TLS). 0, or -1 with `why` filled. */
 int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, char *why,
                        size_t why_len);
 
@@ -71,11 +98,21 @@ tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, s
 
 /* A keep-alive connection to one of the endpoints (the one that answered
  * last is tried first). */
+/* etcd's user and password (registry.c authenticates with them). */
+typedef struct {
+    char user[128];
+    char password[256];
+} tpx__reg_creds_t;
+
 typedef struct {
     tpx__reg_ep_t eps[TPX_REG_MAX_ENDPOINTS];
     int neps;
     int cur; /* endpoint of fd, or the next to try */
     int fd;  /* -1: not connected */
+    tpx__tls_ctx_t *tls_ctx; /* not owned; set for https:// endpoints */
+    tpx__tls_t *tls;         /* the session on fd */
+    const tpx__reg_creds_t *creds; /* not owned; NULL: etcd without authentication */
+    char token[1024];              /* etcd's auth token, sent as Authorization ("": none) */
     tpx__http_rd_t rd;
     int chunk_stage;     /* a stream's chunk: 0 its size line, 1 its bytes, 2 its CRLF */
     uint64_t chunk_left; /* bytes of the chunk still to come (stage 1) */
@@ -243,6 +280,9 @@ tpx_status_t tpx__reg_trust_check(const tpx__reg_trust_t *t, const char *key, co
  * writes; it must not be readable by group or others. 0, or -1 with `why`. */
 int tpx__reg_sign_key_load(const char *path, unsigned char pk[TPX_REG_PK],
                            unsigned char sk[TPX_REG_SK], char *why, size_t why_len);
+/* A whole small file (at most 64 KiB), malloc'ed, with a NUL; with
+ * `secret`, one readable by group or others is refused. NULL with `why`. */
+char *tpx__reg_read_file(const char *path, int secret, char *why, size_t why_len);
 /* Fill signature `idx` of a value encoded with nsigs > idx. */
 tpx_status_t tpx__reg_value_sign(const char *key, unsigned char *val, size_t len, size_t idx,
                                  const unsigned char pk[TPX_REG_PK],
@@ -259,6 +299,9 @@ typedef struct {
     tpx__reg_trust_t trust;
     int sign; /* TPX_METADATA_SIGN_KEY loaded */
     unsigned char sign_pk[TPX_REG_PK], sign_sk[TPX_REG_SK];
+    tpx__tls_ctx_t *tls;    /* https:// endpoints: TPX_METADATA_TLS_* (NULL: plain) */
+    int auth;               /* TPX_METADATA_USER set: creds hold it and its password */
+    tpx__reg_creds_t creds;
 } tpx__reg_sec_t;
 
 #endif

@@ -58,8 +58,7 @@ static int hex_key(const char *s, size_t n, unsigned char pk[TPX_REG_PK])
     return 0;
 }
 
-/* A whole small file (at most 64 KiB) with a NUL; NULL with `why`. */
-static char *read_small(const char *path, int secret, char *why, size_t why_len)
+char *tpx__reg_read_file(const char *path, int secret, char *why, size_t why_len)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -94,7 +93,7 @@ int tpx__reg_trust_parse(const char *spec, tpx__reg_trust_t *t, char *why, size_
     char *file = NULL;
     const char *src = spec;
     if (strchr(spec, '=') == NULL) {
-        if ((file = read_small(spec, 0, why, why_len)) == NULL)
+        if ((file = tpx__reg_read_file(spec, 0, why, why_len)) == NULL)
             return -1;
         src = file;
     }
@@ -278,7 +277,7 @@ static int pem_seed(const char *text, unsigned char seed[32])
 int tpx__reg_sign_key_load(const char *path, unsigned char pk[TPX_REG_PK],
                            unsigned char sk[TPX_REG_SK], char *why, size_t why_len)
 {
-    char *text = read_small(path, 1, why, why_len);
+    char *text = tpx__reg_read_file(path, 1, why, why_len);
     if (text == NULL)
         return -1;
     unsigned char seed[32];

@@ -29,6 +29,13 @@
  *   trust     signed values: TPX_METADATA_TRUST's pinned and cluster keys
  *             taken; an attacker's value under a dead engine's name refused,
  *             and the WRITE of a remote that reconnects by name never lands
+ *   tls       etcd over TLS with client certificates: publish, look up,
+ *             read, list and watch; refused: no client certificate, one of
+ *             another CA, a server certificate of a CA not trusted, TLS
+ *             settings with a plain endpoint
+ *   auth      etcd's authentication (over TLS): a user works on after its
+ *             token expired; a wrong password is TPX_ERR_ACCESS
+ *   probe     (internal) open a registry and list: prints the status
  *   trickle   a fake etcd that streams a watch answer one byte at a time:
  *             tpx_registry_watch(1000 ms) returns by its deadline, with
  *             nothing, and the stream goes on at the next call (no etcd)
@@ -152,7 +159,13 @@ static int case_unit(void)
     EXPECT_EQ(n, 3);
     EXPECT(strcmp(eps[1].host, "::1") == 0 && strcmp(eps[1].port, "2379") == 0);
     EXPECT(tpx__reg_parse_url("etcd://a", eps, 8, &n, why, sizeof(why)) < 0);
-    EXPECT(tpx__reg_parse_url("http://a:1", eps, 8, &n, why, sizeof(why)) < 0);
+    EXPECT(tpx__reg_parse_url("ftp://a:1", eps, 8, &n, why, sizeof(why)) < 0);
+    EXPECT(tpx__reg_parse_url("http://a:1", eps, 8, &n, why, sizeof(why)) == 0 && !eps[0].tls);
+    EXPECT(tpx__reg_parse_url("https://a:1,https://b:2,c:3", eps, 8, &n, why, sizeof(why)) == 0);
+    EXPECT(n == 3 && eps[0].tls && eps[1].tls && eps[2].tls && strcmp(eps[2].host, "c") == 0);
+    EXPECT(tpx__reg_parse_url("https://a:1,etcd://b:2", eps, 8, &n, why, sizeof(why)) < 0);
+    EXPECT(strstr(why, "mix") != NULL);
+    EXPECT(tpx__reg_parse_url("a:1,https://b:2", eps, 8, &n, why, sizeof(why)) < 0);
     EXPECT(tpx__reg_parse_url("etcd://a:0", eps, 8, &n, why, sizeof(why)) < 0);
     EXPECT(tpx__reg_parse_url("etcd://a:1,,b:2", eps, 8, &n, why, sizeof(why)) < 0);
     EXPECT(tpx__reg_parse_url("", eps, 8, &n, why, sizeof(why)) < 0);
@@ -903,6 +916,8 @@ static int case_watch(void)
 }
 
 /* A raw etcd call (the test plays another program writing to etcd). */
+static tpx__tls_ctx_t *raw_tls; /* the test's TLS to etcd, if it speaks TLS */
+
 static int raw_post(const char *path, const char *body)
 {
     tpx__reg_ep_t eps[8];
@@ -914,8 +929,11 @@ static int raw_post(const char *path, const char *body)
     if (c == NULL)
         return -1;
     tpx__http_init(c, eps, neps);
+    c->tls_ctx = raw_tls;
     tpx__http_resp_t resp;
     tpx_status_t st = tpx__http_post(c, path, body, tpx__now_ns() + 10000000000ull, &resp);
+    if (st != TPX_OK)
+        fprintf(stderr, "%s: %s\n", path, c->last_err);
     tpx__http_close(c);
     free(c);
     if (st != TPX_OK)
@@ -1207,6 +1225,280 @@ static int case_trickle(void)
     TEST_DONE();
 }
 
+/* ---- tls and auth: etcd over TLS, with its authentication ---- */
+
+static char certs[64]; /* certs.sh's directory */
+
+static void on_exit_certs(void)
+{
+    if (strncmp(certs, "/tmp/tpx-certs-", 15) == 0) {
+        char cmd[96];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", certs);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", certs);
+    }
+}
+
+/* A test CA and certificates (certs.sh, $TPX_TEST_CERTS) in certs[]. */
+static int make_certs(void)
+{
+    const char *script = getenv("TPX_TEST_CERTS");
+    snprintf(certs, sizeof(certs), "/tmp/tpx-certs-XXXXXX");
+    CHECK(script != NULL && mkdtemp(certs) != NULL);
+    atexit(on_exit_certs);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "sh '%s' '%s'", script, certs);
+    CHECK(system(cmd) == 0, "certs.sh failed (is the openssl command installed?)");
+    return 0;
+}
+
+static const char *cert(const char *file)
+{
+    static char paths[8][128];
+    static int next;
+    char *p = paths[next++ % 8];
+    snprintf(p, 128, "%s/%s", certs, file);
+    return p;
+}
+
+/* etcd over TLS answers: any HTTP answer to a range. */
+static int tls_ready(const etcd_t *s)
+{
+    (void)s;
+    tpx__reg_ep_t eps[8];
+    int neps;
+    char why[256];
+    if (tpx__reg_parse_url(etcd.url, eps, 8, &neps, why, sizeof(why)) != 0)
+        return 0;
+    static tpx__http_conn_t c;
+    tpx__http_init(&c, eps, neps);
+    c.tls_ctx = raw_tls;
+    tpx__http_resp_t resp;
+    tpx_status_t st =
+        tpx__http_post(&c, "/v3/kv/range", "{\"key\":\"AA==\"}", tpx__now_ns() + 2000000000ull, &resp);
+    tpx__http_close(&c);
+    if (st == TPX_OK)
+        free(resp.body);
+    return st == TPX_OK;
+}
+
+/* Start etcd with TLS (client certificates required or not). */
+static int need_tls_etcd(int client_cert_auth, int token_ttl)
+{
+    TRY(make_certs());
+    snprintf(etcd.tls_dir, sizeof(etcd.tls_dir), "%s", certs);
+    etcd.client_cert_auth = client_cert_auth;
+    etcd.token_ttl = token_ttl;
+    etcd.ready = tls_ready;
+    char why[256];
+    raw_tls = tpx__tls_ctx_new(cert("ca.pem"), client_cert_auth ? cert("client.pem") : "",
+                               client_cert_auth ? cert("client.key") : "", why, sizeof(why));
+    CHECK(raw_tls != NULL, "%s", why);
+    setenv("TPX_METADATA_TLS_CA", cert("ca.pem"), 1);
+    if (client_cert_auth) {
+        setenv("TPX_METADATA_TLS_CERT", cert("client.pem"), 1);
+        setenv("TPX_METADATA_TLS_KEY", cert("client.key"), 1);
+    }
+    need_etcd();
+    return 0;
+}
+
+/* `probe` in a child with settings changed (NAME=VALUE pairs; "NAME=" unsets):
+ * what it printed ("open: STATUS" or "list: STATUS"). */
+static const char *probe(const char *const *sets, size_t n)
+{
+    static char out[128];
+    int fds[2];
+    out[0] = '\0';
+    if (pipe(fds) != 0)
+        return out;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        for (size_t i = 0; i < n; i++) {
+            char kv[512];
+            snprintf(kv, sizeof(kv), "%s", sets[i]);
+            char *eq = strchr(kv, '=');
+            *eq = '\0';
+            if (eq[1] == '\0')
+                unsetenv(kv);
+            else
+                setenv(kv, eq + 1, 1);
+        }
+        execl(self, self, "probe", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (pid > 0 && got + 1 < sizeof(out) &&
+           (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(fds[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    char *nl = strchr(out, '\n');
+    if (nl != NULL)
+        *nl = '\0';
+    return out;
+}
+
+static int case_probe(void)
+{
+    tpx_registry_t *r;
+    char names[8][TPX_NAME_MAX];
+    size_t n;
+    tpx_status_t st = tpx_registry_open(NULL, "/probe", &r);
+    if (st != TPX_OK) {
+        printf("open: %s\n", tpx_status_name(st));
+        return 0;
+    }
+    printf("list: %s\n", tpx_status_name(tpx_registry_list(r, names, 8, &n)));
+    tpx_registry_close(r);
+    return 0;
+}
+
+/* Publish, look up and read by name, list and watch, over TLS with
+ * client certificates; refused: a client without a certificate, one whose
+ * certificate another CA signed, a server certificate the client's CA did
+ * not sign, and TLS settings with a plain endpoint. */
+static int case_tls(void)
+{
+    TRY(need_tls_etcd(1, 0));
+    EXPECT(strncmp(etcd.url, "https://", 8) == 0);
+    node_t a, c;
+    EXPECT(node_make(&a, "alpha", 1) == 0);
+    EXPECT(node_make(&c, "client", 3) == 0);
+    tpx_registry_t *r, *w;
+    static tpx_registry_entry_t ent;
+    char names[8][TPX_NAME_MAX];
+    tpx_registry_event_t ev[8];
+    size_t n = 0;
+    EXPECT(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+    EXPECT(tpx_registry_open(NULL, NULL, &w) == TPX_OK);
+    EXPECT(tpx_registry_list(w, names, 8, &n) == TPX_OK && n == 0);
+    EXPECT(tpx_registry_publish(r, a.e, &a.desc, 1, 5) == TPX_OK);
+    EXPECT(tpx_registry_watch(w, ev, 8, &n, 5000) == TPX_OK && n == 1 &&
+           strcmp(ev[0].name, "alpha") == 0 && !ev[0].gone);
+    tpx_remote_t *rm;
+    EXPECT(tpx_registry_load_remote(r, c.e, "alpha", &rm, &ent) == TPX_OK);
+    EXPECT(read_check(c.e, rm, &ent.descs[0], 1) == TPX_OK);
+    /* by DNS name: the certificate names localhost too */
+    char url[96];
+    tpx_registry_t *rh;
+    snprintf(url, sizeof(url), "https://localhost:%d", etcd.client_port);
+    EXPECT(tpx_registry_open(url, NULL, &rh) == TPX_OK);
+    EXPECT(tpx_registry_list(rh, names, 8, &n) == TPX_OK && n == 1);
+    tpx_registry_close(rh);
+    EXPECT(tpx_registry_unpublish(r, a.e) == TPX_OK);
+    EXPECT(tpx_registry_watch(w, ev, 8, &n, 5000) == TPX_OK && n == 1 && ev[0].gone);
+
+    const char *no_cert[] = {"TPX_METADATA_TLS_CERT=", "TPX_METADATA_TLS_KEY="};
+    const char *got = probe(no_cert, 2);
+    printf("tls: no client certificate: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_UNREACHABLE") == 0);
+    char other[3][160];
+    snprintf(other[0], sizeof(other[0]), "TPX_METADATA_TLS_CERT=%s", cert("other.pem"));
+    snprintf(other[1], sizeof(other[1]), "TPX_METADATA_TLS_KEY=%s", cert("other.key"));
+    snprintf(other[2], sizeof(other[2]), "TPX_METADATA_TLS_CA=%s", cert("other-ca.pem"));
+    const char *other_client[] = {other[0], other[1]};
+    got = probe(other_client, 2);
+    printf("tls: a client certificate of another CA: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_UNREACHABLE") == 0);
+    const char *other_ca[] = {other[2]};
+    got = probe(other_ca, 1);
+    printf("tls: a server certificate of a CA not trusted: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_UNREACHABLE") == 0);
+    char plain[96];
+    snprintf(plain, sizeof(plain), "TPX_METADATA=etcd://127.0.0.1:%d", etcd.client_port);
+    const char *plain_url[] = {plain};
+    got = probe(plain_url, 1);
+    printf("tls: TLS settings with a plain endpoint: %s\n", got);
+    EXPECT(strcmp(got, "open: TPX_ERR_CONFIG") == 0);
+
+    tpx_remote_forget(rm);
+    tpx_registry_close(w);
+    tpx_registry_close(r);
+    node_free(&a);
+    node_free(&c);
+    TEST_DONE();
+}
+
+/* etcd's authentication, over TLS: a user with the right password
+ * publishes, looks up, reads and watches, and goes on after its token
+ * expired (etcd's tokens last 2 s here); a wrong password is refused
+ * with TPX_ERR_ACCESS, no user at all by etcd. */
+static int case_auth(void)
+{
+    TRY(need_tls_etcd(0, 2));
+    CHECK(raw_post("/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"pw root\\\"1\"}") == 0);
+    CHECK(raw_post("/v3/auth/role/add", "{\"name\":\"root\"}") == 0);
+    CHECK(raw_post("/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}") == 0);
+    CHECK(raw_post("/v3/auth/enable", "{}") == 0);
+    char pwf[128], bad[128];
+    snprintf(pwf, sizeof(pwf), "%s/root.pw", certs);
+    snprintf(bad, sizeof(bad), "%s/bad.pw", certs);
+    FILE *f = fopen(pwf, "w"), *g = fopen(bad, "w");
+    CHECK(f != NULL && g != NULL);
+    fprintf(f, "pw root\"1\n");
+    fprintf(g, "not it\n");
+    fclose(f);
+    fclose(g);
+    CHECK(chmod(pwf, 0600) == 0 && chmod(bad, 0600) == 0);
+    /* without a user, before this process has one */
+    const char *got = probe(NULL, 0);
+    printf("auth: no user: %s\n", got);
+    EXPECT(strncmp(got, "list: ", 6) == 0 && strcmp(got, "list: TPX_OK") != 0);
+    setenv("TPX_METADATA_USER", "root", 1);
+    setenv("TPX_METADATA_PASSWORD_FILE", pwf, 1);
+    char badset[160];
+    snprintf(badset, sizeof(badset), "TPX_METADATA_PASSWORD_FILE=%s", bad);
+    const char *wrong[] = {badset};
+    got = probe(wrong, 1);
+    printf("auth: a wrong password: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_ACCESS") == 0);
+    got = probe(NULL, 0);
+    printf("auth: root: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_OK") == 0);
+
+    node_t c;
+    EXPECT(node_make(&c, "client", 3) == 0);
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    char names[8][TPX_NAME_MAX];
+    tpx_registry_event_t ev[8];
+    size_t n = 0;
+    EXPECT(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+    EXPECT(tpx_registry_list(r, names, 8, &n) == TPX_OK && n == 0);
+    pid_t pid = spawn_server("alpha", 1, 3); /* its own process, the same settings */
+    EXPECT(pid > 0);
+    EXPECT(tpx_registry_watch(r, ev, 8, &n, 5000) == TPX_OK && n == 1 &&
+           strcmp(ev[0].name, "alpha") == 0 && !ev[0].gone);
+    tpx_remote_t *rm;
+    EXPECT(tpx_registry_load_remote(r, c.e, "alpha", &rm, &ent) == TPX_OK);
+    EXPECT(read_check(c.e, rm, &ent.descs[0], 1) == TPX_OK);
+    /* the tokens expire; calls go on with new ones (and so does the
+     * server's lease, renewed with its own) */
+    usleep(3500 * 1000);
+    EXPECT(tpx_registry_lookup(r, "alpha", &ent) == TPX_OK);
+    EXPECT(tpx_registry_list(r, names, 8, &n) == TPX_OK && n == 1);
+    reap(pid);
+    int gone = 0;
+    uint64_t until = tpx__now_ns() + 15000000000ull;
+    while (!gone && tpx__now_ns() < until && tpx_registry_watch(r, ev, 8, &n, 1000) == TPX_OK)
+        for (size_t i = 0; i < n; i++)
+            gone |= ev[i].gone && strcmp(ev[i].name, "alpha") == 0;
+    printf("auth: the killed server's lease expired: %s\n", gone ? "seen" : "not seen");
+    EXPECT(gone);
+    tpx_remote_forget(rm);
+    tpx_registry_close(r);
+    node_free(&c);
+    TEST_DONE();
+}
+
 static int case_run(int argc, char **argv)
 {
     if (argc < 1) {
@@ -1256,6 +1548,12 @@ int main(int argc, char **argv)
         return case_trickle();
     if (strcmp(c, "trust") == 0)
         return case_trust();
+    if (strcmp(c, "tls") == 0)
+        return case_tls();
+    if (strcmp(c, "auth") == 0)
+        return case_auth();
+    if (strcmp(c, "probe") == 0)
+        return case_probe();
     if (strcmp(c, "serve") == 0 && argc == 5)
         return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (strcmp(c, "run") == 0) {
