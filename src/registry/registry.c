@@ -416,6 +416,10 @@ static tpx_status_t sec_create(int tls, tpx__reg_sec_t **out)
             goto fail;
         }
         sec->auth = 1;
+        if (!tls)
+            TPX_WARN("registry: etcd user '%s' over plain http: its password and token travel in "
+                     "the clear (use https:// endpoints)",
+                     user);
     } else if (pwf[0] != '\0') {
         TPX_ERROR("tpx_registry_open: TPX_METADATA_PASSWORD_FILE is set without TPX_METADATA_USER");
         goto fail;
