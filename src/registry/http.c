@@ -634,7 +634,7 @@ static int conn_dial(tpx__http_conn_t *c, uint64_t deadline_ns)
                                                        why, sizeof(why))
                                     : NULL;
         if (c->tls == NULL) {
-            snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
+            snprintf(c->last_err, sizeof(c->last_err), "etcd %.60s:%s: %.180s", ep->host, ep->port,
                      why);
             tpx__http_close(c);
         }

@@ -116,7 +116,7 @@ typedef struct {
     tpx__http_rd_t rd;
     int chunk_stage;     /* a stream's chunk: 0 its size line, 1 its bytes, 2 its CRLF */
     uint64_t chunk_left; /* bytes of the chunk still to come (stage 1) */
-    char last_err[160]; /* why the last request failed, for error messages */
+    char last_err[256]; /* why the last request failed, for error messages */
 } tpx__http_conn_t;
 
 void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps);
