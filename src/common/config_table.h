@@ -257,7 +257,9 @@ TPX_CONFIG_X(IDENTITY, STR, "auto", 0, 0,
              "unproven peers have `from` prefixed with `?`).")
 TPX_CONFIG_X(METADATA, STR, "", 0, 0,
              "Registry of engines (tpx/registry.h): `etcd://host:port[,host:port]` (etcd v3, its "
-             "JSON gateway). Empty: none; engines exchange metadata blobs themselves.")
+             "JSON gateway; `http://` is the same), or `https://host:port[,...]` for TLS "
+             "(`TPX_METADATA_TLS_*`). Empty: none; engines exchange metadata blobs themselves. "
+             "SECURITY.md says what each registry setting protects.")
 TPX_CONFIG_X(METADATA_PREFIX, STR, "/tpx/engines", 0, 0,
              "Key prefix in the registry: an engine is published under `<prefix>/<engine name>`.")
 TPX_CONFIG_X(METADATA_TTL, INT, "10", 2, 3600,
