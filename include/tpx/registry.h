@@ -95,7 +95,11 @@ typedef struct {
  * when none came in time. The first call starts the watch at the revision
  * of the last tpx_registry_list() (so nothing between a list and the watch
  * is missed; without a list: from now on); a stream that breaks is opened
- * again where it stopped. TPX_ERR_UNREACHABLE while etcd cannot be reached.
+ * again where it stopped. Every byte is awaited only until timeout_ms: a
+ * message still arriving then is kept and completed by the next call
+ * (*n = 0 meanwhile), and the stream's opening is bounded by it too (by
+ * TPX_METADATA_TIMEOUT_MS for a poll, timeout 0, that must open one).
+ * TPX_ERR_UNREACHABLE while etcd cannot be reached.
  * One thread at a time watches a registry. */
 TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *registry, tpx_registry_event_t *events,
                                         size_t max, size_t *n, int timeout_ms);

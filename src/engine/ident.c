@@ -52,8 +52,8 @@ static void sodium_load(void)
     *(void **)&sodium.verify = dlsym(sodium.dl, "crypto_sign_ed25519_verify_detached");
     *(void **)&sodium.randombytes = dlsym(sodium.dl, "randombytes_buf");
     if (sodium.init == NULL || sodium.keypair == NULL || sodium.seed_keypair == NULL ||
-        sodium.sign == NULL ||
-        sodium.verify == NULL || sodium.randombytes == NULL || sodium.init() < 0) {
+        sodium.sign == NULL || sodium.verify == NULL || sodium.randombytes == NULL ||
+        sodium.init() < 0) {
         TPX_WARN("identity: libsodium is incomplete or failed to initialise: not used");
         return;
     }

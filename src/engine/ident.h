@@ -44,7 +44,8 @@ tpx_status_t tpx__ident_keypair(unsigned char pk[TPX_IDENT_PK], unsigned char sk
 /* The key pair of a 32-byte seed (a long-lived key kept in a file):
  * TPX_OK, or TPX_ERR_UNSUPPORTED as above. */
 tpx_status_t tpx__ident_seed_keypair(const unsigned char seed[TPX_IDENT_SEED],
-                                     unsigned char pk[TPX_IDENT_PK], unsigned char sk[TPX_IDENT_SK]);
+                                     unsigned char pk[TPX_IDENT_PK],
+                                     unsigned char sk[TPX_IDENT_SK]);
 /* 1 when keys can be made and checked here (libsodium loaded, not disabled). */
 int tpx__ident_available(void);
 

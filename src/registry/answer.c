@@ -166,8 +166,8 @@ tpx_status_t tpx__reg_value_encode(const void *md, size_t md_len, const void *de
                                    size_t nsigs, unsigned char *out, size_t cap, size_t *len)
 {
     size_t need = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE + nsigs * TPX_REG_SIG_SIZE;
-    if (md_len > TPX_METADATA_MAX || ndescs > TPX_REGISTRY_MAX_DESCS ||
-        nsigs > TPX_REG_MAX_SIGS || need > cap)
+    if (md_len > TPX_METADATA_MAX || ndescs > TPX_REGISTRY_MAX_DESCS || nsigs > TPX_REG_MAX_SIGS ||
+        need > cap)
         return TPX_ERR_INVALID_ARG;
     tpx__put32(out, TPX_REG_VALUE_MAGIC);
     tpx__put16(out + 4, nsigs > 0 ? TPX_REG_VALUE_SIGNED : TPX_REG_VALUE_VERSION);

@@ -63,8 +63,10 @@ int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, cha
         size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
         char item[300];
         if (k == 0 && memmem(s, len, "://", 3) != NULL) {
-            snprintf(why, why_len, "'%s': only etcd://, http:// and https:// endpoints are "
-                                   "supported", url);
+            snprintf(why, why_len,
+                     "'%s': only etcd://, http:// and https:// endpoints are "
+                     "supported",
+                     url);
             return -1;
         }
         if (kind == -2)
@@ -630,9 +632,9 @@ static int conn_dial(tpx__http_conn_t *c, uint64_t deadline_ns)
     c->fd = dial(ep, deadline_ns, c->last_err, sizeof(c->last_err));
     if (c->fd >= 0 && ep->tls) {
         char why[256] = "no TLS configuration";
-        c->tls = c->tls_ctx != NULL ? tpx__tls_connect(c->tls_ctx, c->fd, ep->host, deadline_ns,
-                                                       why, sizeof(why))
-                                    : NULL;
+        c->tls = c->tls_ctx != NULL
+                     ? tpx__tls_connect(c->tls_ctx, c->fd, ep->host, deadline_ns, why, sizeof(why))
+                     : NULL;
         if (c->tls == NULL) {
             snprintf(c->last_err, sizeof(c->last_err), "etcd %.60s:%s: %.180s", ep->host, ep->port,
                      why);
@@ -658,12 +660,12 @@ static tpx_status_t send_request(tpx__http_conn_t *c, const char *path, const ch
     const tpx__reg_ep_t *ep = &c->eps[c->cur];
     size_t blen = strlen(body);
     char head[2048];
-    int hl = snprintf(head, sizeof(head),
-                      "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\n%s%s%s%s\r\n",
-                      path, ep->host, ep->port, blen,
-                      keep_alive ? "Connection: keep-alive\r\n" : "",
-                      c->token[0] ? "Authorization: " : "", c->token, c->token[0] ? "\r\n" : "");
+    int hl =
+        snprintf(head, sizeof(head),
+                 "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                 "Content-Length: %zu\r\n%s%s%s%s\r\n",
+                 path, ep->host, ep->port, blen, keep_alive ? "Connection: keep-alive\r\n" : "",
+                 c->token[0] ? "Authorization: " : "", c->token, c->token[0] ? "\r\n" : "");
     if (hl < 0 || (size_t)hl >= sizeof(head))
         return TPX_ERR_INVALID_ARG;
     int bad = c->tls != NULL ? tpx__tls_write(c->tls, head, (size_t)hl, deadline_ns) != 0 ||

@@ -74,8 +74,8 @@ static int json_escape(const char *s, char *out, size_t cap)
         unsigned char ch = (unsigned char)*s;
         char tmp[8];
         int n = ch == '"' || ch == '\\' ? snprintf(tmp, sizeof(tmp), "\\%c", ch)
-                : ch < 0x20              ? snprintf(tmp, sizeof(tmp), "\\u%04x", ch)
-                                         : snprintf(tmp, sizeof(tmp), "%c", ch);
+                : ch < 0x20             ? snprintf(tmp, sizeof(tmp), "\\u%04x", ch)
+                                        : snprintf(tmp, sizeof(tmp), "%c", ch);
         if (o + (size_t)n + 1 > cap)
             return -1;
         memcpy(out + o, tmp, (size_t)n);
@@ -99,9 +99,8 @@ static tpx_status_t etcd_authenticate(tpx__http_conn_t *c, uint64_t deadline_ns,
         return TPX_ERR_CONFIG;
     }
     snprintf(body, sizeof(body), "{\"name\":\"%s\",\"password\":\"%s\"}", user, pass);
-    tpx_status_t st =
-        etcd_post_once(c, "/v3/auth/authenticate", body, deadline_ns, &ans, &alen, &http, err,
-                       errlen);
+    tpx_status_t st = etcd_post_once(c, "/v3/auth/authenticate", body, deadline_ns, &ans, &alen,
+                                     &http, err, errlen);
     memset(body, 0, sizeof(body));
     memset(pass, 0, sizeof(pass));
     if (st == TPX_ERR_INVALID_STATE) /* wrong user or password: etcd says 400 */
@@ -118,8 +117,9 @@ static tpx_status_t etcd_authenticate(tpx__http_conn_t *c, uint64_t deadline_ns,
         tpx__json_str(v, c->token, sizeof(c->token), &tl) != 0 || tl == 0 ||
         strpbrk(c->token, "\r\n") != NULL) {
         c->token[0] = '\0';
-        snprintf(err, errlen, "etcd answered an authentication with no token (is its "
-                              "authentication enabled?)");
+        snprintf(err, errlen,
+                 "etcd answered an authentication with no token (is its "
+                 "authentication enabled?)");
         st = TPX_ERR_PROTOCOL;
     }
     free(ans);
@@ -705,14 +705,15 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
             }
         pthread_mutex_unlock(&r->pub_lock);
     }
-    char signer[2 * TPX_REG_PK + 1] = "";
+    char signer[2 * TPX_REG_PK + 1] = "", by[2 * TPX_REG_PK + 40];
     if (r->sec->sign)
         tpx__reg_key_hex(r->sec->sign_pk, signer);
-    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors, "
-             "signed by %s%s%s)",
-             name, r->url, key, (unsigned long long)lease, ttl, ndescs,
-             e->ident_keys ? "its identity key" : "", e->ident_keys && signer[0] ? " and key " : "",
+    snprintf(by, sizeof(by), "%s%s%s", e->ident_keys ? "its identity key" : "",
+             e->ident_keys && signer[0] ? " and key " : signer[0] ? "key " : "",
              signer[0] ? signer : e->ident_keys ? "" : "no key");
+    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors, "
+             "signed by %s)",
+             name, r->url, key, (unsigned long long)lease, ttl, ndescs, by);
     return TPX_OK;
 }
 
@@ -806,8 +807,9 @@ static tpx_status_t value_trusted(const tpx__reg_sec_t *sec, const char *url, co
             snprintf(why, sizeof(why), "its metadata is not that of an engine named '%s'", name);
             st = TPX_ERR_ACCESS;
         } else if (!m.has_key) {
-            snprintf(why, sizeof(why), "its engine has no identity key (TPX_IDENTITY=dial or no "
-                                       "libsodium): its connections could not be proven");
+            snprintf(why, sizeof(why),
+                     "its engine has no identity key (TPX_IDENTITY=dial or no "
+                     "libsodium): its connections could not be proven");
             st = TPX_ERR_ACCESS;
         }
     }
@@ -869,8 +871,7 @@ TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *r, const char *name,
         return TPX_ERR_INVALID_ARG;
     }
     pthread_mutex_lock(&r->lock);
-    tpx_status_t st =
-        reg_lookup(&r->conn, r->sec, r->url, r->prefix, name, call_deadline(), entry);
+    tpx_status_t st = reg_lookup(&r->conn, r->sec, r->url, r->prefix, name, call_deadline(), entry);
     pthread_mutex_unlock(&r->lock);
     return st;
 }

@@ -109,14 +109,14 @@ typedef struct {
     int neps;
     int cur; /* endpoint of fd, or the next to try */
     int fd;  /* -1: not connected */
-    tpx__tls_ctx_t *tls_ctx; /* not owned; set for https:// endpoints */
-    tpx__tls_t *tls;         /* the session on fd */
+    tpx__tls_ctx_t *tls_ctx;       /* not owned; set for https:// endpoints */
+    tpx__tls_t *tls;               /* the session on fd */
     const tpx__reg_creds_t *creds; /* not owned; NULL: etcd without authentication */
     char token[1024];              /* etcd's auth token, sent as Authorization ("": none) */
     tpx__http_rd_t rd;
     int chunk_stage;     /* a stream's chunk: 0 its size line, 1 its bytes, 2 its CRLF */
     uint64_t chunk_left; /* bytes of the chunk still to come (stage 1) */
-    char last_err[256]; /* why the last request failed, for error messages */
+    char last_err[256];  /* why the last request failed, for error messages */
 } tpx__http_conn_t;
 
 void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps);
@@ -299,8 +299,8 @@ typedef struct {
     tpx__reg_trust_t trust;
     int sign; /* TPX_METADATA_SIGN_KEY loaded */
     unsigned char sign_pk[TPX_REG_PK], sign_sk[TPX_REG_SK];
-    tpx__tls_ctx_t *tls;    /* https:// endpoints: TPX_METADATA_TLS_* (NULL: plain) */
-    int auth;               /* TPX_METADATA_USER set: creds hold it and its password */
+    tpx__tls_ctx_t *tls; /* https:// endpoints: TPX_METADATA_TLS_* (NULL: plain) */
+    int auth;            /* TPX_METADATA_USER set: creds hold it and its password */
     tpx__reg_creds_t creds;
 } tpx__reg_sec_t;
 

@@ -14,16 +14,16 @@
  * to the configured CA (or the system's) and name the endpoint (its DNS
  * name or IP address); TLS 1.2 is the least version taken.
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include "common/util.h"
 #include "registry.h"
@@ -161,8 +161,9 @@ tpx__tls_ctx_t *tpx__tls_ctx_new(const char *ca, const char *cert, const char *k
         return NULL;
     }
     if ((cert[0] != '\0') != (key[0] != '\0')) {
-        snprintf(why, why_len, "a client certificate needs its key and a key its certificate "
-                               "(TPX_METADATA_TLS_CERT and TPX_METADATA_TLS_KEY)");
+        snprintf(why, why_len,
+                 "a client certificate needs its key and a key its certificate "
+                 "(TPX_METADATA_TLS_CERT and TPX_METADATA_TLS_KEY)");
         return NULL;
     }
     ossl.err_clear();
@@ -183,10 +184,9 @@ tpx__tls_ctx_t *tpx__tls_ctx_new(const char *ca, const char *cert, const char *k
                    "cannot be loaded");
         goto fail;
     }
-    if (cert[0] != '\0' &&
-        (ossl.ctx_use_chain_file(t->ctx, cert) != 1 ||
-         ossl.ctx_use_key_file(t->ctx, key, SSL_FILETYPE_PEM_) != 1 ||
-         ossl.ctx_check_key(t->ctx) != 1)) {
+    if (cert[0] != '\0' && (ossl.ctx_use_chain_file(t->ctx, cert) != 1 ||
+                            ossl.ctx_use_key_file(t->ctx, key, SSL_FILETYPE_PEM_) != 1 ||
+                            ossl.ctx_check_key(t->ctx) != 1)) {
         last_error(why, why_len, cert, "the certificate or its key cannot be loaded");
         goto fail;
     }
@@ -266,8 +266,7 @@ tpx__tls_t *tpx__tls_connect(tpx__tls_ctx_t *ctx, int fd, const char *host, uint
                      ossl.verify_string(v));
         else
             last_error(why, why_len, "TLS handshake",
-                       err == SSL_ERROR_SYSCALL_ ? "the server closed the connection"
-                                                 : "failed");
+                       err == SSL_ERROR_SYSCALL_ ? "the server closed the connection" : "failed");
         goto fail;
     }
 fail:

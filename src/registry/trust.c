@@ -67,8 +67,10 @@ char *tpx__reg_read_file(const char *path, int secret, char *why, size_t why_len
     }
     struct stat sb;
     if (secret && fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077) != 0) {
-        snprintf(why, why_len, "%s holds a secret key but is readable by others (mode %03o): "
-                 "chmod 600 it", path, (unsigned)(sb.st_mode & 0777));
+        snprintf(why, why_len,
+                 "%s holds a secret key but is readable by others (mode %03o): "
+                 "chmod 600 it",
+                 path, (unsigned)(sb.st_mode & 0777));
         fclose(f);
         return NULL;
     }
@@ -77,7 +79,8 @@ char *tpx__reg_read_file(const char *path, int secret, char *why, size_t why_len
     int big = buf != NULL && n == 65536 && fgetc(f) != EOF;
     fclose(f);
     if (buf == NULL || big) {
-        snprintf(why, why_len, "%s: %s", path, buf == NULL ? "out of memory" : "larger than 64 KiB");
+        snprintf(why, why_len, "%s: %s", path,
+                 buf == NULL ? "out of memory" : "larger than 64 KiB");
         free(buf);
         return NULL;
     }
@@ -118,7 +121,8 @@ int tpx__reg_trust_parse(const char *spec, tpx__reg_trust_t *t, char *why, size_
         tpx__reg_pin_t pin;
         if (eq == NULL || nl == 0 || nl >= sizeof(pin.name) ||
             hex_key(eq + 1, (size_t)(end - eq - 1), pin.pk) != 0) {
-            snprintf(why, why_len, "TPX_METADATA_TRUST%s%s: '%.*s' is not NAME=KEY or *=KEY "
+            snprintf(why, why_len,
+                     "TPX_METADATA_TRUST%s%s: '%.*s' is not NAME=KEY or *=KEY "
                      "(KEY: 64 hex digits, an Ed25519 public key)",
                      file ? " file " : "", file ? spec : "", (int)TPX_MIN(end - p, 100), p);
             goto out;
@@ -217,8 +221,9 @@ tpx_status_t tpx__reg_trust_check(const tpx__reg_trust_t *t, const char *key, co
         return TPX_ERR_ACCESS;
     }
     if (!tpx__ident_available()) {
-        snprintf(why, why_len, "signatures cannot be checked here: TPX_METADATA_TRUST needs "
-                               "libsodium (and TPX_IDENTITY=auto)");
+        snprintf(why, why_len,
+                 "signatures cannot be checked here: TPX_METADATA_TRUST needs "
+                 "libsodium (and TPX_IDENTITY=auto)");
         return TPX_ERR_ACCESS;
     }
     unsigned char *m = sig_message(key, val, sl, &ml);
@@ -288,8 +293,10 @@ int tpx__reg_sign_key_load(const char *path, unsigned char pk[TPX_REG_PK],
     memset(text, 0, strlen(text));
     free(text);
     if (rc != 0) {
-        snprintf(why, why_len, "%s: not an Ed25519 secret key (64 hex digits, or the PEM of "
-                 "`openssl genpkey -algorithm ed25519`)", path);
+        snprintf(why, why_len,
+                 "%s: not an Ed25519 secret key (64 hex digits, or the PEM of "
+                 "`openssl genpkey -algorithm ed25519`)",
+                 path);
         return -1;
     }
     tpx_status_t st = tpx__ident_seed_keypair(seed, pk, sk);

@@ -140,8 +140,7 @@ static void fuzz_value(const unsigned char *in, size_t n)
     TPX_FUZZ_CHECK(tpx__reg_value_encode(md, ml, descs, nd, ns, out, n, &len) == TPX_OK && len == n,
                    "value: cannot encode what was decoded");
     memcpy(out + sl, sigs, ns * 96);
-    TPX_FUZZ_CHECK(memcmp(out, in, n) == 0,
-                   "value: decode . encode is not the identity");
+    TPX_FUZZ_CHECK(memcmp(out, in, n) == 0, "value: decode . encode is not the identity");
     free(out);
 }
 

@@ -36,9 +36,9 @@ struct etcd {
     char url[64]; /* etcd://127.0.0.1:PORT, or https:// with tls_dir */
     char bin[512];
     /* set before the first start: */
-    char tls_dir[64];     /* certs.sh's directory: clients speak TLS (server.pem) */
-    int client_cert_auth; /* clients must show a certificate of ca.pem */
-    int token_ttl;        /* --auth-token-ttl, seconds (0: etcd's 300) */
+    char tls_dir[64];             /* certs.sh's directory: clients speak TLS (server.pem) */
+    int client_cert_auth;         /* clients must show a certificate of ca.pem */
+    int token_ttl;                /* --auth-token-ttl, seconds (0: etcd's 300) */
     int (*ready)(const etcd_t *); /* is it answering? (NULL: a plain HTTP range) */
 };
 

@@ -1274,8 +1274,8 @@ static int tls_ready(const etcd_t *s)
     tpx__http_init(&c, eps, neps);
     c.tls_ctx = raw_tls;
     tpx__http_resp_t resp;
-    tpx_status_t st =
-        tpx__http_post(&c, "/v3/kv/range", "{\"key\":\"AA==\"}", tpx__now_ns() + 2000000000ull, &resp);
+    tpx_status_t st = tpx__http_post(&c, "/v3/kv/range", "{\"key\":\"AA==\"}",
+                                     tpx__now_ns() + 2000000000ull, &resp);
     tpx__http_close(&c);
     if (st == TPX_OK)
         free(resp.body);
