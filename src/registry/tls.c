@@ -12,7 +12,11 @@
  * read or write more returns at once and the wait is a poll() bounded by
  * the deadline, as for plain sockets. The server's certificate must chain
  * to the configured CA (or the system's) and name the endpoint (its DNS
- * name or IP address); TLS 1.2 is the least version taken.
+ * name or IP address); TLS 1.2 is the least version taken. OpenSSL writes
+ * to the socket with write(), which raises SIGPIPE when the peer is gone:
+ * each call blocks SIGPIPE in its thread and takes back one it caused, so
+ * a process that did not ignore SIGPIPE is not killed by an etcd that
+ * closed (plain sockets use MSG_NOSIGNAL for the same reason).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -20,6 +24,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +148,35 @@ static void last_error(char *why, size_t why_len, const char *what, const char *
     snprintf(why, why_len, "%s: %s", what, e != 0 ? buf : dflt);
 }
 
+/* SIGPIPE blocked in this thread while OpenSSL may write (as libpq does). */
+typedef struct {
+    sigset_t old;
+    int pending; /* one was pending before: not ours to take */
+} pipe_guard_t;
+
+static void pipe_block(pipe_guard_t *g)
+{
+    sigset_t set, pend;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    g->pending = sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+static void pipe_unblock(pipe_guard_t *g)
+{
+    sigset_t set, pend;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    if (!g->pending && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        int saved = errno;
+        (void)sigtimedwait(&set, NULL, &zero);
+        errno = saved;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 struct tpx__tls_ctx {
     void *ctx;
 };
@@ -228,8 +262,8 @@ static int tls_wait(int fd, int err, uint64_t deadline_ns, int *last)
     return 0;
 }
 
-tpx__tls_t *tpx__tls_connect(tpx__tls_ctx_t *ctx, int fd, const char *host, uint64_t deadline_ns,
-                             char *why, size_t why_len)
+static tpx__tls_t *tls_connect(tpx__tls_ctx_t *ctx, int fd, const char *host, uint64_t deadline_ns,
+                               char *why, size_t why_len)
 {
     ossl.err_clear();
     tpx__tls_t *t = calloc(1, sizeof(*t));
@@ -276,7 +310,7 @@ fail:
     return NULL;
 }
 
-ssize_t tpx__tls_read(tpx__tls_t *t, void *buf, size_t len, uint64_t deadline_ns)
+static ssize_t tls_read(tpx__tls_t *t, void *buf, size_t len, uint64_t deadline_ns)
 {
     int n = len > (size_t)INT32_MAX ? INT32_MAX : (int)len;
     for (int last = 0;;) {
@@ -299,7 +333,7 @@ ssize_t tpx__tls_read(tpx__tls_t *t, void *buf, size_t len, uint64_t deadline_ns
     }
 }
 
-int tpx__tls_write(tpx__tls_t *t, const void *buf, size_t len, uint64_t deadline_ns)
+static int tls_write(tpx__tls_t *t, const void *buf, size_t len, uint64_t deadline_ns)
 {
     const char *p = buf;
     while (len > 0) {
@@ -330,8 +364,39 @@ void tpx__tls_close(tpx__tls_t *t)
 {
     if (t == NULL)
         return;
+    pipe_guard_t g;
+    pipe_block(&g);
     ossl.err_clear();
     (void)ossl.shutdown(t->ssl); /* one try: a close_notify if it fits, no wait */
     ossl.ssl_free(t->ssl);
+    pipe_unblock(&g);
     free(t);
+}
+
+tpx__tls_t *tpx__tls_connect(tpx__tls_ctx_t *ctx, int fd, const char *host, uint64_t deadline_ns,
+                             char *why, size_t why_len)
+{
+    pipe_guard_t g;
+    pipe_block(&g);
+    tpx__tls_t *t = tls_connect(ctx, fd, host, deadline_ns, why, why_len);
+    pipe_unblock(&g);
+    return t;
+}
+
+ssize_t tpx__tls_read(tpx__tls_t *t, void *buf, size_t len, uint64_t deadline_ns)
+{
+    pipe_guard_t g;
+    pipe_block(&g); /* a read may write too (TLS 1.3 key updates, alerts) */
+    ssize_t r = tls_read(t, buf, len, deadline_ns);
+    pipe_unblock(&g);
+    return r;
+}
+
+int tpx__tls_write(tpx__tls_t *t, const void *buf, size_t len, uint64_t deadline_ns)
+{
+    pipe_guard_t g;
+    pipe_block(&g);
+    int r = tls_write(t, buf, len, deadline_ns);
+    pipe_unblock(&g);
+    return r;
 }
