@@ -651,11 +651,21 @@ static int conn_dial(tpx__http_conn_t *c, uint64_t deadline_ns)
     return 0;
 }
 
+/* With TLS 1.3 a server that refuses the client's certificate (or asks for
+ * one it did not get) says so only after the client's handshake ended: the
+ * first request then finds the connection closed. Say what it likely was. */
+static const char *tls_hint(const tpx__http_conn_t *c, int fresh)
+{
+    return c->tls != NULL && fresh ? " (over TLS: did etcd refuse this client's certificate, or "
+                                     "want one? TPX_METADATA_TLS_CERT)"
+                                   : "";
+}
+
 /* "POST path" with a JSON body to the current endpoint (keep_alive: ask
  * for the connection to stay open). TPX_ERR_INVALID_ARG if the head does
  * not fit, TPX_ERR_CONN_RESET (last_err says why) if a send failed. */
 static tpx_status_t send_request(tpx__http_conn_t *c, const char *path, const char *body,
-                                 int keep_alive, uint64_t deadline_ns)
+                                 int keep_alive, int fresh, uint64_t deadline_ns)
 {
     const tpx__reg_ep_t *ep = &c->eps[c->cur];
     size_t blen = strlen(body);
@@ -673,8 +683,8 @@ static tpx_status_t send_request(tpx__http_conn_t *c, const char *path, const ch
                              : send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
                                    send_all(c->fd, body, blen, deadline_ns) != 0;
     if (bad) {
-        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host, ep->port,
-                 strerror(errno));
+        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s%s", ep->host, ep->port,
+                 strerror(errno), tls_hint(c, fresh));
         return TPX_ERR_CONN_RESET;
     }
     return TPX_OK;
@@ -702,7 +712,7 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
         }
         const tpx__reg_ep_t *ep = &c->eps[c->cur];
         c->rd.off = c->rd.len = 0; /* nothing may be pending between requests */
-        tpx_status_t sst = send_request(c, path, body, 1, deadline_ns);
+        tpx_status_t sst = send_request(c, path, body, 1, fresh, deadline_ns);
         if (sst == TPX_ERR_INVALID_ARG)
             return sst;
         if (sst != TPX_OK) {
@@ -720,8 +730,9 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
             c->last_err[0] = '\0';
             return TPX_OK;
         }
-        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
-                 st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st));
+        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s%s", ep->host, ep->port,
+                 st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st),
+                 st == TPX_ERR_CONN_RESET ? tls_hint(c, fresh) : "");
         tpx__http_close(c);
         if (st == TPX_ERR_CONN_RESET && !fresh)
             continue;
@@ -767,7 +778,7 @@ tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const 
             st = TPX_ERR_UNREACHABLE;
             continue;
         }
-        st = send_request(c, path, body, 0, deadline_ns);
+        st = send_request(c, path, body, 0, 1, deadline_ns);
         if (st == TPX_ERR_INVALID_ARG)
             return st;
         if (st == TPX_OK)

@@ -344,6 +344,16 @@ static int case_unit(void)
     EXPECT(tpx__reg_trust_parse("=abc", &t, twhy, sizeof(twhy)) != 0);
     EXPECT(tpx__reg_trust_parse("/nonexistent/trust", &t, twhy, sizeof(twhy)) != 0);
     EXPECT(tpx__reg_trust_parse("", &t, twhy, sizeof(twhy)) == 0 && !t.set);
+    /* the same in a file */
+    char tp[] = "/tmp/tpx-trust-XXXXXX";
+    int tfd = mkstemp(tp);
+    snprintf(spec, sizeof(spec), "# readers of prefill-0\nprefill-0=%s\n\n*=%s # cluster\n", h1, h2);
+    EXPECT(tfd >= 0 && write(tfd, spec, strlen(spec)) == (ssize_t)strlen(spec));
+    EXPECT(tpx__reg_trust_parse(tp, &t, twhy, sizeof(twhy)) == 0 && t.n == 2);
+    EXPECT(strcmp(t.pins[0].name, "prefill-0") == 0 && memcmp(t.pins[0].pk, pk1, 32) == 0);
+    tpx__reg_trust_free(&t);
+    close(tfd);
+    unlink(tp);
     /* a signing key in PEM (RFC 8410's example) and in hex; a key file
      * that others can read is refused */
     char kp[] = "/tmp/tpx-key-XXXXXX";
@@ -1399,8 +1409,17 @@ static int case_tls(void)
     EXPECT(tpx_registry_unpublish(r, a.e) == TPX_OK);
     EXPECT(tpx_registry_watch(w, ev, 8, &n, 5000) == TPX_OK && n == 1 && ev[0].gone);
 
+    /* files that do not load, a certificate without its key: at open */
+    const char *no_ca[] = {"TPX_METADATA_TLS_CA=/nonexistent/ca.pem"};
+    const char *got = probe(no_ca, 1);
+    printf("tls: a CA file that does not exist: %s\n", got);
+    EXPECT(strcmp(got, "open: TPX_ERR_CONFIG") == 0);
+    const char *no_key[] = {"TPX_METADATA_TLS_KEY="};
+    got = probe(no_key, 1);
+    printf("tls: a client certificate without its key: %s\n", got);
+    EXPECT(strcmp(got, "open: TPX_ERR_CONFIG") == 0);
     const char *no_cert[] = {"TPX_METADATA_TLS_CERT=", "TPX_METADATA_TLS_KEY="};
-    const char *got = probe(no_cert, 2);
+    got = probe(no_cert, 2);
     printf("tls: no client certificate: %s\n", got);
     EXPECT(strcmp(got, "list: TPX_ERR_UNREACHABLE") == 0);
     char other[3][160];
