@@ -11,12 +11,19 @@
  * connection looks the name up again.
  *
  * etcd is reached through its JSON gateway (HTTP/1.1, POST /v3/...) with a
- * small client of tpx's own over plain sockets: no library is needed, and
- * nothing of this runs unless tpx_registry_open() is called.
+ * small client of tpx's own over plain sockets, or over TLS for https://
+ * endpoints (OpenSSL's libssl, loaded at run time only then), with etcd's
+ * user/password authentication when TPX_METADATA_USER is set. Nothing of
+ * this runs unless tpx_registry_open() is called. Published values are
+ * signed; a reader with TPX_METADATA_TRUST takes a name only when a key
+ * trusted for it signed the value (SECURITY.md, "The registry").
  *
  * Errors: TPX_ERR_UNREACHABLE when no etcd endpoint answers (the message
  * names them), TPX_ERR_NOT_FOUND when a name is not published (never, or
- * its lease expired), TPX_ERR_PROTOCOL for an answer that is not etcd's.
+ * its lease expired), TPX_ERR_ACCESS when etcd refused our credentials or
+ * a name's value is not signed by a key trusted for it, TPX_ERR_CONFIG for
+ * malformed TPX_METADATA_* settings (at open), TPX_ERR_PROTOCOL for an
+ * answer that is not etcd's.
  * Threads: every call is thread-safe; calls on one registry are serialised.
  */
 #ifndef TPX_REGISTRY_H
@@ -41,9 +48,11 @@ typedef struct {
     tpx_rdesc_t descs[TPX_REGISTRY_MAX_DESCS]; /* the regions it exported, in publish order */
 } tpx_registry_entry_t;
 
-/* Open a registry. url: "etcd://host:port[,host:port...]" (NULL:
- * TPX_METADATA); prefix: the keys' prefix (NULL: TPX_METADATA_PREFIX).
- * Nothing is contacted yet. */
+/* Open a registry. url: "etcd://host:port[,host:port...]" or
+ * "https://host:port[,...]" (NULL: TPX_METADATA); prefix: the keys' prefix
+ * (NULL: TPX_METADATA_PREFIX). The TLS, authentication, signing and trust
+ * settings (TPX_METADATA_*) are read and loaded now; nothing is contacted
+ * yet. */
 TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix,
                                        tpx_registry_t **registry);
 /* Revoke the leases of this registry's publications (their keys vanish at
@@ -66,7 +75,8 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *registry, tpx_engine_t
 /* Remove the engine's key now (revokes its lease). */
 TPX_API tpx_status_t tpx_registry_unpublish(tpx_registry_t *registry, tpx_engine_t *engine);
 
-/* The entry published under `name`; TPX_ERR_NOT_FOUND if there is none. */
+/* The entry published under `name`; TPX_ERR_NOT_FOUND if there is none,
+ * TPX_ERR_ACCESS if TPX_METADATA_TRUST refuses its value. */
 TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *registry, const char *name,
                                          tpx_registry_entry_t *entry);
 /* The names published under the prefix, sorted (etcd's key order): up to
@@ -85,7 +95,11 @@ typedef struct {
  * when none came in time. The first call starts the watch at the revision
  * of the last tpx_registry_list() (so nothing between a list and the watch
  * is missed; without a list: from now on); a stream that breaks is opened
- * again where it stopped. TPX_ERR_UNREACHABLE while etcd cannot be reached.
+ * again where it stopped. Every byte is awaited only until timeout_ms: a
+ * message still arriving then is kept and completed by the next call
+ * (*n = 0 meanwhile), and the stream's opening is bounded by it too (by
+ * TPX_METADATA_TIMEOUT_MS for a poll, timeout 0, that must open one).
+ * TPX_ERR_UNREACHABLE while etcd cannot be reached.
  * One thread at a time watches a registry. */
 TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *registry, tpx_registry_event_t *events,
                                         size_t max, size_t *n, int timeout_ms);

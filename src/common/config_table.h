@@ -260,7 +260,9 @@ TPX_CONFIG_X(IDENTITY, STR, "auto", 0, 0,
              "unproven peers have `from` prefixed with `?`).")
 TPX_CONFIG_X(METADATA, STR, "", 0, 0,
              "Registry of engines (tpx/registry.h): `etcd://host:port[,host:port]` (etcd v3, its "
-             "JSON gateway). Empty: none; engines exchange metadata blobs themselves.")
+             "JSON gateway; `http://` is the same), or `https://host:port[,...]` for TLS "
+             "(`TPX_METADATA_TLS_*`). Empty: none; engines exchange metadata blobs themselves. "
+             "SECURITY.md says what each registry setting protects.")
 TPX_CONFIG_X(METADATA_PREFIX, STR, "/tpx/engines", 0, 0,
              "Key prefix in the registry: an engine is published under `<prefix>/<engine name>`.")
 TPX_CONFIG_X(METADATA_TTL, INT, "10", 2, 3600,
@@ -269,6 +271,36 @@ TPX_CONFIG_X(METADATA_TTL, INT, "10", 2, 3600,
 TPX_CONFIG_X(METADATA_TIMEOUT_MS, INT, "3000", 100, 600000,
              "Deadline of one registry call (lookup, list, publish, lease renewal), all endpoints "
              "tried.")
+TPX_CONFIG_X(METADATA_TLS_CA, STR, "", 0, 0,
+             "CA certificates (PEM file) that an `https://` etcd's certificate must chain to; "
+             "empty: the system's. The certificate must also name the endpoint (its DNS name, "
+             "or its IP address for an address). TLS comes from OpenSSL's libssl.so.3, loaded "
+             "at run time.")
+TPX_CONFIG_X(METADATA_TLS_CERT, STR, "", 0, 0,
+             "Client certificate chain (PEM file) for an `https://` etcd that asks for one "
+             "(`--client-cert-auth`); with `TPX_METADATA_TLS_KEY`.")
+TPX_CONFIG_X(METADATA_TLS_KEY, STR, "", 0, 0,
+             "The private key (PEM file) of `TPX_METADATA_TLS_CERT`.")
+TPX_CONFIG_X(METADATA_USER, STR, "", 0, 0,
+             "etcd user for etcd's authentication (`etcdctl auth enable`): the registry gets a "
+             "token from `/v3/auth/authenticate` and sends it with every call, again when it "
+             "expires. Empty: no authentication.")
+TPX_CONFIG_X(METADATA_PASSWORD_FILE, STR, "", 0, 0,
+             "File whose first line is the password of `TPX_METADATA_USER` (a file, not a "
+             "variable, so that it stays out of process listings and environments); mode 0600.")
+TPX_CONFIG_X(METADATA_TRUST, STR, "", 0, 0,
+             "Keys a registry reader trusts to sign a name's value: `NAME=KEY` (pinned for that "
+             "name) and `*=KEY` (a cluster key, any name), separated by commas or white space, "
+             "KEY an Ed25519 public key in 64 hex digits; a setting without `=` is the path of a "
+             "file of such entries (`#` comments). Set: a value not signed by a trusted key is "
+             "refused (`TPX_ERR_ACCESS`), and so is one whose metadata has no identity key. "
+             "Empty: any value is taken, and a warning says once that names are not "
+             "authenticated. Needs libsodium.")
+TPX_CONFIG_X(METADATA_SIGN_KEY, STR, "", 0, 0,
+             "File of the Ed25519 secret key a publisher signs its registry values with, besides "
+             "its engine's identity key: 64 hex digits (the seed) or the PEM of `openssl genpkey "
+             "-algorithm ed25519`, mode 0600. Its public key (logged at publish) goes into the "
+             "readers' `TPX_METADATA_TRUST`. Needs libsodium.")
 TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
              "Peers an engine keeps at once; an incoming connection beyond it is refused (the "
              "other side is told why). A quarter is kept for peers authenticated by "

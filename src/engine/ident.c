@@ -20,6 +20,7 @@ typedef struct {
     void *dl;
     int (*init)(void);
     int (*keypair)(unsigned char *pk, unsigned char *sk);
+    int (*seed_keypair)(unsigned char *pk, unsigned char *sk, const unsigned char *seed);
     int (*sign)(unsigned char *sig, unsigned long long *siglen, const unsigned char *m,
                 unsigned long long mlen, const unsigned char *sk);
     int (*verify)(const unsigned char *sig, const unsigned char *m, unsigned long long mlen,
@@ -46,11 +47,13 @@ static void sodium_load(void)
     }
     *(void **)&sodium.init = dlsym(sodium.dl, "sodium_init");
     *(void **)&sodium.keypair = dlsym(sodium.dl, "crypto_sign_ed25519_keypair");
+    *(void **)&sodium.seed_keypair = dlsym(sodium.dl, "crypto_sign_ed25519_seed_keypair");
     *(void **)&sodium.sign = dlsym(sodium.dl, "crypto_sign_ed25519_detached");
     *(void **)&sodium.verify = dlsym(sodium.dl, "crypto_sign_ed25519_verify_detached");
     *(void **)&sodium.randombytes = dlsym(sodium.dl, "randombytes_buf");
-    if (sodium.init == NULL || sodium.keypair == NULL || sodium.sign == NULL ||
-        sodium.verify == NULL || sodium.randombytes == NULL || sodium.init() < 0) {
+    if (sodium.init == NULL || sodium.keypair == NULL || sodium.seed_keypair == NULL ||
+        sodium.sign == NULL || sodium.verify == NULL || sodium.randombytes == NULL ||
+        sodium.init() < 0) {
         TPX_WARN("identity: libsodium is incomplete or failed to initialise: not used");
         return;
     }
@@ -84,6 +87,14 @@ tpx_status_t tpx__ident_keypair(unsigned char pk[TPX_IDENT_PK], unsigned char sk
         return TPX_ERR_INTERNAL;
     }
     return TPX_OK;
+}
+
+tpx_status_t tpx__ident_seed_keypair(const unsigned char seed[TPX_IDENT_SEED],
+                                     unsigned char pk[TPX_IDENT_PK], unsigned char sk[TPX_IDENT_SK])
+{
+    if (!tpx__ident_available())
+        return TPX_ERR_UNSUPPORTED;
+    return sodium.seed_keypair(pk, sk, seed) == 0 ? TPX_OK : TPX_ERR_INTERNAL;
 }
 
 void tpx__ident_message(int signer_is_client, const unsigned char transcript[TPX_IDENT_HASH],

@@ -32,6 +32,7 @@
 #define TPX_IDENT_SK   64
 #define TPX_IDENT_SIG  64
 #define TPX_IDENT_HASH 32
+#define TPX_IDENT_SEED 32
 
 /* The engine id a public key names: its first 8 bytes of SHA-256 over
  * "tpx-engine-id" || pk, big-endian; never 0. */
@@ -40,6 +41,11 @@ uint64_t tpx__ident_id(const unsigned char pk[TPX_IDENT_PK]);
 /* Create a key pair: TPX_OK (pk, sk written), or TPX_ERR_UNSUPPORTED when
  * libsodium is not there or TPX_IDENTITY=dial. Thread-safe. */
 tpx_status_t tpx__ident_keypair(unsigned char pk[TPX_IDENT_PK], unsigned char sk[TPX_IDENT_SK]);
+/* The key pair of a 32-byte seed (a long-lived key kept in a file):
+ * TPX_OK, or TPX_ERR_UNSUPPORTED as above. */
+tpx_status_t tpx__ident_seed_keypair(const unsigned char seed[TPX_IDENT_SEED],
+                                     unsigned char pk[TPX_IDENT_PK],
+                                     unsigned char sk[TPX_IDENT_SK]);
 /* 1 when keys can be made and checked here (libsodium loaded, not disabled). */
 int tpx__ident_available(void);
 

@@ -163,37 +163,70 @@ tpx_status_t tpx__reg_parse_lease(const char *body, size_t len, int keepalive, u
 /* ---- the published value ---- */
 
 tpx_status_t tpx__reg_value_encode(const void *md, size_t md_len, const void *descs, size_t ndescs,
-                                   unsigned char *out, size_t cap, size_t *len)
+                                   size_t nsigs, unsigned char *out, size_t cap, size_t *len)
 {
-    size_t need = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE;
-    if (md_len > TPX_METADATA_MAX || ndescs > TPX_REGISTRY_MAX_DESCS || need > cap)
+    size_t need = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE + nsigs * TPX_REG_SIG_SIZE;
+    if (md_len > TPX_METADATA_MAX || ndescs > TPX_REGISTRY_MAX_DESCS || nsigs > TPX_REG_MAX_SIGS ||
+        need > cap)
         return TPX_ERR_INVALID_ARG;
     tpx__put32(out, TPX_REG_VALUE_MAGIC);
-    tpx__put16(out + 4, TPX_REG_VALUE_VERSION);
+    tpx__put16(out + 4, nsigs > 0 ? TPX_REG_VALUE_SIGNED : TPX_REG_VALUE_VERSION);
     tpx__put16(out + 6, (uint16_t)ndescs);
     tpx__put32(out + 8, (uint32_t)md_len);
-    tpx__put32(out + 12, 0);
+    tpx__put16(out + 12, (uint16_t)nsigs);
+    tpx__put16(out + 14, 0);
     memcpy(out + TPX_REG_VALUE_HDR, md, md_len);
     if (ndescs > 0)
         memcpy(out + TPX_REG_VALUE_HDR + md_len, descs, ndescs * TPX_RDESC_SIZE);
+    if (nsigs > 0)
+        memset(out + need - nsigs * TPX_REG_SIG_SIZE, 0, nsigs * TPX_REG_SIG_SIZE);
     *len = need;
     return TPX_OK;
+}
+
+/* The header checked: 0 and the counts, or -1. */
+static int value_head(const unsigned char *buf, size_t len, size_t *nd, size_t *ml, size_t *ns)
+{
+    if (len < TPX_REG_VALUE_HDR || tpx__get32(buf) != TPX_REG_VALUE_MAGIC ||
+        tpx__get16(buf + 14) != 0)
+        return -1;
+    unsigned version = tpx__get16(buf + 4);
+    *nd = tpx__get16(buf + 6);
+    *ml = tpx__get32(buf + 8);
+    *ns = tpx__get16(buf + 12);
+    /* version 1: no signatures (what a publisher without keys still writes,
+     * so that older readers take it); version 2: one or more */
+    if (!(version == TPX_REG_VALUE_VERSION && *ns == 0) &&
+        !(version == TPX_REG_VALUE_SIGNED && *ns >= 1 && *ns <= TPX_REG_MAX_SIGS))
+        return -1;
+    if (*nd > TPX_REGISTRY_MAX_DESCS || *ml == 0 || *ml > TPX_METADATA_MAX ||
+        len != TPX_REG_VALUE_HDR + *ml + *nd * TPX_RDESC_SIZE + *ns * TPX_REG_SIG_SIZE)
+        return -1;
+    return 0;
 }
 
 tpx_status_t tpx__reg_value_decode(const unsigned char *buf, size_t len, const unsigned char **md,
                                    size_t *md_len, const unsigned char **descs, size_t *ndescs)
 {
-    if (len < TPX_REG_VALUE_HDR || tpx__get32(buf) != TPX_REG_VALUE_MAGIC ||
-        tpx__get16(buf + 4) != TPX_REG_VALUE_VERSION || tpx__get32(buf + 12) != 0)
-        return TPX_ERR_PROTOCOL;
-    size_t nd = tpx__get16(buf + 6), ml = tpx__get32(buf + 8);
-    if (nd > TPX_REGISTRY_MAX_DESCS || ml == 0 || ml > TPX_METADATA_MAX ||
-        len != TPX_REG_VALUE_HDR + ml + nd * TPX_RDESC_SIZE)
+    size_t nd, ml, ns;
+    if (value_head(buf, len, &nd, &ml, &ns) != 0)
         return TPX_ERR_PROTOCOL;
     *md = buf + TPX_REG_VALUE_HDR;
     *md_len = ml;
     *descs = buf + TPX_REG_VALUE_HDR + ml;
     *ndescs = nd;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__reg_value_sigs(const unsigned char *buf, size_t len, const unsigned char **sigs,
+                                 size_t *nsigs, size_t *signed_len)
+{
+    size_t nd, ml, ns;
+    if (value_head(buf, len, &nd, &ml, &ns) != 0)
+        return TPX_ERR_PROTOCOL;
+    *signed_len = len - ns * TPX_REG_SIG_SIZE;
+    *sigs = buf + *signed_len;
+    *nsigs = ns;
     return TPX_OK;
 }
 

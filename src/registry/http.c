@@ -9,7 +9,8 @@
  * a body at most the caller's bound, chunk sizes are parsed with overflow
  * checks, and a malformed response drops the connection. Plain sockets keep
  * libtpx free of libcurl (one dependency less to dlopen and version-match,
- * and etcd needs none of curl's features).
+ * and etcd needs none of curl's features); https:// endpoints get their
+ * TLS from tls.c, which loads OpenSSL's libssl only then.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -29,6 +30,23 @@
 
 /* ---- endpoints ---- */
 
+/* Past a scheme at *s: 0 none, 1 plain, 2 TLS, -1 an unknown one. */
+static int take_scheme(const char **s)
+{
+    static const struct {
+        const char *p;
+        int kind;
+    } schemes[] = {{"etcd://", 1}, {"http://", 1}, {"https://", 2}};
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        size_t l = strlen(schemes[i].p);
+        if (strncmp(*s, schemes[i].p, l) == 0) {
+            *s += l;
+            return schemes[i].kind;
+        }
+    }
+    return 0;
+}
+
 int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, char *why,
                        size_t why_len)
 {
@@ -38,16 +56,25 @@ int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, cha
         return -1;
     }
     const char *s = url;
-    if (strncmp(s, "etcd://", 7) == 0)
-        s += 7;
-    else if (strstr(s, "://") != NULL) {
-        snprintf(why, why_len, "'%s': only etcd://host:port[,host:port] is supported", url);
-        return -1;
-    }
+    int kind = -2; /* the first endpoint's scheme */
     while (*s != '\0') {
+        int k = take_scheme(&s);
         const char *end = strchr(s, ',');
         size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
         char item[300];
+        if (k == 0 && memmem(s, len, "://", 3) != NULL) {
+            snprintf(why, why_len,
+                     "'%s': only etcd://, http:// and https:// endpoints are "
+                     "supported",
+                     url);
+            return -1;
+        }
+        if (kind == -2)
+            kind = k == 0 ? 1 : k;
+        if (k != 0 && k != kind) {
+            snprintf(why, why_len, "'%s': endpoints mix https:// and plain ones", url);
+            return -1;
+        }
         if (len == 0 || len >= sizeof(item)) {
             snprintf(why, why_len, "'%s': an empty or too long endpoint", url);
             return -1;
@@ -87,6 +114,7 @@ int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, cha
         }
         snprintf(eps[*n].host, sizeof(eps[*n].host), "%.255s", host);
         snprintf(eps[*n].port, sizeof(eps[*n].port), "%ld", pv);
+        eps[*n].tls = kind == 2;
         (*n)++;
         s += len;
         if (*s == ',')
@@ -403,6 +431,11 @@ static ssize_t sock_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
     return -1;
 }
 
+static ssize_t tls_read(void *ctx, void *buf, size_t len, uint64_t deadline_ns)
+{
+    return tpx__tls_read(*(tpx__tls_t **)ctx, buf, len, deadline_ns);
+}
+
 void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps)
 {
     memset(c, 0, sizeof(*c));
@@ -413,10 +446,14 @@ void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps)
 
 void tpx__http_close(tpx__http_conn_t *c)
 {
+    tpx__tls_close(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
     c->rd.off = c->rd.len = 0;
+    c->chunk_stage = 0;
+    c->chunk_left = 0;
 }
 
 /* ---- name resolution under the deadline ---- */
@@ -591,37 +628,63 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ns)
  * why) the next endpoint becomes current. 0 or -1. */
 static int conn_dial(tpx__http_conn_t *c, uint64_t deadline_ns)
 {
-    c->fd = dial(&c->eps[c->cur], deadline_ns, c->last_err, sizeof(c->last_err));
+    const tpx__reg_ep_t *ep = &c->eps[c->cur];
+    c->fd = dial(ep, deadline_ns, c->last_err, sizeof(c->last_err));
+    if (c->fd >= 0 && ep->tls) {
+        char why[256] = "no TLS configuration";
+        c->tls = c->tls_ctx != NULL
+                     ? tpx__tls_connect(c->tls_ctx, c->fd, ep->host, deadline_ns, why, sizeof(why))
+                     : NULL;
+        if (c->tls == NULL) {
+            snprintf(c->last_err, sizeof(c->last_err), "etcd %.60s:%s: %.180s", ep->host, ep->port,
+                     why);
+            tpx__http_close(c);
+        }
+    }
     if (c->fd < 0) {
         c->cur = (c->cur + 1) % c->neps;
         return -1;
     }
-    c->rd.read = sock_read;
-    c->rd.ctx = &c->fd;
+    c->rd.read = c->tls != NULL ? tls_read : sock_read;
+    c->rd.ctx = c->tls != NULL ? (void *)&c->tls : (void *)&c->fd;
     c->rd.off = c->rd.len = 0;
     return 0;
+}
+
+/* With TLS 1.3 a server that refuses the client's certificate (or asks for
+ * one it did not get) says so only after the client's handshake ended: the
+ * first request then finds the connection closed. Say what it likely was. */
+static const char *tls_hint(const tpx__http_conn_t *c, int fresh)
+{
+    return c->tls != NULL && fresh ? " (over TLS: did etcd refuse this client's certificate, or "
+                                     "want one? TPX_METADATA_TLS_CERT)"
+                                   : "";
 }
 
 /* "POST path" with a JSON body to the current endpoint (keep_alive: ask
  * for the connection to stay open). TPX_ERR_INVALID_ARG if the head does
  * not fit, TPX_ERR_CONN_RESET (last_err says why) if a send failed. */
 static tpx_status_t send_request(tpx__http_conn_t *c, const char *path, const char *body,
-                                 int keep_alive, uint64_t deadline_ns)
+                                 int keep_alive, int fresh, uint64_t deadline_ns)
 {
     const tpx__reg_ep_t *ep = &c->eps[c->cur];
     size_t blen = strlen(body);
-    char head[512];
+    char head[2048];
     int hl =
         snprintf(head, sizeof(head),
                  "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-                 "Content-Length: %zu\r\n%s\r\n",
-                 path, ep->host, ep->port, blen, keep_alive ? "Connection: keep-alive\r\n" : "");
+                 "Content-Length: %zu\r\n%s%s%s%s\r\n",
+                 path, ep->host, ep->port, blen, keep_alive ? "Connection: keep-alive\r\n" : "",
+                 c->token[0] ? "Authorization: " : "", c->token, c->token[0] ? "\r\n" : "");
     if (hl < 0 || (size_t)hl >= sizeof(head))
         return TPX_ERR_INVALID_ARG;
-    if (send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
-        send_all(c->fd, body, blen, deadline_ns) != 0) {
-        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s", ep->host, ep->port,
-                 strerror(errno));
+    int bad = c->tls != NULL ? tpx__tls_write(c->tls, head, (size_t)hl, deadline_ns) != 0 ||
+                                   tpx__tls_write(c->tls, body, blen, deadline_ns) != 0
+                             : send_all(c->fd, head, (size_t)hl, deadline_ns) != 0 ||
+                                   send_all(c->fd, body, blen, deadline_ns) != 0;
+    if (bad) {
+        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: send: %s%s", ep->host, ep->port,
+                 strerror(errno), tls_hint(c, fresh));
         return TPX_ERR_CONN_RESET;
     }
     return TPX_OK;
@@ -649,7 +712,7 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
         }
         const tpx__reg_ep_t *ep = &c->eps[c->cur];
         c->rd.off = c->rd.len = 0; /* nothing may be pending between requests */
-        tpx_status_t sst = send_request(c, path, body, 1, deadline_ns);
+        tpx_status_t sst = send_request(c, path, body, 1, fresh, deadline_ns);
         if (sst == TPX_ERR_INVALID_ARG)
             return sst;
         if (sst != TPX_OK) {
@@ -667,8 +730,9 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
             c->last_err[0] = '\0';
             return TPX_OK;
         }
-        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s", ep->host, ep->port,
-                 st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st));
+        snprintf(c->last_err, sizeof(c->last_err), "etcd %.100s:%s: %s%s", ep->host, ep->port,
+                 st == TPX_ERR_PROTOCOL ? "malformed HTTP response" : tpx_status_string(st),
+                 st == TPX_ERR_CONN_RESET ? tls_hint(c, fresh) : "");
         tpx__http_close(c);
         if (st == TPX_ERR_CONN_RESET && !fresh)
             continue;
@@ -714,7 +778,7 @@ tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const 
             st = TPX_ERR_UNREACHABLE;
             continue;
         }
-        st = send_request(c, path, body, 0, deadline_ns);
+        st = send_request(c, path, body, 0, 1, deadline_ns);
         if (st == TPX_ERR_INVALID_ARG)
             return st;
         if (st == TPX_OK)
@@ -729,23 +793,57 @@ tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const 
     return st;
 }
 
-tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t wait_ns, char **buf, size_t *len,
-                                   size_t *cap, size_t max)
+tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t deadline_ns, char **buf,
+                                   size_t *len, size_t *cap, size_t max)
 {
+    /* The caller's deadline bounds every byte: a chunk that is still
+     * coming when it passes stays where it is (its size line buffered, or
+     * the count of its bytes still due), and the next call goes on from
+     * there. A server that sends a byte now and then can make a call wait
+     * only until its deadline, not for as long as it keeps sending. */
+    char line[1024];
+    tpx_status_t st = TPX_OK;
     if (c->fd < 0)
         return TPX_ERR_CONN_RESET;
-    if (c->rd.len == 0) {
-        /* nothing yet: wait for a first byte (a timeout leaves the stream intact) */
-        tpx_status_t st = rd_fill(&c->rd, 1, wait_ns);
-        if (st != TPX_OK)
-            return st;
+    for (;;) {
+        if (c->chunk_stage == 0) { /* the size line */
+            uint64_t n;
+            if ((st = rd_line(&c->rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+                break;
+            if (parse_chunk_size(line, max, &n) != 0 || n > max - *len) {
+                st = TPX_ERR_PROTOCOL;
+                break;
+            }
+            if (n == 0) {
+                st = TPX_ERR_CONN_RESET; /* the server ended the stream */
+                break;
+            }
+            c->chunk_left = n;
+            c->chunk_stage = 1;
+        }
+        if (c->chunk_stage == 1) { /* its bytes */
+            while (c->chunk_left > 0) {
+                if (c->rd.len == 0 && (st = rd_fill(&c->rd, 1, deadline_ns)) != TPX_OK)
+                    goto out;
+                size_t take = (size_t)TPX_MIN((uint64_t)c->rd.len, c->chunk_left);
+                if ((st = rd_body(&c->rd, take, buf, len, cap, max, deadline_ns)) != TPX_OK)
+                    goto out;
+                c->chunk_left -= take;
+            }
+            c->chunk_stage = 2;
+        }
+        /* the CRLF that ends it */
+        if ((st = rd_line(&c->rd, line, sizeof(line), deadline_ns)) != TPX_OK)
+            break;
+        if (line[0] != '\0') {
+            st = TPX_ERR_PROTOCOL;
+            break;
+        }
+        c->chunk_stage = 0;
+        return TPX_OK;
     }
-    int last = 0;
-    uint64_t grace = tpx__now_ns() + 5000000000ull; /* a chunk begun is finished soon */
-    tpx_status_t st = read_chunk(&c->rd, buf, len, cap, max, grace, &last);
-    if (st == TPX_OK && last)
-        st = TPX_ERR_CONN_RESET; /* the server ended the stream */
-    if (st != TPX_OK)
+out:
+    if (st != TPX_ERR_TIMED_OUT)
         tpx__http_close(c);
     return st;
 }

@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/ident.h"
 #include "engine/remote.h"
 #include "engine/wire.h"
 #include "registry.h"
@@ -35,19 +36,20 @@ static uint64_t call_deadline(void)
 }
 
 /* POST and take a 200 answer's body (the caller frees it). Anything else
- * is described in err. */
-static tpx_status_t etcd_post_by(tpx__http_conn_t *c, const char *path, const char *body,
-                                 uint64_t deadline_ns, char **out, size_t *out_len, char *err,
-                                 size_t errlen)
+ * is described in err; etcd's 401 and 403 (authentication, permission)
+ * are TPX_ERR_ACCESS. */
+static tpx_status_t etcd_post_once(tpx__http_conn_t *c, const char *path, const char *body,
+                                   uint64_t deadline_ns, char **out, size_t *out_len, int *http,
+                                   char *err, size_t errlen)
 {
     tpx__http_resp_t resp;
+    *http = 0;
     tpx_status_t st = tpx__http_post(c, path, body, deadline_ns, &resp);
     if (st != TPX_OK) {
         snprintf(err, errlen, "%s", c->last_err[0] ? c->last_err : tpx_status_string(st));
-        return st == TPX_ERR_TIMED_OUT || st == TPX_ERR_CONN_RESET ? TPX_ERR_UNREACHABLE
-               : st == TPX_ERR_NO_MEMORY                           ? st
-                                                                   : TPX_ERR_UNREACHABLE;
+        return st == TPX_ERR_NO_MEMORY ? st : TPX_ERR_UNREACHABLE;
     }
+    *http = resp.status;
     if (resp.status != 200) {
         tpx__jspan_t top;
         char msg[160] = "";
@@ -56,11 +58,95 @@ static tpx_status_t etcd_post_by(tpx__http_conn_t *c, const char *path, const ch
             snprintf(msg, sizeof(msg), "HTTP status %d", resp.status);
         snprintf(err, errlen, "etcd %s: %s", path, msg);
         free(resp.body);
-        return TPX_ERR_INVALID_STATE;
+        return resp.status == 401 || resp.status == 403 ? TPX_ERR_ACCESS : TPX_ERR_INVALID_STATE;
     }
     *out = resp.body;
     *out_len = resp.body_len;
     return TPX_OK;
+}
+
+/* A JSON string's contents (quotes not included) into out[cap]: 0, or -1
+ * if it does not fit. */
+static int json_escape(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        char tmp[8];
+        int n = ch == '"' || ch == '\\' ? snprintf(tmp, sizeof(tmp), "\\%c", ch)
+                : ch < 0x20             ? snprintf(tmp, sizeof(tmp), "\\u%04x", ch)
+                                        : snprintf(tmp, sizeof(tmp), "%c", ch);
+        if (o + (size_t)n + 1 > cap)
+            return -1;
+        memcpy(out + o, tmp, (size_t)n);
+        o += (size_t)n;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* etcd's authentication: a token for c's user, kept in c->token. */
+static tpx_status_t etcd_authenticate(tpx__http_conn_t *c, uint64_t deadline_ns, char *err,
+                                      size_t errlen)
+{
+    char user[400], pass[800], body[1300], *ans = NULL;
+    size_t alen;
+    int http;
+    c->token[0] = '\0';
+    if (json_escape(c->creds->user, user, sizeof(user)) != 0 ||
+        json_escape(c->creds->password, pass, sizeof(pass)) != 0) {
+        snprintf(err, errlen, "the etcd user name or password is too long");
+        return TPX_ERR_CONFIG;
+    }
+    snprintf(body, sizeof(body), "{\"name\":\"%s\",\"password\":\"%s\"}", user, pass);
+    tpx_status_t st = etcd_post_once(c, "/v3/auth/authenticate", body, deadline_ns, &ans, &alen,
+                                     &http, err, errlen);
+    memset(body, 0, sizeof(body));
+    memset(pass, 0, sizeof(pass));
+    if (st == TPX_ERR_INVALID_STATE) /* wrong user or password: etcd says 400 */
+        st = TPX_ERR_ACCESS;
+    if (st != TPX_OK) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, " (as etcd user '%s')", c->creds->user);
+        return st;
+    }
+    tpx__jspan_t top, v;
+    size_t tl;
+    if (tpx__json_parse(ans, alen, &top) != 0 || top.p[0] != '{' ||
+        tpx__json_get(top, "token", &v) != 1 ||
+        tpx__json_str(v, c->token, sizeof(c->token), &tl) != 0 || tl == 0 ||
+        strpbrk(c->token, "\r\n") != NULL) {
+        c->token[0] = '\0';
+        snprintf(err, errlen,
+                 "etcd answered an authentication with no token (is its "
+                 "authentication enabled?)");
+        st = TPX_ERR_PROTOCOL;
+    }
+    free(ans);
+    return st;
+}
+
+/* POST and take a 200 answer's body (the caller frees it); anything else
+ * is described in err. With an etcd user, a token is got first, and got
+ * again once if etcd says it expired. */
+static tpx_status_t etcd_post_by(tpx__http_conn_t *c, const char *path, const char *body,
+                                 uint64_t deadline_ns, char **out, size_t *out_len, char *err,
+                                 size_t errlen)
+{
+    for (int again = 0;; again++) {
+        tpx_status_t st;
+        int http;
+        if (c->creds != NULL && c->token[0] == '\0' &&
+            (st = etcd_authenticate(c, deadline_ns, err, errlen)) != TPX_OK)
+            return st;
+        st = etcd_post_once(c, path, body, deadline_ns, out, out_len, &http, err, errlen);
+        if (st == TPX_ERR_ACCESS && http == 401 && c->creds != NULL && again == 0) {
+            c->token[0] = '\0'; /* expired (etcd's tokens live minutes) or revoked */
+            TPX_DEBUG("registry: %s: %s: authenticating again", path, err);
+            continue;
+        }
+        return st;
+    }
 }
 
 /* etcd_post_by() with TPX_METADATA_TIMEOUT_MS from now. */
@@ -213,6 +299,7 @@ typedef struct reg_pub {
 } reg_pub_t;
 
 struct tpx_registry {
+    tpx__reg_sec_t *sec; /* shared with the resolvers */
     tpx__reg_ep_t eps[TPX_REG_MAX_ENDPOINTS];
     int neps;
     char url[512];
@@ -255,6 +342,104 @@ static int name_ok(const char *name)
     return 1;
 }
 
+static void sec_put(tpx__reg_sec_t *sec)
+{
+    if (sec == NULL || __atomic_sub_fetch(&sec->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    tpx__reg_trust_free(&sec->trust);
+    tpx__tls_ctx_free(sec->tls);
+    memset(sec->sign_sk, 0, sizeof(sec->sign_sk));
+    memset(&sec->creds, 0, sizeof(sec->creds));
+    free(sec);
+}
+
+static tpx__reg_sec_t *sec_get(tpx__reg_sec_t *sec)
+{
+    __atomic_add_fetch(&sec->refs, 1, __ATOMIC_ACQ_REL);
+    return sec;
+}
+
+/* The security settings from TPX_METADATA_* for endpoints with (tls) or
+ * without TLS: TPX_OK, or TPX_ERR_CONFIG (logged). */
+static tpx_status_t sec_create(int tls, tpx__reg_sec_t **out)
+{
+    char why[512];
+    tpx__reg_sec_t *sec = calloc(1, sizeof(*sec));
+    if (sec == NULL)
+        return TPX_ERR_NO_MEMORY;
+    sec->refs = 1;
+    if (tpx__reg_trust_parse(tpx__config_str(TPX_CFG_METADATA_TRUST), &sec->trust, why,
+                             sizeof(why)) != 0) {
+        TPX_ERROR("tpx_registry_open: %s", why);
+        goto fail;
+    }
+    const char *kf = tpx__config_str(TPX_CFG_METADATA_SIGN_KEY);
+    if (kf != NULL && kf[0] != '\0') {
+        if (tpx__reg_sign_key_load(kf, sec->sign_pk, sec->sign_sk, why, sizeof(why)) != 0) {
+            TPX_ERROR("tpx_registry_open: TPX_METADATA_SIGN_KEY: %s", why);
+            goto fail;
+        }
+        sec->sign = 1;
+    }
+    const char *ca = tpx__config_str(TPX_CFG_METADATA_TLS_CA),
+               *cert = tpx__config_str(TPX_CFG_METADATA_TLS_CERT),
+               *key = tpx__config_str(TPX_CFG_METADATA_TLS_KEY);
+    if (tls && (sec->tls = tpx__tls_ctx_new(ca, cert, key, why, sizeof(why))) == NULL) {
+        TPX_ERROR("tpx_registry_open: TLS to etcd: %s", why);
+        goto fail;
+    }
+    if (!tls && (ca[0] != '\0' || cert[0] != '\0' || key[0] != '\0')) {
+        TPX_ERROR("tpx_registry_open: TPX_METADATA_TLS_* is set but the etcd endpoints are not "
+                  "https://: refusing to speak to them in the clear");
+        goto fail;
+    }
+    const char *user = tpx__config_str(TPX_CFG_METADATA_USER),
+               *pwf = tpx__config_str(TPX_CFG_METADATA_PASSWORD_FILE);
+    if (user[0] != '\0') {
+        char *pw = pwf[0] != '\0' ? tpx__reg_read_file(pwf, 1, why, sizeof(why)) : NULL;
+        if (pw == NULL) {
+            TPX_ERROR("tpx_registry_open: etcd user '%s': %s", user,
+                      pwf[0] != '\0' ? why : "TPX_METADATA_PASSWORD_FILE is not set");
+            goto fail;
+        }
+        pw[strcspn(pw, "\r\n")] = '\0';
+        size_t ul = strlen(user), pl = strlen(pw);
+        int fits = ul < sizeof(sec->creds.user) && pl < sizeof(sec->creds.password);
+        if (fits) {
+            memcpy(sec->creds.user, user, ul + 1);
+            memcpy(sec->creds.password, pw, pl + 1);
+        }
+        memset(pw, 0, strlen(pw));
+        free(pw);
+        if (!fits) {
+            TPX_ERROR("tpx_registry_open: the etcd user name or password is too long");
+            goto fail;
+        }
+        sec->auth = 1;
+        if (!tls)
+            TPX_WARN("registry: etcd user '%s' over plain http: its password and token travel in "
+                     "the clear (use https:// endpoints)",
+                     user);
+    } else if (pwf[0] != '\0') {
+        TPX_ERROR("tpx_registry_open: TPX_METADATA_PASSWORD_FILE is set without TPX_METADATA_USER");
+        goto fail;
+    }
+    *out = sec;
+    return TPX_OK;
+fail:
+    sec_put(sec);
+    return TPX_ERR_CONFIG;
+}
+
+/* A connection to r's endpoints with r's TLS and credentials (r->sec,
+ * which must outlive it). */
+static void conn_init(tpx__http_conn_t *c, const tpx_registry_t *r)
+{
+    tpx__http_init(c, r->eps, r->neps);
+    c->tls_ctx = r->sec->tls;
+    c->creds = r->sec->auth ? &r->sec->creds : NULL;
+}
+
 TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_registry_t **out)
 {
     if (out == NULL) {
@@ -287,6 +472,10 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
     }
     memcpy(r->prefix, prefix, pl);
     snprintf(r->url, sizeof(r->url), "%s", url);
+    if ((st = sec_create(r->eps[0].tls, &r->sec)) != TPX_OK) {
+        free(r);
+        return st;
+    }
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->pub_lock, NULL);
     pthread_mutex_init(&r->watch_lock, NULL);
@@ -295,9 +484,9 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&r->cv, &ca);
     pthread_condattr_destroy(&ca);
-    tpx__http_init(&r->conn, r->eps, r->neps);
-    tpx__http_init(&r->ka, r->eps, r->neps);
-    tpx__http_init(&r->wc, r->eps, r->neps);
+    conn_init(&r->conn, r);
+    conn_init(&r->ka, r);
+    conn_init(&r->wc, r);
     *out = r;
     return TPX_OK;
 }
@@ -422,8 +611,11 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
     tpx_status_t st = tpx_engine_get_metadata(e, md, &md_len);
     if (st != TPX_OK)
         return st;
+    /* Signed by the engine's identity key (its metadata names it) and by
+     * TPX_METADATA_SIGN_KEY: readers trust one of them (trust.c). */
+    size_t nsigs = (size_t)(e->ident_keys != 0) + (size_t)r->sec->sign;
     reg_pub_t *p = calloc(1, sizeof(*p));
-    size_t cap = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE;
+    size_t cap = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE + nsigs * TPX_REG_SIG_SIZE;
     if (p == NULL || (p->val = malloc(cap)) == NULL) {
         free(p);
         return TPX_ERR_NO_MEMORY;
@@ -432,7 +624,19 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
     p->ttl = ttl;
     snprintf(p->name, sizeof(p->name), "%s", e->name);
     reg_key(r, p->name, p->key, sizeof(p->key));
-    tpx__reg_value_encode(md, md_len, descs, ndescs, p->val, cap, &p->val_len);
+    tpx__reg_value_encode(md, md_len, descs, ndescs, nsigs, p->val, cap, &p->val_len);
+    size_t sig = 0;
+    if (e->ident_keys)
+        st = tpx__reg_value_sign(p->key, p->val, p->val_len, sig++, e->ident_pk, e->ident_sk);
+    if (st == TPX_OK && r->sec->sign)
+        st = tpx__reg_value_sign(p->key, p->val, p->val_len, sig++, r->sec->sign_pk,
+                                 r->sec->sign_sk);
+    if (st != TPX_OK) {
+        TPX_ERROR("tpx_registry_publish: engine %s: cannot sign its value: %s", p->name,
+                  tpx_status_string(st));
+        pub_free(p);
+        return st;
+    }
 
     char err[256] = "";
     pthread_mutex_lock(&r->lock);
@@ -501,8 +705,15 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
             }
         pthread_mutex_unlock(&r->pub_lock);
     }
-    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors)", name,
-             r->url, key, (unsigned long long)lease, ttl, ndescs);
+    char signer[2 * TPX_REG_PK + 1] = "", by[2 * TPX_REG_PK + 40];
+    if (r->sec->sign)
+        tpx__reg_key_hex(r->sec->sign_pk, signer);
+    snprintf(by, sizeof(by), "%s%s%s", e->ident_keys ? "its identity key" : "",
+             e->ident_keys && signer[0] ? " and key " : signer[0] ? "key " : "",
+             signer[0] ? signer : e->ident_keys ? "" : "no key");
+    TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors, "
+             "signed by %s)",
+             name, r->url, key, (unsigned long long)lease, ttl, ndescs, by);
     return TPX_OK;
 }
 
@@ -559,13 +770,60 @@ TPX_API void tpx_registry_close(tpx_registry_t *r)
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->pub_lock);
     pthread_mutex_destroy(&r->lock);
+    sec_put(r->sec);
     free(r);
 }
 
+/* Without a trust setting a reader takes whatever value sits under a
+ * name: it says so once per process. */
+static void warn_unauthenticated(const char *url)
+{
+    static int warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_ACQ_REL))
+        return;
+    TPX_WARN("registry: TPX_METADATA_TRUST is not set: names in etcd at %s are not "
+             "authenticated (whoever can write there can point any name at an engine of "
+             "theirs); see SECURITY.md",
+             url);
+}
+
+/* Is the value of `key` for `name` one this reader may take? Signed by a
+ * key trusted for the name, and describing an engine of that name that
+ * proves an identity key on every connection. TPX_OK, or TPX_ERR_ACCESS
+ * (logged). */
+static tpx_status_t value_trusted(const tpx__reg_sec_t *sec, const char *url, const char *key,
+                                  const char *name, const unsigned char *val, size_t len,
+                                  const unsigned char *md, size_t md_len)
+{
+    char why[400];
+    if (!sec->trust.set) {
+        warn_unauthenticated(url);
+        return TPX_OK;
+    }
+    tpx_status_t st = tpx__reg_trust_check(&sec->trust, key, name, val, len, why, sizeof(why));
+    if (st == TPX_OK) {
+        tpx_md_t m;
+        if (tpx__md_decode(md, md_len, &m) != TPX_OK || strcmp(m.name, name) != 0) {
+            snprintf(why, sizeof(why), "its metadata is not that of an engine named '%s'", name);
+            st = TPX_ERR_ACCESS;
+        } else if (!m.has_key) {
+            snprintf(why, sizeof(why),
+                     "its engine has no identity key (TPX_IDENTITY=dial or no "
+                     "libsodium): its connections could not be proven");
+            st = TPX_ERR_ACCESS;
+        }
+    }
+    if (st != TPX_OK)
+        TPX_ERROR("registry: refusing the value of engine %s in etcd at %s (key %s): %s; "
+                  "TPX_METADATA_TRUST says whose signatures a name needs",
+                  name, url, key, why);
+    return st;
+}
+
 /* Look `name` up on connection c by deadline_ns: the entry, or NOT_FOUND /
- * UNREACHABLE with the error logged here. */
-static tpx_status_t reg_lookup(tpx__http_conn_t *c, const char *url, const char *prefix,
-                               const char *name, uint64_t deadline_ns,
+ * UNREACHABLE / ACCESS with the error logged here. */
+static tpx_status_t reg_lookup(tpx__http_conn_t *c, const tpx__reg_sec_t *sec, const char *url,
+                               const char *prefix, const char *name, uint64_t deadline_ns,
                                tpx_registry_entry_t *entry)
 {
     char key[512], err[256] = "";
@@ -592,7 +850,8 @@ static tpx_status_t reg_lookup(tpx__http_conn_t *c, const char *url, const char 
         TPX_ERROR("registry: the value of %s in etcd at %s is not a tpx engine (%zu bytes; "
                   "another program's key, or another tpx version)",
                   key, url, kv.val_len);
-    } else {
+    } else if ((st = value_trusted(sec, url, key, name, kv.val, kv.val_len, md, md_len)) ==
+               TPX_OK) {
         snprintf(entry->name, sizeof(entry->name), "%s", name);
         memcpy(entry->md, md, md_len);
         entry->md_len = md_len;
@@ -612,7 +871,7 @@ TPX_API tpx_status_t tpx_registry_lookup(tpx_registry_t *r, const char *name,
         return TPX_ERR_INVALID_ARG;
     }
     pthread_mutex_lock(&r->lock);
-    tpx_status_t st = reg_lookup(&r->conn, r->url, r->prefix, name, call_deadline(), entry);
+    tpx_status_t st = reg_lookup(&r->conn, r->sec, r->url, r->prefix, name, call_deadline(), entry);
     pthread_mutex_unlock(&r->lock);
     return st;
 }
@@ -662,7 +921,8 @@ TPX_API tpx_status_t tpx_registry_list(tpx_registry_t *r, char (*names)[TPX_NAME
 #define WATCH_MSG_MAX  (8u << 20) /* one message of the watch stream */
 #define WATCH_PEND_MAX 65536      /* events held for the caller */
 
-static tpx_status_t watch_open(tpx_registry_t *r)
+/* Open the watch stream by deadline_ns. */
+static tpx_status_t watch_open(tpx_registry_t *r, uint64_t deadline_ns)
 {
     char from[300], to[300], body[1024];
     snprintf(from, sizeof(from), "%s/", r->prefix);
@@ -687,8 +947,16 @@ static tpx_status_t watch_open(tpx_registry_t *r)
     free(k);
     free(e);
     r->wlen = 0;
-    tpx_status_t st = tpx__http_stream_open(&r->wc, "/v3/watch", body, call_deadline());
+    tpx_status_t st = TPX_OK;
+    char err[256] = "";
+    if (r->wc.creds != NULL && r->wc.token[0] == '\0' &&
+        (st = etcd_authenticate(&r->wc, deadline_ns, err, sizeof(err))) != TPX_OK) {
+        TPX_ERROR("tpx_registry_watch: cannot watch %s/ at %s: %s", r->prefix, r->url, err);
+        return st == TPX_ERR_NO_MEMORY || st == TPX_ERR_ACCESS ? st : TPX_ERR_UNREACHABLE;
+    }
+    st = tpx__http_stream_open(&r->wc, "/v3/watch", body, deadline_ns);
     if (st != TPX_OK) {
+        r->wc.token[0] = '\0'; /* got again next time: it may be why etcd refused */
         TPX_ERROR("tpx_registry_watch: cannot watch %s/ at %s: %s", r->prefix, r->url,
                   r->wc.last_err[0] ? r->wc.last_err : tpx_status_string(st));
         return st == TPX_ERR_NO_MEMORY ? st : TPX_ERR_UNREACHABLE;
@@ -790,10 +1058,14 @@ TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *r, tpx_registry_event_t 
     }
     *n = 0;
     uint64_t deadline = tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    /* Every byte, the stream's opening included, is awaited until the
+     * caller's deadline; only a poll (timeout 0) that finds no stream opens
+     * one under TPX_METADATA_TIMEOUT_MS, since it has nothing to poll yet. */
+    uint64_t open_by = timeout_ms > 0 ? deadline : call_deadline();
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&r->watch_lock);
     while (r->npend == 0) {
-        if (!r->watching && (st = watch_open(r)) != TPX_OK)
+        if (!r->watching && (st = watch_open(r, open_by)) != TPX_OK)
             break;
         st = tpx__http_stream_next(&r->wc, deadline, &r->wbuf, &r->wlen, &r->wcap, WATCH_MSG_MAX);
         if (st == TPX_ERR_TIMED_OUT) {
@@ -803,8 +1075,10 @@ TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *r, tpx_registry_event_t 
         if (st == TPX_OK)
             st = watch_take(r);
         if (st != TPX_OK) {
-            /* the stream is done with: open it again where it stopped */
+            /* the stream is done with: open it again where it stopped (with a
+             * fresh token: an expired one can be why it ended) */
             tpx__http_close(&r->wc);
+            r->wc.token[0] = '\0';
             r->watching = 0;
             if (st == TPX_ERR_NO_MEMORY || tpx__now_ns() >= deadline)
                 break;
@@ -826,6 +1100,7 @@ TPX_API tpx_status_t tpx_registry_watch(tpx_registry_t *r, tpx_registry_event_t 
 
 typedef struct {
     tpx__resolver_t base;
+    tpx__reg_sec_t *sec;
     tpx__http_conn_t conn;
     char url[512], prefix[256], name[TPX_NAME_MAX];
 } reg_resolver_t;
@@ -847,7 +1122,8 @@ static tpx_status_t resolver_fn(tpx__resolver_t *base, uint64_t deadline_ns, uns
     tpx_registry_entry_t *entry = malloc(sizeof(*entry));
     if (entry == NULL)
         return TPX_ERR_NO_MEMORY;
-    tpx_status_t st = reg_lookup(&rs->conn, rs->url, rs->prefix, rs->name, deadline_ns, entry);
+    tpx_status_t st =
+        reg_lookup(&rs->conn, rs->sec, rs->url, rs->prefix, rs->name, deadline_ns, entry);
     tpx__http_close(&rs->conn); /* reconnections are rare: no connection kept */
     if (st == TPX_ERR_UNREACHABLE && deadline_ns < own && tpx__ms_left(deadline_ns) <= 0)
         st = TPX_ERR_TIMED_OUT; /* the caller's deadline cut the lookup short */
@@ -867,6 +1143,7 @@ static void resolver_destroy(tpx__resolver_t *base)
 {
     reg_resolver_t *rs = (reg_resolver_t *)base;
     tpx__http_close(&rs->conn);
+    sec_put(rs->sec);
     free(rs);
 }
 
@@ -917,7 +1194,8 @@ TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *r, tpx_engine_t *e
     if (st == TPX_OK && rs != NULL) {
         rs->base.fn = resolver_fn;
         rs->base.destroy = resolver_destroy;
-        tpx__http_init(&rs->conn, r->eps, r->neps);
+        rs->sec = sec_get(r->sec);
+        conn_init(&rs->conn, r);
         snprintf(rs->url, sizeof(rs->url), "%s", r->url);
         snprintf(rs->prefix, sizeof(rs->prefix), "%s", r->prefix);
         snprintf(rs->name, sizeof(rs->name), "%s", name);

@@ -26,6 +26,30 @@
 
 #include "tpx/status.h"
 
+/* ---- TLS (tls.c: OpenSSL's libssl, loaded at run time) ---- */
+
+typedef struct tpx__tls_ctx tpx__tls_ctx_t; /* a client configuration, shared by threads */
+typedef struct tpx__tls tpx__tls_t;         /* one session on a socket */
+
+/* A client configuration: the server's certificate must chain to `ca`
+ * (a PEM file; "": the system's CA certificates); cert and key ("": none)
+ * are this client's certificate chain and its key. NULL with `why` (no
+ * libssl, a file that does not load). */
+tpx__tls_ctx_t *tpx__tls_ctx_new(const char *ca, const char *cert, const char *key, char *why,
+                                 size_t why_len);
+void tpx__tls_ctx_free(tpx__tls_ctx_t *ctx);
+/* The handshake on connected non-blocking socket fd (not owned), by the
+ * deadline; the certificate must name `host` (a DNS name or an address
+ * literal). NULL with `why`. */
+tpx__tls_t *tpx__tls_connect(tpx__tls_ctx_t *ctx, int fd, const char *host, uint64_t deadline_ns,
+                             char *why, size_t why_len);
+/* As a tpx__http_read_fn: > 0 bytes, 0 at the end, -1 with errno
+ * (ETIMEDOUT at the deadline). */
+ssize_t tpx__tls_read(tpx__tls_t *t, void *buf, size_t len, uint64_t deadline_ns);
+/* All of buf by the deadline: 0, or -1 with errno. */
+int tpx__tls_write(tpx__tls_t *t, const void *buf, size_t len, uint64_t deadline_ns);
+void tpx__tls_close(tpx__tls_t *t);
+
 /* ---- endpoints and the HTTP client (http.c) ---- */
 
 #define TPX_REG_MAX_ENDPOINTS 8
@@ -35,10 +59,13 @@
 typedef struct {
     char host[256];
     char port[8];
+    int tls; /* https:// */
 } tpx__reg_ep_t;
 
 /* "etcd://host:port[,host:port...]" (IPv6 hosts in brackets; the scheme
- * may be left out). 0, or -1 with `why` filled. */
+ * may be left out; http:// is etcd://), or "https://host:port[,...]" for
+ * TLS. Each endpoint may repeat the scheme; all must agree (one plain
+ * endpoint would undo TLS). 0, or -1 with `why` filled. */
 int tpx__reg_parse_url(const char *url, tpx__reg_ep_t *eps, int max, int *n, char *why,
                        size_t why_len);
 
@@ -71,13 +98,25 @@ tpx_status_t tpx__http_read_response(tpx__http_rd_t *rd, uint64_t deadline_ns, s
 
 /* A keep-alive connection to one of the endpoints (the one that answered
  * last is tried first). */
+/* etcd's user and password (registry.c authenticates with them). */
+typedef struct {
+    char user[128];
+    char password[256];
+} tpx__reg_creds_t;
+
 typedef struct {
     tpx__reg_ep_t eps[TPX_REG_MAX_ENDPOINTS];
     int neps;
     int cur; /* endpoint of fd, or the next to try */
     int fd;  /* -1: not connected */
+    tpx__tls_ctx_t *tls_ctx;       /* not owned; set for https:// endpoints */
+    tpx__tls_t *tls;               /* the session on fd */
+    const tpx__reg_creds_t *creds; /* not owned; NULL: etcd without authentication */
+    char token[1024];              /* etcd's auth token, sent as Authorization ("": none) */
     tpx__http_rd_t rd;
-    char last_err[160]; /* why the last request failed, for error messages */
+    int chunk_stage;     /* a stream's chunk: 0 its size line, 1 its bytes, 2 its CRLF */
+    uint64_t chunk_left; /* bytes of the chunk still to come (stage 1) */
+    char last_err[256];  /* why the last request failed, for error messages */
 } tpx__http_conn_t;
 
 void tpx__http_init(tpx__http_conn_t *c, const tpx__reg_ep_t *eps, int neps);
@@ -94,12 +133,13 @@ tpx_status_t tpx__http_post(tpx__http_conn_t *c, const char *path, const char *b
 tpx_status_t tpx__http_stream_open(tpx__http_conn_t *c, const char *path, const char *body,
                                    uint64_t deadline_ns);
 /* The next chunk appended to *buf (malloc'ed, grown, NUL-terminated, at
- * most max bytes in all): its first byte is awaited until wait_ns
- * (TPX_ERR_TIMED_OUT: nothing came, the stream is intact); a chunk begun
- * must complete within 5 s. Any other error closes the stream
+ * most max bytes in all), every byte of it by deadline_ns.
+ * TPX_ERR_TIMED_OUT: the chunk is not complete yet; what came of it is
+ * kept (bytes appended to *buf, the rest awaited by the next call) and the
+ * stream is intact. Any other error closes the stream
  * (TPX_ERR_CONN_RESET: it ended). */
-tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t wait_ns, char **buf, size_t *len,
-                                   size_t *cap, size_t max);
+tpx_status_t tpx__http_stream_next(tpx__http_conn_t *c, uint64_t deadline_ns, char **buf,
+                                   size_t *len, size_t *cap, size_t max);
 
 /* ---- JSON and base64 (json.c) ---- */
 
@@ -181,15 +221,87 @@ tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t 
                                   size_t *n, uint64_t *rev, int *created, int *canceled, char *err,
                                   size_t errlen);
 
-/* The value stored under <prefix>/<name>: magic "TPXR", version, the
- * metadata blob, the exported descriptors. Both checked on decode. */
+/* The value stored under <prefix>/<name>:
+ *   0 u32 magic "TPXR"  4 u16 version  6 u16 ndescs  8 u32 md_len
+ *   12 u16 nsigs  14 u16 0
+ *   16 the metadata blob, then ndescs descriptors, then nsigs signatures,
+ *   each pk[32] sig[64]: an Ed25519 signature by pk of tpx__reg_sig_message().
+ * Version 1 has no signatures (a publisher without keys writes it, and
+ * readers of before signatures take it); version 2 has 1..TPX_REG_MAX_SIGS.
+ * Everything is checked on decode. */
 #define TPX_REG_VALUE_MAGIC   0x54505852u /* "TPXR" */
 #define TPX_REG_VALUE_VERSION 1
-#define TPX_REG_VALUE_HDR     16 /* magic u32, version u16, ndescs u16, md_len u32, reserved u32 */
+#define TPX_REG_VALUE_SIGNED  2
+#define TPX_REG_VALUE_HDR     16
+#define TPX_REG_SIG_SIZE      96 /* pk[32] sig[64] */
+#define TPX_REG_MAX_SIGS      2  /* the engine's identity key, and TPX_METADATA_SIGN_KEY */
+/* With nsigs > 0 the signatures are left zero, for the signer to fill. */
 tpx_status_t tpx__reg_value_encode(const void *md, size_t md_len, const void *descs, size_t ndescs,
-                                   unsigned char *out, size_t cap, size_t *len);
+                                   size_t nsigs, unsigned char *out, size_t cap, size_t *len);
 /* md/descs point into buf. */
 tpx_status_t tpx__reg_value_decode(const unsigned char *buf, size_t len, const unsigned char **md,
                                    size_t *md_len, const unsigned char **descs, size_t *ndescs);
+/* The signatures of a value (they point into buf) and the length of what
+ * they sign (the value up to them). */
+tpx_status_t tpx__reg_value_sigs(const unsigned char *buf, size_t len, const unsigned char **sigs,
+                                 size_t *nsigs, size_t *signed_len);
+
+/* ---- signed values and whom to trust (trust.c) ---- */
+
+#define TPX_REG_PK 32
+#define TPX_REG_SK 64
+
+/* TPX_METADATA_TRUST parsed: keys trusted to sign a name's value. */
+typedef struct {
+    char name[64]; /* an engine name, or "*": any name */
+    unsigned char pk[TPX_REG_PK];
+} tpx__reg_pin_t;
+
+typedef struct {
+    int set; /* a trust setting was given: unsigned or untrusted values are refused */
+    size_t n;
+    tpx__reg_pin_t *pins; /* malloc'ed */
+} tpx__reg_trust_t;
+
+/* Parse a trust setting (see TPX_METADATA_TRUST): entries NAME=HEXKEY or
+ * *=HEXKEY separated by commas, white space or new lines ('#' starts a
+ * comment); a setting without '=' is the path of a file of such entries.
+ * "" gives an unset trust. 0, or -1 with `why` filled. */
+int tpx__reg_trust_parse(const char *spec, tpx__reg_trust_t *t, char *why, size_t why_len);
+void tpx__reg_trust_free(tpx__reg_trust_t *t);
+/* Is value val (stored under key, for engine `name`) signed by a key
+ * trusted for that name? TPX_OK, or TPX_ERR_ACCESS with `why` saying
+ * which signers it carries and why none is taken. */
+tpx_status_t tpx__reg_trust_check(const tpx__reg_trust_t *t, const char *key, const char *name,
+                                  const unsigned char *val, size_t len, char *why, size_t why_len);
+
+/* A signing key file (TPX_METADATA_SIGN_KEY): 64 hex digits (the 32-byte
+ * Ed25519 seed) or the PEM that `openssl genpkey -algorithm ed25519`
+ * writes; it must not be readable by group or others. 0, or -1 with `why`. */
+int tpx__reg_sign_key_load(const char *path, unsigned char pk[TPX_REG_PK],
+                           unsigned char sk[TPX_REG_SK], char *why, size_t why_len);
+/* A whole small file (at most 64 KiB), malloc'ed, with a NUL; with
+ * `secret`, one readable by group or others is refused. NULL with `why`. */
+char *tpx__reg_read_file(const char *path, int secret, char *why, size_t why_len);
+/* Fill signature `idx` of a value encoded with nsigs > idx. */
+tpx_status_t tpx__reg_value_sign(const char *key, unsigned char *val, size_t len, size_t idx,
+                                 const unsigned char pk[TPX_REG_PK],
+                                 const unsigned char sk[TPX_REG_SK]);
+/* A key as 64 lower-case hex digits and a NUL. */
+void tpx__reg_key_hex(const unsigned char pk[TPX_REG_PK], char out[2 * TPX_REG_PK + 1]);
+
+/* ---- a registry's security settings (registry.c) ----
+ * Read once when the registry opens and shared, by reference count, with
+ * the resolvers of the remotes it loaded (they may outlive it). Immutable
+ * after creation. */
+typedef struct {
+    int refs; /* atomic */
+    tpx__reg_trust_t trust;
+    int sign; /* TPX_METADATA_SIGN_KEY loaded */
+    unsigned char sign_pk[TPX_REG_PK], sign_sk[TPX_REG_SK];
+    tpx__tls_ctx_t *tls; /* https:// endpoints: TPX_METADATA_TLS_* (NULL: plain) */
+    int auth;            /* TPX_METADATA_USER set: creds hold it and its password */
+    tpx__reg_creds_t creds;
+} tpx__reg_sec_t;
 
 #endif

@@ -133,9 +133,14 @@ static void fuzz_value(const unsigned char *in, size_t n)
     unsigned char *out = malloc(n);
     size_t len = 0;
     TPX_FUZZ_CHECK(out != NULL, "out of memory");
-    TPX_FUZZ_CHECK(tpx__reg_value_encode(md, ml, descs, nd, out, n, &len) == TPX_OK && len == n &&
-                       memcmp(out, in, n) == 0,
-                   "value: decode . encode is not the identity");
+    const unsigned char *sigs;
+    size_t ns, sl;
+    TPX_FUZZ_CHECK(tpx__reg_value_sigs(in, n, &sigs, &ns, &sl) == TPX_OK && sl + ns * 96 == n,
+                   "value: decoded, but its signatures not");
+    TPX_FUZZ_CHECK(tpx__reg_value_encode(md, ml, descs, nd, ns, out, n, &len) == TPX_OK && len == n,
+                   "value: cannot encode what was decoded");
+    memcpy(out + sl, sigs, ns * 96);
+    TPX_FUZZ_CHECK(memcmp(out, in, n) == 0, "value: decode . encode is not the identity");
     free(out);
 }
 

@@ -644,19 +644,28 @@ static void seeds_reg(void)
               "\"mod_revision\":\"3\",\"value\":\"eA==\"}}]}}");
     seed_text(TPX_FUZZ_REG_ANSWER, "watch_created",
               "{\"result\":{\"header\":{\"revision\":\"1\"},\"created\":true}}");
-    unsigned char md[200], val[TPX_REG_VALUE_HDR + sizeof(md) + 2 * TPX_RDESC_SIZE];
+    unsigned char md[200],
+        val[TPX_REG_VALUE_HDR + sizeof(md) + 2 * TPX_RDESC_SIZE + 2 * TPX_REG_SIG_SIZE];
     unsigned char descs[2 * TPX_RDESC_SIZE];
     size_t vl = 0;
     memset(md, 0x5a, sizeof(md));
     memset(descs, 0xa5, sizeof(descs));
-    must(tpx__reg_value_encode(md, sizeof(md), descs, 2, val, sizeof(val), &vl) == TPX_OK,
+    must(tpx__reg_value_encode(md, sizeof(md), descs, 2, 0, val, sizeof(val), &vl) == TPX_OK,
          "registry value");
     seed_t s;
     seed_start(&s, TPX_FUZZ_REG_VALUE);
     seed_add(&s, val, vl);
     seed_write(&s, "reg", "value");
+    /* signed: two signature slots (their bytes are not checked here) */
+    must(tpx__reg_value_encode(md, sizeof(md), descs, 2, 2, val, sizeof(val), &vl) == TPX_OK,
+         "signed registry value");
+    memset(val + vl - 2 * TPX_REG_SIG_SIZE, 0x3c, 2 * TPX_REG_SIG_SIZE);
+    seed_start(&s, TPX_FUZZ_REG_VALUE);
+    seed_add(&s, val, vl);
+    seed_write(&s, "reg", "value_signed");
     seed_text(TPX_FUZZ_REG_B64, "b64", "eyJhIjoxfQ==");
     seed_text(TPX_FUZZ_REG_URL, "url", "etcd://10.0.0.1:2379,[fd00::1]:2379,etcd-2:2379");
+    seed_text(TPX_FUZZ_REG_URL, "url_tls", "https://etcd-0:2379,https://[fd00::1]:2379,10.0.0.3:2379");
 }
 
 int main(int argc, char **argv)

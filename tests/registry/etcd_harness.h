@@ -3,7 +3,9 @@
  * used by test_registry.c): Debian's `etcd` (package etcd-server, or
  * $TPX_ETCD) on 127.0.0.1, client and peer ports that were free a moment
  * before (test_free_ports), its own data directory under /tmp; its log is etcd.log there and
- * is printed when a test fails. Every wait has a deadline.
+ * is printed when a test fails; optionally TLS for clients (certificates
+ * from certs.sh), client certificates required, a short auth token TTL.
+ * Every wait has a deadline.
  */
 #ifndef TPX_TESTS_ETCD_HARNESS_H
 #define TPX_TESTS_ETCD_HARNESS_H
@@ -26,13 +28,19 @@
 
 #define ETCD_SKIP 77 /* ctest SKIP_RETURN_CODE: no etcd on this machine */
 
-typedef struct {
+typedef struct etcd etcd_t;
+struct etcd {
     pid_t pid; /* 0: not running */
     int client_port, peer_port;
     char dir[64]; /* data directory (and etcd.log) */
-    char url[64]; /* etcd://127.0.0.1:PORT */
+    char url[64]; /* etcd://127.0.0.1:PORT, or https:// with tls_dir */
     char bin[512];
-} etcd_t;
+    /* set before the first start: */
+    char tls_dir[64];             /* certs.sh's directory: clients speak TLS (server.pem) */
+    int client_cert_auth;         /* clients must show a certificate of ca.pem */
+    int token_ttl;                /* --auth-token-ttl, seconds (0: etcd's 300) */
+    int (*ready)(const etcd_t *); /* is it answering? (NULL: a plain HTTP range) */
+};
 
 /* Find the etcd binary: $TPX_ETCD, else `etcd` on PATH or in /usr/bin. */
 static int etcd_find(etcd_t *s)
@@ -94,7 +102,8 @@ static int etcd_pick_ports(etcd_t *s)
     s->peer_port = s->client_port + 1;
     if (s->client_port <= 0)
         return -1;
-    snprintf(s->url, sizeof(s->url), "etcd://127.0.0.1:%d", s->client_port);
+    snprintf(s->url, sizeof(s->url), "%s://127.0.0.1:%d", s->tls_dir[0] ? "https" : "etcd",
+             s->client_port);
     return 0;
 }
 
@@ -134,9 +143,26 @@ static int etcd_start_once(etcd_t *s)
             return -1;
     }
     char data[128], log[128], curl[64], purl[64], cluster[96];
+    char cert[128], key[128], ca[128], ttl[32];
     snprintf(data, sizeof(data), "%s/data", s->dir);
     snprintf(log, sizeof(log), "%s/etcd.log", s->dir);
-    snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", s->client_port);
+    snprintf(curl, sizeof(curl), "%s://127.0.0.1:%d", s->tls_dir[0] ? "https" : "http",
+             s->client_port);
+    snprintf(cert, sizeof(cert), "--cert-file=%s/server.pem", s->tls_dir);
+    snprintf(key, sizeof(key), "--key-file=%s/server.key", s->tls_dir);
+    snprintf(ca, sizeof(ca), "--trusted-ca-file=%s/ca.pem", s->tls_dir);
+    snprintf(ttl, sizeof(ttl), "--auth-token-ttl=%d", s->token_ttl > 0 ? s->token_ttl : 300);
+    const char *opt[5] = {NULL};
+    int no = 0;
+    opt[no++] = ttl;
+    if (s->tls_dir[0]) {
+        opt[no++] = cert;
+        opt[no++] = key;
+        if (s->client_cert_auth) {
+            opt[no++] = ca;
+            opt[no++] = "--client-cert-auth";
+        }
+    }
     snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", s->peer_port);
     snprintf(cluster, sizeof(cluster), "tpxtest=%s", purl);
     pid_t pid = fork();
@@ -152,13 +178,14 @@ static int etcd_start_once(etcd_t *s)
         execl(s->bin, s->bin, "--name", "tpxtest", "--data-dir", data, "--listen-client-urls", curl,
               "--advertise-client-urls", curl, "--listen-peer-urls", purl,
               "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
-              "--initial-cluster-state", "new", (char *)NULL);
+              "--initial-cluster-state", "new", opt[0], opt[1], opt[2], opt[3], opt[4],
+              (char *)NULL);
         _exit(127);
     }
     s->pid = pid;
     uint64_t end = test_deadline_ms(30000);
     while (test_now_ns() < end) {
-        if (etcd_ready(s))
+        if (s->ready != NULL ? s->ready(s) : etcd_ready(s))
             return 0;
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {

@@ -26,6 +26,19 @@
  *             with a 200 ms deadline returns by it, and so does a second
  *             poster to that remote (the lookup honours the caller's
  *             deadline, not TPX_METADATA_TIMEOUT_MS)
+ *   trust     signed values: TPX_METADATA_TRUST's pinned and cluster keys
+ *             taken; an attacker's value under a dead engine's name refused,
+ *             and the WRITE of a remote that reconnects by name never lands
+ *   tls       etcd over TLS with client certificates: publish, look up,
+ *             read, list and watch; refused: no client certificate, one of
+ *             another CA, a server certificate of a CA not trusted, TLS
+ *             settings with a plain endpoint
+ *   auth      etcd's authentication (over TLS): a user works on after its
+ *             token expired; a wrong password is TPX_ERR_ACCESS
+ *   probe     (internal) open a registry and list: prints the status
+ *   trickle   a fake etcd that streams a watch answer one byte at a time:
+ *             tpx_registry_watch(1000 ms) returns by its deadline, with
+ *             nothing, and the stream goes on at the next call (no etcd)
  *   run -- CMD...   run CMD with TPX_METADATA pointing at a fresh etcd
  *             (for the tpx-perf cluster tests); its exit status
  *   serve NAME GEN TTL   (internal) a server engine for sigkill/restart
@@ -45,6 +58,7 @@
 
 #include "../common/tpx_test.h"
 #include "common/util.h"
+#include "engine/ident.h"
 #include "etcd_harness.h"
 #include "http_memsrc.h"
 #include "registry/registry.h"
@@ -145,7 +159,13 @@ static int case_unit(void)
     EXPECT_EQ(n, 3);
     EXPECT(strcmp(eps[1].host, "::1") == 0 && strcmp(eps[1].port, "2379") == 0);
     EXPECT(tpx__reg_parse_url("etcd://a", eps, 8, &n, why, sizeof(why)) < 0);
-    EXPECT(tpx__reg_parse_url("http://a:1", eps, 8, &n, why, sizeof(why)) < 0);
+    EXPECT(tpx__reg_parse_url("ftp://a:1", eps, 8, &n, why, sizeof(why)) < 0);
+    EXPECT(tpx__reg_parse_url("http://a:1", eps, 8, &n, why, sizeof(why)) == 0 && !eps[0].tls);
+    EXPECT(tpx__reg_parse_url("https://a:1,https://b:2,c:3", eps, 8, &n, why, sizeof(why)) == 0);
+    EXPECT(n == 3 && eps[0].tls && eps[1].tls && eps[2].tls && strcmp(eps[2].host, "c") == 0);
+    EXPECT(tpx__reg_parse_url("https://a:1,etcd://b:2", eps, 8, &n, why, sizeof(why)) < 0);
+    EXPECT(strstr(why, "mix") != NULL);
+    EXPECT(tpx__reg_parse_url("a:1,https://b:2", eps, 8, &n, why, sizeof(why)) < 0);
     EXPECT(tpx__reg_parse_url("etcd://a:0", eps, 8, &n, why, sizeof(why)) < 0);
     EXPECT(tpx__reg_parse_url("etcd://a:1,,b:2", eps, 8, &n, why, sizeof(why)) < 0);
     EXPECT(tpx__reg_parse_url("", eps, 8, &n, why, sizeof(why)) < 0);
@@ -272,12 +292,85 @@ static int case_unit(void)
     memset(md, 5, sizeof(md));
     tpx_rdesc_t d[2];
     memset(d, 9, sizeof(d));
-    EXPECT(tpx__reg_value_encode(md, sizeof(md), d, 2, val, sizeof(val), &vl) == TPX_OK);
+    EXPECT(tpx__reg_value_encode(md, sizeof(md), d, 2, 0, val, sizeof(val), &vl) == TPX_OK);
     EXPECT(tpx__reg_value_decode(val, vl, &pm, &ml, &pd, &nd) == TPX_OK);
     EXPECT(ml == 100 && nd == 2 && memcmp(pm, md, 100) == 0 && memcmp(pd, d, sizeof(d)) == 0);
     EXPECT(tpx__reg_value_decode(val, vl - 1, &pm, &ml, &pd, &nd) != TPX_OK);
     val[0] ^= 1;
     EXPECT(tpx__reg_value_decode(val, vl, &pm, &ml, &pd, &nd) != TPX_OK);
+
+    /* signed values: two signatures, checked against trust settings */
+    unsigned char seed[32], pk1[32], sk1[64], pk2[32], sk2[64];
+    char h1[65], h2[65], spec[300], twhy[400];
+    memset(seed, 1, sizeof(seed));
+    EXPECT(tpx__ident_seed_keypair(seed, pk1, sk1) == TPX_OK);
+    memset(seed, 2, sizeof(seed));
+    EXPECT(tpx__ident_seed_keypair(seed, pk2, sk2) == TPX_OK);
+    tpx__reg_key_hex(pk1, h1);
+    tpx__reg_key_hex(pk2, h2);
+    static unsigned char sv[600];
+    const unsigned char *sigs;
+    size_t ns, slen;
+    EXPECT(tpx__reg_value_encode(md, sizeof(md), d, 2, 2, sv, sizeof(sv), &vl) == TPX_OK);
+    EXPECT(vl == 16 + 100 + sizeof(d) + 2 * 96);
+    EXPECT(tpx__reg_value_sign("/p/a", sv, vl, 0, pk1, sk1) == TPX_OK);
+    EXPECT(tpx__reg_value_sign("/p/a", sv, vl, 1, pk2, sk2) == TPX_OK);
+    EXPECT(tpx__reg_value_decode(sv, vl, &pm, &ml, &pd, &nd) == TPX_OK && ml == 100 && nd == 2);
+    EXPECT(tpx__reg_value_sigs(sv, vl, &sigs, &ns, &slen) == TPX_OK && ns == 2 && slen == vl - 192);
+    tpx__reg_trust_t t;
+    snprintf(spec, sizeof(spec), "a=%s", h1);
+    EXPECT(tpx__reg_trust_parse(spec, &t, twhy, sizeof(twhy)) == 0 && t.set && t.n == 1);
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", sv, vl, twhy, sizeof(twhy)) == TPX_OK);
+    /* the same value under another key or name: refused */
+    EXPECT(tpx__reg_trust_check(&t, "/p/b", "a", sv, vl, twhy, sizeof(twhy)) == TPX_ERR_ACCESS);
+    EXPECT(strstr(twhy, "does not verify") != NULL);
+    EXPECT(tpx__reg_trust_check(&t, "/p/b", "b", sv, vl, twhy, sizeof(twhy)) == TPX_ERR_ACCESS);
+    EXPECT(strstr(twhy, "not trusted for this name") != NULL);
+    /* one flipped byte of the metadata: refused */
+    sv[20] ^= 1;
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", sv, vl, twhy, sizeof(twhy)) == TPX_ERR_ACCESS);
+    sv[20] ^= 1;
+    tpx__reg_trust_free(&t);
+    /* a cluster key trusts any name; an unsigned value is refused */
+    snprintf(spec, sizeof(spec), "# comment\n x=%s ,\n*=%s\n", h1, h2);
+    EXPECT(tpx__reg_trust_parse(spec, &t, twhy, sizeof(twhy)) == 0 && t.n == 2);
+    EXPECT(strcmp(t.pins[1].name, "*") == 0 && memcmp(t.pins[1].pk, pk2, 32) == 0);
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", sv, vl, twhy, sizeof(twhy)) == TPX_OK);
+    EXPECT(tpx__reg_trust_check(&t, "/p/a", "a", val, 16 + 100 + sizeof(d), twhy, sizeof(twhy)) ==
+           TPX_ERR_ACCESS);
+    tpx__reg_trust_free(&t);
+    /* malformed settings; an empty one is unset */
+    EXPECT(tpx__reg_trust_parse("a=1234", &t, twhy, sizeof(twhy)) != 0);
+    EXPECT(tpx__reg_trust_parse("=abc", &t, twhy, sizeof(twhy)) != 0);
+    EXPECT(tpx__reg_trust_parse("/nonexistent/trust", &t, twhy, sizeof(twhy)) != 0);
+    EXPECT(tpx__reg_trust_parse("", &t, twhy, sizeof(twhy)) == 0 && !t.set);
+    /* the same in a file */
+    char tp[] = "/tmp/tpx-trust-XXXXXX";
+    int tfd = mkstemp(tp);
+    snprintf(spec, sizeof(spec), "# readers of prefill-0\nprefill-0=%s\n\n*=%s # cluster\n", h1, h2);
+    EXPECT(tfd >= 0 && write(tfd, spec, strlen(spec)) == (ssize_t)strlen(spec));
+    EXPECT(tpx__reg_trust_parse(tp, &t, twhy, sizeof(twhy)) == 0 && t.n == 2);
+    EXPECT(strcmp(t.pins[0].name, "prefill-0") == 0 && memcmp(t.pins[0].pk, pk1, 32) == 0);
+    tpx__reg_trust_free(&t);
+    close(tfd);
+    unlink(tp);
+    /* a signing key in PEM (RFC 8410's example) and in hex; a key file
+     * that others can read is refused */
+    char kp[] = "/tmp/tpx-key-XXXXXX";
+    int kfd = mkstemp(kp);
+    static const char pem[] = "-----BEGIN PRIVATE KEY-----\n"
+                              "MC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n"
+                              "-----END PRIVATE KEY-----\n";
+    EXPECT(kfd >= 0 && write(kfd, pem, strlen(pem)) == (ssize_t)strlen(pem));
+    EXPECT(tpx__reg_sign_key_load(kp, pk1, sk1, twhy, sizeof(twhy)) == 0);
+    tpx__reg_key_hex(pk1, h1);
+    EXPECT(strcmp(h1, "19bf44096984cdfe8541bac167dc3b96c85086aa30b6b6cb0c5c38ad703166e1") == 0);
+    EXPECT(ftruncate(kfd, 0) == 0 && pwrite(kfd, h2, 64, 0) == 64); /* not a seed of ours, a key */
+    EXPECT(tpx__reg_sign_key_load(kp, pk1, sk1, twhy, sizeof(twhy)) == 0);
+    EXPECT(chmod(kp, 0644) == 0 && tpx__reg_sign_key_load(kp, pk1, sk1, twhy, sizeof(twhy)) != 0);
+    EXPECT(strstr(twhy, "chmod 600") != NULL);
+    close(kfd);
+    unlink(kp);
     TEST_DONE();
 }
 
@@ -342,22 +435,53 @@ static pid_t spawn_server(const char *name, int gen, int ttl)
 
 static void reap(pid_t pid)
 {
+    if (pid <= 0) /* never kill(-1) or the process group */
+        return;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
 }
 
+static volatile sig_atomic_t serve_term;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    serve_term = 1;
+}
+
+/* Serve until killed; SIGTERM ends it with 0 if its region still holds
+ * the pattern of `gen` (nobody's WRITE landed), else 3. */
 static int case_serve(const char *name, int gen, int ttl)
 {
     node_t n;
     tpx_registry_t *r;
+    signal(SIGTERM, on_term);
     if (node_make(&n, name, gen) != 0 || tpx_registry_open(NULL, NULL, &r) != TPX_OK ||
         tpx_registry_publish(r, n.e, &n.desc, 1, ttl) != TPX_OK)
         return 1;
     if (write(1, "ready", 5) != 5)
         return 1;
     close(1);
-    for (;;)
-        pause(); /* until killed */
+    while (!serve_term)
+        pause();
+    for (size_t i = 0; i < REGION; i++)
+        if (n.mem[i] != pattern(i, gen)) {
+            fprintf(stderr, "serve %s: byte %zu was written\n", name, i);
+            _exit(3);
+        }
+    _exit(0);
+}
+
+/* SIGTERM a `serve` process: its exit status (0: its region untouched). */
+static int serve_end(pid_t pid)
+{
+    int status = 0;
+    if (pid <= 0)
+        return -1;
+    kill(pid, SIGTERM);
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 static int case_publish(void)
@@ -574,6 +698,175 @@ static int case_restart(void)
     TEST_DONE();
 }
 
+/* WRITE the pattern of `gen` over the whole exported region of rm. */
+static tpx_status_t write_gen(tpx_engine_t *e, tpx_remote_t *rm, const tpx_rdesc_t *d, int gen)
+{
+    unsigned char *buf = malloc(REGION);
+    tpx_region_t *reg = NULL;
+    if (buf == NULL)
+        return TPX_ERR_NO_MEMORY;
+    for (size_t i = 0; i < REGION; i++)
+        buf[i] = pattern(i, gen);
+    tpx_status_t st = tpx_mem_register(e, buf, REGION, TPX_MEM_HOST, &reg);
+    if (st == TPX_OK) {
+        tpx_iov_t v = {.local = reg, .remote = d, .len = REGION};
+        tpx_xfer_t *x = NULL;
+        st = tpx_rma(rm, TPX_OP_WRITE, &v, 1, NULL, 0, &x);
+        if (st == TPX_OK) {
+            st = tpx_xfer_wait(x, 20000, NULL);
+            tpx_xfer_release(x);
+        }
+        tpx_mem_deregister(reg);
+    }
+    free(buf);
+    return st;
+}
+
+/* ---- trust: signed values ---- */
+
+/* A signing key file of seed byte `b` (mode 0600); its public key in hex. */
+static int key_file(const char *path, unsigned char b, char hex[65])
+{
+    unsigned char seed[32], pk[32], sk[64];
+    memset(seed, b, sizeof(seed));
+    if (tpx__ident_seed_keypair(seed, pk, sk) != TPX_OK)
+        return -1;
+    tpx__reg_key_hex(pk, hex);
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    for (int i = 0; i < 32; i++)
+        fprintf(f, "%02x", b);
+    fprintf(f, "\n");
+    fclose(f);
+    return chmod(path, 0600);
+}
+
+/* A `serve` process signing with key file kf (NULL: none; dial: no keys). */
+static pid_t spawn_signed(const char *name, int gen, const char *kf, int dial)
+{
+    if (kf != NULL)
+        setenv("TPX_METADATA_SIGN_KEY", kf, 1);
+    if (dial)
+        setenv("TPX_IDENTITY", "dial", 1);
+    pid_t pid = spawn_server(name, gen, 2);
+    unsetenv("TPX_METADATA_SIGN_KEY");
+    unsetenv("TPX_IDENTITY");
+    return pid;
+}
+
+/* Wait until `name` is no longer published (its lease expired). */
+static void wait_gone(tpx_registry_t *r, const char *name)
+{
+    char names[8][TPX_NAME_MAX];
+    uint64_t t0 = test_now_ns();
+    for (size_t n = 1, there = 1; there && test_secs_since(t0) < 15; usleep(100000)) {
+        there = 0;
+        if (tpx_registry_list(r, names, 8, &n) != TPX_OK)
+            continue;
+        for (size_t i = 0; i < n && i < 8; i++)
+            there |= strcmp(names[i], name) == 0;
+    }
+}
+
+/* An attacker who can write to etcd takes a name over once its engine is
+ * gone: its value is refused by a reader that trusts the name's key, the
+ * reader's WRITE to the name fails with TPX_ERR_ACCESS and never reaches
+ * the attacker's memory. A value signed by a key trusted for all names
+ * (a cluster key) is taken; a value without signatures, or one whose
+ * engine has no identity key, is refused. */
+static int case_trust(void)
+{
+    char dir[] = "/tmp/tpx-trust-XXXXXX", owner_kf[64], cluster_kf[64], evil_kf[64];
+    char owner_pk[65], cluster_pk[65], evil_pk[65], trust[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(owner_kf, sizeof(owner_kf), "%s/owner.key", dir);
+    snprintf(cluster_kf, sizeof(cluster_kf), "%s/cluster.key", dir);
+    snprintf(evil_kf, sizeof(evil_kf), "%s/evil.key", dir);
+    /* The keys are made in a child: libsodium's loading reads this
+     * process's settings, which must hold TPX_METADATA_TRUST first. */
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        char all[3 * 65];
+        int ok = key_file(owner_kf, 1, all) == 0 && key_file(cluster_kf, 2, all + 65) == 0 &&
+                 key_file(evil_kf, 3, all + 130) == 0;
+        _exit(ok && write(fds[1], all, sizeof(all)) == (ssize_t)sizeof(all) ? 0 : 1);
+    }
+    close(fds[1]);
+    char all[3 * 65];
+    int got = kid > 0 && read(fds[0], all, sizeof(all)) == (ssize_t)sizeof(all);
+    close(fds[0]);
+    if (kid > 0)
+        waitpid(kid, NULL, 0);
+    if (!got) {
+        fprintf(stderr, "SKIP: no libsodium\n");
+        return ETCD_SKIP;
+    }
+    memcpy(owner_pk, all, 65);
+    memcpy(cluster_pk, all + 65, 65);
+    memcpy(evil_pk, all + 130, 65);
+    snprintf(trust, sizeof(trust), "owner=%s, *=%s", owner_pk, cluster_pk);
+    setenv("TPX_METADATA_TRUST", trust, 1);
+    need_etcd();
+    node_t c;
+    EXPECT(node_make(&c, "victim", 9) == 0);
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    EXPECT(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+
+    /* the owner, signing with its pinned key: taken */
+    pid_t owner = spawn_signed("owner", 1, owner_kf, 0);
+    EXPECT(owner > 0);
+    tpx_remote_t *rm = NULL;
+    EXPECT(tpx_registry_load_remote(r, c.e, "owner", &rm, &ent) == TPX_OK);
+    tpx_rdesc_t d1 = ent.descs[0];
+    EXPECT(rm != NULL && read_check(c.e, rm, &d1, 1) == TPX_OK);
+    /* another engine signed by the cluster key: taken */
+    pid_t worker = spawn_signed("worker", 4, cluster_kf, 0);
+    tpx_remote_t *rw = NULL;
+    EXPECT(tpx_registry_load_remote(r, c.e, "worker", &rw, &ent) == TPX_OK);
+    EXPECT(rw != NULL && read_check(c.e, rw, &ent.descs[0], 4) == TPX_OK);
+
+    /* the owner dies; the attacker publishes under its name, signed with
+     * its own key (and its engine's identity key) */
+    reap(owner);
+    wait_gone(r, "owner");
+    pid_t evil = spawn_signed("owner", 2, evil_kf, 0);
+    EXPECT(evil > 0);
+    EXPECT(tpx_registry_lookup(r, "owner", &ent) == TPX_ERR_ACCESS);
+    tpx_remote_t *rx = NULL;
+    EXPECT(tpx_registry_load_remote(r, c.e, "owner", &rx, &ent) == TPX_ERR_ACCESS);
+    /* the remote loaded before looks its name up again to reconnect: its
+     * WRITE fails (the dead connection may fail it first) */
+    tpx_status_t st = write_gen(c.e, rm, &d1, 9);
+    if (st != TPX_ERR_ACCESS)
+        st = write_gen(c.e, rm, &d1, 9);
+    printf("trust: WRITE to a name taken over: %s\n", tpx_status_name(st));
+    EXPECT_EQ(st, TPX_ERR_ACCESS);
+    EXPECT_EQ(serve_end(evil), 0); /* nothing landed in the attacker's memory */
+    wait_gone(r, "owner");
+
+    /* no signature at all (an engine without keys): refused */
+    evil = spawn_signed("owner", 2, NULL, 1);
+    EXPECT(evil > 0);
+    EXPECT(tpx_registry_lookup(r, "owner", &ent) == TPX_ERR_ACCESS);
+    reap(evil);
+    printf("trust: keys %.16s... (owner) %.16s... (cluster) refused %.16s...\n", owner_pk,
+           cluster_pk, evil_pk);
+
+    reap(worker);
+    tpx_remote_forget(rm);
+    tpx_remote_forget(rw);
+    tpx_registry_close(r);
+    node_free(&c);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    EXPECT(system(cmd) == 0);
+    TEST_DONE();
+}
+
 /* Wait for the next event (up to ms), or n = 0. */
 static tpx_status_t next_event(tpx_registry_t *r, tpx_registry_event_t *ev, size_t *n, int ms)
 {
@@ -633,6 +926,8 @@ static int case_watch(void)
 }
 
 /* A raw etcd call (the test plays another program writing to etcd). */
+static tpx__tls_ctx_t *raw_tls; /* the test's TLS to etcd, if it speaks TLS */
+
 static int raw_post(const char *path, const char *body)
 {
     tpx__reg_ep_t eps[8];
@@ -644,8 +939,11 @@ static int raw_post(const char *path, const char *body)
     if (c == NULL)
         return -1;
     tpx__http_init(c, eps, neps);
+    c->tls_ctx = raw_tls;
     tpx__http_resp_t resp;
     tpx_status_t st = tpx__http_post(c, path, body, tpx__now_ns() + 10000000000ull, &resp);
+    if (st != TPX_OK)
+        fprintf(stderr, "%s: %s\n", path, c->last_err);
     tpx__http_close(c);
     free(c);
     if (st != TPX_OK)
@@ -857,6 +1155,372 @@ static int case_stall(void)
     TEST_DONE();
 }
 
+/* ---- trickle: every byte of a watch under the caller's deadline ---- */
+
+/* A fake etcd on 127.0.0.1 that answers any request with a chunked 200
+ * head at once, then streams one message that never ends, one byte every
+ * 20 ms, each chunk "1\r\nX\r\n" sent so that the next chunk's first
+ * byte leaves with the previous one's last (a reader that waits only for
+ * a chunk's first byte always finds one). It serves one connection at a
+ * time until `stop`. */
+typedef struct {
+    int lfd, port;
+    volatile int stop;
+    int conns;
+} trickle_srv_t;
+
+static void *trickle_main(void *arg)
+{
+    trickle_srv_t *t = arg;
+    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n";
+    while (!t->stop) {
+        struct pollfd pf = {.fd = t->lfd, .events = POLLIN};
+        if (poll(&pf, 1, 100) != 1)
+            continue;
+        int fd = accept(t->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        t->conns++;
+        char req[4096];
+        (void)!recv(fd, req, sizeof(req), 0); /* the request: whatever it is */
+        int ok = send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof(head) - 1);
+        /* "{" then spaces, one byte a chunk: a message that never completes */
+        for (size_t i = 0; ok && !t->stop; i++) {
+            char c = "1\r\n \r\n"[i % 6];
+            if (i == 3)
+                c = '{';
+            ok = send(fd, &c, 1, MSG_NOSIGNAL) == 1;
+            if (i % 6 != 5) /* no pause between a chunk's end and the next */
+                usleep(20000);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static int case_trickle(void)
+{
+    trickle_srv_t t = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    CHECK(t.lfd >= 0 && bind(t.lfd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+          listen(t.lfd, 4) == 0 && getsockname(t.lfd, (struct sockaddr *)&a, &al) == 0);
+    t.port = ntohs(a.sin_port);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, trickle_main, &t) == 0);
+    char url[64];
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d", t.port);
+    tpx_registry_t *r;
+    tpx_registry_event_t ev[4];
+    size_t n = 99;
+    EXPECT(tpx_registry_open(url, "/t", &r) == TPX_OK);
+    /* Twice: the first opens the stream, the second goes on with it. The
+     * stream would go on for 30 s; each call ends at its deadline, a
+     * second after it began, with nothing (*n = 0, the stream intact). */
+    for (int round = 0; round < 2; round++) {
+        uint64_t t0 = test_now_ns();
+        tpx_status_t st = tpx_registry_watch(r, ev, 4, &n, 1000);
+        double secs = test_secs_since(t0);
+        printf("trickle: watch(1000 ms) round %d: %s, %zu events after %.3f s\n", round,
+               tpx_status_name(st), n, secs);
+        EXPECT(st == TPX_OK && n == 0);
+        EXPECT(secs >= 0.9 && secs < 2.5);
+    }
+    EXPECT_EQ(t.conns, 1); /* the stream was kept, not reopened */
+    tpx_registry_close(r);
+    t.stop = 1;
+    pthread_join(th, NULL);
+    close(t.lfd);
+    TEST_DONE();
+}
+
+/* ---- tls and auth: etcd over TLS, with its authentication ---- */
+
+static char certs[64]; /* certs.sh's directory */
+
+static void on_exit_certs(void)
+{
+    if (strncmp(certs, "/tmp/tpx-certs-", 15) == 0) {
+        char cmd[96];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", certs);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", certs);
+    }
+}
+
+/* A test CA and certificates (certs.sh, $TPX_TEST_CERTS) in certs[]. */
+static int make_certs(void)
+{
+    const char *script = getenv("TPX_TEST_CERTS");
+    snprintf(certs, sizeof(certs), "/tmp/tpx-certs-XXXXXX");
+    CHECK(script != NULL && mkdtemp(certs) != NULL);
+    atexit(on_exit_certs);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "sh '%s' '%s'", script, certs);
+    CHECK(system(cmd) == 0, "certs.sh failed (is the openssl command installed?)");
+    return 0;
+}
+
+static const char *cert(const char *file)
+{
+    static char paths[8][128];
+    static int next;
+    char *p = paths[next++ % 8];
+    snprintf(p, 128, "%s/%s", certs, file);
+    return p;
+}
+
+/* etcd over TLS answers: any HTTP answer to a range. */
+static int tls_ready(const etcd_t *s)
+{
+    (void)s;
+    tpx__reg_ep_t eps[8];
+    int neps;
+    char why[256];
+    if (tpx__reg_parse_url(etcd.url, eps, 8, &neps, why, sizeof(why)) != 0)
+        return 0;
+    static tpx__http_conn_t c;
+    tpx__http_init(&c, eps, neps);
+    c.tls_ctx = raw_tls;
+    tpx__http_resp_t resp;
+    tpx_status_t st = tpx__http_post(&c, "/v3/kv/range", "{\"key\":\"AA==\"}",
+                                     tpx__now_ns() + 2000000000ull, &resp);
+    tpx__http_close(&c);
+    if (st == TPX_OK)
+        free(resp.body);
+    return st == TPX_OK;
+}
+
+/* Start etcd with TLS (client certificates required or not). */
+static int need_tls_etcd(int client_cert_auth, int token_ttl)
+{
+    TRY(make_certs());
+    snprintf(etcd.tls_dir, sizeof(etcd.tls_dir), "%s", certs);
+    etcd.client_cert_auth = client_cert_auth;
+    etcd.token_ttl = token_ttl;
+    etcd.ready = tls_ready;
+    char why[256];
+    raw_tls = tpx__tls_ctx_new(cert("ca.pem"), client_cert_auth ? cert("client.pem") : "",
+                               client_cert_auth ? cert("client.key") : "", why, sizeof(why));
+    CHECK(raw_tls != NULL, "%s", why);
+    setenv("TPX_METADATA_TLS_CA", cert("ca.pem"), 1);
+    if (client_cert_auth) {
+        setenv("TPX_METADATA_TLS_CERT", cert("client.pem"), 1);
+        setenv("TPX_METADATA_TLS_KEY", cert("client.key"), 1);
+    }
+    need_etcd();
+    return 0;
+}
+
+/* `probe` in a child with settings changed (NAME=VALUE pairs; "NAME=" unsets):
+ * what it printed ("open: STATUS" or "list: STATUS"). */
+static const char *probe(const char *const *sets, size_t n)
+{
+    static char out[128];
+    int fds[2];
+    out[0] = '\0';
+    if (pipe(fds) != 0)
+        return out;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        for (size_t i = 0; i < n; i++) {
+            char kv[512];
+            snprintf(kv, sizeof(kv), "%s", sets[i]);
+            char *eq = strchr(kv, '=');
+            *eq = '\0';
+            if (eq[1] == '\0')
+                unsetenv(kv);
+            else
+                setenv(kv, eq + 1, 1);
+        }
+        execl(self, self, "probe", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (pid > 0 && got + 1 < sizeof(out) &&
+           (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(fds[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    char *nl = strchr(out, '\n');
+    if (nl != NULL)
+        *nl = '\0';
+    return out;
+}
+
+static int case_probe(void)
+{
+    /* as a program that never heard of SIGPIPE: a write to an etcd that
+     * closed must not kill it */
+    signal(SIGPIPE, SIG_DFL);
+    tpx_registry_t *r;
+    char names[8][TPX_NAME_MAX];
+    size_t n;
+    tpx_status_t st = tpx_registry_open(NULL, "/probe", &r);
+    if (st != TPX_OK) {
+        printf("open: %s\n", tpx_status_name(st));
+        return 0;
+    }
+    printf("list: %s\n", tpx_status_name(tpx_registry_list(r, names, 8, &n)));
+    tpx_registry_close(r);
+    return 0;
+}
+
+/* Publish, look up and read by name, list and watch, over TLS with
+ * client certificates; refused: a client without a certificate, one whose
+ * certificate another CA signed, a server certificate the client's CA did
+ * not sign, and TLS settings with a plain endpoint. */
+static int case_tls(void)
+{
+    TRY(need_tls_etcd(1, 0));
+    EXPECT(strncmp(etcd.url, "https://", 8) == 0);
+    node_t a, c;
+    EXPECT(node_make(&a, "alpha", 1) == 0);
+    EXPECT(node_make(&c, "client", 3) == 0);
+    tpx_registry_t *r, *w;
+    static tpx_registry_entry_t ent;
+    char names[8][TPX_NAME_MAX];
+    tpx_registry_event_t ev[8];
+    size_t n = 0;
+    EXPECT(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+    EXPECT(tpx_registry_open(NULL, NULL, &w) == TPX_OK);
+    EXPECT(tpx_registry_list(w, names, 8, &n) == TPX_OK && n == 0);
+    EXPECT(tpx_registry_publish(r, a.e, &a.desc, 1, 5) == TPX_OK);
+    EXPECT(tpx_registry_watch(w, ev, 8, &n, 5000) == TPX_OK && n == 1 &&
+           strcmp(ev[0].name, "alpha") == 0 && !ev[0].gone);
+    tpx_remote_t *rm;
+    EXPECT(tpx_registry_load_remote(r, c.e, "alpha", &rm, &ent) == TPX_OK);
+    EXPECT(read_check(c.e, rm, &ent.descs[0], 1) == TPX_OK);
+    /* by DNS name: the certificate names localhost too */
+    char url[96];
+    tpx_registry_t *rh;
+    snprintf(url, sizeof(url), "https://localhost:%d", etcd.client_port);
+    EXPECT(tpx_registry_open(url, NULL, &rh) == TPX_OK);
+    EXPECT(tpx_registry_list(rh, names, 8, &n) == TPX_OK && n == 1);
+    tpx_registry_close(rh);
+    EXPECT(tpx_registry_unpublish(r, a.e) == TPX_OK);
+    EXPECT(tpx_registry_watch(w, ev, 8, &n, 5000) == TPX_OK && n == 1 && ev[0].gone);
+
+    /* files that do not load, a certificate without its key: at open */
+    const char *no_ca[] = {"TPX_METADATA_TLS_CA=/nonexistent/ca.pem"};
+    const char *got = probe(no_ca, 1);
+    printf("tls: a CA file that does not exist: %s\n", got);
+    EXPECT(strcmp(got, "open: TPX_ERR_CONFIG") == 0);
+    const char *no_key[] = {"TPX_METADATA_TLS_KEY="};
+    got = probe(no_key, 1);
+    printf("tls: a client certificate without its key: %s\n", got);
+    EXPECT(strcmp(got, "open: TPX_ERR_CONFIG") == 0);
+    const char *no_cert[] = {"TPX_METADATA_TLS_CERT=", "TPX_METADATA_TLS_KEY="};
+    got = probe(no_cert, 2);
+    printf("tls: no client certificate: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_UNREACHABLE") == 0);
+    char other[3][160];
+    snprintf(other[0], sizeof(other[0]), "TPX_METADATA_TLS_CERT=%s", cert("other.pem"));
+    snprintf(other[1], sizeof(other[1]), "TPX_METADATA_TLS_KEY=%s", cert("other.key"));
+    snprintf(other[2], sizeof(other[2]), "TPX_METADATA_TLS_CA=%s", cert("other-ca.pem"));
+    const char *other_client[] = {other[0], other[1]};
+    got = probe(other_client, 2);
+    printf("tls: a client certificate of another CA: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_UNREACHABLE") == 0);
+    const char *other_ca[] = {other[2]};
+    got = probe(other_ca, 1);
+    printf("tls: a server certificate of a CA not trusted: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_UNREACHABLE") == 0);
+    char plain[96];
+    snprintf(plain, sizeof(plain), "TPX_METADATA=etcd://127.0.0.1:%d", etcd.client_port);
+    const char *plain_url[] = {plain};
+    got = probe(plain_url, 1);
+    printf("tls: TLS settings with a plain endpoint: %s\n", got);
+    EXPECT(strcmp(got, "open: TPX_ERR_CONFIG") == 0);
+
+    tpx_remote_forget(rm);
+    tpx_registry_close(w);
+    tpx_registry_close(r);
+    node_free(&a);
+    node_free(&c);
+    TEST_DONE();
+}
+
+/* etcd's authentication, over TLS: a user with the right password
+ * publishes, looks up, reads and watches, and goes on after its token
+ * expired (etcd's tokens last 2 s here); a wrong password is refused
+ * with TPX_ERR_ACCESS, no user at all by etcd. */
+static int case_auth(void)
+{
+    TRY(need_tls_etcd(0, 2));
+    CHECK(raw_post("/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"pw root\\\"1\"}") == 0);
+    CHECK(raw_post("/v3/auth/role/add", "{\"name\":\"root\"}") == 0);
+    CHECK(raw_post("/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}") == 0);
+    CHECK(raw_post("/v3/auth/enable", "{}") == 0);
+    char pwf[128], bad[128];
+    snprintf(pwf, sizeof(pwf), "%s/root.pw", certs);
+    snprintf(bad, sizeof(bad), "%s/bad.pw", certs);
+    FILE *f = fopen(pwf, "w"), *g = fopen(bad, "w");
+    CHECK(f != NULL && g != NULL);
+    fprintf(f, "pw root\"1\n");
+    fprintf(g, "not it\n");
+    fclose(f);
+    fclose(g);
+    CHECK(chmod(pwf, 0600) == 0 && chmod(bad, 0600) == 0);
+    /* without a user, before this process has one */
+    const char *got = probe(NULL, 0);
+    printf("auth: no user: %s\n", got);
+    EXPECT(strncmp(got, "list: ", 6) == 0 && strcmp(got, "list: TPX_OK") != 0);
+    setenv("TPX_METADATA_USER", "root", 1);
+    setenv("TPX_METADATA_PASSWORD_FILE", pwf, 1);
+    char badset[160];
+    snprintf(badset, sizeof(badset), "TPX_METADATA_PASSWORD_FILE=%s", bad);
+    const char *wrong[] = {badset};
+    got = probe(wrong, 1);
+    printf("auth: a wrong password: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_ERR_ACCESS") == 0);
+    got = probe(NULL, 0);
+    printf("auth: root: %s\n", got);
+    EXPECT(strcmp(got, "list: TPX_OK") == 0);
+
+    node_t c;
+    EXPECT(node_make(&c, "client", 3) == 0);
+    tpx_registry_t *r;
+    static tpx_registry_entry_t ent;
+    char names[8][TPX_NAME_MAX];
+    tpx_registry_event_t ev[8];
+    size_t n = 0;
+    EXPECT(tpx_registry_open(NULL, NULL, &r) == TPX_OK);
+    EXPECT(tpx_registry_list(r, names, 8, &n) == TPX_OK && n == 0);
+    pid_t pid = spawn_server("alpha", 1, 3); /* its own process, the same settings */
+    EXPECT(pid > 0);
+    EXPECT(tpx_registry_watch(r, ev, 8, &n, 5000) == TPX_OK && n == 1 &&
+           strcmp(ev[0].name, "alpha") == 0 && !ev[0].gone);
+    tpx_remote_t *rm;
+    EXPECT(tpx_registry_load_remote(r, c.e, "alpha", &rm, &ent) == TPX_OK);
+    EXPECT(read_check(c.e, rm, &ent.descs[0], 1) == TPX_OK);
+    /* the tokens expire; calls go on with new ones (and so does the
+     * server's lease, renewed with its own) */
+    usleep(3500 * 1000);
+    EXPECT(tpx_registry_lookup(r, "alpha", &ent) == TPX_OK);
+    EXPECT(tpx_registry_list(r, names, 8, &n) == TPX_OK && n == 1);
+    reap(pid);
+    int gone = 0;
+    uint64_t until = tpx__now_ns() + 15000000000ull;
+    while (!gone && tpx__now_ns() < until && tpx_registry_watch(r, ev, 8, &n, 1000) == TPX_OK)
+        for (size_t i = 0; i < n; i++)
+            gone |= ev[i].gone && strcmp(ev[i].name, "alpha") == 0;
+    printf("auth: the killed server's lease expired: %s\n", gone ? "seen" : "not seen");
+    EXPECT(gone);
+    tpx_remote_forget(rm);
+    tpx_registry_close(r);
+    node_free(&c);
+    TEST_DONE();
+}
+
 static int case_run(int argc, char **argv)
 {
     if (argc < 1) {
@@ -902,6 +1566,16 @@ int main(int argc, char **argv)
         return case_keys();
     if (strcmp(c, "stall") == 0)
         return case_stall();
+    if (strcmp(c, "trickle") == 0)
+        return case_trickle();
+    if (strcmp(c, "trust") == 0)
+        return case_trust();
+    if (strcmp(c, "tls") == 0)
+        return case_tls();
+    if (strcmp(c, "auth") == 0)
+        return case_auth();
+    if (strcmp(c, "probe") == 0)
+        return case_probe();
     if (strcmp(c, "serve") == 0 && argc == 5)
         return case_serve(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (strcmp(c, "run") == 0) {
