@@ -184,7 +184,10 @@ static tpx_status_t mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_me
         TPX_ERROR("tpx_mem_register: CUDA memory must be 4096-byte aligned (%p is not)", addr);
         return TPX_ERR_INVALID_ARG;
     }
-    if (type == TPX_MEM_CUDA && !(e->props.ptr_support & TPX_NCCL_PTR_CUDA)) {
+    pthread_mutex_lock(&e->lock); /* props: see tpx__engine_gpu_bind */
+    int takes_cuda = (e->props.ptr_support & TPX_NCCL_PTR_CUDA) != 0;
+    pthread_mutex_unlock(&e->lock);
+    if (type == TPX_MEM_CUDA && !takes_cuda) {
         TPX_ERROR("tpx_mem_register: plugin %s does not take CUDA memory", e->net->name);
         return TPX_ERR_UNSUPPORTED;
     }
