@@ -14,7 +14,8 @@
  *                           of GPU 1 registered before any peer rebinds to 1
  *   test_gpu_bind params    params.gpu = 1: eth2, and memory of GPU 3 is
  *                           refused under a devmem plugin (TPX_SOCK_TCPX),
- *                           taken by tpx's own transport otherwise
+ *                           taken by tpx's own transport otherwise and READ
+ *                           into GPU 1 memory of another engine, verified
  *   test_gpu_bind claims    tpx_mem_register_gpu: a GPU that does not exist,
  *                           a GPU the memory is not on
  * Exit 77 with fewer than four CUDA devices.
@@ -208,11 +209,35 @@ static int test_params(void)
     test_say("memory of GPU 3 on an engine of GPU 1: %s", tpx_status_string(st));
     if (devmem_plugin()) {
         CHECK(st == TPX_ERR_UNSUPPORTED && r == NULL);
-    } else {
-        CHECK_OK(st);
-        tpx_mem_deregister(r);
+        CHECK(expect_bound(e, 1, TPX_GPU_FROM_PARAMS, "eth2") == 0);
+        tpx_engine_destroy(e);
+        return test_failed();
     }
+    /* tpx's own transport moves memory of any GPU: a READ from GPU 3
+     * memory of the engine of GPU 1 into GPU 1 memory of another. */
+    CHECK_OK(st);
     CHECK(expect_bound(e, 1, TPX_GPU_FROM_PARAMS, "eth2") == 0);
+    tpx_engine_t *req = engine_new(1);
+    void *dst = gpu_alloc(1, LEN, 0);
+    tpx_region_t *rd;
+    CHECK_OK(tpx_mem_register(req, dst, LEN, TPX_MEM_CUDA, &rd));
+    tpx_rdesc_t desc;
+    CHECK_OK(tpx_region_export(r, 0, LEN, &desc));
+    unsigned char md[TPX_METADATA_MAX];
+    size_t mdlen = sizeof(md);
+    CHECK_OK(tpx_engine_get_metadata(e, md, &mdlen));
+    tpx_remote_t *rem;
+    CHECK_OK(tpx_remote_load(req, md, mdlen, &rem));
+    tpx_iov_t iov = {rd, 0, &desc, 0, LEN};
+    tpx_xfer_t *x;
+    CHECK_OK(tpx_rma(rem, TPX_OP_READ, &iov, 1, NULL, 0, &x));
+    CHECK_OK(tpx_xfer_wait(x, 30000, NULL));
+    tpx_xfer_release(x);
+    CHECK(gpu_check(1, dst, LEN, 1) == 0);
+    tpx_remote_forget(rem);
+    tpx_mem_deregister(rd);
+    tpx_mem_deregister(r);
+    tpx_engine_destroy(req);
     tpx_engine_destroy(e);
     return test_failed();
 }
