@@ -53,6 +53,27 @@ echo "== 3. NIXL+TPX, tpx, NIXL+UCX on VRAM"
 python3 bench/nixl_bench.py --mem vram --gpu "$GPU" --ops READ,WRITE --iters "$ITERS" \
     --json "$OUT/nixl.json" 2>&1 | tee "$OUT/nixl.log"
 
+if grep -q '"NIXL+UCX"' "$OUT/nixl.json" && python3 - "$OUT/nixl.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]["NIXL+UCX"]
+sys.exit(0 if any(isinstance(v, str) for v in r.values()) else 1)
+PY
+then
+    echo "== 3b. why NIXL+UCX failed: its libraries, then an agent with UCX_LOG_LEVEL=info"
+    libs=$(python3 -c 'import nixl_cu12, os; print(os.path.dirname(nixl_cu12.__file__) + ".libs")')
+    for f in "$libs"/ucx/libuct_cuda.so* "$libs"/nixl/libplugin_UCX.so; do
+        echo "-- ldd $(basename "$f"):"; ldd "$f" | grep -E 'not found|cuda|nvidia' || true
+    done
+    UCX_TLS=tcp,cuda_copy UCX_LOG_LEVEL=info timeout 60 python3 - "$GPU" <<'PY' 2>&1 | tail -25
+import sys, torch
+from nixl._api import nixl_agent, nixl_agent_config
+t = torch.zeros(1 << 20, dtype=torch.uint8, device="cuda:%s" % sys.argv[1])
+a = nixl_agent("ucx-probe", nixl_agent_config(backends=["UCX"]))
+a.register_memory([(t.data_ptr(), t.numel(), int(sys.argv[1]), "")], "VRAM")
+print("UCX agent registered VRAM")
+PY
+fi
+
 echo "== 4. vLLM's sequence on VRAM"
 for r in 1 2; do
     python3 tests/python/vllm_seq.py --mem vram --gpu "$GPU" --layers 32 --blocks 256 \
