@@ -252,9 +252,11 @@ TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
 TPX_CONFIG_X(IDENTITY, STR, "auto", 0, 0,
              "How engines prove who they are: `auto` (Ed25519 keys from libsodium, loaded at run "
              "time, when it is installed: the metadata carries the public key and every "
-             "connection is signed) or `dial` (no keys: a remote is served only by the "
-             "connection this engine dialed to its metadata's address; notifications from "
-             "unproven peers have `from` prefixed with `?`).")
+             "connection is signed) or `dial` (no keys: a remote is served only by a "
+             "connection this engine dialed to its metadata's address, and after the first only "
+             "by one whose engine proves it is the instance that first connection reached; "
+             "notifications from unproven peers have `from` prefixed with `?`; without "
+             "`TPX_AUTH_TOKEN` a warning says what this trusts).")
 TPX_CONFIG_X(METADATA, STR, "", 0, 0,
              "Registry of engines (tpx/registry.h): `etcd://host:port[,host:port]` (etcd v3, its "
              "JSON gateway). Empty: none; engines exchange metadata blobs themselves.")

@@ -81,6 +81,11 @@ typedef struct {
     int ready_sent;
     unsigned char info_mine[TPX_SHA256_DIGEST_SIZE];   /* sha256 of the INFO we sent */
     unsigned char info_theirs[TPX_SHA256_DIGEST_SIZE]; /* ... and of the one received */
+    /* instance tickets (ident.h INSTANCE) */
+    int present;                       /* client: present this ticket, expect its proof */
+    unsigned char ticket_id[TPX_IDENT_TICKET_ID], ticket[TPX_IDENT_TICKET];
+    int peer_asks;                     /* server: the client presented this ticket id */
+    unsigned char peer_ticket_id[TPX_IDENT_TICKET_ID];
     /* incoming connections only (bootstrap thread) */
     int inbound;
     uint64_t born_ns;          /* accepted */
@@ -215,7 +220,26 @@ static tpx_status_t ident_message(tpx_peer_t *p, setup_t *s, int signer_is_clien
     return TPX_OK;
 }
 
-/* Both INFOs are known: prove who we are (KEY mode) or say we cannot. */
+/* The transcript and both INFO hashes, as (client, server). */
+static tpx_status_t conn_hashes(tpx_peer_t *p, setup_t *s, uint8_t tr[TPX_BS_TRANSCRIPT_SIZE],
+                                const unsigned char **cih, const unsigned char **sih)
+{
+    int me_client = tpx__bs_is_client(p->bs);
+    *cih = me_client ? s->info_mine : s->info_theirs;
+    *sih = me_client ? s->info_theirs : s->info_mine;
+    return tpx__bs_transcript(p->bs, tr);
+}
+
+/* The token that wraps tickets on this connection: the engine's, when the
+ * handshake proved both ends hold it; else none. */
+static const char *wrap_token(const tpx_peer_t *p)
+{
+    return tpx__bs_authenticated(p->bs) ? p->e->auth_token : NULL;
+}
+
+/* Both INFOs are known: prove who we are (KEY mode) or say we cannot; the
+ * client presents its ticket of the server's instance (if it holds one),
+ * the server answers it and offers a ticket of its own instance. */
 static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
 {
     tpx_engine_t *e = p->e;
@@ -230,12 +254,67 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
             TPX_ERROR("peer %s: cannot sign the identity proof", p->name);
             return st;
         }
-        im.has_key = 1;
+        im.flags |= TPX_IDENT_F_KEY;
         memcpy(im.pk, e->ident_pk, sizeof(im.pk));
+    }
+    if (tpx__bs_is_client(p->bs)) {
+        if (s->present) {
+            im.flags |= TPX_IDENT_F_TICKET;
+            memcpy(im.ticket_id, s->ticket_id, sizeof(im.ticket_id));
+        }
+    } else {
+        uint8_t tr[TPX_BS_TRANSCRIPT_SIZE];
+        const unsigned char *cih, *sih;
+        tpx_status_t st = conn_hashes(p, s, tr, &cih, &sih);
+        if (st == TPX_OK)
+            st = tpx__random_bytes(im.offer_id, sizeof(im.offer_id));
+        if (st != TPX_OK)
+            return st;
+        unsigned char t[TPX_IDENT_TICKET];
+        if (s->peer_asks) {
+            tpx__ident_ticket(e->inst_secret, s->peer_ticket_id, t);
+            tpx__ident_proof(t, tr, cih, sih, im.proof);
+            im.flags |= TPX_IDENT_F_PROOF;
+        }
+        tpx__ident_ticket(e->inst_secret, im.offer_id, im.offer);
+        tpx__ident_wrap(wrap_token(p), tr, im.offer);
+        im.flags |= TPX_IDENT_F_OFFER;
+        tpx__secure_zero(t, sizeof(t));
     }
     unsigned char buf[TPX_IDENT_WIRE_SIZE];
     tpx__ident_encode(&im, buf);
-    return tpx__bs_send(p->bs, MSG_IDENT, buf, sizeof(buf));
+    tpx_status_t st = tpx__bs_send(p->bs, MSG_IDENT, buf, sizeof(buf));
+    tpx__secure_zero(buf, sizeof(buf));
+    tpx__secure_zero(&im, sizeof(im));
+    return st;
+}
+
+/* The client's side of the instance check: keep the ticket the server
+ * offered and judge its answer to ours (the remote decides what a missing
+ * or wrong answer means: tpx__remote_same_instance). */
+static tpx_status_t ident_instance(tpx_peer_t *p, setup_t *s, const tpx_ident_msg_t *im)
+{
+    if (!(im->flags & TPX_IDENT_F_OFFER) || (im->flags & TPX_IDENT_F_TICKET)) {
+        SETUP_ERR(p, "peer %s: its identity message offers no ticket of its instance: dropped",
+                  p->name);
+        return TPX_ERR_PROTOCOL;
+    }
+    uint8_t tr[TPX_BS_TRANSCRIPT_SIZE];
+    const unsigned char *cih, *sih;
+    tpx_status_t st = conn_hashes(p, s, tr, &cih, &sih);
+    if (st != TPX_OK)
+        return st;
+    p->inst_offered = 1;
+    memcpy(p->inst_offer_id, im->offer_id, sizeof(p->inst_offer_id));
+    memcpy(p->inst_offer, im->offer, sizeof(p->inst_offer));
+    tpx__ident_wrap(wrap_token(p), tr, p->inst_offer);
+    if (s->present && (im->flags & TPX_IDENT_F_PROOF)) {
+        unsigned char want[TPX_IDENT_TICKET];
+        tpx__ident_proof(s->ticket, tr, cih, sih, want);
+        p->inst_proven = tpx__ct_equal(want, im->proof, sizeof(want));
+        memcpy(p->inst_proven_id, s->ticket_id, sizeof(p->inst_proven_id));
+    }
+    return TPX_OK;
 }
 
 /* The peer's IDENT: a key that does not verify, or that is not the key of
@@ -252,10 +331,26 @@ static tpx_status_t ident_recv(tpx_peer_t *p, setup_t *s)
     if (type == MSG_BUSY)
         return peer_busy_received(p);
     if (type != MSG_IDENT || tpx__ident_decode(buf, len, &im) != TPX_OK) {
-        SETUP_ERR(p, "peer %s: malformed identity message", p->name);
+        int v = type == MSG_IDENT ? tpx__ident_version(buf, len) : -1;
+        if (v >= 0 && v != TPX_IDENT_VERSION)
+            SETUP_ERR(p, "peer %s speaks identity protocol version %d, this engine %d: both ends "
+                      "need the same tpx version", p->name, v, TPX_IDENT_VERSION);
+        else
+            SETUP_ERR(p, "peer %s: malformed identity message", p->name);
         return TPX_ERR_PROTOCOL;
     }
-    if (!im.has_key || !tpx__ident_available())
+    if (tpx__bs_is_client(p->bs)) {
+        if ((st = ident_instance(p, s, &im)) != TPX_OK)
+            return st;
+    } else {
+        if (im.flags & (TPX_IDENT_F_PROOF | TPX_IDENT_F_OFFER)) {
+            SETUP_ERR(p, "peer %s: a client's identity message offers a ticket: dropped", p->name);
+            return TPX_ERR_PROTOCOL;
+        }
+        s->peer_asks = !!(im.flags & TPX_IDENT_F_TICKET);
+        memcpy(s->peer_ticket_id, im.ticket_id, sizeof(s->peer_ticket_id));
+    }
+    if (!(im.flags & TPX_IDENT_F_KEY) || !tpx__ident_available())
         return TPX_OK; /* not proven: p->verified stays 0 */
     unsigned char msg[TPX_IDENT_MSG_SIZE];
     if ((st = ident_message(p, s, !tpx__bs_is_client(p->bs), im.pk, msg)) != TPX_OK)
@@ -636,6 +731,7 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             if (st != TPX_OK)
                 return st;
             s->stage = ST_DONE;
+            tpx__secure_zero(s, sizeof(*s)); /* a ticket */
             free(s);
             p->setup = NULL;
             /* The limiter belongs to the bootstrap thread; other threads
@@ -831,6 +927,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         tpx__region_release(p->scratch_region);
     if (p->setup != NULL) {
         setup_close_listens(e, p->setup);
+        tpx__secure_zero(p->setup, sizeof(setup_t)); /* a ticket */
         free(p->setup);
     }
     pthread_mutex_unlock(&e->lock);
@@ -843,6 +940,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
     free(p->unexpected_body);
     free(p->unexpected);
     free(p->outbox);
+    tpx__secure_zero(p->inst_offer, sizeof(p->inst_offer));
     free(p);
 }
 
@@ -889,6 +987,13 @@ int tpx__engine_bells(tpx_engine_t *e)
 TPX_API tpx_status_t tpx_peer_connect(tpx_engine_t *e, const char *host, int port,
                                       int timeout_ms, tpx_peer_t **out)
 {
+    return tpx__peer_connect_ticket(e, host, port, timeout_ms, NULL, NULL, out);
+}
+
+tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int port, int timeout_ms,
+                                      const unsigned char *ticket_id, const unsigned char *ticket,
+                                      tpx_peer_t **out)
+{
     if (e == NULL || host == NULL || out == NULL || port <= 0 || port > 65535 || timeout_ms < 0) {
         TPX_ERROR("tpx_peer_connect: invalid argument (host %s, port %d)",
                   host ? host : "(null)", port);
@@ -907,6 +1012,12 @@ TPX_API tpx_status_t tpx_peer_connect(tpx_engine_t *e, const char *host, int por
         return st;
     }
     ((setup_t *)p->setup)->deadline_ns = deadline;
+    if (ticket_id != NULL && ticket != NULL) {
+        setup_t *s = p->setup;
+        s->present = 1;
+        memcpy(s->ticket_id, ticket_id, sizeof(s->ticket_id));
+        memcpy(s->ticket, ticket, sizeof(s->ticket));
+    }
     for (;;) {
         st = setup_advance(p);
         if (st != TPX_INPROGRESS)

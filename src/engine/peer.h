@@ -83,6 +83,11 @@ struct tpx_peer {
     int dialed;           /* this engine connected (tpx_peer_connect), not accepted */
     int verified;         /* the peer proved (IDENT) it holds remote_pk's key */
     unsigned char remote_pk[32];
+    /* dialed peers: the instance of the engine reached (ident.h INSTANCE) */
+    int inst_offered;     /* it offered a ticket of its instance: */
+    unsigned char inst_offer_id[16], inst_offer[32]; /* ... that ticket (unwrapped) */
+    int inst_proven;      /* it proved the instance of the ticket we presented: */
+    unsigned char inst_proven_id[16];                /* ... that ticket's id */
     /* one-sided (rma.c) */
     uint64_t next_rid;
     tpx_xfer_t *rma_head, *rma_tail; /* requests waiting for an answer, oldest first */
@@ -111,6 +116,12 @@ struct tpx_peer {
 };
 
 /* ---- peer.c: set-up, close, doorbells, the bootstrap thread ---- */
+/* tpx_peer_connect() presenting a ticket of the instance expected there
+ * (ticket_id and ticket, or both NULL): the peer's inst_proven says whether
+ * the engine reached proved it. */
+tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int port, int timeout_ms,
+                                      const unsigned char *ticket_id, const unsigned char *ticket,
+                                      tpx_peer_t **out);
 tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
 void tpx__bs_thread_stop(tpx_engine_t *e);
 void tpx__peer_destroy(tpx_peer_t *p);

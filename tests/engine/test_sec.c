@@ -751,7 +751,7 @@ static int steer_run(int v6)
     EXPECT(tpx__bs_info_encode(&info, buf, sizeof(buf), &len) == TPX_OK);
     uint64_t dl = tpx__now_ns() + 3000000000ull;
     EXPECT(tpx__bs_send_wait(c, TPX_BS_MSG_INFO, buf, len, dl) == TPX_OK);
-    tpx_ident_msg_t im = {.has_key = 0};
+    tpx_ident_msg_t im = {.flags = 0};
     unsigned char ib[TPX_IDENT_WIRE_SIZE];
     tpx__ident_encode(&im, ib);
     EXPECT(tpx__bs_send_wait(c, TPX_BS_TYPE_USER + 3 /* IDENT */, ib, sizeof(ib), dl) == TPX_OK);
