@@ -272,7 +272,13 @@ TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
              "Peers an engine keeps at once; an incoming connection beyond it is refused (the "
              "other side is told why). A quarter is kept for peers authenticated by "
              "`TPX_AUTH_TOKEN` or by the key of a loaded remote. 0: from the open-file limit, "
-             "(RLIMIT_NOFILE - 64) / (8 x (1 + TPX_CHANNELS)), at least 8, at most 4096.")
+             "(RLIMIT_NOFILE - 64) / (8 x (1 + TPX_CHANNELS)), at least 8, at most 4096. When "
+             "the table is full, a new peer takes the slot of an idle one (no control message for "
+             "1 s, nothing in flight, not handed out) of the address that holds the most.")
+TPX_CONFIG_X(RAISE_NOFILE, INT, "1", 0, 1,
+             "1: the first engine of a process raises its soft open-file limit (RLIMIT_NOFILE) to "
+             "the hard limit, as servers do, and logs it once (each peer costs ~20 descriptors). "
+             "0: the limit is left as it is.")
 TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
              "READ/WRITE requests of one peer that an owner serves at once; more are refused "
              "(`TPX_ERR_NO_RESOURCE` at the requester, counted in `rma_refused`). With twice as "

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -54,6 +55,7 @@
 #define MAX_SETUPS_PER_SRC 16   /* ... from one address, when the table is full */
 #define ACCEPTS_PER_PASS   8    /* new connections taken per pass, after the others advanced */
 #define EARLY_STAGE_MS     5000 /* handshake, INFO and IDENT of an incoming peer: at most this */
+#define PEER_IDLE_YIELD_MS 1000 /* a peer this long without a control message may yield its slot */
 
 /* Doorbells (frames on a ready peer's bootstrap connection): read per peer
  * and pass, and allowed per peer and second before the peer is dropped. */
@@ -159,6 +161,50 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
 
 /* ---- admission: the peer cap (TPX_MAX_PEERS) ------------------------------------------ */
 
+/* Each peer holds ~20 descriptors (its bootstrap connection, and the
+ * plugin's sockets of its control and data channels), so the soft limit
+ * that most shells leave (1024, or 256) sizes the peer table small. A
+ * server raises it to the hard limit at start; so does the first engine of
+ * a process (TPX_RAISE_NOFILE=0: not). The kernel caps the limit at
+ * fs.nr_open: an infinite hard limit is raised to that. */
+static void nofile_raise_once(void)
+{
+    if (tpx__config_int(TPX_CFG_RAISE_NOFILE) == 0)
+        return;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max;
+    if (want == RLIM_INFINITY) {
+        want = 1048576; /* the kernel's default fs.nr_open */
+        FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+        unsigned long long v;
+        if (f != NULL) {
+            if (fscanf(f, "%llu", &v) == 1 && v > 0)
+                want = (rlim_t)v;
+            fclose(f);
+        }
+    }
+    if (want <= rl.rlim_cur)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        TPX_INFO("open-file limit: cannot raise it from %llu to %llu: %s", (unsigned long long)was,
+                 (unsigned long long)want, strerror(errno));
+        return;
+    }
+    TPX_INFO("open-file limit raised from %llu to %llu (the hard limit): peers cost ~20 "
+             "descriptors each (TPX_RAISE_NOFILE=0 leaves it)", (unsigned long long)was,
+             (unsigned long long)want);
+}
+
+void tpx__peer_nofile_raise(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, nofile_raise_once);
+}
+
 static int max_peers(const tpx_engine_t *e)
 {
     int64_t v = tpx__config_int(TPX_CFG_MAX_PEERS);
@@ -179,13 +225,79 @@ static tpx_status_t peer_busy_received(tpx_peer_t *p)
     return TPX_ERR_NO_RESOURCE;
 }
 
+/* A peer's trust: the token authenticated it, or it proved the key of a
+ * loaded remote. Lock held. */
+static int peer_trusted(tpx_peer_t *q)
+{
+    return (q->bs != NULL && tpx__bs_authenticated(q->bs)) || tpx__remote_known(q);
+}
+
+/* May q give its slot to a newcomer? A ready peer that connected to us,
+ * that nobody took (tpx_peer_accept, a remote), with nothing in flight
+ * either way and no control message for PEER_IDLE_YIELD_MS. Lock held. */
+static int peer_idle(const tpx_peer_t *q, uint64_t now)
+{
+    return q->state == PEER_READY && q->inbound && !q->accepted && q->remote == NULL &&
+           !q->remote_closed && q->active == NULL && q->recv_pending_n == 0 &&
+           q->unexpected_n == 0 && q->outbox_n == 0 && q->rma_ntargets == 0 &&
+           q->rma_head == NULL && q->held_head == NULL &&
+           q->active_ns + (uint64_t)PEER_IDLE_YIELD_MS * 1000000ull <= now;
+}
+
+/* Linked peers (ready or being set up) that connected from src. Lock held. */
+static int src_peers(const tpx_engine_t *e, const unsigned char src[16])
+{
+    int n = 0;
+    for (const tpx_peer_t *q = e->peers; q != NULL; q = q->next)
+        n += q->inbound && (q->state == PEER_READY || q->state == PEER_SETUP) &&
+             memcmp(q->src, src, 16) == 0;
+    return n;
+}
+
+/* The peer that yields its slot to a newcomer from `src` when the table is
+ * full, or NULL. Candidates are idle (peer_idle), never trusted ones for an
+ * untrusted newcomer; an untrusted newcomer takes a slot only from an
+ * address holding at least its share, and only from its own address once
+ * that holds its share. Among candidates: untrusted first, then the address
+ * holding the most peers, then the longest idle. Lock held. */
+static tpx_peer_t *peer_victim(tpx_engine_t *e, const unsigned char src[16], int trusted,
+                               int share)
+{
+    uint64_t now = tpx__now_ns();
+    int own = src_peers(e, src);
+    tpx_peer_t *v = NULL;
+    int vtrust = 0, vcount = 0;
+    for (tpx_peer_t *q = e->peers; q != NULL; q = q->next) {
+        if (!peer_idle(q, now))
+            continue;
+        int qt = peer_trusted(q);
+        if (qt && !trusted)
+            continue;
+        int same = memcmp(q->src, src, 16) == 0;
+        int count = same ? own : src_peers(e, q->src);
+        if (!trusted && !same && (own >= share || count < share))
+            continue;
+        if (v == NULL || qt < vtrust ||
+            (qt == vtrust && (count > vcount || (count == vcount && q->active_ns < v->active_ns)))) {
+            v = q;
+            vtrust = qt;
+            vcount = count;
+        }
+    }
+    return v;
+}
+
 /* May this incoming peer stay? `identified`: its IDENT is in (its key is
  * known); before that only the hard cap applies. Peers authenticated by the
- * token or by a loaded remote's key may use the last quarter. */
+ * token or by a loaded remote's key may use the last quarter. With the
+ * table full, an idle peer (peer_victim) yields its slot: chosen before the
+ * IDENT (the newcomer goes on only if one exists), dropped after it. */
 static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
 {
     tpx_engine_t *e = p->e;
+    setup_t *s = p->setup;
     int cap = max_peers(e), n = 0, trusted = tpx__bs_authenticated(p->bs);
+    int share = TPX_MAX(2, cap / 4);
     pthread_mutex_lock(&e->lock);
     /* Failed peers nobody took are freed by the bootstrap thread (at once
      * when there are many): they do not count. */
@@ -194,12 +306,34 @@ static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
              (q->accepted && q->state == PEER_FAILED);
     if (identified && !trusted)
         trusted = tpx__remote_known(p);
-    pthread_mutex_unlock(&e->lock);
     int limit = trusted ? cap : cap - cap / 4;
-    if (n < (identified ? limit : cap))
+    if (n < (identified ? limit : cap)) {
+        pthread_mutex_unlock(&e->lock);
         return TPX_OK;
-    SETUP_ERR(p, "peer %s (\"%s\") refused: this engine has %d peers (TPX_MAX_PEERS %d; %s)",
-              p->name, p->remote_name, n, cap,
+    }
+    tpx_peer_t *v = peer_victim(e, s->src, trusted, share);
+    uint64_t idle_ns = v != NULL ? tpx__now_ns() - v->active_ns : 0;
+    int vcount = v != NULL ? src_peers(e, v->src) : 0;
+    char vname[sizeof(v->name)];
+    if (v != NULL) {
+        snprintf(vname, sizeof(vname), "%s", v->name);
+        if (identified)
+            v->accepted = 1; /* ours now: nobody else takes it */
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (v != NULL && !identified)
+        return TPX_OK; /* judged again once it identified itself */
+    if (v != NULL) {
+        if (s->lim == NULL || tpx__bs_loglimit(s->lim))
+            TPX_WARN("peer %s (\"%s\"%s): %d peers (TPX_MAX_PEERS %d): idle peer %s (%.1f s idle, "
+                     "one of %d from its address) gives it its slot", p->name, p->remote_name,
+                     trusted ? ", authenticated" : "", n, cap, vname, (double)idle_ns / 1e9,
+                     vcount);
+        tpx__peer_destroy(v);
+        return TPX_OK;
+    }
+    SETUP_ERR(p, "peer %s (\"%s\") refused: this engine has %d peers (TPX_MAX_PEERS %d; %s), none "
+              "idle that could give it a slot", p->name, p->remote_name, n, cap,
               trusted ? "all taken" : "the last quarter is kept for authenticated peers");
     (void)tpx__bs_send(p->bs, MSG_BUSY, NULL, 0); /* best effort: tell it why */
     return TPX_ERR_NO_RESOURCE;
@@ -627,6 +761,7 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
             goto out;
     }
     p->state = PEER_READY;
+    p->active_ns = tpx__now_ns();
 out:
     return st;
 }
@@ -1186,6 +1321,8 @@ static void *bs_main(void *arg)
             s->early_ns = TPX_MIN(deadline, early);
             s->lim = &lim;
             memcpy(s->src, src, 16);
+            setups[n]->inbound = 1;
+            memcpy(setups[n]->src, src, 16);
             n++;
         }
         /* A peer nobody took (tpx_peer_accept or a remote) that failed

@@ -81,6 +81,10 @@ struct tpx_peer {
     char remote_name[64];
     tpx_remote_t *remote; /* the remote that owns this connection, if any */
     int dialed;           /* this engine connected (tpx_peer_connect), not accepted */
+    int inbound;          /* the peer connected to us (the bootstrap thread set it up) */
+    unsigned char src[16]; /* ... from this address (IPv4 mapped into IPv6): its share */
+    uint64_t active_ns;   /* ready, or its last control message: an idle peer may yield
+                             its slot (peer.c, peer_admit) */
     int verified;         /* the peer proved (IDENT) it holds remote_pk's key */
     unsigned char remote_pk[32];
     /* dialed peers: the instance of the engine reached (ident.h INSTANCE) */
@@ -116,6 +120,9 @@ struct tpx_peer {
 };
 
 /* ---- peer.c: set-up, close, doorbells, the bootstrap thread ---- */
+/* Raise the process's soft open-file limit to the hard one, once
+ * (TPX_RAISE_NOFILE; logged at info level). */
+void tpx__peer_nofile_raise(void);
 /* tpx_peer_connect() presenting a ticket of the instance expected there
  * (ticket_id and ticket, or both NULL): the peer's inst_proven says whether
  * the engine reached proved it. */

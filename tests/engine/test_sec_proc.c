@@ -16,6 +16,14 @@
  *                           the old remote stays refused; its new metadata
  *                           works
  *
+ *   test_sec_proc idlepeers the owner runs at an open-file limit of 256 (its
+ *                           peer table is small); another process on the
+ *                           requester's address takes every slot it is given
+ *                           and leaves the peers idle: a requester still
+ *                           connects (an idle peer gives it its slot), and
+ *                           its transfers complete. The requester's engine
+ *                           raised its own soft open-file limit to the hard one
+ *
  * Run with TPX_IDENTITY=dial too (ctest does): without keys the requester
  * knows the owner only by the instance its first connection reached.
  */
@@ -25,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -347,18 +356,146 @@ static int t_takeover(void)
     TEST_DONE();
 }
 
+/* ---- idlepeers ----------------------------------------------------------------------------- */
+
+/* The owner, at an open-file limit of 256 (soft and hard: it cannot raise
+ * it), so its peer table is small. */
+static int idle_owner(int in, int out)
+{
+    struct rlimit rl = {.rlim_cur = 256, .rlim_max = 256};
+    CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    side_t o;
+    CHECK(side_open_port(&o, "O", 0) == 0);
+    TRY(send_side(out, &o));
+    char c;
+    CHECK(get(in, &c, 1, 100000) == 0);
+    CHECK(put(out, o.mem + 8192, BLK) == 0);
+    side_close(&o);
+    return 0;
+}
+
+/* Another process (no token, the same address as the requester) takes
+ * every peer slot the owner gives it and leaves them idle; then it says how
+ * many of them are still up. */
+static int idle_hog(int in, int out)
+{
+    enum { MAXP = 64 };
+    uint32_t port;
+    CHECK(get(in, &port, 4, 60000) == 0);
+    side_t h;
+    CHECK(side_open_port(&h, "H", 0) == 0);
+    tpx_peer_t *ps[MAXP];
+    uint32_t held = 0;
+    tpx_status_t last = TPX_OK;
+    while (held < MAXP) {
+        last = tpx_peer_connect(h.e, "127.0.0.1", (int)port, 10000, &ps[held]);
+        if (last != TPX_OK)
+            break;
+        held++;
+    }
+    int32_t why = last;
+    CHECK(put(out, &held, 4) == 0 && put(out, &why, 4) == 0);
+    char c;
+    CHECK(get(in, &c, 1, 60000) == 0);
+    /* A peer that gave its slot ends here once its goodbye or EOF is in:
+     * wait for one (or 10 s), then count. */
+    uint32_t up = held;
+    for (uint64_t until = test_deadline_ms(10000); up + 1 > held && test_now_ns() < until;) {
+        up = 0;
+        pthread_mutex_lock(&h.e->lock);
+        for (uint32_t i = 0; i < held; i++)
+            up += ps[i]->state == PEER_READY && !ps[i]->remote_closed;
+        pthread_mutex_unlock(&h.e->lock);
+        if (up + 1 > held)
+            usleep(10000);
+    }
+    CHECK(put(out, &up, 4) == 0);
+    for (uint32_t i = 0; i < held; i++)
+        tpx_peer_close(ps[i]);
+    side_close(&h);
+    return 0;
+}
+
+static int t_idlepeers(void)
+{
+    role_t ro, rh;
+    CHECK(role_start(&ro, "owner", idle_owner) == 0);
+    CHECK(role_start(&rh, "hog", idle_hog) == 0);
+    owner_t o;
+    TRY(recv_side(&ro, &o));
+    CHECK(put(rh.to, &o.port, 4) == 0);
+    uint32_t held = 0;
+    int32_t why = 0;
+    CHECK(get(rh.from, &held, 4, 120000) == 0 && get(rh.from, &why, 4, 5000) == 0);
+    printf("idlepeers: the other process holds %u idle peers; one more: %s\n", held,
+           tpx_status_name(why));
+    /* The table is full: the owner refused the next one. */
+    EXPECT_EQ(why, TPX_ERR_NO_RESOURCE);
+    EXPECT(held >= 2);
+    /* Its peers are idle once they sent nothing for a second. */
+    usleep(1500 * 1000);
+
+    /* This process's soft open-file limit is below the hard one: its engine
+     * raises it. */
+    struct rlimit rl;
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    int lowered = rl.rlim_max > 512;
+    if (lowered) {
+        rl.rlim_cur = 512;
+        CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    }
+    side_t v;
+    CHECK(side_open_port(&v, "V", 0) == 0);
+    struct rlimit now;
+    CHECK(getrlimit(RLIMIT_NOFILE, &now) == 0);
+    printf("idlepeers: this process's open-file limit %llu -> %llu (hard %llu)\n",
+           (unsigned long long)(lowered ? 512 : rl.rlim_cur), (unsigned long long)now.rlim_cur,
+           (unsigned long long)now.rlim_max);
+    EXPECT(now.rlim_cur == now.rlim_max);
+
+    /* A requester still connects, and its transfers complete. */
+    tpx_remote_t *rem = NULL;
+    CHECK_OK(tpx_remote_load(v.e, o.blob, o.len, &rem));
+    memset(v.mem, 0x42, BLK);
+    tpx_status_t w = rma1(rem, &v, TPX_OP_WRITE, &o.d, 0, 8192);
+    memset(v.mem + 16384, 0, BLK);
+    tpx_status_t r = rma1(rem, &v, TPX_OP_READ, &o.d, 16384, 65536);
+    printf("idlepeers: the requester's WRITE %s, READ %s\n", tpx_status_name(w),
+           tpx_status_name(r));
+    EXPECT_EQ(w, TPX_OK);
+    EXPECT_EQ(r, TPX_OK);
+    static unsigned char want[1u << 20];
+    fill(want, sizeof(want), 'O');
+    EXPECT(memcmp(v.mem + 16384, want + 65536, BLK) == 0);
+    /* One of the other process's idle peers gave its slot (asked before the
+     * owner ends, which ends the others). */
+    char c = 1;
+    uint32_t up = 0;
+    CHECK(put(rh.to, &c, 1) == 0 && get(rh.from, &up, 4, 10000) == 0);
+    printf("idlepeers: the other process's peers still up: %u of %u\n", up, held);
+    EXPECT_EQ(up + 1, held);
+    unsigned char got[BLK];
+    CHECK(put(ro.to, &c, 1) == 0 && get(ro.from, got, BLK, 10000) == 0);
+    EXPECT(memcmp(got, v.mem, BLK) == 0, "the WRITE did not land at the owner");
+    EXPECT_EQ(role_end(&rh), 0);
+    EXPECT_EQ(role_end(&ro), 0);
+    tpx_remote_forget(rem);
+    side_close(&v);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         int (*fn)(void);
-    } tests[] = {{"takeover", t_takeover}};
+    } tests[] = {{"takeover", t_takeover}, {"idlepeers", t_idlepeers}};
     setvbuf(stdout, NULL, _IONBF, 0);
     signal(SIGPIPE, SIG_IGN);
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_sec_proc takeover\n");
+    fprintf(stderr, "usage: test_sec_proc takeover|idlepeers\n");
     return 2;
 }
