@@ -311,7 +311,9 @@ static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
         pthread_mutex_unlock(&e->lock);
         return TPX_OK;
     }
-    tpx_peer_t *v = peer_victim(e, s->src, trusted, share);
+    /* Before the IDENT its key is unknown: go on if any idle peer could
+     * give a known one its slot. */
+    tpx_peer_t *v = peer_victim(e, s->src, identified ? trusted : 1, share);
     uint64_t idle_ns = v != NULL ? tpx__now_ns() - v->active_ns : 0;
     int vcount = v != NULL ? src_peers(e, v->src) : 0;
     char vname[sizeof(v->name)];
