@@ -127,10 +127,10 @@ void tpx__ident_ticket(const unsigned char secret[TPX_IDENT_SECRET], const unsig
     tpx__hmac_sha256_final(&h, ticket);
 }
 
-void tpx__ident_proof(const unsigned char ticket[32], const unsigned char transcript[TPX_IDENT_HASH],
+void tpx__ident_proof(const unsigned char ticket[32],
+                      const unsigned char transcript[TPX_IDENT_HASH],
                       const unsigned char client_info_hash[TPX_IDENT_HASH],
-                      const unsigned char server_info_hash[TPX_IDENT_HASH],
-                      unsigned char proof[32])
+                      const unsigned char server_info_hash[TPX_IDENT_HASH], unsigned char proof[32])
 {
     tpx_hmac_sha256_ctx_t h;
     tpx__hmac_sha256_init(&h, ticket, 32);

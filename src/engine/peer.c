@@ -260,8 +260,7 @@ static int src_peers(const tpx_engine_t *e, const unsigned char src[16])
  * address holding at least its share, and only from its own address once
  * that holds its share. Among candidates: untrusted first, then the address
  * holding the most peers, then the longest idle. Lock held. */
-static tpx_peer_t *peer_victim(tpx_engine_t *e, const unsigned char src[16], int trusted,
-                               int share)
+static tpx_peer_t *peer_victim(tpx_engine_t *e, const unsigned char src[16], int trusted, int share)
 {
     uint64_t now = tpx__now_ns();
     int own = src_peers(e, src);
@@ -278,7 +277,8 @@ static tpx_peer_t *peer_victim(tpx_engine_t *e, const unsigned char src[16], int
         if (!trusted && !same && (own >= share || count < share))
             continue;
         if (v == NULL || qt < vtrust ||
-            (qt == vtrust && (count > vcount || (count == vcount && q->active_ns < v->active_ns)))) {
+            (qt == vtrust &&
+             (count > vcount || (count == vcount && q->active_ns < v->active_ns)))) {
             v = q;
             vtrust = qt;
             vcount = count;

@@ -227,8 +227,7 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
              * owner restarted, or someone took its address), and nothing
              * may reach it. */
             TPX_WARN("remote %s: %s port %u claims its engine id %016llx but %s: refused",
-                     rm->md.name, rm->md.addr[i], rm->md.port,
-                     (unsigned long long)rm->md.engine_id,
+                     rm->md.name, rm->md.addr[i], rm->md.port, (unsigned long long)rm->md.engine_id,
                      by_key ? "does not prove the engine's key"
                             : "is not the instance this engine reached first (it did not prove "
                               "that instance's ticket)");
