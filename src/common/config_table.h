@@ -255,9 +255,11 @@ TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
 TPX_CONFIG_X(IDENTITY, STR, "auto", 0, 0,
              "How engines prove who they are: `auto` (Ed25519 keys from libsodium, loaded at run "
              "time, when it is installed: the metadata carries the public key and every "
-             "connection is signed) or `dial` (no keys: a remote is served only by the "
-             "connection this engine dialed to its metadata's address; notifications from "
-             "unproven peers have `from` prefixed with `?`).")
+             "connection is signed) or `dial` (no keys: a remote is served only by a "
+             "connection this engine dialed to its metadata's address, and after the first only "
+             "by one whose engine proves it is the instance that first connection reached; "
+             "notifications from unproven peers have `from` prefixed with `?`; without "
+             "`TPX_AUTH_TOKEN` a warning says what this trusts).")
 TPX_CONFIG_X(METADATA, STR, "", 0, 0,
              "Registry of engines (tpx/registry.h): `etcd://host:port[,host:port]` (etcd v3, its "
              "JSON gateway; `http://` is the same), or `https://host:port[,...]` for TLS "
@@ -305,7 +307,13 @@ TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
              "Peers an engine keeps at once; an incoming connection beyond it is refused (the "
              "other side is told why). A quarter is kept for peers authenticated by "
              "`TPX_AUTH_TOKEN` or by the key of a loaded remote. 0: from the open-file limit, "
-             "(RLIMIT_NOFILE - 64) / (8 x (1 + TPX_CHANNELS)), at least 8, at most 4096.")
+             "(RLIMIT_NOFILE - 64) / (8 x (1 + TPX_CHANNELS)), at least 8, at most 4096. When "
+             "the table is full, a new peer takes the slot of an idle one (no control message for "
+             "1 s, nothing in flight, not handed out) of the address that holds the most.")
+TPX_CONFIG_X(RAISE_NOFILE, INT, "1", 0, 1,
+             "1: the first engine of a process raises its soft open-file limit (RLIMIT_NOFILE) to "
+             "the hard limit, as servers do, and logs it once (each peer costs ~20 descriptors). "
+             "0: the limit is left as it is.")
 TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
              "READ/WRITE requests of one peer that an owner serves at once; more are refused "
              "(`TPX_ERR_NO_RESOURCE` at the requester, counted in `rma_refused`). With twice as "

@@ -453,6 +453,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     tpx_status_t st = tpx__config_load();
     if (st != TPX_OK)
         return st;
+    tpx__peer_nofile_raise(); /* before anything sizes itself by it (the peer cap) */
     if (params->channels < 0 || params->channels > TPX_MAX_CHANNELS ||
         params->chunk_bytes > 4u * 1024 * 1024 || (params->chunk_bytes && params->chunk_bytes < 4096) ||
         params->window < 0 || params->window > TPX_WINDOW_MAX || params->timeout_ms < 0 ||

@@ -204,6 +204,7 @@ struct tpx_engine {
     uint64_t id;               /* engine id: derived from ident_pk (KEY mode) or random */
     int ident_keys;            /* KEY mode (ident.h): ident_pk/ident_sk are this engine's */
     unsigned char ident_pk[32], ident_sk[64];
+    unsigned char inst_secret[32]; /* this instance's secret: its tickets (ident.h INSTANCE) */
     char name[64];             /* shown to peers */
     char bind_addr[64];        /* params.bind_addr ("" none) */
     uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c) */

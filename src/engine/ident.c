@@ -7,6 +7,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "bootstrap/sha256.h"
@@ -127,15 +128,72 @@ int tpx__ident_verify(const unsigned char pk[TPX_IDENT_PK], const unsigned char 
     return tpx__ident_available() && sodium.verify(sig, msg, len, pk) == 0;
 }
 
+void tpx__ident_ticket(const unsigned char secret[TPX_IDENT_SECRET], const unsigned char id[16],
+                       unsigned char ticket[32])
+{
+    tpx_hmac_sha256_ctx_t h;
+    tpx__hmac_sha256_init(&h, secret, TPX_IDENT_SECRET);
+    tpx__hmac_sha256_update(&h, "tpx-instance-ticket-v1", 22);
+    tpx__hmac_sha256_update(&h, id, 16);
+    tpx__hmac_sha256_final(&h, ticket);
+}
+
+void tpx__ident_proof(const unsigned char ticket[32],
+                      const unsigned char transcript[TPX_IDENT_HASH],
+                      const unsigned char client_info_hash[TPX_IDENT_HASH],
+                      const unsigned char server_info_hash[TPX_IDENT_HASH], unsigned char proof[32])
+{
+    tpx_hmac_sha256_ctx_t h;
+    tpx__hmac_sha256_init(&h, ticket, 32);
+    tpx__hmac_sha256_update(&h, "tpx-instance-proof-v1", 21);
+    tpx__hmac_sha256_update(&h, transcript, TPX_IDENT_HASH);
+    tpx__hmac_sha256_update(&h, client_info_hash, TPX_IDENT_HASH);
+    tpx__hmac_sha256_update(&h, server_info_hash, TPX_IDENT_HASH);
+    tpx__hmac_sha256_final(&h, proof);
+}
+
+void tpx__ident_wrap(const char *token, const unsigned char transcript[TPX_IDENT_HASH],
+                     unsigned char ticket[32])
+{
+    if (token == NULL || *token == '\0')
+        return;
+    unsigned char k[TPX_SHA256_DIGEST_SIZE];
+    tpx_hmac_sha256_ctx_t h;
+    tpx__hmac_sha256_init(&h, token, strlen(token));
+    tpx__hmac_sha256_update(&h, "tpx-instance-wrap-v1", 20);
+    tpx__hmac_sha256_update(&h, transcript, TPX_IDENT_HASH);
+    tpx__hmac_sha256_final(&h, k);
+    for (int i = 0; i < 32; i++)
+        ticket[i] ^= k[i];
+    tpx__secure_zero(k, sizeof(k));
+}
+
 /* ---- the engine's own identity ------------------------------------------------------------- */
 
 #include "engine.h"
 #include "peer.h"
 #include "remote.h"
 
+/* Once per process: what an engine without keys and without a token
+ * trusts. A WARN, because it is weaker than what SECURITY.md recommends. */
+static void dial_warn_once(void)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&said))
+        return;
+    TPX_WARN("identity: no keys (libsodium unavailable or TPX_IDENTITY=dial) and no "
+             "TPX_AUTH_TOKEN: a remote is trusted to be the engine that first answers under its "
+             "id at its metadata's address, and every reconnect must prove it is that same "
+             "instance; whoever holds that address before the first connection, or sits on the "
+             "network path, can pose as it (set TPX_AUTH_TOKEN, or install libsodium)");
+}
+
 tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
 {
-    tpx_status_t st = tpx__ident_keypair(e->ident_pk, e->ident_sk);
+    tpx_status_t st = tpx__random_bytes(e->inst_secret, sizeof(e->inst_secret));
+    if (st != TPX_OK)
+        return st;
+    st = tpx__ident_keypair(e->ident_pk, e->ident_sk);
     if (st == TPX_OK) {
         e->ident_keys = 1;
         e->id = tpx__ident_id(e->ident_pk);
@@ -150,9 +208,12 @@ tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
         if ((st = tpx__random_bytes(&e->id, sizeof(e->id))) != TPX_OK)
             return st;
     } while (e->id == 0);
-    TPX_INFO("engine %016llx: identity by dialing (no keys: %s); a remote is served only by the "
-             "connection dialed to its metadata's address", (unsigned long long)e->id,
+    TPX_INFO("engine %016llx: identity by dialing (no keys: %s); a remote is served only by a "
+             "connection dialed to its metadata's address whose engine proves it is the instance "
+             "first reached there", (unsigned long long)e->id,
              tpx__ident_available() ? "?" : "libsodium unavailable or TPX_IDENTITY=dial");
+    if (e->auth_token[0] == '\0')
+        dial_warn_once();
     return TPX_OK;
 }
 
@@ -160,15 +221,23 @@ tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
 
 /* Is p proven to be rm's engine? With keys here and in the blob: p signed
  * its handshake with the blob's key. Otherwise: p is a connection this
- * engine dialed (to an address of the blob, remote_dial) and the engine
- * there said it is rm's; an inbound connection proves nothing. */
+ * engine dialed (to an address of the blob, remote_dial), the engine there
+ * said it is rm's, and -- once rm holds a ticket of the instance it first
+ * reached -- it proved it is that instance; an inbound connection proves
+ * nothing. */
 int tpx__remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p)
 {
     if (p->remote_id != rm->md.engine_id)
         return 0;
     if (rm->e->ident_keys && rm->md.has_key)
         return p->verified && memcmp(p->remote_pk, rm->md.key, sizeof(rm->md.key)) == 0;
-    return p->dialed;
+    return p->dialed && tpx__remote_same_instance(rm, p);
+}
+
+int tpx__remote_same_instance(const tpx_remote_t *rm, const tpx_peer_t *p)
+{
+    return !rm->has_ticket ||
+           (p->inst_proven && memcmp(p->inst_proven_id, rm->ticket_id, sizeof(rm->ticket_id)) == 0);
 }
 
 int tpx__remote_known(const tpx_peer_t *p)

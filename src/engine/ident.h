@@ -17,8 +17,24 @@
  *        connection this engine itself dialed to the metadata's addresses.
  *
  * Either way a remote (tpx_remote_load) is served only by a
- * connection proven to be that engine (tpx__ident_serves), and a
+ * connection proven to be that engine (tpx__remote_served_by), and a
  * notification's `from` is the sender's name only when it is proven.
+ *
+ * INSTANCE  an id without a key is a claim anyone can make: once an owner
+ *        dies, another process can bind its port and claim its id. So every
+ *        engine draws a secret of its own instance at creation (never sent),
+ *        and on each connection it accepts it offers the client a ticket:
+ *        a random ticket id and HMAC(instance secret, ticket id). A remote
+ *        keeps the ticket of the first connection it made (trust on first
+ *        use) and presents the ticket id on every reconnect; the engine
+ *        there must answer with HMAC(ticket, this connection's transcript
+ *        and INFOs), which only the instance that issued the ticket can
+ *        compute. An engine that restarted is a new instance: it cannot
+ *        answer, and the remote stays refused until the application loads
+ *        the new metadata (a new remote). With a token the ticket travels
+ *        encrypted under HMAC(token, transcript), so only the two ends of an
+ *        authenticated handshake learn it; without one it is in the clear
+ *        on the first connection (SECURITY.md).
  */
 #ifndef TPX_ENGINE_IDENT_H
 #define TPX_ENGINE_IDENT_H
@@ -63,5 +79,22 @@ tpx_status_t tpx__ident_sign(const unsigned char sk[TPX_IDENT_SK], const unsigne
 /* 1 when sig is pk's signature of msg. */
 int tpx__ident_verify(const unsigned char pk[TPX_IDENT_PK], const unsigned char *msg, size_t len,
                       const unsigned char sig[TPX_IDENT_SIG]);
+
+/* ---- instances (INSTANCE above) ---- */
+#define TPX_IDENT_SECRET 32
+/* A ticket of an instance: HMAC(secret, "tpx-instance-ticket-v1" || id). */
+void tpx__ident_ticket(const unsigned char secret[TPX_IDENT_SECRET], const unsigned char id[16],
+                       unsigned char ticket[32]);
+/* The proof that the server of one connection holds `ticket`:
+ * HMAC(ticket, "tpx-instance-proof-v1" || transcript || sha256(client INFO) ||
+ * sha256(server INFO)). */
+void tpx__ident_proof(const unsigned char ticket[32], const unsigned char transcript[TPX_IDENT_HASH],
+                      const unsigned char client_info_hash[TPX_IDENT_HASH],
+                      const unsigned char server_info_hash[TPX_IDENT_HASH],
+                      unsigned char proof[32]);
+/* XOR a ticket with HMAC(token, "tpx-instance-wrap-v1" || transcript) (wrap
+ * and unwrap alike); no change without a token (NULL or ""). */
+void tpx__ident_wrap(const char *token, const unsigned char transcript[TPX_IDENT_HASH],
+                     unsigned char ticket[32]);
 
 #endif

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -54,6 +55,7 @@
 #define MAX_SETUPS_PER_SRC 16   /* ... from one address, when the table is full */
 #define ACCEPTS_PER_PASS   8    /* new connections taken per pass, after the others advanced */
 #define EARLY_STAGE_MS     5000 /* handshake, INFO and IDENT of an incoming peer: at most this */
+#define PEER_IDLE_YIELD_MS 1000 /* a peer this long without a control message may yield its slot */
 
 /* Doorbells (frames on a ready peer's bootstrap connection): read per peer
  * and pass, and allowed per peer and second before the peer is dropped. */
@@ -81,6 +83,11 @@ typedef struct {
     int ready_sent;
     unsigned char info_mine[TPX_SHA256_DIGEST_SIZE];   /* sha256 of the INFO we sent */
     unsigned char info_theirs[TPX_SHA256_DIGEST_SIZE]; /* ... and of the one received */
+    /* instance tickets (ident.h INSTANCE) */
+    int present;                       /* client: present this ticket, expect its proof */
+    unsigned char ticket_id[TPX_IDENT_TICKET_ID], ticket[TPX_IDENT_TICKET];
+    int peer_asks;                     /* server: the client presented this ticket id */
+    unsigned char peer_ticket_id[TPX_IDENT_TICKET_ID];
     /* incoming connections only (bootstrap thread) */
     int inbound;
     uint64_t born_ns;          /* accepted */
@@ -157,6 +164,50 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
 
 /* ---- admission: the peer cap (TPX_MAX_PEERS) ------------------------------------------ */
 
+/* Each peer holds ~20 descriptors (its bootstrap connection, and the
+ * plugin's sockets of its control and data channels), so the soft limit
+ * that most shells leave (1024, or 256) sizes the peer table small. A
+ * server raises it to the hard limit at start; so does the first engine of
+ * a process (TPX_RAISE_NOFILE=0: not). The kernel caps the limit at
+ * fs.nr_open: an infinite hard limit is raised to that. */
+static void nofile_raise_once(void)
+{
+    if (tpx__config_int(TPX_CFG_RAISE_NOFILE) == 0)
+        return;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max;
+    if (want == RLIM_INFINITY) {
+        want = 1048576; /* the kernel's default fs.nr_open */
+        FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+        unsigned long long v;
+        if (f != NULL) {
+            if (fscanf(f, "%llu", &v) == 1 && v > 0)
+                want = (rlim_t)v;
+            fclose(f);
+        }
+    }
+    if (want <= rl.rlim_cur)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        TPX_INFO("open-file limit: cannot raise it from %llu to %llu: %s", (unsigned long long)was,
+                 (unsigned long long)want, strerror(errno));
+        return;
+    }
+    TPX_INFO("open-file limit raised from %llu to %llu (the hard limit): peers cost ~20 "
+             "descriptors each (TPX_RAISE_NOFILE=0 leaves it)", (unsigned long long)was,
+             (unsigned long long)want);
+}
+
+void tpx__peer_nofile_raise(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, nofile_raise_once);
+}
+
 static int max_peers(const tpx_engine_t *e)
 {
     int64_t v = tpx__config_int(TPX_CFG_MAX_PEERS);
@@ -177,13 +228,79 @@ static tpx_status_t peer_busy_received(tpx_peer_t *p)
     return TPX_ERR_NO_RESOURCE;
 }
 
+/* A peer's trust: the token authenticated it, or it proved the key of a
+ * loaded remote. Lock held. */
+static int peer_trusted(tpx_peer_t *q)
+{
+    return (q->bs != NULL && tpx__bs_authenticated(q->bs)) || tpx__remote_known(q);
+}
+
+/* May q give its slot to a newcomer? A ready peer that connected to us,
+ * that nobody took (tpx_peer_accept, a remote), with nothing in flight
+ * either way and no control message for PEER_IDLE_YIELD_MS. Lock held. */
+static int peer_idle(const tpx_peer_t *q, uint64_t now)
+{
+    return q->state == PEER_READY && q->inbound && !q->accepted && q->remote == NULL &&
+           !q->remote_closed && q->active == NULL && q->recv_pending_n == 0 &&
+           q->unexpected_n == 0 && q->outbox_n == 0 && q->rma_ntargets == 0 &&
+           q->rma_head == NULL && q->held_head == NULL &&
+           q->active_ns + (uint64_t)PEER_IDLE_YIELD_MS * 1000000ull <= now;
+}
+
+/* Linked peers (ready or being set up) that connected from src. Lock held. */
+static int src_peers(const tpx_engine_t *e, const unsigned char src[16])
+{
+    int n = 0;
+    for (const tpx_peer_t *q = e->peers; q != NULL; q = q->next)
+        n += q->inbound && (q->state == PEER_READY || q->state == PEER_SETUP) &&
+             memcmp(q->src, src, 16) == 0;
+    return n;
+}
+
+/* The peer that yields its slot to a newcomer from `src` when the table is
+ * full, or NULL. Candidates are idle (peer_idle), never trusted ones for an
+ * untrusted newcomer; an untrusted newcomer takes a slot only from an
+ * address holding at least its share, and only from its own address once
+ * that holds its share. Among candidates: untrusted first, then the address
+ * holding the most peers, then the longest idle. Lock held. */
+static tpx_peer_t *peer_victim(tpx_engine_t *e, const unsigned char src[16], int trusted, int share)
+{
+    uint64_t now = tpx__now_ns();
+    int own = src_peers(e, src);
+    tpx_peer_t *v = NULL;
+    int vtrust = 0, vcount = 0;
+    for (tpx_peer_t *q = e->peers; q != NULL; q = q->next) {
+        if (!peer_idle(q, now))
+            continue;
+        int qt = peer_trusted(q);
+        if (qt && !trusted)
+            continue;
+        int same = memcmp(q->src, src, 16) == 0;
+        int count = same ? own : src_peers(e, q->src);
+        if (!trusted && !same && (own >= share || count < share))
+            continue;
+        if (v == NULL || qt < vtrust ||
+            (qt == vtrust &&
+             (count > vcount || (count == vcount && q->active_ns < v->active_ns)))) {
+            v = q;
+            vtrust = qt;
+            vcount = count;
+        }
+    }
+    return v;
+}
+
 /* May this incoming peer stay? `identified`: its IDENT is in (its key is
  * known); before that only the hard cap applies. Peers authenticated by the
- * token or by a loaded remote's key may use the last quarter. */
+ * token or by a loaded remote's key may use the last quarter. With the
+ * table full, an idle peer (peer_victim) yields its slot: chosen before the
+ * IDENT (the newcomer goes on only if one exists), dropped after it. */
 static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
 {
     tpx_engine_t *e = p->e;
+    setup_t *s = p->setup;
     int cap = max_peers(e), n = 0, trusted = tpx__bs_authenticated(p->bs);
+    int share = TPX_MAX(2, cap / 4);
     pthread_mutex_lock(&e->lock);
     /* Failed peers nobody took are freed by the bootstrap thread (at once
      * when there are many): they do not count. */
@@ -192,12 +309,36 @@ static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
              (q->accepted && q->state == PEER_FAILED);
     if (identified && !trusted)
         trusted = tpx__remote_known(p);
-    pthread_mutex_unlock(&e->lock);
     int limit = trusted ? cap : cap - cap / 4;
-    if (n < (identified ? limit : cap))
+    if (n < (identified ? limit : cap)) {
+        pthread_mutex_unlock(&e->lock);
         return TPX_OK;
-    SETUP_ERR(p, "peer %s (\"%s\") refused: this engine has %d peers (TPX_MAX_PEERS %d; %s)",
-              p->name, p->remote_name, n, cap,
+    }
+    /* Before the IDENT its key is unknown: go on if any idle peer could
+     * give a known one its slot. */
+    tpx_peer_t *v = peer_victim(e, s->src, identified ? trusted : 1, share);
+    uint64_t idle_ns = v != NULL ? tpx__now_ns() - v->active_ns : 0;
+    int vcount = v != NULL ? src_peers(e, v->src) : 0;
+    char vname[sizeof(v->name)];
+    if (v != NULL) {
+        snprintf(vname, sizeof(vname), "%s", v->name);
+        if (identified)
+            v->accepted = 1; /* ours now: nobody else takes it */
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (v != NULL && !identified)
+        return TPX_OK; /* judged again once it identified itself */
+    if (v != NULL) {
+        if (s->lim == NULL || tpx__bs_loglimit(s->lim))
+            TPX_WARN("peer %s (\"%s\"%s): %d peers (TPX_MAX_PEERS %d): idle peer %s (%.1f s idle, "
+                     "one of %d from its address) gives it its slot", p->name, p->remote_name,
+                     trusted ? ", authenticated" : "", n, cap, vname, (double)idle_ns / 1e9,
+                     vcount);
+        tpx__peer_destroy(v);
+        return TPX_OK;
+    }
+    SETUP_ERR(p, "peer %s (\"%s\") refused: this engine has %d peers (TPX_MAX_PEERS %d; %s), none "
+              "idle that could give it a slot", p->name, p->remote_name, n, cap,
               trusted ? "all taken" : "the last quarter is kept for authenticated peers");
     (void)tpx__bs_send(p->bs, MSG_BUSY, NULL, 0); /* best effort: tell it why */
     return TPX_ERR_NO_RESOURCE;
@@ -218,7 +359,26 @@ static tpx_status_t ident_message(tpx_peer_t *p, setup_t *s, int signer_is_clien
     return TPX_OK;
 }
 
-/* Both INFOs are known: prove who we are (KEY mode) or say we cannot. */
+/* The transcript and both INFO hashes, as (client, server). */
+static tpx_status_t conn_hashes(tpx_peer_t *p, setup_t *s, uint8_t tr[TPX_BS_TRANSCRIPT_SIZE],
+                                const unsigned char **cih, const unsigned char **sih)
+{
+    int me_client = tpx__bs_is_client(p->bs);
+    *cih = me_client ? s->info_mine : s->info_theirs;
+    *sih = me_client ? s->info_theirs : s->info_mine;
+    return tpx__bs_transcript(p->bs, tr);
+}
+
+/* The token that wraps tickets on this connection: the engine's, when the
+ * handshake proved both ends hold it; else none. */
+static const char *wrap_token(const tpx_peer_t *p)
+{
+    return tpx__bs_authenticated(p->bs) ? p->e->auth_token : NULL;
+}
+
+/* Both INFOs are known: prove who we are (KEY mode) or say we cannot; the
+ * client presents its ticket of the server's instance (if it holds one),
+ * the server answers it and offers a ticket of its own instance. */
 static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
 {
     tpx_engine_t *e = p->e;
@@ -233,12 +393,67 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
             TPX_ERROR("peer %s: cannot sign the identity proof", p->name);
             return st;
         }
-        im.has_key = 1;
+        im.flags |= TPX_IDENT_F_KEY;
         memcpy(im.pk, e->ident_pk, sizeof(im.pk));
+    }
+    if (tpx__bs_is_client(p->bs)) {
+        if (s->present) {
+            im.flags |= TPX_IDENT_F_TICKET;
+            memcpy(im.ticket_id, s->ticket_id, sizeof(im.ticket_id));
+        }
+    } else {
+        uint8_t tr[TPX_BS_TRANSCRIPT_SIZE];
+        const unsigned char *cih, *sih;
+        tpx_status_t st = conn_hashes(p, s, tr, &cih, &sih);
+        if (st == TPX_OK)
+            st = tpx__random_bytes(im.offer_id, sizeof(im.offer_id));
+        if (st != TPX_OK)
+            return st;
+        unsigned char t[TPX_IDENT_TICKET];
+        if (s->peer_asks) {
+            tpx__ident_ticket(e->inst_secret, s->peer_ticket_id, t);
+            tpx__ident_proof(t, tr, cih, sih, im.proof);
+            im.flags |= TPX_IDENT_F_PROOF;
+        }
+        tpx__ident_ticket(e->inst_secret, im.offer_id, im.offer);
+        tpx__ident_wrap(wrap_token(p), tr, im.offer);
+        im.flags |= TPX_IDENT_F_OFFER;
+        tpx__secure_zero(t, sizeof(t));
     }
     unsigned char buf[TPX_IDENT_WIRE_SIZE];
     tpx__ident_encode(&im, buf);
-    return tpx__bs_send(p->bs, MSG_IDENT, buf, sizeof(buf));
+    tpx_status_t st = tpx__bs_send(p->bs, MSG_IDENT, buf, sizeof(buf));
+    tpx__secure_zero(buf, sizeof(buf));
+    tpx__secure_zero(&im, sizeof(im));
+    return st;
+}
+
+/* The client's side of the instance check: keep the ticket the server
+ * offered and judge its answer to ours (the remote decides what a missing
+ * or wrong answer means: tpx__remote_same_instance). */
+static tpx_status_t ident_instance(tpx_peer_t *p, setup_t *s, const tpx_ident_msg_t *im)
+{
+    if (!(im->flags & TPX_IDENT_F_OFFER) || (im->flags & TPX_IDENT_F_TICKET)) {
+        SETUP_ERR(p, "peer %s: its identity message offers no ticket of its instance: dropped",
+                  p->name);
+        return TPX_ERR_PROTOCOL;
+    }
+    uint8_t tr[TPX_BS_TRANSCRIPT_SIZE];
+    const unsigned char *cih, *sih;
+    tpx_status_t st = conn_hashes(p, s, tr, &cih, &sih);
+    if (st != TPX_OK)
+        return st;
+    p->inst_offered = 1;
+    memcpy(p->inst_offer_id, im->offer_id, sizeof(p->inst_offer_id));
+    memcpy(p->inst_offer, im->offer, sizeof(p->inst_offer));
+    tpx__ident_wrap(wrap_token(p), tr, p->inst_offer);
+    if (s->present && (im->flags & TPX_IDENT_F_PROOF)) {
+        unsigned char want[TPX_IDENT_TICKET];
+        tpx__ident_proof(s->ticket, tr, cih, sih, want);
+        p->inst_proven = tpx__ct_equal(want, im->proof, sizeof(want));
+        memcpy(p->inst_proven_id, s->ticket_id, sizeof(p->inst_proven_id));
+    }
+    return TPX_OK;
 }
 
 /* The peer's IDENT: a key that does not verify, or that is not the key of
@@ -255,10 +470,26 @@ static tpx_status_t ident_recv(tpx_peer_t *p, setup_t *s)
     if (type == MSG_BUSY)
         return peer_busy_received(p);
     if (type != MSG_IDENT || tpx__ident_decode(buf, len, &im) != TPX_OK) {
-        SETUP_ERR(p, "peer %s: malformed identity message", p->name);
+        int v = type == MSG_IDENT ? tpx__ident_version(buf, len) : -1;
+        if (v >= 0 && v != TPX_IDENT_VERSION)
+            SETUP_ERR(p, "peer %s speaks identity protocol version %d, this engine %d: both ends "
+                      "need the same tpx version", p->name, v, TPX_IDENT_VERSION);
+        else
+            SETUP_ERR(p, "peer %s: malformed identity message", p->name);
         return TPX_ERR_PROTOCOL;
     }
-    if (!im.has_key || !tpx__ident_available())
+    if (tpx__bs_is_client(p->bs)) {
+        if ((st = ident_instance(p, s, &im)) != TPX_OK)
+            return st;
+    } else {
+        if (im.flags & (TPX_IDENT_F_PROOF | TPX_IDENT_F_OFFER)) {
+            SETUP_ERR(p, "peer %s: a client's identity message offers a ticket: dropped", p->name);
+            return TPX_ERR_PROTOCOL;
+        }
+        s->peer_asks = !!(im.flags & TPX_IDENT_F_TICKET);
+        memcpy(s->peer_ticket_id, im.ticket_id, sizeof(s->peer_ticket_id));
+    }
+    if (!(im.flags & TPX_IDENT_F_KEY) || !tpx__ident_available())
         return TPX_OK; /* not proven: p->verified stays 0 */
     unsigned char msg[TPX_IDENT_MSG_SIZE];
     if ((st = ident_message(p, s, !tpx__bs_is_client(p->bs), im.pk, msg)) != TPX_OK)
@@ -535,6 +766,7 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
             goto out;
     }
     p->state = PEER_READY;
+    p->active_ns = tpx__now_ns();
 out:
     return st;
 }
@@ -641,6 +873,7 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             if (st != TPX_OK)
                 return st;
             s->stage = ST_DONE;
+            tpx__secure_zero(s, sizeof(*s)); /* a ticket */
             free(s);
             p->setup = NULL;
             /* The limiter belongs to the bootstrap thread; other threads
@@ -839,6 +1072,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         tpx__region_release(p->scratch_region);
     if (p->setup != NULL) {
         setup_close_listens(e, p->setup);
+        tpx__secure_zero(p->setup, sizeof(setup_t)); /* a ticket */
         free(p->setup);
     }
     tpx__engine_gpu_leave(gtok);
@@ -852,6 +1086,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
     free(p->unexpected_body);
     free(p->unexpected);
     free(p->outbox);
+    tpx__secure_zero(p->inst_offer, sizeof(p->inst_offer));
     free(p);
 }
 
@@ -898,6 +1133,13 @@ int tpx__engine_bells(tpx_engine_t *e)
 TPX_API tpx_status_t tpx_peer_connect(tpx_engine_t *e, const char *host, int port,
                                       int timeout_ms, tpx_peer_t **out)
 {
+    return tpx__peer_connect_ticket(e, host, port, timeout_ms, NULL, NULL, out);
+}
+
+tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int port, int timeout_ms,
+                                      const unsigned char *ticket_id, const unsigned char *ticket,
+                                      tpx_peer_t **out)
+{
     if (e == NULL || host == NULL || out == NULL || port <= 0 || port > 65535 || timeout_ms < 0) {
         TPX_ERROR("tpx_peer_connect: invalid argument (host %s, port %d)",
                   host ? host : "(null)", port);
@@ -916,6 +1158,12 @@ TPX_API tpx_status_t tpx_peer_connect(tpx_engine_t *e, const char *host, int por
         return st;
     }
     ((setup_t *)p->setup)->deadline_ns = deadline;
+    if (ticket_id != NULL && ticket != NULL) {
+        setup_t *s = p->setup;
+        s->present = 1;
+        memcpy(s->ticket_id, ticket_id, sizeof(s->ticket_id));
+        memcpy(s->ticket, ticket, sizeof(s->ticket));
+    }
     for (;;) {
         st = setup_advance(p);
         if (st != TPX_INPROGRESS)
@@ -1084,6 +1332,8 @@ static void *bs_main(void *arg)
             s->early_ns = TPX_MIN(deadline, early);
             s->lim = &lim;
             memcpy(s->src, src, 16);
+            setups[n]->inbound = 1;
+            memcpy(setups[n]->src, src, 16);
             n++;
         }
         /* A peer nobody took (tpx_peer_accept or a remote) that failed

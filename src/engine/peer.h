@@ -81,8 +81,17 @@ struct tpx_peer {
     char remote_name[64];
     tpx_remote_t *remote; /* the remote that owns this connection, if any */
     int dialed;           /* this engine connected (tpx_peer_connect), not accepted */
+    int inbound;          /* the peer connected to us (the bootstrap thread set it up) */
+    unsigned char src[16]; /* ... from this address (IPv4 mapped into IPv6): its share */
+    uint64_t active_ns;   /* ready, or its last control message: an idle peer may yield
+                             its slot (peer.c, peer_admit) */
     int verified;         /* the peer proved (IDENT) it holds remote_pk's key */
     unsigned char remote_pk[32];
+    /* dialed peers: the instance of the engine reached (ident.h INSTANCE) */
+    int inst_offered;     /* it offered a ticket of its instance: */
+    unsigned char inst_offer_id[16], inst_offer[32]; /* ... that ticket (unwrapped) */
+    int inst_proven;      /* it proved the instance of the ticket we presented: */
+    unsigned char inst_proven_id[16];                /* ... that ticket's id */
     /* one-sided (rma.c) */
     uint64_t next_rid;
     tpx_xfer_t *rma_head, *rma_tail; /* requests waiting for an answer, oldest first */
@@ -111,6 +120,15 @@ struct tpx_peer {
 };
 
 /* ---- peer.c: set-up, close, doorbells, the bootstrap thread ---- */
+/* Raise the process's soft open-file limit to the hard one, once
+ * (TPX_RAISE_NOFILE; logged at info level). */
+void tpx__peer_nofile_raise(void);
+/* tpx_peer_connect() presenting a ticket of the instance expected there
+ * (ticket_id and ticket, or both NULL): the peer's inst_proven says whether
+ * the engine reached proved it. */
+tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int port, int timeout_ms,
+                                      const unsigned char *ticket_id, const unsigned char *ticket,
+                                      tpx_peer_t **out);
 tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
 void tpx__bs_thread_stop(tpx_engine_t *e);
 void tpx__peer_destroy(tpx_peer_t *p);

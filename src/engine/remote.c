@@ -195,13 +195,16 @@ static int peer_live(const tpx_peer_t *p)
     return p != NULL && p->state == PEER_READY && !p->remote_closed;
 }
 
-/* Connect to the advertised addresses in order. */
+/* Connect to the advertised addresses in order. Each connection presents
+ * the ticket of the instance the first one reached (ident.h INSTANCE); the
+ * first one pins the ticket its engine offers. conn_lock held. */
 static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
     int total = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)total * 1000000ull;
     tpx_status_t st = TPX_ERR_UNREACHABLE;
+    int impostor = 0; /* an address answered with the id but without its proof */
     for (int i = 0; i < rm->md.naddrs; i++) {
         int left = tpx__ms_left(deadline);
         if (left <= 0)
@@ -209,10 +212,40 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
         /* later addresses keep a share of the time */
         int ms = i + 1 < rm->md.naddrs ? TPX_MAX(left / (rm->md.naddrs - i), 1000) : left;
         tpx_peer_t *p;
-        st = tpx_peer_connect(e, rm->md.addr[i], rm->md.port, TPX_MIN(ms, left), &p);
+        st = tpx__peer_connect_ticket(e, rm->md.addr[i], rm->md.port, TPX_MIN(ms, left),
+                                      rm->has_ticket ? rm->ticket_id : NULL,
+                                      rm->has_ticket ? rm->ticket : NULL, &p);
         if (st != TPX_OK)
             continue;
-        if (!tpx__remote_served_by(rm, p)) {
+        pthread_mutex_lock(&e->lock);
+        int served = tpx__remote_served_by(rm, p);
+        int claims = !served && p->remote_id == rm->md.engine_id; /* its id, not its proof */
+        int by_key = e->ident_keys && rm->md.has_key;
+        if (served && !rm->has_ticket && p->inst_offered) {
+            rm->has_ticket = 1;
+            memcpy(rm->ticket_id, p->inst_offer_id, sizeof(rm->ticket_id));
+            memcpy(rm->ticket, p->inst_offer, sizeof(rm->ticket));
+            /* the connection that issued the ticket is its instance */
+            p->inst_proven = 1;
+            memcpy(p->inst_proven_id, p->inst_offer_id, sizeof(p->inst_proven_id));
+        }
+        pthread_mutex_unlock(&e->lock);
+        if (claims) {
+            /* Only the engine's key, or the instance that issued the ticket,
+             * can prove it: this is another process under the same id (the
+             * owner restarted, or someone took its address), and nothing
+             * may reach it. */
+            TPX_WARN("remote %s: %s port %u claims its engine id %016llx but %s: refused",
+                     rm->md.name, rm->md.addr[i], rm->md.port, (unsigned long long)rm->md.engine_id,
+                     by_key ? "does not prove the engine's key"
+                            : "is not the instance this engine reached first (it did not prove "
+                              "that instance's ticket)");
+            tpx_peer_close(p);
+            impostor = 1;
+            st = TPX_ERR_PROTOCOL;
+            continue;
+        }
+        if (!served) {
             TPX_WARN("remote %s: %s port %u is engine %016llx (%s, %s), not %016llx: trying "
                      "the next address", rm->md.name, rm->md.addr[i], rm->md.port,
                      (unsigned long long)p->remote_id, p->remote_name,
@@ -224,6 +257,13 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
         }
         *out = p;
         return TPX_OK;
+    }
+    if (impostor) {
+        TPX_ERROR("remote %s: engine %016llx is not reachable as the engine first reached: it "
+                  "restarted, or another process holds its address; its transfers fail until the "
+                  "application loads its current metadata (tpx_remote_load)", rm->md.name,
+                  (unsigned long long)rm->md.engine_id);
+        return TPX_ERR_PROTOCOL;
     }
     TPX_ERROR("remote %s: no advertised address reached it (%d tried, last: %s)", rm->md.name,
               rm->md.naddrs, tpx_status_string(st));
@@ -262,6 +302,8 @@ static tpx_status_t remote_resolve(tpx_remote_t *rm, uint64_t deadline_ns)
                  (unsigned long long)rm->md.engine_id);
         pthread_mutex_lock(&rm->e->lock);
         rm->md = md;
+        rm->has_ticket = 0; /* a new engine: the next connection pins its instance */
+        tpx__secure_zero(rm->ticket, sizeof(rm->ticket));
         pthread_mutex_unlock(&rm->e->lock);
     }
     return TPX_OK;
@@ -447,6 +489,7 @@ void tpx__remote_free(tpx_remote_t *rm)
 {
     if (rm->resolver != NULL)
         rm->resolver->destroy(rm->resolver);
+    tpx__secure_zero(rm->ticket, sizeof(rm->ticket));
     pthread_mutex_destroy(&rm->conn_lock);
     free(rm);
 }
@@ -454,6 +497,7 @@ void tpx__remote_free(tpx_remote_t *rm)
 void tpx__remotes_fini(tpx_engine_t *e)
 {
     tpx__secure_zero(e->ident_sk, sizeof(e->ident_sk));
+    tpx__secure_zero(e->inst_secret, sizeof(e->inst_secret));
     while (e->remotes != NULL) {
         tpx_remote_t *rm = e->remotes;
         e->remotes = rm->next;

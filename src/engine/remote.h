@@ -33,6 +33,11 @@ struct tpx_remote {
     int forgetting;             /* tpx_remote_forget() is closing it: it frees it */
     pthread_mutex_t conn_lock;  /* one connect at a time; taken before e->lock */
     tpx__resolver_t *resolver;  /* owned; NULL: the blob it was loaded with is final */
+    /* The ticket of the engine instance its first connection reached (ident.h
+     * INSTANCE): every later connection must prove that instance. Set under
+     * conn_lock and e->lock; cleared when the resolver names a new engine. */
+    int has_ticket;
+    unsigned char ticket_id[16], ticket[32];
 };
 
 /* Give the remote a resolver (it takes ownership; one that already has
@@ -57,6 +62,9 @@ tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_
 /* Is p proven to be rm's engine (by its key, or a connection dialed for
  * rm)? Engine lock held. */
 int tpx__remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p);
+/* 1 unless rm holds a ticket that p did not prove (ident.h INSTANCE). Engine
+ * lock held. */
+int tpx__remote_same_instance(const tpx_remote_t *rm, const tpx_peer_t *p);
 /* The name a notification from p is reported with: the peer's own name when
  * it is proven (signed with its key, or the connection we dialed for its
  * remote) and no loaded remote of another engine has that name; else "?"

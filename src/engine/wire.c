@@ -435,36 +435,69 @@ tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *out)
 /* ---- IDENT ------------------------------------------------------------------------------ */
 
 #define IDENT_MAGIC 0x54505849u /* "TPXI" */
-#define IDENT_VERSION 1
+#define IDENT_FLAGS (TPX_IDENT_F_KEY | TPX_IDENT_F_TICKET | TPX_IDENT_F_PROOF | TPX_IDENT_F_OFFER)
+
+/* Where each optional field lies, and the flag that says it is set. */
+static const struct {
+    unsigned flag;
+    size_t off, len;
+} ident_fields[] = {
+    {TPX_IDENT_F_KEY, 8, 32 + 64},
+    {TPX_IDENT_F_TICKET, 104, TPX_IDENT_TICKET_ID},
+    {TPX_IDENT_F_PROOF, 120, TPX_IDENT_TICKET},
+    {TPX_IDENT_F_OFFER, 152, TPX_IDENT_TICKET_ID + TPX_IDENT_TICKET},
+};
+_Static_assert(152 + TPX_IDENT_TICKET_ID + TPX_IDENT_TICKET == TPX_IDENT_WIRE_SIZE,
+               "IDENT layout");
 
 void tpx__ident_encode(const tpx_ident_msg_t *m, unsigned char out[TPX_IDENT_WIRE_SIZE])
 {
     memset(out, 0, TPX_IDENT_WIRE_SIZE);
     tpx__put32(out, IDENT_MAGIC);
-    tpx__put16(out + 4, IDENT_VERSION);
-    tpx__put16(out + 6, m->has_key ? 1 : 0);
-    if (m->has_key) {
+    tpx__put16(out + 4, TPX_IDENT_VERSION);
+    tpx__put16(out + 6, (uint16_t)(m->flags & IDENT_FLAGS));
+    if (m->flags & TPX_IDENT_F_KEY) {
         memcpy(out + 8, m->pk, sizeof(m->pk));
         memcpy(out + 40, m->sig, sizeof(m->sig));
+    }
+    if (m->flags & TPX_IDENT_F_TICKET)
+        memcpy(out + 104, m->ticket_id, sizeof(m->ticket_id));
+    if (m->flags & TPX_IDENT_F_PROOF)
+        memcpy(out + 120, m->proof, sizeof(m->proof));
+    if (m->flags & TPX_IDENT_F_OFFER) {
+        memcpy(out + 152, m->offer_id, sizeof(m->offer_id));
+        memcpy(out + 168, m->offer, sizeof(m->offer));
     }
 }
 
 tpx_status_t tpx__ident_decode(const unsigned char *in, size_t len, tpx_ident_msg_t *m)
 {
     if (len != TPX_IDENT_WIRE_SIZE || tpx__get32(in) != IDENT_MAGIC ||
-        tpx__get16(in + 4) != IDENT_VERSION || (tpx__get16(in + 6) & ~1u) != 0)
+        tpx__get16(in + 4) != TPX_IDENT_VERSION || (tpx__get16(in + 6) & ~IDENT_FLAGS) != 0)
         return TPX_ERR_PROTOCOL;
     tpx_ident_msg_t t;
     memset(&t, 0, sizeof(t));
-    t.has_key = tpx__get16(in + 6) & 1u;
-    if (t.has_key) {
-        memcpy(t.pk, in + 8, sizeof(t.pk));
-        memcpy(t.sig, in + 40, sizeof(t.sig));
-    } else {
-        for (size_t i = 8; i < TPX_IDENT_WIRE_SIZE; i++)
+    t.flags = tpx__get16(in + 6);
+    for (size_t f = 0; f < sizeof(ident_fields) / sizeof(ident_fields[0]); f++) {
+        if (t.flags & ident_fields[f].flag)
+            continue;
+        for (size_t i = ident_fields[f].off; i < ident_fields[f].off + ident_fields[f].len; i++)
             if (in[i] != 0)
                 return TPX_ERR_PROTOCOL;
     }
+    memcpy(t.pk, in + 8, sizeof(t.pk));
+    memcpy(t.sig, in + 40, sizeof(t.sig));
+    memcpy(t.ticket_id, in + 104, sizeof(t.ticket_id));
+    memcpy(t.proof, in + 120, sizeof(t.proof));
+    memcpy(t.offer_id, in + 152, sizeof(t.offer_id));
+    memcpy(t.offer, in + 168, sizeof(t.offer));
     *m = t;
     return TPX_OK;
+}
+
+int tpx__ident_version(const unsigned char *in, size_t len)
+{
+    if (len < 8 || tpx__get32(in) != IDENT_MAGIC)
+        return -1;
+    return tpx__get16(in + 4);
 }

@@ -260,19 +260,46 @@ unsigned tpx__md_version_mine(void);
 
 /* ---- IDENT: an engine's proof of identity on a bootstrap connection (ident.h) --------
  *
- *   0 u32 magic "TPXI"  4 u16 version (1)  6 u16 flags (bit 0: key)  8 pk[32]  40 sig[64]
- *   Without a key, bytes 8..104 are zero.
+ *   0 u32 magic "TPXI"  4 u16 version (2)  6 u16 flags  8 pk[32]  40 sig[64]
+ *   104 ticket_id[16]  120 proof[32]  152 offer_id[16]  168 offer[32]
+ *
+ * flags: bit 0 KEY    pk and sig are set (the sender's key and its signature)
+ *        bit 1 TICKET ticket_id is set: the client holds a ticket of the server's
+ *                     instance and asks it to prove it is that instance
+ *        bit 2 PROOF  proof is set: the server's answer to the client's ticket
+ *        bit 3 OFFER  offer_id and offer are set: a ticket of the server's instance
+ *                     for the client (wrapped with the token, ident.h)
+ * The bytes of a field whose flag is clear are zero. Version 1 (104 bytes:
+ * the key alone) is refused with a message that names both versions.
  */
-#define TPX_IDENT_WIRE_SIZE 104
+#define TPX_IDENT_WIRE_SIZE 200
+#define TPX_IDENT_VERSION 2
+#define TPX_IDENT_TICKET_ID 16
+#define TPX_IDENT_TICKET 32
+
+enum {
+    TPX_IDENT_F_KEY = 1u,
+    TPX_IDENT_F_TICKET = 2u,
+    TPX_IDENT_F_PROOF = 4u,
+    TPX_IDENT_F_OFFER = 8u,
+};
 
 typedef struct {
-    int has_key;
+    unsigned flags; /* TPX_IDENT_F_*: which fields below are set */
     unsigned char pk[32];
     unsigned char sig[64];
+    unsigned char ticket_id[TPX_IDENT_TICKET_ID];
+    unsigned char proof[TPX_IDENT_TICKET];
+    unsigned char offer_id[TPX_IDENT_TICKET_ID];
+    unsigned char offer[TPX_IDENT_TICKET];
 } tpx_ident_msg_t;
 
 void tpx__ident_encode(const tpx_ident_msg_t *m, unsigned char out[TPX_IDENT_WIRE_SIZE]);
-/* TPX_ERR_PROTOCOL unless len, magic, version, flags and the zero padding check out. */
+/* TPX_ERR_PROTOCOL unless len, magic, version, flags and the zero bytes of
+ * unset fields check out. */
 tpx_status_t tpx__ident_decode(const unsigned char *in, size_t len, tpx_ident_msg_t *m);
+/* The version an IDENT says it has, -1 if it is too short or its magic is
+ * not ours (to tell a peer of another version from a damaged message). */
+int tpx__ident_version(const unsigned char *in, size_t len);
 
 #endif

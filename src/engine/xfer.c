@@ -729,6 +729,7 @@ static tpx_status_t peer_queue(tpx_peer_t *p, const unsigned char *msg, uint32_t
 void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t got)
 {
     tpx_ctrl_t m;
+    p->active_ns = tpx__now_ns(); /* not idle: keeps its slot (peer.c, peer_admit) */
     tpx_status_t dst = tpx__ctrl_decode(msg, &m);
     if (dst == TPX_OK && got != TPX_SLOT_GOT_UNKNOWN && got != TPX_CTRL_MSG_SIZE + m.body_len) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a control message whose size is not its header's");

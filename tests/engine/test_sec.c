@@ -14,8 +14,8 @@
  *   test_sec flood      connect/close floods (with the token) from another
  *                       address: every legit connect succeeds
  *   test_sec peercap    TPX_MAX_PEERS: an engine's peers beyond the cap are
- *                       refused with NO_RESOURCE; the last quarter is kept
- *                       for authenticated peers
+ *                       refused with NO_RESOURCE while none is idle; the
+ *                       last quarter is kept for authenticated peers
  *   test_sec bells      a peer that floods its bootstrap connection with
  *                       doorbell frames is dropped, and another peer's small
  *                       READs keep being served meanwhile
@@ -388,9 +388,20 @@ static int t_flood(void)
     TEST_DONE();
 }
 
+/* Mark v's peers as just active, for an hour: none is idle, so none gives
+ * its slot to a newcomer (peer.c) however slowly this test runs. */
+static void peers_busy(side_t *v)
+{
+    pthread_mutex_lock(&v->e->lock);
+    for (tpx_peer_t *q = v->e->peers; q != NULL; q = q->next)
+        q->active_ns = tpx__now_ns() + 3600ull * 1000000000ull;
+    pthread_mutex_unlock(&v->e->lock);
+}
+
 /* Run with TPX_MAX_PEERS=8: 6 peers of an unknown engine fit, the 7th is
  * refused; an engine V knows (its remote is loaded: key-authenticated) still
- * gets in; the 9th peer is refused whoever it is. */
+ * gets in; the 9th peer is refused whoever it is while none is idle, and
+ * takes the slot of an idle peer of the unknown engine otherwise. */
 static int t_peercap(void)
 {
     side_t v, a, l;
@@ -405,6 +416,7 @@ static int t_peercap(void)
     tpx_peer_t *pa[8] = {0};
     for (int i = 0; i < 6; i++)
         EXPECT(tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[i]) == TPX_OK);
+    peers_busy(&v);
     tpx_status_t st = tpx_peer_connect(a.e, "127.0.0.1", port, 10000, &pa[6]);
     printf("7th peer of an unknown engine: %s\n", tpx_status_string(st));
     EXPECT(st == TPX_ERR_NO_RESOURCE);
@@ -418,9 +430,35 @@ static int t_peercap(void)
         tpx_peer_t *pl2 = NULL;
         EXPECT(tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl2) == TPX_OK);
         tpx_peer_t *pl3 = NULL;
+        peers_busy(&v);
         st = tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl3);
         printf("the 9th peer: %s\n", tpx_status_string(st));
         EXPECT(st == TPX_ERR_NO_RESOURCE);
+        /* ... unless an idle peer gives it its slot: the unknown engine's
+         * (not authenticated) before the known one's */
+        pthread_mutex_lock(&v.e->lock);
+        for (tpx_peer_t *q = v.e->peers; q != NULL; q = q->next)
+            q->active_ns = 0;
+        pthread_mutex_unlock(&v.e->lock);
+        st = tpx_peer_connect(l.e, "127.0.0.1", port, 10000, &pl3);
+        printf("the 9th peer, with idle peers there: %s\n", tpx_status_string(st));
+        EXPECT(st == TPX_OK);
+        /* V links its side once L's READY is in, maybe just after L returned */
+        int na = 0, nl = 0;
+        for (uint64_t until = test_deadline_ms(5000); nl < 3 && test_now_ns() < until;) {
+            na = nl = 0;
+            pthread_mutex_lock(&v.e->lock);
+            for (tpx_peer_t *q = v.e->peers; q != NULL; q = q->next) {
+                na += q->state == PEER_READY && strcmp(q->remote_name, "A") == 0;
+                nl += q->state == PEER_READY && strcmp(q->remote_name, "L") == 0;
+            }
+            pthread_mutex_unlock(&v.e->lock);
+            if (nl < 3)
+                usleep(1000);
+        }
+        EXPECT_EQ(na, 5);
+        EXPECT_EQ(nl, 3);
+        tpx_peer_close(pl3);
         tpx_peer_close(pl2);
     }
     /* room again once peers leave */
@@ -751,7 +789,7 @@ static int steer_run(int v6)
     EXPECT(tpx__bs_info_encode(&info, buf, sizeof(buf), &len) == TPX_OK);
     uint64_t dl = tpx__now_ns() + 3000000000ull;
     EXPECT(tpx__bs_send_wait(c, TPX_BS_MSG_INFO, buf, len, dl) == TPX_OK);
-    tpx_ident_msg_t im = {.has_key = 0};
+    tpx_ident_msg_t im = {.flags = 0};
     unsigned char ib[TPX_IDENT_WIRE_SIZE];
     tpx__ident_encode(&im, ib);
     EXPECT(tpx__bs_send_wait(c, TPX_BS_TYPE_USER + 3 /* IDENT */, ib, sizeof(ib), dl) == TPX_OK);

@@ -503,7 +503,7 @@ static void seeds_wire(void)
     seed_start(&s, TPX_FUZZ_WIRE_MD_SUM);
     seed_add(&s, blob, len);
     seed_write(&s, "wire", "md_key");
-    tpx_ident_msg_t im = {.has_key = 1};
+    tpx_ident_msg_t im = {.flags = TPX_IDENT_F_KEY};
     memcpy(im.pk, md.key, sizeof(im.pk));
     for (int i = 0; i < 64; i++)
         im.sig[i] = (unsigned char)(255 - i);
@@ -512,11 +512,29 @@ static void seeds_wire(void)
     seed_start(&s, TPX_FUZZ_WIRE_IDENT);
     seed_add(&s, ib, sizeof(ib));
     seed_write(&s, "wire", "ident");
-    im.has_key = 0;
+    im.flags = 0;
     tpx__ident_encode(&im, ib);
     seed_start(&s, TPX_FUZZ_WIRE_IDENT);
     seed_add(&s, ib, sizeof(ib));
     seed_write(&s, "wire", "ident_nokey");
+    /* a client presenting a ticket; a server answering it and offering one */
+    im.flags = TPX_IDENT_F_TICKET;
+    for (int i = 0; i < TPX_IDENT_TICKET_ID; i++)
+        im.ticket_id[i] = (unsigned char)(i + 3);
+    tpx__ident_encode(&im, ib);
+    seed_start(&s, TPX_FUZZ_WIRE_IDENT);
+    seed_add(&s, ib, sizeof(ib));
+    seed_write(&s, "wire", "ident_ticket");
+    memset(im.ticket_id, 0, sizeof(im.ticket_id));
+    im.flags = TPX_IDENT_F_KEY | TPX_IDENT_F_PROOF | TPX_IDENT_F_OFFER;
+    for (int i = 0; i < TPX_IDENT_TICKET; i++)
+        im.proof[i] = im.offer[i] = (unsigned char)(i * 5 + 1);
+    for (int i = 0; i < TPX_IDENT_TICKET_ID; i++)
+        im.offer_id[i] = (unsigned char)(200 - i);
+    tpx__ident_encode(&im, ib);
+    seed_start(&s, TPX_FUZZ_WIRE_IDENT);
+    seed_add(&s, ib, sizeof(ib));
+    seed_write(&s, "wire", "ident_offer");
 }
 
 /* ---- the built-in transport's wire ------------------------------------------------- */
