@@ -1,19 +1,34 @@
-"""docs/python.md's example runs as written: its READ is verified and its notifications arrive."""
+"""The Python examples of the docs run as written: docs/python.md's, and the README's quick
+start (docs/README.new.md while it waits to replace README.md)."""
 import os
 import re
 import subprocess
 import sys
 
-DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "python.md")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
-def test_python_md_example():
-    with open(DOC) as f:
+def run_block(path, pattern):
+    with open(path) as f:
         text = f.read()
-    m = re.search(r"<!-- example -->\n```python\n(.*?)```", text, re.S)
-    assert m, "docs/python.md has no block marked <!-- example -->"
+    m = re.search(pattern, text, re.S)
+    assert m, "%s: no Python example block (%s)" % (path, pattern)
     r = subprocess.run([sys.executable, "-c", m.group(1)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "READ verified: 64 blocks" in r.stdout, r.stdout
-    assert "b'req-2'" in r.stdout, r.stdout
+    return r.stdout
+
+
+def test_python_md_example():
+    out = run_block(os.path.join(ROOT, "docs", "python.md"),
+                    r"<!-- example -->\n```python\n(.*?)```")
+    assert "READ verified: 64 blocks" in out, out
+    assert "b'req-2'" in out, out
+
+
+def test_readme_quick_start():
+    readme = os.path.join(ROOT, "docs", "README.new.md")
+    if not os.path.exists(readme):
+        readme = os.path.join(ROOT, "README.md")
+    out = run_block(readme, r"## Quick start: Python\n\n```python\n(.*?)```")
+    assert "READ verified" in out, out
