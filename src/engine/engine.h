@@ -153,7 +153,7 @@
  * (at most its TPX_MAX_REQUESTS): a CUDA buffer's chunk spends part of its
  * time in staging copies at both ends, so its comms need more in flight to
  * keep the sockets busy (1 MiB GPU transfers 1.06-1.43x faster than with 16 on
- * H200 hosts, docs/performance.md); on other plugins and in strict TCPX mode 16
+ * H200 hosts, docs/design.md); on other plugins and in strict TCPX mode 16
  * (TCPX's limit). */
 #define TPX_WINDOW_OWN    32
 #define TPX_WINDOW_OTHER  16
