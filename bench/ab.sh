@@ -11,7 +11,7 @@
 # Environment: ROUNDS=3  ROWS="net perf rma lat cuda threads" (groups to run)
 #   MEM=host|cuda (cuda adds GPU rows to "rma" and "cuda")  SIZE=256M
 #   OUT=DIR (also keep the table and the raw log there)
-# Rows (what issue 14 and 18 measure):
+# Rows (the throughput and latency rows of docs/performance.md):
 #   net:     raw TCP and the transport alone (tpx-netbench), N = 1,2,4,8,16
 #   perf:    engine host->host at SIZE, defaults, --channels 8, --direction bidir
 #   rma:     one-sided READ of 1000 x 4K/16K/128K/2M blocks (host)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/vs_raw.sh - the transport and the engine against plain TCP, one run,
-# ratios printed (issue 14's table). Each round runs every row once, rounds
+# ratios printed. Each round runs every row once, rounds
 # interleave the rows (so a noisy minute hits all of them), and the table
 # shows the median of the rounds.
 #

@@ -2,7 +2,7 @@
  * tpx_nixl.cpp - libplugin_TPX.so, the NIXL backend "TPX": a thin adapter
  * from NIXL's backend-engine interface (nixl_abi.h) to tpx's public C API.
  *
- * Every NIXL call maps onto one or two tpx calls (see the README's table);
+ * Every NIXL call maps onto one or two tpx calls (see docs/nixl.md's table);
  * all transport logic stays in libtpx, which is linked in statically so the
  * plugin is one self-contained file that can sit in any NIXL plugin folder.
  *

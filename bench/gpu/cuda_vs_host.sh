@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/cuda_vs_host.sh - two-sided throughput of GPU memory (through the
 # built-in transport's pinned staging) next to host memory, same run, at
-# 1 MiB and 256 MiB, with the ratio and issue 14's targets (GPU >= 0.7x host
+# 1 MiB and 256 MiB, with the ratio and the targets (GPU >= 0.7x host
 # at 1 MiB, >= 0.9x at 256 MiB). About 1-2 minutes on one GPU.
 #
 # Usage: bench/gpu/cuda_vs_host.sh

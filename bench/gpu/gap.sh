@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu/gap.sh - where issue 14's two remaining throughput gaps come from,
+# bench/gpu/gap.sh - where the two throughput gaps (GPU/host, transport/raw) come from,
 # on one GPU host, one run: settings side by side, rounds interleaved (a noisy
 # minute hits every row), best and median of the rounds printed.
 #

@@ -2,7 +2,7 @@
  * bench/gpu/raw_staged.cu - the raw-TCP ceiling for GPU memory: what the
  * simplest staged pipeline moves between GPU buffers over loopback TCP,
  * next to plain TCP between host buffers, same program, same shape. The
- * built-in transport's GPU path is judged against host memory (issue 14:
+ * built-in transport's GPU path is judged against host memory (target:
  * >= 0.7x at 1 MiB); this says how much of that ratio any TCP staging
  * pays on the host at hand, with no transport, engine or event loop.
  *

@@ -9,7 +9,7 @@
 #   1. test_unpack_gpu: unpack kernel + d2d correctness on random fragment
 #      lists, then throughput of 64 MiB of 4 KiB fragments next to
 #      cuMemcpyDtoD of the same bytes.
-#   2. strict TCPX on one GPU (issue 11): the plugin's device handle and
+#   2. strict TCPX on one GPU: the plugin's device handle and
 #      bounce buffer in GPU memory as with Google's plugin; a CPU read of
 #      either must fault (tcpx_nocpu), the v7 table must match plugin 3.1.9
 #      (ncclnet_diff), and tpx-perf moves verified data: two-sided GPU->GPU
@@ -94,12 +94,12 @@ step tcpx-gpu-read env $TCPX_ENV TPX_SOCK_TCPX=1 TPX_UNPACK=kernel \
   "$BUILD/bin/tpx-perf" --op read --mem cuda --gpu 0 --block 16K,128K --blocks 1000 --iters 10 \
   --verify
 echo "==== end strict TCPX" >>"$LOG"
-# The same READ in plain mode, both engines on GPU 0 (--gpu 0,0): issue 14 saw it hang.
+# The same READ in plain mode, both engines on GPU 0 (--gpu 0,0): a case that once hung.
 step rma-gpu-plain env $TCPX_ENV timeout 120 \
   "$BUILD/bin/tpx-perf" --loopback --op read --mem cuda --gpu 0,0 --block 16K,128K --blocks 1000 \
   --iters 20 --verify
 
-# Small blocks (issue 14: 1000 x 4 KiB READ >= 0.5x of 1000 x 2 MiB): packed into shared
+# Small blocks (target: 1000 x 4 KiB READ >= 0.5x of 1000 x 2 MiB): packed into shared
 # chunks (TPX_RMA_PACK_BYTES, default 64 KiB; GPU blocks by the unpack kernel, pack.c) and
 # not (=0), host and GPU memory, READ and WRITE, plain mode; then strict TCPX on the GPU.
 echo "==== small blocks" >>"$LOG"
@@ -148,7 +148,7 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
     step "perf-ch$ch" "$BUILD/bin/tpx-perf" --loopback --size 256M --iters 10 --no-verify \
       --channels "$ch" --compare-transport --quiet
   done
-  # One-sided latency (issue 18): a lone READ/WRITE next to a raw TCP round trip of the
+  # One-sided latency: a lone READ/WRITE next to a raw TCP round trip of the
   # same size in the same run (x_raw = p50 / raw p50), WRITE's notification latency, and
   # the CPU of an idle engine.
   echo "==== latency" >>"$LOG"
@@ -166,7 +166,7 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
   lstep latency-read-nospin env TPX_SPIN_US=0 "$BUILD/bin/tpx-perf" --loopback --op read \
     --latency --blocks 1 --block 4K,64K,512K --iters 1000
   echo "==== end latency" >>"$LOG"
-  # Shared I/O workers (issue 14) and isend's direct write (issue 18), one line per row:
+  # Shared I/O workers and isend's direct write, one line per row:
   # raw TCP ceiling, the transport with the default pool and with one worker per
   # connection, the engine one way and both ways, a lone READ, threads/fds of a pair.
   echo "==== io workers" >>"$LOG"
@@ -209,7 +209,7 @@ if [ "${CPU_BENCH:-1}" = 1 ]; then
   echo "---- one-sided latency, loopback, us (x_raw = p50 / raw TCP p50) ----"
   sed -n '/^==== latency/,/^==== end latency/p' "$LOG" | grep -E '^-- |^#    op|^ +(read|write) |^# idle' |
     awk '!/^#    op/ || !h++' || true
-  echo "---- io workers (issue 14/18): raw TCP vs transport, engine, READ latency, threads ----"
+  echo "---- io workers: raw TCP vs transport, engine, READ latency, threads ----"
   sed -n '/^==== io workers/,/^==== end io workers/p' "$LOG" |
     grep -E '^-- |^ +[0-9]+ +[0-9]+ |GB/s|^ +read |^threads |new/base|^[a-z].*  +[0-9.]+ +[0-9.]+ +[0-9.]+$' || true
 fi

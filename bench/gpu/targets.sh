@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/gpu/targets.sh - the rows issues 14 (throughput) and 18 (latency)
-# are judged by, on one GPU host, in one command: each step is one of the
+# bench/gpu/targets.sh - the throughput and latency rows tpx is
+# judged by, on one GPU host, in one command: each step is one of the
 # scripts beside it (or bench/vs_raw.sh), its log kept under $OUT, its final
 # table printed last. Build first (release), then the steps in order.
 #
@@ -17,7 +17,7 @@
 #   CPUS="0-15"     run every step under `taskset -c CPUS` (empty: all CPUs). The
 #                   transport's defaults are the same from 16 CPUs up (16 workers,
 #                   8 sockets per comm), so 16 CPUs of a larger host stand for the
-#                   16-core host the issues' targets were set on
+#                   16-core host the targets were set on
 #   ROUNDS=3        rounds of each step (interleaved inside it; medians / best)
 #   OUT=/tmp/targets
 set -uo pipefail

@@ -51,7 +51,7 @@ TPX_API const tpx_ncclnet_v10_t *tpx_net_builtin(void);
 TPX_API tpx_status_t tpx_config_check(void);
 
 /* Print every TPX_* setting with its current value and meaning
- * (`markdown` != 0: the README's table of names, defaults and meanings). */
+ * (`markdown` != 0: docs/config.md's table of names, defaults and meanings). */
 TPX_API void tpx_config_print(FILE *out, int markdown);
 
 /* ==== the engine ===========================================================
@@ -288,7 +288,7 @@ TPX_API void tpx_xfer_release(tpx_xfer_t *xfer);
  * tpx_region_export; getLocalMD/loadRemoteMD = tpx_engine_get_metadata /
  * tpx_remote_load; prepXferDlist+makeXferReq = tpx_xfer_prepare;
  * postXferReq = tpx_xfer_post; getXferStatus = tpx_xfer_poll; genNotif =
- * tpx_notif_send; getNotifs = tpx_engine_get_notifs. See the README.
+ * tpx_notif_send; getNotifs = tpx_engine_get_notifs. See docs/nixl.md.
  */
 typedef struct tpx_remote tpx_remote_t;
 typedef struct tpx_prep tpx_prep_t;

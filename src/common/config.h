@@ -36,7 +36,7 @@ int tpx__parse_size(const char *s, int64_t *out);
 long tpx__config_ncpus(void);
 
 /* Print every setting: format 0 = "NAME=value  # doc" lines, 1 = Markdown
- * table of name, default and doc (the README's). */
+ * table of name, default and doc (docs/config.md's). */
 void tpx__config_print(FILE *f, int format);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * X(name, type, default, min, max, doc): `type` is INT (a decimal integer,
  * K/M/G suffixes allowed, checked against [min, max]) or STR. This table is
- * the source of `--print-config` and of the README's configuration table
+ * the source of `--print-config` and of docs/config.md's configuration table
  * (a test keeps the two in sync).
  */
 TPX_CONFIG_X(LOG_LEVEL, STR, "warn", 0, 0,
@@ -84,7 +84,7 @@ TPX_CONFIG_X(SOCK_CUDA_WORD, INT, "0", 0, 1,
              "writes its block number into a word of host memory (cuStreamWriteValue64), which "
              "the worker reads without a driver call, where the driver and GPU have 64-bit "
              "stream memory operations (else events). 16-core H200, same run: 1 MiB GPU "
-             "transfers 18.1 vs 17.3 GB/s, 256 MiB 25.0 vs 26.8 (a session before: both "
+             "transfers 18.1 vs 17.3 GB/s, 256 MiB 25.0 vs 26.8 (another run: both "
              "slower), so not the default.")
 TPX_CONFIG_X(SOCK_POLL_US, INT, "-1", -1, 100000,
              "Built-in transport: an I/O worker that just moved a small message (64 KiB at most) "
@@ -205,7 +205,7 @@ TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 2,
              "device handle and bounce buffer are GPU memory, or without a GPU memory the CPU "
              "cannot read). 2: the same, but receives into host memory go through the bounce "
              "buffer too (exercises a caller's unpack path without a GPU). For testing engines "
-             "without TCPX hardware; see the README's TCPX table.")
+             "without TCPX hardware; see docs/tcpx.md.")
 TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "

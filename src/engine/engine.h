@@ -145,7 +145,7 @@
 #define TPX_MAX_CHANNELS 32
 #define TPX_WINDOW_MAX 32
 /* Chunks when TPX_CHUNK_BYTES is 0: on tpx's own transport 1 MiB (its CUDA
- * staging copies a message in fewer, larger blocks; see the README), on
+ * staging copies a message in fewer, larger blocks; docs/design.md), on
  * other plugins and in strict TCPX mode 512 KiB (NCCL's chunk for TCPX). */
 #define TPX_CHUNK_OWN     (1024u * 1024)
 #define TPX_CHUNK_OTHER   (512u * 1024)
@@ -153,7 +153,7 @@
  * (at most its TPX_MAX_REQUESTS): a CUDA buffer's chunk spends part of its
  * time in staging copies at both ends, so its comms need more in flight to
  * keep the sockets busy (1 MiB GPU transfers 1.06-1.43x faster than with 16 on
- * H200 hosts, bench/HISTORY.md); on other plugins and in strict TCPX mode 16
+ * H200 hosts, docs/design.md); on other plugins and in strict TCPX mode 16
  * (TCPX's limit). */
 #define TPX_WINDOW_OWN    32
 #define TPX_WINDOW_OTHER  16

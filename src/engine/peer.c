@@ -48,7 +48,7 @@
 #define MSG_IDENT (TPX_BS_TYPE_USER + 3) /* identity proof (ident.h, wire.h) */
 #define MSG_BUSY (TPX_BS_TYPE_USER + 4)  /* "too many peers here" (TPX_MAX_PEERS), then EOF */
 
-/* The bootstrap thread's admission of incoming connections (issue 12):
+/* The bootstrap thread's admission of incoming connections (SECURITY.md):
  * every stage before a peer is established is bounded in count and time,
  * and making room drops the connection that costs others most. */
 #define MAX_SETUPS         64   /* connections being set up at once */

@@ -1,5 +1,5 @@
 /*
- * test_peers.c - one owner engine serving many peers (issue 14): 64
+ * test_peers.c - one owner engine serving many peers: 64
  * requester engines in a child process each READ and WRITE their own slice
  * of the owner's exported region, one after another and then all at once;
  * every byte is checked on both sides. The owner's process must not grow

@@ -1,5 +1,5 @@
 /*
- * test_sec.c - hostile peers (issue 12): engines of one process on
+ * test_sec.c - hostile peers (SECURITY.md): engines of one process on
  * loopback, an attacker written against the engine's internals or the
  * bootstrap wire directly. Each scenario failed before its fix.
  *

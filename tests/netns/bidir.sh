@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # netns.bidir: both directions at once over links that are the bottleneck
-# (issue 14: bidir >= 1.6x one direction). Host A and B's four data links
+# (bidir >= 1.6x one direction). Host A and B's four data links
 # are shaped to 200 Mbit/s on both ends (tbf on each egress), so a direction
 # has 4 x 200 Mbit/s = 0.1 GB/s of its own, as a full-duplex NIC gives each
 # direction its line rate. tpx-perf (engine, two-sided, every byte checked)
@@ -18,7 +18,7 @@
 
 # Slow enough that the ASan build's CPU is not the limit on a 2-core box
 # (4 x 500 Mbit/s: release 2.00x, ASan 1.65x, CPU-bound; 4 x 200 Mbit/s:
-# see the README)
+# docs/performance.md)
 RATE=200mbit
 LINK_GBS=0.1 # 4 x 200 Mbit/s, one direction
 for k in 1 2 3 4; do

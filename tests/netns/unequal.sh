@@ -44,7 +44,7 @@ measure() {
 
 # Three times each, interleaved, the best run of each counting: a stolen
 # vCPU only ever slows a run down. Two were not enough on a 2-core CI VM
-# (2026-11-29): three links 0.568 then 0.672 GB/s, four (500 Mbit/s) 0.548
+# once: three links 0.568 then 0.672 GB/s, four (500 Mbit/s) 0.548
 # then 0.576, the slow link's share 10% for a fair 7.7% -- runs whose
 # receiver was short of CPU, where a fourth link only adds work; the same
 # tree measured 1.08x in nine runs on that box, under load too.

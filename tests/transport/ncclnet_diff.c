@@ -12,7 +12,7 @@
  * bytes must be in the user buffer when test() says done, with no unpack.
  *
  * Each line is "<check> <observed> | expect <value> | OK|DIFF". The
- * expectation is what Google's plugin 3.1.9 does (issue 11's table), except
+ * expectation is what Google's plugin 3.1.9 does (docs/tcpx.md's table), except
  * in the rows marked "deliberate", where tpx's strict mode is safer on
  * purpose; --real expects the plugin's behaviour there too (for a run
  * against the real plugin). The exit status is the number of DIFF lines.

@@ -1,5 +1,5 @@
 /*
- * test_listen.c - the listener under attack (SECURITY.md, issue 12 finding 6).
+ * test_listen.c - the listener under attack (SECURITY.md: listener floods).
  *
  * The receiver role listens, then forks an attacker process that keeps a
  * load of hostile connections on the listener for the whole scenario: when

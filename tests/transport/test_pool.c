@@ -1,5 +1,5 @@
 /*
- * test_pool.c - the built-in transport's shared I/O workers (issue 14).
+ * test_pool.c - the built-in transport's shared I/O workers.
  *
  * pool:     POOL_COMMS comms of TPX_NSOCKS=8 data connections each between
  *           two processes, every message verified; each process holds no

@@ -35,8 +35,8 @@
  *           messages arrive in that window, and their edge finds the
  *           connection taken. A second receive posted right after makes the
  *           first no longer lone, so only the worker moves them: had the
- *           reader dropped the worker's try, both would wait forever (the
- *           eighth session's lost wake-up). Every byte checked
+ *           reader dropped the worker's try, both would wait forever (a lost
+ *           wake-up). Every byte checked
  *   sockbuf the data connections' socket buffers (TPX_SOCK_BUF_BYTES, as
  *           ctest sets it): unset (-1, auto) a loopback connection's send
  *           buffer is what asking for 512 KiB gives, on both ends; 0 what a

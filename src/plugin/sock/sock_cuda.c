@@ -26,11 +26,11 @@
  * ring whose blocks took any byte position, with no segments, moved those
  * READs 1.09x faster and 1 MiB transfers (512 KiB copies, after some
  * 128 KiB ones had shifted the positions) 0.88-0.91x as fast as the slots,
- * in every round of two sessions; with segments, 1.02-1.03x in the two
- * rounds measured (bench/HISTORY.md, eleventh session). 4 MiB rather than 2: GPU0 ->
+ * in every round of two runs; with segments, 1.02-1.03x in the two
+ * rounds measured. 4 MiB rather than 2: GPU0 ->
  * GPU1 256 MiB transfers 0.96-1.02x host memory against 0.77-0.83x (two
  * H200s), and 1 MiB transfers on one GPU equal (0.76 vs 0.78x) once
- * measured over 21 GB rather than 1 (bench/HISTORY.md, twelfth session).
+ * measured over 21 GB rather than 1 (shorter rows read GPU memory low).
  *
  * The I/O worker never waits for CUDA. Each block's copy is followed on its
  * stream by a mark: an event, queried; or, with TPX_SOCK_CUDA_WORD=1 where
@@ -38,7 +38,7 @@
  * number + 1 into a word of host-mapped memory, which the worker loads to
  * learn what has finished, with no driver call (querying events took 10-13%
  * of a 16-core host's CPU at 1 MiB transfers, but the words measured no
- * faster overall: bench/HISTORY.md).
+ * faster overall: docs/design.md).
  * A connection whose next block is not copied yet (send) or that has no
  * ring space for the next block (receive: the blocks before it still feed
  * copies to the GPU) returns SOCK_CUDA_WAIT, and its worker looks at it

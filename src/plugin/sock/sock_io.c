@@ -1204,8 +1204,8 @@ static void chan_recv_eof(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     /* Strict TCPX mode keeps Google's plugin's hang: a sender gone in the
-     * middle of a message is never reported to the receiver (README's
-     * TCPX table; the caller's deadline ends it, as it must with TCPX). */
+     * middle of a message is never reported to the receiver (docs/tcpx.md's
+     * table; the caller's deadline ends it, as it must with TCPX). */
     if (c->tcpx)
         return CH_PARKED;
     uint64_t seq = ch->eager_held ? atomic_load(&ch->eager_seq) : ch->piece.seq;
