@@ -282,6 +282,7 @@ static tpx_status_t net_init_client(tpx_net_t *lib, uint64_t client_id, tpx_net_
         return TPX_ERR_PLUGIN;
     }
     n->ctx = ctx;
+    n->client = 1;
     if (lib->ndev == 0) {
         st = net_devices(n);
         if (st != TPX_OK) {
@@ -338,9 +339,10 @@ tpx_status_t tpx__net_open(const char *which, uint64_t client_id, tpx_net_t **ou
 
 void tpx__net_close(tpx_net_t *n)
 {
-    if (n == NULL || n->ctx == NULL)
+    if (n == NULL || !n->client)
         return;
-    tpx_nccl_result_t rc = T11(n)->finalize(n->ctx);
+    /* NCCL calls finalize unconditionally; a table without one has nothing to end. */
+    tpx_nccl_result_t rc = T11(n)->finalize != NULL ? T11(n)->finalize(n->ctx) : TPX_NCCL_SUCCESS;
     if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: finalize of context %p failed with ncclResult %d", n->name,
                  n->ctx, (int)rc);
@@ -351,7 +353,7 @@ void tpx__net_close(tpx_net_t *n)
 
 int tpx__net_set_flows(tpx_net_t *n, int flows)
 {
-    if (n == NULL || n->abi < 11 || n->ctx == NULL || T11(n)->setNetAttr == NULL || flows < 1)
+    if (n == NULL || !n->client || T11(n)->setNetAttr == NULL || flows < 1)
         return 1;
     tpx_ncclnet_comm_attr_t ca = {.maxConcurrentPeers = TPX_NCCL_NET_ATTR_UNDEF,
                                   .minConcurrentPeers = 1,
@@ -463,7 +465,7 @@ tpx_status_t tpx__net_props(tpx_net_t *n, int dev, tpx_net_props_t *out)
     return TPX_OK;
 }
 
-/* makeVDevice sits at the same offset in v9 and v10. */
+/* makeVDevice sits at the same offset from v9 to v12. */
 _Static_assert(offsetof(tpx_ncclnet_v9_t, makeVDevice) == offsetof(tpx_ncclnet_v10_t, makeVDevice) &&
                    offsetof(tpx_ncclnet_v9_t, makeVDevice) ==
                        offsetof(tpx_ncclnet_v11_t, makeVDevice) &&

@@ -68,7 +68,8 @@ typedef struct tpx_net {
     int ndev;
     int is_tcpx;       /* Google's GPUDirect-TCPX: 16 requests per comm, FIFO test */
     int own;           /* the built-in transport's tables, in this library */
-    void *ctx;         /* v11+: this client's context (owned by the plugin); else NULL */
+    int client;        /* v11+: this tpx_net_t is one client's (tpx__net_close frees it) */
+    void *ctx;         /* v11+: that client's context (the plugin's; NULL is allowed) */
     int newer;         /* the newest ncclNetPlugin_vN exported beyond what tpx knows, or 0 */
 } tpx_net_t;
 
