@@ -98,6 +98,9 @@ typedef struct {
     int dev_version;
     int reg_is_global; /* -1: not in this version's properties */
     long long max_p2p; /* -1: not in this version's properties */
+    int max_multi;     /* v11+ maxMultiRequestSize; -1: not in this version's properties */
+    int has_rail;      /* v12: rail and plane are in the properties */
+    int rail, plane;   /* v12; TPX_NCCL_NET_ID_UNDEF: the plugin does not know */
 } dr_props_t;
 
 typedef struct {
@@ -105,8 +108,10 @@ typedef struct {
     char file[DR_PATH];      /* the shared object that was loaded, "" for builtin */
     int builtin;
     int loaded;
-    int exported[4]; /* ncclNetPlugin_v7 .. _v10 found */
-    int version;     /* the version used (newest), 0 if none */
+    int exported[6]; /* ncclNetPlugin_v7 .. _v12 found */
+    int newer;       /* the newest ncclNetPlugin_vN beyond v12 found, or 0 */
+    int version;     /* the version used (newest known), 0 if none */
+    void *ctx;       /* v11+: init()'s context, finalised once the devices are read */
     char name[128];  /* the table's name */
     int is_tcpx;
     int init_skipped; /* TCPX without a GPU */
@@ -516,6 +521,26 @@ static void dr_props_v9(dr_props_t *o, const tpx_ncclnet_props_v9_t *p)
     o->dev_version = p->netDeviceVersion;
     o->reg_is_global = p->regIsGlobal;
     o->max_p2p = (long long)p->maxP2pBytes;
+    o->max_multi = -1;
+}
+
+static void dr_props_v11(dr_props_t *o, const tpx_ncclnet_props_v11_t *p)
+{
+    dr_props_v9(o, (const tpx_ncclnet_props_v9_t *)(const void *)p); /* its prefix */
+    o->max_multi = p->maxMultiRequestSize;
+}
+
+static void dr_props_v12(dr_props_t *o, const tpx_ncclnet_props_v12_t *p)
+{
+    tpx_ncclnet_props_v11_t q = {p->name,    p->pciPath,  p->guid,          p->ptrSupport,
+                                 p->regIsGlobal, p->forceFlush, p->speed,     p->port,
+                                 p->latency, p->maxComms, p->maxRecvs,      p->netDeviceType,
+                                 p->netDeviceVersion, {0, {0}}, p->maxP2pBytes,
+                                 p->maxCollBytes, p->maxMultiRequestSize};
+    dr_props_v11(o, &q);
+    o->has_rail = 1;
+    o->rail = p->railId;
+    o->plane = p->planeId;
 }
 
 static void dr_props_v8(dr_props_t *o, const tpx_ncclnet_props_v8_t *p)
@@ -533,6 +558,7 @@ static void dr_props_v8(dr_props_t *o, const tpx_ncclnet_props_v8_t *p)
     o->dev_version = p->netDeviceVersion;
     o->reg_is_global = p->regIsGlobal;
     o->max_p2p = -1;
+    o->max_multi = -1;
 }
 
 static void dr_props_v7(dr_props_t *o, const tpx_ncclnet_props_v7_t *p)
@@ -550,6 +576,7 @@ static void dr_props_v7(dr_props_t *o, const tpx_ncclnet_props_v7_t *p)
     o->dev_version = p->netDeviceVersion;
     o->reg_is_global = -1;
     o->max_p2p = -1;
+    o->max_multi = -1;
 }
 
 /* Ask an initialised table for its devices; the tables differ only in the
@@ -559,12 +586,8 @@ static void dr_plugin_devices(dr_t *d, const void *table)
     dr_plugin_t *pl = &d->plugin;
     int n = 0;
     tpx_nccl_result_t rc;
-    switch (pl->version) {
-    case 10: rc = ((const tpx_ncclnet_v10_t *)table)->devices(&n); break;
-    case 9: rc = ((const tpx_ncclnet_v9_t *)table)->devices(&n); break;
-    case 8: rc = ((const tpx_ncclnet_v8_t *)table)->devices(&n); break;
-    default: rc = ((const tpx_ncclnet_v7_t *)table)->devices(&n); break;
-    }
+    /* devices() has the same slot and type in every version. */
+    rc = ((const tpx_ncclnet_v7_t *)table)->devices(&n);
     pl->devices_rc = (int)rc;
     if (rc != TPX_NCCL_SUCCESS) {
         dr_warn(d, "plugin", 1, "%s: devices() failed (ncclResult %d): see the plugin's log "
@@ -580,6 +603,22 @@ static void dr_plugin_devices(dr_t *d, const void *table)
     for (int i = 0; i < n && i < DR_MAX_DEVS; i++) {
         dr_props_t *o = &pl->props[i];
         switch (pl->version) {
+        case 12: {
+            tpx_ncclnet_props_v12_t p;
+            memset(&p, 0, sizeof(p));
+            rc = ((const tpx_ncclnet_v12_t *)table)->getProperties(i, &p);
+            if (rc == TPX_NCCL_SUCCESS)
+                dr_props_v12(o, &p);
+            break;
+        }
+        case 11: {
+            tpx_ncclnet_props_v11_t p;
+            memset(&p, 0, sizeof(p));
+            rc = ((const tpx_ncclnet_v11_t *)table)->getProperties(i, &p);
+            if (rc == TPX_NCCL_SUCCESS)
+                dr_props_v11(o, &p);
+            break;
+        }
         case 10: {
             tpx_ncclnet_props_v10_t p;
             memset(&p, 0, sizeof(p));
@@ -629,12 +668,11 @@ static void dr_collect_plugin(dr_t *d, const char *req)
     pl->devices_rc = -1;
     const void *table = NULL;
     if (strcmp(req, "builtin") == 0) {
-        const tpx_ncclnet_v10_t *t = tpx_net_builtin();
         pl->builtin = 1;
         pl->loaded = 1;
-        pl->exported[3] = 1;
-        pl->version = 10;
-        table = t;
+        pl->exported[5] = 1;
+        pl->version = 12;
+        table = tpx_net_builtin_table(12);
     } else {
         /* NCCL's convention: a name NAME is libnccl-net-NAME.so on the
          * library path; anything with a slash is a path. */
@@ -652,16 +690,28 @@ static void dr_collect_plugin(dr_t *d, const char *req)
             return;
         }
         pl->loaded = 1;
-        static const char *const syms[4] = {TPX_NCCLNET_SYMBOL_V7, TPX_NCCLNET_SYMBOL_V8,
-                                            TPX_NCCLNET_SYMBOL_V9, TPX_NCCLNET_SYMBOL_V10};
-        for (int v = 0; v < 4; v++) {
-            void *s = dlsym(h, syms[v]);
-            pl->exported[v] = s != NULL;
+        char sym[32];
+        for (int v = TPX_NCCLNET_ABI_MIN; v <= TPX_NCCLNET_ABI_MAX; v++) {
+            snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", v);
+            void *s = dlsym(h, sym);
+            pl->exported[v - TPX_NCCLNET_ABI_MIN] = s != NULL;
             if (s != NULL) {
                 table = s;
-                pl->version = 7 + v;
+                pl->version = v;
             }
         }
+        /* A newer table than tpx knows: tpx (and this check) use the newest
+         * known one, as the engine's loader does. */
+        for (int v = 32; v > TPX_NCCLNET_ABI_MAX && pl->newer == 0; v--) {
+            snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", v);
+            if (dlsym(h, sym) != NULL)
+                pl->newer = v;
+        }
+        if (pl->newer != 0)
+            dr_warn(d, "plugin", table == NULL,
+                    "%s exports ncclNetPlugin_v%d, newer than this tpx knows (v%d..v%d): %s",
+                    pl->file, pl->newer, TPX_NCCLNET_ABI_MIN, TPX_NCCLNET_ABI_MAX,
+                    table != NULL ? "tpx drives its newest known table" : "tpx cannot drive it");
         if (table != NULL) {
             Dl_info info;
             if (dladdr(table, &info) != 0 && info.dli_fname != NULL) {
@@ -672,7 +722,7 @@ static void dr_collect_plugin(dr_t *d, const char *req)
         }
         if (table == NULL) {
             dr_warn(d, "plugin", 1,
-                    "%s exports none of ncclNetPlugin_v7..v10: it is not an ncclNet plugin "
+                    "%s exports none of ncclNetPlugin_v7..v12: it is not an ncclNet plugin "
                     "this tpx can drive (tpx needs v7 or newer)",
                     pl->file);
             return;
@@ -697,7 +747,12 @@ static void dr_collect_plugin(dr_t *d, const char *req)
         return;
     }
     tpx_nccl_result_t rc;
+    tpx_ncclnet_comm_config_t cc = {TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
     switch (pl->version) {
+    case 12:
+    case 11: /* one context, as one NCCL communicator has */
+        rc = ((const tpx_ncclnet_v11_t *)table)->init(&pl->ctx, 1, &cc, dr_plugin_log, NULL);
+        break;
     case 10: rc = ((const tpx_ncclnet_v10_t *)table)->init(dr_plugin_log, NULL); break;
     case 9: rc = ((const tpx_ncclnet_v9_t *)table)->init(dr_plugin_log); break;
     case 8: rc = ((const tpx_ncclnet_v8_t *)table)->init(dr_plugin_log); break;
@@ -711,6 +766,12 @@ static void dr_collect_plugin(dr_t *d, const char *req)
         return;
     }
     dr_plugin_devices(d, table);
+    if (pl->ctx != NULL) {
+        rc = ((const tpx_ncclnet_v11_t *)table)->finalize(pl->ctx);
+        pl->ctx = NULL;
+        if (rc != TPX_NCCL_SUCCESS)
+            dr_warn(d, "plugin", 0, "%s: finalize() failed (ncclResult %d)", pl->name, (int)rc);
+    }
     if (pl->is_tcpx)
         for (int i = 0; i < pl->ndev && i < DR_MAX_DEVS; i++)
             if (pl->props[i].dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
@@ -1224,10 +1285,12 @@ static void dr_print(const dr_t *d)
         printf("  file: %s%s\n", pl->file, pl->loaded ? "" : " (not loaded)");
     if (pl->loaded) {
         printf("  name: %s\n  exports:", pl->name);
-        for (int v = 0; v < 4; v++)
+        for (int v = 0; v < 6; v++)
             if (pl->exported[v])
                 printf(" ncclNetPlugin_v%d", 7 + v);
-        printf("%s; using v%d\n", pl->builtin ? " (the tpx_net_builtin() table)" : "",
+        if (pl->newer)
+            printf(" ncclNetPlugin_v%d (newer than tpx knows)", pl->newer);
+        printf("%s; using v%d\n", pl->builtin ? " (tpx_net_builtin_table(12))" : "",
                pl->version);
         if (pl->init_skipped)
             printf("  init: not called (TCPX plugin, no GPU)\n");
@@ -1246,6 +1309,16 @@ static void dr_print(const dr_t *d)
                        o->dev_version);
                 if (o->max_p2p >= 0)
                     printf("  maxP2pBytes %lld", o->max_p2p);
+                if (o->max_multi >= 0)
+                    printf("  maxMultiRequest %d", o->max_multi);
+                if (o->has_rail) {
+                    char rail[16] = "-", plane[16] = "-"; /* "-": the plugin does not know */
+                    if (o->rail != TPX_NCCL_NET_ID_UNDEF)
+                        snprintf(rail, sizeof(rail), "%d", o->rail);
+                    if (o->plane != TPX_NCCL_NET_ID_UNDEF)
+                        snprintf(plane, sizeof(plane), "%d", o->plane);
+                    printf("  rail %s  plane %s", rail, plane);
+                }
                 printf("\n         guid 0x%" PRIx64 "  latency %.1f us  pci %s\n", o->guid,
                        (double)o->latency, dr_dash(o->pci));
             }
@@ -1423,11 +1496,13 @@ static int dr_write_json(const dr_t *d)
     dr_json_kstr(f, "name", pl->name, 1);
     fprintf(f, "\"exports\": [");
     int first = 1;
-    for (int v = 0; v < 4; v++)
+    for (int v = 0; v < 6; v++)
         if (pl->exported[v]) {
             fprintf(f, "%s%d", first ? "" : ", ", 7 + v);
             first = 0;
         }
+    if (pl->newer)
+        fprintf(f, "%s%d", first ? "" : ", ", pl->newer);
     fprintf(f, "], \"version_used\": %d, \"tcpx\": %s, \"init\": ", pl->version,
             pl->is_tcpx ? "true" : "false");
     bench_json_str(f, pl->init_skipped ? "skipped: no GPU"
@@ -1453,6 +1528,18 @@ static int dr_write_json(const dr_t *d)
             fprintf(f, ", \"reg_is_global\": %d", o->reg_is_global);
         if (o->max_p2p >= 0)
             fprintf(f, ", \"max_p2p_bytes\": %lld", o->max_p2p);
+        if (o->max_multi >= 0)
+            fprintf(f, ", \"max_multi_request\": %d", o->max_multi);
+        if (o->has_rail) { /* null: the plugin does not know */
+            if (o->rail != TPX_NCCL_NET_ID_UNDEF)
+                fprintf(f, ", \"rail\": %d", o->rail);
+            else
+                fprintf(f, ", \"rail\": null");
+            if (o->plane != TPX_NCCL_NET_ID_UNDEF)
+                fprintf(f, ", \"plane\": %d", o->plane);
+            else
+                fprintf(f, ", \"plane\": null");
+        }
         fprintf(f, "}");
     }
     fprintf(f, "]},\n \"tcpx_env\": {");
@@ -1507,7 +1594,7 @@ static void dr_usage(FILE *f)
             "                     PCI path, model (/proc/driver/nvidia) and the NIC it would\n"
             "                     use: TPX_NIC_MAP if set, else the NIC sharing the longest\n"
             "                     PCI path prefix (the same PCIe switch);\n"
-            "      net plugin     the plugin's file, the ncclNetPlugin_v7..v10 tables it\n"
+            "      net plugin     the plugin's file, the ncclNetPlugin_v7..v12 tables it\n"
             "                     exports, and after init() its devices and properties. A\n"
             "                     plugin whose name says TCPX is never started on a host\n"
             "                     without a CUDA GPU (Google's plugin exit()s there);\n"

@@ -1,6 +1,9 @@
 /*
  * tpx_netbench.c - tpx-netbench: throughput of tpx's built-in TCP transport,
- * driven through its ncclNet v10 table alone (tpx_net_builtin()).
+ * driven through one of its ncclNet tables alone (--abi 10, 11 or 12:
+ * tpx_net_builtin_table(); 12, what NCCL 2.30 drives, by default). v11 and
+ * v12 add a context from init() that listen/connect take, finalize(), and
+ * (v12) the NIC's rail and plane, which the device line shows.
  *
  * What it promises: the numbers are the transport's, and the bytes they count
  * arrived intact (--verify). The transport reads its TPX_* settings once per
@@ -81,6 +84,7 @@ typedef struct {
     uint64_t nthreads;              /* TPX_SOCK_WORKERS; NB_AUTO: environment */
     uint64_t nap_us;                /* a pass of test()s that moved nothing: sleep this
                                        long (0: sched_yield, a spinning poller) */
+    uint64_t abi;                   /* the ncclNet table both sides drive: 10, 11 or 12 */
 } nb_params_t;
 
 /*
@@ -103,6 +107,8 @@ typedef struct {
      * phase (the first from the release): min, median, 99th percentile, max. */
     uint64_t gap_min_ns, gap_p50_ns, gap_p99_ns, gap_max_ns;
     uint64_t dev, speed_mbps;
+    uint64_t abi;            /* the table the receiver drove */
+    uint64_t rail, plane;    /* v12 railId/planeId + 1: 0 when not known (or before v12) */
     char dev_name[32];
 } nb_row_t;
 #define NB_ROW_WORDS (offsetof(nb_row_t, dev_name) / 8)
@@ -134,7 +140,7 @@ static uint64_t nb_warmup_for(const nb_params_t *p, uint64_t iters)
 
 /* Framing, magic and checks: bench_common.h. */
 #define NB_MAGIC   0x54504E42u /* "TPNB" */
-#define NB_VERSION 2 /* 2: params.nap_us */
+#define NB_VERSION 3 /* 2: params.nap_us; 3: params.abi, row abi/rail/plane */
 enum {
     NB_MSG_HELLO = 1, /* client -> server: empty */
     NB_MSG_PARAMS,    /* server -> client: nb_params_t */
@@ -167,7 +173,15 @@ static int nb_msg_recv(int fd, unsigned want, uint32_t arg, void *buf, uint32_t 
 /* ---- the worker: one side of one configuration, in its own process ------- */
 
 typedef struct {
-    const tpx_ncclnet_v10_t *net;
+    /* The data path's entries, the same in v10, v11 and v12 (copied out of
+     * the chosen table); init/listen/connect/getProperties go through
+     * `t11`/`t12` from v11 on (NULL entries here then). */
+    tpx_ncclnet_v10_t netv;
+    const tpx_ncclnet_v10_t *net; /* &netv */
+    const tpx_ncclnet_v11_t *t11; /* v11 and v12 share its context entries */
+    const tpx_ncclnet_v12_t *t12; /* v12 only */
+    void *ctx;                    /* v11+: init()'s context */
+    int rail, plane;              /* v12 railId/planeId (TPX_NCCL_NET_ID_UNDEF otherwise) */
     const nb_params_t *p;
     nb_role_t role;
     bench_side_t side; /* who, peer, control stream, result pipe, progress line, failed */
@@ -586,6 +600,9 @@ static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
             .gap_max_ns = gaps[3],
             .dev = (uint64_t)w->dev,
             .speed_mbps = w->props.speed > 0 ? (uint64_t)w->props.speed : 0,
+            .abi = p->abi,
+            .rail = w->rail >= 0 ? (uint64_t)w->rail + 1 : 0,
+            .plane = w->plane >= 0 ? (uint64_t)w->plane + 1 : 0,
         };
         snprintf(row.dev_name, sizeof(row.dev_name), "%s",
                  w->props.name != NULL ? w->props.name : "?");
@@ -606,6 +623,88 @@ static int nb_run_size(nb_worker_t *w, uint64_t row_idx, uint64_t size)
 out:
     nb_sized_free(w, &s);
     return w->side.failed ? -1 : rc;
+}
+
+/* The same for the v11/v12 entries that take the context. */
+#define NB_CALL_CTX(w, label, fn, ...)                                                             \
+    do {                                                                                           \
+        tpx_nccl_result_t nb_rc_ = (w)->t11->fn(__VA_ARGS__);                                      \
+        if (nb_rc_ != TPX_NCCL_SUCCESS) {                                                          \
+            bench_fail(&(w)->side, "%s() failed: rc %d (%s)", #fn, (int)nb_rc_,                    \
+                       nb_rc_string(nb_rc_));                                                      \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* Point the worker at the table of params.abi. */
+static int nb_table_open(nb_worker_t *w)
+{
+    const void *t = tpx_net_builtin_table((int)w->p->abi);
+    if (t == NULL || w->p->abi < 10) {
+        bench_fail(&w->side, "ncclNet v%" PRIu64 ": this tool drives v10, v11 or v12", w->p->abi);
+        return -1;
+    }
+    w->rail = w->plane = TPX_NCCL_NET_ID_UNDEF;
+    if (w->p->abi == 10) {
+        w->netv = *(const tpx_ncclnet_v10_t *)t;
+    } else {
+        /* The data entries of v11/v12 are v10's, slot for slot. */
+        const tpx_ncclnet_v11_t *x = t;
+        w->t11 = x;
+        w->t12 = w->p->abi == 12 ? t : NULL;
+        w->netv = (tpx_ncclnet_v10_t){.name = x->name,
+                                      .devices = x->devices,
+                                      .accept = x->accept,
+                                      .regMr = x->regMr,
+                                      .regMrDmaBuf = x->regMrDmaBuf,
+                                      .deregMr = x->deregMr,
+                                      .isend = x->isend,
+                                      .irecv = x->irecv,
+                                      .iflush = x->iflush,
+                                      .test = x->test,
+                                      .closeSend = x->closeSend,
+                                      .closeRecv = x->closeRecv,
+                                      .closeListen = x->closeListen,
+                                      .getDeviceMr = x->getDeviceMr,
+                                      .irecvConsumed = x->irecvConsumed};
+    }
+    w->net = &w->netv;
+    return 0;
+}
+
+/* getProperties of the chosen version into the worker's v10 view, and
+ * v12's rail and plane beside it. */
+static int nb_props(nb_worker_t *w)
+{
+    if (w->t11 == NULL) {
+        NB_CALL(w, fail, getProperties, w->dev, &w->props);
+        return 0;
+    }
+    tpx_ncclnet_props_v12_t q;
+    memset(&q, 0, sizeof(q));
+    if (w->t12 != NULL) {
+        tpx_nccl_result_t rc = w->t12->getProperties(w->dev, &q);
+        if (rc != TPX_NCCL_SUCCESS) {
+            bench_fail(&w->side, "getProperties() failed: rc %d (%s)", (int)rc, nb_rc_string(rc));
+            return -1;
+        }
+        w->rail = q.railId;
+        w->plane = q.planeId;
+    } else {
+        tpx_ncclnet_props_v11_t r;
+        memset(&r, 0, sizeof(r));
+        NB_CALL_CTX(w, fail, getProperties, w->dev, &r);
+        q.name = r.name;
+        q.speed = r.speed;
+        q.maxP2pBytes = r.maxP2pBytes;
+    }
+    memset(&w->props, 0, sizeof(w->props));
+    w->props.name = q.name;
+    w->props.speed = q.speed;
+    w->props.maxP2pBytes = q.maxP2pBytes;
+    return 0;
+fail:
+    return -1;
 }
 
 /* Set up the transport in this (fresh) process, make the comm, run every size. */
@@ -639,22 +738,36 @@ static int nb_worker(nb_worker_t *w)
                    p->window, max_reqs);
         return -1;
     }
-    w->net = tpx_net_builtin();
-    NB_CALL(w, fail, init, nb_nccl_log, NULL);
+    if (nb_table_open(w) != 0)
+        return -1;
+    if (w->t11 != NULL) {
+        tpx_ncclnet_comm_config_t cc = {.trafficClass = TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
+        tpx_nccl_result_t irc = w->t11->init(&w->ctx, (uint64_t)getpid(), &cc, nb_nccl_log, NULL);
+        if (irc != TPX_NCCL_SUCCESS) {
+            bench_fail(&w->side, "init() failed: rc %d (%s)", (int)irc, nb_rc_string(irc));
+            return -1;
+        }
+    } else {
+        NB_CALL(w, fail, init, nb_nccl_log, NULL);
+    }
     NB_CALL(w, fail, devices, &ndev);
     if (ndev == 0 || w->dev >= ndev) {
         const char *ifn = getenv("TPX_SOCKET_IFNAME");
         bench_fail(&w->side, "no device %d: the transport found %d (TPX_SOCKET_IFNAME=%s)", w->dev,
                    ndev, ifn != NULL ? ifn : "(unset: every non-loopback interface)");
-        return -1;
+        goto fail;
     }
-    NB_CALL(w, fail, getProperties, w->dev, &w->props);
+    if (nb_props(w) != 0)
+        goto fail;
     memset(&dh_store, 0, sizeof(dh_store));
 
     uint64_t deadline = bench_now_ns() + tmo, next_check = 0;
     if (w->role == NB_RECV) {
         memset(handle, 0, sizeof(handle));
-        NB_CALL(w, fail, listen, w->dev, handle, &w->lcomm);
+        if (w->t11 != NULL)
+            NB_CALL_CTX(w, fail, listen, w->ctx, w->dev, handle, &w->lcomm);
+        else
+            NB_CALL(w, fail, listen, w->dev, handle, &w->lcomm);
         if (nb_msg_send(w->side.ctl, NB_MSG_HANDLE, (uint32_t)w->cfg, handle, sizeof(handle)) !=
             0) {
             bench_fail(&w->side, "cannot send the listen handle to the %s: %s", w->side.peer,
@@ -683,7 +796,10 @@ static int nb_worker(nb_worker_t *w)
         }
         tpx_ncclnet_comm_config_t cc = {.trafficClass = TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
         while (w->comm == NULL) {
-            NB_CALL(w, fail, connect, w->dev, &cc, handle, &w->comm, &dh);
+            if (w->t11 != NULL)
+                NB_CALL_CTX(w, fail, connect, w->ctx, w->dev, handle, &w->comm, &dh);
+            else
+                NB_CALL(w, fail, connect, w->dev, &cc, handle, &w->comm, &dh);
             if (w->comm == NULL) {
                 uint64_t now = bench_now_ns();
                 if (nb_check_alive(w, now, &next_check, now, "connect") != 0)
@@ -716,6 +832,12 @@ fail:
         if (rc != TPX_NCCL_SUCCESS)
             bench_fail(&w->side, "closeListen() failed: rc %d (%s)", (int)rc, nb_rc_string(rc));
         w->lcomm = NULL;
+    }
+    if (w->ctx != NULL) {
+        tpx_nccl_result_t rc = w->t11->finalize(w->ctx);
+        if (rc != TPX_NCCL_SUCCESS)
+            bench_fail(&w->side, "finalize() failed: rc %d (%s)", (int)rc, nb_rc_string(rc));
+        w->ctx = NULL;
     }
     return w->side.failed ? -1 : 0;
 }
@@ -764,9 +886,9 @@ static void nb_print_header(nb_main_t *m)
     char hb[32], cores[48];
     if (bench_quiet)
         return;
-    printf("# %s %s: ncclNet v10 table \"%s\" (tpx's built-in TCP transport), %s mode, %s\n",
-           NB_PROG, tpx_version_string(), tpx_net_builtin()->name, bench_mode_name(m->mode),
-           bench_cores_text(cores, sizeof(cores)));
+    printf("# %s %s: ncclNet v%" PRIu64 " table \"%s\" (tpx's built-in TCP transport), %s mode, "
+           "%s\n", NB_PROG, tpx_version_string(), p->abi, tpx_net_builtin()->name,
+           bench_mode_name(m->mode), bench_cores_text(cores, sizeof(cores)));
     printf("# sizes");
     for (uint64_t i = 0; i < p->nsizes; i++)
         printf(" %s", bench_human(p->sizes[i], hb, sizeof(hb)));
@@ -800,9 +922,16 @@ static void nb_print_row(nb_main_t *m, const nb_row_t *r)
         return;
     if (!m->header_done) {
         m->header_done = 1;
-        printf("# device %" PRIu64 ": %s, %" PRIu64 " Mb/s; TPX_SOCK_WORKERS effective %" PRIu64
+        char rp[80] = "", rail[24] = "not known", plane[24] = "not known";
+        if (r->rail)
+            snprintf(rail, sizeof(rail), "%" PRIu64, r->rail - 1);
+        if (r->plane)
+            snprintf(plane, sizeof(plane), "%" PRIu64, r->plane - 1);
+        if (r->abi >= 12)
+            snprintf(rp, sizeof(rp), ", rail %s, plane %s", rail, plane);
+        printf("# device %" PRIu64 ": %s, %" PRIu64 " Mb/s%s; TPX_SOCK_WORKERS effective %" PRIu64
                " (0: the default pool)\n#\n",
-               r->dev, r->dev_name, r->speed_mbps, r->nthreads);
+               r->dev, r->dev_name, r->speed_mbps, rp, r->nthreads);
         bench_table_header(stdout, nb_cols, NB_NCOLS);
     }
     char c[NB_NCOLS][BENCH_CELL];
@@ -1009,7 +1138,8 @@ static int nb_write_json(nb_main_t *m)
     bench_json_str(f, tpx_version_string());
     fprintf(f, ", \"transport\": ");
     bench_json_str(f, tpx_net_builtin()->name);
-    fprintf(f, ", \"abi\": \"ncclNet v10\",\n  \"mode\": \"%s\", ", bench_mode_name(m->mode));
+    fprintf(f, ", \"abi\": \"ncclNet v%" PRIu64 "\",\n  \"mode\": \"%s\", ", p->abi,
+            bench_mode_name(m->mode));
     fprintf(f, "\"started\": ");
     bench_json_str(f, m->started);
     fprintf(f, ", ");
@@ -1094,8 +1224,16 @@ static int nb_write_json(nb_main_t *m)
         fprintf(f, "\"dev_name\": ");
         bench_json_str(f, r->dev_name);
         fprintf(f, ", ");
-        bench_json_u64(f, "speed_mbps", r->speed_mbps, 0);
-        fputc('}', f);
+        bench_json_u64(f, "speed_mbps", r->speed_mbps, 1);
+        /* v12's rail and plane; null when the transport does not know them */
+        if (r->rail)
+            fprintf(f, "\"rail\": %" PRIu64 ", ", r->rail - 1);
+        else
+            fprintf(f, "\"rail\": null, ");
+        if (r->plane)
+            fprintf(f, "\"plane\": %" PRIu64 "}", r->plane - 1);
+        else
+            fprintf(f, "\"plane\": null}");
     }
     fprintf(f, "\n  ],\n  \"best\": ");
     if (best != NULL)
@@ -1280,7 +1418,7 @@ static void nb_usage(FILE *f)
 {
     fprintf(f,
             "NAME\n"
-            "    %1$s - throughput of tpx's built-in TCP transport (ncclNet v10 table)\n"
+            "    %1$s - throughput of tpx's built-in TCP transport (an ncclNet table)\n"
             "\n"
             "SYNOPSIS\n"
             "    %1$s [--loopback] [OPTIONS]\n"
@@ -1291,7 +1429,8 @@ static void nb_usage(FILE *f)
             "\n"
             "DESCRIPTION\n"
             "    Moves host memory through the transport that libtpx embeds (the same\n"
-            "    code as libnccl-net-tpx.so), using only its ncclNet v10 function table,\n"
+            "    code as libnccl-net-tpx.so), using only one ncclNet function table\n"
+            "    (--abi: v12 by default, as NCCL 2.30 drives it; v11 as NCCL 2.28; v10),\n"
             "    and prints bandwidth in a table like nccl-tests.\n"
             "\n"
             "    Every configuration (each --nsocks value) runs in a fresh receiver\n"
@@ -1353,6 +1492,9 @@ static void nb_usage(FILE *f)
             "                     to fill the window, at most 1 GiB per side, at least one\n"
             "    --chunk BYTES    cut each message into isends of at most BYTES (default:\n"
             "                     the whole message in one isend, up to 1 GiB)\n"
+            "    --abi N          the ncclNet table to drive: 12 (default: NCCL 2.30's, with\n"
+            "                     a context from init() and the NIC's rail and plane), 11\n"
+            "                     (NCCL 2.28's) or 10; both sides use the server's choice\n"
             "    --nap-us US      when a pass over the requests in flight completed nothing,\n"
             "                     sleep US microseconds before testing again (default 0: yield\n"
             "                     and test at once, as NCCL's proxy thread does; that poller\n"
@@ -1426,6 +1568,7 @@ int main(int argc, char **argv)
         O_RAW,
         O_RAW_BUFFER,
         O_NAP_US,
+        O_ABI,
     };
     static const struct option opts[] = {
         {"dev", required_argument, NULL, O_DEV},
@@ -1436,6 +1579,7 @@ int main(int argc, char **argv)
         {"raw", no_argument, NULL, O_RAW},
         {"raw-buffer", required_argument, NULL, O_RAW_BUFFER},
         {"nap-us", required_argument, NULL, O_NAP_US},
+        {"abi", required_argument, NULL, O_ABI},
         BENCH_OPTIONS_COMMON,
         {NULL, 0, NULL, 0},
     };
@@ -1456,6 +1600,7 @@ int main(int argc, char **argv)
     p->window = NB_DEFAULT_WINDOW;
     p->timeout_s = NB_DEFAULT_TIMEOUT_S;
     p->nthreads = NB_AUTO;
+    p->abi = 12;
 
     const bench_opts_t bo = {.loopback = &loopback_flag,
                              .port = &m.port,
@@ -1512,6 +1657,12 @@ int main(int argc, char **argv)
             break;
         case O_RAW:
             raw = 1;
+            break;
+        case O_ABI:
+            if (bench_parse_uint(optarg, 10, 12, &v) != 0)
+                return bench_usage_error("--abi: '%s' is not 10, 11 or 12", optarg);
+            p->abi = v;
+            run_opts = 1;
             break;
         case O_NAP_US:
             if (bench_parse_uint(optarg, 0, 100000, &v) != 0)

@@ -124,6 +124,11 @@ echo "==== end small blocks" >>"$LOG"
 # GPU0 -> GPU1 through the engine (two GPUs), next to NCCL's socket transport
 # and NCCL over our plugin.
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+# Stock NCCL (the nvidia-nccl wheel's libnccl, else the system's) loads the plugin in a
+# one-rank communicator: which ncclNet table it took, and the plugin's devices.
+if [ "$NGPU" -ge 1 ]; then
+  step nccl-net-check python3 bench/gpu/nccl_net_check.py "$BUILD/lib/libnccl-net-tpx.so"
+fi
 if [ "$NGPU" -ge 2 ]; then
   step engine-gpu env TPX_SOCKET_IFNAME=lo "$BUILD/bin/test_engine_gpu" --sizes 1M,16M,256M,1G --iters 10
   step engine-gpu-4M env TPX_SOCKET_IFNAME=lo TPX_CHUNK_BYTES=4M TPX_NSOCKS=4 \

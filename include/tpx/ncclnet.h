@@ -1,13 +1,14 @@
 /*
- * tpx/ncclnet.h - the NCCL net-plugin ABI ("ncclNet"), versions 7 to 10.
+ * tpx/ncclnet.h - the NCCL net-plugin ABI ("ncclNet"), versions 7 to 12.
  *
  * Every transport tpx drives is a shared object that exports one or more of
- * the tables below under the symbol names `ncclNetPlugin_v7` ... `_v10`.
+ * the tables below under the symbol names `ncclNetPlugin_v7` ... `_v12`.
  * Google's GPUDirect-TCPX plugin exports v7 only; tpx's built-in TCP
- * transport (libnccl-net-tpx.so) exports all four.
+ * transport (libnccl-net-tpx.so) exports all six. NCCL 2.28 drives v11,
+ * NCCL 2.30 v12.
  *
  * This header was written for tpx from the published description of the
- * ABI (NCCL's net_v7.h .. net_v10.h).  Type names carry a tpx prefix so that
+ * ABI (NCCL's net_v7.h .. net_v12.h).  Type names carry a tpx prefix so that
  * this header can coexist with NCCL's own headers in one translation unit;
  * the struct *field* names keep NCCL's spelling so that a reader can compare
  * them line by line.  Layout is what matters: every struct below is checked
@@ -23,6 +24,12 @@
  *    that reports done=1 (and, for devmem plugins, at irecvConsumed);
  *  - strings in properties (name, pciPath) are owned by the plugin and stay
  *    valid until the process ends.
+ *
+ * Contexts (v11+): init() is called once per client (NCCL: per
+ * communicator, tpx: per engine) and returns an opaque context owned by the
+ * plugin; listen()/connect()/setNetAttr() of that client pass it back, and
+ * finalize() frees it after the client has closed its comms. Versions
+ * before 11 have no context: init() once per process, never finalised.
  */
 #ifndef TPX_NCCLNET_H
 #define TPX_NCCLNET_H
@@ -40,8 +47,10 @@ extern "C" {
 #define TPX_NCCL_NET_MAX_REQUESTS 32
 /* Default maximum transfer size advertised by v9+ properties (1 TiB). */
 #define TPX_NCCL_MAX_NET_SIZE_BYTES (1024ULL * 1024 * 1024 * 1024)
-/* Physical devices a virtual NIC may fuse (v9, v10). */
+/* Physical devices a virtual NIC may fuse (v9, v10, v11). */
 #define TPX_NCCL_NET_MAX_DEVS_PER_NIC 4
+/* ... and in v12. */
+#define TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12 8
 /* v10 connect(): no traffic class requested. */
 #define TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF (-1)
 
@@ -208,10 +217,85 @@ typedef struct {
 } tpx_ncclnet_props_v9_t;
 typedef tpx_ncclnet_props_v9_t tpx_ncclnet_props_v10_t;
 
-/* v10 connect() configuration. */
+/* v10 connect() configuration; v11/v12 init() take the same struct. */
 typedef struct {
     int trafficClass; /* TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF or a plugin value */
 } tpx_ncclnet_comm_config_t;
+
+/* v11 properties: v9's, then the largest multi-request the plugin takes
+ * (1: none; a plugin of an older version is read as 1). */
+typedef struct {
+    char *name;
+    char *pciPath;
+    uint64_t guid;
+    int ptrSupport;
+    int regIsGlobal;
+    int forceFlush;
+    int speed;
+    int port;
+    float latency;
+    int maxComms;
+    int maxRecvs;
+    tpx_nccl_net_device_type_t netDeviceType;
+    int netDeviceVersion;
+    tpx_ncclnet_vdev_props_t vProps;
+    size_t maxP2pBytes;
+    size_t maxCollBytes;
+    int maxMultiRequestSize;
+} tpx_ncclnet_props_v11_t;
+
+/* v12 virtual-device description: up to 8 members. */
+typedef struct {
+    int ndevs;
+    int devs[TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} tpx_ncclnet_vdev_props_v12_t;
+
+/* Rail and plane not known (v12 railId/planeId). */
+#define TPX_NCCL_NET_ID_UNDEF (-1)
+
+/* v12 properties: v11's with the wider vProps, then the NIC's rail and plane
+ * (TPX_NCCL_NET_ID_UNDEF when the plugin does not know them; NCCL pairs NICs
+ * of one rail across nodes). */
+typedef struct {
+    char *name;
+    char *pciPath;
+    uint64_t guid;
+    int ptrSupport;
+    int regIsGlobal;
+    int forceFlush;
+    int speed;
+    int port;
+    float latency;
+    int maxComms;
+    int maxRecvs;
+    tpx_nccl_net_device_type_t netDeviceType;
+    int netDeviceVersion;
+    tpx_ncclnet_vdev_props_v12_t vProps;
+    size_t maxP2pBytes;
+    size_t maxCollBytes;
+    int maxMultiRequestSize;
+    int16_t railId;
+    int16_t planeId;
+} tpx_ncclnet_props_v12_t;
+
+/* setNetAttr() hints (v11, v12): what the client expects of the comms it
+ * will open on this context. Every field may be TPX_NCCL_NET_ATTR_UNDEF
+ * (op/algo/proto: all bits set), and a plugin may ignore all of them. */
+#define TPX_NCCL_NET_ATTR_UNDEF (-1)
+typedef struct {
+    int32_t maxConcurrentPeers; /* peers this side talks to at once */
+    int32_t minConcurrentPeers;
+    int32_t maxFlowsPerPeer; /* comms (NCCL: channels) opened to one peer */
+    int32_t minFlowsPerPeer;
+} tpx_ncclnet_comm_attr_t;
+
+typedef struct {
+    tpx_ncclnet_comm_attr_t sendCommAttr;
+    tpx_ncclnet_comm_attr_t recvCommAttr;
+    uint32_t op;    /* bit mask of NCCL collective functions */
+    uint32_t algo;  /* bit mask of NCCL algorithms */
+    uint32_t proto; /* bit mask of NCCL protocols */
+} tpx_ncclnet_attr_t;
 
 /* ---- function tables ---------------------------------------------------- */
 
@@ -329,11 +413,85 @@ typedef struct {
     tpx_nccl_result_t (*makeVDevice)(int *d, tpx_ncclnet_vdev_props_t *props);
 } tpx_ncclnet_v10_t;
 
+/* v11 (NCCL 2.28): init() returns a context that listen()/connect() take;
+ * finalize() and setNetAttr() at the end. The other entries are v10's. */
+typedef struct {
+    const char *name;
+    tpx_nccl_result_t (*init)(void **ctx, uint64_t commId, tpx_ncclnet_comm_config_t *config,
+                              tpx_nccl_logger_t logFunction, tpx_nccl_profiler_cb_t profFunction);
+    tpx_nccl_result_t (*devices)(int *ndev);
+    tpx_nccl_result_t (*getProperties)(int dev, tpx_ncclnet_props_v11_t *props);
+    tpx_nccl_result_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+    tpx_nccl_result_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                                 tpx_ncclnet_dev_handle_t **sendDevComm);
+    tpx_nccl_result_t (*accept)(void *listenComm, void **recvComm,
+                                tpx_ncclnet_dev_handle_t **recvDevComm);
+    tpx_nccl_result_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+    tpx_nccl_result_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+                                     uint64_t offset, int fd, void **mhandle);
+    tpx_nccl_result_t (*deregMr)(void *comm, void *mhandle);
+    tpx_nccl_result_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                               void *phandle, void **request);
+    tpx_nccl_result_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                               void **mhandles, void **phandles, void **request);
+    tpx_nccl_result_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                                void **request);
+    tpx_nccl_result_t (*test)(void *request, int *done, int *sizes);
+    tpx_nccl_result_t (*closeSend)(void *sendComm);
+    tpx_nccl_result_t (*closeRecv)(void *recvComm);
+    tpx_nccl_result_t (*closeListen)(void *listenComm);
+    tpx_nccl_result_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+    tpx_nccl_result_t (*irecvConsumed)(void *recvComm, int n, void *request);
+    tpx_nccl_result_t (*makeVDevice)(int *d, tpx_ncclnet_vdev_props_t *props);
+    tpx_nccl_result_t (*finalize)(void *ctx);
+    tpx_nccl_result_t (*setNetAttr)(void *ctx, tpx_ncclnet_attr_t *netAttr); /* may be NULL */
+} tpx_ncclnet_v11_t;
+
+/* v12 (NCCL 2.30): v11 with the v12 properties and 8-member virtual devices. */
+typedef struct {
+    const char *name;
+    tpx_nccl_result_t (*init)(void **ctx, uint64_t commId, tpx_ncclnet_comm_config_t *config,
+                              tpx_nccl_logger_t logFunction, tpx_nccl_profiler_cb_t profFunction);
+    tpx_nccl_result_t (*devices)(int *ndev);
+    tpx_nccl_result_t (*getProperties)(int dev, tpx_ncclnet_props_v12_t *props);
+    tpx_nccl_result_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+    tpx_nccl_result_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                                 tpx_ncclnet_dev_handle_t **sendDevComm);
+    tpx_nccl_result_t (*accept)(void *listenComm, void **recvComm,
+                                tpx_ncclnet_dev_handle_t **recvDevComm);
+    tpx_nccl_result_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+    tpx_nccl_result_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+                                     uint64_t offset, int fd, void **mhandle);
+    tpx_nccl_result_t (*deregMr)(void *comm, void *mhandle);
+    tpx_nccl_result_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                               void *phandle, void **request);
+    tpx_nccl_result_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                               void **mhandles, void **phandles, void **request);
+    tpx_nccl_result_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                                void **request);
+    tpx_nccl_result_t (*test)(void *request, int *done, int *sizes);
+    tpx_nccl_result_t (*closeSend)(void *sendComm);
+    tpx_nccl_result_t (*closeRecv)(void *recvComm);
+    tpx_nccl_result_t (*closeListen)(void *listenComm);
+    tpx_nccl_result_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+    tpx_nccl_result_t (*irecvConsumed)(void *recvComm, int n, void *request);
+    tpx_nccl_result_t (*makeVDevice)(int *d, tpx_ncclnet_vdev_props_v12_t *props);
+    tpx_nccl_result_t (*finalize)(void *ctx);
+    tpx_nccl_result_t (*setNetAttr)(void *ctx, tpx_ncclnet_attr_t *netAttr); /* may be NULL */
+} tpx_ncclnet_v12_t;
+
 /* Exported symbol names. */
 #define TPX_NCCLNET_SYMBOL_V7 "ncclNetPlugin_v7"
 #define TPX_NCCLNET_SYMBOL_V8 "ncclNetPlugin_v8"
 #define TPX_NCCLNET_SYMBOL_V9 "ncclNetPlugin_v9"
 #define TPX_NCCLNET_SYMBOL_V10 "ncclNetPlugin_v10"
+#define TPX_NCCLNET_SYMBOL_V11 "ncclNetPlugin_v11"
+#define TPX_NCCLNET_SYMBOL_V12 "ncclNetPlugin_v12"
+/* "ncclNetPlugin_v" followed by the version number. */
+#define TPX_NCCLNET_SYMBOL_PREFIX "ncclNetPlugin_v"
+/* The versions this header describes. */
+#define TPX_NCCLNET_ABI_MIN 7
+#define TPX_NCCLNET_ABI_MAX 12
 
 /* ---- layout checks (LP64) ---------------------------------------------- */
 #if defined(__LP64__) && !defined(__cplusplus)
@@ -370,6 +528,34 @@ TPX__ABI_OFF(tpx_ncclnet_v7_t, isend, 10 * 8);
 TPX__ABI_OFF(tpx_ncclnet_v7_t, test, 13 * 8);
 TPX__ABI_OFF(tpx_ncclnet_v7_t, irecvConsumed, 18 * 8);
 TPX__ABI_OFF(tpx_ncclnet_v10_t, makeVDevice, 19 * 8);
+TPX__ABI_SIZE(tpx_ncclnet_props_v11_t, 112);
+TPX__ABI_OFF(tpx_ncclnet_props_v11_t, vProps, 64);
+TPX__ABI_OFF(tpx_ncclnet_props_v11_t, maxP2pBytes, 88);
+TPX__ABI_OFF(tpx_ncclnet_props_v11_t, maxCollBytes, 96);
+TPX__ABI_OFF(tpx_ncclnet_props_v11_t, maxMultiRequestSize, 104);
+TPX__ABI_SIZE(tpx_ncclnet_vdev_props_v12_t, 36);
+TPX__ABI_SIZE(tpx_ncclnet_props_v12_t, 128);
+TPX__ABI_OFF(tpx_ncclnet_props_v12_t, netDeviceVersion, 60);
+TPX__ABI_OFF(tpx_ncclnet_props_v12_t, vProps, 64);
+TPX__ABI_OFF(tpx_ncclnet_props_v12_t, maxP2pBytes, 104);
+TPX__ABI_OFF(tpx_ncclnet_props_v12_t, maxCollBytes, 112);
+TPX__ABI_OFF(tpx_ncclnet_props_v12_t, maxMultiRequestSize, 120);
+TPX__ABI_OFF(tpx_ncclnet_props_v12_t, railId, 124);
+TPX__ABI_OFF(tpx_ncclnet_props_v12_t, planeId, 126);
+TPX__ABI_SIZE(tpx_ncclnet_comm_attr_t, 16);
+TPX__ABI_SIZE(tpx_ncclnet_attr_t, 44);
+TPX__ABI_OFF(tpx_ncclnet_attr_t, recvCommAttr, 16);
+TPX__ABI_OFF(tpx_ncclnet_attr_t, op, 32);
+TPX__ABI_OFF(tpx_ncclnet_attr_t, proto, 40);
+TPX__ABI_SIZE(tpx_ncclnet_v11_t, 22 * 8);
+TPX__ABI_SIZE(tpx_ncclnet_v12_t, 22 * 8);
+TPX__ABI_OFF(tpx_ncclnet_v11_t, listen, 4 * 8);
+TPX__ABI_OFF(tpx_ncclnet_v11_t, test, 13 * 8);
+TPX__ABI_OFF(tpx_ncclnet_v11_t, makeVDevice, 19 * 8);
+TPX__ABI_OFF(tpx_ncclnet_v11_t, finalize, 20 * 8);
+TPX__ABI_OFF(tpx_ncclnet_v11_t, setNetAttr, 21 * 8);
+TPX__ABI_OFF(tpx_ncclnet_v12_t, finalize, 20 * 8);
+TPX__ABI_OFF(tpx_ncclnet_v12_t, setNetAttr, 21 * 8);
 #undef TPX__ABI_OFF
 #undef TPX__ABI_SIZE
 #endif

@@ -43,6 +43,13 @@ TPX_API const char *tpx_strerror(tpx_status_t status);
  * static; call its init() once per process before anything else.
  */
 TPX_API const tpx_ncclnet_v10_t *tpx_net_builtin(void);
+/*
+ * The same transport's table of ncclNet version `abi` (7..12: cast to
+ * tpx_ncclnet_v<abi>_t), or NULL for another version. Before v11, init()
+ * once per process; from v11 on, init() once per client, each with its own
+ * context, finalize() at the client's end.
+ */
+TPX_API const void *tpx_net_builtin_table(int abi);
 
 /*
  * Check every TPX_* environment variable. TPX_ERR_CONFIG (and one log line

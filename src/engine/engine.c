@@ -566,7 +566,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
-    TPX_CHECK_GOTO(tpx__net_open(params->plugin, &e->net), st, err_free);
+    TPX_CHECK_GOTO(tpx__net_open(params->plugin, e->id, &e->net), st, err_free);
     if (e->chunk == 0) /* TPX_CHUNK_BYTES=0: by plugin */
         e->chunk = tpx__net_has_vec(e->net) ? TPX_CHUNK_OWN : TPX_CHUNK_OTHER;
     int max_reqs = tpx__net_max_requests(e->net);
@@ -632,6 +632,9 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         }
         e->progress_started = 1;
     }
+    /* v11+ plugins hear how many comms the engine opens to each peer (one per
+     * channel and direction); a hint they may ignore. */
+    (void)tpx__net_set_flows(e->net, e->nchan);
     TPX_INFO("engine %016llx: plugin %s, %d channel(s) of %u-byte chunks, window %d, "
              "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->nchan, e->chunk,
              e->window, e->bs_port);
@@ -672,6 +675,13 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     while (e->regions != NULL)
         tpx__region_release(e->regions);
     tpx__engine_rma_fini(e);
+    if (e->net != NULL) {
+        /* Last of the plugin calls: every comm and registration is gone. */
+        int gtok = tpx__engine_gpu_enter(e);
+        tpx__net_close(e->net); /* v11+: the engine's context */
+        tpx__engine_gpu_leave(gtok);
+        e->net = NULL;
+    }
     tpx__engine_unpack_fini(e);
     tpx__pack_engine_fini(e);
     if (e->bs_fd >= 0)

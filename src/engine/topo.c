@@ -167,14 +167,15 @@ static int fuse_mode(void)
     return -2;
 }
 
-/* Replace e->devs by virtual devices of at most TPX_NCCL_NET_MAX_DEVS_PER_NIC
- * NICs each, in even groups (8 NICs: 2 x 4; 5: 3 + 2). */
+/* Replace e->devs by virtual devices of at most as many NICs as the plugin
+ * fuses (tpx__net_vdev_max: 4, or 8 from ncclNet v12), in even groups (8
+ * NICs by 4: 2 x 4; 5: 3 + 2). */
 static tpx_status_t topo_fuse(tpx_engine_t *e, int required)
 {
-    enum { MAXM = TPX_NCCL_NET_MAX_DEVS_PER_NIC };
+    const int MAXM = TPX_MAX(1, tpx__net_vdev_max(e->net));
     /* The physical devices behind the chosen ones (a plugin may list
      * virtual devices already), each once. */
-    int phys[TPX_MAX_CHANNELS * MAXM], nphys = 0;
+    int phys[TPX_MAX_CHANNELS * TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12], nphys = 0;
     for (int i = 0; i < e->ndevs; i++) {
         tpx_net_props_t p;
         tpx_status_t st = tpx__net_props(e->net, e->devs[i], &p);

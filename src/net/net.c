@@ -1,8 +1,11 @@
 /*
  * net.c - loading ncclNet plugins and calling them through one interface.
  *
- * Plugins are kept for the life of the process: init() may be called only
- * once per process (TCPX), and no version of the ABI can finalise one.
+ * Plugin libraries are kept for the life of the process. Before v11 init()
+ * may be called only once per process (TCPX) and nothing can finalise a
+ * plugin, so every client shares one initialised entry. v11 moved the
+ * per-client state into a context: init() per client, finalize() at its
+ * end, as NCCL does per communicator; tpx does it per engine.
  */
 #include "net.h"
 
@@ -12,6 +15,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -27,7 +31,7 @@ static int nnets;
 
 int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w)
 {
-    if (n == NULL || n->table != (const void *)&tpx__sock_net_v10)
+    if (n == NULL || !n->own)
         return 0;
     if (comm != NULL)
         tpx__sock_comm_set_wake(comm, w);
@@ -134,14 +138,18 @@ static int name_is_tcpx(const char *name)
     return strstr(low, "tcpx") != NULL;
 }
 
+/* Tables newer than tpx knows are looked for up to this version. */
+#define NET_ABI_PROBE_MAX 32
+
 static tpx_status_t net_load(const char *which, tpx_net_t *n)
 {
     memset(n, 0, sizeof(*n));
     snprintf(n->label, sizeof(n->label), "%s", which);
     if (strcmp(which, "builtin") == 0) {
-        n->abi = 10;
-        n->table = &tpx__sock_net_v10;
-        n->name = tpx__sock_net_v10.name;
+        n->abi = 12;
+        n->table = &tpx__sock_net_v12;
+        n->name = tpx__sock_net_v12.name;
+        n->own = 1;
         return TPX_OK;
     }
     char path[PATH_MAX];
@@ -154,24 +162,57 @@ static tpx_status_t net_load(const char *which, tpx_net_t *n)
         TPX_ERROR("net plugin '%s': cannot load %s: %s", which, path, dlerror());
         return TPX_ERR_PLUGIN;
     }
-    static const char *const syms[] = {TPX_NCCLNET_SYMBOL_V10, TPX_NCCLNET_SYMBOL_V9,
-                                       TPX_NCCLNET_SYMBOL_V8, TPX_NCCLNET_SYMBOL_V7};
-    for (int i = 0; i < 4 && n->table == NULL; i++) {
-        n->table = dlsym(n->dl, syms[i]);
-        n->abi = 10 - i;
+    /* A table newer than this header is not something tpx can call; the
+     * plugin's newest known table is (plugins export several for exactly
+     * this), and saying so tells the reader why NCCL and tpx differ. */
+    char sym[64];
+    for (int v = NET_ABI_PROBE_MAX; v > TPX_NCCLNET_ABI_MAX && n->newer == 0; v--) {
+        snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", v);
+        if (dlsym(n->dl, sym) != NULL)
+            n->newer = v;
+    }
+    for (int v = TPX_NCCLNET_ABI_MAX; v >= TPX_NCCLNET_ABI_MIN && n->table == NULL; v--) {
+        snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", v);
+        n->table = dlsym(n->dl, sym);
+        n->abi = v;
     }
     if (n->table == NULL) {
-        TPX_ERROR("net plugin '%s' (%s) exports none of ncclNetPlugin_v7..v10", which, path);
+        if (n->newer)
+            TPX_ERROR("net plugin '%s' (%s) exports ncclNetPlugin_v%d, newer than this tpx "
+                      "knows, and none of ncclNetPlugin_v%d..v%d: use a tpx that knows v%d",
+                      which, path, n->newer, TPX_NCCLNET_ABI_MIN, TPX_NCCLNET_ABI_MAX, n->newer);
+        else
+            TPX_ERROR("net plugin '%s' (%s) exports none of ncclNetPlugin_v%d..v%d", which, path,
+                      TPX_NCCLNET_ABI_MIN, TPX_NCCLNET_ABI_MAX);
         dlclose(n->dl);
         return TPX_ERR_PLUGIN;
     }
     n->name = ((const tpx_ncclnet_v7_t *)n->table)->name; /* `name` leads every version */
     if (n->name == NULL)
         n->name = "(unnamed)";
+    if (n->newer)
+        TPX_INFO("net plugin '%s' (%s) exports ncclNetPlugin_v%d, newer than this tpx knows: "
+                 "driving it through ncclNetPlugin_v%d", which, n->name, n->newer, n->abi);
     return TPX_OK;
 }
 
-static tpx_status_t net_init(tpx_net_t *n)
+#define T7(n) ((const tpx_ncclnet_v7_t *)(n)->table)
+#define T8(n) ((const tpx_ncclnet_v8_t *)(n)->table)
+#define T9(n) ((const tpx_ncclnet_v9_t *)(n)->table)
+#define T10(n) ((const tpx_ncclnet_v10_t *)(n)->table)
+#define T11(n) ((const tpx_ncclnet_v11_t *)(n)->table)
+#define T12(n) ((const tpx_ncclnet_v12_t *)(n)->table)
+
+/* v11 and v12 differ in the properties and makeVDevice only. */
+_Static_assert(offsetof(tpx_ncclnet_v11_t, finalize) == offsetof(tpx_ncclnet_v12_t, finalize) &&
+                   offsetof(tpx_ncclnet_v11_t, setNetAttr) ==
+                       offsetof(tpx_ncclnet_v12_t, setNetAttr) &&
+                   offsetof(tpx_ncclnet_v11_t, listen) == offsetof(tpx_ncclnet_v12_t, listen) &&
+                   offsetof(tpx_ncclnet_v11_t, connect) == offsetof(tpx_ncclnet_v12_t, connect),
+               "v11 and v12 share their context entries");
+
+/* The plugin's check before any init(): TCPX exits the process without a GPU. */
+static tpx_status_t net_precheck(tpx_net_t *n)
 {
     n->is_tcpx = name_is_tcpx(n->name);
     if (n->is_tcpx && !cuda_device_present()) {
@@ -180,20 +221,13 @@ static tpx_status_t net_init(tpx_net_t *n)
                   n->label, n->name);
         return TPX_ERR_NO_DEVICE;
     }
-    tpx_nccl_result_t rc;
-    switch (n->abi) {
-    case 10: rc = ((const tpx_ncclnet_v10_t *)n->table)->init(tpx__net_log, NULL); break;
-    case 9: rc = ((const tpx_ncclnet_v9_t *)n->table)->init(tpx__net_log); break;
-    case 8: rc = ((const tpx_ncclnet_v8_t *)n->table)->init(tpx__net_log); break;
-    default: rc = ((const tpx_ncclnet_v7_t *)n->table)->init(tpx__net_log); break;
-    }
-    if (rc != TPX_NCCL_SUCCESS) {
-        TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
-                  n->abi, (int)rc);
-        return TPX_ERR_PLUGIN;
-    }
+    return TPX_OK;
+}
+
+static tpx_status_t net_devices(tpx_net_t *n)
+{
     int ndev = 0;
-    rc = ((const tpx_ncclnet_v7_t *)n->table)->devices(&ndev); /* same slot in every version */
+    tpx_nccl_result_t rc = T7(n)->devices(&ndev); /* same slot in every version */
     if (rc != TPX_NCCL_SUCCESS || ndev <= 0) {
         TPX_ERROR("net plugin '%s' (%s): no devices (rc %d)", n->label, n->name, (int)rc);
         return TPX_ERR_NO_DEVICE;
@@ -203,7 +237,67 @@ static tpx_status_t net_init(tpx_net_t *n)
     return TPX_OK;
 }
 
-tpx_status_t tpx__net_open(const char *which, tpx_net_t **out)
+/* Before v11: init() once per process. */
+static tpx_status_t net_init(tpx_net_t *n)
+{
+    tpx_status_t st = net_precheck(n);
+    if (st != TPX_OK)
+        return st;
+    tpx_nccl_result_t rc;
+    switch (n->abi) {
+    case 10: rc = T10(n)->init(tpx__net_log, NULL); break;
+    case 9: rc = T9(n)->init(tpx__net_log); break;
+    case 8: rc = T8(n)->init(tpx__net_log); break;
+    default: rc = T7(n)->init(tpx__net_log); break;
+    }
+    if (rc != TPX_NCCL_SUCCESS) {
+        TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
+                  n->abi, (int)rc);
+        return TPX_ERR_PLUGIN;
+    }
+    return net_devices(n);
+}
+
+/* v11+: a context for one client, in a tpx_net_t of its own (a copy of the
+ * loaded entry `lib`). The devices are counted after the first init, as
+ * NCCL does; later clients reuse the count. */
+static tpx_status_t net_init_client(tpx_net_t *lib, uint64_t client_id, tpx_net_t **out)
+{
+    tpx_status_t st = net_precheck(lib);
+    if (st != TPX_OK)
+        return st;
+    tpx_net_t *n = malloc(sizeof(*n));
+    if (n == NULL) {
+        TPX_ERROR("net plugin '%s': out of memory", lib->label);
+        return TPX_ERR_NO_MEMORY;
+    }
+    *n = *lib;
+    tpx_ncclnet_comm_config_t cfg = {.trafficClass = TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    void *ctx = NULL;
+    tpx_nccl_result_t rc = T11(n)->init(&ctx, client_id, &cfg, tpx__net_log, NULL);
+    if (rc != TPX_NCCL_SUCCESS) {
+        TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
+                  n->abi, (int)rc);
+        free(n);
+        return TPX_ERR_PLUGIN;
+    }
+    n->ctx = ctx;
+    n->client = 1;
+    if (lib->ndev == 0) {
+        st = net_devices(n);
+        if (st != TPX_OK) {
+            tpx__net_close(n);
+            return st;
+        }
+        lib->ndev = n->ndev;
+    }
+    TPX_DEBUG("net plugin %s: context %p for client %016llx", n->name, ctx,
+              (unsigned long long)client_id);
+    *out = n;
+    return TPX_OK;
+}
+
+tpx_status_t tpx__net_open(const char *which, uint64_t client_id, tpx_net_t **out)
 {
     tpx_status_t st = tpx__config_load();
     if (st != TPX_OK)
@@ -211,40 +305,76 @@ tpx_status_t tpx__net_open(const char *which, tpx_net_t **out)
     if (which == NULL || *which == '\0')
         which = tpx__config_str(TPX_CFG_NET_PLUGIN);
     pthread_mutex_lock(&net_lock);
-    for (int i = 0; i < nnets; i++) {
-        if (strcmp(nets[i].label, which) == 0) {
-            *out = &nets[i];
+    tpx_net_t *lib = NULL;
+    for (int i = 0; i < nnets && lib == NULL; i++)
+        if (strcmp(nets[i].label, which) == 0)
+            lib = &nets[i];
+    if (lib == NULL) {
+        if (nnets == NET_MAX) {
             pthread_mutex_unlock(&net_lock);
-            return TPX_OK;
+            TPX_ERROR("net plugin '%s': too many different plugins in one process", which);
+            return TPX_ERR_NO_RESOURCE;
         }
-    }
-    if (nnets == NET_MAX) {
-        pthread_mutex_unlock(&net_lock);
-        TPX_ERROR("net plugin '%s': too many different plugins in one process", which);
-        return TPX_ERR_NO_RESOURCE;
-    }
-    tpx_net_t *n = &nets[nnets];
-    st = net_load(which, n);
-    if (st == TPX_OK) {
-        st = net_init(n);
-        if (st == TPX_OK) {
-            nnets++;
-            *out = n;
-        } else if (n->dl != NULL) {
-            /* init may have started threads: keep the library mapped. */
-            n->table = NULL;
+        tpx_net_t *n = &nets[nnets];
+        st = net_load(which, n);
+        if (st == TPX_OK && n->abi < 11) {
+            st = net_init(n);
+            if (st != TPX_OK && n->dl != NULL)
+                n->table = NULL; /* init may have started threads: keep the library mapped */
         }
+        if (st != TPX_OK) {
+            pthread_mutex_unlock(&net_lock);
+            return st;
+        }
+        nnets++; /* v11+: loaded; each client initialises it below */
+        lib = n;
     }
+    if (lib->abi < 11)
+        *out = lib;
+    else
+        st = net_init_client(lib, client_id, out);
     pthread_mutex_unlock(&net_lock);
     return st;
 }
 
-/* ---- calls --------------------------------------------------------------------- */
+void tpx__net_close(tpx_net_t *n)
+{
+    if (n == NULL || !n->client)
+        return;
+    /* NCCL calls finalize unconditionally; a table without one has nothing to end. */
+    tpx_nccl_result_t rc = T11(n)->finalize != NULL ? T11(n)->finalize(n->ctx) : TPX_NCCL_SUCCESS;
+    if (rc != TPX_NCCL_SUCCESS)
+        TPX_WARN("net plugin %s: finalize of context %p failed with ncclResult %d", n->name,
+                 n->ctx, (int)rc);
+    else
+        TPX_DEBUG("net plugin %s: context %p finalised", n->name, n->ctx);
+    free(n);
+}
 
-#define T7(n) ((const tpx_ncclnet_v7_t *)(n)->table)
-#define T8(n) ((const tpx_ncclnet_v8_t *)(n)->table)
-#define T9(n) ((const tpx_ncclnet_v9_t *)(n)->table)
-#define T10(n) ((const tpx_ncclnet_v10_t *)(n)->table)
+int tpx__net_set_flows(tpx_net_t *n, int flows)
+{
+    if (n == NULL || !n->client || T11(n)->setNetAttr == NULL || flows < 1)
+        return 1;
+    tpx_ncclnet_comm_attr_t ca = {.maxConcurrentPeers = TPX_NCCL_NET_ATTR_UNDEF,
+                                  .minConcurrentPeers = 1,
+                                  .maxFlowsPerPeer = flows,
+                                  .minFlowsPerPeer = 1};
+    tpx_ncclnet_attr_t a = {.sendCommAttr = ca,
+                            .recvCommAttr = ca,
+                            .op = (uint32_t)TPX_NCCL_NET_ATTR_UNDEF,
+                            .algo = (uint32_t)TPX_NCCL_NET_ATTR_UNDEF,
+                            .proto = (uint32_t)TPX_NCCL_NET_ATTR_UNDEF};
+    tpx_nccl_result_t rc = T11(n)->setNetAttr(n->ctx, &a);
+    if (rc != TPX_NCCL_SUCCESS) {
+        TPX_DEBUG("net plugin %s: setNetAttr (%d flows per peer) refused with ncclResult %d; "
+                  "a hint only, going on", n->name, flows, (int)rc);
+        return 1;
+    }
+    TPX_DEBUG("net plugin %s: setNetAttr: %d flows per peer", n->name, flows);
+    return 0;
+}
+
+/* ---- calls --------------------------------------------------------------------- */
 
 /* Plugin failures: the plugin has logged its reason; we add which call. */
 static tpx_status_t net_rc(tpx_net_t *n, const char *fn, tpx_nccl_result_t rc)
@@ -263,59 +393,98 @@ static tpx_status_t net_rc(tpx_net_t *n, const char *fn, tpx_nccl_result_t rc)
 
 tpx_status_t tpx__net_props(tpx_net_t *n, int dev, tpx_net_props_t *out)
 {
-    tpx_ncclnet_props_v9_t p9;
+    /* Every version is read into the v12 layout, the widest. */
+    tpx_ncclnet_props_v12_t p;
     tpx_nccl_result_t rc;
-    memset(&p9, 0, sizeof(p9));
+    memset(&p, 0, sizeof(p));
     memset(out, 0, sizeof(*out));
     out->max_p2p_bytes = INT_MAX;
-    if (n->abi >= 9) {
-        rc = n->abi == 10 ? T10(n)->getProperties(dev, &p9) : T9(n)->getProperties(dev, &p9);
-        out->max_p2p_bytes = p9.maxP2pBytes ? p9.maxP2pBytes : INT_MAX;
-        out->reg_is_global = p9.regIsGlobal;
+    out->max_multi_request = 1;
+    out->rail_id = TPX_NCCL_NET_ID_UNDEF;
+    out->plane_id = TPX_NCCL_NET_ID_UNDEF;
+    if (n->abi == 12) {
+        rc = T12(n)->getProperties(dev, &p);
+        out->rail_id = p.railId;
+        out->plane_id = p.planeId;
+    } else if (n->abi >= 9) {
+        tpx_ncclnet_props_v11_t q; /* v9/v10 are its prefix */
+        memset(&q, 0, sizeof(q));
+        q.maxMultiRequestSize = 1;
+        rc = n->abi == 11   ? T11(n)->getProperties(dev, &q)
+             : n->abi == 10 ? T10(n)->getProperties(dev, (tpx_ncclnet_props_v10_t *)&q)
+                            : T9(n)->getProperties(dev, (tpx_ncclnet_props_v9_t *)&q);
+        p = (tpx_ncclnet_props_v12_t){
+            .name = q.name, .pciPath = q.pciPath, .ptrSupport = q.ptrSupport,
+            .regIsGlobal = q.regIsGlobal, .speed = q.speed, .maxComms = q.maxComms,
+            .maxRecvs = q.maxRecvs, .netDeviceType = q.netDeviceType,
+            .netDeviceVersion = q.netDeviceVersion, .vProps = {.ndevs = q.vProps.ndevs},
+            .maxP2pBytes = q.maxP2pBytes, .maxMultiRequestSize = q.maxMultiRequestSize};
+        for (int i = 0; i < TPX_NCCL_NET_MAX_DEVS_PER_NIC; i++)
+            p.vProps.devs[i] = q.vProps.devs[i];
     } else if (n->abi == 8) {
-        tpx_ncclnet_props_v8_t p;
-        memset(&p, 0, sizeof(p));
-        rc = T8(n)->getProperties(dev, &p);
-        p9 = (tpx_ncclnet_props_v9_t){.name = p.name, .pciPath = p.pciPath, .ptrSupport =
-                                      p.ptrSupport, .speed = p.speed, .maxComms = p.maxComms,
-                                      .maxRecvs = p.maxRecvs, .netDeviceType = p.netDeviceType,
-                                      .netDeviceVersion = p.netDeviceVersion};
-        out->reg_is_global = p.regIsGlobal;
+        tpx_ncclnet_props_v8_t q;
+        memset(&q, 0, sizeof(q));
+        rc = T8(n)->getProperties(dev, &q);
+        p = (tpx_ncclnet_props_v12_t){.name = q.name, .pciPath = q.pciPath,
+                                      .ptrSupport = q.ptrSupport, .regIsGlobal = q.regIsGlobal,
+                                      .speed = q.speed, .maxComms = q.maxComms,
+                                      .maxRecvs = q.maxRecvs, .netDeviceType = q.netDeviceType,
+                                      .netDeviceVersion = q.netDeviceVersion};
     } else {
-        tpx_ncclnet_props_v7_t p;
-        memset(&p, 0, sizeof(p));
-        rc = T7(n)->getProperties(dev, &p);
-        p9 = (tpx_ncclnet_props_v9_t){.name = p.name, .pciPath = p.pciPath, .ptrSupport =
-                                      p.ptrSupport, .speed = p.speed, .maxComms = p.maxComms,
-                                      .maxRecvs = p.maxRecvs, .netDeviceType = p.netDeviceType,
-                                      .netDeviceVersion = p.netDeviceVersion};
+        tpx_ncclnet_props_v7_t q;
+        memset(&q, 0, sizeof(q));
+        rc = T7(n)->getProperties(dev, &q);
+        p = (tpx_ncclnet_props_v12_t){.name = q.name, .pciPath = q.pciPath,
+                                      .ptrSupport = q.ptrSupport, .speed = q.speed,
+                                      .maxComms = q.maxComms, .maxRecvs = q.maxRecvs,
+                                      .netDeviceType = q.netDeviceType,
+                                      .netDeviceVersion = q.netDeviceVersion};
     }
     if (rc != TPX_NCCL_SUCCESS)
         return net_rc(n, "getProperties", rc);
-    snprintf(out->name, sizeof(out->name), "%s", p9.name ? p9.name : "?");
-    snprintf(out->pci_path, sizeof(out->pci_path), "%s", p9.pciPath ? p9.pciPath : "");
-    out->ptr_support = p9.ptrSupport;
-    out->speed_mbps = p9.speed;
-    out->max_comms = p9.maxComms;
-    out->max_recvs = p9.maxRecvs;
-    out->dev_type = (int)p9.netDeviceType;
-    out->dev_version = p9.netDeviceVersion;
+    snprintf(out->name, sizeof(out->name), "%s", p.name ? p.name : "?");
+    snprintf(out->pci_path, sizeof(out->pci_path), "%s", p.pciPath ? p.pciPath : "");
+    out->ptr_support = p.ptrSupport;
+    out->speed_mbps = p.speed;
+    out->max_comms = p.maxComms;
+    out->max_recvs = p.maxRecvs;
+    out->dev_type = (int)p.netDeviceType;
+    out->dev_version = p.netDeviceVersion;
+    out->reg_is_global = p.regIsGlobal;
+    if (n->abi >= 9)
+        out->max_p2p_bytes = p.maxP2pBytes ? p.maxP2pBytes : INT_MAX;
+    if (n->abi >= 11 && p.maxMultiRequestSize >= 1)
+        out->max_multi_request = p.maxMultiRequestSize;
     out->nmembers = 1;
     out->members[0] = dev;
-    if (n->abi >= 9 && p9.vProps.ndevs >= 1 && p9.vProps.ndevs <= TPX_NCCL_NET_MAX_DEVS_PER_NIC) {
-        out->nmembers = p9.vProps.ndevs;
-        memcpy(out->members, p9.vProps.devs, sizeof(int) * (size_t)p9.vProps.ndevs);
+    int vmax = n->abi == 12 ? TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12 : TPX_NCCL_NET_MAX_DEVS_PER_NIC;
+    if (n->abi >= 9 && p.vProps.ndevs >= 1 && p.vProps.ndevs <= vmax) {
+        out->nmembers = p.vProps.ndevs;
+        memcpy(out->members, p.vProps.devs, sizeof(int) * (size_t)p.vProps.ndevs);
     }
     return TPX_OK;
 }
 
-/* makeVDevice sits at the same offset in v9 and v10. */
-_Static_assert(offsetof(tpx_ncclnet_v9_t, makeVDevice) == offsetof(tpx_ncclnet_v10_t, makeVDevice),
-               "makeVDevice moved between v9 and v10");
+/* makeVDevice sits at the same offset from v9 to v12. */
+_Static_assert(offsetof(tpx_ncclnet_v9_t, makeVDevice) == offsetof(tpx_ncclnet_v10_t, makeVDevice) &&
+                   offsetof(tpx_ncclnet_v9_t, makeVDevice) ==
+                       offsetof(tpx_ncclnet_v11_t, makeVDevice) &&
+                   offsetof(tpx_ncclnet_v9_t, makeVDevice) ==
+                       offsetof(tpx_ncclnet_v12_t, makeVDevice),
+               "makeVDevice moved between v9 and v12");
 
 int tpx__net_has_vdev(const tpx_net_t *n)
 {
     return n->abi >= 9 && T9(n)->makeVDevice != NULL;
+}
+
+int tpx__net_vdev_max(const tpx_net_t *n)
+{
+    if (!tpx__net_has_vdev(n))
+        return 0;
+    /* tpx's own transport names at most 4 listeners in a connect handle. */
+    return n->abi == 12 && !n->own ? TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12
+                                   : TPX_NCCL_NET_MAX_DEVS_PER_NIC;
 }
 
 tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *vdev)
@@ -326,17 +495,27 @@ tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *v
                   n->abi < 9 ? "makeVDevice needs ncclNet v9 or newer" : "it has no makeVDevice");
         return TPX_ERR_UNSUPPORTED;
     }
-    if (devs == NULL || vdev == NULL || ndevs < 1 || ndevs > TPX_NCCL_NET_MAX_DEVS_PER_NIC) {
-        TPX_ERROR("virtual device of %d NICs: a virtual device fuses 1 to %d", ndevs,
-                  TPX_NCCL_NET_MAX_DEVS_PER_NIC);
+    int vmax = tpx__net_vdev_max(n);
+    if (devs == NULL || vdev == NULL || ndevs < 1 || ndevs > vmax) {
+        TPX_ERROR("virtual device of %d NICs: a virtual device of %s (ncclNet v%d) fuses 1 to %d",
+                  ndevs, n->name, n->abi, vmax);
         return TPX_ERR_INVALID_ARG;
     }
-    tpx_ncclnet_vdev_props_t p;
-    memset(&p, 0, sizeof(p));
-    p.ndevs = ndevs;
-    memcpy(p.devs, devs, sizeof(int) * (size_t)ndevs);
     int d = -1;
-    tpx_nccl_result_t rc = T9(n)->makeVDevice(&d, &p);
+    tpx_nccl_result_t rc;
+    if (n->abi == 12) {
+        tpx_ncclnet_vdev_props_v12_t p;
+        memset(&p, 0, sizeof(p));
+        p.ndevs = ndevs;
+        memcpy(p.devs, devs, sizeof(int) * (size_t)ndevs);
+        rc = T12(n)->makeVDevice(&d, &p);
+    } else {
+        tpx_ncclnet_vdev_props_t p;
+        memset(&p, 0, sizeof(p));
+        p.ndevs = ndevs;
+        memcpy(p.devs, devs, sizeof(int) * (size_t)ndevs);
+        rc = T9(n)->makeVDevice(&d, &p);
+    }
     if (rc != TPX_NCCL_SUCCESS)
         return net_rc(n, "makeVDevice", rc); /* the plugin has said why */
     if (d < 0) {
@@ -349,6 +528,8 @@ tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *v
 
 tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_comm)
 {
+    if (n->abi >= 11)
+        return net_rc(n, "listen", T11(n)->listen(n->ctx, dev, handle, listen_comm));
     return net_rc(n, "listen", T7(n)->listen(dev, handle, listen_comm));
 }
 
@@ -356,7 +537,9 @@ tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
                               tpx_ncclnet_dev_handle_t **dev_handle)
 {
     tpx_nccl_result_t rc;
-    if (n->abi == 10) {
+    if (n->abi >= 11) {
+        rc = T11(n)->connect(n->ctx, dev, handle, comm, dev_handle);
+    } else if (n->abi == 10) {
         tpx_ncclnet_comm_config_t cfg = {.trafficClass = TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
         rc = T10(n)->connect(dev, &cfg, handle, comm, dev_handle);
     } else {
@@ -373,7 +556,7 @@ tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **
 
 int tpx__net_is_own(const tpx_net_t *n)
 {
-    return n != NULL && n->table == (const void *)&tpx__sock_net_v10;
+    return n != NULL && n->own;
 }
 
 int tpx__net_max_requests(const tpx_net_t *n)
@@ -393,7 +576,7 @@ tpx_status_t tpx__net_connect_socks(tpx_net_t *n, int dev, void *handle, void **
 
 int tpx__net_has_vec(const tpx_net_t *n)
 {
-    return n != NULL && n->table == (const void *)&tpx__sock_net_v10 && tpx__sock_vec_ok();
+    return n != NULL && n->own && tpx__sock_vec_ok();
 }
 
 _Static_assert(TPX_NET_IOV_MAX == TPX_SOCK_IOV_MAX, "one limit");
@@ -443,6 +626,8 @@ tpx_status_t tpx__net_isend(tpx_net_t *n, void *comm, void *data, size_t size, i
 {
     tpx_nccl_result_t rc;
     switch (n->abi) {
+    case 12:
+    case 11: /* v10's isend */
     case 10: rc = T10(n)->isend(comm, data, size, tag, mh, NULL, req); break;
     case 9: rc = T9(n)->isend(comm, data, size, tag, mh, req); break;
     default:
@@ -461,6 +646,8 @@ tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, i
     void *datas[1] = {data}, *mhs[1] = {mh};
     int tags[1] = {tag};
     switch (n->abi) {
+    case 12:
+    case 11: /* v10's irecv */
     case 10: {
         size_t sizes[1] = {size};
         rc = T10(n)->irecv(comm, 1, datas, sizes, tags, mhs, NULL, req);

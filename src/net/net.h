@@ -1,14 +1,20 @@
 /*
- * net.h - one internal view of any ncclNet plugin (v7..v10).
+ * net.h - one internal view of any ncclNet plugin (v7..v12).
  *
  * tpx__net_open() loads a plugin (a path, a name resolved as
- * libnccl-net-NAME.so, or "builtin"), picks the newest table it exports
- * among v10..v7, and calls its init() once per process. The wrappers below
- * take size_t sizes and return tpx_status_t; the version differences are
- * handled inside (int sizes in v7/v8 are range-checked, never truncated).
+ * libnccl-net-NAME.so, or "builtin", which is the built-in transport's v12
+ * table), picks the newest table it exports among v12..v7, and initialises
+ * it for one client (an engine). The wrappers below take size_t sizes and
+ * return tpx_status_t; the version differences are handled inside (int
+ * sizes in v7/v8 are range-checked, never truncated).
  *
- * A tpx_net_t is shared by every engine of the process that names the same
- * plugin and lives until the process ends (plugins cannot be finalised).
+ * Lifetimes. A plugin library stays loaded until the process ends. Before
+ * v11 a plugin has no context: its init() runs once per process, and every
+ * client of that plugin shares one tpx_net_t, which tpx__net_close() leaves
+ * alone. From v11 on, each tpx__net_open() calls init() and gets a context
+ * and a tpx_net_t of its own, which tpx__net_close() finalises and frees;
+ * the client closes its comms first. Opens and closes are thread-safe; the
+ * other calls follow the plugin's own rules.
  */
 #ifndef TPX_NET_H
 #define TPX_NET_H
@@ -33,7 +39,12 @@ typedef struct {
     /* v9+: the physical devices behind this one (NCCL's vProps); a physical
      * device is {1, {itself}}, and so is every device of a v7/v8 plugin. */
     int nmembers;
-    int members[TPX_NCCL_NET_MAX_DEVS_PER_NIC];
+    int members[TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12];
+    /* v11+: the largest multi-request (1 for older versions). */
+    int max_multi_request;
+    /* v12: the NIC's rail and plane; TPX_NCCL_NET_ID_UNDEF (-1) when the
+     * plugin does not say (always before v12). */
+    int rail_id, plane_id;
 } tpx_net_props_t;
 
 /*
@@ -51,21 +62,40 @@ typedef struct {
 typedef struct tpx_net {
     char label[256];   /* what was asked for ("builtin", a name or a path) */
     const char *name;  /* the plugin's own name */
-    int abi;           /* 7..10 */
+    int abi;           /* 7..12 */
     void *dl;          /* dlopen handle, NULL for builtin */
     const void *table; /* tpx_ncclnet_vN_t */
     int ndev;
     int is_tcpx;       /* Google's GPUDirect-TCPX: 16 requests per comm, FIFO test */
+    int own;           /* the built-in transport's tables, in this library */
+    int client;        /* v11+: this tpx_net_t is one client's (tpx__net_close frees it) */
+    void *ctx;         /* v11+: that client's context (the plugin's; NULL is allowed) */
+    int newer;         /* the newest ncclNetPlugin_vN exported beyond what tpx knows, or 0 */
 } tpx_net_t;
 
-/* Load and initialise. Errors say why (not found, no symbol, init failed). */
-tpx_status_t tpx__net_open(const char *which, tpx_net_t **out);
+/* Load (once per process) and initialise for one client: `client_id` is
+ * what v11+ init() receives as the communicator id (the engine's id).
+ * Errors say why (not found, no symbol, init failed). A plugin that also
+ * exports a newer table than tpx knows is driven through the newest known
+ * one, and the log says so; one that exports only newer ones is refused. */
+tpx_status_t tpx__net_open(const char *which, uint64_t client_id, tpx_net_t **out);
+/* End a client: v11+ finalize() of its context, after its comms are closed.
+ * Nothing for older versions (their plugin stays initialised). NULL: nothing. */
+void tpx__net_close(tpx_net_t *n);
+/* setNetAttr (v11+) with what the client knows: `flows` comms to each peer
+ * in each direction (the engine's channels). A hint: 0 if passed, 1 if the
+ * plugin has no setNetAttr (or is older than v11), never an error (a
+ * refusal is logged at debug level and ignored). */
+int tpx__net_set_flows(tpx_net_t *n, int flows);
 
 tpx_status_t tpx__net_props(tpx_net_t *n, int dev, tpx_net_props_t *out);
 /* 1 if the plugin can fuse devices (v9+ with a makeVDevice entry). */
 int tpx__net_has_vdev(const tpx_net_t *n);
-/* makeVDevice: a virtual device of `ndevs` physical devices (1..4); its
- * index in *vdev. TPX_ERR_UNSUPPORTED, said in the log, if the plugin has no
+/* The most physical devices one virtual device of n may fuse: 0 without
+ * makeVDevice, 4 for v9..v11 (and tpx's own transport), 8 for v12. */
+int tpx__net_vdev_max(const tpx_net_t *n);
+/* makeVDevice: a virtual device of `ndevs` physical devices (1 to
+ * tpx__net_vdev_max()); its index in *vdev. TPX_ERR_UNSUPPORTED, said in the log, if the plugin has no
  * virtual devices (v7/v8, or no makeVDevice); the plugin's error if it
  * refuses the list. */
 tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *vdev);

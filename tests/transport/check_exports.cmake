@@ -1,7 +1,7 @@
 # check_exports.cmake - `cmake -DNM=... -DPLUGIN=... -P check_exports.cmake`
 #
 # The plugin must export the ncclNet tables NCCL looks up (-DVERSIONS=7,8,...;
-# default all four), and nothing else of its own (the version script keeps
+# default all six), and nothing else of its own (the version script keeps
 # every other symbol local).
 foreach(v NM PLUGIN)
   if(NOT DEFINED ${v})
@@ -16,7 +16,7 @@ endif()
 message(STATUS "exported by ${PLUGIN}:\n${out}")
 set(missing "")
 if(NOT DEFINED VERSIONS)
-  set(VERSIONS 7 8 9 10)
+  set(VERSIONS 7 8 9 10 11 12)
 endif()
 string(REPLACE "," ";" VERSIONS "${VERSIONS}")
 string(REPLACE ";" "|" vre "${VERSIONS}")

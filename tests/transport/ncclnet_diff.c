@@ -2,10 +2,13 @@
  * ncclnet_diff.c - drive an ncclNet v7 table the way NCCL does and print one
  * line per behaviour, so that two plugins can be compared line by line.
  *
- *   ncclnet_diff PLUGIN.so [--real]
+ *   ncclnet_diff PLUGIN.so [--real] [--abi 7..12]
  *
  * The plugin is dlopen()ed and its ncclNetPlugin_v7 table used, as NCCL
- * does with Google's GPUDirect-TCPX plugin (which exports only v7). One
+ * does with Google's GPUDirect-TCPX plugin (which exports only v7); --abi
+ * drives another version's table instead, through a v7-shaped adapter
+ * (abi_adapt below), so that the same behaviours are checked through the
+ * v11/v12 entry points (a context from init() given to listen/connect). One
  * process holds both ends of every comm pair (listen, connect and accept
  * retried while they give NULL comms) and drives both from one thread:
  * TCPX moves data only from test(). Host memory only (NCCL_PTR_HOST): the
@@ -37,6 +40,7 @@
 
 static const tpx_ncclnet_v7_t *N;
 static int real_mode;
+static int abi = 7; /* the table under test */
 static int ndiff;
 static int nwarn; /* WARN lines the plugin logged (the last check's) */
 
@@ -173,19 +177,128 @@ static void fill(unsigned char *b, size_t n, unsigned seed)
     }
 }
 
+/* ---- another version's table, seen as v7 ---------------------------------------- */
+
+/* The checks call v7's signatures; these forward them to a v8..v12 table.
+ * Entries whose signature is v7's in every version are copied as they are. */
+static union {
+    const tpx_ncclnet_v8_t *v8;
+    const tpx_ncclnet_v9_t *v9;
+    const tpx_ncclnet_v10_t *v10;
+    const tpx_ncclnet_v11_t *v11;
+    const tpx_ncclnet_v12_t *v12;
+} T;
+static void *ctx; /* v11+: init()'s context */
+static tpx_ncclnet_v7_t adapter;
+
+static tpx_nccl_result_t a_init(tpx_nccl_logger_t log)
+{
+    tpx_ncclnet_comm_config_t cfg = {TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    switch (abi) {
+    case 8: return T.v8->init(log);
+    case 9: return T.v9->init(log);
+    case 10: return T.v10->init(log, NULL);
+    case 11: return T.v11->init(&ctx, 1, &cfg, log, NULL);
+    default: return T.v12->init(&ctx, 1, &cfg, log, NULL);
+    }
+}
+
+static tpx_nccl_result_t a_props(int dev, tpx_ncclnet_props_v7_t *p)
+{
+    tpx_ncclnet_props_v12_t q; /* the widest; v8..v11 write less of it */
+    memset(&q, 0, sizeof(q));
+    tpx_nccl_result_t rc;
+    if (abi == 8) {
+        tpx_ncclnet_props_v8_t r;
+        memset(&r, 0, sizeof(r));
+        rc = T.v8->getProperties(dev, &r);
+        *p = (tpx_ncclnet_props_v7_t){r.name, r.pciPath, r.guid, r.ptrSupport, r.speed, r.port,
+                                      r.latency, r.maxComms, r.maxRecvs, r.netDeviceType,
+                                      r.netDeviceVersion};
+        return rc;
+    }
+    rc = abi == 9    ? T.v9->getProperties(dev, (tpx_ncclnet_props_v9_t *)(void *)&q)
+         : abi == 10 ? T.v10->getProperties(dev, (tpx_ncclnet_props_v10_t *)(void *)&q)
+         : abi == 11 ? T.v11->getProperties(dev, (tpx_ncclnet_props_v11_t *)(void *)&q)
+                     : T.v12->getProperties(dev, &q);
+    *p = (tpx_ncclnet_props_v7_t){q.name, q.pciPath, q.guid, q.ptrSupport, q.speed, q.port,
+                                  q.latency, q.maxComms, q.maxRecvs, q.netDeviceType,
+                                  q.netDeviceVersion};
+    return rc;
+}
+
+static tpx_nccl_result_t a_listen(int dev, void *h, void **lc)
+{
+    return abi >= 11 ? T.v11->listen(ctx, dev, h, lc) : T.v8->listen(dev, h, lc);
+}
+
+static tpx_nccl_result_t a_connect(int dev, void *h, void **sc, tpx_ncclnet_dev_handle_t **dh)
+{
+    tpx_ncclnet_comm_config_t cfg = {TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    return abi >= 11   ? T.v11->connect(ctx, dev, h, sc, dh)
+           : abi == 10 ? T.v10->connect(dev, &cfg, h, sc, dh)
+                       : T.v8->connect(dev, h, sc, dh);
+}
+
+static tpx_nccl_result_t a_regmr(void *comm, void *data, int size, int type, void **mh)
+{
+    return T.v8->regMr(comm, data, (size_t)size, type, mh); /* v8+ alike */
+}
+
+static tpx_nccl_result_t a_isend(void *comm, void *data, int size, int tag, void *mh, void **req)
+{
+    if (abi == 8)
+        return T.v8->isend(comm, data, size, tag, mh, req);
+    if (abi == 9)
+        return T.v9->isend(comm, data, (size_t)size, tag, mh, req);
+    return T.v10->isend(comm, data, (size_t)size, tag, mh, NULL, req); /* v10+ alike */
+}
+
+static tpx_nccl_result_t a_irecv(void *comm, int n, void **data, int *sizes, int *tags,
+                                 void **mh, void **req)
+{
+    size_t z[8];
+    if (abi == 8)
+        return T.v8->irecv(comm, n, data, sizes, tags, mh, req);
+    if (n < 0 || n > 8)
+        return TPX_NCCL_INVALID_ARGUMENT;
+    for (int i = 0; i < n; i++)
+        z[i] = (size_t)sizes[i];
+    if (abi == 9)
+        return T.v9->irecv(comm, n, data, z, tags, mh, req);
+    return T.v10->irecv(comm, n, data, z, tags, mh, NULL, req); /* v10+ alike */
+}
+
+/* N for a table of version `abi` (8..12) found at `table`. */
+static const tpx_ncclnet_v7_t *abi_adapt(const void *table)
+{
+    T.v8 = table;
+    const tpx_ncclnet_v8_t *t = T.v8; /* the entries below share v8's slot and type */
+    adapter = (tpx_ncclnet_v7_t){t->name,        a_init,         t->devices,    a_props,
+                                 a_listen,       a_connect,      t->accept,     a_regmr,
+                                 t->regMrDmaBuf, t->deregMr,     a_isend,       a_irecv,
+                                 t->iflush,      t->test,        t->closeSend,  t->closeRecv,
+                                 t->closeListen, t->getDeviceMr, t->irecvConsumed};
+    return &adapter;
+}
+
 /* ---- checks ----------------------------------------------------------------------- */
 
 static void check_table(void *dl)
 {
     char got[64] = "";
-    static const char *const syms[] = {"ncclNetPlugin_v10", "ncclNetPlugin_v9",
-                                       "ncclNetPlugin_v8", "ncclNetPlugin_v7"};
-    for (int i = 0; i < 4; i++)
-        if (dlsym(dl, syms[i]) != NULL)
-            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%sv%d", got[0] ? "," : "",
-                     10 - i);
-    line("exports", strcmp(got, "v7") == 0, got, "v7", NULL);
-    line("regMrDmaBuf", N->regMrDmaBuf == NULL, N->regMrDmaBuf ? "set" : "NULL", "NULL", NULL);
+    char sym[32];
+    for (int v = TPX_NCCLNET_ABI_MAX; v >= TPX_NCCLNET_ABI_MIN; v--) {
+        snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", v);
+        if (dlsym(dl, sym) != NULL)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%sv%d", got[0] ? "," : "", v);
+    }
+    if (abi == 7) {
+        line("exports", strcmp(got, "v7") == 0, got, "v7", NULL);
+        line("regMrDmaBuf", N->regMrDmaBuf == NULL, N->regMrDmaBuf ? "set" : "NULL", "NULL", NULL);
+    } else { /* a plugin with more tables than Google's: its v<abi> driven as NCCL would */
+        line("exports", 1, got, "-", fmt("not compared: driving v%d", abi));
+    }
     tpx_ncclnet_props_v7_t pr;
     memset(&pr, 0, sizeof(pr));
     int rc = N->getProperties(0, &pr);
@@ -553,28 +666,45 @@ static void check_crashers(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s PLUGIN.so [--real]\n", argv[0]);
+        fprintf(stderr, "usage: %s PLUGIN.so [--real] [--abi 7..12]\n", argv[0]);
         return 2;
     }
-    real_mode = argc > 2 && strcmp(argv[2], "--real") == 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--real") == 0) {
+            real_mode = 1;
+        } else if (strcmp(argv[i], "--abi") == 0 && i + 1 < argc) {
+            abi = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]);
+            return 2;
+        }
+    }
+    if (abi < TPX_NCCLNET_ABI_MIN || abi > TPX_NCCLNET_ABI_MAX) {
+        fprintf(stderr, "--abi %d: 7..12\n", abi);
+        return 2;
+    }
     void *dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (dl == NULL) {
         fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
         return 2;
     }
-    N = dlsym(dl, "ncclNetPlugin_v7");
-    if (N == NULL) {
-        fprintf(stderr, "%s exports no ncclNetPlugin_v7\n", argv[1]);
+    char sym[32];
+    snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", abi);
+    const void *table = dlsym(dl, sym);
+    if (table == NULL) {
+        fprintf(stderr, "%s exports no %s\n", argv[1], sym);
         return 2;
     }
+    N = abi == 7 ? table : abi_adapt(table);
     int ndev = 0;
     if (N->init(plugin_log) != TPX_NCCL_SUCCESS || N->devices(&ndev) != TPX_NCCL_SUCCESS ||
         ndev < 1) {
         fprintf(stderr, "%s: init/devices failed (%d devices)\n", argv[1], ndev);
         return 2;
     }
-    printf("plugin %s (%s), %d device(s); expectations: Google's plugin 3.1.9%s\n", N->name,
-           argv[1], ndev, real_mode ? "" : " (deliberate differences: tpx strict mode)");
+    printf("plugin %s (%s, ncclNet v%d), %d device(s); expectations: Google's plugin 3.1.9%s\n",
+           N->name, argv[1], abi, ndev,
+           real_mode ? "" : " (deliberate differences: tpx strict mode)");
     check_table(dl);
     check_connect();
     check_host_sizes();
@@ -586,6 +716,8 @@ int main(int argc, char **argv)
     check_overflow();
     check_cuda();
     check_crashers();
+    if (ctx != NULL && (abi == 11 ? T.v11->finalize(ctx) : T.v12->finalize(ctx)) != 0)
+        line("finalize", 0, "failed", "rc 0", NULL);
     printf("%d difference(s)\n", ndiff);
     return ndiff > 125 ? 125 : ndiff;
 }

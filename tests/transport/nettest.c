@@ -31,10 +31,11 @@ static const char *nt_tag_str = "test";
 
 int nt_open(const char *so_path, int abi_version, nt_t *out)
 {
-    static const char *const syms[] = {TPX_NCCLNET_SYMBOL_V7, TPX_NCCLNET_SYMBOL_V8,
-                                       TPX_NCCLNET_SYMBOL_V9, TPX_NCCLNET_SYMBOL_V10};
-    if (abi_version < 7 || abi_version > 10) {
-        fprintf(stderr, "nt_open: ABI version %d is not 7..10\n", abi_version);
+    static const char *const syms[] = {TPX_NCCLNET_SYMBOL_V7,  TPX_NCCLNET_SYMBOL_V8,
+                                       TPX_NCCLNET_SYMBOL_V9,  TPX_NCCLNET_SYMBOL_V10,
+                                       TPX_NCCLNET_SYMBOL_V11, TPX_NCCLNET_SYMBOL_V12};
+    if (abi_version < 7 || abi_version > 12) {
+        fprintf(stderr, "nt_open: ABI version %d is not 7..12\n", abi_version);
         return -1;
     }
     void *dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
@@ -64,9 +65,17 @@ int nt_open(const char *so_path, int abi_version, nt_t *out)
         out->t.v9 = table;
         out->name = out->t.v9->name;
         break;
-    default:
+    case 10:
         out->t.v10 = table;
         out->name = out->t.v10->name;
+        break;
+    case 11:
+        out->t.v11 = table;
+        out->name = out->t.v11->name;
+        break;
+    default:
+        out->t.v12 = table;
+        out->name = out->t.v12->name;
         break;
     }
     return 0;
@@ -84,12 +93,44 @@ void nt_unload(nt_t *nt)
 /* Calls the same-named member of whichever table is loaded, for the members
  * whose signature is identical in every version. */
 #define NT_CALL(nt, member, ...)                                                                   \
-    ((nt)->abi == 7   ? (int)(nt)->t.v7->member(__VA_ARGS__)                                       \
-     : (nt)->abi == 8 ? (int)(nt)->t.v8->member(__VA_ARGS__)                                       \
-     : (nt)->abi == 9 ? (int)(nt)->t.v9->member(__VA_ARGS__)                                       \
-                      : (int)(nt)->t.v10->member(__VA_ARGS__))
+    ((nt)->abi == 7    ? (int)(nt)->t.v7->member(__VA_ARGS__)                                      \
+     : (nt)->abi == 8  ? (int)(nt)->t.v8->member(__VA_ARGS__)                                      \
+     : (nt)->abi == 9  ? (int)(nt)->t.v9->member(__VA_ARGS__)                                      \
+     : (nt)->abi == 10 ? (int)(nt)->t.v10->member(__VA_ARGS__)                                     \
+     : (nt)->abi == 11 ? (int)(nt)->t.v11->member(__VA_ARGS__)                                     \
+                       : (int)(nt)->t.v12->member(__VA_ARGS__))
 
-int nt_init(const nt_t *nt)
+/* v11 and v12 share init/listen/connect/finalize/setNetAttr's signatures. */
+#define NT_CTX_CALL(nt, member, ...)                                                               \
+    ((nt)->abi == 11 ? (int)(nt)->t.v11->member(__VA_ARGS__)                                       \
+                     : (int)(nt)->t.v12->member(__VA_ARGS__))
+
+int nt_init_ctx(const nt_t *nt, uint64_t client_id, void **ctx)
+{
+    if (nt->abi < 11)
+        return NT_NO_ENTRY;
+    tpx_ncclnet_comm_config_t config = {TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    return NT_CTX_CALL(nt, init, ctx, client_id, &config, nt_logger, NULL);
+}
+
+int nt_finalize(const nt_t *nt, void *ctx)
+{
+    if (nt->abi < 11)
+        return NT_NO_ENTRY;
+    return NT_CTX_CALL(nt, finalize, ctx);
+}
+
+int nt_set_flows(const nt_t *nt, void *ctx, int flows)
+{
+    if (nt->abi < 11 || (nt->abi == 11 ? nt->t.v11->setNetAttr : nt->t.v12->setNetAttr) == NULL)
+        return NT_NO_ENTRY;
+    tpx_ncclnet_comm_attr_t ca = {TPX_NCCL_NET_ATTR_UNDEF, 1, flows, 1};
+    tpx_ncclnet_attr_t a = {ca, ca, (uint32_t)TPX_NCCL_NET_ATTR_UNDEF,
+                            (uint32_t)TPX_NCCL_NET_ATTR_UNDEF, (uint32_t)TPX_NCCL_NET_ATTR_UNDEF};
+    return NT_CTX_CALL(nt, setNetAttr, ctx, &a);
+}
+
+int nt_init(nt_t *nt)
 {
     /* Like NCCL: WARN always, INFO with NCCL_DEBUG=INFO, all with TRACE. */
     const char *e = getenv("NCCL_DEBUG");
@@ -97,6 +138,13 @@ int nt_init(const nt_t *nt)
                  : strcasecmp(e, "TRACE") == 0 ? TPX_NCCL_LOG_TRACE
                  : strcasecmp(e, "INFO") == 0  ? TPX_NCCL_LOG_INFO
                                                : TPX_NCCL_LOG_WARN;
+    if (nt->abi >= 11) {
+        void *ctx = NULL;
+        int rc = nt_init_ctx(nt, 1, &ctx);
+        if (rc == 0)
+            nt->ctx = ctx;
+        return rc;
+    }
     if (nt->abi == 10)
         return (int)nt->t.v10->init(nt_logger, NULL);
     switch (nt->abi) {
@@ -157,10 +205,41 @@ int nt_props(const nt_t *nt, int dev, nt_props_t *out)
         out->dev_version = p.netDeviceVersion;
         return 0;
     }
-    tpx_ncclnet_props_v9_t p; /* v10 shares the layout */
+    if (nt->abi == 12) {
+        tpx_ncclnet_props_v12_t p;
+        memset(&p, 0, sizeof(p));
+        rc = (int)nt->t.v12->getProperties(dev, &p);
+        if (rc != 0)
+            return rc;
+        out->name = p.name;
+        out->pci_path = p.pciPath;
+        out->guid = p.guid;
+        out->ptr_support = p.ptrSupport;
+        out->reg_is_global = p.regIsGlobal;
+        out->force_flush = p.forceFlush;
+        out->speed = p.speed;
+        out->port = p.port;
+        out->latency = p.latency;
+        out->max_comms = p.maxComms;
+        out->max_recvs = p.maxRecvs;
+        out->dev_type = (int)p.netDeviceType;
+        out->dev_version = p.netDeviceVersion;
+        out->vprops_ndevs = p.vProps.ndevs;
+        out->vprops_dev0 = p.vProps.devs[0];
+        for (int i = 0; i < TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
+            out->vprops_devs[i] = p.vProps.devs[i];
+        out->max_p2p_bytes = p.maxP2pBytes;
+        out->max_coll_bytes = p.maxCollBytes;
+        out->max_multi_request = p.maxMultiRequestSize;
+        out->rail_id = p.railId;
+        out->plane_id = p.planeId;
+        return 0;
+    }
+    tpx_ncclnet_props_v11_t p; /* v9 and v10 are its prefix */
     memset(&p, 0, sizeof(p));
-    rc = nt->abi == 9 ? (int)nt->t.v9->getProperties(dev, &p)
-                      : (int)nt->t.v10->getProperties(dev, &p);
+    rc = nt->abi == 9    ? (int)nt->t.v9->getProperties(dev, (tpx_ncclnet_props_v9_t *)&p)
+         : nt->abi == 10 ? (int)nt->t.v10->getProperties(dev, (tpx_ncclnet_props_v10_t *)&p)
+                         : (int)nt->t.v11->getProperties(dev, &p);
     if (rc != 0)
         return rc;
     out->name = p.name;
@@ -182,32 +261,69 @@ int nt_props(const nt_t *nt, int dev, nt_props_t *out)
         out->vprops_devs[i] = p.vProps.devs[i];
     out->max_p2p_bytes = p.maxP2pBytes;
     out->max_coll_bytes = p.maxCollBytes;
+    out->max_multi_request = nt->abi == 11 ? p.maxMultiRequestSize : 0;
     return 0;
 }
 
 int nt_make_vdevice(const nt_t *nt, int *d, const int *devs, int ndevs)
 {
+    if (nt->abi == 12) {
+        tpx_ncclnet_vdev_props_v12_t q;
+        memset(&q, 0, sizeof(q));
+        q.ndevs = ndevs;
+        for (int i = 0; i < ndevs && i < TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12 && devs != NULL; i++)
+            q.devs[i] = devs[i];
+        if (nt->t.v12->makeVDevice == NULL)
+            return NT_NO_ENTRY;
+        return (int)nt->t.v12->makeVDevice(d, &q);
+    }
     tpx_ncclnet_vdev_props_t p;
     memset(&p, 0, sizeof(p));
     p.ndevs = ndevs; /* may be out of range: the plugin must refuse it */
     for (int i = 0; i < ndevs && i < TPX_NCCL_NET_MAX_DEVS_PER_NIC && devs != NULL; i++)
         p.devs[i] = devs[i];
     tpx_nccl_result_t (*make)(int *, tpx_ncclnet_vdev_props_t *) =
-        nt->abi == 9 ? nt->t.v9->makeVDevice : nt->abi == 10 ? nt->t.v10->makeVDevice : NULL;
+        nt->abi == 9    ? nt->t.v9->makeVDevice
+        : nt->abi == 10 ? nt->t.v10->makeVDevice
+        : nt->abi == 11 ? nt->t.v11->makeVDevice
+                        : NULL;
     if (make == NULL)
         return NT_NO_ENTRY;
     return (int)make(d, &p);
 }
 
+int nt_listen_ctx(const nt_t *nt, void *ctx, int dev, void *handle, void **listen_comm)
+{
+    if (nt->abi >= 11)
+        return NT_CTX_CALL(nt, listen, ctx, dev, handle, listen_comm);
+    switch (nt->abi) {
+    case 7:
+        return (int)nt->t.v7->listen(dev, handle, listen_comm);
+    case 8:
+        return (int)nt->t.v8->listen(dev, handle, listen_comm);
+    case 9:
+        return (int)nt->t.v9->listen(dev, handle, listen_comm);
+    default:
+        return (int)nt->t.v10->listen(dev, handle, listen_comm);
+    }
+}
+
 int nt_listen(const nt_t *nt, int dev, void *handle, void **listen_comm)
 {
-    return NT_CALL(nt, listen, dev, handle, listen_comm);
+    return nt_listen_ctx(nt, nt->ctx, dev, handle, listen_comm);
 }
 
 int nt_connect(const nt_t *nt, int dev, void *handle, void **send_comm)
 {
+    return nt_connect_ctx(nt, nt->ctx, dev, handle, send_comm);
+}
+
+int nt_connect_ctx(const nt_t *nt, void *ctx, int dev, void *handle, void **send_comm)
+{
     /* A host plugin leaves the device handle alone; NCCL passes a NULL one. */
     tpx_ncclnet_dev_handle_t *devh = NULL;
+    if (nt->abi >= 11)
+        return NT_CTX_CALL(nt, connect, ctx, dev, handle, send_comm, &devh);
     if (nt->abi == 10) {
         tpx_ncclnet_comm_config_t config = {TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
         return (int)nt->t.v10->connect(dev, &config, handle, send_comm, &devh);
@@ -240,8 +356,12 @@ int nt_regmr(const nt_t *nt, void *comm, void *data, size_t size, int type, void
         return (int)nt->t.v8->regMr(comm, data, size, type, mhandle);
     case 9:
         return (int)nt->t.v9->regMr(comm, data, size, type, mhandle);
-    default:
+    case 10:
         return (int)nt->t.v10->regMr(comm, data, size, type, mhandle);
+    case 11:
+        return (int)nt->t.v11->regMr(comm, data, size, type, mhandle);
+    default:
+        return (int)nt->t.v12->regMr(comm, data, size, type, mhandle);
     }
 }
 
@@ -262,8 +382,12 @@ int nt_isend(const nt_t *nt, void *comm, void *data, size_t size, int tag, void 
                             : (int)nt->t.v8->isend(comm, data, (int)size, tag, mhandle, request);
     case 9:
         return (int)nt->t.v9->isend(comm, data, size, tag, mhandle, request);
-    default:
+    case 10:
         return (int)nt->t.v10->isend(comm, data, size, tag, mhandle, NULL, request);
+    case 11:
+        return (int)nt->t.v11->isend(comm, data, size, tag, mhandle, NULL, request);
+    default:
+        return (int)nt->t.v12->isend(comm, data, size, tag, mhandle, NULL, request);
     }
 }
 
@@ -288,9 +412,16 @@ int nt_irecv(const nt_t *nt, void *comm, int n, void **data, const size_t *sizes
     size_t zsizes[NT_MAX_RECVS];
     for (int i = 0; i < n; i++)
         zsizes[i] = sizes[i];
-    if (nt->abi == 9)
+    switch (nt->abi) {
+    case 9:
         return (int)nt->t.v9->irecv(comm, n, data, zsizes, itags, mhandles, request);
-    return (int)nt->t.v10->irecv(comm, n, data, zsizes, itags, mhandles, NULL, request);
+    case 10:
+        return (int)nt->t.v10->irecv(comm, n, data, zsizes, itags, mhandles, NULL, request);
+    case 11:
+        return (int)nt->t.v11->irecv(comm, n, data, zsizes, itags, mhandles, NULL, request);
+    default:
+        return (int)nt->t.v12->irecv(comm, n, data, zsizes, itags, mhandles, NULL, request);
+    }
 }
 
 int nt_irecv1(const nt_t *nt, void *comm, void *data, size_t size, int tag, void *mhandle,

@@ -6,7 +6,9 @@
  * (RTLD_NOW | RTLD_LOCAL), dlsym() one "ncclNetPlugin_vN" table and call
  * through it. The wrappers below take one set of argument types (size_t
  * sizes, no profiler, no traffic class) and convert them to what the chosen
- * table version expects, so that every scenario runs unchanged on v7..v10.
+ * table version expects, so that every scenario runs unchanged on v7..v12.
+ * From v11 on, nt_init() keeps the context init() returned in the nt_t and
+ * listen()/connect() pass it, as NCCL does per communicator.
  * Every wrapper returns the plugin's ncclResult_t value unchanged.
  *
  * Nothing here is thread-safe except the logger, which a plugin may call
@@ -30,14 +32,17 @@
 /* One loaded plugin table. */
 typedef struct {
     void *dl;         /* dlopen() handle */
-    int abi;          /* 7..10 */
+    int abi;          /* 7..12 */
     const char *name; /* the table's `name` field */
     union {
         const tpx_ncclnet_v7_t *v7;
         const tpx_ncclnet_v8_t *v8;
         const tpx_ncclnet_v9_t *v9;
         const tpx_ncclnet_v10_t *v10;
+        const tpx_ncclnet_v11_t *v11;
+        const tpx_ncclnet_v12_t *v12;
     } t;
+    void *ctx; /* v11+: the context of the last successful nt_init(), NULL before */
 } nt_t;
 
 /* getProperties() of any version, widened; fields a version lacks are 0. */
@@ -57,9 +62,11 @@ typedef struct {
     int dev_version;
     int vprops_ndevs;      /* v9+ */
     int vprops_dev0;       /* v9+ */
-    int vprops_devs[TPX_NCCL_NET_MAX_DEVS_PER_NIC]; /* v9+: the first vprops_ndevs are set */
+    int vprops_devs[TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12]; /* v9+: the first vprops_ndevs */
     size_t max_p2p_bytes;  /* v9+ */
     size_t max_coll_bytes; /* v9+ */
+    int max_multi_request; /* v11+ */
+    int rail_id, plane_id; /* v12 */
 } nt_props_t;
 
 /* What nt_wait() saw. rc is NT_TIMEOUT when the deadline passed first. */
@@ -70,6 +77,9 @@ typedef struct {
     int polls;
 } nt_result_t;
 
+/* A wrapper's answer for an entry the loaded version lacks. */
+#define NT_NO_ENTRY (-2)
+
 /* ---- loading --------------------------------------------------------- */
 
 /* dlopen `so_path` and resolve "ncclNetPlugin_v<abi_version>". Returns 0, or
@@ -79,8 +89,19 @@ void nt_unload(nt_t *nt);
 
 /* ---- the table, version-neutral --------------------------------------- */
 
-/* init() with nt_logger (v10: and a NULL profiler callback). */
-int nt_init(const nt_t *nt);
+/* init() with nt_logger (v10+: and a NULL profiler callback; v11+: client
+ * id 1 and no traffic class, the context kept in nt->ctx). */
+int nt_init(nt_t *nt);
+/* v11+: init() for another client; its context in *ctx. NT_NO_ENTRY before v11. */
+int nt_init_ctx(const nt_t *nt, uint64_t client_id, void **ctx);
+/* v11+: finalize(ctx); NT_NO_ENTRY before v11. */
+int nt_finalize(const nt_t *nt, void *ctx);
+/* v11+: setNetAttr(ctx) with `flows` as both directions' maxFlowsPerPeer, the
+ * rest undefined; NT_NO_ENTRY before v11 or without the entry. */
+int nt_set_flows(const nt_t *nt, void *ctx, int flows);
+/* listen()/connect() on an explicit context (v11+; ignored before). */
+int nt_listen_ctx(const nt_t *nt, void *ctx, int dev, void *handle, void **listen_comm);
+int nt_connect_ctx(const nt_t *nt, void *ctx, int dev, void *handle, void **send_comm);
 int nt_devices(const nt_t *nt, int *ndev);
 int nt_props(const nt_t *nt, int dev, nt_props_t *out);
 int nt_listen(const nt_t *nt, int dev, void *handle, void **listen_comm);
@@ -102,10 +123,9 @@ int nt_test(const nt_t *nt, void *request, int *done, int *size);
 int nt_close_send(const nt_t *nt, void *comm);
 int nt_close_recv(const nt_t *nt, void *comm);
 int nt_close_listen(const nt_t *nt, void *comm);
-/* makeVDevice() of v9/v10 with props {ndevs, devs[0..min(ndevs, 4))} (devs
- * may be NULL; ndevs may be out of range, to test refusals); NT_NO_ENTRY for
- * a table without one (v7, v8, or a NULL entry). */
-#define NT_NO_ENTRY (-2)
+/* makeVDevice() of v9+ with props {ndevs, devs[0..min(ndevs, 4 or 8))}
+ * (devs may be NULL; ndevs may be out of range, to test refusals);
+ * NT_NO_ENTRY for a table without one (v7, v8, or a NULL entry). */
 int nt_make_vdevice(const nt_t *nt, int *d, const int *devs, int ndevs);
 
 /* ---- loops with deadlines --------------------------------------------- */

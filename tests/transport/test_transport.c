@@ -819,6 +819,13 @@ static int props_role(role_t *r)
     CHECK(p.speed > 0, "speed %d", p.speed);
     CHECK(p.max_comms > 0, "maxComms %d", p.max_comms);
     CHECK(p.dev_type == TPX_NCCL_NET_DEVICE_HOST, "netDeviceType %d, expected HOST", p.dev_type);
+    if (r->nt.abi >= 11)
+        CHECK(p.max_multi_request == 1, "v%d: maxMultiRequestSize %d, expected 1 (no "
+              "multi-requests)", r->nt.abi, p.max_multi_request);
+    if (r->nt.abi >= 12)
+        CHECK(p.rail_id == TPX_NCCL_NET_ID_UNDEF && p.plane_id == TPX_NCCL_NET_ID_UNDEF,
+              "v12: railId %d planeId %d, expected both undefined (%d)", p.rail_id, p.plane_id,
+              TPX_NCCL_NET_ID_UNDEF);
     if (r->nt.abi >= 9) {
         CHECK(p.max_p2p_bytes > 0 && p.max_coll_bytes > 0, "v%d: maxP2pBytes %zu maxCollBytes %zu",
               r->nt.abi, p.max_p2p_bytes, p.max_coll_bytes);
@@ -832,6 +839,80 @@ static int props_role(role_t *r)
         test_say("dev %d: %s", d, p.name ? p.name : "(null)");
     }
     return tt_expect_no_warnings();
+}
+
+/* ---- scenario: contexts (v11+) ---------------------------------------------------- */
+
+/* Two clients of one process, as two NCCL communicators: init() gives each a
+ * context of its own and may be called again in the same process; setNetAttr
+ * is taken on each; a comm listened for on one context and connected from
+ * the other carries a message both ways of the API (host memory); each
+ * context is finalised after its comms are closed. A listen() without a
+ * context is refused with one warning. */
+#define CTX_SIZE 65536
+
+static int contexts_role(role_t *r)
+{
+    void *a = NULL, *b = NULL, *lc = NULL, *sc = NULL, *rc = NULL;
+    unsigned char h[HANDLE_SIZE];
+    int ndev = 0;
+    CHECK(r->nt.abi >= 11, "v%d has no contexts", r->nt.abi);
+    CHECK_RC(nt_init_ctx(&r->nt, 0x1111, &a));
+    CHECK_RC(nt_init_ctx(&r->nt, 0x2222, &b));
+    CHECK(a != NULL && b != NULL && a != b, "init() gave contexts %p and %p: expected two", a, b);
+    CHECK_RC(nt_devices(&r->nt, &ndev));
+    CHECK(ndev >= 1, "devices() = %d", ndev);
+    CHECK_RC(nt_set_flows(&r->nt, a, 4));
+    CHECK_RC(nt_set_flows(&r->nt, b, 2));
+    memset(h, 0, sizeof(h));
+    CHECK_RC(nt_listen_ctx(&r->nt, a, 0, h, &lc));
+    uint64_t deadline = test_deadline_ms(CONN_MS);
+    while (sc == NULL || rc == NULL) {
+        if (sc == NULL)
+            CHECK_RC(nt_connect_ctx(&r->nt, b, 0, h, &sc));
+        if (rc == NULL)
+            CHECK_RC(nt_accept(&r->nt, lc, &rc));
+        CHECK(test_now_ns() < deadline, "connect/accept across two contexts did not finish");
+    }
+    unsigned char *sbuf = nt_alloc(CTX_SIZE), *rbuf = nt_alloc(CTX_SIZE);
+    CHECK(sbuf != NULL && rbuf != NULL, "out of memory");
+    nt_fill(sbuf, CTX_SIZE, tt_seed(60, 0, 0));
+    memset(rbuf, 0, CTX_SIZE);
+    void *sreq = NULL, *rreq = NULL;
+    CHECK_RC(nt_irecv1(&r->nt, rc, rbuf, CTX_SIZE, 0, NULL, &rreq));
+    CHECK_RC(nt_isend(&r->nt, sc, sbuf, CTX_SIZE, 0, NULL, &sreq));
+    CHECK(sreq != NULL && rreq != NULL, "isend/irecv returned no request");
+    int sdone = 0, rdone = 0, got = -1;
+    deadline = test_deadline_ms(IO_MS);
+    while (!sdone || !rdone) {
+        int sz = -1;
+        if (!sdone)
+            CHECK_RC(nt_test(&r->nt, sreq, &sdone, &sz));
+        if (!rdone) {
+            CHECK_RC(nt_test(&r->nt, rreq, &rdone, &sz));
+            if (rdone)
+                got = sz;
+        }
+        CHECK(test_now_ns() < deadline, "a message between two contexts did not finish");
+    }
+    CHECK(got == CTX_SIZE, "received %d bytes, sent %d", got, CTX_SIZE);
+    size_t bad = nt_verify(rbuf, CTX_SIZE, tt_seed(60, 0, 0));
+    CHECK(bad == NT_VERIFY_OK, "byte %zu differs", bad);
+    CHECK_RC(nt_close_send(&r->nt, sc));
+    CHECK_RC(nt_close_recv(&r->nt, rc));
+    CHECK_RC(nt_close_listen(&r->nt, lc));
+    CHECK_RC(nt_finalize(&r->nt, b));
+    CHECK_RC(nt_finalize(&r->nt, a));
+    nt_free(sbuf, CTX_SIZE);
+    nt_free(rbuf, CTX_SIZE);
+    TRY(tt_expect_no_warnings());
+    /* A listen without a context: refused, said once. */
+    lc = NULL;
+    CHECK(nt_listen_ctx(&r->nt, NULL, 0, h, &lc) != 0 && lc == NULL,
+          "listen() without a context returned success");
+    CHECK(nt_warn_count() == 1, "%d warnings for a listen() without a context, expected 1",
+          nt_warn_count());
+    return 0;
 }
 
 /* ---- the supervisor --------------------------------------------------------------- */
@@ -864,6 +945,7 @@ static const scenario_t scenarios[] = {
     {"recvsmall", recvsmall_recv, recvsmall_send, 0, 0},
     {"badargs", badargs_recv, badargs_send, 0, 0},
     {"props", props_role, NULL, 0, 0},
+    {"contexts", contexts_role, NULL, 0, 0},
     /* strict TCPX mode (TPX_SOCK_TCPX=1), test_tcpx.c */
     {"tcpx_props", tcpx_props_role, NULL, 0, 0},
     {"tcpx_nullcomm", tcpx_nullcomm_recv, tcpx_nullcomm_send, 0, 0},
@@ -878,7 +960,7 @@ static const scenario_t scenarios[] = {
     {"tcpx_init_twice", tcpx_init_twice_recv, tcpx_init_twice_send, 0, 0},
     {"tcpx_bigrecv", tcpx_bigrecv_recv, tcpx_bigrecv_send, 0, 0},
     {"tcpx_nocpu", tcpx_nocpu_recv, tcpx_nocpu_send, 0, 0},
-    /* virtual devices (makeVDevice, v9/v10), test_vdev.c */
+    /* virtual devices (makeVDevice, v9+), test_vdev.c */
     {"vdev", vdev_recv, vdev_send, 0, 0},
     {"vdev_badargs", vdev_badargs_role, NULL, 0, 0},
     {"tcpx_vdev", tcpx_vdev_role, NULL, 0, 0},
@@ -1017,15 +1099,15 @@ static int run(const scenario_t *sc, const char *so, int abi)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s PLUGIN_SO ABI(7..10) SCENARIO\nscenarios:", argv[0]);
+        fprintf(stderr, "usage: %s PLUGIN_SO ABI(7..12) SCENARIO\nscenarios:", argv[0]);
         for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
             fprintf(stderr, " %s", scenarios[i].name);
         fprintf(stderr, "\n");
         return 2;
     }
     int abi = atoi(argv[2]);
-    if (abi < 7 || abi > 10) {
-        fprintf(stderr, "ABI must be 7..10, not %s\n", argv[2]);
+    if (abi < 7 || abi > 12) {
+        fprintf(stderr, "ABI must be 7..12, not %s\n", argv[2]);
         return 2;
     }
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)

@@ -1,5 +1,5 @@
 /*
- * test_vdev.c - virtual devices (makeVDevice, ncclNet v9/v10) of the
+ * test_vdev.c - virtual devices (makeVDevice, ncclNet v9+) of the
  * built-in transport, through the exported tables only.
  *
  *   vdev          both roles fuse the first min(devices, 4) devices into one
@@ -337,10 +337,14 @@ int vdev_badargs_role(role_t *r)
     TRY(tt_role_init(r));
     CHECK_RC(nt_devices(&r->nt, &ndev));
     int zero[1] = {0}, dup[2] = {0, 0}, neg[1] = {-1}, past[1] = {ndev};
-    int five[VD_MAX] = {0, 1, 2, 3};
+    int five[TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12 + 1] = {0, 1, 2, 3}; /* and 0s */
     TRY(refuse(r, "0 devices", &dummy, zero, 0, ndev));
     TRY(refuse(r, "-1 devices", &dummy, zero, -1, ndev));
+    /* v12 allows 8 members; this transport fuses at most 4 (its handle). */
     TRY(refuse(r, "5 devices (more than 4)", &dummy, five, VD_MAX + 1, ndev));
+    if (r->nt.abi >= 12)
+        TRY(refuse(r, "9 devices (more than v12's 8)", &dummy, five,
+                   TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12 + 1, ndev));
     TRY(refuse(r, "device -1", &dummy, neg, 1, ndev));
     TRY(refuse(r, "a device past the last", &dummy, past, 1, ndev));
     TRY(refuse(r, "device 0 twice", &dummy, dup, 2, ndev));

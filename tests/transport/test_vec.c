@@ -86,7 +86,7 @@ static uint64_t now_ms(void)
 
 static void pair_open(pair_t *p)
 {
-    CHECK(tpx__net_open("builtin", &p->n) == TPX_OK, "cannot open the built-in transport");
+    CHECK(tpx__net_open("builtin", 1, &p->n) == TPX_OK, "cannot open the built-in transport");
     unsigned char handle[TPX_NCCL_NET_HANDLE_MAXSIZE];
     CHECK(tpx__net_listen(p->n, 0, handle, &p->lc) == TPX_OK, "listen");
     uint64_t until = now_ms() + 10000;
@@ -106,6 +106,8 @@ static void pair_close(pair_t *p)
     tpx__net_close_send(p->n, p->sc);
     tpx__net_close_recv(p->n, p->rc);
     tpx__net_close_listen(p->n, p->lc);
+    tpx__net_close(p->n);
+    p->n = NULL;
 }
 
 /* Wait for both requests (either may be NULL); the receive's size in *got.

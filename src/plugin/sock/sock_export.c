@@ -11,3 +11,5 @@ TPX_EXPORT const tpx_ncclnet_v7_t ncclNetPlugin_v7 = TPX_SOCK_NET_V7_INIT;
 TPX_EXPORT const tpx_ncclnet_v8_t ncclNetPlugin_v8 = TPX_SOCK_NET_V8_INIT;
 TPX_EXPORT const tpx_ncclnet_v9_t ncclNetPlugin_v9 = TPX_SOCK_NET_V9_INIT;
 TPX_EXPORT const tpx_ncclnet_v10_t ncclNetPlugin_v10 = TPX_SOCK_NET_V10_INIT;
+TPX_EXPORT const tpx_ncclnet_v11_t ncclNetPlugin_v11 = TPX_SOCK_NET_V11_INIT;
+TPX_EXPORT const tpx_ncclnet_v12_t ncclNetPlugin_v12 = TPX_SOCK_NET_V12_INIT;

@@ -2,7 +2,7 @@
  * sock_export_tcpx.c - libnccl-net-tpx-tcpx.so: the strict TCPX mode as a
  * loader sees Google's GPUDirect-TCPX plugin 3.1.9.
  *
- * Only ncclNetPlugin_v7 is exported (a loader that tries v10..v7 ends up on
+ * Only ncclNetPlugin_v7 is exported (a loader that tries v12..v7 ends up on
  * v7, as with Google's plugin), regMrDmaBuf is NULL, and init() turns the
  * strict mode on (TPX_SOCK_TCPX=1 unless the environment asks for 2), so
  * no setting is needed to get it. Everything else is the built-in

@@ -1,14 +1,24 @@
 /*
- * sock_plugin.c - the ncclNet v7..v10 entry points of the built-in transport.
+ * sock_plugin.c - the ncclNet v7..v12 entry points of the built-in transport.
  *
  * One implementation (size_t sizes, tpx_status_t results) and one thin
  * adapter per ABI difference: int sizes in v7/v8, the profiler handle in
- * v10, the properties layouts. tpx_status_t becomes ncclResult_t here and
- * nowhere else.
+ * v10, the contexts of v11/v12, the properties layouts. tpx_status_t
+ * becomes ncclResult_t here and nowhere else.
+ *
+ * Contexts (v11+): the transport's state is per process (devices, I/O
+ * workers, settings), so init() sets it up the first time and every init()
+ * returns a small context of its own: what the client said about itself
+ * (its id, setNetAttr's hints). finalize() frees only that; comms outlive
+ * nothing of it. setNetAttr's maxFlowsPerPeer is logged, not applied: NCCL's
+ * flows to a peer are its channels, each already a comm of TPX_NSOCKS
+ * connections, so sizing each comm by the flow count would multiply the
+ * connections to a peer by it (tpx's engine sizes its comms itself).
  */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -49,12 +59,14 @@ tpx_nccl_result_t tpx__sock_result(tpx_status_t st)
  * init of libnccl-net-tpx-tcpx.so, before the settings are read. */
 static _Atomic int force_tcpx;
 
-tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
+/* repeat_ok: a later call is a client's new context (v11+), not a second
+ * init of the process (which strict TCPX mode refuses, as Google's plugin). */
+static tpx_status_t sock_init(tpx_nccl_logger_t logger, int repeat_ok)
 {
     pthread_mutex_lock(&init_lock);
     if (atomic_load_explicit(&init_done, memory_order_relaxed)) {
         pthread_mutex_unlock(&init_lock);
-        if (tpx__sock_params.tcpx) {
+        if (tpx__sock_params.tcpx && !repeat_ok) {
             SOCK_WARN("init called twice: TCPX must be initialised once per process");
             return TPX_ERR_INVALID_STATE;
         }
@@ -102,6 +114,11 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
     return st;
 }
 
+tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
+{
+    return sock_init(logger, 0);
+}
+
 tpx_nccl_result_t tpx__sock_v7_init(tpx_nccl_logger_t logger)
 {
     return tpx__sock_result(tpx__sock_init(logger));
@@ -117,6 +134,78 @@ tpx_nccl_result_t tpx__sock_v10_init(tpx_nccl_logger_t logger, tpx_nccl_profiler
 {
     (void)prof;
     return tpx__sock_result(tpx__sock_init(logger));
+}
+
+/* A v11+ client's context. */
+#define SOCK_CTX_MAGIC 0x54505843u /* "TPXC" */
+typedef struct {
+    uint32_t magic; /* SOCK_CTX_MAGIC while alive, 0 once finalised */
+    uint64_t comm_id;
+    int32_t send_flows, recv_flows; /* setNetAttr's maxFlowsPerPeer, or -1 */
+} sock_ctx_t;
+
+static int ctx_ok(void *ctx, const char *fn)
+{
+    if (ctx != NULL && ((sock_ctx_t *)ctx)->magic == SOCK_CTX_MAGIC)
+        return 1;
+    SOCK_WARN("%s: %s context (init() gives one per client, finalize() ends it)", fn,
+              ctx == NULL ? "no" : "not a live");
+    return 0;
+}
+
+tpx_nccl_result_t tpx__sock_v11_init(void **ctx, uint64_t comm_id,
+                                     tpx_ncclnet_comm_config_t *config, tpx_nccl_logger_t logger,
+                                     tpx_nccl_profiler_cb_t prof)
+{
+    (void)config; /* traffic classes are not used by this transport */
+    (void)prof;
+    if (ctx == NULL) {
+        SOCK_WARN("init: NULL context pointer");
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
+    tpx_status_t st = sock_init(logger, 1);
+    if (st != TPX_OK)
+        return tpx__sock_result(st);
+    sock_ctx_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        SOCK_WARN("init: out of memory for a context");
+        return TPX_NCCL_INTERNAL_ERROR;
+    }
+    *c = (sock_ctx_t){.magic = SOCK_CTX_MAGIC, .comm_id = comm_id, .send_flows = -1,
+                      .recv_flows = -1};
+    SOCK_DEBUG("context %p for client %016llx", (void *)c, (unsigned long long)comm_id);
+    *ctx = c;
+    return TPX_NCCL_SUCCESS;
+}
+
+tpx_nccl_result_t tpx__sock_v11_finalize(void *ctx)
+{
+    if (!ctx_ok(ctx, "finalize"))
+        return TPX_NCCL_INVALID_ARGUMENT;
+    sock_ctx_t *c = ctx;
+    SOCK_DEBUG("context %p of client %016llx finalised", ctx, (unsigned long long)c->comm_id);
+    c->magic = 0;
+    free(c);
+    return TPX_NCCL_SUCCESS;
+}
+
+tpx_nccl_result_t tpx__sock_v11_set_net_attr(void *ctx, tpx_ncclnet_attr_t *attr)
+{
+    if (!ctx_ok(ctx, "setNetAttr"))
+        return TPX_NCCL_INVALID_ARGUMENT;
+    if (attr == NULL) {
+        SOCK_WARN("setNetAttr: NULL attributes");
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
+    sock_ctx_t *c = ctx;
+    if (c->send_flows != attr->sendCommAttr.maxFlowsPerPeer ||
+        c->recv_flows != attr->recvCommAttr.maxFlowsPerPeer)
+        SOCK_DEBUG("client %016llx: up to %d send / %d receive flows per peer (a hint; each "
+                   "comm keeps its own connections)", (unsigned long long)c->comm_id,
+                   (int)attr->sendCommAttr.maxFlowsPerPeer, (int)attr->recvCommAttr.maxFlowsPerPeer);
+    c->send_flows = attr->sendCommAttr.maxFlowsPerPeer;
+    c->recv_flows = attr->recvCommAttr.maxFlowsPerPeer;
+    return TPX_NCCL_SUCCESS;
 }
 
 static int initialized(const char *fn)
@@ -192,6 +281,43 @@ tpx_nccl_result_t tpx__sock_v8_props(int dev, tpx_ncclnet_props_v8_t *props)
     return r;
 }
 
+/* maxMultiRequestSize 1: no multi-requests. railId/planeId: an interface
+ * found by name carries neither, so NCCL keeps its own pairing. */
+tpx_nccl_result_t tpx__sock_v11_props(int dev, tpx_ncclnet_props_v11_t *props)
+{
+    tpx_ncclnet_props_v9_t p;
+    tpx_nccl_result_t r = props_fill(dev, &p);
+    if (r != TPX_NCCL_SUCCESS || props == NULL)
+        return r;
+    memset(props, 0, sizeof(*props));
+    memcpy(props, &p, sizeof(p)); /* v11 is v9 with one field more */
+    props->maxMultiRequestSize = 1;
+    return r;
+}
+
+tpx_nccl_result_t tpx__sock_v12_props(int dev, tpx_ncclnet_props_v12_t *props)
+{
+    tpx_ncclnet_props_v9_t p;
+    tpx_nccl_result_t r = props_fill(dev, &p);
+    if (r != TPX_NCCL_SUCCESS || props == NULL)
+        return r;
+    *props = (tpx_ncclnet_props_v12_t){
+        .name = p.name, .pciPath = p.pciPath, .guid = p.guid, .ptrSupport = p.ptrSupport,
+        .regIsGlobal = p.regIsGlobal, .forceFlush = p.forceFlush, .speed = p.speed,
+        .port = p.port, .latency = p.latency, .maxComms = p.maxComms, .maxRecvs = p.maxRecvs,
+        .netDeviceType = p.netDeviceType, .netDeviceVersion = p.netDeviceVersion,
+        .vProps = {.ndevs = p.vProps.ndevs}, .maxP2pBytes = p.maxP2pBytes,
+        .maxCollBytes = p.maxCollBytes, .maxMultiRequestSize = 1,
+        .railId = TPX_NCCL_NET_ID_UNDEF, .planeId = TPX_NCCL_NET_ID_UNDEF};
+    for (int i = 0; i < p.vProps.ndevs && i < TPX_NCCL_NET_MAX_DEVS_PER_NIC; i++)
+        props->vProps.devs[i] = p.vProps.devs[i];
+    return r;
+}
+
+_Static_assert(offsetof(tpx_ncclnet_props_v11_t, maxMultiRequestSize) ==
+                   sizeof(tpx_ncclnet_props_v9_t),
+               "v11 properties extend v9's");
+
 tpx_nccl_result_t tpx__sock_v7_props(int dev, tpx_ncclnet_props_v7_t *props)
 {
     tpx_ncclnet_props_v9_t p;
@@ -209,6 +335,40 @@ tpx_nccl_result_t tpx__sock_v9_make_vdevice(int *d, tpx_ncclnet_vdev_props_t *pr
     if (!initialized("makeVDevice"))
         return TPX_NCCL_INVALID_USAGE;
     return tpx__sock_result(tpx__sock_dev_make_virtual(props, d));
+}
+
+/* v12 allows 8 members; this transport's connect handle names at most
+ * TPX_NCCL_NET_MAX_DEVS_PER_NIC listeners (sock_wire.h), so more are refused. */
+tpx_nccl_result_t tpx__sock_v12_make_vdevice(int *d, tpx_ncclnet_vdev_props_v12_t *props)
+{
+    if (props != NULL && props->ndevs > TPX_NCCL_NET_MAX_DEVS_PER_NIC &&
+        props->ndevs <= TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12) {
+        SOCK_WARN("makeVDevice: %d NICs asked for; this transport fuses at most %d (its connect "
+                  "handle names that many listeners)", props->ndevs,
+                  TPX_NCCL_NET_MAX_DEVS_PER_NIC);
+        return TPX_NCCL_INVALID_ARGUMENT;
+    }
+    if (props == NULL)
+        return tpx__sock_v9_make_vdevice(d, NULL);
+    tpx_ncclnet_vdev_props_t p = {.ndevs = props->ndevs};
+    for (int i = 0; i < props->ndevs && i < TPX_NCCL_NET_MAX_DEVS_PER_NIC; i++)
+        p.devs[i] = props->devs[i];
+    return tpx__sock_v9_make_vdevice(d, &p);
+}
+
+tpx_nccl_result_t tpx__sock_v11_listen(void *ctx, int dev, void *handle, void **listen_comm)
+{
+    if (!ctx_ok(ctx, "listen"))
+        return TPX_NCCL_INVALID_ARGUMENT;
+    return tpx__sock_v_listen(dev, handle, listen_comm);
+}
+
+tpx_nccl_result_t tpx__sock_v11_connect(void *ctx, int dev, void *handle, void **send_comm,
+                                        tpx_ncclnet_dev_handle_t **dev_comm)
+{
+    if (!ctx_ok(ctx, "connect"))
+        return TPX_NCCL_INVALID_ARGUMENT;
+    return tpx__sock_v7_connect(dev, handle, send_comm, dev_comm);
 }
 
 tpx_nccl_result_t tpx__sock_v_listen(int dev, void *handle, void **listen_comm)
@@ -437,3 +597,5 @@ const tpx_ncclnet_v7_t tpx__sock_net_v7 = TPX_SOCK_NET_V7_INIT;
 const tpx_ncclnet_v8_t tpx__sock_net_v8 = TPX_SOCK_NET_V8_INIT;
 const tpx_ncclnet_v9_t tpx__sock_net_v9 = TPX_SOCK_NET_V9_INIT;
 const tpx_ncclnet_v10_t tpx__sock_net_v10 = TPX_SOCK_NET_V10_INIT;
+const tpx_ncclnet_v11_t tpx__sock_net_v11 = TPX_SOCK_NET_V11_INIT;
+const tpx_ncclnet_v12_t tpx__sock_net_v12 = TPX_SOCK_NET_V12_INIT;

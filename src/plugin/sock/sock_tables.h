@@ -19,6 +19,19 @@
 /* The per-version entry points (sock_plugin.c). */
 tpx_nccl_result_t tpx__sock_v7_init(tpx_nccl_logger_t logger);
 tpx_nccl_result_t tpx__sock_v10_init(tpx_nccl_logger_t logger, tpx_nccl_profiler_cb_t prof);
+/* v11+: a context per client (sock_plugin.c says what it holds). */
+tpx_nccl_result_t tpx__sock_v11_init(void **ctx, uint64_t comm_id,
+                                     tpx_ncclnet_comm_config_t *config, tpx_nccl_logger_t logger,
+                                     tpx_nccl_profiler_cb_t prof);
+tpx_nccl_result_t tpx__sock_v11_finalize(void *ctx);
+tpx_nccl_result_t tpx__sock_v11_set_net_attr(void *ctx, tpx_ncclnet_attr_t *attr);
+tpx_nccl_result_t tpx__sock_v11_props(int dev, tpx_ncclnet_props_v11_t *props);
+tpx_nccl_result_t tpx__sock_v12_props(int dev, tpx_ncclnet_props_v12_t *props);
+tpx_nccl_result_t tpx__sock_v11_listen(void *ctx, int dev, void *handle, void **listen_comm);
+tpx_nccl_result_t tpx__sock_v11_connect(void *ctx, int dev, void *handle, void **send_comm,
+                                        tpx_ncclnet_dev_handle_t **dev_comm);
+/* v12: up to 8 members asked for; this transport fuses at most 4. */
+tpx_nccl_result_t tpx__sock_v12_make_vdevice(int *d, tpx_ncclnet_vdev_props_v12_t *props);
 /* init of libnccl-net-tpx-tcpx.so: strict TCPX mode without a setting. */
 tpx_nccl_result_t tpx__sock_v7_tcpx_init(tpx_nccl_logger_t logger);
 tpx_nccl_result_t tpx__sock_devices(int *ndev);
@@ -86,11 +99,27 @@ tpx_nccl_result_t tpx__sock_v9_make_vdevice(int *d, tpx_ncclnet_vdev_props_t *pr
      tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
      tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed,              \
      tpx__sock_v9_make_vdevice}
+#define TPX_SOCK_NET_V11_INIT                                                                      \
+    {TPX_SOCK_NET_NAME, tpx__sock_v11_init, tpx__sock_devices, tpx__sock_v11_props,               \
+     tpx__sock_v11_listen, tpx__sock_v11_connect, tpx__sock_v_accept, tpx__sock_v8_regmr,          \
+     tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v10_isend, tpx__sock_v10_irecv,      \
+     tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed,              \
+     tpx__sock_v9_make_vdevice, tpx__sock_v11_finalize, tpx__sock_v11_set_net_attr}
+#define TPX_SOCK_NET_V12_INIT                                                                      \
+    {TPX_SOCK_NET_NAME, tpx__sock_v11_init, tpx__sock_devices, tpx__sock_v12_props,               \
+     tpx__sock_v11_listen, tpx__sock_v11_connect, tpx__sock_v_accept, tpx__sock_v8_regmr,          \
+     tpx__sock_v_regmr_dmabuf, tpx__sock_v_deregmr, tpx__sock_v10_isend, tpx__sock_v10_irecv,      \
+     tpx__sock_v_iflush, tpx__sock_v_test, tpx__sock_v_close_send, tpx__sock_v_close_recv,         \
+     tpx__sock_v_close_listen, tpx__sock_v_get_device_mr, tpx__sock_v_irecv_consumed,              \
+     tpx__sock_v12_make_vdevice, tpx__sock_v11_finalize, tpx__sock_v11_set_net_attr}
 
 extern const tpx_ncclnet_v7_t tpx__sock_net_v7;
 extern const tpx_ncclnet_v8_t tpx__sock_net_v8;
 extern const tpx_ncclnet_v9_t tpx__sock_net_v9;
 extern const tpx_ncclnet_v10_t tpx__sock_net_v10;
+extern const tpx_ncclnet_v11_t tpx__sock_net_v11;
+extern const tpx_ncclnet_v12_t tpx__sock_net_v12;
 /* The engine's wake-up on this comm's completions (net.h: tpx_net_wake_t);
  * only through tpx__net_set_wake, never through the tables. */
 void tpx__sock_comm_set_wake(void *comm, void *wake);
