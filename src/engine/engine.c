@@ -677,9 +677,9 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     tpx__engine_rma_fini(e);
     if (e->net != NULL) {
         /* Last of the plugin calls: every comm and registration is gone. */
-        int gtok = tpx__engine_gpu_enter(e);
+        int ntok = tpx__engine_gpu_enter(e);
         tpx__net_close(e->net); /* v11+: the engine's context */
-        tpx__engine_gpu_leave(gtok);
+        tpx__engine_gpu_leave(ntok);
         e->net = NULL;
     }
     tpx__engine_unpack_fini(e);
