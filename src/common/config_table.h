@@ -203,6 +203,13 @@ TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 2,
              "cannot read). 2: the same, but receives into host memory go through the bounce "
              "buffer too (exercises a caller's unpack path without a GPU). For testing engines "
              "without TCPX hardware; see the README's TCPX table.")
+TPX_CONFIG_X(SOCK_TCPX_RXMEM_SKIP, INT, "0", 0, 1,
+             "Strict TCPX mode: 1 models Google's plugin in its \"rxmem skip\" state (RxDM "
+             "exported no receive memory for the GPU: no `/tmp/nvdma-<GPU PCI address>`, or "
+             "`TCPX_RXMEM_IMPORT_SKIP_ODDS`): receive comms hand out an unpack handle whose "
+             "bounce buffer is NULL, receives into host memory work (`TPX_SOCK_TCPX=2` "
+             "included: they land in the buffer), a receive into GPU memory is refused (rc 3). "
+             "For testing engines against that state.")
 TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "

@@ -72,6 +72,9 @@ struct tpx_comm {
      * to the host once (the plugin's copy is device memory: never read on
      * the CPU), and the CPU address of meta (host-mapped memory). */
     int unpack_loaded;
+    int no_bounce; /* the plugin gave no bounce buffer (Google's "rxmem skip" state:
+                      RxDM exported no receive memory for the GPU): receives into host
+                      memory only; meta_host may be NULL */
     tpx_nccl_unpack_handle_t unpack;
     const tpx_nccl_unpack_meta_t *meta_host;
     unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
@@ -127,8 +130,16 @@ static inline int tpx__window_full(const tpx_comm_t *c)
 }
 
 /* A receive comm of a devmem plugin: copy its unpack handle (device memory)
- * to the host, once; later calls and other comms return TPX_OK at once. */
+ * to the host, once; later calls and other comms return TPX_OK at once. A
+ * handle without a bounce buffer is Google's "rxmem skip" state: the comm
+ * is usable for host memory (c->no_bounce) and a receive into GPU memory
+ * on it is refused at post with TPX_ERR_UNSUPPORTED (tpx__comm_rxmem_refuse
+ * says why, once). */
 tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c);
 void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c);
+/* Log why a receive into GPU memory cannot go over comm c, which has no
+ * bounce buffer (the plugin's rxmem skip state), naming `fn`, and what to
+ * fix on the host; returns TPX_ERR_UNSUPPORTED. */
+tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn);
 
 #endif

@@ -110,6 +110,8 @@ typedef struct {
     int sock_buf;
     int connect_timeout_ms;
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
+    int tcpx_rxmem_skip; /* ... in the plugin's rxmem skip state: no bounce buffer
+                            (TPX_SOCK_TCPX_RXMEM_SKIP) */
 } tpx_sock_params_t;
 
 /* Strict TCPX mode: limits of Google's plugin. */

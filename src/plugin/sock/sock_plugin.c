@@ -80,6 +80,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX), atomic_load(&force_tcpx)),
+            .tcpx_rxmem_skip = (int)tpx__config_int(TPX_CFG_SOCK_TCPX_RXMEM_SKIP),
         };
         if (tpx__sock_params.tcpx)
             tpx__sock_params.eager_bytes = 0; /* only test() moves data there */

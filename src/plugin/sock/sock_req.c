@@ -61,6 +61,14 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, const struct iovec *iov
      * into host memory straight in the buffer (TPX_SOCK_TCPX=2: those too
      * in the bounce buffer). */
     int bounce = c->tcpx && c->kind == SOCK_COMM_RECV && (cuda_dev >= 0 || c->tcpx == 2);
+    if (bounce && c->bounce == NULL) { /* the rxmem skip state: no bounce buffer */
+        if (cuda_dev >= 0) {
+            SOCK_WARN("%s: a receive into GPU memory needs the bounce buffer, and this comm "
+                      "has none (rxmem skip: no receive memory from RxDM)", fn);
+            return TPX_ERR_INTERNAL;
+        }
+        bounce = 0;
+    }
     if (bounce) {
         if (size > SOCK_TCPX_MAX_RECV) {
             SOCK_WARN("%s: %zu bytes: TCPX receives at most %u bytes per request into device "
