@@ -146,14 +146,28 @@ static int post_recv(pair_t *p, void *buf, int size, void *mh, void **req)
     return rc;
 }
 
-/* Test both requests (either may be NULL) until done, an error, or the
- * deadline. rc of each side's last test in *src and *rrc; 1 if both done. */
+/* Register buf[size) on comm, as NCCL does for every buffer it posts
+ * (Google's plugin refuses a NULL handle: rc 3, "mhandle is null"). NULL
+ * if regMr failed: the post then shows it. */
+static void *reg(void *comm, void *buf, size_t size)
+{
+    void *mh = NULL;
+    if (N->regMr(comm, buf, (int)size, TPX_NCCL_PTR_HOST, &mh) != TPX_NCCL_SUCCESS)
+        return NULL;
+    return mh;
+}
+
+/* Test both requests until done, an error, or the deadline. *sdone and
+ * *rdone say on entry whether that side is done already (its request is
+ * not tested again: TCPX is silent about a completed request); a NULL
+ * request of a side not done is a post that failed, never "done". rc of
+ * each side's last test in *src and *rrc; 1 if both done. */
 static int drive(void *sreq, void *rreq, int ms, int *src, int *rrc, int *sdone, int *rdone)
 {
     uint64_t end = test_deadline_ms(ms);
     *src = *rrc = 0;
-    *sdone = sreq == NULL;
-    *rdone = rreq == NULL;
+    if ((!*sdone && sreq == NULL) || (!*rdone && rreq == NULL))
+        return 0;
     while (!(*sdone && *rdone) && test_now_ns() < end) {
         int size = -1;
         if (!*sdone && (*src = N->test(sreq, sdone, &size)) != 0 && !*sdone)
@@ -277,6 +291,22 @@ out:
     pair_close(&p);
 }
 
+/* A buffer posted without a memory handle: Google's plugin refuses it
+ * ("mhandle is null", rc 3); NCCL never posts one. */
+static void check_null_mh(void)
+{
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    static unsigned char b[4096];
+    void *sreq = NULL, *rreq = NULL;
+    int rrc = post_recv(&p, b, sizeof(b), NULL, &rreq);
+    int src = N->isend(p.sc, b, sizeof(b), 0, NULL, &sreq);
+    line("NULL mhandle", rrc == 3 && src == 3 && rreq == NULL && sreq == NULL,
+         fmt("irecv rc %d, isend rc %d", rrc, src), "irecv rc 3, isend rc 3", NULL);
+    pair_close(&p);
+}
+
 /* 16 requests per comm; the 17th is rc 3. */
 static void check_window(void)
 {
@@ -285,12 +315,13 @@ static void check_window(void)
         return;
     static unsigned char b[17][64];
     void *req[17];
+    void *rmh = reg(p.rc, b, sizeof(b)), *smh = reg(p.sc, b, sizeof(b));
     int rc_r = 0, rc_s = 0, k;
-    for (k = 0; k < 17 && (rc_r = post_recv(&p, b[k], 64, NULL, &req[k])) == 0; k++)
+    for (k = 0; k < 17 && (rc_r = post_recv(&p, b[k], 64, rmh, &req[k])) == 0; k++)
         ;
     line("irecv window", k == 16 && rc_r == 3, fmt("%d ok, then rc %d", k, rc_r),
          "16 ok, then rc 3", NULL);
-    for (k = 0; k < 17 && (rc_s = N->isend(p.sc, b[k], 64, 0, NULL, &req[k])) == 0; k++)
+    for (k = 0; k < 17 && (rc_s = N->isend(p.sc, b[k], 64, 0, smh, &req[k])) == 0; k++)
         ;
     line("isend window", k == 16 && rc_s == 3, fmt("%d ok, then rc %d", k, rc_s),
          "16 ok, then rc 3", NULL);
@@ -307,16 +338,17 @@ static void check_order(void)
     unsigned char *s = malloc(2 * n), *r = malloc(2 * n);
     void *sreq[2] = {0}, *rreq[2] = {0};
     int done = 0, size = -1;
-    post_recv(&p, r, (int)n, NULL, &rreq[0]);
-    post_recv(&p, r + n, (int)n, NULL, &rreq[1]);
+    void *rmh = reg(p.rc, r, 2 * n), *smh = reg(p.sc, s, 2 * n);
+    post_recv(&p, r, (int)n, rmh, &rreq[0]);
+    post_recv(&p, r + n, (int)n, rmh, &rreq[1]);
     nwarn = 0;
     int rc = N->test(rreq[1], &done, &size);
     line("test non-head, idle", rc == 0 && !done && nwarn == 0,
          fmt("rc %d done %d warns %d", rc, done, nwarn), "rc 0 done 0 warns 0",
          "the head is not transmitting yet");
     fill(s, 2 * n, 7);
-    N->isend(p.sc, s, (int)n, 0, NULL, &sreq[0]);
-    N->isend(p.sc, s + n, (int)n, 0, NULL, &sreq[1]);
+    N->isend(p.sc, s, (int)n, 0, smh, &sreq[0]);
+    N->isend(p.sc, s + n, (int)n, 0, smh, &sreq[1]);
     uint64_t end = test_deadline_ms(DEADLINE_MS);
     int sd = 0;
     do {
@@ -326,9 +358,10 @@ static void check_order(void)
     } while (rc == 0 && !done && test_now_ns() < end);
     line("test non-head, busy", rc == 3 && !done, fmt("rc %d done %d", rc, done), "rc 3 done 0",
          "once the head transmits");
-    int a, b, c, d;
-    drive(sd ? NULL : sreq[0], rreq[0], DEADLINE_MS, &a, &b, &c, &d);
+    int a, b, c = sd, d = 0;
+    drive(sreq[0], rreq[0], DEADLINE_MS, &a, &b, &c, &d);
     int first_done = d;
+    c = d = 0;
     drive(sreq[1], rreq[1], DEADLINE_MS, &a, &b, &c, &d);
     nwarn = 0;
     done = 0;
@@ -340,6 +373,10 @@ static void check_order(void)
     int ok = N->irecvConsumed(p.rc, 1, rreq[0]) == 0 && N->irecvConsumed(p.rc, 1, rreq[1]) == 0 &&
              memcmp(s, r, 2 * n) == 0;
     line("consume in order", ok, ok ? "rc 0, bytes ok" : "failed", "rc 0, bytes ok", NULL);
+    if (smh != NULL)
+        N->deregMr(p.sc, smh);
+    if (rmh != NULL)
+        N->deregMr(p.rc, rmh);
     free(s);
     free(r);
     pair_close(&p);
@@ -355,8 +392,8 @@ static void check_send_after_close(void)
     p.rc = NULL;
     usleep(100 * 1000);
     static unsigned char b[MiB];
-    void *req = NULL;
-    int rc = N->isend(p.sc, b, sizeof(b), 0, NULL, &req);
+    void *req = NULL, *mh = reg(p.sc, b, sizeof(b));
+    int rc = N->isend(p.sc, b, sizeof(b), 0, mh, &req);
     int trc = 0, done = 0, size = -1;
     uint64_t end = test_deadline_ms(5000);
     while (rc == 0 && req != NULL && (trc = N->test(req, &done, &size)) == 0 && !done &&
@@ -392,8 +429,9 @@ static void check_close_mid(int close_receiver)
     unsigned char *s = malloc(n), *r = calloc(1, n);
     memset(s, 0xA5, n);
     void *sreq = NULL, *rreq = NULL;
-    post_recv(&p, r, (int)n, NULL, &rreq);
-    N->isend(p.sc, s, (int)n, 0, NULL, &sreq);
+    void *rmh = reg(p.rc, r, n), *smh = reg(p.sc, s, n);
+    post_recv(&p, r, (int)n, rmh, &rreq);
+    N->isend(p.sc, s, (int)n, 0, smh, &sreq);
     int done = 0, sdone = 0, rdone = 0, size = -1, started = 0;
     uint64_t end = test_deadline_ms(DEADLINE_MS);
     while (!(started = some_arrived(r, n)) && !sdone && !rdone && test_now_ns() < end) {
@@ -447,9 +485,9 @@ static void check_overflow(void)
     fill(s, sizeof(s), 9);
     memset(r, 0xee, sizeof(r));
     void *sreq = NULL, *rreq = NULL;
-    post_recv(&p, r, 1000, NULL, &rreq);
-    N->isend(p.sc, s, sizeof(s), 0, NULL, &sreq);
-    int src, rrc, sd, rd;
+    post_recv(&p, r, 1000, reg(p.rc, r, sizeof(r)), &rreq);
+    N->isend(p.sc, s, sizeof(s), 0, reg(p.sc, s, sizeof(s)), &sreq);
+    int src, rrc, sd = 0, rd = 0;
     drive(sreq, rreq, 5000, &src, &rrc, &sd, &rd);
     size_t past = 0;
     for (size_t i = 1000; i < sizeof(r); i++)
@@ -487,7 +525,7 @@ static void check_cuda(void)
     int rc = N->regMr(p.rc, (void *)(uintptr_t)m.ptr, (int)(n + 4096), TPX_NCCL_PTR_CUDA, &rmh);
     uint64_t slot = p.nrecv % TPX_NCCL_UNPACK_QUEUE_DEPTH;
     int prc = rc == 0 ? post_recv(&p, (void *)(uintptr_t)m.ptr, (int)n, rmh, &rreq) : -1;
-    int src_ = N->isend(p.sc, s, (int)n, 0, NULL, &sreq);
+    int src_ = N->isend(p.sc, s, (int)n, 0, reg(p.sc, s, n), &sreq);
     int a, b, sd = 0, rd = 0;
     if (prc == 0 && src_ == 0)
         drive(sreq, rreq, DEADLINE_MS, &a, &b, &sd, &rd);
@@ -578,6 +616,7 @@ int main(int argc, char **argv)
     check_table(dl);
     check_connect();
     check_host_sizes();
+    check_null_mh();
     check_window();
     check_order();
     check_send_after_close();

@@ -23,8 +23,14 @@ static tpx_sock_comm_t *comm_check(void *comm, tpx_sock_comm_kind_t kind, const 
     return c;
 }
 
-static tpx_status_t mr_check(void *mh, const void *data, size_t size, const char *fn)
+static tpx_status_t mr_check(const tpx_sock_comm_t *c, void *mh, const void *data, size_t size,
+                             const char *fn)
 {
+    if (mh == NULL && c->tcpx) {
+        /* Google's plugin: rc 3 (NCCL registers every buffer it posts) */
+        SOCK_WARN("%s: mhandle is null: TCPX posts only registered buffers (regMr)", fn);
+        return TPX_ERR_INTERNAL;
+    }
     if (mh == NULL)
         return TPX_OK; /* unregistered host memory is allowed, as in NCCL's socket transport */
     const tpx_sock_mr_t *mr = mh;
@@ -118,7 +124,7 @@ tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void 
             SOCK_WARN("isend: NULL %s", request == NULL ? "request pointer" : "buffer");
         return TPX_ERR_INVALID_ARG;
     }
-    tpx_status_t st = mr_check(mh, data, size, "isend");
+    tpx_status_t st = mr_check(c, mh, data, size, "isend");
     if (st != TPX_OK)
         return st;
     return post(c, data, NULL, 0, size, tag, mh, request, "isend");
@@ -140,7 +146,7 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
         SOCK_WARN("irecv: NULL argument");
         return TPX_ERR_INVALID_ARG;
     }
-    tpx_status_t st = mr_check(mh ? mh[0] : NULL, data[0], sizes[0], "irecv");
+    tpx_status_t st = mr_check(c, mh ? mh[0] : NULL, data[0], sizes[0], "irecv");
     if (st != TPX_OK)
         return st;
     return post(c, data[0], NULL, 0, sizes[0], tags[0], mh ? mh[0] : NULL, request, "irecv");
