@@ -210,6 +210,12 @@ TPX_CONFIG_X(SOCK_TCPX_RXMEM_SKIP, INT, "0", 0, 1,
              "bounce buffer is NULL, receives into host memory work (`TPX_SOCK_TCPX=2` "
              "included: they land in the buffer), a receive into GPU memory is refused (rc 3). "
              "For testing engines against that state.")
+TPX_CONFIG_X(SOCK_TCPX_SIGPIPE, INT, "0", 0, 1,
+             "Strict TCPX mode: 1 models Google's plugin writing its control connection without "
+             "`MSG_NOSIGNAL`: once a comm's peer has gone, each `test()` on it writes there, so "
+             "a thread that lets SIGPIPE through dies of it, as with the plugin (libtpx blocks "
+             "it where it calls a plugin that may raise it, and never changes the process's "
+             "disposition). For testing that callers survive it.")
 TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "

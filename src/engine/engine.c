@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/trace.h"
 #include "engine.h"
+#include "common/sigpipe.h"
 #include "mem.h"
 #include "pack.h"
 #include "peer.h"
@@ -105,19 +106,30 @@ static void engine_sweep(tpx_engine_t *e)
  * happens as it completes, tpx__xfer_complete), then what may close comms,
  * which must not happen inside a comm's pass: the sweep and the comms of
  * peers that failed. */
+/* A pass calls the plugin many times (isend, irecv, test, irecvConsumed):
+ * on an application's thread it runs inside one SIGPIPE guard
+ * (common/sigpipe.h), so a plugin that writes without MSG_NOSIGNAL cannot
+ * kill the process, for three system calls per pass and none per plugin
+ * call; on the progress thread (SIGPIPE blocked for good) the guard costs
+ * a thread-local counter. */
 int tpx__engine_progress(tpx_engine_t *e)
 {
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, e->net->sigpipe);
     uint64_t before = e->ncompleted;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
         tpx__peer_pass(p);
     /* deadlines and liveness (every 10 ms), then the comms of failed peers */
     engine_sweep(e);
     tpx__engine_close_failed(e);
+    tpx__sigpipe_leave(&g);
     return (int)(e->ncompleted - before);
 }
 
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, e->net->sigpipe);
     tpx__peer_pass(p);
     if (TPX_UNLIKELY(e->fault_now)) {
         e->fault_now = 0;
@@ -128,6 +140,7 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
      * free their memory as soon as the lock is free: its comms close before
      * (the I/O workers write vectored chunks straight into the blocks). */
     tpx__engine_close_failed(e);
+    tpx__sigpipe_leave(&g);
     tpx__progress_kick(e);
 }
 
@@ -344,6 +357,7 @@ static void progress_pause(tpx_engine_t *e, int yield)
 static void *progress_main(void *arg)
 {
     tpx_engine_t *e = arg;
+    tpx__sigpipe_block_thread(); /* it calls the plugin: common/sigpipe.h */
     if (e->progress_cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);

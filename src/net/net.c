@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/sigpipe.h"
 #include "plugin/sock/sock_tables.h"
 
 #define NET_MAX 8
@@ -181,12 +182,18 @@ static tpx_status_t net_init(tpx_net_t *n)
         return TPX_ERR_NO_DEVICE;
     }
     tpx_nccl_result_t rc;
+    /* Threads the plugin starts in init (and in listen/connect/accept)
+     * inherit the guard's blocked SIGPIPE. */
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, n->dl != NULL);
     switch (n->abi) {
     case 10: rc = ((const tpx_ncclnet_v10_t *)n->table)->init(tpx__net_log, NULL); break;
     case 9: rc = ((const tpx_ncclnet_v9_t *)n->table)->init(tpx__net_log); break;
     case 8: rc = ((const tpx_ncclnet_v8_t *)n->table)->init(tpx__net_log); break;
     default: rc = ((const tpx_ncclnet_v7_t *)n->table)->init(tpx__net_log); break;
     }
+    tpx__sigpipe_leave(&g);
+    n->sigpipe = n->dl != NULL || tpx__sock_raises_sigpipe();
     if (rc != TPX_NCCL_SUCCESS) {
         TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
                   n->abi, (int)rc);
@@ -245,6 +252,15 @@ tpx_status_t tpx__net_open(const char *which, tpx_net_t **out)
 #define T8(n) ((const tpx_ncclnet_v8_t *)(n)->table)
 #define T9(n) ((const tpx_ncclnet_v9_t *)(n)->table)
 #define T10(n) ((const tpx_ncclnet_v10_t *)(n)->table)
+
+/* Every call into the plugin's table runs inside a SIGPIPE guard when the
+ * plugin may raise it (n->sigpipe): free inside the engine's guard of a
+ * pass and on libtpx's own threads, three system calls on any other path
+ * (set-up, registration, close). */
+#define NET_GUARD(n)                                                                               \
+    tpx_sigpipe_guard_t guard_;                                                                    \
+    tpx__sigpipe_enter(&guard_, (n)->sigpipe)
+#define NET_UNGUARD() tpx__sigpipe_leave(&guard_)
 
 /* Plugin failures: the plugin has logged its reason; we add which call. */
 static tpx_status_t net_rc(tpx_net_t *n, const char *fn, tpx_nccl_result_t rc)
@@ -349,19 +365,24 @@ tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *v
 
 tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_comm)
 {
-    return net_rc(n, "listen", T7(n)->listen(dev, handle, listen_comm));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->listen(dev, handle, listen_comm);
+    NET_UNGUARD();
+    return net_rc(n, "listen", rc);
 }
 
 tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
                               tpx_ncclnet_dev_handle_t **dev_handle)
 {
     tpx_nccl_result_t rc;
+    NET_GUARD(n);
     if (n->abi == 10) {
         tpx_ncclnet_comm_config_t cfg = {.trafficClass = TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
         rc = T10(n)->connect(dev, &cfg, handle, comm, dev_handle);
     } else {
         rc = T7(n)->connect(dev, handle, comm, dev_handle); /* same slot and type v7..v9 */
     }
+    NET_UNGUARD();
     return net_rc(n, "connect", rc);
 }
 
@@ -417,7 +438,10 @@ tpx_status_t tpx__net_irecvv(tpx_net_t *n, void *comm, const struct iovec *iov, 
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle)
 {
-    return net_rc(n, "accept", T7(n)->accept(listen_comm, comm, dev_handle));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->accept(listen_comm, comm, dev_handle);
+    NET_UNGUARD();
+    return net_rc(n, "accept", rc);
 }
 
 tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, int type,
@@ -428,29 +452,35 @@ tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, i
             TPX_ERROR("registration of %zu bytes exceeds the v7 ABI's int size", size);
             return TPX_ERR_INVALID_ARG;
         }
-        return net_rc(n, "regMr", T7(n)->regMr(comm, data, (int)size, type, mh));
     }
-    return net_rc(n, "regMr", T8(n)->regMr(comm, data, size, type, mh));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = n->abi == 7 ? T7(n)->regMr(comm, data, (int)size, type, mh)
+                                       : T8(n)->regMr(comm, data, size, type, mh);
+    NET_UNGUARD();
+    return net_rc(n, "regMr", rc);
 }
 
 tpx_status_t tpx__net_deregmr(tpx_net_t *n, void *comm, void *mh)
 {
-    return net_rc(n, "deregMr", T7(n)->deregMr(comm, mh));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->deregMr(comm, mh);
+    NET_UNGUARD();
+    return net_rc(n, "deregMr", rc);
 }
 
 tpx_status_t tpx__net_isend(tpx_net_t *n, void *comm, void *data, size_t size, int tag, void *mh,
                             void **req)
 {
     tpx_nccl_result_t rc;
+    if (n->abi < 9 && size > INT_MAX)
+        return TPX_ERR_INVALID_ARG;
+    NET_GUARD(n);
     switch (n->abi) {
     case 10: rc = T10(n)->isend(comm, data, size, tag, mh, NULL, req); break;
     case 9: rc = T9(n)->isend(comm, data, size, tag, mh, req); break;
-    default:
-        if (size > INT_MAX)
-            return TPX_ERR_INVALID_ARG;
-        rc = T7(n)->isend(comm, data, (int)size, tag, mh, req);
-        break;
+    default: rc = T7(n)->isend(comm, data, (int)size, tag, mh, req); break;
     }
+    NET_UNGUARD();
     return net_rc(n, "isend", rc);
 }
 
@@ -460,6 +490,9 @@ tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, i
     tpx_nccl_result_t rc;
     void *datas[1] = {data}, *mhs[1] = {mh};
     int tags[1] = {tag};
+    if (n->abi < 9 && size > INT_MAX)
+        return TPX_ERR_INVALID_ARG;
+    NET_GUARD(n);
     switch (n->abi) {
     case 10: {
         size_t sizes[1] = {size};
@@ -472,19 +505,20 @@ tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, i
         break;
     }
     default: {
-        if (size > INT_MAX)
-            return TPX_ERR_INVALID_ARG;
         int sizes[1] = {(int)size};
         rc = T7(n)->irecv(comm, 1, datas, sizes, tags, mhs, req);
         break;
     }
     }
+    NET_UNGUARD();
     return net_rc(n, "irecv", rc);
 }
 
 tpx_status_t tpx__net_test(tpx_net_t *n, void *req, int *done, int *size, int *rc_out)
 {
+    NET_GUARD(n);
     int rc = (int)T7(n)->test(req, done, size);
+    NET_UNGUARD();
     *rc_out = rc;
     return rc == TPX_NCCL_SUCCESS ? TPX_OK : net_rc(n, "test", (tpx_nccl_result_t)rc);
 }
@@ -493,23 +527,41 @@ tpx_status_t tpx__net_consumed(tpx_net_t *n, void *comm, void *req)
 {
     if (T7(n)->irecvConsumed == NULL)
         return TPX_OK;
-    return net_rc(n, "irecvConsumed", T7(n)->irecvConsumed(comm, 1, req));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->irecvConsumed(comm, 1, req);
+    NET_UNGUARD();
+    return net_rc(n, "irecvConsumed", rc);
 }
 
 void tpx__net_close_send(tpx_net_t *n, void *comm)
 {
-    if (comm != NULL && T7(n)->closeSend(comm) != TPX_NCCL_SUCCESS)
+    if (comm == NULL)
+        return;
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->closeSend(comm);
+    NET_UNGUARD();
+    if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: closeSend failed", n->name);
 }
 
 void tpx__net_close_recv(tpx_net_t *n, void *comm)
 {
-    if (comm != NULL && T7(n)->closeRecv(comm) != TPX_NCCL_SUCCESS)
+    if (comm == NULL)
+        return;
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->closeRecv(comm);
+    NET_UNGUARD();
+    if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: closeRecv failed", n->name);
 }
 
 void tpx__net_close_listen(tpx_net_t *n, void *comm)
 {
-    if (comm != NULL && T7(n)->closeListen(comm) != TPX_NCCL_SUCCESS)
+    if (comm == NULL)
+        return;
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->closeListen(comm);
+    NET_UNGUARD();
+    if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: closeListen failed", n->name);
 }

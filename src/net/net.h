@@ -56,6 +56,10 @@ typedef struct tpx_net {
     const void *table; /* tpx_ncclnet_vN_t */
     int ndev;
     int is_tcpx;       /* Google's GPUDirect-TCPX: 16 requests per comm, FIFO test */
+    int sigpipe;       /* the plugin may raise SIGPIPE (writes without MSG_NOSIGNAL, as
+                          Google's plugin): its calls on an application's thread run
+                          inside a SIGPIPE guard (common/sigpipe.h). Every plugin loaded
+                          from a file; the built-in transport only when it says so */
 } tpx_net_t;
 
 /* Load and initialise. Errors say why (not found, no symbol, init failed). */

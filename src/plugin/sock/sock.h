@@ -112,6 +112,8 @@ typedef struct {
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
     int tcpx_rxmem_skip; /* ... in the plugin's rxmem skip state: no bounce buffer
                             (TPX_SOCK_TCPX_RXMEM_SKIP) */
+    int tcpx_sigpipe;    /* ... writing its control connection without MSG_NOSIGNAL
+                            (TPX_SOCK_TCPX_SIGPIPE) */
 } tpx_sock_params_t;
 
 /* Strict TCPX mode: limits of Google's plugin. */

@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "sock.h"
 #include "sock_tables.h"
@@ -221,6 +222,14 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
     int err = atomic_load_explicit(&c->error, memory_order_acquire);
     int closed = atomic_load(&c->eof_chans) > 0;
+    if ((closed || err != 0) && tpx__sock_params.tcpx_sigpipe && c->ctrl_fd >= 0) {
+        /* Google's plugin writes its control connection from test()
+         * without MSG_NOSIGNAL: once the peer has gone, the calling thread
+         * gets SIGPIPE (TPX_SOCK_TCPX_SIGPIPE models it; the byte is never
+         * read, the connection is dead). */
+        ssize_t n = send(c->ctrl_fd, "", 1, MSG_DONTWAIT);
+        (void)n;
+    }
     if (r->state != SOCK_REQ_POSTED || seq != c->test_head) {
         if (!tcpx_head_transmitting(c))
             return TPX_OK;
