@@ -210,12 +210,18 @@ TPX_CONFIG_X(SOCK_TCPX_RXMEM_SKIP, INT, "0", 0, 1,
              "bounce buffer is NULL, receives into host memory work (`TPX_SOCK_TCPX=2` "
              "included: they land in the buffer), a receive into GPU memory is refused (rc 3). "
              "For testing engines against that state.")
+TPX_CONFIG_X(SOCK_TCPX_CHUNK, INT, "512K", 1, 1073741824,
+             "Strict TCPX mode: the chunk of Google's plugin (its `NCCL_DYNAMIC_CHUNK_SIZE`) as "
+             "far as a peer's close shows: after the peer has gone, `test()` of a request whose "
+             "message is longer than one chunk, or of a receive whose message has not started, "
+             "says rc 2 (the plugin still has control messages for it); a request of at most one "
+             "chunk that started never ends (rc 0, done 0). See the README's TCPX table.")
 TPX_CONFIG_X(SOCK_TCPX_SIGPIPE, INT, "0", 0, 1,
              "Strict TCPX mode: 1 models Google's plugin writing its control connection without "
-             "`MSG_NOSIGNAL`: once a comm's peer has gone, each `test()` on it writes there, so "
-             "a thread that lets SIGPIPE through dies of it, as with the plugin (libtpx blocks "
-             "it where it calls a plugin that may raise it, and never changes the process's "
-             "disposition). For testing that callers survive it.")
+             "`MSG_NOSIGNAL`: when `test()` reports a peer that has gone (rc 2), it writes there "
+             "first, so a thread that lets SIGPIPE through dies of it, as with the plugin "
+             "(libtpx blocks it where it calls a plugin that may raise it, and never changes "
+             "the process's disposition). For testing that callers survive it.")
 TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "

@@ -1158,17 +1158,22 @@ int tcpx_peerclose_recv(role_t *r)
         sched_yield();
     }
     /* As Google's plugin: the sender left in the middle of the head
-     * message -> not done, rc 0, forever (its data thread ended); it left
-     * before the head started -> rc 2 (its control socket saw it). Either
-     * way it keeps saying so; an engine gives up on its own deadline. */
+     * message -> rc 2 if the message is longer than the plugin's chunk (a
+     * control message per chunk: TPX_SOCK_TCPX_CHUNK), else not done, rc
+     * 0, forever (its data thread ended); it left before the head started
+     * -> rc 2 (its control socket saw it). Either way it keeps saying so;
+     * an engine gives up on its own deadline. */
     int want = e;
     /* With 16 x 4 MiB in flight when the sender dies, the head message has
-     * always started; TX_PEERCLOSE_HANG=1 (the GPU bounce buffer's run)
-     * insists on the hang, which that path once reported as a reset. */
-    const char *hang = getenv("TX_PEERCLOSE_HANG");
+     * always started: TX_PEERCLOSE_HANG=1 (4 MiB chunks) insists on the
+     * hang, TX_PEERCLOSE_RESET=1 (smaller chunks) on rc 2. */
+    const char *hang = getenv("TX_PEERCLOSE_HANG"), *reset = getenv("TX_PEERCLOSE_RESET");
     CHECK(hang == NULL || hang[0] != '1' || e == 0,
-          "test() of receive %llu after the sender died mid-message: rc %d; TCPX hangs (rc 0)",
-          (unsigned long long)head, e);
+          "test() of receive %llu after the sender died mid-message: rc %d; TCPX hangs (rc 0) "
+          "when the message is one chunk", (unsigned long long)head, e);
+    CHECK(reset == NULL || reset[0] != '1' || e == RC_SYS,
+          "test() of receive %llu after the sender died mid-message: rc %d; TCPX says rc 2 "
+          "when the message is longer than a chunk", (unsigned long long)head, e);
     test_say("after %llu complete messages, test() of receive %llu: rc %d done 0 (peer died: %s)%s",
              (unsigned long long)head, (unsigned long long)head, e,
              e == 0 ? "a hang, as TCPX when the message had started" : "rc 2",

@@ -114,6 +114,8 @@ typedef struct {
                             (TPX_SOCK_TCPX_RXMEM_SKIP) */
     int tcpx_sigpipe;    /* ... writing its control connection without MSG_NOSIGNAL
                             (TPX_SOCK_TCPX_SIGPIPE) */
+    uint64_t tcpx_chunk; /* ... its NCCL_DYNAMIC_CHUNK_SIZE, as a peer's close shows
+                            (TPX_SOCK_TCPX_CHUNK) */
 } tpx_sock_params_t;
 
 /* Strict TCPX mode: limits of Google's plugin. */

@@ -82,6 +82,7 @@ tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger)
             .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX), atomic_load(&force_tcpx)),
             .tcpx_rxmem_skip = (int)tpx__config_int(TPX_CFG_SOCK_TCPX_RXMEM_SKIP),
             .tcpx_sigpipe = (int)tpx__config_int(TPX_CFG_SOCK_TCPX_SIGPIPE),
+            .tcpx_chunk = (uint64_t)tpx__config_int(TPX_CFG_SOCK_TCPX_CHUNK),
         };
         if (tpx__sock_params.tcpx)
             tpx__sock_params.eager_bytes = 0; /* only test() moves data there */

@@ -222,14 +222,6 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
     int err = atomic_load_explicit(&c->error, memory_order_acquire);
     int closed = atomic_load(&c->eof_chans) > 0;
-    if ((closed || err != 0) && tpx__sock_params.tcpx_sigpipe && c->ctrl_fd >= 0) {
-        /* Google's plugin writes its control connection from test()
-         * without MSG_NOSIGNAL: once the peer has gone, the calling thread
-         * gets SIGPIPE (TPX_SOCK_TCPX_SIGPIPE models it; the byte is never
-         * read, the connection is dead). */
-        ssize_t n = send(c->ctrl_fd, "", 1, MSG_DONTWAIT);
-        (void)n;
-    }
     if (r->state != SOCK_REQ_POSTED || seq != c->test_head) {
         if (!tcpx_head_transmitting(c))
             return TPX_OK;
@@ -251,14 +243,30 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
         }
         return closed ? TPX_ERR_CONN_RESET : TPX_OK; /* rc 2 with done = 1: fine */
     }
-    if (atomic_load(&c->hung))
-        return TPX_OK;
-    if (c->kind == SOCK_COMM_RECV && closed && total != SOCK_TOTAL_UNKNOWN)
-        return TPX_OK; /* the message started: TCPX's control socket, which would report
-                          the close, is not read again until it is done (it may never be) */
-    if (closed || err == TPX_ERR_CONN_RESET)
-        return TPX_ERR_CONN_RESET; /* rc 2, done = 0 */
-    return (tpx_status_t)err;
+    /* The peer has gone (or a connection failed). Google's plugin reports
+     * it (rc 2) only from its control connection: while a request still has
+     * a control message to read or write -- a receive whose message has not
+     * started (its size is still to come), or a message of more than one
+     * chunk (NCCL_DYNAMIC_CHUNK_SIZE; TPX_SOCK_TCPX_CHUNK here), which has
+     * one per chunk. A message of at most one chunk has exchanged its only
+     * one: its data thread just ends, and test() says "not done" forever. */
+    int gone = closed || atomic_load(&c->hung) || err == TPX_ERR_CONN_RESET;
+    if (!gone)
+        return (tpx_status_t)err;
+    int started = c->kind == SOCK_COMM_SEND || total != SOCK_TOTAL_UNKNOWN;
+    uint64_t msg = c->kind == SOCK_COMM_SEND ? r->size : total;
+    if (started && msg <= tpx__sock_params.tcpx_chunk)
+        return TPX_OK; /* a hang: the caller's deadline ends it */
+    if (tpx__sock_params.tcpx_sigpipe && c->ctrl_fd >= 0) {
+        /* ... and writes that control connection without MSG_NOSIGNAL: the
+         * calling thread gets SIGPIPE (TPX_SOCK_TCPX_SIGPIPE; the byte is
+         * never read, the connection is dead). */
+        for (int i = 0; i < 2; i++) { /* the first may only draw the peer's reset */
+            ssize_t n = send(c->ctrl_fd, "", 1, MSG_DONTWAIT);
+            (void)n;
+        }
+    }
+    return TPX_ERR_CONN_RESET; /* rc 2, done = 0 */
 }
 
 tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)
