@@ -514,6 +514,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->timeout_ms = params->timeout_ms ? params->timeout_ms
                                        : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
     e->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
+    e->chan_stall_ms = (int)tpx__config_int(TPX_CFG_CHANNEL_STALL_MS);
     e->wait_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_WAIT_SPIN_US) * 1000ull;
     e->chan_socks = (int)tpx__config_int(TPX_CFG_CHANNEL_SOCKS);
     e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
@@ -556,6 +557,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
     e->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
     e->fault_recv_pass = tpx__config_int(TPX_CFG_FAULT_RECV_PASS);
+    e->fault_stall_chan = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_STALL);
     e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);

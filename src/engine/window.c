@@ -326,12 +326,34 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     return tpx__net_consumed(e->net, c->comm, s->req);
 }
 
+int tpx__window_look(tpx_comm_t *c, uint64_t now)
+{
+    tpx_chan_live_t *l = &c->live;
+    const tpx_window_t *w = &c->win;
+    if (l->state == TPX_CHAN_DEAD)
+        return l->state;
+    if (w->done == w->posted) {
+        l->state = TPX_CHAN_IDLE;
+        l->still_ns = now;
+    } else if (w->done != l->done_seen) {
+        l->state = TPX_CHAN_MOVING;
+        l->still_ns = l->moved_ns = now;
+    } else {
+        l->state = TPX_CHAN_STILL;
+    }
+    l->done_seen = w->done;
+    return l->state;
+}
+
 int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
 {
     tpx_engine_t *e = c->peer->e;
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
+    if (TPX_UNLIKELY(e->fault_stall_chan > 0) && !c->is_send && !c->is_ctrl &&
+        c->chan == e->fault_stall_chan - 1 && w->done > 0)
+        return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL) */
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
     tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);

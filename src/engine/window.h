@@ -52,6 +52,26 @@ typedef struct {
     int cap;
 } tpx_window_t;
 
+/* What the sweep (every 10 ms) last saw of a comm's window: whether it
+ * moved. Kept by tpx__window_look (no cost on the hot path: the sweep
+ * compares the window's counter), read by the peer's sweep (xfer.c
+ * chan_verdict), which gives the verdict: a receive channel still for
+ * TPX_CHANNEL_STALL_MS while a sibling moved since is dead. The same
+ * record serves a later move of a dead channel's work onto the others. */
+typedef enum {
+    TPX_CHAN_IDLE = 0,  /* nothing in flight */
+    TPX_CHAN_MOVING,    /* a request completed since the last look */
+    TPX_CHAN_STILL,     /* requests in flight, none completed since the last look */
+    TPX_CHAN_DEAD,      /* still past TPX_CHANNEL_STALL_MS while a sibling moved */
+} tpx_chan_state_t;
+
+typedef struct {
+    uint64_t done_seen;  /* win.done at the last look */
+    uint64_t still_ns;   /* the last look at which it moved or was idle: stillness since */
+    uint64_t moved_ns;   /* the last look at which a request of it had completed (0: never) */
+    int state;           /* tpx_chan_state_t */
+} tpx_chan_live_t;
+
 struct tpx_comm {
     tpx_peer_t *peer;    /* owner */
     void *comm;          /* plugin comm */
@@ -89,6 +109,7 @@ struct tpx_comm {
     struct iovec *vec;    /* vectored shared chunks: TPX_PACK_IOV_MAX per window slot,
                              allocated on first use (pack.h) */
     int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
+    tpx_chan_live_t live; /* whether its window moves (tpx__window_look, by the sweep) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
 
@@ -108,6 +129,10 @@ typedef struct {
     int closed;        /* the plugin said "peer closed" past the close grace */
     char why[96];      /* for the peer's failure line */
 } tpx_window_err_t;
+
+/* The sweep's look at c's window (no plugin call): moved since the last
+ * look, idle, or still; a comm already DEAD stays so. Returns the state. */
+int tpx__window_look(tpx_comm_t *c, uint64_t now);
 
 /* Test the head of c's window (only the head: TCPX rejects anything else);
  * a finished receive of a devmem plugin is unpacked, then released
