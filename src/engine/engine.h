@@ -56,6 +56,12 @@
  *                  only the registry; a remote's resolver (registry HTTP) is
  *                  called by remote.c under rm->conn_lock, without e->lock.
  *
+ *  SIGPIPE         the threads above that libtpx starts block it for their
+ *                  life; a pass run on an API caller's thread, and every
+ *                  plugin call outside one, runs inside a guard that blocks
+ *                  it and consumes one the plugin raised (common/sigpipe.h).
+ *                  The process's disposition is never changed.
+ *
  * ---- locks, and the order in which they are taken ------------------------------------
  *
  *  1. registry locks (registry.c: lock, then pub_lock; watch_lock) are never

@@ -332,6 +332,8 @@ int tpx__window_look(tpx_comm_t *c, uint64_t now)
     const tpx_window_t *w = &c->win;
     if (l->state == TPX_CHAN_DEAD)
         return l->state;
+    if (l->still_ns == 0) /* the first look: stillness counts from now */
+        l->still_ns = now;
     if (w->done == w->posted) {
         l->state = TPX_CHAN_IDLE;
         l->still_ns = now;
