@@ -261,6 +261,10 @@ static void check_connect(void)
          fmt("type %d size %zu proxy %d meta %s", (int)d->netDeviceType, d->size,
              d->needsProxyProgress, p.meta ? "host" : "none"),
          "type 1 size 24 proxy 1 meta host", NULL);
+    /* No bounce buffer: the plugin's rxmem skip state (no receive memory
+     * from RxDM); host receives work, GPU receives cannot. Said, not judged. */
+    line("bounce buffer", 1, p.bounce != NULL ? "present" : "none (rxmem skip)", "-",
+         p.bounce != NULL ? NULL : "RxDM exported no receive memory for this GPU");
     unsigned char b[4096];
     void *mh = NULL, *out = (void *)(uintptr_t)0x5a5a5a5a;
     rc = N->regMr(p.sc, b, sizeof(b), TPX_NCCL_PTR_HOST, &mh);
