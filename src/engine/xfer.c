@@ -1007,6 +1007,14 @@ tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn)
     return TPX_ERR_INVALID_STATE;
 }
 
+tpx_status_t tpx__peer_rxmem_check(tpx_peer_t *p, int cuda, const char *fn)
+{
+    for (int i = 0; cuda && i < p->nchan; i++)
+        if (p->recv[i] != NULL && p->recv[i]->no_bounce)
+            return tpx__comm_rxmem_refuse(p->recv[i], fn);
+    return TPX_OK;
+}
+
 TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, size_t len,
                               tpx_xfer_t **out)
 {
@@ -1054,14 +1062,8 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     st = tpx__peer_usable(p, "tpx_recv");
     if (st != TPX_OK)
         goto err_unlock;
-    /* A GPU receive over comms without a bounce buffer (a devmem plugin's
-     * rxmem skip state) is refused here, before it takes a message: at
-     * post it would fail the peer. */
-    for (int i = 0; r->cuda_dev >= 0 && i < p->nchan; i++)
-        if (p->recv[i] != NULL && p->recv[i]->no_bounce) {
-            st = tpx__comm_rxmem_refuse(p->recv[i], "tpx_recv");
-            goto err_unlock;
-        }
+    if ((st = tpx__peer_rxmem_check(p, r->cuda_dev >= 0, "tpx_recv")) != TPX_OK)
+        goto err_unlock;
     if (p->recv_pending_n == p->recv_pending_cap) {
         uint32_t cap = p->recv_pending_cap ? p->recv_pending_cap * 2 : 64;
         tpx_xfer_t **nb = realloc(p->recv_pending, cap * sizeof(*nb));
