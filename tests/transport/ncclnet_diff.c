@@ -123,7 +123,38 @@ typedef struct {
     const tpx_nccl_unpack_meta_t *meta; /* the receiver's fragment queue (host), or NULL */
     const void *bounce;                 /* the receiver's bounce buffer (device memory) */
     uint64_t nrecv;                     /* receives posted on rc */
+    struct {
+        void *comm, *mh;
+    } regs[8]; /* registrations made by reg(), undone before their comm closes */
+    int nregs;
 } pair_t;
+
+/* Register buf[size) on comm (p's sc or rc), as NCCL does for every buffer
+ * it posts (Google's plugin refuses a NULL handle: rc 3, "mhandle is
+ * null"). NULL if regMr failed: the post then shows it. */
+static void *reg(pair_t *p, void *comm, void *buf, size_t size)
+{
+    void *mh = NULL;
+    if (p->nregs == (int)(sizeof(p->regs) / sizeof(p->regs[0])) ||
+        N->regMr(comm, buf, (int)size, TPX_NCCL_PTR_HOST, &mh) != TPX_NCCL_SUCCESS)
+        return NULL;
+    p->regs[p->nregs].comm = comm;
+    p->regs[p->nregs++].mh = mh;
+    return mh;
+}
+
+/* Undo comm's registrations (before it closes). */
+static void unreg(pair_t *p, void *comm)
+{
+    for (int i = 0; i < p->nregs;) {
+        if (p->regs[i].comm == comm) {
+            N->deregMr(comm, p->regs[i].mh);
+            p->regs[i] = p->regs[--p->nregs];
+        } else {
+            i++;
+        }
+    }
+}
 
 static int pair_open(pair_t *p)
 {
@@ -162,10 +193,14 @@ static int pair_open(pair_t *p)
 
 static void pair_close(pair_t *p)
 {
-    if (p->sc != NULL)
+    if (p->sc != NULL) {
+        unreg(p, p->sc);
         N->closeSend(p->sc);
-    if (p->rc != NULL)
+    }
+    if (p->rc != NULL) {
+        unreg(p, p->rc);
         N->closeRecv(p->rc);
+    }
     if (p->lc != NULL)
         N->closeListen(p->lc);
     memset(p, 0, sizeof(*p));
@@ -179,17 +214,6 @@ static int post_recv(pair_t *p, void *buf, int size, void *mh, void **req)
     int rc = N->irecv(p->rc, 1, d, s, t, m, req);
     p->nrecv += rc == TPX_NCCL_SUCCESS && *req != NULL;
     return rc;
-}
-
-/* Register buf[size) on comm, as NCCL does for every buffer it posts
- * (Google's plugin refuses a NULL handle: rc 3, "mhandle is null"). NULL
- * if regMr failed: the post then shows it. */
-static void *reg(void *comm, void *buf, size_t size)
-{
-    void *mh = NULL;
-    if (N->regMr(comm, buf, (int)size, TPX_NCCL_PTR_HOST, &mh) != TPX_NCCL_SUCCESS)
-        return NULL;
-    return mh;
 }
 
 /* Test both requests until done, an error, or the deadline. *sdone and
@@ -354,7 +378,7 @@ static void check_window(void)
         return;
     static unsigned char b[17][64];
     void *req[17];
-    void *rmh = reg(p.rc, b, sizeof(b)), *smh = reg(p.sc, b, sizeof(b));
+    void *rmh = reg(&p, p.rc, b, sizeof(b)), *smh = reg(&p, p.sc, b, sizeof(b));
     int rc_r = 0, rc_s = 0, k;
     for (k = 0; k < 17 && (rc_r = post_recv(&p, b[k], 64, rmh, &req[k])) == 0; k++)
         ;
@@ -377,7 +401,7 @@ static void check_order(void)
     unsigned char *s = malloc(2 * n), *r = malloc(2 * n);
     void *sreq[2] = {0}, *rreq[2] = {0};
     int done = 0, size = -1;
-    void *rmh = reg(p.rc, r, 2 * n), *smh = reg(p.sc, s, 2 * n);
+    void *rmh = reg(&p, p.rc, r, 2 * n), *smh = reg(&p, p.sc, s, 2 * n);
     post_recv(&p, r, (int)n, rmh, &rreq[0]);
     post_recv(&p, r + n, (int)n, rmh, &rreq[1]);
     nwarn = 0;
@@ -412,13 +436,9 @@ static void check_order(void)
     int ok = N->irecvConsumed(p.rc, 1, rreq[0]) == 0 && N->irecvConsumed(p.rc, 1, rreq[1]) == 0 &&
              memcmp(s, r, 2 * n) == 0;
     line("consume in order", ok, ok ? "rc 0, bytes ok" : "failed", "rc 0, bytes ok", NULL);
-    if (smh != NULL)
-        N->deregMr(p.sc, smh);
-    if (rmh != NULL)
-        N->deregMr(p.rc, rmh);
+    pair_close(&p);
     free(s);
     free(r);
-    pair_close(&p);
 }
 
 /* isend after the receiver closed: accepted, then test() says rc 2. */
@@ -431,7 +451,7 @@ static void check_send_after_close(void)
     p.rc = NULL;
     usleep(100 * 1000);
     static unsigned char b[MiB];
-    void *req = NULL, *mh = reg(p.sc, b, sizeof(b));
+    void *req = NULL, *mh = reg(&p, p.sc, b, sizeof(b));
     int rc = N->isend(p.sc, b, sizeof(b), 0, mh, &req);
     int trc = 0, done = 0, size = -1, seen = close_seen(sizeof(b));
     uint64_t end = test_deadline_ms(seen ? 5000 : HANG_MS);
@@ -475,7 +495,7 @@ static void check_close_mid(int close_receiver)
     unsigned char *s = malloc(n), *r = calloc(1, n);
     memset(s, 0xA5, n);
     void *sreq = NULL, *rreq = NULL;
-    void *rmh = reg(p.rc, r, n), *smh = reg(p.sc, s, n);
+    void *rmh = reg(&p, p.rc, r, n), *smh = reg(&p, p.sc, s, n);
     post_recv(&p, r, (int)n, rmh, &rreq);
     N->isend(p.sc, s, (int)n, 0, smh, &sreq);
     int done = 0, sdone = 0, rdone = 0, size = -1, started = 0;
@@ -494,9 +514,11 @@ static void check_close_mid(int close_receiver)
         return;
     }
     if (close_receiver) {
+        unreg(&p, p.rc);
         N->closeRecv(p.rc);
         p.rc = NULL;
     } else {
+        unreg(&p, p.sc);
         N->closeSend(p.sc);
         p.sc = NULL;
     }
@@ -550,8 +572,8 @@ static void check_overflow(void)
     fill(s, sizeof(s), 9);
     memset(r, 0xee, sizeof(r));
     void *sreq = NULL, *rreq = NULL;
-    post_recv(&p, r, 1000, reg(p.rc, r, sizeof(r)), &rreq);
-    N->isend(p.sc, s, sizeof(s), 0, reg(p.sc, s, sizeof(s)), &sreq);
+    post_recv(&p, r, 1000, reg(&p, p.rc, r, sizeof(r)), &rreq);
+    N->isend(p.sc, s, sizeof(s), 0, reg(&p, p.sc, s, sizeof(s)), &sreq);
     int src, rrc, sd = 0, rd = 0;
     drive(sreq, rreq, 5000, &src, &rrc, &sd, &rd);
     size_t past = 0;
@@ -590,7 +612,7 @@ static void check_cuda(void)
     int rc = N->regMr(p.rc, (void *)(uintptr_t)m.ptr, (int)(n + 4096), TPX_NCCL_PTR_CUDA, &rmh);
     uint64_t slot = p.nrecv % TPX_NCCL_UNPACK_QUEUE_DEPTH;
     int prc = rc == 0 ? post_recv(&p, (void *)(uintptr_t)m.ptr, (int)n, rmh, &rreq) : -1;
-    int src_ = N->isend(p.sc, s, (int)n, 0, reg(p.sc, s, n), &sreq);
+    int src_ = N->isend(p.sc, s, (int)n, 0, reg(&p, p.sc, s, n), &sreq);
     int a, b, sd = 0, rd = 0;
     if (prc == 0 && src_ == 0)
         drive(sreq, rreq, DEADLINE_MS, &a, &b, &sd, &rd);
