@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/sigpipe.h"
 #include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
@@ -1158,12 +1159,16 @@ TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
     return st;
 }
 
+/* The wait may run many passes on the caller's thread: one SIGPIPE guard
+ * for all of them (common/sigpipe.h), the passes' own guards nest in it. */
 TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
 {
     if (timeout_ms == 0 && xfer_running(x)) {
         sched_yield(); /* a poll: see tpx_xfer_poll() */
         return TPX_INPROGRESS;
     }
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, x != NULL && x->e->net->sigpipe);
     uint64_t now = tpx__now_ns();
     uint64_t limit = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000ull;
     int driver = xfer_running(x) && x->e->wait_spin_ns > 0;
@@ -1200,6 +1205,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
             tpx__engine_drive_end(x->e, 1);
             pthread_mutex_unlock(&x->e->lock);
         }
+        tpx__sigpipe_leave(&g);
         return st;
     }
     tpx_engine_t *e = x->e;
@@ -1209,6 +1215,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
         now = tpx__now_ns();
         if (now >= limit) {
             pthread_mutex_unlock(&e->lock);
+            tpx__sigpipe_leave(&g);
             return TPX_INPROGRESS;
         }
         if (e->progress_thread) {
@@ -1226,6 +1233,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
     st = xfer_seen(x, bytes);
     pthread_mutex_unlock(&e->lock);
     TPX_TL(TPX_TR_WAIT_RETURN, 0);
+    tpx__sigpipe_leave(&g);
     return st;
 }
 
