@@ -860,6 +860,31 @@ static void dr_check_env(dr_t *d)
     }
 }
 
+/* Google's plugin imports a GPU's receive memory (the rx dmabuf behind
+ * its bounce buffer) from RxDM through /tmp/nvdma-<GPU PCI address>. When
+ * that file is missing, or TCPX_RXMEM_IMPORT_SKIP_ODDS skips odd GPUs, the
+ * plugin runs in its "rxmem skip" state: no bounce buffer, receives into
+ * host memory only (a GPU receive fails; tpx refuses it with this advice). */
+static void dr_check_rxmem(dr_t *d)
+{
+    const char *odds = getenv("TCPX_RXMEM_IMPORT_SKIP_ODDS");
+    if (odds != NULL && atoi(odds) != 0)
+        dr_warn(d, "rxdm", 0,
+                "TCPX_RXMEM_IMPORT_SKIP_ODDS=%s: the plugin gives odd-numbered GPUs no receive "
+                "memory (\"rxmem skip\"): receives into their memory fail; unset it", odds);
+    for (int i = 0; i < d->ngpus; i++) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof(path), "/tmp/nvdma-%.32s", d->gpus[i].bdf);
+        if (stat(path, &st) != 0)
+            dr_warn(d, "rxdm", 0,
+                    "gpu %d: %s does not exist: RxDM has not exported this GPU's receive "
+                    "memory, so the TCPX plugin runs in its \"rxmem skip\" state (no bounce "
+                    "buffer: receives into GPU memory fail, host memory works); start RxDM "
+                    "(tcpgpudmarxd) with /tmp shared with this container", i, path);
+    }
+}
+
 static void dr_find_ethtool(dr_t *d)
 {
     char path[4096];
@@ -1728,6 +1753,7 @@ int main(int argc, char **argv)
     dr_collect_plugin(&d, plugin);
     dr_collect_binds(&d);
     dr_check_env(&d);
+    dr_check_rxmem(&d);
     dr_collect_devmem(&d);
 
     if (d.quiet) {

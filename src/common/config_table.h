@@ -164,6 +164,15 @@ TPX_CONFIG_X(WINDOW, INT, "0", 0, 32,
              "staging buffer for packed blocks, made on first use, is window x chunk bytes.")
 TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,
              "Deadline of a transfer: it fails with `timed out` if not complete by then.")
+TPX_CONFIG_X(CHANNEL_STALL_MS, INT, "5000", 0, 86400000,
+             "A receive data channel of a peer that has receives in flight and completes none "
+             "for this long, while another channel of that peer completed receives meanwhile, is "
+             "taken as dead (its connection died or stalled; Google's TCPX plugin reports "
+             "neither, its `test()` just never ends): the peer fails with `TPX_ERR_CONN_RESET` "
+             "and a line naming the channel, long before `TPX_TIMEOUT_MS`; the other side sees "
+             "that failure. A receive is posted only once its sender has committed to it, so a "
+             "slow peer application draws no verdict; with one channel, or when every channel "
+             "stops at once, the transfer deadline applies. 0: off.")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")
@@ -206,6 +215,25 @@ TPX_CONFIG_X(SOCK_TCPX, INT, "0", 0, 2,
              "cannot read). 2: the same, but receives into host memory go through the bounce "
              "buffer too (exercises a caller's unpack path without a GPU). For testing engines "
              "without TCPX hardware; see docs/tcpx.md.")
+TPX_CONFIG_X(SOCK_TCPX_RXMEM_SKIP, INT, "0", 0, 1,
+             "Strict TCPX mode: 1 models Google's plugin in its \"rxmem skip\" state (RxDM "
+             "exported no receive memory for the GPU: no `/tmp/nvdma-<GPU PCI address>`, or "
+             "`TCPX_RXMEM_IMPORT_SKIP_ODDS`): receive comms hand out an unpack handle whose "
+             "bounce buffer is NULL, receives into host memory work (`TPX_SOCK_TCPX=2` "
+             "included: they land in the buffer), a receive into GPU memory is refused (rc 3). "
+             "For testing engines against that state.")
+TPX_CONFIG_X(SOCK_TCPX_CHUNK, INT, "512K", 1, 1073741824,
+             "Strict TCPX mode: the chunk of Google's plugin (its `NCCL_DYNAMIC_CHUNK_SIZE`) as "
+             "far as a peer's close shows: after the peer has gone, `test()` of a request whose "
+             "message is longer than one chunk, or of a receive whose message has not started, "
+             "says rc 2 (the plugin still has control messages for it); a request of at most one "
+             "chunk that started never ends (rc 0, done 0). See docs/tcpx.md.")
+TPX_CONFIG_X(SOCK_TCPX_SIGPIPE, INT, "0", 0, 1,
+             "Strict TCPX mode: 1 models Google's plugin writing its control connection without "
+             "`MSG_NOSIGNAL`: when `test()` reports a peer that has gone (rc 2), it writes there "
+             "first, so a thread that lets SIGPIPE through dies of it, as with the plugin "
+             "(libtpx blocks it where it calls a plugin that may raise it, and never changes "
+             "the process's disposition). For testing that callers survive it.")
 TPX_CONFIG_X(UNPACK, STR, "kernel", 0, 0,
              "How devmem receives into GPU memory are gathered: `kernel` (one batched CUDA "
              "kernel launch per receive), `d2d` (a cuMemcpy per fragment, for debugging), `host` "
@@ -329,6 +357,11 @@ TPX_CONFIG_X(FAULT_DIRECT_DRY_US, INT, "0", 0, 1000000,
              "waits this long before it looks whether the connection's I/O worker tried to take "
              "the connection meanwhile, so that bytes arriving in that window meet the hand-off "
              "(transport.vec.directrace); 0: off.")
+TPX_CONFIG_X(FAULT_CHANNEL_STALL, INT, "0", 0, 32,
+             "Testing only: receive data channel N-1 of every peer never completes again once "
+             "it has completed a message, as a plugin comm whose connection died without a "
+             "word (the engine stops looking at its plugin requests), for the tests of "
+             "`TPX_CHANNEL_STALL_MS`; 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/trace.h"
 #include "engine.h"
+#include "common/sigpipe.h"
 #include "mem.h"
 #include "pack.h"
 #include "peer.h"
@@ -106,8 +107,16 @@ static void engine_sweep(tpx_engine_t *e)
  * happens as it completes, tpx__xfer_complete), then what may close comms,
  * which must not happen inside a comm's pass: the sweep and the comms of
  * peers that failed. */
+/* A pass calls the plugin many times (isend, irecv, test, irecvConsumed):
+ * on an application's thread it runs inside one SIGPIPE guard
+ * (common/sigpipe.h), so a plugin that writes without MSG_NOSIGNAL cannot
+ * kill the process, for three system calls per pass and none per plugin
+ * call; on the progress thread (SIGPIPE blocked for good) the guard costs
+ * a thread-local counter. */
 int tpx__engine_progress(tpx_engine_t *e)
 {
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, e->net->sigpipe);
     uint64_t before = e->ncompleted;
     /* An idle engine with no peer makes no plugin call: no context to enter. */
     int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter_pass(e) : 0;
@@ -117,12 +126,15 @@ int tpx__engine_progress(tpx_engine_t *e)
     engine_sweep(e);
     tpx__engine_close_failed(e);
     tpx__engine_gpu_leave(gtok);
+    tpx__sigpipe_leave(&g);
     return (int)(e->ncompleted - before);
 }
 
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
     int gtok = tpx__engine_gpu_enter_pass(e);
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, e->net->sigpipe);
     tpx__peer_pass(p);
     if (TPX_UNLIKELY(e->fault_now)) {
         e->fault_now = 0;
@@ -134,6 +146,7 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
      * (the I/O workers write vectored chunks straight into the blocks). */
     tpx__engine_close_failed(e);
     tpx__engine_gpu_leave(gtok);
+    tpx__sigpipe_leave(&g);
     tpx__progress_kick(e);
 }
 
@@ -350,6 +363,7 @@ static void progress_pause(tpx_engine_t *e, int yield)
 static void *progress_main(void *arg)
 {
     tpx_engine_t *e = arg;
+    tpx__sigpipe_block_thread(); /* it calls the plugin: common/sigpipe.h */
     if (e->progress_cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -520,6 +534,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->timeout_ms = params->timeout_ms ? params->timeout_ms
                                        : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
     e->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
+    e->chan_stall_ms = (int)tpx__config_int(TPX_CFG_CHANNEL_STALL_MS);
     e->wait_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_WAIT_SPIN_US) * 1000ull;
     e->chan_socks = (int)tpx__config_int(TPX_CFG_CHANNEL_SOCKS);
     e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
@@ -563,6 +578,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
     e->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
     e->fault_recv_pass = tpx__config_int(TPX_CFG_FAULT_RECV_PASS);
+    e->fault_stall_chan = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_STALL);
     e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);

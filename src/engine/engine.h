@@ -56,6 +56,12 @@
  *                  only the registry; a remote's resolver (registry HTTP) is
  *                  called by remote.c under rm->conn_lock, without e->lock.
  *
+ *  SIGPIPE         the threads above that libtpx starts block it for their
+ *                  life; a pass run on an API caller's thread, and every
+ *                  plugin call outside one, runs inside a guard that blocks
+ *                  it and consumes one the plugin raised (common/sigpipe.h).
+ *                  The process's disposition is never changed.
+ *
  * ---- locks, and the order in which they are taken ------------------------------------
  *
  *  1. registry locks (registry.c: lock, then pub_lock; watch_lock) are never
@@ -197,6 +203,8 @@ struct tpx_engine {
     int window;
     int timeout_ms;
     int close_grace_ms;
+    int chan_stall_ms;         /* TPX_CHANNEL_STALL_MS: a data channel this long still while a
+                                  sibling moved is dead (xfer.c tpx__peer_sweep); 0 off */
     int connect_timeout_ms;
     char auth_token[256];
     int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
@@ -212,6 +220,8 @@ struct tpx_engine {
     int64_t fault_recv_pass;   /* TPX_FAULT_RECV_PASS: tpx_recv() calls left until the injected
                                   failure (0: none) */
     int fault_now;             /* fail the peer in this call's pass (tpx__engine_post_pass) */
+    int fault_stall_chan;      /* TPX_FAULT_CHANNEL_STALL: receive data channel N-1 stops
+                                  completing after its first message (window.c; 0: none) */
     int rma_iov;               /* shared chunks of host blocks as vectored messages
                                   (TPX_RMA_IOV and a plugin that takes them, net.h) */
     uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */

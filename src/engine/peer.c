@@ -33,6 +33,7 @@
 #include "common/config.h"
 #include "common/tsan.h"
 #include "engine.h"
+#include "common/sigpipe.h"
 #include "mem.h"
 #include "pack.h"
 #include "peer.h"
@@ -1244,6 +1245,7 @@ static int setup_victim(tpx_peer_t **setups, int n, const unsigned char src[16],
 static void *bs_main(void *arg)
 {
     tpx_engine_t *e = arg;
+    tpx__sigpipe_block_thread(); /* it calls the plugin: common/sigpipe.h */
     tpx_peer_t *setups[MAX_SETUPS];
     int n = 0;
     tpx_bs_loglimit_t lim = {0};

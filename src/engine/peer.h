@@ -191,6 +191,11 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
 void tpx__peer_remote_closed(tpx_peer_t *p, const char *why);
 /* TPX_OK if API call `fn` may start a transfer on p (logs why not). */
 tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
+/* A receive into GPU memory (`cuda`) from p is possible: TPX_ERR_UNSUPPORTED,
+ * said with what to fix, when p's receive comms have no bounce buffer (a
+ * devmem plugin's rxmem skip state); refused before it takes a message,
+ * since a refusal at post fails the peer. Lock held. */
+tpx_status_t tpx__peer_rxmem_check(tpx_peer_t *p, int cuda, const char *fn);
 /* Ring the peer's doorbell (a frame on the bootstrap connection) if it
  * may be asleep: nothing sent to it for 50 ms. Lock held. */
 void tpx__peer_ring(tpx_peer_t *p);

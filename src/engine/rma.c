@@ -565,6 +565,13 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     }
     if ((st = tpx__peer_usable(p, "tpx_xfer_post")) != TPX_OK)
         goto err_unlock;
+    int cuda = 0; /* a READ receives into its local blocks; packed ones land in host
+                     staging (pack.c) and need no bounce buffer */
+    for (uint32_t i = 0; pp->op == TPX_OP_READ && i < pp->nsegs; i++)
+        cuda |= !pp->segs[i].shared && pp->segs[i].region != NULL &&
+                pp->segs[i].region->cuda_dev >= 0;
+    if ((st = tpx__peer_rxmem_check(p, cuda, "tpx_xfer_post (READ)")) != TPX_OK)
+        goto err_unlock;
     if (p->chunk != pp->chunk) {
         TPX_ERROR("tpx_xfer_post: peer %s agreed on %u-byte chunks, the preparation assumed %u",
                   p->name, p->chunk, pp->chunk);

@@ -133,8 +133,24 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
     if (st != TPX_OK)
         return st;
     const void *meta = NULL;
-    if (h.meta == NULL || h.bounce_buf == NULL ||
-        (st = tpx__cuda_host_view(h.meta, &meta)) != TPX_OK) {
+    if (h.bounce_buf == NULL) {
+        /* Google's plugin in its "rxmem skip" state (RxDM exported no
+         * receive memory for this GPU: no /tmp/nvdma-<pci>, or
+         * TCPX_RXMEM_IMPORT_SKIP_ODDS): receives into host memory never
+         * use a bounce buffer and work; GPU receives are refused at post
+         * (tpx__comm_rxmem_refuse). Told once per peer. */
+        if (h.meta != NULL && tpx__cuda_host_view(h.meta, &meta) != TPX_OK)
+            meta = NULL;
+        if (c->is_ctrl)
+            TPX_INFO("peer %s: plugin %s hands out no bounce buffer (its rxmem skip state): "
+                     "receives into host memory only", c->peer->name, e->net->name);
+        c->unpack = h;
+        c->meta_host = meta;
+        c->no_bounce = 1;
+        c->unpack_loaded = 1;
+        return TPX_OK;
+    }
+    if (h.meta == NULL || (st = tpx__cuda_host_view(h.meta, &meta)) != TPX_OK) {
         TPX_ERROR("peer %s: plugin %s: its unpack handle has no usable fragment queue or "
                   "bounce buffer (meta %p, bounce %p)", c->peer->name, e->net->name,
                   (void *)h.meta, h.bounce_buf);
@@ -144,6 +160,18 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
     c->meta_host = meta;
     c->unpack_loaded = 1;
     return TPX_OK;
+}
+
+tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn)
+{
+    const tpx_engine_t *e = c->peer->e;
+    TPX_ERROR("%s: peer %s: a receive into GPU memory needs plugin %s's bounce buffer, and "
+              "this comm has none: the plugin is in its \"rxmem skip\" state (RxDM exported "
+              "no receive memory for this GPU). On this host, run RxDM (the receive-data-path "
+              "manager) so that /tmp/nvdma-<GPU PCI address> exists for every GPU, and unset "
+              "TCPX_RXMEM_IMPORT_SKIP_ODDS; `tpx-doctor` checks both. Receives into host "
+              "memory work meanwhile", fn, c->peer->name, e->net->name);
+    return TPX_ERR_UNSUPPORTED;
 }
 
 /* One GPU gather for the receives in window positions [n0, n0 + k): all in
@@ -235,7 +263,15 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     if (st != TPX_OK)
         return st;
     uint32_t slot = (uint32_t)(n % TPX_NCCL_UNPACK_QUEUE_DEPTH);
-    uint64_t nfrags = c->meta_host->cnt[slot];
+    uint64_t nfrags = c->meta_host != NULL ? c->meta_host->cnt[slot] : 0;
+    if (c->no_bounce) { /* host receives only (refused at post otherwise) */
+        if (nfrags > 0) {
+            TPX_ERROR("peer %s: plugin %s published %llu fragments on a comm without a "
+                      "bounce buffer", c->peer->name, e->net->name, (unsigned long long)nfrags);
+            return TPX_ERR_PLUGIN;
+        }
+        return tpx__net_consumed(e->net, c->comm, s->req);
+    }
     if (nfrags > TPX_NCCL_UNPACK_MAX_PAGES) {
         TPX_ERROR("peer %s: plugin %s published %llu fragments for one receive (max %u)",
                   c->peer->name, e->net->name, (unsigned long long)nfrags,
@@ -295,12 +331,36 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     return tpx__net_consumed(e->net, c->comm, s->req);
 }
 
+int tpx__window_look(tpx_comm_t *c, uint64_t now)
+{
+    tpx_chan_live_t *l = &c->live;
+    const tpx_window_t *w = &c->win;
+    if (l->state == TPX_CHAN_DEAD)
+        return l->state;
+    if (l->still_ns == 0) /* the first look: stillness counts from now */
+        l->still_ns = now;
+    if (w->done == w->posted) {
+        l->state = TPX_CHAN_IDLE;
+        l->still_ns = now;
+    } else if (w->done != l->done_seen) {
+        l->state = TPX_CHAN_MOVING;
+        l->still_ns = l->moved_ns = now;
+    } else {
+        l->state = TPX_CHAN_STILL;
+    }
+    l->done_seen = w->done;
+    return l->state;
+}
+
 int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
 {
     tpx_engine_t *e = c->peer->e;
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
+    if (TPX_UNLIKELY(e->fault_stall_chan > 0) && !c->is_send && !c->is_ctrl &&
+        c->chan == e->fault_stall_chan - 1 && w->done > 0)
+        return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL) */
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
     tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);
@@ -367,6 +427,8 @@ tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
 {
     tpx_engine_t *e = c->peer->e;
     void *req = NULL;
+    if (c->no_bounce && what->dst_dev >= 0)
+        return tpx__comm_rxmem_refuse(c, "irecv");
     TPX_TL(TPX_TR_DATA_POST, (uint64_t)len * 2 + !c->is_send);
     tpx_status_t st = c->is_send ? tpx__net_isend(e->net, c->comm, buf, len, 0, mh, &req)
                                  : tpx__net_irecv(e->net, c->comm, buf, len, 0, mh, &req);

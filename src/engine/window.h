@@ -52,6 +52,26 @@ typedef struct {
     int cap;
 } tpx_window_t;
 
+/* What the sweep (every 10 ms) last saw of a comm's window: whether it
+ * moved. Kept by tpx__window_look (no cost on the hot path: the sweep
+ * compares the window's counter), read by the peer's sweep (xfer.c
+ * chan_verdict), which gives the verdict: a receive channel still for
+ * TPX_CHANNEL_STALL_MS while a sibling moved since is dead. The same
+ * record serves a later move of a dead channel's work onto the others. */
+typedef enum {
+    TPX_CHAN_IDLE = 0,  /* nothing in flight */
+    TPX_CHAN_MOVING,    /* a request completed since the last look */
+    TPX_CHAN_STILL,     /* requests in flight, none completed since the last look */
+    TPX_CHAN_DEAD,      /* still past TPX_CHANNEL_STALL_MS while a sibling moved */
+} tpx_chan_state_t;
+
+typedef struct {
+    uint64_t done_seen;  /* win.done at the last look */
+    uint64_t still_ns;   /* the last look at which it moved or was idle: stillness since */
+    uint64_t moved_ns;   /* the last look at which a request of it had completed (0: never) */
+    int state;           /* tpx_chan_state_t */
+} tpx_chan_live_t;
+
 struct tpx_comm {
     tpx_peer_t *peer;    /* owner */
     void *comm;          /* plugin comm */
@@ -72,6 +92,9 @@ struct tpx_comm {
      * to the host once (the plugin's copy is device memory: never read on
      * the CPU), and the CPU address of meta (host-mapped memory). */
     int unpack_loaded;
+    int no_bounce; /* the plugin gave no bounce buffer (Google's "rxmem skip" state:
+                      RxDM exported no receive memory for the GPU): receives into host
+                      memory only; meta_host may be NULL */
     tpx_nccl_unpack_handle_t unpack;
     const tpx_nccl_unpack_meta_t *meta_host;
     unsigned char *stage; /* shared chunks (packed small blocks): one chunk per window
@@ -86,6 +109,7 @@ struct tpx_comm {
     struct iovec *vec;    /* vectored shared chunks: TPX_PACK_IOV_MAX per window slot,
                              allocated on first use (pack.h) */
     int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
+    tpx_chan_live_t live; /* whether its window moves (tpx__window_look, by the sweep) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
 };
 
@@ -105,6 +129,10 @@ typedef struct {
     int closed;        /* the plugin said "peer closed" past the close grace */
     char why[96];      /* for the peer's failure line */
 } tpx_window_err_t;
+
+/* The sweep's look at c's window (no plugin call): moved since the last
+ * look, idle, or still; a comm already DEAD stays so. Returns the state. */
+int tpx__window_look(tpx_comm_t *c, uint64_t now);
 
 /* Test the head of c's window (only the head: TCPX rejects anything else);
  * a finished receive of a devmem plugin is unpacked, then released
@@ -127,8 +155,16 @@ static inline int tpx__window_full(const tpx_comm_t *c)
 }
 
 /* A receive comm of a devmem plugin: copy its unpack handle (device memory)
- * to the host, once; later calls and other comms return TPX_OK at once. */
+ * to the host, once; later calls and other comms return TPX_OK at once. A
+ * handle without a bounce buffer is Google's "rxmem skip" state: the comm
+ * is usable for host memory (c->no_bounce) and a receive into GPU memory
+ * on it is refused at post with TPX_ERR_UNSUPPORTED (tpx__comm_rxmem_refuse
+ * says why, once). */
 tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c);
 void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c);
+/* Log why a receive into GPU memory cannot go over comm c, which has no
+ * bounce buffer (the plugin's rxmem skip state), naming `fn`, and what to
+ * fix on the host; returns TPX_ERR_UNSUPPORTED. */
+tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn);
 
 #endif

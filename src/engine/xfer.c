@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/sigpipe.h"
 #include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
@@ -837,6 +838,43 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
     }
 }
 
+/* The verdict on p's data channels (TPX_CHANNEL_STALL_MS): a receive
+ * channel whose window has had receives in flight and completed none for
+ * that long, while a sibling completed some since it stopped, is dead.
+ * Google's plugin reports neither a data connection that died nor one that
+ * stalls (its test() says "not done" forever) while the peer's bootstrap
+ * connection and control comm stay healthy: without this only the
+ * transfer deadline (TPX_TIMEOUT_MS) would end such transfers.
+ *
+ * Receive channels only, where stillness is proof: a receive is posted
+ * once its transfer is matched (two-sided) or requested (one-sided), so
+ * its sender has committed to that chunk on that channel, in the order
+ * both sides derive; while the sender's other channels deliver, this one's
+ * connection is what fails. A send channel may be still for good reasons
+ * (a peer that has not posted a two-sided receive while one-sided
+ * transfers flow on the other channels). The sender learns of the verdict
+ * from this side's failure (its bootstrap connection ends). Every data
+ * channel is looked at, so each has its record for a later move of a dead
+ * channel's work onto the others. Returns the dead channel's comm, or NULL. */
+static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
+{
+    const uint64_t stall = (uint64_t)p->e->chan_stall_ms * 1000000ull;
+    uint64_t newest = 0; /* the latest move of any receive channel */
+    for (int k = 0; k < p->nchan; k++) {
+        (void)tpx__window_look(p->send[k], now);
+        (void)tpx__window_look(p->recv[k], now);
+        newest = TPX_MAX(newest, p->recv[k]->live.moved_ns);
+    }
+    for (int k = 0; stall > 0 && k < p->nchan; k++) {
+        tpx_chan_live_t *l = &p->recv[k]->live;
+        if (l->state == TPX_CHAN_STILL && now - l->still_ns >= stall && newest > l->still_ns) {
+            l->state = TPX_CHAN_DEAD;
+            return p->recv[k];
+        }
+    }
+    return NULL;
+}
+
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
 {
     /* The bootstrap connection stays open for the peer's life: EOF on it
@@ -856,6 +894,20 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
     if (p->bs_eof_ns != 0 && !p->remote_closed && now - p->bs_eof_ns > 200 * 1000000ull) {
         tpx__peer_fail(p, TPX_ERR_CONN_RESET,
                        "the peer's bootstrap connection closed without a goodbye (process gone?)");
+        return;
+    }
+    tpx_comm_t *dead = chan_verdict(p, now);
+    if (dead != NULL) {
+        /* Its requests hold their place in both sides' FIFOs: the peer
+         * fails as a whole (moving the channel's work onto the others is
+         * what the verdict is kept for). */
+        char why[200];
+        snprintf(why, sizeof(why),
+                 "data channel %d (%s, plugin device %d) completed nothing for %d ms while the "
+                 "peer's other channels did: its connection died or stalled "
+                 "(TPX_CHANNEL_STALL_MS)", dead->chan, dead->is_send ? "send" : "receive",
+                 dead->dev, p->e->chan_stall_ms);
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
         return;
     }
     for (uint32_t i = 0; i < p->recv_pending_n;) {
@@ -957,6 +1009,14 @@ tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn)
     return TPX_ERR_INVALID_STATE;
 }
 
+tpx_status_t tpx__peer_rxmem_check(tpx_peer_t *p, int cuda, const char *fn)
+{
+    for (int i = 0; cuda && i < p->nchan; i++)
+        if (p->recv[i] != NULL && p->recv[i]->no_bounce)
+            return tpx__comm_rxmem_refuse(p->recv[i], fn);
+    return TPX_OK;
+}
+
 TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, size_t len,
                               tpx_xfer_t **out)
 {
@@ -1003,6 +1063,8 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     tpx__engine_lock(e);
     st = tpx__peer_usable(p, "tpx_recv");
     if (st != TPX_OK)
+        goto err_unlock;
+    if ((st = tpx__peer_rxmem_check(p, r->cuda_dev >= 0, "tpx_recv")) != TPX_OK)
         goto err_unlock;
     if (p->recv_pending_n == p->recv_pending_cap) {
         uint32_t cap = p->recv_pending_cap ? p->recv_pending_cap * 2 : 64;
@@ -1098,12 +1160,16 @@ TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
     return st;
 }
 
+/* The wait may run many passes on the caller's thread: one SIGPIPE guard
+ * for all of them (common/sigpipe.h), the passes' own guards nest in it. */
 TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
 {
     if (timeout_ms == 0 && xfer_running(x)) {
         sched_yield(); /* a poll: see tpx_xfer_poll() */
         return TPX_INPROGRESS;
     }
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, x != NULL && x->e->net->sigpipe);
     uint64_t now = tpx__now_ns();
     uint64_t limit = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000ull;
     int driver = xfer_running(x) && x->e->wait_spin_ns > 0;
@@ -1140,6 +1206,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
             tpx__engine_drive_end(x->e, 1);
             pthread_mutex_unlock(&x->e->lock);
         }
+        tpx__sigpipe_leave(&g);
         return st;
     }
     tpx_engine_t *e = x->e;
@@ -1149,6 +1216,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
         now = tpx__now_ns();
         if (now >= limit) {
             pthread_mutex_unlock(&e->lock);
+            tpx__sigpipe_leave(&g);
             return TPX_INPROGRESS;
         }
         if (e->progress_thread) {
@@ -1166,6 +1234,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
     st = xfer_seen(x, bytes);
     pthread_mutex_unlock(&e->lock);
     TPX_TL(TPX_TR_WAIT_RETURN, 0);
+    tpx__sigpipe_leave(&g);
     return st;
 }
 

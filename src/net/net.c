@@ -21,6 +21,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/sigpipe.h"
 #include "plugin/sock/sock_tables.h"
 
 #define NET_MAX 8
@@ -244,12 +245,18 @@ static tpx_status_t net_init(tpx_net_t *n)
     if (st != TPX_OK)
         return st;
     tpx_nccl_result_t rc;
+    /* Threads the plugin starts in init (and in listen/connect/accept)
+     * inherit the guard's blocked SIGPIPE. */
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, n->dl != NULL);
     switch (n->abi) {
     case 10: rc = T10(n)->init(tpx__net_log, NULL); break;
     case 9: rc = T9(n)->init(tpx__net_log); break;
     case 8: rc = T8(n)->init(tpx__net_log); break;
     default: rc = T7(n)->init(tpx__net_log); break;
     }
+    tpx__sigpipe_leave(&g);
+    n->sigpipe = n->dl != NULL || tpx__sock_raises_sigpipe();
     if (rc != TPX_NCCL_SUCCESS) {
         TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
                   n->abi, (int)rc);
@@ -274,7 +281,11 @@ static tpx_status_t net_init_client(tpx_net_t *lib, uint64_t client_id, tpx_net_
     *n = *lib;
     tpx_ncclnet_comm_config_t cfg = {.trafficClass = TPX_NCCL_NET_TRAFFIC_CLASS_UNDEF};
     void *ctx = NULL;
+    tpx_sigpipe_guard_t g;
+    tpx__sigpipe_enter(&g, n->dl != NULL);
     tpx_nccl_result_t rc = T11(n)->init(&ctx, client_id, &cfg, tpx__net_log, NULL);
+    tpx__sigpipe_leave(&g);
+    n->sigpipe = n->dl != NULL || tpx__sock_raises_sigpipe();
     if (rc != TPX_NCCL_SUCCESS) {
         TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
                   n->abi, (int)rc);
@@ -337,12 +348,23 @@ tpx_status_t tpx__net_open(const char *which, uint64_t client_id, tpx_net_t **ou
     return st;
 }
 
+/* Every call into the plugin's table runs inside a SIGPIPE guard when the
+ * plugin may raise it (n->sigpipe): free inside the engine's guard of a
+ * pass and on libtpx's own threads, three system calls on any other path
+ * (set-up, registration, close). */
+#define NET_GUARD(n)                                                                               \
+    tpx_sigpipe_guard_t guard_;                                                                    \
+    tpx__sigpipe_enter(&guard_, (n)->sigpipe)
+#define NET_UNGUARD() tpx__sigpipe_leave(&guard_)
+
 void tpx__net_close(tpx_net_t *n)
 {
     if (n == NULL || !n->client)
         return;
     /* NCCL calls finalize unconditionally; a table without one has nothing to end. */
+    NET_GUARD(n);
     tpx_nccl_result_t rc = T11(n)->finalize != NULL ? T11(n)->finalize(n->ctx) : TPX_NCCL_SUCCESS;
+    NET_UNGUARD();
     if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: finalize of context %p failed with ncclResult %d", n->name,
                  n->ctx, (int)rc);
@@ -364,7 +386,9 @@ int tpx__net_set_flows(tpx_net_t *n, int flows)
                             .op = (uint32_t)TPX_NCCL_NET_ATTR_UNDEF,
                             .algo = (uint32_t)TPX_NCCL_NET_ATTR_UNDEF,
                             .proto = (uint32_t)TPX_NCCL_NET_ATTR_UNDEF};
+    NET_GUARD(n);
     tpx_nccl_result_t rc = T11(n)->setNetAttr(n->ctx, &a);
+    NET_UNGUARD();
     if (rc != TPX_NCCL_SUCCESS) {
         TPX_DEBUG("net plugin %s: setNetAttr (%d flows per peer) refused with ncclResult %d; "
                   "a hint only, going on", n->name, flows, (int)rc);
@@ -375,6 +399,7 @@ int tpx__net_set_flows(tpx_net_t *n, int flows)
 }
 
 /* ---- calls --------------------------------------------------------------------- */
+
 
 /* Plugin failures: the plugin has logged its reason; we add which call. */
 static tpx_status_t net_rc(tpx_net_t *n, const char *fn, tpx_nccl_result_t rc)
@@ -528,15 +553,18 @@ tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *v
 
 tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_comm)
 {
-    if (n->abi >= 11)
-        return net_rc(n, "listen", T11(n)->listen(n->ctx, dev, handle, listen_comm));
-    return net_rc(n, "listen", T7(n)->listen(dev, handle, listen_comm));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = n->abi >= 11 ? T11(n)->listen(n->ctx, dev, handle, listen_comm)
+                                        : T7(n)->listen(dev, handle, listen_comm);
+    NET_UNGUARD();
+    return net_rc(n, "listen", rc);
 }
 
 tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
                               tpx_ncclnet_dev_handle_t **dev_handle)
 {
     tpx_nccl_result_t rc;
+    NET_GUARD(n);
     if (n->abi >= 11) {
         rc = T11(n)->connect(n->ctx, dev, handle, comm, dev_handle);
     } else if (n->abi == 10) {
@@ -545,6 +573,7 @@ tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
     } else {
         rc = T7(n)->connect(dev, handle, comm, dev_handle); /* same slot and type v7..v9 */
     }
+    NET_UNGUARD();
     return net_rc(n, "connect", rc);
 }
 
@@ -600,7 +629,10 @@ tpx_status_t tpx__net_irecvv(tpx_net_t *n, void *comm, const struct iovec *iov, 
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle)
 {
-    return net_rc(n, "accept", T7(n)->accept(listen_comm, comm, dev_handle));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->accept(listen_comm, comm, dev_handle);
+    NET_UNGUARD();
+    return net_rc(n, "accept", rc);
 }
 
 tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, int type,
@@ -611,31 +643,37 @@ tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, i
             TPX_ERROR("registration of %zu bytes exceeds the v7 ABI's int size", size);
             return TPX_ERR_INVALID_ARG;
         }
-        return net_rc(n, "regMr", T7(n)->regMr(comm, data, (int)size, type, mh));
     }
-    return net_rc(n, "regMr", T8(n)->regMr(comm, data, size, type, mh));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = n->abi == 7 ? T7(n)->regMr(comm, data, (int)size, type, mh)
+                                       : T8(n)->regMr(comm, data, size, type, mh);
+    NET_UNGUARD();
+    return net_rc(n, "regMr", rc);
 }
 
 tpx_status_t tpx__net_deregmr(tpx_net_t *n, void *comm, void *mh)
 {
-    return net_rc(n, "deregMr", T7(n)->deregMr(comm, mh));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->deregMr(comm, mh);
+    NET_UNGUARD();
+    return net_rc(n, "deregMr", rc);
 }
 
 tpx_status_t tpx__net_isend(tpx_net_t *n, void *comm, void *data, size_t size, int tag, void *mh,
                             void **req)
 {
     tpx_nccl_result_t rc;
+    if (n->abi < 9 && size > INT_MAX)
+        return TPX_ERR_INVALID_ARG;
+    NET_GUARD(n);
     switch (n->abi) {
     case 12:
     case 11: /* v10's isend */
     case 10: rc = T10(n)->isend(comm, data, size, tag, mh, NULL, req); break;
     case 9: rc = T9(n)->isend(comm, data, size, tag, mh, req); break;
-    default:
-        if (size > INT_MAX)
-            return TPX_ERR_INVALID_ARG;
-        rc = T7(n)->isend(comm, data, (int)size, tag, mh, req);
-        break;
+    default: rc = T7(n)->isend(comm, data, (int)size, tag, mh, req); break;
     }
+    NET_UNGUARD();
     return net_rc(n, "isend", rc);
 }
 
@@ -645,6 +683,9 @@ tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, i
     tpx_nccl_result_t rc;
     void *datas[1] = {data}, *mhs[1] = {mh};
     int tags[1] = {tag};
+    if (n->abi < 9 && size > INT_MAX)
+        return TPX_ERR_INVALID_ARG;
+    NET_GUARD(n);
     switch (n->abi) {
     case 12:
     case 11: /* v10's irecv */
@@ -659,19 +700,20 @@ tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, i
         break;
     }
     default: {
-        if (size > INT_MAX)
-            return TPX_ERR_INVALID_ARG;
         int sizes[1] = {(int)size};
         rc = T7(n)->irecv(comm, 1, datas, sizes, tags, mhs, req);
         break;
     }
     }
+    NET_UNGUARD();
     return net_rc(n, "irecv", rc);
 }
 
 tpx_status_t tpx__net_test(tpx_net_t *n, void *req, int *done, int *size, int *rc_out)
 {
+    NET_GUARD(n);
     int rc = (int)T7(n)->test(req, done, size);
+    NET_UNGUARD();
     *rc_out = rc;
     return rc == TPX_NCCL_SUCCESS ? TPX_OK : net_rc(n, "test", (tpx_nccl_result_t)rc);
 }
@@ -680,23 +722,41 @@ tpx_status_t tpx__net_consumed(tpx_net_t *n, void *comm, void *req)
 {
     if (T7(n)->irecvConsumed == NULL)
         return TPX_OK;
-    return net_rc(n, "irecvConsumed", T7(n)->irecvConsumed(comm, 1, req));
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->irecvConsumed(comm, 1, req);
+    NET_UNGUARD();
+    return net_rc(n, "irecvConsumed", rc);
 }
 
 void tpx__net_close_send(tpx_net_t *n, void *comm)
 {
-    if (comm != NULL && T7(n)->closeSend(comm) != TPX_NCCL_SUCCESS)
+    if (comm == NULL)
+        return;
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->closeSend(comm);
+    NET_UNGUARD();
+    if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: closeSend failed", n->name);
 }
 
 void tpx__net_close_recv(tpx_net_t *n, void *comm)
 {
-    if (comm != NULL && T7(n)->closeRecv(comm) != TPX_NCCL_SUCCESS)
+    if (comm == NULL)
+        return;
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->closeRecv(comm);
+    NET_UNGUARD();
+    if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: closeRecv failed", n->name);
 }
 
 void tpx__net_close_listen(tpx_net_t *n, void *comm)
 {
-    if (comm != NULL && T7(n)->closeListen(comm) != TPX_NCCL_SUCCESS)
+    if (comm == NULL)
+        return;
+    NET_GUARD(n);
+    tpx_nccl_result_t rc = T7(n)->closeListen(comm);
+    NET_UNGUARD();
+    if (rc != TPX_NCCL_SUCCESS)
         TPX_WARN("net plugin %s: closeListen failed", n->name);
 }

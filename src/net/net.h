@@ -71,6 +71,10 @@ typedef struct tpx_net {
     int client;        /* v11+: this tpx_net_t is one client's (tpx__net_close frees it) */
     void *ctx;         /* v11+: that client's context (the plugin's; NULL is allowed) */
     int newer;         /* the newest ncclNetPlugin_vN exported beyond what tpx knows, or 0 */
+    int sigpipe;       /* the plugin may raise SIGPIPE (writes without MSG_NOSIGNAL, as
+                          Google's plugin): its calls on an application's thread run
+                          inside a SIGPIPE guard (common/sigpipe.h). Every plugin loaded
+                          from a file; the built-in transport only when it says so */
 } tpx_net_t;
 
 /* Load (once per process) and initialise for one client: `client_id` is

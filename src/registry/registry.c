@@ -21,6 +21,7 @@
 #include "common/bytes.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/sigpipe.h"
 #include "common/util.h"
 #include "engine/ident.h"
 #include "engine/remote.h"
@@ -496,6 +497,7 @@ TPX_API tpx_status_t tpx_registry_open(const char *url, const char *prefix, tpx_
 static void *reg_keepalive_main(void *arg)
 {
     tpx_registry_t *r = arg;
+    tpx__sigpipe_block_thread(); /* it writes sockets: common/sigpipe.h */
     int failing = 0;
     pthread_mutex_lock(&r->pub_lock);
     while (!r->stop) {

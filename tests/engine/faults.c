@@ -67,10 +67,11 @@ static int expect_msg(int link, uint64_t want)
 
 static int L_sa, L_sb, L_pa, L_ps;
 
+/* arg 1: a caller-driven engine (every plugin call on this thread). */
 static int kill_srv(int arg)
 {
     ht_res_t res0 = ht_res_now();
-    tpx_engine_t *e = ht_engine(TPX_PORT_EPHEMERAL, 0, 0, 1, NULL);
+    tpx_engine_t *e = ht_engine(TPX_PORT_EPHEMERAL, 0, 0, !arg, NULL);
     CHECK(e != NULL, "no engine");
     int port = tpx_engine_port(e);
     /* One at a time, so that the first peer accepted is A. */
@@ -223,7 +224,8 @@ int scen_kill(int argc, char **argv)
     L_sb = ht_link(HT_SRV, HT_C2);
     L_pa = ht_link(HT_SUP, HT_C1);
     L_ps = ht_link(HT_SUP, HT_SRV);
-    ht_spawn(HT_SRV, "server", kill_srv, 0);
+    int caller = argc > 2 && strcmp(argv[2], "caller") == 0;
+    ht_spawn(HT_SRV, caller ? "server(caller-driven)" : "server", kill_srv, caller);
     ht_spawn(HT_C1, "clientA(killed)", kill_a, 0);
     ht_spawn(HT_C2, "clientB", kill_b, 0);
     ht_start();

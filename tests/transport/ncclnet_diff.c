@@ -2,7 +2,7 @@
  * ncclnet_diff.c - drive an ncclNet v7 table the way NCCL does and print one
  * line per behaviour, so that two plugins can be compared line by line.
  *
- *   ncclnet_diff PLUGIN.so [--real] [--abi 7..12]
+ *   ncclnet_diff PLUGIN.so [--real] [--chunk BYTES] [--abi 7..12]
  *
  * The plugin is dlopen()ed and its ncclNetPlugin_v7 table used, as NCCL
  * does with Google's GPUDirect-TCPX plugin (which exports only v7); --abi
@@ -15,12 +15,23 @@
  * bytes must be in the user buffer when test() says done, with no unpack.
  *
  * Each line is "<check> <observed> | expect <value> | OK|DIFF". The
- * expectation is what Google's plugin 3.1.9 does (docs/tcpx.md's table), except
- * in the rows marked "deliberate", where tpx's strict mode is safer on
- * purpose; --real expects the plugin's behaviour there too (for a run
- * against the real plugin). The exit status is the number of DIFF lines.
+ * expectation is what Google's plugin 3.1.9 was seen to do (docs/tcpx.md's
+ * table), except in the rows marked "deliberate", where tpx's strict
+ * mode is safer on purpose; --real expects the plugin's own answers there
+ * too (a run against the real plugin: scripts/tcpx-diff). What a peer's
+ * close shows depends on the plugin's chunk (NCCL_DYNAMIC_CHUNK_SIZE;
+ * TPX_SOCK_TCPX_CHUNK in strict mode), which --chunk gives (default: the
+ * first of those two that is set, else 524288): a message longer than a
+ * chunk sees the close (rc 2), one of at most a chunk hangs. The exit
+ * status is the number of DIFF lines.
+ *
+ * SIGPIPE is blocked in this process (never ignored): a plugin that writes
+ * a dead peer's socket without MSG_NOSIGNAL leaves one pending, which the
+ * "SIGPIPE" row reports and consumes.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +52,8 @@
 static const tpx_ncclnet_v7_t *N;
 static int real_mode;
 static int abi = 7; /* the table under test */
+static uint64_t chunk = 524288; /* the plugin's chunk (--chunk) */
+static int sigpipes;            /* SIGPIPEs the plugin raised (consumed) */
 static int ndiff;
 static int nwarn; /* WARN lines the plugin logged (the last check's) */
 
@@ -82,6 +95,28 @@ static char *fmt(const char *f, ...)
     return b;
 }
 
+/* A SIGPIPE the plugin raised since the last look (blocked: pending). */
+static int sigpipe_taken(void)
+{
+    sigset_t s, pending;
+    sigemptyset(&s);
+    sigaddset(&s, SIGPIPE);
+    if (sigpending(&pending) != 0 || !sigismember(&pending, SIGPIPE))
+        return 0;
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&s, NULL, &zero) == SIGPIPE)
+        ;
+    sigpipes++;
+    return 1;
+}
+
+/* The close of a message of `n` bytes is reported (rc 2) when the plugin
+ * still has control messages for it: more than one chunk. */
+static int close_seen(uint64_t n)
+{
+    return n > chunk;
+}
+
 /* ---- a comm pair on device 0 ---------------------------------------------------- */
 
 typedef struct {
@@ -92,7 +127,38 @@ typedef struct {
     const tpx_nccl_unpack_meta_t *meta; /* the receiver's fragment queue (host), or NULL */
     const void *bounce;                 /* the receiver's bounce buffer (device memory) */
     uint64_t nrecv;                     /* receives posted on rc */
+    struct {
+        void *comm, *mh;
+    } regs[8]; /* registrations made by reg(), undone before their comm closes */
+    int nregs;
 } pair_t;
+
+/* Register buf[size) on comm (p's sc or rc), as NCCL does for every buffer
+ * it posts (Google's plugin refuses a NULL handle: rc 3, "mhandle is
+ * null"). NULL if regMr failed: the post then shows it. */
+static void *reg(pair_t *p, void *comm, void *buf, size_t size)
+{
+    void *mh = NULL;
+    if (p->nregs == (int)(sizeof(p->regs) / sizeof(p->regs[0])) ||
+        N->regMr(comm, buf, (int)size, TPX_NCCL_PTR_HOST, &mh) != TPX_NCCL_SUCCESS)
+        return NULL;
+    p->regs[p->nregs].comm = comm;
+    p->regs[p->nregs++].mh = mh;
+    return mh;
+}
+
+/* Undo comm's registrations (before it closes). */
+static void unreg(pair_t *p, void *comm)
+{
+    for (int i = 0; i < p->nregs;) {
+        if (p->regs[i].comm == comm) {
+            N->deregMr(comm, p->regs[i].mh);
+            p->regs[i] = p->regs[--p->nregs];
+        } else {
+            i++;
+        }
+    }
+}
 
 static int pair_open(pair_t *p)
 {
@@ -131,10 +197,14 @@ static int pair_open(pair_t *p)
 
 static void pair_close(pair_t *p)
 {
-    if (p->sc != NULL)
+    if (p->sc != NULL) {
+        unreg(p, p->sc);
         N->closeSend(p->sc);
-    if (p->rc != NULL)
+    }
+    if (p->rc != NULL) {
+        unreg(p, p->rc);
         N->closeRecv(p->rc);
+    }
     if (p->lc != NULL)
         N->closeListen(p->lc);
     memset(p, 0, sizeof(*p));
@@ -150,14 +220,17 @@ static int post_recv(pair_t *p, void *buf, int size, void *mh, void **req)
     return rc;
 }
 
-/* Test both requests (either may be NULL) until done, an error, or the
- * deadline. rc of each side's last test in *src and *rrc; 1 if both done. */
+/* Test both requests until done, an error, or the deadline. *sdone and
+ * *rdone say on entry whether that side is done already (its request is
+ * not tested again: TCPX is silent about a completed request); a NULL
+ * request of a side not done is a post that failed, never "done". rc of
+ * each side's last test in *src and *rrc; 1 if both done. */
 static int drive(void *sreq, void *rreq, int ms, int *src, int *rrc, int *sdone, int *rdone)
 {
     uint64_t end = test_deadline_ms(ms);
     *src = *rrc = 0;
-    *sdone = sreq == NULL;
-    *rdone = rreq == NULL;
+    if ((!*sdone && sreq == NULL) || (!*rdone && rreq == NULL))
+        return 0;
     while (!(*sdone && *rdone) && test_now_ns() < end) {
         int size = -1;
         if (!*sdone && (*src = N->test(sreq, sdone, &size)) != 0 && !*sdone)
@@ -325,6 +398,10 @@ static void check_connect(void)
          fmt("type %d size %zu proxy %d meta %s", (int)d->netDeviceType, d->size,
              d->needsProxyProgress, p.meta ? "host" : "none"),
          "type 1 size 24 proxy 1 meta host", NULL);
+    /* No bounce buffer: the plugin's rxmem skip state (no receive memory
+     * from RxDM); host receives work, GPU receives cannot. Said, not judged. */
+    line("bounce buffer", 1, p.bounce != NULL ? "present" : "none (rxmem skip)", "-",
+         p.bounce != NULL ? NULL : "RxDM exported no receive memory for this GPU");
     unsigned char b[4096];
     void *mh = NULL, *out = (void *)(uintptr_t)0x5a5a5a5a;
     rc = N->regMr(p.sc, b, sizeof(b), TPX_NCCL_PTR_HOST, &mh);
@@ -390,6 +467,22 @@ out:
     pair_close(&p);
 }
 
+/* A buffer posted without a memory handle: Google's plugin refuses it
+ * ("mhandle is null", rc 3); NCCL never posts one. */
+static void check_null_mh(void)
+{
+    pair_t p;
+    if (pair_open(&p) != 0)
+        return;
+    static unsigned char b[4096];
+    void *sreq = NULL, *rreq = NULL;
+    int rrc = post_recv(&p, b, sizeof(b), NULL, &rreq);
+    int src = N->isend(p.sc, b, sizeof(b), 0, NULL, &sreq);
+    line("NULL mhandle", rrc == 3 && src == 3 && rreq == NULL && sreq == NULL,
+         fmt("irecv rc %d, isend rc %d", rrc, src), "irecv rc 3, isend rc 3", NULL);
+    pair_close(&p);
+}
+
 /* 16 requests per comm; the 17th is rc 3. */
 static void check_window(void)
 {
@@ -398,12 +491,13 @@ static void check_window(void)
         return;
     static unsigned char b[17][64];
     void *req[17];
+    void *rmh = reg(&p, p.rc, b, sizeof(b)), *smh = reg(&p, p.sc, b, sizeof(b));
     int rc_r = 0, rc_s = 0, k;
-    for (k = 0; k < 17 && (rc_r = post_recv(&p, b[k], 64, NULL, &req[k])) == 0; k++)
+    for (k = 0; k < 17 && (rc_r = post_recv(&p, b[k], 64, rmh, &req[k])) == 0; k++)
         ;
     line("irecv window", k == 16 && rc_r == 3, fmt("%d ok, then rc %d", k, rc_r),
          "16 ok, then rc 3", NULL);
-    for (k = 0; k < 17 && (rc_s = N->isend(p.sc, b[k], 64, 0, NULL, &req[k])) == 0; k++)
+    for (k = 0; k < 17 && (rc_s = N->isend(p.sc, b[k], 64, 0, smh, &req[k])) == 0; k++)
         ;
     line("isend window", k == 16 && rc_s == 3, fmt("%d ok, then rc %d", k, rc_s),
          "16 ok, then rc 3", NULL);
@@ -420,16 +514,17 @@ static void check_order(void)
     unsigned char *s = malloc(2 * n), *r = malloc(2 * n);
     void *sreq[2] = {0}, *rreq[2] = {0};
     int done = 0, size = -1;
-    post_recv(&p, r, (int)n, NULL, &rreq[0]);
-    post_recv(&p, r + n, (int)n, NULL, &rreq[1]);
+    void *rmh = reg(&p, p.rc, r, 2 * n), *smh = reg(&p, p.sc, s, 2 * n);
+    post_recv(&p, r, (int)n, rmh, &rreq[0]);
+    post_recv(&p, r + n, (int)n, rmh, &rreq[1]);
     nwarn = 0;
     int rc = N->test(rreq[1], &done, &size);
     line("test non-head, idle", rc == 0 && !done && nwarn == 0,
          fmt("rc %d done %d warns %d", rc, done, nwarn), "rc 0 done 0 warns 0",
          "the head is not transmitting yet");
     fill(s, 2 * n, 7);
-    N->isend(p.sc, s, (int)n, 0, NULL, &sreq[0]);
-    N->isend(p.sc, s + n, (int)n, 0, NULL, &sreq[1]);
+    N->isend(p.sc, s, (int)n, 0, smh, &sreq[0]);
+    N->isend(p.sc, s + n, (int)n, 0, smh, &sreq[1]);
     uint64_t end = test_deadline_ms(DEADLINE_MS);
     int sd = 0;
     do {
@@ -439,9 +534,10 @@ static void check_order(void)
     } while (rc == 0 && !done && test_now_ns() < end);
     line("test non-head, busy", rc == 3 && !done, fmt("rc %d done %d", rc, done), "rc 3 done 0",
          "once the head transmits");
-    int a, b, c, d;
-    drive(sd ? NULL : sreq[0], rreq[0], DEADLINE_MS, &a, &b, &c, &d);
+    int a, b, c = sd, d = 0;
+    drive(sreq[0], rreq[0], DEADLINE_MS, &a, &b, &c, &d);
     int first_done = d;
+    c = d = 0;
     drive(sreq[1], rreq[1], DEADLINE_MS, &a, &b, &c, &d);
     nwarn = 0;
     done = 0;
@@ -453,9 +549,9 @@ static void check_order(void)
     int ok = N->irecvConsumed(p.rc, 1, rreq[0]) == 0 && N->irecvConsumed(p.rc, 1, rreq[1]) == 0 &&
              memcmp(s, r, 2 * n) == 0;
     line("consume in order", ok, ok ? "rc 0, bytes ok" : "failed", "rc 0, bytes ok", NULL);
+    pair_close(&p);
     free(s);
     free(r);
-    pair_close(&p);
 }
 
 /* isend after the receiver closed: accepted, then test() says rc 2. */
@@ -468,16 +564,23 @@ static void check_send_after_close(void)
     p.rc = NULL;
     usleep(100 * 1000);
     static unsigned char b[MiB];
-    void *req = NULL;
-    int rc = N->isend(p.sc, b, sizeof(b), 0, NULL, &req);
-    int trc = 0, done = 0, size = -1;
-    uint64_t end = test_deadline_ms(5000);
+    void *req = NULL, *mh = reg(&p, p.sc, b, sizeof(b));
+    int rc = N->isend(p.sc, b, sizeof(b), 0, mh, &req);
+    int trc = 0, done = 0, size = -1, seen = close_seen(sizeof(b));
+    uint64_t end = test_deadline_ms(seen ? 5000 : HANG_MS);
     while (rc == 0 && req != NULL && (trc = N->test(req, &done, &size)) == 0 && !done &&
            test_now_ns() < end)
         ;
-    line("isend after peer close", rc == 0 && trc == 2 && !done,
-         fmt("isend rc %d, test rc %d done %d", rc, trc, done), "isend rc 0, test rc 2 done 0",
-         NULL);
+    if (seen)
+        line("isend after peer close", rc == 0 && trc == 2 && !done,
+             fmt("isend rc %d, test rc %d done %d", rc, trc, done),
+             "isend rc 0, test rc 2 done 0", fmt("1 MiB > chunk %llu", (unsigned long long)chunk));
+    else
+        line("isend after peer close", rc == 0 && trc == 0 && !done,
+             fmt("isend rc %d, test rc %d done %d", rc, trc, done),
+             fmt("isend rc 0, test rc 0 done 0 for %d ms (hang)", HANG_MS),
+             fmt("1 MiB <= chunk %llu", (unsigned long long)chunk));
+    (void)sigpipe_taken(); /* reported by check_sigpipe */
     pair_close(&p);
 }
 
@@ -505,8 +608,9 @@ static void check_close_mid(int close_receiver)
     unsigned char *s = malloc(n), *r = calloc(1, n);
     memset(s, 0xA5, n);
     void *sreq = NULL, *rreq = NULL;
-    post_recv(&p, r, (int)n, NULL, &rreq);
-    N->isend(p.sc, s, (int)n, 0, NULL, &sreq);
+    void *rmh = reg(&p, p.rc, r, n), *smh = reg(&p, p.sc, s, n);
+    post_recv(&p, r, (int)n, rmh, &rreq);
+    N->isend(p.sc, s, (int)n, 0, smh, &sreq);
     int done = 0, sdone = 0, rdone = 0, size = -1, started = 0;
     uint64_t end = test_deadline_ms(DEADLINE_MS);
     while (!(started = some_arrived(r, n)) && !sdone && !rdone && test_now_ns() < end) {
@@ -523,30 +627,51 @@ static void check_close_mid(int close_receiver)
         return;
     }
     if (close_receiver) {
+        unreg(&p, p.rc);
         N->closeRecv(p.rc);
         p.rc = NULL;
     } else {
+        unreg(&p, p.sc);
         N->closeSend(p.sc);
         p.sc = NULL;
     }
     void *req = close_receiver ? sreq : rreq;
-    int rc = 0;
-    uint64_t t0 = test_now_ns(), limit = test_deadline_ms(close_receiver ? 5000 : HANG_MS);
+    int rc = 0, seen = close_seen(n);
+    uint64_t t0 = test_now_ns(), limit = test_deadline_ms(seen ? 5000 : HANG_MS);
     done = 0;
     while ((rc = N->test(req, &done, &size)) == 0 && !done && test_now_ns() < limit)
         usleep(100);
     uint64_t ms = (uint64_t)test_ms_since(t0);
-    if (close_receiver)
-        line("receiver closes mid-msg", rc == 2 && !done,
-             fmt("sender test rc %d done %d after %llu ms", rc, done, (unsigned long long)ms),
-             "rc 2 done 0 (~0.3 s)", NULL);
+    (void)sigpipe_taken(); /* reported by the isend row */
+    const char *what = close_receiver ? "receiver closes mid-msg" : "sender closes mid-msg";
+    const char *who = close_receiver ? "sender" : "receiver";
+    const char *why = fmt("256 MiB %s chunk %llu", seen ? ">" : "<=", (unsigned long long)chunk);
+    if (seen)
+        line(what, rc == 2 && !done,
+             fmt("%s test rc %d done %d after %llu ms", who, rc, done, (unsigned long long)ms),
+             close_receiver ? "rc 2 done 0 (~0.3 s)" : "rc 2 done 0", why);
     else
-        line("sender closes mid-msg", rc == 0 && !done,
-             fmt("receiver test rc %d done %d for %llu ms", rc, done, (unsigned long long)ms),
-             fmt("rc 0 done 0 for %d ms (hang)", HANG_MS), NULL);
+        line(what, rc == 0 && !done,
+             fmt("%s test rc %d done %d for %llu ms", who, rc, done, (unsigned long long)ms),
+             fmt("rc 0 done 0 for %d ms (hang)", HANG_MS), why);
     pair_close(&p);
     free(s);
     free(r);
+}
+
+/* Google's plugin writes its control connection without MSG_NOSIGNAL: a
+ * test() that finds the peer gone (the close rows above, when they see it)
+ * raises SIGPIPE on the calling thread. */
+static void check_sigpipe(void)
+{
+    (void)sigpipe_taken();
+    int seen = close_seen(256 * MiB), raised = sigpipes > 0;
+    if (real_mode)
+        line("SIGPIPE", raised == seen, raised ? "raised" : "none", seen ? "raised" : "none",
+             "on the thread of test(), after a peer's close");
+    else
+        line("SIGPIPE", 1, raised ? "raised" : "none", "-",
+             "deliberate: strict mode raises it only with TPX_SOCK_TCPX_SIGPIPE=1");
 }
 
 /* A message larger than the receive: Google's plugin writes past the
@@ -560,9 +685,9 @@ static void check_overflow(void)
     fill(s, sizeof(s), 9);
     memset(r, 0xee, sizeof(r));
     void *sreq = NULL, *rreq = NULL;
-    post_recv(&p, r, 1000, NULL, &rreq);
-    N->isend(p.sc, s, sizeof(s), 0, NULL, &sreq);
-    int src, rrc, sd, rd;
+    post_recv(&p, r, 1000, reg(&p, p.rc, r, sizeof(r)), &rreq);
+    N->isend(p.sc, s, sizeof(s), 0, reg(&p, p.sc, s, sizeof(s)), &sreq);
+    int src, rrc, sd = 0, rd = 0;
     drive(sreq, rreq, 5000, &src, &rrc, &sd, &rd);
     size_t past = 0;
     for (size_t i = 1000; i < sizeof(r); i++)
@@ -600,7 +725,7 @@ static void check_cuda(void)
     int rc = N->regMr(p.rc, (void *)(uintptr_t)m.ptr, (int)(n + 4096), TPX_NCCL_PTR_CUDA, &rmh);
     uint64_t slot = p.nrecv % TPX_NCCL_UNPACK_QUEUE_DEPTH;
     int prc = rc == 0 ? post_recv(&p, (void *)(uintptr_t)m.ptr, (int)n, rmh, &rreq) : -1;
-    int src_ = N->isend(p.sc, s, (int)n, 0, NULL, &sreq);
+    int src_ = N->isend(p.sc, s, (int)n, 0, reg(&p, p.sc, s, n), &sreq);
     int a, b, sd = 0, rd = 0;
     if (prc == 0 && src_ == 0)
         drive(sreq, rreq, DEADLINE_MS, &a, &b, &sd, &rd);
@@ -666,12 +791,17 @@ static void check_crashers(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s PLUGIN.so [--real] [--abi 7..12]\n", argv[0]);
+        fprintf(stderr, "usage: %s PLUGIN.so [--real] [--chunk BYTES] [--abi 7..12]\n", argv[0]);
         return 2;
     }
+    const char *c = getenv("NCCL_DYNAMIC_CHUNK_SIZE");
+    if (c == NULL || *c == '\0')
+        c = getenv("TPX_SOCK_TCPX_CHUNK");
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--real") == 0) {
             real_mode = 1;
+        } else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
+            c = argv[++i];
         } else if (strcmp(argv[i], "--abi") == 0 && i + 1 < argc) {
             abi = atoi(argv[++i]);
         } else {
@@ -683,6 +813,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "--abi %d: 7..12\n", abi);
         return 2;
     }
+    if (c != NULL && *c != '\0') {
+        char *end = NULL;
+        unsigned long long v = strtoull(c, &end, 10);
+        if (end != NULL && (*end == 'K' || *end == 'k'))
+            v <<= 10, end++;
+        else if (end != NULL && (*end == 'M' || *end == 'm'))
+            v <<= 20, end++;
+        if (v == 0 || end == NULL || *end != '\0') {
+            fprintf(stderr, "%s: bad chunk size '%s'\n", argv[0], c);
+            return 2;
+        }
+        chunk = v;
+    }
+    /* Blocked, not ignored: the SIGPIPE row sees whether the plugin raised one. */
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     void *dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (dl == NULL) {
         fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
@@ -702,17 +850,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: init/devices failed (%d devices)\n", argv[1], ndev);
         return 2;
     }
-    printf("plugin %s (%s, ncclNet v%d), %d device(s); expectations: Google's plugin 3.1.9%s\n",
-           N->name, argv[1], abi, ndev,
+    printf("plugin %s (%s, ncclNet v%d), %d device(s), chunk %llu; expectations: Google's "
+           "plugin 3.1.9%s\n",
+           N->name, argv[1], abi, ndev, (unsigned long long)chunk,
            real_mode ? "" : " (deliberate differences: tpx strict mode)");
     check_table(dl);
     check_connect();
     check_host_sizes();
+    check_null_mh();
     check_window();
     check_order();
     check_send_after_close();
     check_close_mid(1);
     check_close_mid(0);
+    check_sigpipe();
     check_overflow();
     check_cuda();
     check_crashers();

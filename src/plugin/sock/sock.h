@@ -110,6 +110,12 @@ typedef struct {
     int sock_buf;
     int connect_timeout_ms;
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
+    int tcpx_rxmem_skip; /* ... in the plugin's rxmem skip state: no bounce buffer
+                            (TPX_SOCK_TCPX_RXMEM_SKIP) */
+    int tcpx_sigpipe;    /* ... writing its control connection without MSG_NOSIGNAL
+                            (TPX_SOCK_TCPX_SIGPIPE) */
+    uint64_t tcpx_chunk; /* ... its NCCL_DYNAMIC_CHUNK_SIZE, as a peer's close shows
+                            (TPX_SOCK_TCPX_CHUNK) */
 } tpx_sock_params_t;
 
 /* Strict TCPX mode: limits of Google's plugin. */

@@ -105,6 +105,7 @@
 #include "common/trace.h"
 #include "common/tsan.h"
 #include "sock.h"
+#include "common/sigpipe.h"
 #include "sock_tables.h"
 
 enum {
@@ -1668,6 +1669,7 @@ static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
 static void *worker_main(void *arg)
 {
     tpx_sock_worker_t *w = arg;
+    tpx__sigpipe_block_thread(); /* sends use MSG_NOSIGNAL; this is the belt to those braces */
     char name[16];
     snprintf(name, sizeof(name), "tpx-io%d", w->index);
     pthread_setname_np(pthread_self(), name);

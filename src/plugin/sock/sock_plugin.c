@@ -92,6 +92,9 @@ static tpx_status_t sock_init(tpx_nccl_logger_t logger, int repeat_ok)
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX), atomic_load(&force_tcpx)),
+            .tcpx_rxmem_skip = (int)tpx__config_int(TPX_CFG_SOCK_TCPX_RXMEM_SKIP),
+            .tcpx_sigpipe = (int)tpx__config_int(TPX_CFG_SOCK_TCPX_SIGPIPE),
+            .tcpx_chunk = (uint64_t)tpx__config_int(TPX_CFG_SOCK_TCPX_CHUNK),
         };
         if (tpx__sock_params.tcpx)
             tpx__sock_params.eager_bytes = 0; /* only test() moves data there */
@@ -408,6 +411,11 @@ tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_com
 int tpx__sock_vec_ok(void)
 {
     return !tpx__sock_params.tcpx; /* Google's plugin has nothing like it */
+}
+
+int tpx__sock_raises_sigpipe(void)
+{
+    return tpx__sock_params.tcpx && tpx__sock_params.tcpx_sigpipe;
 }
 
 int tpx__sock_max_requests(void)

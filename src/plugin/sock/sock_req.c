@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "sock.h"
 #include "sock_tables.h"
@@ -23,8 +24,14 @@ static tpx_sock_comm_t *comm_check(void *comm, tpx_sock_comm_kind_t kind, const 
     return c;
 }
 
-static tpx_status_t mr_check(void *mh, const void *data, size_t size, const char *fn)
+static tpx_status_t mr_check(const tpx_sock_comm_t *c, void *mh, const void *data, size_t size,
+                             const char *fn)
 {
+    if (mh == NULL && c->tcpx) {
+        /* Google's plugin: rc 3 (NCCL registers every buffer it posts) */
+        SOCK_WARN("%s: mhandle is null: TCPX posts only registered buffers (regMr)", fn);
+        return TPX_ERR_INTERNAL;
+    }
     if (mh == NULL)
         return TPX_OK; /* unregistered host memory is allowed, as in NCCL's socket transport */
     const tpx_sock_mr_t *mr = mh;
@@ -61,6 +68,14 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, const struct iovec *iov
      * into host memory straight in the buffer (TPX_SOCK_TCPX=2: those too
      * in the bounce buffer). */
     int bounce = c->tcpx && c->kind == SOCK_COMM_RECV && (cuda_dev >= 0 || c->tcpx == 2);
+    if (bounce && c->bounce == NULL) { /* the rxmem skip state: no bounce buffer */
+        if (cuda_dev >= 0) {
+            SOCK_WARN("%s: a receive into GPU memory needs the bounce buffer, and this comm "
+                      "has none (rxmem skip: no receive memory from RxDM)", fn);
+            return TPX_ERR_INTERNAL;
+        }
+        bounce = 0;
+    }
     if (bounce) {
         if (size > SOCK_TCPX_MAX_RECV) {
             SOCK_WARN("%s: %zu bytes: TCPX receives at most %u bytes per request into device "
@@ -110,7 +125,7 @@ tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void 
             SOCK_WARN("isend: NULL %s", request == NULL ? "request pointer" : "buffer");
         return TPX_ERR_INVALID_ARG;
     }
-    tpx_status_t st = mr_check(mh, data, size, "isend");
+    tpx_status_t st = mr_check(c, mh, data, size, "isend");
     if (st != TPX_OK)
         return st;
     return post(c, data, NULL, 0, size, tag, mh, request, "isend");
@@ -132,7 +147,7 @@ tpx_status_t tpx__sock_irecv(void *comm, int n, void **data, const size_t *sizes
         SOCK_WARN("irecv: NULL argument");
         return TPX_ERR_INVALID_ARG;
     }
-    tpx_status_t st = mr_check(mh ? mh[0] : NULL, data[0], sizes[0], "irecv");
+    tpx_status_t st = mr_check(c, mh ? mh[0] : NULL, data[0], sizes[0], "irecv");
     if (st != TPX_OK)
         return st;
     return post(c, data[0], NULL, 0, sizes[0], tags[0], mh ? mh[0] : NULL, request, "irecv");
@@ -228,14 +243,30 @@ static tpx_status_t test_tcpx(tpx_sock_comm_t *c, tpx_sock_req_t *r, int *done)
         }
         return closed ? TPX_ERR_CONN_RESET : TPX_OK; /* rc 2 with done = 1: fine */
     }
-    if (atomic_load(&c->hung))
-        return TPX_OK;
-    if (c->kind == SOCK_COMM_RECV && closed && total != SOCK_TOTAL_UNKNOWN)
-        return TPX_OK; /* the message started: TCPX's control socket, which would report
-                          the close, is not read again until it is done (it may never be) */
-    if (closed || err == TPX_ERR_CONN_RESET)
-        return TPX_ERR_CONN_RESET; /* rc 2, done = 0 */
-    return (tpx_status_t)err;
+    /* The peer has gone (or a connection failed). Google's plugin reports
+     * it (rc 2) only from its control connection: while a request still has
+     * a control message to read or write -- a receive whose message has not
+     * started (its size is still to come), or a message of more than one
+     * chunk (NCCL_DYNAMIC_CHUNK_SIZE; TPX_SOCK_TCPX_CHUNK here), which has
+     * one per chunk. A message of at most one chunk has exchanged its only
+     * one: its data thread just ends, and test() says "not done" forever. */
+    int gone = closed || atomic_load(&c->hung) || err == TPX_ERR_CONN_RESET;
+    if (!gone)
+        return (tpx_status_t)err;
+    int started = c->kind == SOCK_COMM_SEND || total != SOCK_TOTAL_UNKNOWN;
+    uint64_t msg = c->kind == SOCK_COMM_SEND ? r->size : total;
+    if (started && msg <= tpx__sock_params.tcpx_chunk)
+        return TPX_OK; /* a hang: the caller's deadline ends it */
+    if (tpx__sock_params.tcpx_sigpipe && c->ctrl_fd >= 0) {
+        /* ... and writes that control connection without MSG_NOSIGNAL: the
+         * calling thread gets SIGPIPE (TPX_SOCK_TCPX_SIGPIPE; the byte is
+         * never read, the connection is dead). */
+        for (int i = 0; i < 2; i++) { /* the first may only draw the peer's reset */
+            ssize_t n = send(c->ctrl_fd, "", 1, MSG_DONTWAIT);
+            (void)n;
+        }
+    }
+    return TPX_ERR_CONN_RESET; /* rc 2, done = 0 */
 }
 
 tpx_status_t tpx__sock_test(void *request, int *done, size_t *size)

@@ -141,6 +141,10 @@ int tpx__sock_vec_ok(void);
 /* Requests a comm accepts in flight (TPX_MAX_REQUESTS; 16 in strict TCPX
  * mode); outside the tables (net.h: tpx__net_max_requests), after init. */
 int tpx__sock_max_requests(void);
+/* 1 when a call may raise SIGPIPE (strict TCPX mode with
+ * TPX_SOCK_TCPX_SIGPIPE, as Google's plugin); else every socket write uses
+ * MSG_NOSIGNAL. Outside the tables (net.h: tpx_net_t.sigpipe), after init. */
+int tpx__sock_raises_sigpipe(void);
 tpx_nccl_result_t tpx__sock_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
                                    void **request);
 tpx_nccl_result_t tpx__sock_irecvv(void *recv_comm, const struct iovec *iov, int iovcnt,

@@ -34,6 +34,11 @@
  * tpx reads them only through tpx__cuda_devmem_read/_gather. The bounce
  * buffer is sparse (MAP_NORESERVE): only pages that receive data take
  * memory.
+ *
+ * TPX_SOCK_TCPX_RXMEM_SKIP=1 models the plugin's "rxmem skip" state (RxDM
+ * exported no receive memory for the GPU): the handle's bounce_buf is
+ * NULL, host receives land in the buffer as always (TPX_SOCK_TCPX=2
+ * included), a receive into GPU memory is refused at irecv (rc 3).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -98,7 +103,10 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
         c->rng = 0x9e3779b97f4a7c15ull;
     if (c->kind != SOCK_COMM_RECV)
         return TPX_OK;
-    size_t bytes = SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES;
+    /* The plugin's rxmem skip state: no bounce buffer at all (the handle's
+     * bounce_buf NULL); the fragment queue is still there. */
+    const int skip = tpx__sock_params.tcpx_rxmem_skip;
+    size_t bytes = skip ? 0 : SOCK_TCPX_MAX_REQS * SOCK_TCPX_SLOT_BYTES;
     tpx_nccl_unpack_handle_t h = {0};
     if (tpx__sock_cuda_available()) {
         /* On the GPU current now, as Google's plugin (cudaGetDevice() when
@@ -112,7 +120,8 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
         c->meta = m;
         c->meta_dev = md;
         c->meta_mapped = 1;
-        if (tpx__sock_cuda_dev_alloc(dev, bytes, (void **)&c->bounce, &c->gpu_bounce) != TPX_OK ||
+        if ((!skip && tpx__sock_cuda_dev_alloc(dev, bytes, (void **)&c->bounce,
+                                               &c->gpu_bounce) != TPX_OK) ||
             tpx__sock_cuda_dev_alloc(dev, sizeof(h), &c->devh, &c->gpu_devh) != TPX_OK)
             return TPX_ERR_NO_MEMORY; /* comm_free releases what was made */
         h = (tpx_nccl_unpack_handle_t){.meta = md, .bounce_buf = c->bounce, .head = 0};
@@ -128,8 +137,8 @@ tpx_status_t tpx__sock_tcpx_comm_init(tpx_sock_comm_t *c)
         if (st != TPX_OK)
             return st;
         c->devh = c->emu_dev;
-        c->bounce = c->emu_dev + EMU_HANDLE_BYTES;
-        c->bounce_io = c->emu_rw + EMU_HANDLE_BYTES;
+        c->bounce = skip ? NULL : c->emu_dev + EMU_HANDLE_BYTES;
+        c->bounce_io = skip ? NULL : c->emu_rw + EMU_HANDLE_BYTES;
         h = (tpx_nccl_unpack_handle_t){.meta = c->meta_dev, .bounce_buf = c->bounce, .head = 0};
         memcpy(c->emu_rw, &h, sizeof(h));
     }
