@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build step of the Python package: CMake builds libtpx.so, libnccl-net-tpx.so
 and the NIXL backend libplugin_TPX.so; they are copied into tpx/_lib of the
 wheel. TPX_PREBUILT_LIBDIR=<build>/lib takes them from an existing build

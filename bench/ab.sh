@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/ab.sh - before/after in one run: build two trees of tpx and run the
 # same benchmark rows on each, interleaved (base, new, base, new, ...), then
 # print one table: row, base, new, new/base (best of ROUNDS each; GB/s rows:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/cpu_threads.sh - where a running benchmark's CPU goes, by thread.
 # Starts CMD, lets it run WARM seconds, then samples every thread of CMD's
 # process tree (/proc/PID/task/TID/stat: utime + stime) over SPAN seconds

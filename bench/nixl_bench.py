@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """nixl_bench.py - GB/s of one-sided READs (and WRITEs) of N blocks (default 1000 x 16 KiB,
 1000 x 128 KiB, 100 x 2 MiB) of host or GPU memory between two agents, three ways in one run:
 

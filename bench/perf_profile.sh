@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/perf_profile.sh - where the CPU goes, side by side: each command runs
 # under a system-wide `perf record` (cpu-clock samples, which work in a VM
 # without hardware counters), and the report prints its top symbols (kernel
@@ -24,7 +25,7 @@ PERF=${PERF:-perf} FREQ=${FREQ:-999} TOP=${TOP:-30} OUT=${OUT:-/tmp/perf-profile
 g=()
 [ "$GRAPH" = 1 ] && g=(-g)
 [ "${DELAY_MS:-0}" != 0 ] && g+=(-D "$DELAY_MS")
-[ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '3,19p' "$0"; exit 2; }
 mkdir -p "$OUT"
 labels=()
 for spec in "$@"; do

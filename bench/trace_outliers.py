@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/trace_outliers.py - the slowest iterations of a traced latency run.
 
 Reads a TPX_TRACE_FILE timeline of `tpx-perf --op read|write --latency`

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/trace_stats.py - a throughput run's trace (TPX_TRACE_FILE), summed up.
 
 For each trace file (one per process: TPX_TRACE_FILE=/tmp/t.%p.txt): how many

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # transport_vs_iperf3.sh - loopback throughput of tpx's built-in TCP transport
 # next to iperf3, in the same run on the same machine.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/vs_raw.sh - the transport and the engine against plain TCP, one run,
 # ratios printed. Each round runs every row once, rounds
 # interleave the rows (so a noisy minute hits all of them), and the table

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bin2c.cmake - write a binary file as a C byte array.
 #
 #   cmake -DIN=<file> -DOUT=<file.c> -DSYMBOL=<name> -P bin2c.cmake

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # gpu.cmake - the CUDA pieces of tpx, all optional at build time.
 #
 # Defines the object library `tpx_gpu`: the run-time CUDA driver loader

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nixl/nixl_abi.h - the part of NIXL's backend-plugin ABI that libplugin_TPX.so
  * needs, written for tpx from the facts (NIXL ships no headers in its wheels).

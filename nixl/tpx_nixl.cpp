@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpx_nixl.cpp - libplugin_TPX.so, the NIXL backend "TPX": a thin adapter
  * from NIXL's backend-engine interface (nixl_abi.h) to tpx's public C API.

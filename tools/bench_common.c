@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_common.c - the code tpx-netbench and tpx-perf share (see the header
  * for what it promises). Plain POSIX; no tpx header but the public one, and

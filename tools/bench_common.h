@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_common.h - what tpx's benchmark tools (tpx-netbench, tpx-perf) share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf.h - tpx-perf (the two-sided mode; the one-sided one is perf_rma.h): throughput and latency
  * of the tpx engine (tpx/tpx.h: tpx_engine_*, tpx_peer_*, tpx_mem_*, tpx_send/tpx_recv,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_cli.c - tpx-perf: throughput and latency of the tpx engine. The
  * command line, the roles (loopback, server, client), the control

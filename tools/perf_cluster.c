@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_cluster.c - `tpx-perf --metadata etcd://...`: engines that find each
  * other through the registry (tpx/registry.h) and one-sided READs between

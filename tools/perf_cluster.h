@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_cluster.h - tpx-perf with a registry (--metadata etcd://...):
  * servers published by name, clients reading from them, N x M on one host

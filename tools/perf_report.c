@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_report.c - what tpx-perf prints and writes (perf.h): the header, the
  * table rows and --all-gpus sums, the engines' summaries, the JSON file,

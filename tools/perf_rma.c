@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_rma.c - `tpx-perf --op read|write`: one-sided transfers of many
  * blocks (the KV-cache shape), through the public API only.

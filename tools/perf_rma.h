@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_rma.h - the one-sided mode of tpx-perf (--op read|write), perf_rma.c.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_worker.c - one side of a tpx-perf run (perf.h): its engine, its
  * peer, the phases of every size, the --all-gpus lanes of one process.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpx_doctor.c - tpx-doctor: what a GPUDirect-TCPX setup needs, and what
  * this host has.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpx_netbench.c - tpx-netbench: throughput of tpx's built-in TCP transport,
  * driven through one of its ncclNet tables alone (--abi 10, 11 or 12:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench/gpu/bench_cuda.h - what the standalone CUDA benchmarks beside it
  * share (copy_probe.cu, dma_load.cu, raw_staged.cu): a CUDA runtime call

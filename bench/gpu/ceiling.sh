@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/ceiling.sh - GPU memory against host memory at 1 MiB, for tpx and
 # for the simplest staged pipeline over raw TCP (bench/gpu/raw_staged.cu), in
 # one run, rounds interleaved: how much of tpx's GPU/host ratio is the

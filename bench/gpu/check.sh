@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/check.sh - the fast GPU correctness pass (a few minutes): every GPU
 # path moves verified data once, on one GPU. bench/gpu/run.sh is the full run.
 #   unpack kernel + d2d; strict TCPX handle/bounce in GPU memory (tcpx_nocpu,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench/gpu/copy_probe.cu - what the GPU's copy engines give the built-in
  * transport's staging: pinned host <-> device copies cut into blocks on S

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/cuda_vs_host.sh - two-sided throughput of GPU memory (through the
 # built-in transport's pinned staging) next to host memory, same run, at
 # 1 MiB and 256 MiB, with the ratio and the targets (GPU >= 0.7x host

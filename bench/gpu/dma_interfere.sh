@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/dma_interfere.sh - does a GPU path's staging DMA slow the CPU's
 # own socket copies? Host-memory 1 MiB tpx-perf rows on CPUs 0-15, alone and
 # beside bench/gpu/dma_load.cu (D2H + H2D copies paced to RATE GB/s each

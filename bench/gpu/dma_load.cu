@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench/gpu/dma_load.cu - DMA traffic through host memory with (almost) no
  * CPU: device-to-host and host-to-device copies of BLOCK bytes between one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/gap.sh - where the two throughput gaps (GPU/host, transport/raw) come from,
 # on one GPU host, one run: settings side by side, rounds interleaved (a noisy
 # minute hits every row), best and median of the rounds printed.

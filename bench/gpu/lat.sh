@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/lat.sh - one-sided latency on one host (loopback), under a few
 # settings in the same run, rounds interleaved; then one traced READ 4K
 # iteration (TPX_TRACE_FILE) with the time of each step. Prints a table

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/multi.sh - on a host with two or more GPUs: every GPU in one
 # process (tpx-perf --all-gpus) next to one process per GPU (tpx-launch),
 # and the one-sided mode (--op read|write) on GPU memory, plain and strict

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stock NCCL loads tpx's plugin: which ncclNet version it took, and the plugin's devices.
 
 One process, one GPU, a one-rank communicator (ncclCommInitRank with nranks 1) made by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stock NCCL (through PyTorch) loading tpx's plugin, next to NCCL's own socket transport.
 
 Two GPUs on one host, P2P and SHM off so all traffic takes the network plugin over loopback.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/nixl_vram.sh WHEEL_DIR - NIXL with the TPX backend on GPU memory, as vLLM
 # uses it, on a GPU host, in one run:
 #   1. python -m tpx.nixl_check --mem vram: the user's check (READ and WRITE, verified)

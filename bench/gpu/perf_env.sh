@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/perf_env.sh - sourced by the engine benchmark scripts here: go to
 # the repository root, keep traffic on loopback, build tpx-perf (release) and
 # set P to it; exits with "build failed" if the build does.

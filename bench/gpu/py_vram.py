@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Python package on GPU memory (run by bench/gpu/run.sh): two engines on one
 GPU, a torch CUDA tensor registered through data_ptr() (MEM_CUDA), a READ of 1000
 x 128 KiB blocks in reversed order, byte-verified with torch.equal, then timed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench/gpu/raw_staged.cu - the raw-TCP ceiling for GPU memory: what the
  * simplest staged pipeline moves between GPU buffers over loopback TCP,

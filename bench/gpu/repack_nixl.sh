@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/repack_nixl.sh OUT_DIR [VERSION]
 #
 # The NIXL wheels a GPU host needs, small enough to travel (a run there may carry

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/run.sh - build tpx on a GPU host and run everything GPU-side in
 # one go, ending with the result tables.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/sets.sh - engine settings side by side on one host (loopback):
 # throughput at 256 MiB (GB/s, cpu s/GB), READ of 1000 x 4K (pipelined GB/s)
 # and one-sided latency p50 (READ 1 x 4K / 64K / 512K, WRITE 1 x 4K / 512K, READ

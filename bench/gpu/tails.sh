@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/tails.sh - where the slow iterations of one-sided latency runs
 # lose their time: each row runs traced (TPX_TRACE_FILE) and
 # bench/trace_outliers.py prints the iteration-time distribution and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/targets.sh - the throughput and latency rows tpx is
 # judged by, on one GPU host, in one command: each step is one of the
 # scripts beside it (or bench/vs_raw.sh), its log kept under $OUT, its final

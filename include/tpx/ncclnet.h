@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpx/ncclnet.h - the NCCL net-plugin ABI ("ncclNet"), versions 7 to 12.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpx/registry.h - engines find each other through etcd (optional).
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tpx: move host or GPU memory between machines over TCP (NCCL net plugins).
 
 A thin ctypes binding over libtpx's stable C API (include/tpx/tpx.h); the

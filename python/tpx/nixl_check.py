@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m tpx.nixl_check: does NIXL load the TPX backend here, and does it move bytes?
 
 Run it on the machine (and in the environment) where vLLM, SGLang or Dynamo will run,

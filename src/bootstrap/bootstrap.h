@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bootstrap.h - the engine's out-of-band bootstrap channel: a small TCP
  * connection, separate from the data transport, over which two engines

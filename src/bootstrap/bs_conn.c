@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bs_conn.c - bootstrap listen/accept, the non-blocking handshake state
  * machine, and framed messages after it.

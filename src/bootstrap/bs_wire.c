@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bs_wire.c - encoding and checked decoding of the bootstrap's wire data.
  *

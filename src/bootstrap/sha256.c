@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sha256.c - SHA-256 per FIPS 180-4 section 6.2, HMAC per RFC 2104.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sha256.h - SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), self-contained.
  *

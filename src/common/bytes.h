@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bytes.h - big-endian field access for wire formats. Every tpx wire
  * format is big-endian and read with these, never by casting structs.

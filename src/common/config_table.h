@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_table.h - every TPX_* environment variable, in one place.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * log.h - tpx's logger. The level is checked before any argument is
  * evaluated, so a disabled log line costs one load and one branch.

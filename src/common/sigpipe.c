@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sigpipe.c - SIGPIPE blocked where libtpx calls plugins (see sigpipe.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sigpipe.h - a plugin's SIGPIPE never kills the application.
  *

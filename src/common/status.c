@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status.c - status strings and the single errno -> tpx_status_t mapping.
  */

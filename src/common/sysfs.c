@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sysfs.c - one-line sysfs files (see sysfs.h).
  */

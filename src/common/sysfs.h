@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sysfs.h - reading the one-line files of sysfs (/sys/class/net/..., PCI
  * numa_node, node cpulists), shared by the transport and the engine.

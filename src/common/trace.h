@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * trace.h - a timeline of the hot path, for finding where latency goes.
  *

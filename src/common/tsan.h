@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tsan.h - orderings that travel through sockets, told to ThreadSanitizer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util.h - small helpers shared by every tpx module: time, arithmetic,
  * branch hints and the error-checking macros. No state, no allocation.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * engine.h - the engine object (engine.c), its progress loop, and the map
  * of the engine's private headers, threads and locks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * export.c - the owner's table of exported memory, and region descriptors.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ident.c - engine identity: Ed25519 keys from libsodium, loaded with
  * dlopen at run time (libtpx links only libc), and the derived engine id.

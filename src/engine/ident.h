@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ident.h - engine identity (ident.c): who a peer engine is, proven.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * info.c - what an engine settled on (tpx_engine_info), for tools and logs.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mem.c - memory regions: registration, the per-comm handle cache, and the
  * address-range cache of the public API.

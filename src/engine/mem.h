@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mem.h - memory regions (mem.c) and their exports (export.c).
  *

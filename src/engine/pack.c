@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pack.c - gathering and scattering the small blocks of a shared chunk.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pack.h - shared chunks of one-sided transfers (pack.c): small blocks
  * packed back to back into one plugin message (wire.h, tpx_chunker_t).

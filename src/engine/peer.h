@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * peer.h - one connection to a peer engine: its set-up and close
  * (peer.c), its control stream, failure, deadlines and liveness (xfer.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * remote.h - peer engines known by their metadata (remote.c): lazy
  * connection, reconnection after a failure (a new epoch), and reuse of a

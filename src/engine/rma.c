@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rma.c - one-sided READ and WRITE on a two-sided plugin, and notifications.
  *

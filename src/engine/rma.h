@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rma.h - one-sided READ and WRITE, preparations, and notifications
  * (rma.c). The transfers' one-sided parts are in xfer.h (rma, req, own).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * topo.c - which plugin devices (NICs) an engine's channels use.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * window.c - the plugin window phase: a comm's FIFO of requests in flight.
  *

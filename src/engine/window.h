@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * window.h - one plugin comm and its window of requests in flight
  * (window.c): the "plugin window" phase of the progress loop.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire.c - encoders and checked decoders of the engine's wire formats
  * (layouts in wire.h).

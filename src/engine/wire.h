@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire.h - the engine's wire formats, as pure functions (no engine state,
  * no allocation, no logging): control messages, request lists, region

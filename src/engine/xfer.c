@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xfer.c - two-sided transfers: headers, chunk dealing, matching, completion.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xfer.h - a transfer: its state, its chunk streams and its lanes on the
  * comms (xfer.c), and its role-specific parts (two-sided: xfer.c;

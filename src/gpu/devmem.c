@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * devmem.c - reading a net plugin's device memory from the host.
  *

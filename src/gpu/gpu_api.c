@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_api.c - the public GPU memory helpers (tpx_gpu_*), over gpu/cuda.c.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpx_lib.c - library-level entry points that belong to no module.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * net.c - loading ncclNet plugins and calling them through one interface.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * net.h - one internal view of any ncclNet plugin (v7..v12).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * answer.c - what the etcd metadata client reads (registry.h): etcd's JSON
  * answers (range, lease grant and keep-alive, errors) and the value of a

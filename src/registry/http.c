@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http.c - the HTTP/1.1 client of the etcd metadata client (registry.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * json.c - a validating JSON scanner and base64, for etcd's JSON gateway
  * (registry.h).

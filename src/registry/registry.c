@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * registry.c - engines in etcd (tpx/registry.h): the etcd v3 calls over
  * its JSON gateway, the value of a published engine, the keep-alive

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * registry.h - the etcd metadata client's private parts (src/registry).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tls.c - TLS to etcd, from OpenSSL's libssl loaded at run time
  * (registry.h). Its one job: hand the HTTP client (http.c) an encrypted,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * trust.c - signed registry values and whom a reader trusts (registry.h).
  *

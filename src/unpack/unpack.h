@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unpack.h - gathering devmem fragments into their destination.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unpack_cpu.c - the CPU reference unpack.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unpack_gpu.c - loading and launching the unpack kernel; the d2d mode.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unpack_gpu.h - gathering devmem fragments on the GPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unpack_kernel.cu - the batched devmem gather kernel.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bs_test.h - the bootstrap tests' fixture (the checks are those of
  * ../common/tpx_test.h): log capture, fd counting, raw sockets that speak
  * (or abuse) the wire format, and a small poll()-driven server that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_bs_conn.c - the bootstrap connection between two processes over
  * 127.0.0.1. One scenario per run: test_bs_conn <scenario>.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_bs_fuzz.c - random bytes against every parser of bootstrap input:
  * the frame header, the handshake payloads, the INFO payload, and the

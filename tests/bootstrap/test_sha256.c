@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_sha256.c - SHA-256 (FIPS 180-4 / NIST CAVS examples) and
  * HMAC-SHA256 (RFC 4231 test cases 1-7) vectors, streaming at every split
  * point, and the constant-time compare. */

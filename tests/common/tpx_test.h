@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpx_test.h - the one assertion style of the tpx C tests, with the
  * deadline and loopback-port helpers every test area needs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * faults.c - engine scenarios where something goes wrong on purpose: it must
  * be reported as an error (never a hang, a crash or a silent success) and the

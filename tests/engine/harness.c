@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * harness.c - processes, pipes, data, buffers and leak checks for the engine
  * integration tests (see harness.h). Public API only.

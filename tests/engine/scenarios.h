@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * scenarios.h - the scenarios of test_engine. Each one runs in the
  * supervisor: it creates its links, spawns its roles and returns the exit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * side.h - one engine on 127.0.0.1 with one exported host region, for the
  * one-sided tests (test_rma.c, test_sec.c): open, close, and load another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_engine.c - integration tests of the tpx engine through its public API
  * (tpx/tpx.h) only, over the built-in transport on loopback.

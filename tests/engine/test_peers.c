@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_peers.c - one owner engine serving many peers: 64
  * requester engines in a child process each READ and WRITE their own slice

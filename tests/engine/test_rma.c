@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rma.c - one-sided READ/WRITE, notifications, exports and metadata,
  * between two engines of one process over the built-in transport on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sec.c - hostile peers (SECURITY.md): engines of one process on
  * loopback, an attacker written against the engine's internals or the

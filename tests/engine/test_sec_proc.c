@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sec_proc.c - hostile processes: scenarios that need an owner to die,
  * or another process to hold resources, so each role is a process of its

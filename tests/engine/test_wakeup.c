@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_wakeup.c - the engine fd's contract (tpx.h, tpx_engine_fd) with two
  * threads on one engine: one posts sends and polls them (and calls

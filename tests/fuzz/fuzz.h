@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz.h - what the libFuzzer targets of tests/fuzz share with each other
  * and with the seed generator (fuzz_seeds.c): the selector byte of each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_bs.c - libFuzzer target for every parser of bootstrap bytes
  * (src/bootstrap): the frame header, HELLO/CHALLENGE/AUTH, INFO, and the

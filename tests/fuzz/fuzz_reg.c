@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_reg.c - libFuzzer target for the etcd metadata client's parsers
  * (src/registry): the HTTP/1.1 response reader (status line, headers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_replay.c - a main() for the fuzz targets in builds without
  * libFuzzer (gcc, the release and ASan presets): runs every file named on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_seeds.c - writes the seed corpus of the fuzz targets: valid
  * messages of every format, made by the library's own encoders, each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_sock.c - libFuzzer target for the built-in transport's wire
  * (src/plugin/sock/sock_wire.h): the hello that opens every connection,

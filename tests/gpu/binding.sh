@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # binding.sh c TEST_GPU_BIND      the C API cases of test_gpu_bind.c
 # binding.sh py PYTHON SCRIPT     a Python script (the tpx package, NIXL)
 #
@@ -83,7 +84,7 @@ py)
     "$2" "$3" || fail "$3"
     ;;
 *)
-    sed -n '2,3p' "$0" >&2
+    sed -n '3,4p' "$0" >&2
     exit 2
     ;;
 esac

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_cuda.c - a stand-in libcuda.so.1 for machines without a GPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_engine_gpu.c - GPU0 -> GPU1 through the engine over loopback.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_gpu_bind.c - which GPU and NICs an engine serves, and why.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sock_pinned.c - the books of the built-in transport's pinned staging
  * rings (TPX_SOCK_CUDA_PINNED, sock_cuda.c), on the fake GPU: a ring is

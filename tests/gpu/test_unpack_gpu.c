@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_unpack_gpu.c - the GPU unpack: correctness, then throughput.
  *

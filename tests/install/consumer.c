@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A program that uses an installed tpx (tests/install/install.sh). */
 #include <stdio.h>
 #include <string.h>

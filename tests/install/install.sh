@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # install.consumer: `cmake --install` into a fresh prefix, then build and run a
 # tiny C program against it twice: with `pkg-config --cflags --libs tpx`
 # and with find_package(tpx) (shared and static libtpx). Nothing is taken

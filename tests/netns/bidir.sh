@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.bidir: both directions at once over links that are the bottleneck
 # (bidir >= 1.6x one direction). Host A and B's four data links
 # are shaped to 200 Mbit/s on both ends (tbf on each egress), so a direction

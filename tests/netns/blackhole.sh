@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.blackhole: one data link (eth2) silently drops every packet in the
 # middle of a long transfer B -> A. With a transfer deadline of 10 s
 # (tpx-perf --timeout 10 = TPX_TIMEOUT_MS 10000) both sides must exit non-zero

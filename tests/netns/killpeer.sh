@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.killpeer: host B's client is killed with SIGKILL in the middle of a long
 # transfer to host A; A's tpx-perf must exit non-zero with an error within 10 s
 # (its transfer deadline is 60 s: the error has to come from the peer's death).

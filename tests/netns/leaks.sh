@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.leaks: nothing leaks when peers fail. tests/netns/netns_peer (public
 # API only) runs verified rounds (16 MiB each way, every byte checked):
 #   1. a server in host A; client 1 in host B is SIGKILLed mid-run: the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh - shared by the netns tests (sourced). Usage of a test:
 #   TEST.sh TOOLS_DIR TESTBED      (TOOLS_DIR holds tpx-perf; TESTBED is scripts/testbed)
 # The test re-runs itself under `testbed run`, which creates hosts A and B and

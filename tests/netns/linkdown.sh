@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.linkdown: host B's data link eth2 is set down (`testbed link B eth2
 # down`: `ip link set eth2 down` inside B) in the middle of a verified
 # transfer B -> A (64 MiB transfers, tpx-perf --verify, transfer deadline

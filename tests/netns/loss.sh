@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.loss: random packet loss on one data link (host B's eth2, both ways:
 # nftables `numgen random mod 100 < N drop`, scripts/testbed loss) while B
 # sends 64 MiB x 16 to A, verified. TCP must repair every loss: each run must

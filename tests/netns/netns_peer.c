@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * netns_peer.c - one side of the fault tests of the netns testbed
  * (tests/netns/leaks.sh, recovery.sh), through the public API only.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.recovery: the server process is SIGKILLed in the middle of verified
 # rounds (tests/netns/netns_peer, 16 MiB each way) and restarted on the same
 # port; the client process, not restarted, must see the failure, close the

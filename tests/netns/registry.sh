@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.registry: two hosts find each other through etcd. etcd runs in host A
 # (on its control address, data in this test's own directory); a tpx-perf
 # server publishes itself by name in each host; a client in each host reads

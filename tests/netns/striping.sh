@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.striping: host B sends to host A over 4 equal veth links (eth1..eth4),
 # 4 channels, host memory; every data NIC must carry 15..35% of the bytes
 # (an even share is 25%) and the control NIC eth0 under 1%.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.trickle: host B's data link eth2 is shaped to a trickle (tc tbf
 # 1mbit on B's egress: the direction of the data) before B sends 64 MiB x 2
 # (plus one warm-up transfer) to A, verified, with a transfer deadline of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns.unequal: B -> A over 3 links shaped to 2 Gbit/s and one to 500 Mbit/s,
 # then to 100 Mbit/s (tbf on B's egress). The slow link must not pace the
 # others: the four links together must move at least 0.95x what the three

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared set-up of the Python tests (run by ctest through run_pytest.sh, in a
 venv holding the real NIXL wheel from PyPI and the tpx wheel built from this
 tree). Everything stays on loopback: TPX_BIND_ADDR=127.0.0.1 and

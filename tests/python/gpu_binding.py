@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The engine's GPU through the Python package and through NIXL, as vLLM runs it.
 
 Run by tests/gpu/binding.sh (a network namespace with NICs eth1..eth4, a stand-in

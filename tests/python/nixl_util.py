@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for driving NIXL agents with backend TPX (tests, bench)."""
 import time
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A peer process for the two-process tests: `peer.py nixl|tpx NAME SIZE SEED`.
 
 It registers SIZE bytes (pattern SEED) and prints its metadata; then it

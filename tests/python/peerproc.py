@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Start and talk to peer.py."""
 import hashlib
 import json

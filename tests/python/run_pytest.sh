@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_pytest.sh setup BUILD_DIR SOURCE_DIR
 #     A venv in BUILD_DIR/pyenv with the real NIXL wheels from PyPI (`nixl`,
 #     the package vLLM imports, and nixl-cu12 behind it: both load without a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python examples of the docs run as written: docs/python.md's, and the README's quick
 start (docs/README.new.md while it waits to replace README.md)."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NIXL with backend TPX (libplugin_TPX.so from the tpx wheel) loaded into the real
 NIXL wheel from PyPI: the plugin ABI, transfers, notifications and failures."""
 import time

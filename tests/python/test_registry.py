@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tpx.Registry (tpx/registry.h) against a real etcd started for this module
 (Debian's etcd-server, on 127.0.0.1 with free ports and its own data
 directory; skipped without it): publish, lookup, list, a remote by name that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python package `tpx` (ctypes over libtpx's C API) on its own: the same
 one-sided cases as the NIXL tests, plus two-sided send/recv and the API's
 objects."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vLLM's NixlConnector sequence (vllm_seq.py) on host memory: per-layer K and V regions,
 block-id lists, notifications, telemetry, a restarted prefill; same TP and decode TP = 2 x
 prefill TP (each decode rank reads half the heads of HND blocks). Every byte checked."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vLLM's NixlConnector call sequence over NIXL with the TPX backend, checked byte by byte.
 
 The calls are the ones vLLM's NixlConnector makes, in its order, through the `nixl`

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # certs.sh DIR: a test CA and the certificates the registry's TLS tests use,
 # made with the openssl command line (P-256 keys, valid two days):
 #   ca.pem ca.key              the CA etcd and the clients trust

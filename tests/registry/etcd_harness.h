@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_harness.h - start and stop a private etcd for a test (header-only,
  * used by test_registry.c): Debian's `etcd` (package etcd-server, or

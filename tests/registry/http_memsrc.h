@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_memsrc.h - an in-memory source for the registry's HTTP reader
  * (tpx__http_rd_t): each read hands out at most `step` bytes, so that a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # perf_roles.sh TPX_PERF - run by `test_registry run --` (TPX_METADATA set):
 # tpx-perf --metadata with the roles started by hand, as on two hosts. A
 # server publishes itself by name, a client finds it by name (and with

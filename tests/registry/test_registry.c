@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_registry.c - engines in etcd (tpx/registry.h), against a real etcd
  * started for each test (etcd_harness.h). One case per process:

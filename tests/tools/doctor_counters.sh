@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tpx-doctor --counters-save / --counters-diff with a fake ethtool first on
 # PATH (fake_ethtool.sh), whose counters this script changes between the two:
 #   - the first interface of this host "receives" 1 GiB while rx_devmem_pkts

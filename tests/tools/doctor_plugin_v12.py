@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tpx-doctor --json against libnccl-net-tpx.so: the tables v7..v12, v12 used,
 its device's v11/v12 properties (one request per multi-request, rail and plane
 not known: null)."""

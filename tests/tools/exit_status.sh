@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # exit_status.sh STATUS COMMAND [ARG...]: run COMMAND; pass if it exits with
 # exactly STATUS (a crash or a different error status fails).
 want=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # A stand-in for ethtool on PATH (as "ethtool"): `ethtool -S IF` prints the
 # counters of $FAKE_ETHTOOL_DIR/IF.stats ("NAME: VALUE" lines, like a real
 # driver), `ethtool -g IF` the ring settings of $FAKE_ETHTOOL_DIR/IF.ring;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # A stand-in for ssh on PATH (as "ssh"): `ssh [-o OPT]... HOST COMMAND`
 # runs COMMAND here with sh -c, in an environment as bare as a fresh login
 # (only PATH, HOME and TMPDIR kept), so that only what the caller forwards

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_tcpx_plugin.c - a stand-in for Google's GPUDirect-TCPX plugin as seen
  * from a host without a GPU: its table is named like the real one and its

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # scripts/tpx-launch --hosts over a fake ssh (fake_ssh.sh first on PATH: it
 # runs the "remote" command here, in a bare environment), so both nodes are
 # on this host, split by ports on loopback: node0 the server side, node1 the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tools.launch.kill: a launcher killed with SIGKILL (which runs no trap)
 # leaves neither its processes nor its token behind (SECURITY.md).
 #   1. tpx-launch --token-stdin --role server --nprocs 3 (three tpx-perf

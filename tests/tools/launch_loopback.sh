@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # scripts/tpx-launch on one host over loopback, host memory: a server side and
 # a client side of NPROCS processes each (pairs i<->i, or with --full-mesh
 # every index to every index), both launched in the background of this script.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tpx-perf --all-gpus's lane machinery without GPUs (--mem host --lanes N:
 # N engines of host memory in one process per side, one thread each):
 #   1. loopback, 2 lanes, verified: the JSON's sum row equals the sum of its

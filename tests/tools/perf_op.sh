@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tools.perf.op: the one-sided mode of tpx-perf (--op read|write): loopback
 # READ and WRITE, verified, with JSON (checked by python3 -m json.tool when
 # python3 exists), --latency, then a server (the owner) and a client on

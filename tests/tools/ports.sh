@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ports.sh - sourced by tool tests that start a tpx-perf server on a fixed port.
 #
 # free_port: prints a port P with P + 1 free too (a server's control port and

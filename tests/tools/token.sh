@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tools.token: the authentication token never leaks (SECURITY.md).
 #   1. tpx-perf --print-config shows TPX_AUTH_TOKEN=(set, hidden), never the
 #      token; its --json record neither.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # check_exports.cmake - `cmake -DNM=... -DPLUGIN=... -P check_exports.cmake`
 #
 # The plugin must export the ncclNet tables NCCL looks up (-DVERSIONS=7,8,...;

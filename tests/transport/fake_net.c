@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_net.c - a tiny stand-in ncclNet plugin for the loader's tests
  * (test_netload.c): no sockets, one device, and counters the test reads

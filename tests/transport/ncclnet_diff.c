@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ncclnet_diff.c - drive an ncclNet v7 table the way NCCL does and print one
  * line per behaviour, so that two plugins can be compared line by line.

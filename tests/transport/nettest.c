@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nettest.c - the version-neutral shim over the ncclNet tables (see
  * nettest.h). Each wrapper is a switch on the ABI version: the only place

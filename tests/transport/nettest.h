@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nettest.h - a small, version-neutral shim over the raw ncclNet tables, for
  * the transport tests.

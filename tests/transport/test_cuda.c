@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_cuda.c - CUDA buffers through the built-in transport's pinned
  * staging (sock_cuda.c), on the stand-in libcuda of tests/gpu (run as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_faults.c - the failure scenarios of test_transport: a wrong tag, a
  * peer that dies or closes mid-transfer, a close with requests in flight,

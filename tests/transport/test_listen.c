@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_listen.c - the listener under attack (SECURITY.md: listener floods).
  *

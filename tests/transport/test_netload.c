@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_netload.c - the loader (src/net) against stand-in plugins
  * (fake_net.c), one scenario per process:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_pieces.c - hand-built piece headers (a hostile sender's, and legitimate
  * streams in rare shapes) against a receive comm of the built-in transport

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_tcpx.c - the strict-TCPX scenarios of test_transport (tcpx_*).
  *

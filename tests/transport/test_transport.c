@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_transport.c - two-process tests of an ncclNet plugin, through its
  * exported tables only.

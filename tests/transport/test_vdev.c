@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_vdev.c - virtual devices (makeVDevice, ncclNet v9+) of the
  * built-in transport, through the exported tables only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_vec.c - vectored messages of the built-in transport (net.h:
  * tpx__net_isendv / tpx__net_irecvv), through the engine's view of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport_test.h - the two-process harness shared by the transport test
  * scenarios (test_transport.c: the harness, the transfer scenarios and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* all_status.h - every tpx_status_t value, for the unit tests that check
  * each one has a distinct name and message (test_status.c, test_api.c). */
 #ifndef TPX_TESTS_ALL_STATUS_H

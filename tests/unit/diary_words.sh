@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # unit.diary_words: the product speaks of the product. No file of the tree
 # (outside .git and build folders) may cite a development log, an issue
 # number, a working session or a dated diary row: a finding is written as

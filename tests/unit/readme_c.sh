@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # unit.readme_c: the README's C quick start compiles as written (warnings are
 # errors) against this build's libtpx and moves verified bytes over loopback.
 # The README is docs/README.new.md while it waits to replace README.md.

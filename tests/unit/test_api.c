@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_api.c - the library-level API: tpx_status_name() for every status,
  * the host's log callback (lines reach it and never stderr; the level

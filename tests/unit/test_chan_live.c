@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_chan_live.c - a comm's liveness record (window.c tpx__window_look),
  * from which the engine's sweep judges a receive channel dead

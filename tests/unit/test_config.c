@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Size parsing, defaults, and rejection of malformed TPX_* values. */
 #include <sched.h>
 #include <stdlib.h>

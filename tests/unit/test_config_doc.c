@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* docs/config.md's configuration table is the one the library prints
  * (src/common/config_table.h). `test_config_doc --print` writes the table,
  * markers included, to paste between the markers after a setting changes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NCCL-style interface lists. */
 #include "../common/tpx_test.h"
 #include "plugin/sock/sock.h"

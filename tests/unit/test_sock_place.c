@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sock_place.c - where the built-in transport's I/O workers put a
  * comm's data connections (sock_io.c, pool_pick).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sock_rate.c - the built-in transport's rate estimate of a data
  * connection (sock_rate.c, tpx__sock_rate_next), from TCP's delivery-rate

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sock_ring.c - the staging ring's bookkeeping (sock_ring.c): where
  * the built-in transport puts the blocks of CUDA pieces in a connection's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every status has a distinct, non-empty string; errno maps as documented. */
 #include <errno.h>
 #include <string.h>

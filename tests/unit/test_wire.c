@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Wire formats round-trip, and decoders reject every malformed input. */
 #include <arpa/inet.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock.h - private interface of tpx's built-in TCP transport ("sock").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_conn.c - listen, connect and accept, as non-blocking state machines.
  *

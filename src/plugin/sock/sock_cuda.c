@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_cuda.c - CUDA buffers in the built-in transport, through pinned
  * staging.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_dev.c - which interfaces the transport uses, and their properties.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_export.c - the symbols NCCL looks up in libnccl-net-tpx.so.
  * Only this file is specific to the plugin build; libtpx does not export

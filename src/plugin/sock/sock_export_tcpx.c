@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_export_tcpx.c - libnccl-net-tpx-tcpx.so: the strict TCPX mode as a
  * loader sees Google's GPUDirect-TCPX plugin 3.1.9.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_ifname.c - NCCL-style interface lists (NCCL_SOCKET_IFNAME syntax).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_io.c - the I/O workers that move every comm's bytes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_plugin.c - the ncclNet v7..v12 entry points of the built-in transport.
  *

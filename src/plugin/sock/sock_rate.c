@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_rate.c - what the kernel knows of a data connection's speed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_req.c - isend, irecv, test, memory registration and close.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_ring.c - where a data connection's staging blocks go in its pinned
  * ring (sock_cuda.c): bookkeeping only, no CUDA, no memory.

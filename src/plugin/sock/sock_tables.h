@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_tables.h - the built-in transport's ncclNet tables.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_tcpx.c - devmem-style delivery of the strict TCPX mode.
  *

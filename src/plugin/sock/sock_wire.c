@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_wire.c - encoding and checked decoding of the transport's wire data.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sock_wire.h - the built-in transport's wire formats and connect handle.
  *
