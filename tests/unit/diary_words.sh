@@ -36,9 +36,6 @@ patterns=(
 
 excludes=(--exclude-dir=.git --exclude-dir='build*' --exclude-dir=dist --exclude-dir='*.egg-info'
     --exclude-dir=.venv --exclude-dir=__pycache__ --exclude=diary_words.sh)
-# SECURITY.md is edited on another line of work: its one dated line (an
-# audit's date) goes there; then this exclusion goes too.
-excludes+=(--exclude=SECURITY.md)
 
 found=0
 for p in "${patterns[@]}"; do
