@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Python examples of the docs run as written: docs/python.md's, and the README's quick
-start (docs/README.new.md while it waits to replace README.md)."""
+start."""
 import os
 import re
 import subprocess
@@ -28,8 +28,5 @@ def test_python_md_example():
 
 
 def test_readme_quick_start():
-    readme = os.path.join(ROOT, "docs", "README.new.md")
-    if not os.path.exists(readme):
-        readme = os.path.join(ROOT, "README.md")
-    out = run_block(readme, r"## Quick start: Python\n\n```python\n(.*?)```")
+    out = run_block(os.path.join(ROOT, "README.md"), r"## Quick start: Python\n\n```python\n(.*?)```")
     assert "READ verified" in out, out

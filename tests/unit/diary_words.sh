@@ -37,12 +37,6 @@ patterns=(
 
 excludes=(--exclude-dir=.git --exclude-dir='build*' --exclude-dir=dist --exclude-dir='*.egg-info'
     --exclude-dir=.venv --exclude-dir=__pycache__ --exclude=diary_words.sh)
-# While docs/README.new.md waits to replace README.md, the old README is not
-# the product's; once it has replaced it, README.md is checked like the rest.
-[ -e docs/README.new.md ] && excludes+=(--exclude=README.md)
-# SECURITY.md is edited on another line of work: its one dated line (an
-# audit's date) goes there; then this exclusion goes too.
-excludes+=(--exclude=SECURITY.md)
 
 found=0
 for p in "${patterns[@]}"; do
