@@ -27,8 +27,7 @@ echo "== build"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target tpx plugin_TPX tpx-perf nccl-net-tpx >/dev/null
 
-PY=$OUT/py
-rm -rf "$PY"
+PY=$(mktemp -d /tmp/tpx-nixl-py.XXXXXX) # not under OUT: only results come back
 python3 -m pip install -q --no-index --no-deps --target "$PY" "$W"/*.whl
 cp -r python/tpx "$PY/"
 mkdir -p "$PY/tpx/_lib/nixl"
