@@ -52,9 +52,12 @@ def library_path():
     return os.environ.get("TPX_LIBRARY") or os.path.join(_LIBDIR, "libtpx.so.0")
 
 
-def nccl_plugin_path():
-    """Path of libnccl-net-tpx.so: NCCL_NET_PLUGIN=<this> makes NCCL use tpx's transport."""
-    return os.path.join(_LIBDIR, "libnccl-net-tpx.so")
+def nccl_plugin_path(strict_tcpx=False):
+    """Path of libnccl-net-tpx.so: NCCL_NET_PLUGIN=<this> makes NCCL use tpx's transport.
+    strict_tcpx: libnccl-net-tpx-tcpx.so instead, the strict TCPX mode as Google's
+    GPUDirect-TCPX plugin looks to a loader (only ncclNetPlugin_v7)."""
+    return os.path.join(_LIBDIR, "libnccl-net-tpx-tcpx.so" if strict_tcpx else
+                        "libnccl-net-tpx.so")
 
 
 def nixl_plugin_dir():
@@ -180,7 +183,15 @@ def _api():
 
 
 def version():
+    """The version of libtpx (tpx_version_string()): the one version of the project
+    (its VERSION file), also the wheel's."""
     return _api().tpx_version_string().decode()
+
+
+def __getattr__(name):  # tpx.__version__, without loading the library at import
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module 'tpx' has no attribute {name!r}")
 
 
 class TpxError(Exception):
