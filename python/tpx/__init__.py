@@ -62,8 +62,10 @@ def nccl_plugin_path(strict_tcpx=False):
 
 def nixl_plugin_dir():
     """Folder holding libplugin_TPX.so: NIXL_PLUGIN_DIR=<this> (it replaces NIXL's own
-    folder), or copy the file into NIXL's plugin folder to keep UCX and friends."""
-    return os.path.join(_LIBDIR, "nixl")
+    folder), or copy the file into NIXL's plugin folder to keep UCX and friends. None
+    when this tpx was built without the NIXL backend (no C++ compiler at build time)."""
+    d = os.path.join(_LIBDIR, "nixl")
+    return d if os.path.isfile(os.path.join(d, "libplugin_TPX.so")) else None
 
 
 # ---- the C ABI --------------------------------------------------------------

@@ -57,6 +57,11 @@ def main(argv=None):
 
     import numpy as np
     import tpx
+    if tpx.nixl_plugin_dir() is None and "NIXL_PLUGIN_DIR" not in os.environ:
+        print("nixl_check: this tpx was built without its NIXL backend (no C++ compiler at "
+              "build time): reinstall it where g++ is present, or from the binary wheel",
+              file=sys.stderr)
+        return 1
     os.environ.setdefault("NIXL_PLUGIN_DIR", tpx.nixl_plugin_dir())
     os.environ.setdefault("TPX_BIND_ADDR", "127.0.0.1")  # both agents are in this process
     try:
