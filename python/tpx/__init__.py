@@ -2,20 +2,29 @@
 
 A thin ctypes binding over libtpx's stable C API (include/tpx/tpx.h); the
 GIL is released during every call into the library. Errors raise TpxError,
-whose ``status`` is the tpx_status_t value.
+whose ``status`` is the tpx_status_t value. Memory is a numpy array, a torch
+tensor, anything with __cuda_array_interface__ or __dlpack__, or a buffer.
+
+Two engines in one process (on two machines, the metadata and descriptors
+travel between them however the application likes):
 
     import numpy as np, tpx
-    with tpx.Engine(name="decode-0") as eng:
-        buf = np.zeros(1 << 20, np.uint8)
-        reg = eng.register(buf)
-        remote = eng.load_remote(peer_metadata)          # bytes from the peer
-        prep = remote.prepare(tpx.READ, reg, np.arange(16) * 4096,
-                              peer_desc, np.arange(16) * 4096, 4096)
-        prep.post(notif=b"done").wait()
+    with tpx.Engine(name="prefill") as prefill, tpx.Engine(name="decode") as decode:
+        k = [np.full(1 << 20, i, np.uint8) for i in range(4)]   # 4 layers of K
+        descs = [prefill.register(x).export() for x in k]       # -> decode
+        dst = [np.zeros(1 << 20, np.uint8) for _ in range(4)]
+        regs = [decode.register(x) for x in dst]
+        remote = decode.load_remote(prefill.metadata())         # bytes from prefill
+        # block 3 (16 KiB) of every layer, one READ: (region, offset, desc, offset, len)
+        prep = remote.prepare(tpx.READ, [(regs[i], 3 << 14, descs[i], 3 << 14, 1 << 14)
+                                         for i in range(4)])
+        prep.post(notif=b"layer blocks").wait()
+        assert all((d[3 << 14:4 << 14] == i).all() for i, d in enumerate(dst))
 
-The wheel bundles libtpx.so, libnccl-net-tpx.so (for NCCL_NET_PLUGIN) and
-the NIXL backend libplugin_TPX.so (for NIXL_PLUGIN_DIR); see
-nccl_plugin_path() and nixl_plugin_dir().
+Engine.fileno() lets an event loop wait for completions. The wheel bundles
+libtpx.so, the ncclNet plugins (for NCCL_NET_PLUGIN) and the NIXL backend
+libplugin_TPX.so (for NIXL_PLUGIN_DIR); see nccl_plugin_path() and
+nixl_plugin_dir().
 """
 
 from __future__ import annotations

@@ -663,3 +663,10 @@ def test_type_hints_check():
     r = subprocess.run([sys.executable, "-m", "mypy", "--disallow-untyped-defs",
                         "--cache-dir=/dev/null", "-p", "tpx"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_module_example_runs():
+    """The example at the top of the package's docstring runs as it is written."""
+    doc = tpx.__doc__
+    code = doc[doc.index("    import numpy as np, tpx"):doc.index("\n\nEngine.fileno()")]
+    exec(compile("\n".join(ln[4:] for ln in code.split("\n")), "tpx.__doc__", "exec"), {})
