@@ -26,12 +26,14 @@ assert tpx.__version__ == version, tpx.__version__
 assert importlib.metadata.version("tpx") == version
 print(f"tpx {tpx.version()} from {os.path.dirname(tpx.__file__)}")
 
-# the libraries in the wheel; the kernel's fatbin inside libtpx, byte for byte
+# the libraries in the wheel; the kernel's fatbin inside libtpx and the NIXL
+# backend (which links libtpx statically), byte for byte
 for p in (tpx.library_path(), tpx.nccl_plugin_path(), tpx.nccl_plugin_path(strict_tcpx=True),
           os.path.join(tpx.nixl_plugin_dir(), "libplugin_TPX.so")):
     assert os.path.isfile(p), p
-assert open(tpx.library_path(), "rb").read().find(fatbin) >= 0, "no unpack kernel in libtpx"
-print("libtpx embeds the unpack kernel fatbin (%d bytes)" % len(fatbin))
+for p in (tpx.library_path(), os.path.join(tpx.nixl_plugin_dir(), "libplugin_TPX.so")):
+    assert open(p, "rb").read().find(fatbin) >= 0, f"no unpack kernel in {p}"
+print("libtpx and the NIXL backend embed the unpack kernel fatbin (%d bytes)" % len(fatbin))
 
 # a loopback READ through the Python API, verified
 n, bs = 64, 64 * 1024
