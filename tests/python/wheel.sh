@@ -11,7 +11,8 @@
 #     3. a fresh venv into which the repaired wheel (and NIXL, numpy from
 #        PyPI, binary wheels only) is installed with no compiler and no CMake
 #        on PATH, and from which wheel_check.py runs: the version, the
-#        libraries, a verified loopback READ, NIXL's load of backend TPX.
+#        libraries, the tools (console scripts), a verified loopback READ,
+#        NIXL's load of backend TPX.
 #     4. tpx-perf --version of BUILD_DIR says the same version.
 # Exit 77 (ctest: skipped) with a message when PyPI cannot be reached.
 set -euo pipefail
@@ -59,10 +60,10 @@ tar tzf "$w/dist/tpx-$version.tar.gz" >"$w/sdist.txt"
 grep -q "src/unpack/unpack_kernel.fatbin$" "$w/sdist.txt"
 
 whl=("$w"/dist/tpx-"$version"-py3-none-linux_x86_64.whl)
-echo "== the newest glibc / libstdc++ symbol version each library needs"
+echo "== the newest glibc / libstdc++ symbol version each library and tool needs"
 mkdir "$w/unpacked"
 (cd "$w/unpacked" && "$w/tools/bin/python" -m zipfile -e "${whl[0]}" .)
-for so in $(cd "$w/unpacked" && find tpx/_lib -name '*.so*' | sort); do
+for so in $(cd "$w/unpacked" && find tpx/_lib tpx/_bin -type f | sort); do
     need=$(objdump -T "$w/unpacked/$so" | grep -oE '(GLIBC|GLIBCXX|CXXABI)_[0-9.]+' | sort -uV |
         awk -F_ '{m[$1]=$0} END {for (k in m) printf "%s ", m[k]}')
     echo "$so: $need"

@@ -35,6 +35,13 @@ for p in (tpx.library_path(), os.path.join(tpx.nixl_plugin_dir(), "libplugin_TPX
     assert open(p, "rb").read().find(fatbin) >= 0, f"no unpack kernel in {p}"
 print("libtpx and the NIXL backend embed the unpack kernel fatbin (%d bytes)" % len(fatbin))
 
+# the tools, as console scripts of the venv
+import subprocess  # noqa: E402
+out = subprocess.run([os.path.join(sys.prefix, "bin", "tpx-perf"), "--version"], check=True,
+                     capture_output=True, text=True).stdout.strip()
+assert out == f"tpx-perf {version} (libtpx {version})", out
+print(out)
+
 # a loopback READ through the Python API, verified
 n, bs = 64, 64 * 1024
 rng = np.random.default_rng(7)
