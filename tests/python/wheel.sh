@@ -4,7 +4,8 @@
 #     1. an sdist of the tree, and a wheel built from that sdist by the
 #        standard backend (scikit-build-core) with no system CMake on PATH
 #        (CMake comes from PyPI) and nvcc switched off (the kernel is the
-#        fatbin copy the sdist carries);
+#        fatbin copy the sdist carries); and one from the same sdist without g++
+#        (a C compiler alone), which leaves the NIXL backend out and says so;
 #     2. `auditwheel show`, then `auditwheel repair` to the lowest manylinux
 #        tag the libraries' symbol versions allow; the newest glibc symbol
 #        version each library needs;
@@ -58,6 +59,28 @@ grep -q "embedding the prebuilt unpack kernel" "$w/build.log"
 ls -l "$w/dist"
 tar tzf "$w/dist/tpx-$version.tar.gz" >"$w/sdist.txt"
 grep -q "src/unpack/unpack_kernel.fatbin$" "$w/sdist.txt"
+
+echo "== the same sdist with a C compiler alone (no g++ either): no NIXL backend, said so"
+mkdir "$w/nocxx"
+for f in "$w"/nocmake/*; do
+    case ${f##*/} in *g++* | *c++* | clang*) ;; *) ln -s "$(readlink "$f")" "$w/nocxx/" ;; esac
+done
+(
+    cd "$w"
+    env -u CUDA_HOME -u CUDA_PATH -u CXX PATH="$w/tools/bin:$w/nocxx" \
+        "$w/tools/bin/python" -m build --wheel -o "$w/dist-c" \
+        -C cmake.define.TPX_WITH_NVCC=OFF "$w/dist/tpx-$version.tar.gz" >"$w/build-c.log" 2>&1
+) || {
+    tail -50 "$w/build-c.log"
+    exit 1
+}
+grep -A2 "no C++ compiler" "$w/build-c.log"
+"$w/tools/bin/python" -m zipfile -l "$w"/dist-c/tpx-*.whl >"$w/c-only.txt"
+grep -q "tpx/_lib/libtpx.so.0" "$w/c-only.txt"
+if grep -q "libplugin_TPX" "$w/c-only.txt"; then
+    echo "wheel.sh: a wheel built without g++ carries a NIXL backend" >&2
+    exit 1
+fi
 
 whl=("$w"/dist/tpx-"$version"-py3-none-linux_x86_64.whl)
 echo "== the newest glibc / libstdc++ symbol version each library and tool needs"
