@@ -819,17 +819,16 @@ def _regions_of(local: Any) -> Tuple[List["Region"], "np.ndarray"]:
     """(the distinct Regions, the index of each entry's) of one Region or one per entry."""
     if isinstance(local, Region):
         return [local], np.zeros((), dtype=np.intp)
-    regs: List[Region] = []
-    seen: Dict[int, int] = {}
-    idx = []
-    for r in local:
+    local = list(local)
+    ids = list(map(id, local))
+    by_id = dict(zip(ids, local))  # the distinct objects, in order
+    regs = list(by_id.values())
+    for r in regs:
         if not isinstance(r, Region):
             raise TypeError(f"prepare(): a local region is a {type(r).__name__}, not a Region "
                             "(Engine.register())")
-        idx.append(seen.setdefault(id(r), len(regs)))
-        if idx[-1] == len(regs):
-            regs.append(r)
-    return regs, np.array(idx, dtype=np.intp)
+    pos = {k: i for i, k in enumerate(by_id)}
+    return regs, np.fromiter(map(pos.__getitem__, ids), dtype=np.intp, count=len(ids))
 
 
 def _descs_of(desc: Any) -> Tuple[ctypes.Array, "np.ndarray"]:
@@ -846,14 +845,10 @@ def _descs_of(desc: Any) -> Tuple[ctypes.Array, "np.ndarray"]:
         return (ctypes.create_string_buffer(raw, len(raw) or 1),
                 np.arange(desc.shape[0], dtype=np.intp))
     else:
-        seen: Dict[bytes, int] = {}
-        ds, il = [], []
-        for d in desc:
-            b = bytes(d)
-            il.append(seen.setdefault(b, len(ds)))
-            if il[-1] == len(ds):
-                ds.append(b)
-        idx = np.array(il, dtype=np.intp)
+        every = [d if type(d) is bytes else bytes(d) for d in desc]
+        pos = {d: i for i, d in enumerate(dict.fromkeys(every))}  # distinct, in order
+        ds = list(pos)
+        idx = np.fromiter(map(pos.__getitem__, every), dtype=np.intp, count=len(every))
     for i, d in enumerate(ds):
         if len(d) != RDESC_SIZE:
             raise ValueError(f"prepare(): a remote descriptor has {len(d)} bytes, not "
@@ -900,22 +895,23 @@ class Remote(_Owned):
         broadcasting): `region` a Region or a sequence of Regions, `desc` a descriptor
         (Region.export()) or a sequence of them (or an (n, RDESC_SIZE) uint8 array), the
         offsets and lengths ints or arrays. So the blocks of many regions (vLLM: K and V of
-        every layer) go in one transfer. Arrays are used as a whole (no Python loop per
-        block unless regions or descriptors are given one per entry)."""
+        every layer) go in one transfer. Arrays are used as a whole; a list of entries, or
+        regions and descriptors given one per entry, cost a Python step per block (64,000
+        entries: tens of milliseconds), so prepare such a transfer once and post it many
+        times."""
         cols = (local_offsets, remote_desc, remote_offsets, lengths)
         if all(c is None for c in cols):
             if isinstance(local, Region):
                 raise TypeError("prepare(op, region, local_offsets, remote_desc, "
                                 "remote_offsets, lengths) or prepare(op, entries)")
             entries: List[Tuple[Any, ...]] = [tuple(e) for e in local]  # type: ignore
-
-            for i, e in enumerate(entries):
-                if len(e) != 5:
-                    raise ValueError(f"prepare(): entry {i} has {len(e)} fields, not 5 (local "
-                                     "region, local offset, remote descriptor, remote offset, "
-                                     "length)")
+            if any(len(e) != 5 for e in entries):
+                i, e = next((i, e) for i, e in enumerate(entries) if len(e) != 5)
+                raise ValueError(f"prepare(): entry {i} has {len(e)} fields, not 5 (local "
+                                 "region, local offset, remote descriptor, remote offset, "
+                                 "length)")
             local, local_offsets, remote_desc, remote_offsets, lengths = (  # type: ignore
-                [e[k] for e in entries] for k in range(5))
+                list(c) for c in zip(*entries)) if entries else ([], [], [], [], [])
         elif any(c is None for c in cols):
             raise TypeError("prepare(): give the local offsets, remote descriptor(s), remote "
                             "offsets and lengths, or one list of entries")
