@@ -26,12 +26,12 @@ pypi_reachable() {
     python3 -c 'import urllib.request; urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=20)' \
         >/dev/null 2>&1
 }
+rm -rf "$w" # nothing of an earlier run is reported as this one's
 if ! pypi_reachable; then
     echo "SKIPPED: PyPI is unreachable: cannot fetch the build backend, auditwheel, NIXL"
     exit 77
 fi
 
-rm -rf "$w"
 mkdir -p "$w/dist" "$w/wheelhouse" "$w/nocmake" "$w/bare"
 python3 -m venv "$w/tools"
 "$w/tools/bin/python" -m pip install -q --disable-pip-version-check "build==1.6.1" \
@@ -98,7 +98,11 @@ echo "== auditwheel show (as built)"
 PATH="$w/tools/bin:$PATH" "$w/tools/bin/auditwheel" repair -w "$w/wheelhouse" "${whl[0]}"
 rep=("$w"/wheelhouse/tpx-"$version"-py3-none-manylinux_*_x86_64.whl)
 echo "== auditwheel show (repaired: ${rep[0]##*/})"
-"$w/tools/bin/auditwheel" show "${rep[0]}"
+# also kept in wheel-check/auditwheel.txt: ./dev test prints it
+{
+    echo "${rep[0]##*/}"
+    "$w/tools/bin/auditwheel" show "${rep[0]}" 2>&1
+} | tee "$w/auditwheel.txt"
 
 echo "== a fresh venv, no compiler on PATH"
 python3 -m venv "$w/fresh"
