@@ -31,6 +31,7 @@
  * the engine serves the GPU of the first VRAM registered (its devId), as
  * one worker process per GPU needs.
  */
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
@@ -461,7 +462,13 @@ private:
     {
         std::unique_lock<std::mutex> lk(mu_);
         for (;;) {
-            cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+            /* A timed wait, never cv_.wait(): libstdc++ 12 versions that one
+             * GLIBCXX_3.4.30, which would lift the wheel's manylinux floor
+             * from glibc 2.34 to 2.35; wait_until on the steady clock is
+             * inline (pthread_cond_clockwait, glibc 2.30). */
+            while (!cv_.wait_until(lk, std::chrono::steady_clock::now() + std::chrono::hours(1),
+                                   [this] { return stop_ || !queue_.empty(); })) {
+            }
             if (stop_)
                 return;
             RemoteRef rem = std::move(queue_.front());

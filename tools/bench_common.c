@@ -283,7 +283,7 @@ int bench_opt(const bench_opts_t *o, int c, const char *arg)
         tpx_config_print(stdout, 0);
         return BENCH_EXIT_OK;
     case 'V':
-        printf("%s %s (libtpx %s)\n", bench_prog, tpx_version_string(), tpx_version_string());
+        printf("%s %s (libtpx %s)\n", bench_prog, TPX_VERSION_STRING, tpx_version_string());
         return BENCH_EXIT_OK;
     case 'h':
         o->usage(stdout);

@@ -3,21 +3,32 @@
 
 A thin ctypes binding over libtpx's stable C API (include/tpx/tpx.h); the
 GIL is released during every call into the library. Errors raise TpxError,
-whose ``status`` is the tpx_status_t value.
+whose ``status`` is the tpx_status_t value. Memory is a numpy array, a torch
+tensor, anything with __cuda_array_interface__ or __dlpack__, or a buffer.
+
+Two engines in one process (on two machines, the metadata and descriptors
+travel between them however the application likes):
 
     import numpy as np, tpx
-    with tpx.Engine(name="decode-0") as eng:
-        buf = np.zeros(1 << 20, np.uint8)
-        reg = eng.register(buf)
-        remote = eng.load_remote(peer_metadata)          # bytes from the peer
-        prep = remote.prepare(tpx.READ, reg, np.arange(16) * 4096,
-                              peer_desc, np.arange(16) * 4096, 4096)
-        prep.post(notif=b"done").wait()
+    with tpx.Engine(name="prefill") as prefill, tpx.Engine(name="decode") as decode:
+        k = [np.full(1 << 20, i, np.uint8) for i in range(4)]   # 4 layers of K
+        descs = [prefill.register(x).export() for x in k]       # -> decode
+        dst = [np.zeros(1 << 20, np.uint8) for _ in range(4)]
+        regs = [decode.register(x) for x in dst]
+        remote = decode.load_remote(prefill.metadata())         # bytes from prefill
+        # block 3 (16 KiB) of every layer, one READ: (region, offset, desc, offset, len)
+        prep = remote.prepare(tpx.READ, [(regs[i], 3 << 14, descs[i], 3 << 14, 1 << 14)
+                                         for i in range(4)])
+        prep.post(notif=b"layer blocks").wait()
+        assert all((d[3 << 14:4 << 14] == i).all() for i, d in enumerate(dst))
 
-The wheel bundles libtpx.so, libnccl-net-tpx.so (for NCCL_NET_PLUGIN) and
-the NIXL backend libplugin_TPX.so (for NIXL_PLUGIN_DIR); see
-nccl_plugin_path() and nixl_plugin_dir().
+Engine.fileno() lets an event loop wait for completions. The wheel bundles
+libtpx.so, the ncclNet plugins (for NCCL_NET_PLUGIN) and the NIXL backend
+libplugin_TPX.so (for NIXL_PLUGIN_DIR); see nccl_plugin_path() and
+nixl_plugin_dir().
 """
+
+from __future__ import annotations
 
 import contextlib
 import ctypes
@@ -25,8 +36,20 @@ import os
 import threading
 import time
 import weakref
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 import numpy as np
+
+# What the API takes: a byte string of RDESC_SIZE bytes (Region.export()); an int or an
+# array of ints (numpy array, list); the memory register() accepts.
+Desc = Union[bytes, bytearray, memoryview]
+Ints = Union[int, Sequence[int], "np.ndarray"]
+# One block of Remote.prepare(): (local Region, local offset, remote descriptor, remote
+# offset, length), as tpx_iov_t.
+Entry = Tuple["Region", int, Desc, int, int]
+_C = TypeVar("_C", bound="_Closable")
+Memory = Any  # numpy array, torch tensor, __cuda_array_interface__, __dlpack__, buffer
 
 __all__ = [
     "TpxError", "Engine", "Region", "Remote", "Prep", "Xfer", "Peer",
@@ -48,20 +71,25 @@ METADATA_MAX = 2048
 _OK, _INPROGRESS = 0, 1
 
 
-def library_path():
+def library_path() -> str:
     """Path of the bundled libtpx (TPX_LIBRARY overrides it)."""
     return os.environ.get("TPX_LIBRARY") or os.path.join(_LIBDIR, "libtpx.so.0")
 
 
-def nccl_plugin_path():
-    """Path of libnccl-net-tpx.so: NCCL_NET_PLUGIN=<this> makes NCCL use tpx's transport."""
-    return os.path.join(_LIBDIR, "libnccl-net-tpx.so")
+def nccl_plugin_path(strict_tcpx: bool = False) -> str:
+    """Path of libnccl-net-tpx.so: NCCL_NET_PLUGIN=<this> makes NCCL use tpx's transport.
+    strict_tcpx: libnccl-net-tpx-tcpx.so instead, the strict TCPX mode as Google's
+    GPUDirect-TCPX plugin looks to a loader (only ncclNetPlugin_v7)."""
+    return os.path.join(_LIBDIR, "libnccl-net-tpx-tcpx.so" if strict_tcpx else
+                        "libnccl-net-tpx.so")
 
 
-def nixl_plugin_dir():
+def nixl_plugin_dir() -> Optional[str]:
     """Folder holding libplugin_TPX.so: NIXL_PLUGIN_DIR=<this> (it replaces NIXL's own
-    folder), or copy the file into NIXL's plugin folder to keep UCX and friends."""
-    return os.path.join(_LIBDIR, "nixl")
+    folder), or copy the file into NIXL's plugin folder to keep UCX and friends. None
+    when this tpx was built without the NIXL backend (no C++ compiler at build time)."""
+    d = os.path.join(_LIBDIR, "nixl")
+    return d if os.path.isfile(os.path.join(d, "libplugin_TPX.so")) else None
 
 
 # ---- the C ABI --------------------------------------------------------------
@@ -118,7 +146,7 @@ class _RegEvent(ctypes.Structure):  # tpx_registry_event_t
 _lib = None
 
 
-def _api():
+def _api() -> ctypes.CDLL:
     global _lib
     if _lib is not None:
         return _lib
@@ -131,6 +159,7 @@ def _api():
         "tpx_engine_create": (_st, [ctypes.POINTER(_EngineParams), ctypes.POINTER(_vp)]),
         "tpx_engine_destroy": (None, [_vp]),
         "tpx_engine_port": (ctypes.c_int, [_vp]),
+        "tpx_engine_fd": (ctypes.c_int, [_vp]),
         "tpx_engine_get_metadata": (_st, [_vp, _vp, ctypes.POINTER(_sz)]),
         "tpx_remote_load": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.POINTER(_vp)]),
         "tpx_engine_counters": (_st, [_vp, ctypes.POINTER(_Counters)]),
@@ -180,15 +209,23 @@ def _api():
     return lib
 
 
-def version():
+def version() -> str:
+    """The version of libtpx (tpx_version_string()): the one version of the project
+    (its VERSION file), also the wheel's."""
     return _api().tpx_version_string().decode()
+
+
+def __getattr__(name: str) -> Any:  # tpx.__version__, without loading the library at import
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module 'tpx' has no attribute {name!r}")
 
 
 class TpxError(Exception):
     """A tpx call failed: ``status`` is its tpx_status_t (negative), ``name`` the
     enum's name ("TPX_ERR_TIMED_OUT"), ``text`` its description."""
 
-    def __init__(self, status, what=""):
+    def __init__(self, status: int, what: str = "") -> None:
         self.status = status
         self.name = _api().tpx_status_name(status).decode()
         self.text = _api().tpx_status_string(status).decode()
@@ -196,49 +233,139 @@ class TpxError(Exception):
         super().__init__(f"{what}: {msg}" if what else msg)
 
 
-def _check(status, what):
+def _check(status: int, what: str) -> None:
     if status != _OK:
         raise TpxError(status, what)
 
 
-def _bytes_of(obj):
-    """(address, length, mem type) of a numpy array, a torch tensor (data_ptr()), an
-    object with __cuda_array_interface__, or anything with the buffer protocol."""
-    return _memory_of(obj)[:3]
+def _bytes_of(obj: Any) -> Tuple[int, int, int]:
+    """(address, length, mem type) of memory register() accepts (see _memory_of)."""
+    addr, n, kind, _ = _memory_of(obj)
+    return addr, n, kind
 
 
-def _memory_of(obj):
-    """_bytes_of() plus a memoryview of obj (None for torch tensors and CUDA arrays): an
-    active buffer export, so that obj cannot be resized (bytearray), closed (mmap) or
-    otherwise let go of its memory while the view is held."""
-    cai = getattr(obj, "__cuda_array_interface__", None)
+def _compact(shape: Sequence[int], strides: Optional[Sequence[int]], itemsize: int) -> bool:
+    """Whether strides (in bytes; None: row-major) describe row-major memory without
+    gaps. Dimensions of one element may carry any stride; no elements, any strides."""
+    if strides is None or any(int(d) == 0 for d in shape):
+        return True
+    want = itemsize
+    for d, s in zip(reversed(list(shape)), reversed(list(strides))):
+        if int(d) != 1 and int(s) != want:
+            return False
+        want *= int(d)
+    return True
+
+
+def _not_contiguous(what: str) -> ValueError:
+    return ValueError(f"register(): the {what} is not contiguous (its elements are not one "
+                      "gap-free run of memory in row-major order): pass a contiguous copy "
+                      "(numpy.ascontiguousarray(), tensor.contiguous()) or register the "
+                      "memory it views")
+
+
+# DLPack (dlpack.h, unversioned ABI: the "dltensor" capsule of __dlpack__())
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_KINDS = {_DL_CPU: MEM_HOST, _DL_CUDA_HOST: MEM_HOST, _DL_CUDA: MEM_CUDA,
+             _DL_CUDA_MANAGED: MEM_CUDA}
+
+
+def _dlpack_of(obj: Any) -> Tuple[int, int, int, Any]:
+    """(address, length, mem type, capsule) of an object with __dlpack__. The capsule is
+    not consumed: while it lives (the Region keeps it) the producer keeps the memory; its
+    destructor lets go of it."""
+    cap = obj.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    try:
+        p = get(cap, b"dltensor")
+    except ValueError:
+        raise TypeError("register(): __dlpack__() did not return a \"dltensor\" capsule")
+    t = _DLTensor.from_address(p)  # DLManagedTensor starts with its DLTensor
+    kind = _DL_KINDS.get(t.device.device_type)
+    if kind is None:
+        raise ValueError(f"register(): DLPack device type {t.device.device_type} is neither "
+                         "host nor CUDA memory")
+    shape = [t.shape[i] for i in range(t.ndim)]
+    itemsize = (t.dtype.bits * t.dtype.lanes + 7) // 8
+    strides = None if not t.strides else [t.strides[i] * itemsize for i in range(t.ndim)]
+    if not _compact(shape, strides, itemsize):
+        raise _not_contiguous("DLPack tensor")
+    n = itemsize
+    for d in shape:
+        n *= d
+    return (t.data or 0) + t.byte_offset, n, kind, cap
+
+
+def _memory_of(obj: Any) -> Tuple[int, int, int, Any]:
+    """(address, length, mem type, keep) of the memory register() accepts: a torch tensor
+    (data_ptr()), an object with __cuda_array_interface__ (CUDA memory), a numpy array,
+    an object with __dlpack__ (host or CUDA memory, by its device), anything with the
+    buffer protocol. Each must be contiguous (ValueError otherwise). keep: what the
+    Region holds besides obj -- a memoryview (an active buffer export, so that obj cannot
+    be resized (bytearray), closed (mmap) or otherwise let go of its memory while it is
+    held), a DLPack capsule, or None."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch.Tensor
         if hasattr(obj, "is_contiguous") and not obj.is_contiguous():
-            raise ValueError("register(): the tensor must be contiguous")
+            raise _not_contiguous("tensor")
         kind = MEM_CUDA if getattr(obj, "is_cuda", False) else MEM_HOST
         return obj.data_ptr(), obj.element_size() * obj.numel(), kind, None
+    cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        if cai.get("strides") not in (None, ()):
-            raise ValueError("register(): the CUDA array must be contiguous")
-        n = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
-        return int(cai["data"][0]), n, MEM_CUDA, None
+        itemsize = np.dtype(cai["typestr"]).itemsize
+        if cai.get("mask") is not None:
+            raise ValueError("register(): a masked CUDA array cannot be registered")
+        if not _compact(cai["shape"], cai.get("strides") or None, itemsize):
+            raise _not_contiguous("CUDA array")
+        n = int(np.prod(cai["shape"], dtype=np.int64)) * itemsize
+        return int(cai["data"][0] or 0), n, MEM_CUDA, None
     if isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
-            raise ValueError("register(): the array must be C-contiguous")
+            raise _not_contiguous("array")
         try:
-            view = memoryview(obj)  # also pins what the array views (a bytearray, ...)
+            view: Optional[memoryview] = memoryview(obj)  # type: ignore[arg-type]  # also pins what the array views (a bytearray, ...)
         except (TypeError, ValueError):  # dtypes without a buffer format: the array is kept
             view = None
         return obj.ctypes.data, obj.nbytes, MEM_HOST, view
-    view = memoryview(obj)
+    if hasattr(obj, "__dlpack__"):
+        return _dlpack_of(obj)
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"register(): a {type(obj).__name__} is not memory (a numpy array, "
+                        "torch tensor, object with __cuda_array_interface__ or __dlpack__, "
+                        "or buffer)") from None
     if not view.contiguous:
         view.release()
-        raise ValueError("register(): the buffer must be contiguous")
+        raise _not_contiguous("buffer")
     with view.cast("B") as flat:
         a = np.frombuffer(flat, dtype=np.uint8)
         addr, n = a.ctypes.data, a.nbytes
         del a  # its export of `flat` ends here, so `flat` can be released
     return addr, n, MEM_HOST, view
+
+
+def _let_go(keep: Any) -> None:
+    """End the hold _memory_of() took (a memoryview's export; a capsule goes with GC)."""
+    if isinstance(keep, memoryview):
+        try:
+            keep.release()
+        except BufferError:  # exported further by someone: let it go with them
+            pass
 
 
 # ---- objects ----------------------------------------------------------------
@@ -250,13 +377,16 @@ _ACCEPT_SLICE_MS = 100  # Engine.accept() waits in steps of this, looking for cl
 class _Closable:
     """A context manager whose close() also runs when it is garbage-collected."""
 
-    def __enter__(self):
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -270,10 +400,10 @@ class _InCall:
     the engine is closing or one of the objects is released."""
     __slots__ = ("e", "objs")
 
-    def __init__(self, e, objs):
+    def __init__(self, e: "Engine", objs: Tuple["_Owned", ...]) -> None:
         self.e, self.objs = e, objs
 
-    def __enter__(self):
+    def __enter__(self) -> Tuple[Any, ...]:
         e = self.e
         with e._cv:
             if e._closing or e._h is None:
@@ -288,7 +418,7 @@ class _InCall:
             e._calls += 1
             return tuple(o._h for o in self.objs)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         e = self.e
         with e._cv:
             for o in self.objs:
@@ -308,19 +438,21 @@ class Engine(_Closable):
     cancellation -- and refuses new ones
     (TpxError TPX_ERR_INVALID_STATE)."""
 
-    def __init__(self, name=None, gpu=-1, port=PORT_EPHEMERAL, bind_addr=None, plugin=None,
-                 channels=0, chunk_bytes=0, window=0, timeout_ms=0, progress_thread=True,
-                 auth_token=None, notif_queue=0):
+    def __init__(self, name: Optional[str] = None, gpu: int = -1, port: int = PORT_EPHEMERAL,
+                 bind_addr: Optional[str] = None, plugin: Optional[str] = None,
+                 channels: int = 0, chunk_bytes: int = 0, window: int = 0, timeout_ms: int = 0,
+                 progress_thread: bool = True, auth_token: Optional[Union[str, bytes]] = None,
+                 notif_queue: int = 0) -> None:
         self._h = None
         self._cv = threading.Condition(threading.RLock())  # guards the counts below
         self._calls = 0  # calls into the library in flight (_InCall)
         self._closing = False
-        self._closer = None  # the thread in close()
+        self._closer: Optional[int] = None  # the thread in close()
         lib = _api()
         p = _EngineParams()
         lib.tpx_engine_params_init(ctypes.byref(p))
-        self._keep = []  # the C strings must outlive tpx_engine_create
-        def cstr(s):
+        self._keep: List[bytes] = []  # the C strings must outlive tpx_engine_create
+        def cstr(s: Optional[Union[str, bytes]]) -> Optional[bytes]:
             if s is None:
                 return None
             b = s.encode() if isinstance(s, str) else bytes(s)
@@ -333,8 +465,8 @@ class Engine(_Closable):
         p.progress_thread = 1 if progress_thread else 0
         h = _vp()
         _check(lib.tpx_engine_create(ctypes.byref(p), ctypes.byref(h)), "tpx_engine_create")
-        self._owned = []  # regions, remotes, preps, peers: released before the engine
-        self._xfers = weakref.WeakSet()  # transfers still held by the caller
+        self._owned: List[_Owned] = []  # regions, remotes, preps, peers: released first
+        self._xfers: "weakref.WeakSet[Xfer]" = weakref.WeakSet()  # transfers still held by the caller
         self._nbuf = (_Notif * 64)()
         info = _Info(size=ctypes.sizeof(_Info))
         if lib.tpx_engine_info(h, ctypes.byref(info)) != 0:
@@ -344,10 +476,10 @@ class Engine(_Closable):
         self._connect_ms = info.connect_timeout_ms if info.connect_timeout_ms > 0 else 30000
         self._h = h
 
-    def _call(self, *objs):
+    def _call(self, *objs: "_Owned") -> _InCall:
         return _InCall(self, objs)
 
-    def close(self):
+    def close(self) -> None:
         """Release everything this engine made, then the engine. New calls on it are
         refused from now on; calls in flight in other threads are waited for: a
         transfer being waited on is canceled (a wait on one that has not started to move
@@ -383,17 +515,30 @@ class Engine(_Closable):
                 self._cv.notify_all()
 
     @property
-    def handle(self):
+    def handle(self) -> ctypes.c_void_p:
         if self._h is None or self._closing:
             raise TpxError(_ERR_INVALID_STATE, "the engine is closed")
         return self._h
 
     @property
-    def port(self):
+    def port(self) -> int:
         with self._call():
             return _api().tpx_engine_port(self._h)
 
-    def metadata(self):
+    def fileno(self) -> int:
+        """A file descriptor for event loops (tpx_engine_fd): readable exactly while a
+        transfer of this engine has ended and was not yet seen (poll()/wait() said it
+        ended, or it was released). Wait for it (select, selectors,
+        asyncio's loop.add_reader), then poll() your transfers; never read or close it
+        (the engine owns it; it is closed with the engine). Objects with fileno() go to
+        select() as they are."""
+        with self._call():
+            fd = _api().tpx_engine_fd(self._h)
+        if fd < 0:
+            raise TpxError(_ERR_INVALID_STATE, "tpx_engine_fd")
+        return fd
+
+    def metadata(self) -> bytes:
         """This engine's metadata blob (bytes) for peers' load_remote()."""
         buf = ctypes.create_string_buffer(METADATA_MAX)
         n = _sz(METADATA_MAX)
@@ -402,27 +547,34 @@ class Engine(_Closable):
                    "tpx_engine_get_metadata")
         return buf.raw[:n.value]
 
-    def register(self, obj, kind=None, gpu=None):
-        """Register the memory of `obj` (numpy array, torch tensor, CUDA array, buffer).
-        The region keeps `obj` and, for objects with the buffer protocol, a buffer export
-        of it (a memoryview) until it is deregistered: a registered bytearray cannot be
-        resized nor a registered mmap closed meanwhile (BufferError). The caller must not
-        free a torch tensor's or CUDA array's memory while it is registered. `gpu`: the
-        GPU the caller says CUDA memory is on (checked; see info()["gpu_from"])."""
-        addr, n, k, view = _memory_of(obj)
+    def register(self, obj: Memory, kind: Optional[int] = None,
+                 gpu: Optional[int] = None) -> "Region":
+        """Register the memory of `obj`: a numpy array, a torch tensor (host or CUDA), an
+        object with __cuda_array_interface__ (CUDA memory: CuPy, Numba, ...) or with
+        __dlpack__ (JAX, CuPy, TensorFlow, ...: host or CUDA memory by its DLPack device),
+        or anything with the buffer protocol (bytearray, mmap, ...). It must be contiguous
+        (ValueError otherwise, before anything is registered). The region keeps `obj` and,
+        for objects with the buffer protocol, a buffer export of it (a memoryview), for
+        DLPack objects their capsule, until it is deregistered: a registered bytearray
+        cannot be resized nor a registered mmap closed meanwhile (BufferError). The
+        caller must not free a torch tensor's or CUDA array's memory while it is
+        registered. `gpu`: the GPU the caller says CUDA memory is on (checked; see
+        info()["gpu_from"])."""
+        addr, n, k, keep = _memory_of(obj)
         try:
-            return self._register(addr, n, kind or k, obj, view, gpu)
+            return self._register(addr, n, kind or k, obj, keep, gpu)
         except BaseException:
-            if view is not None:
-                view.release()
+            _let_go(keep)
             raise
 
-    def register_ptr(self, addr, length, kind=MEM_HOST, gpu=None):
+    def register_ptr(self, addr: int, length: int, kind: int = MEM_HOST,
+                     gpu: Optional[int] = None) -> "Region":
         """Register `length` bytes at address `addr`; `gpu` as in register() (then `kind`
         is CUDA memory)."""
         return self._register(addr, length, kind, None, None, gpu)
 
-    def _register(self, addr, n, kind, obj, view, gpu=None):
+    def _register(self, addr: int, n: int, kind: int, obj: Any, keep: Any,
+                  gpu: Optional[int] = None) -> "Region":
         h = _vp()
         with self._call():
             if gpu is not None:
@@ -432,9 +584,9 @@ class Engine(_Closable):
                 _check(_api().tpx_mem_register(self._h, addr, n, kind, ctypes.byref(h)),
                        "tpx_mem_register")
             base = _api().tpx_region_base(h) or 0
-            return self._own(Region(self, h, addr, n, obj, view, addr - base))
+            return self._own(Region(self, h, addr, n, obj, keep, addr - base))
 
-    def load_remote(self, blob):
+    def load_remote(self, blob: bytes) -> "Remote":
         """Accept a peer engine's metadata (bytes); connects lazily (or Remote.connect())."""
         h = _vp()
         b = bytes(blob)
@@ -443,7 +595,7 @@ class Engine(_Closable):
                    "tpx_remote_load")
             return self._own(Remote(self, h))
 
-    def notifs(self):
+    def notifs(self) -> List[Tuple[str, bytes]]:
         """Received notifications, oldest first: a list of (sender name, bytes)."""
         out = []
         with self._call():
@@ -459,7 +611,7 @@ class Engine(_Closable):
                 if n.value < len(self._nbuf):
                     return out
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """What the engine settled on (tpx_engine_info): a dict with plugin, abi, gpu,
         gpu_from ("params", "memory": of the first GPU memory registered, "context": current
         at creation, "none"), channels, chunk_bytes, window, port, nics (names, in channel
@@ -477,14 +629,14 @@ class Engine(_Closable):
                 "nics_from": nics_from.get(c.nics_from, str(c.nics_from)),
                 "identity_keys": bool(c.identity_keys)}
 
-    def counters(self):
+    def counters(self) -> Dict[str, int]:
         c = _Counters()
         c.size = ctypes.sizeof(c)
         with self._call():
             _check(_api().tpx_engine_counters(self._h, ctypes.byref(c)), "tpx_engine_counters")
-        return {f: getattr(c, f) for f, _ in _Counters._fields_ if f != "size"}
+        return {f[0]: getattr(c, f[0]) for f in _Counters._fields_ if f[0] != "size"}
 
-    def connect(self, host, port, timeout_ms=0):
+    def connect(self, host: str, port: int, timeout_ms: int = 0) -> "Peer":
         """Two-sided: connect to the engine listening at host:port (close() waits for it)."""
         h = _vp()
         with self._call():
@@ -492,7 +644,7 @@ class Engine(_Closable):
                                            ctypes.byref(h)), "tpx_peer_connect")
             return self._own(Peer(self, h))
 
-    def accept(self, timeout_ms=-1):
+    def accept(self, timeout_ms: int = -1) -> "Peer":
         """Two-sided: the next peer that connected (waits up to timeout_ms; -1:
         TPX_CONNECT_TIMEOUT_MS; 0: TpxError TPX_INPROGRESS if none). close() in another
         thread ends the wait within _ACCEPT_SLICE_MS (TpxError TPX_ERR_INVALID_STATE)."""
@@ -514,26 +666,27 @@ class Engine(_Closable):
                 _check(st, "tpx_peer_accept")
                 return self._own(Peer(self, h))
 
-    def _own(self, o):
+    def _own(self, o: Any) -> Any:
         self._owned.append(o)
         return o
 
-    def _disown(self, o):
+    def _disown(self, o: "_Owned") -> None:
         try:
             self._owned.remove(o)
         except ValueError:
             pass
-        self._xfers.discard(o)
+        self._xfers.discard(o)  # type: ignore[arg-type]
 
 
 class _Owned:
     """An object of an engine holding a library handle (None once released)."""
     _what = "object"
-    _h = None
+    _engine: Engine
+    _h: Optional[ctypes.c_void_p] = None
     _dying = False  # release() started: new calls are refused
     _calls = 0      # calls in flight that use the handle (_InCall)
 
-    def _drop(self):
+    def _drop(self) -> None:
         """Free the handle now. Only when no call uses it: from close() of the engine
         (after its calls in flight ended) or from release()."""
         h = self._h
@@ -541,10 +694,14 @@ class _Owned:
             self._h = None
             self._free(h)
 
-    def _wake(self):
+    def _free(self, h: ctypes.c_void_p) -> None:
+        """Give the handle back to the library (each kind of object its own call)."""
+        raise NotImplementedError
+
+    def _wake(self) -> None:
         """Make the calls in flight on this object return sooner (release() waits)."""
 
-    def release(self):
+    def release(self) -> None:
         """Free it; calls in flight on it in other threads are waited for first, new ones
         are refused. Nothing happens if it (or its engine) was released already."""
         e = self._engine
@@ -576,26 +733,23 @@ class Region(_Owned):
     address range; `base` then lies before `addr`)."""
     _what = "region"
 
-    def __init__(self, engine, h, addr, length, obj, view=None, delta=0):
+    def __init__(self, engine: Engine, h: ctypes.c_void_p, addr: int, length: int, obj: Any,
+                 keep: Any = None, delta: int = 0) -> None:
         self._engine, self._h, self.addr, self.length, self._obj = engine, h, addr, length, obj
-        self._view = view  # the buffer export that pins obj's memory (memoryview or None)
+        self._keep = keep  # what pins obj's memory: a memoryview, a DLPack capsule or None
         self._delta = delta  # addr - base: the library's offset of our byte 0
-        self._exports = []  # descriptors this Region exported (still live)
+        self._exports: List[bytes] = []  # descriptors this Region exported (still live)
 
-    def _free(self, h):
+    def _free(self, h: ctypes.c_void_p) -> None:
         lib = _api()
         for d in self._exports:  # the library's region may live on in other Regions
             lib.tpx_region_unexport(h, d)  # TPX_ERR_NOT_FOUND: ended already
         self._exports.clear()
         lib.tpx_mem_deregister(h)
-        view, self._view, self._obj = self._view, None, None
-        if view is not None:
-            try:
-                view.release()
-            except BufferError:  # exported further by someone: let it go with them
-                pass
+        keep, self._keep, self._obj = self._keep, None, None
+        _let_go(keep)
 
-    def deregister(self):
+    def deregister(self) -> None:
         """End this Region's exports, deregister, and let go of the object registered
         (a bytearray may be resized again)."""
         self.release()
@@ -603,12 +757,12 @@ class Region(_Owned):
     close = deregister
 
     @property
-    def base(self):
+    def base(self) -> int:
         """Address of the library's offset 0 (the start of the cached region; may lie
         before addr)."""
         return self.addr - self._delta
 
-    def _offset(self, offset, length, what):
+    def _offset(self, offset: int, length: int, what: str) -> int:
         """The library's offset of [offset, offset+length) of this Region's memory."""
         offset, length = int(offset), int(length)
         if offset < 0 or length < 0 or offset + length > self.length:
@@ -616,7 +770,7 @@ class Region(_Owned):
                              f"{self.length} bytes registered")
         return self._delta + offset
 
-    def export(self, offset=0, length=0):
+    def export(self, offset: int = 0, length: int = 0) -> bytes:
         """Export [offset, offset+length) of the memory given to register() (length 0: to
         its end; the range must lie within its `length` bytes) for peers to READ and
         WRITE; returns the 48-byte descriptor. The export lasts until unexport() or until
@@ -636,7 +790,7 @@ class Region(_Owned):
             self._exports.append(desc)
         return desc
 
-    def unexport(self, desc):
+    def unexport(self, desc: Desc) -> None:
         """End an export this Region made (peers' requests naming it are refused from now
         on); TpxError TPX_ERR_NOT_FOUND if it is not one of this Region's live exports."""
         d = bytes(desc)
@@ -646,83 +800,174 @@ class Region(_Owned):
             self._exports.remove(d)
             _check(_api().tpx_region_unexport(h, d), "tpx_region_unexport")
 
-    def _local_offset(self, offsets, lengths):
-        """The library's offsets of blocks [offsets[i], +lengths[i]) of this Region's memory
-        (uint64 arrays); ValueError if one leaves its `length` bytes."""
-        n = np.uint64(self.length)
-        if offsets.size and (np.any(offsets > n) or np.any(lengths > n - np.minimum(offsets, n))):
-            raise ValueError(f"prepare(): a local block leaves the {self.length} bytes "
-                             "registered")
-        return offsets + np.uint64(self._delta)
 
-
-def rdesc_info(desc):
+def rdesc_info(desc: Desc) -> Tuple[int, int]:
     """(owner address, length) of a region descriptor."""
     a, n = ctypes.c_uint64(), ctypes.c_uint64()
     _check(_api().tpx_rdesc_info(bytes(desc), ctypes.byref(a), ctypes.byref(n)), "tpx_rdesc_info")
     return a.value, n.value
 
 
+def _u64(v: Any) -> "np.ndarray":
+    """Offsets or lengths as uint64 (ValueError for negative ones)."""
+    a = np.asarray(v)
+    if a.dtype.kind == "i" and a.size and a.min() < 0:
+        raise ValueError("prepare(): offsets and lengths cannot be negative")
+    return a.astype(np.uint64)
+
+
+def _regions_of(local: Any) -> Tuple[List["Region"], "np.ndarray"]:
+    """(the distinct Regions, the index of each entry's) of one Region or one per entry."""
+    if isinstance(local, Region):
+        return [local], np.zeros((), dtype=np.intp)
+    local = list(local)
+    ids = list(map(id, local))
+    by_id = dict(zip(ids, local))  # the distinct objects, in order
+    regs = list(by_id.values())
+    for r in regs:
+        if not isinstance(r, Region):
+            raise TypeError(f"prepare(): a local region is a {type(r).__name__}, not a Region "
+                            "(Engine.register())")
+    pos = {k: i for i, k in enumerate(by_id)}
+    return regs, np.fromiter(map(pos.__getitem__, ids), dtype=np.intp, count=len(ids))
+
+
+def _descs_of(desc: Any) -> Tuple[ctypes.Array, "np.ndarray"]:
+    """(a buffer of the distinct descriptors, the index of each entry's) of one descriptor,
+    a sequence of them or an (n, RDESC_SIZE) uint8 array. The library copies what it needs
+    at tpx_xfer_prepare: the buffer only lives through the call."""
+    if isinstance(desc, (bytes, bytearray, memoryview)):
+        ds, idx = [bytes(desc)], np.zeros((), dtype=np.intp)
+    elif isinstance(desc, np.ndarray) and desc.ndim == 2:
+        if desc.shape[1] != RDESC_SIZE:
+            raise ValueError(f"prepare(): descriptor rows have {desc.shape[1]} bytes, not "
+                             f"{RDESC_SIZE}")
+        raw = np.ascontiguousarray(desc, dtype=np.uint8).tobytes()
+        return (ctypes.create_string_buffer(raw, len(raw) or 1),
+                np.arange(desc.shape[0], dtype=np.intp))
+    else:
+        every = [d if type(d) is bytes else bytes(d) for d in desc]
+        pos = {d: i for i, d in enumerate(dict.fromkeys(every))}  # distinct, in order
+        ds = list(pos)
+        idx = np.fromiter(map(pos.__getitem__, every), dtype=np.intp, count=len(every))
+    for i, d in enumerate(ds):
+        if len(d) != RDESC_SIZE:
+            raise ValueError(f"prepare(): a remote descriptor has {len(d)} bytes, not "
+                             f"{RDESC_SIZE} (a Region.export() descriptor)")
+    raw = b"".join(ds)
+    return ctypes.create_string_buffer(raw, len(raw) or 1), idx
+
+
 class Remote(_Owned):
     """A peer engine known by its metadata (tpx_remote_load)."""
     _what = "remote"
 
-    def __init__(self, engine, h):
+    def __init__(self, engine: "Engine", h: ctypes.c_void_p) -> None:
         self._engine, self._h = engine, h
 
-    def _free(self, h):
+    def _free(self, h: ctypes.c_void_p) -> None:
         _api().tpx_remote_forget(h)
 
     forget = _Owned.release
 
     @property
-    def name(self):
+    def name(self) -> str:
         with self._engine._call(self) as (h,):
             return _api().tpx_remote_name(h).decode()
 
-    def connect(self, timeout_ms=0):
+    def connect(self, timeout_ms: int = 0) -> None:
         with self._engine._call(self) as (h,):
             _check(_api().tpx_remote_connect(h, timeout_ms), "tpx_remote_connect")
 
-    def prepare(self, op, local, local_offsets, remote_desc, remote_offsets, lengths):
+    def prepare(self, op: int, local: Union["Region", Sequence["Region"], Iterable[Entry]],
+                local_offsets: Optional[Ints] = None,
+                remote_desc: Optional[Union[Desc, Sequence[Desc], "np.ndarray"]] = None,
+                remote_offsets: Optional[Ints] = None, lengths: Optional[Ints] = None) -> "Prep":
         """Check and encode a READ or WRITE of many blocks once (tpx_xfer_prepare); post it
-        many times. local: a Region; local offsets count from the memory given to
-        register() (Region.addr, blocks within its length), remote ones from the start of
-        the exported range; lengths: one int or an array. The arrays are used as a whole
-        (no Python loop per block)."""
-        lo = np.atleast_1d(np.asarray(local_offsets, dtype=np.uint64))
-        ro = np.atleast_1d(np.asarray(remote_offsets, dtype=np.uint64))
-        ln = np.broadcast_to(np.asarray(lengths, dtype=np.uint64), lo.shape)
-        if ro.shape != lo.shape:
-            raise ValueError("prepare(): local and remote offset arrays differ in length")
-        desc = ctypes.create_string_buffer(bytes(remote_desc), RDESC_SIZE)
+        many times. Each block (entry) is (local Region, local offset, remote descriptor,
+        remote offset, length), as tpx_iov_t in C; local offsets count from the memory
+        given to register() (Region.addr; blocks within its length), remote ones from the
+        start of the exported range. Two forms:
+
+            prepare(op, region, local_offsets, desc, remote_offsets, lengths)
+            prepare(op, [(region, local_offset, desc, remote_offset, length), ...])
+
+        In the first, each field is one value for every entry or one per entry (numpy
+        broadcasting): `region` a Region or a sequence of Regions, `desc` a descriptor
+        (Region.export()) or a sequence of them (or an (n, RDESC_SIZE) uint8 array), the
+        offsets and lengths ints or arrays. So the blocks of many regions (vLLM: K and V of
+        every layer) go in one transfer. Arrays are used as a whole; a list of entries, or
+        regions and descriptors given one per entry, cost a Python step per block (64,000
+        entries: tens of milliseconds), so prepare such a transfer once and post it many
+        times."""
+        cols = (local_offsets, remote_desc, remote_offsets, lengths)
+        if all(c is None for c in cols):
+            if isinstance(local, Region):
+                raise TypeError("prepare(op, region, local_offsets, remote_desc, "
+                                "remote_offsets, lengths) or prepare(op, entries)")
+            entries: List[Tuple[Any, ...]] = [tuple(e) for e in local]  # type: ignore
+            if any(len(e) != 5 for e in entries):
+                i, e = next((i, e) for i, e in enumerate(entries) if len(e) != 5)
+                raise ValueError(f"prepare(): entry {i} has {len(e)} fields, not 5 (local "
+                                 "region, local offset, remote descriptor, remote offset, "
+                                 "length)")
+            local, local_offsets, remote_desc, remote_offsets, lengths = (  # type: ignore
+                list(c) for c in zip(*entries)) if entries else ([], [], [], [], [])
+        elif any(c is None for c in cols):
+            raise TypeError("prepare(): give the local offsets, remote descriptor(s), remote "
+                            "offsets and lengths, or one list of entries")
+        regs, ridx = _regions_of(local)
+        dbuf, didx = _descs_of(remote_desc)
+        fields = {"local regions": ridx, "local offsets": _u64(local_offsets),
+                  "remote descriptors": didx, "remote offsets": _u64(remote_offsets),
+                  "lengths": _u64(lengths)}
+        try:
+            ridx, lo, didx, ro, ln = np.broadcast_arrays(*(np.atleast_1d(f)
+                                                           for f in fields.values()))
+        except ValueError:
+            sizes = ", ".join(f"{k} {np.size(v)}" for k, v in fields.items() if np.ndim(v))
+            raise ValueError(f"prepare(): the per-entry fields differ in length ({sizes})") \
+                from None
+        if lo.ndim != 1:
+            raise ValueError("prepare(): offsets and lengths must be ints or 1-D arrays")
+        if lo.size == 0:
+            raise ValueError("prepare(): no blocks")
+        rlen = np.array([r.length for r in regs], dtype=np.uint64)[ridx]
+        bad = np.flatnonzero((lo > rlen) | (ln > rlen - np.minimum(lo, rlen)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"prepare(): local block {i} (bytes [{lo[i]}, +{ln[i]})) leaves the "
+                             f"{rlen[i]} bytes registered of its region")
         iov = np.empty(lo.shape[0], dtype=_IOV_DTYPE)
-        iov["local_offset"] = local._local_offset(lo, ln)
-        iov["remote"] = ctypes.addressof(desc)
+        iov["local_offset"] = lo + np.array([r._delta for r in regs], dtype=np.uint64)[ridx]
+        iov["remote"] = np.uint64(ctypes.addressof(dbuf)) + didx.astype(np.uint64) * \
+            np.uint64(RDESC_SIZE)
         iov["remote_offset"] = ro
         iov["len"] = ln
         h = _vp()
-        with self._engine._call(self, local) as (rh, lh):
-            iov["local"] = lh.value
-            _check(_api().tpx_xfer_prepare(rh, op, iov.ctypes.data, iov.shape[0],
+        with self._engine._call(self, *regs) as handles:
+            iov["local"] = np.array([x.value for x in handles[1:]], dtype=np.uint64)[ridx]
+            _check(_api().tpx_xfer_prepare(handles[0], op, iov.ctypes.data, iov.shape[0],
                                            ctypes.byref(h)), "tpx_xfer_prepare")
             return self._engine._own(Prep(self._engine, h))
 
-    def read(self, *a, notif=None, timeout_ms=0):
+    def read(self, *a: Any, notif: Optional[bytes] = None, timeout_ms: int = 0) -> "Xfer":
         """prepare(READ, ...) + post + release of the preparation: returns the Xfer."""
         return self._once(READ, a, notif, timeout_ms)
 
-    def write(self, *a, notif=None, timeout_ms=0):
+    def write(self, *a: Any, notif: Optional[bytes] = None, timeout_ms: int = 0) -> "Xfer":
+        """prepare(WRITE, ...) + post + release of the preparation: returns the Xfer."""
         return self._once(WRITE, a, notif, timeout_ms)
 
-    def _once(self, op, a, notif, timeout_ms):
+    def _once(self, op: int, a: Tuple[Any, ...], notif: Optional[bytes],
+              timeout_ms: int) -> "Xfer":
         p = self.prepare(op, *a)
         try:
             return p.post(notif=notif, timeout_ms=timeout_ms)
         finally:
             p.release()
 
-    def notify(self, msg):
+    def notify(self, msg: bytes) -> None:
         """A notification on its own (tpx_notif_send)."""
         b = bytes(msg)
         with self._engine._call(self) as (h,):
@@ -733,13 +978,13 @@ class Prep(_Owned):
     """A prepared one-sided transfer (tpx_xfer_prepare)."""
     _what = "preparation"
 
-    def __init__(self, engine, h):
+    def __init__(self, engine: "Engine", h: ctypes.c_void_p) -> None:
         self._engine, self._h = engine, h
 
-    def _free(self, h):
+    def _free(self, h: ctypes.c_void_p) -> None:
         _api().tpx_prep_release(h)
 
-    def post(self, notif=None, timeout_ms=0):
+    def post(self, notif: Optional[bytes] = None, timeout_ms: int = 0) -> "Xfer":
         """Start it (again); `notif` (bytes) reaches the peer after all data."""
         h = _vp()
         b = None if notif is None else bytes(notif)
@@ -754,17 +999,17 @@ class Xfer(_Owned):
     the engine's close() while another thread waits on it cancels it first."""
     _what = "transfer"
 
-    def __init__(self, engine, h):
+    def __init__(self, engine: "Engine", h: ctypes.c_void_p) -> None:
         self._engine, self._h = engine, h
         engine._xfers.add(self)
 
-    def _free(self, h):
+    def _free(self, h: ctypes.c_void_p) -> None:
         _api().tpx_xfer_release(h)
 
-    def _wake(self):
+    def _wake(self) -> None:
         _api().tpx_xfer_cancel(self._h)
 
-    def poll(self):
+    def poll(self) -> bool:
         """True when done, False while running; raises TpxError if it failed."""
         n = _sz()
         with self._engine._call(self) as (h,):
@@ -775,7 +1020,7 @@ class Xfer(_Owned):
         self.bytes = n.value
         return True
 
-    def wait(self, timeout_ms=-1):
+    def wait(self, timeout_ms: int = -1) -> int:
         """Wait until done (bytes moved) or raise TpxError (TIMED_OUT after timeout_ms)."""
         n = _sz()
         with self._engine._call(self) as (h,):
@@ -785,13 +1030,13 @@ class Xfer(_Owned):
         _check(st, "transfer")
         return n.value
 
-    def cancel(self):
+    def cancel(self) -> None:
         with self._engine._call(self) as (h,):
             st = _api().tpx_xfer_cancel(h)
         if st not in (_OK, _INPROGRESS):
             raise TpxError(st, "tpx_xfer_cancel")
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.release()
         except Exception:
@@ -802,25 +1047,26 @@ class Peer(_Owned):
     """Two-sided connection (tpx_peer_connect / tpx_peer_accept)."""
     _what = "peer"
 
-    def __init__(self, engine, h):
+    def __init__(self, engine: "Engine", h: ctypes.c_void_p) -> None:
         self._engine, self._h = engine, h
 
-    def _free(self, h):
+    def _free(self, h: ctypes.c_void_p) -> None:
         _api().tpx_peer_close(h)
 
     close = _Owned.release
 
-    def send(self, region, offset, length):
+    def send(self, region: Region, offset: int, length: int) -> "Xfer":
         """Send bytes [offset, offset+length) of region's memory (offset from Region.addr,
         within its length)."""
         return self._two_sided(_api().tpx_send, region, offset, length, "tpx_send")
 
-    def recv(self, region, offset, length):
+    def recv(self, region: Region, offset: int, length: int) -> "Xfer":
         """Receive into bytes [offset, offset+length) of region's memory (offset from
         Region.addr, within its length)."""
         return self._two_sided(_api().tpx_recv, region, offset, length, "tpx_recv")
 
-    def _two_sided(self, fn, region, offset, length, what):
+    def _two_sided(self, fn: Callable[..., int], region: Region, offset: int, length: int,
+                   what: str) -> "Xfer":
         off = region._offset(offset, length, what)
         h = _vp()
         with self._engine._call(self, region) as (ph, rh):
@@ -839,7 +1085,7 @@ class Registry(_Closable):
     the calls in flight in other threads -- a watch() returns at its timeout_ms -- and
     refuses new ones (TpxError TPX_ERR_INVALID_STATE)."""
 
-    def __init__(self, url=None, prefix=None):
+    def __init__(self, url: Optional[str] = None, prefix: Optional[str] = None) -> None:
         self._h = None
         self._cv = threading.Condition()  # guards the three below
         self._calls = 0  # calls into the library in flight (_call)
@@ -851,7 +1097,7 @@ class Registry(_Closable):
         self._h = h
 
     @contextlib.contextmanager
-    def _call(self):
+    def _call(self) -> Iterator[ctypes.c_void_p]:
         """Around a call into the library with the registry's handle: counted as in
         flight, refused once the registry is closing."""
         with self._cv:
@@ -865,7 +1111,7 @@ class Registry(_Closable):
                 self._calls -= 1
                 self._cv.notify_all()
 
-    def close(self):
+    def close(self) -> None:
         """Revoke this registry's publications (their names vanish at once) and free it,
         once the calls in flight on it returned. Another thread's close() returns once it
         is closed. Not from a signal handler or anything else that runs while this thread
@@ -887,7 +1133,7 @@ class Registry(_Closable):
                 self._h = None
                 self._cv.notify_all()
 
-    def publish(self, engine, descs=(), ttl=0):
+    def publish(self, engine: Engine, descs: Iterable[Desc] = (), ttl: int = 0) -> None:
         """Publish engine (its name) with these exported descriptors (Region.export(): each
         exactly RDESC_SIZE bytes, else ValueError and nothing is published); ttl seconds
         (0: TPX_METADATA_TTL)."""
@@ -901,17 +1147,17 @@ class Registry(_Closable):
             _check(_api().tpx_registry_publish(h, engine._h, raw, len(descs), ttl),
                    "tpx_registry_publish")
 
-    def unpublish(self, engine):
+    def unpublish(self, engine: Engine) -> None:
         with self._call() as h, engine._call():
             _check(_api().tpx_registry_unpublish(h, engine._h), "tpx_registry_unpublish")
 
     @staticmethod
-    def _entry(e):
+    def _entry(e: _RegEntry) -> Tuple[bytes, List[bytes]]:
         d = bytes(e.descs)
         return bytes(e.md[:e.md_len]), [d[i * RDESC_SIZE:(i + 1) * RDESC_SIZE]
                                          for i in range(e.ndescs)]
 
-    def lookup(self, name):
+    def lookup(self, name: str) -> Tuple[bytes, List[bytes]]:
         """(metadata blob, [descriptors]) published under name; TpxError
         TPX_ERR_NOT_FOUND if there is none."""
         e = _RegEntry()
@@ -920,7 +1166,7 @@ class Registry(_Closable):
                    f"tpx_registry_lookup({name})")
         return self._entry(e)
 
-    def list(self, max_names=4096):
+    def list(self, max_names: int = 4096) -> List[str]:
         """The names published under the prefix, sorted."""
         buf = (ctypes.c_char * (NAME_MAX * max_names))()
         n = _sz(0)
@@ -931,7 +1177,7 @@ class Registry(_Closable):
         return [raw[i * NAME_MAX:(i + 1) * NAME_MAX].split(b"\0", 1)[0].decode()
                 for i in range(min(n.value, max_names))]
 
-    def load_remote(self, engine, name):
+    def load_remote(self, engine: Engine, name: str) -> Tuple["Remote", List[bytes]]:
         """(Remote, [descriptors]) of the engine published under name; the remote looks
         the name up again whenever it must connect anew (its engine restarted)."""
         h, e = _vp(), _RegEntry()
@@ -941,7 +1187,7 @@ class Registry(_Closable):
                    f"tpx_registry_load_remote({name})")
             return engine._own(Remote(engine, h)), self._entry(e)[1]
 
-    def watch(self, timeout_ms=1000, max_events=64):
+    def watch(self, timeout_ms: int = 1000, max_events: int = 64) -> List[Tuple[str, bool]]:
         """Changes under the prefix, in order: [(name, gone)], waiting up to timeout_ms for
         the first ([] if none came); gone is True when the name left (unpublished or its
         lease expired). Starts at the last list(), resumes after a broken stream."""

@@ -13,41 +13,44 @@ Exit 0 and "nixl_check: OK" when every byte arrived; otherwise the first failure
 NIXL's and tpx's messages above it. NIXL_PLUGIN_DIR is set to this package's plugin
 folder unless it is set already.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import sys
 import time
+from typing import Any, List, Optional
 
 
 class _Buf:
     """n bytes of host (numpy) or GPU (torch) memory that the check can fill and read."""
 
-    def __init__(self, mem, gpu, n):
+    def __init__(self, mem: str, gpu: int, n: int) -> None:
         import numpy as np
         self.mem = mem
         if mem == "vram":
-            import torch
+            import torch  # type: ignore
             self.t = torch.zeros(n, dtype=torch.uint8, device="cuda:%d" % gpu)
             self.addr = self.t.data_ptr()
         else:
             self.t = np.zeros(n, dtype=np.uint8)
             self.addr = self.t.ctypes.data
 
-    def fill(self, seed):
+    def fill(self, seed: int) -> None:
         import numpy as np
         data = np.random.default_rng(seed).integers(0, 256, self.t.shape[0], dtype=np.uint8)
         if self.mem == "vram":
-            import torch
+            import torch  # type: ignore
             self.t.copy_(torch.from_numpy(data))
             torch.cuda.synchronize()
         else:
             self.t[:] = data
 
-    def host(self):
+    def host(self) -> Any:
         return self.t.cpu().numpy() if self.mem == "vram" else self.t.copy()
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tpx.nixl_check",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--mem", choices=["dram", "vram"], default="dram")
@@ -58,10 +61,17 @@ def main(argv=None):
 
     import numpy as np
     import tpx
-    os.environ.setdefault("NIXL_PLUGIN_DIR", tpx.nixl_plugin_dir())
+    if "NIXL_PLUGIN_DIR" not in os.environ:
+        plugin_dir = tpx.nixl_plugin_dir()
+        if plugin_dir is None:
+            print("nixl_check: this tpx was built without its NIXL backend (no C++ compiler "
+                  "at build time): reinstall it where g++ is present, or from the binary "
+                  "wheel", file=sys.stderr)
+            return 1
+        os.environ["NIXL_PLUGIN_DIR"] = plugin_dir
     os.environ.setdefault("TPX_BIND_ADDR", "127.0.0.1")  # both agents are in this process
     try:
-        from nixl._api import nixl_agent, nixl_agent_config
+        from nixl._api import nixl_agent, nixl_agent_config  # type: ignore
     except ImportError as e:
         print("nixl_check: cannot import nixl._api (%s): pip install nixl (the package vLLM "
               "imports)" % e, file=sys.stderr)

@@ -16,7 +16,7 @@
  * chunk); a gather reads the user's blocks, so its jobs are cut per 2 GiB
  * window of a region (a job's base is the window's start; a block that
  * starts in it ends within 4 GiB of it, blocks being at most 4 MiB).
- * Without the kernel (a build without nvcc, TPX_UNPACK other than kernel,
+ * Without the kernel (a build without it, TPX_UNPACK other than kernel,
  * the fake libcuda of CI) each block is one cuMemcpy*Async between staging
  * and block on the pack stream, still one sync per chunk. Blocks on a GPU
  * other than the engine's pack device (the first one seen) take a
@@ -76,7 +76,7 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
     }
     TPX_INFO("packed one-sided chunks of GPU %d memory: %s", dev,
              e->pack_kernel ? "gathered and scattered by the unpack kernel"
-                            : "one async copy per block (no kernel: built without nvcc, "
+                            : "one async copy per block (no kernel: built without it, "
                               "TPX_UNPACK other than kernel, or the driver refused it)");
     e->pack_dev = dev;
     e->pack_stream = s;

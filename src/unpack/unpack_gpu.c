@@ -39,8 +39,9 @@ int tpx__unpack_gpu_built(void)
 tpx_status_t tpx__unpack_gpu_init(int device)
 {
 #ifndef TPX_HAVE_UNPACK_FATBIN
-    TPX_ERROR("unpack kernel: tpx was built without nvcc, so it has no GPU unpack kernel "
-              "(rebuild with nvcc on PATH, or use TPX_UNPACK=d2d)");
+    TPX_ERROR("unpack kernel: tpx was built without its GPU unpack kernel (no nvcc, and "
+              "src/unpack/unpack_kernel.fatbin was not built from these sources): rebuild "
+              "with nvcc on PATH, or use TPX_UNPACK=d2d");
     (void)device;
     return TPX_ERR_UNSUPPORTED;
 #else

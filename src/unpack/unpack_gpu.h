@@ -11,7 +11,9 @@
  * plugin wrote), so no host-to-device copy precedes a launch.
  *
  * The kernel is compiled by nvcc into a fatbin (sm_80, sm_90, compute_90
- * PTX) embedded in the library; a build without nvcc has no kernel and
+ * PTX) embedded in the library; a build without nvcc embeds the copy of
+ * that fatbin kept in the tree (src/unpack/unpack_kernel.fatbin) if it was
+ * built from the same sources and options, else it has no kernel and
  * tpx__unpack_gpu_init() says so. The d2d mode needs no kernel: it is one
  * cuMemcpyDtoDAsync per fragment, for debugging and ablations.
  *
@@ -80,14 +82,15 @@ typedef struct {
 #ifndef __CUDACC__
 /* Load the embedded kernel into `device`'s primary context (retaining it).
  * Idempotent per device (counted: one tpx__unpack_gpu_fini per init).
- * TPX_ERR_UNSUPPORTED in a build without nvcc; TPX_ERR_NO_DEVICE without a
+ * TPX_ERR_UNSUPPORTED in a build without the kernel; TPX_ERR_NO_DEVICE without a
  * driver or device; TPX_ERR_CUDA when the driver refuses the image (e.g. a
  * GPU older than sm_80 or a driver older than the PTX). Needs
  * tpx__cuda_init() to have succeeded first. */
 tpx_status_t tpx__unpack_gpu_init(int device);
 void tpx__unpack_gpu_fini(int device);
 
-/* Whether this build carries the kernel (1) or was built without nvcc (0). */
+/* Whether this build carries the kernel (1) or not (0: no nvcc, and no
+ * current copy of its fatbin). */
 int tpx__unpack_gpu_built(void);
 
 /*

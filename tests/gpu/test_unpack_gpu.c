@@ -626,7 +626,7 @@ int main(int argc, char **argv)
         return SKIP;
     }
     if (!tpx__unpack_gpu_built()) {
-        printf("SKIP: tpx was built without nvcc: no GPU unpack kernel\n");
+        printf("SKIP: tpx was built without the GPU unpack kernel\n");
         return SKIP;
     }
     if (dev < 0 || dev >= tpx__cuda_device_count()) {

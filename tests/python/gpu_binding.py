@@ -70,6 +70,42 @@ def gpu_read(addr, n):
     return out
 
 
+class CudaArray:
+    """GPU memory as CuPy or Numba show it (__cuda_array_interface__)."""
+
+    def __init__(self, addr, n):
+        self.__cuda_array_interface__ = {"shape": (n // 4,), "typestr": "<u4",
+                                         "data": (addr, False), "version": 3, "strides": None}
+
+
+class DLPackCuda:
+    """GPU memory as a DLPack producer (JAX, CuPy, ...) shows it: a "dltensor" capsule
+    over a DLManagedTensor of device kDLCUDA (2) with a 2-D shape and row-major
+    strides."""
+
+    def __init__(self, addr, n, dev):
+        class Managed(ctypes.Structure):
+            _fields_ = [("t", tpx._DLTensor), ("ctx", ctypes.c_void_p),
+                        ("deleter", ctypes.c_void_p)]
+        self.shape = (ctypes.c_int64 * 2)(n // 1024, 1024)
+        self.strides = (ctypes.c_int64 * 2)(1024, 1)
+        m = self.m = Managed()
+        m.t.data, m.t.ndim = addr, 2
+        m.t.device.device_type, m.t.device.device_id = 2, dev
+        m.t.dtype.code, m.t.dtype.bits, m.t.dtype.lanes = 1, 8, 1
+        m.t.shape = ctypes.cast(self.shape, ctypes.POINTER(ctypes.c_int64))
+        m.t.strides = ctypes.cast(self.strides, ctypes.POINTER(ctypes.c_int64))
+
+    def __dlpack__(self, stream=None):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                       ctypes.c_void_p]
+        return new(ctypes.addressof(self.m), b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return (2, self.m.t.device.device_id)
+
+
 def expect_bound(info, who):
     print("%s: gpu %d (%s), nics %s (%s)" % (who, info["gpu"], info["gpu_from"], info["nics"],
                                             info["nics_from"]))
@@ -82,15 +118,17 @@ def python_package():
     a_src, a_dst = gpu_buffer(src), gpu_buffer(np.zeros(LEN, dtype=np.uint8))
     with tpx.Engine(name="owner") as owner, tpx.Engine(name="reader") as reader:
         assert owner.info()["gpu_from"] == "none"
-        rs = owner.register_ptr(a_src, LEN, tpx.MEM_CUDA)
-        rd = reader.register_ptr(a_dst, LEN, gpu=GPU)
+        # the memory as the Python GPU libraries hand it over
+        rs = owner.register(CudaArray(a_src, LEN))
+        rd = reader.register(DLPackCuda(a_dst, LEN, GPU), gpu=GPU)
+        assert (rs.addr, rs.length, rd.addr, rd.length) == (a_src, LEN, a_dst, LEN)
         expect_bound(owner.info(), "tpx owner")
         expect_bound(reader.info(), "tpx reader")
         desc = rs.export()
         remote = reader.load_remote(owner.metadata())
         remote.read(rd, 0, desc, 0, LEN).wait(30000)
     assert np.array_equal(gpu_read(a_dst, LEN), src), "tpx READ: wrong bytes"
-    print("tpx package: READ of GPU memory verified")
+    print("tpx package: READ of GPU memory (__cuda_array_interface__, DLPack) verified")
 
 
 def nixl_agents():

@@ -3,8 +3,10 @@
 # run_pytest.sh setup BUILD_DIR SOURCE_DIR
 #     A venv in BUILD_DIR/pyenv with the real NIXL wheels from PyPI (`nixl`,
 #     the package vLLM imports, and nixl-cu12 behind it: both load without a
-#     GPU; --no-deps leaves out torch and nixl-cu13), numpy and pytest; then the tpx wheel built from this tree
-#     (the libraries of BUILD_DIR/lib) installed into it.
+#     GPU; --no-deps leaves out torch and nixl-cu13), numpy, pytest and mypy; then the tpx wheel
+#     built from this tree by its build backend around the libraries of BUILD_DIR/lib
+#     (TPX_PREBUILT_LIBDIR: nothing compiled again) installed into it. The wheel as
+#     users get it is wheel.sh's.
 # run_pytest.sh test BUILD_DIR SOURCE_DIR [pytest arguments]
 #     pytest in tests/python with that venv.
 # Exit 77 (ctest: skipped) with a message when PyPI cannot be reached.
@@ -24,12 +26,12 @@ if [ "$mode" = setup ]; then
     if [ ! -x "$py" ]; then
         python3 -m venv "$venv"
     fi
-    if ! "$py" -c 'import nixl._api, nixl_cu12, numpy, pytest, setuptools, wheel' 2>/dev/null; then
+    if ! "$py" -c 'import nixl._api, nixl_cu12, numpy, pytest, scikit_build_core, mypy' 2>/dev/null; then
         pip=("$py" -m pip install -q --disable-pip-version-check)
         # `nixl` is what vLLM imports (nixl._api): it picks nixl_cu12 or
         # nixl_cu13 by the CUDA it finds, else whichever is installed.
         if ! "${pip[@]}" --no-deps "nixl==$NIXL_VERSION" "nixl-cu12==$NIXL_VERSION" ||
-            ! "${pip[@]}" numpy pytest setuptools wheel; then
+            ! "${pip[@]}" numpy pytest "scikit-build-core>=0.10" "mypy==2.4.1"; then
             if ! pypi_reachable; then
                 echo "SKIPPED: PyPI is unreachable: cannot install the NIXL wheel, numpy and pytest"
                 exit 77
@@ -39,8 +41,9 @@ if [ "$mode" = setup ]; then
         fi
     fi
     rm -rf "$bdir/wheel"
-    TPX_PREBUILT_LIBDIR=$bdir/lib "$py" -m pip wheel -q --disable-pip-version-check --no-deps \
-        --no-build-isolation -w "$bdir/wheel" "$src"
+    "$py" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
+        -C cmake.define.TPX_PREBUILT_LIBDIR="$bdir/lib" -C build-dir="$bdir/wheel-prebuilt" \
+        -w "$bdir/wheel" "$src"
     "$py" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$bdir"/wheel/tpx-*.whl
     echo "venv $venv: $("$py" -c 'import tpx, nixl._api, numpy; print("tpx", tpx.version(), "numpy", numpy.__version__)')"
     exit 0

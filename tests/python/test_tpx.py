@@ -442,3 +442,232 @@ def test_close_or_release_while_a_transfer_is_waited_on():
     assert out[1].startswith("close waited ['TPX_ERR_CANCELED', 'TPX_ERR_CANCELED']"), p.stdout
     assert float(out[1].split()[-1]) < 5, p.stdout  # woken, not left to its 10 s wait
     assert out[2] == "ok"
+
+
+def kv_layers(engine, nlayers, size, seed):
+    """K and V arrays of nlayers layers (as vLLM registers them), registered and exported."""
+    arrs = [pattern(size, seed + i) for i in range(2 * nlayers)]
+    regs = [engine.register(x) for x in arrs]
+    return arrs, regs, [r.export() for r in regs]
+
+
+@pytest.mark.parametrize("form", ["entries", "columns", "desc_array"])
+def test_prepare_many_regions(engines, form):
+    """One transfer over the blocks of 2 x layers regions on each side, in each form."""
+    a, b = engines
+    nl, size, bs = 3, 64 * KiB, 4 * KiB
+    dst, dregs, _ = kv_layers(a, nl, size, 100)
+    src, _, sdescs = kv_layers(b, nl, size, 200)
+    for x in dst:
+        x[:] = 0
+    remote = a.load_remote(b.metadata())
+    # block j of region i goes to block (j + i) % 16 of region (i + 1) % (2 nl)
+    nb = size // bs
+    ents = [(dregs[(i + 1) % (2 * nl)], ((j + i) % nb) * bs, sdescs[i], j * bs, bs)
+            for i in range(2 * nl) for j in range(nb)]
+    if form == "entries":
+        prep = remote.prepare(tpx.READ, ents)
+    else:
+        cols = list(zip(*ents))
+        descs = cols[2] if form == "columns" else np.frombuffer(b"".join(cols[2]), np.uint8) \
+            .reshape(-1, tpx.RDESC_SIZE)
+        prep = remote.prepare(tpx.READ, list(cols[0]), np.array(cols[1]), descs,
+                              np.array(cols[3]), bs)
+    assert prep.post().wait(30000) == 2 * nl * size
+    for i in range(2 * nl):
+        got = dst[(i + 1) % (2 * nl)].reshape(nb, bs)
+        want = src[i].reshape(nb, bs)
+        for j in range(nb):
+            assert np.array_equal(got[(j + i) % nb], want[j])
+
+
+def test_prepare_refusals(engines):
+    a, b = engines
+    la, lb = np.zeros(64 * KiB, np.uint8), pattern(64 * KiB, 9)
+    ra, rb = a.register(la), b.register(lb)
+    desc = rb.export()
+    remote = a.load_remote(b.metadata())
+    with pytest.raises(ValueError, match="entry 1 has 4 fields"):
+        remote.prepare(tpx.READ, [(ra, 0, desc, 0, 8), (ra, 0, desc, 0)])
+    with pytest.raises(ValueError, match="differ in length"):
+        remote.prepare(tpx.READ, ra, [0, 4096], desc, [0, 4096, 8192], 4096)
+    with pytest.raises(ValueError, match="local block 1 .* leaves the 65536 bytes"):
+        remote.prepare(tpx.READ, ra, [0, 62 * KiB], desc, [0, 0], 4 * KiB)
+    with pytest.raises(ValueError, match="47 bytes, not 48"):
+        remote.prepare(tpx.READ, ra, 0, desc[:47], 0, 4096)
+    with pytest.raises(TypeError, match="not a Region"):
+        remote.prepare(tpx.READ, [ra, la], [0, 0], desc, [0, 0], 4096)
+    with pytest.raises(TypeError, match="one list of entries"):
+        remote.prepare(tpx.READ, ra, [0], desc)
+    with pytest.raises(ValueError, match="negative"):
+        remote.prepare(tpx.READ, ra, [-1], desc, [0], 8)
+    with pytest.raises(ValueError, match="no blocks"):
+        remote.prepare(tpx.READ, [])
+    # scalars for every field: one block; descriptors given once per entry are shared
+    remote.prepare(tpx.READ, ra, 0, desc, 0, 64 * KiB).post().wait(30000)
+    assert np.array_equal(la, lb)
+
+
+class DLPackOnly:
+    """Memory seen only through DLPack (as JAX or a CuPy array offers it)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, stream=None):
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def test_register_dlpack(engines):
+    a, b = engines
+    src, dst = pattern(256 * KiB, 11), np.zeros(256 * KiB, np.uint8)
+    rs = b.register(DLPackOnly(src.view(np.float32).reshape(256, -1)))
+    assert rs.addr == src.ctypes.data and rs.length == src.nbytes
+    rd = a.register(DLPackOnly(dst))
+    a.load_remote(b.metadata()).read(rd, 0, rs.export(), 0, dst.nbytes).wait(30000)
+    assert np.array_equal(src, dst)
+    m = np.zeros((64, 64), np.uint32)
+    for bad in (m[:, ::2], m.T, m[::2]):
+        with pytest.raises(ValueError, match="DLPack tensor is not contiguous"):
+            a.register(DLPackOnly(bad))
+    # a column of one element, any stride; a slice of whole rows starts at its first byte
+    assert tpx._bytes_of(DLPackOnly(m[:, :1][:1])) == (m.ctypes.data, 4, tpx.MEM_HOST)
+    assert tpx._bytes_of(DLPackOnly(m[3:5])) == (m.ctypes.data + 3 * 256, 512, tpx.MEM_HOST)
+
+
+def fake_dlpack(device_type, data, shape, strides=None, bits=8, byte_offset=0):
+    """A "dltensor" capsule made by hand (DLManagedTensor without a deleter)."""
+    class Managed(ctypes.Structure):
+        _fields_ = [("t", tpx._DLTensor), ("ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+    nd = len(shape)
+    sh = (ctypes.c_int64 * nd)(*shape)
+    st = (ctypes.c_int64 * nd)(*strides) if strides else None
+    m = Managed()
+    m.t.data, m.t.ndim, m.t.byte_offset = data, nd, byte_offset
+    m.t.device.device_type = device_type
+    m.t.dtype.code, m.t.dtype.bits, m.t.dtype.lanes = 1, bits, 1
+    m.t.shape = ctypes.cast(sh, ctypes.POINTER(ctypes.c_int64))
+    if st is not None:
+        m.t.strides = ctypes.cast(st, ctypes.POINTER(ctypes.c_int64))
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                   ctypes.c_void_p]
+    cap = new(ctypes.addressof(m), b"dltensor", None)
+    keep = (m, sh, st)
+
+    class Obj:
+        def __dlpack__(self, stream=None):
+            self.keep = keep
+            return cap
+    return Obj()
+
+
+def test_dlpack_devices_and_refusals():
+    cuda = fake_dlpack(2, 1 << 20, (4, 256), bits=32, byte_offset=64)
+    assert tpx._bytes_of(cuda) == ((1 << 20) + 64, 4096, tpx.MEM_CUDA)
+    assert tpx._bytes_of(fake_dlpack(3, 4096, (10,)))[2] == tpx.MEM_HOST  # pinned host
+    with pytest.raises(ValueError, match="device type 10 is neither host nor CUDA"):
+        tpx._bytes_of(fake_dlpack(10, 4096, (10,)))  # ROCm
+    with pytest.raises(ValueError, match="not contiguous"):
+        tpx._bytes_of(fake_dlpack(2, 4096, (4, 4), strides=(1, 4)))
+    assert tpx._bytes_of(fake_dlpack(2, 4096, (4, 4), strides=(4, 1)))[:2] == (4096, 16)
+
+
+def test_cuda_array_interface_and_torch_contiguity(engines):
+    a, _ = engines
+
+    def cai(**kw):
+        d = {"shape": (4, 1024), "typestr": "<f4", "data": (4096, False), "version": 3}
+        d.update(kw)
+        return type("C", (), {"__cuda_array_interface__": d})()
+    assert tpx._bytes_of(cai(strides=(4096, 4))) == (4096, 16384, tpx.MEM_CUDA)
+    with pytest.raises(ValueError, match="CUDA array is not contiguous"):
+        a.register(cai(strides=(4, 16)))
+    with pytest.raises(ValueError, match="masked"):
+        a.register(cai(mask=object()))
+
+    class StridedTensor:
+        is_cuda = True
+
+        def data_ptr(self):
+            return 4096
+
+        def element_size(self):
+            return 4
+
+        def is_contiguous(self):
+            return False
+    with pytest.raises(ValueError, match="tensor is not contiguous"):
+        a.register(StridedTensor())
+    with pytest.raises(ValueError, match="array is not contiguous"):
+        a.register(np.zeros((8, 8), np.uint8)[:, 1])
+    with pytest.raises(TypeError, match="is not memory"):
+        a.register(object())
+
+
+def test_fileno_for_event_loops(engines):
+    """The engine's fd is readable once a transfer ended and until it is seen: select()
+    and asyncio wait on it instead of polling."""
+    import asyncio
+    import select
+    a, b = engines
+    la, lb = np.zeros(1 * MiB, np.uint8), pattern(1 * MiB, 12)
+    ra, rb = a.register(la), b.register(lb)
+    remote = a.load_remote(b.metadata())
+    desc = rb.export()
+    fd = a.fileno()
+    assert fd >= 0 and fd == a.fileno() and fd != b.fileno()
+    assert select.select([a], [], [], 0)[0] == []
+    x = remote.read(ra, 0, desc, 0, 1 * MiB)
+    assert select.select([a], [], [], 30)[0] == [a]
+    assert x.poll() and np.array_equal(la, lb)
+    assert select.select([a], [], [], 0)[0] == []  # seen: not readable any more
+
+    async def read_async():
+        loop = asyncio.get_running_loop()
+        la[:] = 0
+        y = remote.read(ra, 0, desc, 0, 1 * MiB)
+        while not y.poll():
+            ready = loop.create_future()
+            loop.add_reader(a.fileno(), ready.set_result, None)
+            try:
+                await asyncio.wait_for(ready, 30)
+            finally:
+                loop.remove_reader(a.fileno())
+        return y.bytes
+    assert asyncio.run(read_async()) == 1 * MiB
+    assert np.array_equal(la, lb)
+    a.close()
+    with pytest.raises(tpx.TpxError):
+        a.fileno()
+
+
+def test_typed_package():
+    """py.typed ships, and every public annotation resolves (they are strings)."""
+    import typing
+    assert os.path.isfile(os.path.join(os.path.dirname(tpx.__file__), "py.typed"))
+    for obj in (tpx.Engine, tpx.Region, tpx.Remote, tpx.Prep, tpx.Xfer, tpx.Peer,
+                tpx.Registry):
+        for name, f in vars(obj).items():
+            f = getattr(f, "fget", f)
+            if callable(f) and not name.startswith("__"):
+                typing.get_type_hints(f, vars(tpx))
+    hints = typing.get_type_hints(tpx.Remote.prepare, vars(tpx))
+    assert hints["return"] is tpx.Prep
+
+
+def test_type_hints_check():
+    """mypy finds the package's annotations complete and consistent (as installed)."""
+    r = subprocess.run([sys.executable, "-m", "mypy", "--disallow-untyped-defs",
+                        "--cache-dir=/dev/null", "-p", "tpx"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_module_example_runs():
+    """The example at the top of the package's docstring runs as it is written."""
+    doc = tpx.__doc__
+    code = doc[doc.index("    import numpy as np, tpx"):doc.index("\n\nEngine.fileno()")]
+    exec(compile("\n".join(ln[4:] for ln in code.split("\n")), "tpx.__doc__", "exec"), {})
