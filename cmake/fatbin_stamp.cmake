@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # fatbin_stamp.cmake - what the unpack kernel's fatbin was built from.
 #
 # src/unpack/unpack_kernel.fatbin is a copy of the nvcc output kept in the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command-line tools in the wheel: `tpx-perf`, `tpx-doctor` and `tpx-netbench` are
 console scripts that run the programs bundled in tpx/_bin (built with the libraries of
 tpx/_lib, which they find there), as a source build installs them in <prefix>/bin."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # wheel.sh BUILD_DIR SOURCE_DIR
 #     The package as a user gets it. In BUILD_DIR/wheel-check:
 #     1. an sdist of the tree, and a wheel built from that sdist by the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run from a venv where only the tpx wheel (and numpy, NIXL from PyPI) was
 installed, with no compiler on PATH (tests/python/wheel.sh): the package
 imports from that venv, says the one version everywhere, carries its
