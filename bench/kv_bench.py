@@ -30,7 +30,7 @@ Presets (--preset; a flag given with it overrides one of its values):
         [--iters 3] [--rounds 3] [--peers tpx,NIXL+TPX[,NIXL+UCX]] [--mem dram|vram --gpu N]
         [--json FILE]
 Needs the tpx package and NIXL (pip install nixl nixl-cu12 numpy, the tpx wheel), as
-bench/peers; bench/kv_bench runs it in build/release/pyenv when that exists.
+bench/peers: build/release/pyenv/bin/python bench/kv_bench.py (ctest -R python.setup makes it).
 """
 import argparse
 import json
