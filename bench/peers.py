@@ -84,7 +84,12 @@ class Buf:
         return self.t.cpu().numpy() if MEM["kind"] == "vram" else self.t
 
     def zero(self):
-        self.t.fill_(0) if MEM["kind"] == "vram" else self.t.fill(0)
+        if MEM["kind"] == "vram":
+            import torch
+            self.t.fill_(0)
+            torch.cuda.synchronize()  # done before the next post writes into it
+        else:
+            self.t.fill(0)
 
 
 class Row:
@@ -405,7 +410,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=1000, help="blocks per request (default 1000)")
     ap.add_argument("--large-blocks", type=int, default=100,
                     help="blocks per request for blocks of 1 MiB and more (default 100)")
-    ap.add_argument("--sizes", default="4K,16K,128K,2M", help="block sizes (default 4K,16K,128K,2M)")
+    ap.add_argument("--sizes", default="4K,16K,128K,2M",
+                    help="block sizes (default 4K,16K,128K,2M)")
     ap.add_argument("--ops", default="READ,WRITE")
     ap.add_argument("--lat-iters", type=int, default=1000,
                     help="single 4 KiB READs of the latency row (0: no latency row)")
