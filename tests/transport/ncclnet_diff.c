@@ -664,8 +664,9 @@ static void check_close_mid(int close_receiver)
  * test() that finds the peer gone (the close rows above, when they see it)
  * raises SIGPIPE on the calling thread. Its data threads write without it
  * too: one whose send meets the dead peer as EPIPE (not ECONNRESET: a race
- * with the peer's reset) raises it on that thread, in either regime, so
- * that count is reported, not judged. */
+ * with the peer's reset) raises it on that thread, even where test() hangs
+ * (an isend after the peer closed, one chunk), so that count is reported,
+ * not judged. */
 static void check_sigpipe(void)
 {
     int seen = close_seen(256 * MiB), caller = atomic_load(&pipes_caller) > 0;
