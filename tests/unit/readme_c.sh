@@ -4,7 +4,8 @@
 # errors) against this build's libtpx and moves verified bytes over loopback;
 # and every relative link of the tree's Markdown pages (README.md, SECURITY.md,
 # docs/, bench/ ...) leads to a file that exists, and to a heading of it when
-# it names one (#anchor, as GitHub makes them from the heading's words).
+# it names one (#anchor, as GitHub makes them from the heading's words); and
+# the README stays short (at most 250 lines).
 #
 # Usage: readme_c.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -20,6 +21,13 @@ anchors() {
         tr '[:upper:]' '[:lower:]' | sed -e 's/[^a-z0-9 _-]//g' -e 's/ /-/g'
 }
 bad=0
+# The README is a newcomer's ten minutes: at most 250 lines; the rest lives in docs/.
+lines=$(wc -l <"$readme")
+echo "README.md: $lines lines (at most 250)"
+if [ "$lines" -gt 250 ]; then
+    echo "README.md has $lines lines: move what a newcomer does not need into docs/" >&2
+    bad=1
+fi
 while IFS= read -r md; do
     dir=$(dirname "$md")
     # [text](target) outside fenced code blocks; absolute URLs and mail are not checked
