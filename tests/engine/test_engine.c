@@ -581,7 +581,7 @@ static int idlefds_role(int is_srv)
     CHECK(e != NULL, "no engine");
     const char *me = is_srv ? "server" : "client";
     tpx_peer_t *p[2] = {NULL, NULL};
-    int fds[4];
+    int fds[4] = {0, 0, 0, 0};
     double ms[2] = {0, 0}; /* the second peer's exchanges (information) */
     for (int k = 0; k < 2; k++) {
         if (k == 1)
@@ -593,8 +593,11 @@ static int idlefds_role(int is_srv)
             TRY(ht_dial(e, L_main, &p[k]));
         }
         TRY(ht_barrier(L_main, NULL)); /* both ends set up */
-        if (k == 1)
+        if (k == 1) {
             fds[1] = ht_fd_count();
+            /* before the other end's first post opens the channels */
+            TRY(ht_barrier(L_main, NULL));
+        }
         for (int n = 0; n < (k == 0 ? 1 : 2); n++) {
             uint64_t t0 = test_now_ns();
             TRY(ht_exchange(e, p[k], MiB, ht_seed(12, (unsigned)k, (unsigned)(n + 2 * is_srv)),
