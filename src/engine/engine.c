@@ -121,8 +121,12 @@ int tpx__engine_progress(tpx_engine_t *e)
     uint64_t before = e->ncompleted;
     /* An idle engine with no peer makes no plugin call: no context to enter. */
     int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter_pass(e) : 0;
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        tpx__peer_chan_drive(p);
         tpx__peer_pass(p);
+        if (p->chan_state != CHAN_OPEN) /* a request just received may need them */
+            tpx__peer_chan_drive(p);
+    }
     /* deadlines and liveness (every 10 ms), then the comms of failed peers */
     engine_sweep(e);
     tpx__engine_close_failed(e);
@@ -136,6 +140,7 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
     int gtok = tpx__engine_gpu_enter_pass(e);
     tpx_sigpipe_guard_t g;
     tpx__sigpipe_enter(&g, e->net->sigpipe);
+    tpx__peer_chan_drive(p);
     tpx__peer_pass(p);
     if (TPX_UNLIKELY(e->fault_now)) {
         e->fault_now = 0;

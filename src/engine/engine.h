@@ -169,6 +169,8 @@
 #define TPX_DEVH_STORAGE 512      /* device-handle storage per comm */
 #define TPX_MSG_BELL (TPX_BS_TYPE_USER + 2) /* bootstrap frame "a request is on its way":
                                                wakes an idle owner (peer.c) */
+#define TPX_MSG_CHAN (TPX_BS_TYPE_USER + 5) /* bootstrap frame: the sender's listen handles of
+                                               its data channels, once per peer (peer.c) */
 #define TPX_MAX_UNEXPECTED 1024   /* early send headers held before flow control stops the peer */
 #define TPX_MAX_ANSWERS_QUEUED 4096 /* answers to a peer's requests waiting to be sent, ditto */
 

@@ -8,12 +8,24 @@
  *
  *   HANDSHAKE  framing + optional HMAC authentication (bootstrap module)
  *   INFO       both sides send {engine id, plugin, chunk, window, the
- *              ncclNet listen handles of their control + data channels};
- *              both adopt the smaller channel count and chunk size
- *   CONNECT    poll connect() on the peer's handles and accept() on ours
- *              until every comm exists (TCPX may return NULL comms for a
- *              while; connect is re-called with the same handle buffer)
+ *              ncclNet listen handle of their control channel, one empty
+ *              handle per data channel}; both adopt the smaller channel
+ *              count and chunk size
+ *   CONNECT    poll connect() on the peer's control handle and accept() on
+ *              ours until both control comms exist (TCPX may return NULL
+ *              comms for a while; connect is re-called with the same
+ *              handle buffer)
  *   READY      both say so; control receives are posted; the peer is live
+ *
+ * The data channels open when a transfer first has chunks for them
+ * (tpx__peer_chan_drive), so an idle peer costs its bootstrap connection
+ * and its two control comms only: each side listens on its channels and
+ * sends their handles in one bootstrap frame (MSG_CHAN) when it first needs
+ * them or when the peer's came; both then connect and accept in channel
+ * order as at set-up. A transfer's chunks wait on its lanes meanwhile and
+ * are dealt exactly as on open channels (FIFO plugins see the same order on
+ * both sides). The first transfer pays one bootstrap round trip plus the
+ * plugin's connects; later ones nothing.
  *
  * The bootstrap connection stays open afterwards: its EOF tells us the
  * peer process is gone even when a plugin would keep quiet.
@@ -49,6 +61,7 @@
 #define MSG_BELL TPX_MSG_BELL
 #define MSG_IDENT (TPX_BS_TYPE_USER + 3) /* identity proof (ident.h, wire.h) */
 #define MSG_BUSY (TPX_BS_TYPE_USER + 4)  /* "too many peers here" (TPX_MAX_PEERS), then EOF */
+#define MSG_CHAN TPX_MSG_CHAN            /* data channels' listen handles (engine.h) */
 
 /* The bootstrap thread's admission of incoming connections (SECURITY.md):
  * every stage before a peer is established is bounded in count and time,
@@ -136,8 +149,8 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     info.window = (uint16_t)e->window;
     snprintf(info.plugin, sizeof(info.plugin), "%s", e->net->name);
     snprintf(info.name, sizeof(info.name), "%s", e->name);
-    s->nlisten = 1 + e->nchan;
-    info.nhandles = (uint16_t)s->nlisten;
+    s->nlisten = 1; /* the data channels listen when first used */
+    info.nhandles = (uint16_t)(1 + e->nchan); /* handles[1..]: zero, the channel count */
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&e->lock);
     /* From the first peer on, the engine's GPU and NICs stay as they are:
@@ -145,9 +158,7 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     e->gpu_fixed = 1;
     info.gpu = e->gpu;
     int gtok = tpx__engine_gpu_enter(e);
-    for (int i = 0; i < s->nlisten && st == TPX_OK; i++)
-        st = tpx__net_listen(e->net, chan_dev(e, i == 0 ? 0 : i - 1), info.handles[i],
-                             &s->listen[i]);
+    st = tpx__net_listen(e->net, chan_dev(e, 0), info.handles[0], &s->listen[0]);
     tpx__engine_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
@@ -166,8 +177,9 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
 
 /* ---- admission: the peer cap (TPX_MAX_PEERS) ------------------------------------------ */
 
-/* Each peer holds ~20 descriptors (its bootstrap connection, and the
- * plugin's sockets of its control and data channels), so the soft limit
+/* A peer that moves data holds ~20 descriptors (its bootstrap connection,
+ * and the plugin's sockets of its control and data channels; an idle one
+ * only the first two: 5 on the built-in transport), so the soft limit
  * that most shells leave (1024, or 256) sizes the peer table small. A
  * server raises it to the hard limit at start; so does the first engine of
  * a process (TPX_RAISE_NOFILE=0: not). The kernel caps the limit at
@@ -199,8 +211,8 @@ static void nofile_raise_once(void)
                  (unsigned long long)want, strerror(errno));
         return;
     }
-    TPX_INFO("open-file limit raised from %llu to %llu (the hard limit): peers cost ~20 "
-             "descriptors each (TPX_RAISE_NOFILE=0 leaves it)", (unsigned long long)was,
+    TPX_INFO("open-file limit raised from %llu to %llu (the hard limit): busy peers cost "
+             "~20 descriptors each (TPX_RAISE_NOFILE=0 leaves it)", (unsigned long long)was,
              (unsigned long long)want);
 }
 
@@ -587,10 +599,11 @@ static int addr_same_ip(const struct sockaddr *a, const struct sockaddr *b)
  * weaker rule: a remote peer may not name loopback or unspecified
  * addresses, a peer on another IPv4 loopback address may not name this
  * one's (SECURITY.md). */
-static tpx_status_t handles_check(tpx_peer_t *p, setup_t *s, int n)
+static tpx_status_t handles_check(tpx_peer_t *p, int inbound,
+                                  unsigned char (*their)[TPX_BS_HANDLE_SIZE], int n)
 {
     struct sockaddr_storage peer;
-    if (!s->inbound || tpx__bs_authenticated(p->bs) || p->e->net->dl != NULL ||
+    if (!inbound || tpx__bs_authenticated(p->bs) || p->e->net->dl != NULL ||
         tpx__bs_peer_addr(p->bs, &peer) != TPX_OK)
         return TPX_OK;
     uint32_t pv4 = 0;
@@ -601,7 +614,7 @@ static tpx_status_t handles_check(tpx_peer_t *p, setup_t *s, int n)
     int own_only = tpx__config_int(TPX_CFG_TRUST_HANDLES) == 0;
     for (int i = 0; i < n; i++) {
         tpx_sock_handle_t h;
-        if (tpx__sock_handle_decode(s->their[i], &h) != TPX_OK)
+        if (tpx__sock_handle_decode(their[i], &h) != TPX_OK)
             continue; /* the plugin refuses it */
         for (int k = 0; k < (h.naddrs > 0 ? h.naddrs : 1); k++) {
             const struct sockaddr *a = &tpx__sock_handle_addr(&h, k)->sa;
@@ -663,8 +676,8 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
      * devmem receives are unpacked per request (the name says so on both
      * sides: they use the same plugin, checked above). */
     p->run_max = e->net->is_tcpx ? 1u : TPX_MAX(1u, (4u << 20) / p->chunk);
-    memcpy(s->their, info.handles, (size_t)(1 + p->nchan) * TPX_BS_HANDLE_SIZE);
-    if ((st = handles_check(p, s, 1 + p->nchan)) != TPX_OK)
+    memcpy(s->their, info.handles, TPX_BS_HANDLE_SIZE);
+    if ((st = handles_check(p, s->inbound, s->their, 1)) != TPX_OK)
         return st;
     pthread_mutex_lock(&e->lock);
     p->ctrl_send = comm_new(p, 1, 1, -1, chan_dev(e, 0));
@@ -682,33 +695,37 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     return TPX_OK;
 }
 
-/* One pass of connect/accept over every comm; TPX_OK when all exist. */
+/* One pass of connect/accept over a channel's pair of comms (ctrl: the
+ * control channel); *all cleared while one does not exist yet. Lock held. */
+static tpx_status_t pair_connect(tpx_engine_t *e, tpx_comm_t *sc, tpx_comm_t *rc, int ctrl,
+                                 unsigned char *their, void *listen, int *all)
+{
+    tpx_status_t st = TPX_OK;
+    if (sc->comm == NULL) {
+        tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)sc->devh;
+        sc->connecting = 1;
+        st = ctrl ? tpx__net_connect_small(e->net, sc->dev, their, &sc->comm, &dh)
+                  : tpx__net_connect_socks(e->net, sc->dev, their, &sc->comm, &dh, e->chan_socks);
+        if (st != TPX_OK || sc->comm != NULL)
+            sc->connecting = 0; /* the plugin ended it */
+        *all &= sc->comm != NULL;
+    }
+    if (st == TPX_OK && rc->comm == NULL) {
+        tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)rc->devh;
+        st = tpx__net_accept(e->net, listen, &rc->comm, &dh);
+        *all &= rc->comm != NULL;
+    }
+    return st;
+}
+
+/* One pass of connect/accept over the control comms; TPX_OK when both exist. */
 static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
 {
     tpx_engine_t *e = p->e;
-    tpx_status_t st = TPX_OK;
     int all = 1;
     pthread_mutex_lock(&e->lock);
     int gtok = tpx__engine_gpu_enter(e);
-    for (int i = 0; i <= p->nchan && st == TPX_OK; i++) {
-        tpx_comm_t *sc = i == 0 ? p->ctrl_send : p->send[i - 1];
-        tpx_comm_t *rc = i == 0 ? p->ctrl_recv : p->recv[i - 1];
-        if (sc->comm == NULL) {
-            tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)sc->devh;
-            sc->connecting = 1;
-            st = i == 0 ? tpx__net_connect_small(e->net, sc->dev, s->their[i], &sc->comm, &dh)
-                        : tpx__net_connect_socks(e->net, sc->dev, s->their[i], &sc->comm, &dh,
-                                                 e->chan_socks);
-            if (st != TPX_OK)
-                sc->connecting = 0; /* the plugin ended it */
-            all &= sc->comm != NULL;
-        }
-        if (st == TPX_OK && rc->comm == NULL) {
-            tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)rc->devh;
-            st = tpx__net_accept(e->net, s->listen[i], &rc->comm, &dh);
-            all &= rc->comm != NULL;
-        }
-    }
+    tpx_status_t st = pair_connect(e, p->ctrl_send, p->ctrl_recv, 1, s->their[0], s->listen[0], &all);
     tpx__engine_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
@@ -733,9 +750,9 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     tpx__tsan_benign(p->scratch, scratch); /* discarded bytes: every channel writes here */
     memset(p->ctrl_buf, 0, nbuf * TPX_CTRL_BUF_SLOT);
     tpx_status_t st;
-    /* Devmem plugins: each receive comm's unpack handle, copied down once. */
-    for (int i = 0; i <= p->nchan; i++)
-        TPX_CHECK_GOTO(tpx__comm_unpack_load(i == 0 ? p->ctrl_recv : p->recv[i - 1]), st, out);
+    /* Devmem plugins: the receive comm's unpack handle, copied down once
+     * (the data channels' as they open). */
+    TPX_CHECK_GOTO(tpx__comm_unpack_load(p->ctrl_recv), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_BUF_SLOT, TPX_MEM_HOST, 1,
                                       &p->ctrl_region), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, scratch, TPX_MEM_HOST, 1,
@@ -921,17 +938,16 @@ static void peer_link(tpx_peer_t *p)
     pthread_mutex_unlock(&e->lock);
 }
 
-/* Hand a comm whose connect() is in progress to the reaper. */
-static void comm_abandon_connect(tpx_engine_t *e, tpx_peer_t *p, tpx_comm_t *c, int i)
+/* Hand a comm whose connect() to `their` is in progress to the reaper. */
+static void comm_abandon_connect(tpx_engine_t *e, tpx_comm_t *c, const unsigned char *their)
 {
-    setup_t *s = p->setup;
-    if (s == NULL || c == NULL || c->comm != NULL || !c->connecting)
+    if (c == NULL || c->comm != NULL || !c->connecting)
         return;
     tpx_reap_t *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return;
     r->dev = c->dev;
-    memcpy(r->handle, s->their[i], TPX_BS_HANDLE_SIZE);
+    memcpy(r->handle, their, TPX_BS_HANDLE_SIZE);
     r->next = e->reap;
     e->reap = r;
 }
@@ -983,6 +999,139 @@ static void comm_close_at(tpx_engine_t *e, tpx_comm_t **cp)
     comm_close(e, c);
 }
 
+/* ---- data channels, opened when first used ------------------------------------------ */
+
+/* End an opening: its listens close, connects in progress go to the
+ * reaper. Lock held. */
+static void chan_open_free(tpx_peer_t *p)
+{
+    tpx_chan_open_t *c = p->chan;
+    if (c == NULL)
+        return;
+    for (int k = 0; k < p->nchan; k++) {
+        if (c->got)
+            comm_abandon_connect(p->e, p->send[k], c->their[k]);
+        if (c->listen[k] != NULL)
+            tpx__net_close_listen(p->e->net, c->listen[k]);
+    }
+    free(c);
+    p->chan = NULL;
+}
+
+/* A transfer has chunks waiting for a data channel. */
+static int chan_wanted(const tpx_peer_t *p)
+{
+    for (int k = 0; k < p->nchan; k++)
+        if (p->send[k]->q_head != NULL || p->recv[k]->q_head != NULL)
+            return 1;
+    return 0;
+}
+
+/* Listen on every data channel and send the handles (MSG_CHAN). */
+static tpx_status_t chan_listen(tpx_peer_t *p, tpx_chan_open_t *c)
+{
+    tpx_engine_t *e = p->e;
+    unsigned char h[TPX_MAX_CHANNELS][TPX_BS_HANDLE_SIZE];
+    memset(h, 0, sizeof(h));
+    for (int k = 0; k < p->nchan; k++) {
+        tpx_status_t st = tpx__net_listen(e->net, chan_dev(e, k), h[k], &c->listen[k]);
+        if (st != TPX_OK) {
+            TPX_ERROR("peer %s: listen on plugin %s failed (data channel %d)", p->name,
+                      e->net->name, k);
+            return st;
+        }
+    }
+    c->sent = 1;
+    return tpx__bs_send(p->bs, MSG_CHAN, h, (uint32_t)p->nchan * TPX_BS_HANDLE_SIZE);
+}
+
+/* Read p's pending bootstrap frames (bounded); the doorbells among them. */
+static int peer_frames(tpx_peer_t *p, uint64_t now)
+{
+    int rung = 0;
+    if (now - p->bell_window_ns >= 1000000000ull) {
+        p->bell_window_ns = now;
+        p->bell_count = 0;
+    }
+    /* Bounded work per peer and pass (under the engine lock). */
+    for (int k = 0; k < BELLS_PER_PASS && p->state == PEER_READY; k++) {
+        uint16_t type;
+        uint32_t len;
+        unsigned char b[TPX_PEER_FRAME_MAX];
+        tpx_status_t st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
+        if (st == TPX_INPROGRESS)
+            break;
+        if (st != TPX_OK) {
+            p->bs_eof_ns = tpx__now_ns(); /* judged by the sweep */
+            break;
+        }
+        rung += tpx__peer_bs_frame(p, type, b, len);
+        if (++p->bell_count > BELLS_PER_SECOND) {
+            /* A requester rings at most once per 50 ms of quiet. */
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL,
+                           "it sent more than 1000 doorbells in a second (a flood): dropped");
+            break;
+        }
+    }
+    return rung;
+}
+
+void tpx__peer_chan_drive(tpx_peer_t *p)
+{
+    if (TPX_LIKELY(p->chan_state == CHAN_OPEN) || p->state != PEER_READY)
+        return;
+    tpx_engine_t *e = p->e;
+    if (p->chan_state == CHAN_CLOSED) {
+        if (!chan_wanted(p))
+            return;
+        if ((p->chan = calloc(1, sizeof(*p->chan))) == NULL) {
+            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory to open its data channels");
+            return;
+        }
+        p->chan_state = CHAN_OPENING;
+    }
+    tpx_chan_open_t *c = p->chan;
+    tpx_status_t st = TPX_OK;
+    if (!c->sent && (st = chan_listen(p, c)) != TPX_OK) {
+        tpx__peer_fail(p, st, "opening its data channels failed");
+        return;
+    }
+    /* Until the peer's handles come, an engine with a progress thread
+     * naps: they wake it on the bootstrap fd (tpx__engine_bells), and a
+     * peer that does not need its channels yet costs no CPU. */
+    if (!c->got && p->bs != NULL && p->bs_eof_ns == 0)
+        (void)peer_frames(p, tpx__now_ns());
+    if (!c->got || p->state != PEER_READY)
+        return;
+    e->last_move_ns = tpx__now_ns(); /* both sides connect now: poll hot */
+    if (!c->checked) {
+        if (handles_check(p, p->inbound, c->their, p->nchan) != TPX_OK) {
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL, "its data channels' handles were refused");
+            return;
+        }
+        c->checked = 1;
+    }
+    int all = 1;
+    for (int k = 0; k < p->nchan && st == TPX_OK; k++)
+        st = pair_connect(e, p->send[k], p->recv[k], 0, c->their[k], c->listen[k], &all);
+    if (st != TPX_OK) {
+        tpx__peer_fail(p, st, "establishing its data channels failed");
+        return;
+    }
+    if (!all)
+        return;
+    /* Devmem plugins: each receive comm's unpack handle, copied down once. */
+    for (int k = 0; k < p->nchan && st == TPX_OK; k++)
+        st = tpx__comm_unpack_load(p->recv[k]);
+    if (st != TPX_OK) {
+        tpx__peer_fail(p, st, "loading its data channels' unpack handles failed");
+        return;
+    }
+    chan_open_free(p);
+    p->chan_state = CHAN_OPEN;
+    TPX_INFO("peer %s: %d data channel(s) open", p->name, p->nchan);
+}
+
 void tpx__engine_close_failed(tpx_engine_t *e)
 {
     /* A failed peer's transfers have ended and their users may free the
@@ -1000,6 +1149,7 @@ void tpx__engine_close_failed(tpx_engine_t *e)
 void tpx__peer_close_comms(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
+    chan_open_free(p);
     comm_close_at(e, &p->ctrl_send);
     comm_close_at(e, &p->ctrl_recv);
     for (int k = 0; k < p->nchan; k++) {
@@ -1053,11 +1203,9 @@ void tpx__peer_destroy(tpx_peer_t *p)
             break;
         }
     }
-    if (p->setup != NULL) {
-        comm_abandon_connect(e, p, p->ctrl_send, 0);
-        for (int k = 0; k < p->nchan; k++)
-            comm_abandon_connect(e, p, p->send[k], k + 1);
-    }
+    if (p->setup != NULL)
+        comm_abandon_connect(e, p->ctrl_send, ((setup_t *)p->setup)->their[0]);
+    chan_open_free(p);
     /* Closing a comm first drops every region's handles on it (the
      * internal regions' included), then the internal regions go. */
     comm_close_at(e, &p->ctrl_send);
@@ -1098,34 +1246,9 @@ int tpx__engine_bells(tpx_engine_t *e)
 {
     int rung = 0;
     uint64_t now = tpx__now_ns();
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
-        if (p->state != PEER_READY || p->bs == NULL || p->bs_eof_ns != 0)
-            continue;
-        if (now - p->bell_window_ns >= 1000000000ull) {
-            p->bell_window_ns = now;
-            p->bell_count = 0;
-        }
-        /* Bounded work per peer and pass (under the engine lock). */
-        for (int k = 0; k < BELLS_PER_PASS; k++) {
-            uint16_t type;
-            uint32_t len;
-            unsigned char b[64];
-            tpx_status_t st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
-            if (st == TPX_INPROGRESS)
-                break;
-            if (st != TPX_OK) {
-                p->bs_eof_ns = tpx__now_ns(); /* judged by the sweep */
-                break;
-            }
-            rung += type == MSG_BELL;
-            if (++p->bell_count > BELLS_PER_SECOND) {
-                /* A requester rings at most once per 50 ms of quiet. */
-                tpx__peer_fail(p, TPX_ERR_PROTOCOL,
-                               "it sent more than 1000 doorbells in a second (a flood): dropped");
-                break;
-            }
-        }
-    }
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+        if (p->state == PEER_READY && p->bs != NULL && p->bs_eof_ns == 0)
+            rung += peer_frames(p, now);
     e->nbells += (uint64_t)rung;
     return rung;
 }

@@ -30,6 +30,27 @@ typedef enum {
     PEER_CLOSED = 3,
 } tpx_peer_state_t;
 
+/* A peer's data channels: opened the first time one of its transfers has
+ * chunks to deal (peer.c, tpx__peer_chan_drive), so an idle peer holds its
+ * bootstrap connection and control comms only. */
+typedef enum {
+    CHAN_CLOSED = 0,  /* none open, nothing asked */
+    CHAN_OPENING = 1, /* handles on their way (MSG_CHAN), connects in progress */
+    CHAN_OPEN = 2,    /* every data comm exists: chunks are dealt */
+} tpx_chan_open_state_t;
+
+/* The opening of the data channels: each side listens once and sends its
+ * handles (MSG_CHAN) when it first needs a channel or when the peer's
+ * handles came; then both connect and accept in channel order, as at
+ * set-up. Owned by the peer; freed once open or with the peer. */
+typedef struct tpx_chan_open {
+    int sent;    /* our listen handles went out */
+    int got;     /* the peer's came in (their) */
+    int checked; /* ... and passed the steering check (peer.c) */
+    void *listen[TPX_MAX_CHANNELS];
+    unsigned char their[TPX_MAX_CHANNELS][TPX_BS_HANDLE_SIZE];
+} tpx_chan_open_t;
+
 /* A control message waiting for a send slot, and the transfer it belongs to.
  * A message with a body (wire.h, INLINE) gets it from its owner when it
  * takes a send slot (tpx__rma_body_fill): nothing is copied twice. */
@@ -53,6 +74,9 @@ struct tpx_peer {
                              two-sided and READ payloads); 1: every chunk its own */
     tpx_comm_t *ctrl_send, *ctrl_recv;
     tpx_comm_t *send[TPX_MAX_CHANNELS], *recv[TPX_MAX_CHANNELS];
+                          /* allocated at set-up; their plugin comms open later */
+    tpx_chan_open_state_t chan_state;
+    tpx_chan_open_t *chan; /* while CHAN_OPENING */
     /* two-sided ordering */
     uint64_t send_seq, recv_seq;
     int send_cursor, recv_cursor;
@@ -163,6 +187,19 @@ void tpx__engine_reap(tpx_engine_t *e);
 /* Read every pending bootstrap frame of every ready peer (notes an EOF).
  * The number of doorbells among them. Lock held. */
 int tpx__engine_bells(tpx_engine_t *e);
+/* Open p's data channels when a transfer has chunks queued on them or the
+ * peer sent its handles (MSG_CHAN); drive their connects; returns at once
+ * once they are open. Lock held, inside a pass (the pass's GPU context). */
+void tpx__peer_chan_drive(tpx_peer_t *p);
+
+/* ---- xfer.c: bootstrap frames of a ready peer (lock held) ---- */
+/* Frames read from a ready peer's bootstrap connection are at most this
+ * long (MSG_CHAN: a handle per channel). */
+#define TPX_PEER_FRAME_MAX (TPX_MAX_CHANNELS * TPX_BS_HANDLE_SIZE)
+/* One frame: 1 for a doorbell; MSG_CHAN keeps the handles for
+ * tpx__peer_chan_drive (a second one, or one of the wrong size, fails the
+ * peer); other types are ignored. */
+int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, uint32_t len);
 
 /* ---- xfer.c: the peer's pass, its control stream, failure, deadlines, liveness
  * (lock held) ---- */

@@ -546,7 +546,10 @@ void tpx__peer_pass(tpx_peer_t *p)
             (void)tpx__comm_pass(p->ctrl_recv);
     }
     (void)tpx__comm_pass(p->ctrl_send);
-    for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
+    /* Data channels not open yet (peer.c tpx__peer_chan_drive): their
+     * chunks wait on the lanes in the order both sides derive, and are
+     * dealt from there once the channels exist. */
+    for (int k = 0; p->chan_state == CHAN_OPEN && k < p->nchan && p->state == PEER_READY; k++) {
         (void)tpx__comm_pass(p->send[k]);
         (void)tpx__comm_pass(p->recv[k]);
     }
@@ -876,19 +879,44 @@ static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
     return NULL;
 }
 
+int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, uint32_t len)
+{
+    if (type == TPX_MSG_BELL)
+        return 1;
+    if (type != TPX_MSG_CHAN)
+        return 0;
+    if (p->chan_state == CHAN_OPEN || (p->chan != NULL && p->chan->got) ||
+        len != (uint32_t)p->nchan * TPX_BS_HANDLE_SIZE) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "it sent its data channels' handles twice or cut");
+        return 0;
+    }
+    if (p->chan == NULL && (p->chan = calloc(1, sizeof(*p->chan))) == NULL) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for its data channels");
+        return 0;
+    }
+    memcpy(p->chan->their, buf, len);
+    p->chan->got = 1;
+    p->chan_state = CHAN_OPENING;
+    /* its transfer is waiting for the channels: connect hot (peer.c) */
+    p->e->last_move_ns = tpx__now_ns();
+    return 0;
+}
+
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
 {
     /* The bootstrap connection stays open for the peer's life: EOF on it
      * means the peer process is gone, whatever the plugin reports. */
     if (p->bs != NULL && p->bs_eof_ns == 0) {
         uint16_t type;
-        unsigned char buf[64];
+        unsigned char buf[TPX_PEER_FRAME_MAX];
         uint32_t len;
         tpx_status_t st = tpx__bs_recv(p->bs, &type, buf, sizeof(buf), &len);
         if (st != TPX_INPROGRESS && st != TPX_OK)
             p->bs_eof_ns = now;
-        else if (st == TPX_OK && type == TPX_MSG_BELL)
+        else if (st == TPX_OK && tpx__peer_bs_frame(p, type, buf, len) > 0)
             p->e->nbells++; /* rung while we were awake anyway */
+        if (p->state != PEER_READY)
+            return;
     }
     /* A peer that closes says goodbye on the control stream first; a
      * bootstrap EOF with no goodbye within 200 ms is a process that died. */
@@ -1015,6 +1043,10 @@ tpx_status_t tpx__peer_rxmem_check(tpx_peer_t *p, int cuda, const char *fn)
     for (int i = 0; cuda && i < p->nchan; i++)
         if (p->recv[i] != NULL && p->recv[i]->no_bounce)
             return tpx__comm_rxmem_refuse(p->recv[i], fn);
+    /* Channels not open yet: the control receive comm, of the same plugin
+     * and NIC, was asked at set-up and tells the plugin's state. */
+    if (cuda && p->chan_state != CHAN_OPEN && p->ctrl_recv != NULL && p->ctrl_recv->no_bounce)
+        return tpx__comm_rxmem_refuse(p->ctrl_recv, fn);
     return TPX_OK;
 }
 

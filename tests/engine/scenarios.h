@@ -12,6 +12,7 @@ int scen_sizes(int argc, char **argv);
 int scen_many(int argc, char **argv);
 int scen_peers(int argc, char **argv);
 int scen_idlecpu(int argc, char **argv);
+int scen_idlefds(int argc, char **argv);
 int scen_window(int argc, char **argv);
 int scen_bw(int argc, char **argv);
 

@@ -18,6 +18,9 @@
  *                   the other has a progress thread and waits on the fd
  *   peers           one server, three clients at once, 16 MiB both ways each
  *   idlecpu         an idle engine with a progress thread costs (almost) no CPU
+ *   idlefds CHANNELS MAXFDS  an idle peer holds its bootstrap connection and
+ *                   control comms only (MAXFDS); its data channels open when
+ *                   first used
  *   bw [CHANNELS]   10 x 256 MiB, GB/s reported (passes if the data verifies)
  */
 #include <errno.h>
@@ -558,6 +561,87 @@ int scen_idlecpu(int argc, char **argv)
     return ht_run();
 }
 
+/* ==== idlefds =============================================================== */
+
+/* An idle peer holds its bootstrap connection and its two control comms
+ * (MAXFDS in all: 1 + 2 x 2 sockets on the built-in transport, 1 + 2 x 3 in
+ * its strict TCPX mode, where a comm also has its devmem socket); its
+ * data channels open when a transfer first needs them and stay open for the
+ * next. Each side counts its descriptors (/proc/self/fd): the first peer
+ * warms the transport up (its shared workers and wake-ups, made once per
+ * process), the second is counted idle, then after one exchange and after
+ * another. */
+static int g_idle_max_fds;
+
+static int idlefds_role(int is_srv)
+{
+    ht_res_t res0 = ht_res_now();
+    tpx_engine_t *e =
+        ht_engine(is_srv ? TPX_PORT_EPHEMERAL : TPX_PORT_NONE, g_channels, 0, 1, NULL);
+    CHECK(e != NULL, "no engine");
+    const char *me = is_srv ? "server" : "client";
+    tpx_peer_t *p[2] = {NULL, NULL};
+    int fds[4] = {0, 0, 0, 0};
+    double ms[2] = {0, 0}; /* the second peer's exchanges (information) */
+    for (int k = 0; k < 2; k++) {
+        if (k == 1)
+            fds[0] = ht_fd_count();
+        if (is_srv) {
+            TRY(ht_put(L_main, (uint64_t)tpx_engine_port(e)));
+            TRY(ht_accept(e, &p[k]));
+        } else {
+            TRY(ht_dial(e, L_main, &p[k]));
+        }
+        TRY(ht_barrier(L_main, NULL)); /* both ends set up */
+        if (k == 1) {
+            fds[1] = ht_fd_count();
+            /* before the other end's first post opens the channels */
+            TRY(ht_barrier(L_main, NULL));
+        }
+        for (int n = 0; n < (k == 0 ? 1 : 2); n++) {
+            uint64_t t0 = test_now_ns();
+            TRY(ht_exchange(e, p[k], MiB, ht_seed(12, (unsigned)k, (unsigned)(n + 2 * is_srv)),
+                            ht_seed(12, (unsigned)k, (unsigned)(n + 2 * !is_srv)), "idlefds"));
+            TRY(ht_barrier(L_main, NULL));
+            if (k == 1) {
+                ms[n] = test_secs_since(t0) * 1e3;
+                fds[2 + n] = ht_fd_count();
+            }
+        }
+    }
+    test_say("%s: an idle peer holds %d fds (at most %d), %d once its %d data channels opened "
+             "with its first transfer, %d after the second",
+             me, fds[1] - fds[0], g_idle_max_fds, fds[2] - fds[0], g_channels, fds[3] - fds[0]);
+    test_say("%s: (info) 1 MiB each way: %.2f ms with the channels' opening, %.2f ms after", me,
+             ms[0], ms[1]);
+    if (fds[1] - fds[0] > g_idle_max_fds)
+        ht_dump_fds(); /* now, with the channels open: what they are */
+    CHECK(fds[1] - fds[0] <= g_idle_max_fds,
+          "%s: an idle peer holds %d fds (at most its bootstrap connection and control comms: %d)",
+          me, fds[1] - fds[0], g_idle_max_fds);
+    CHECK(fds[2] >= fds[1] + 2 * g_channels,
+          "%s: %d fds after the first transfer, %d idle: its %d data channels did not open", me,
+          fds[2], fds[1], g_channels);
+    CHECK(fds[3] == fds[2], "%s: the second transfer changed the fds (%d -> %d)", me, fds[2],
+          fds[3]);
+    tpx_peer_close(p[1]);
+    return ht_finish(e, p[0], NULL, res0);
+}
+
+int scen_idlefds(int argc, char **argv)
+{
+    g_channels = argc > 2 ? atoi(argv[2]) : 8;
+    g_idle_max_fds = argc > 3 ? atoi(argv[3]) : 5;
+    if (g_channels < 1 || g_idle_max_fds < 1) {
+        test_say("usage: test_engine idlefds CHANNELS MAXFDS");
+        return 2;
+    }
+    L_main = ht_link(HT_SRV, HT_C1);
+    ht_spawn(HT_SRV, "server", idlefds_role, 1);
+    ht_spawn(HT_C1, "client", idlefds_role, 0);
+    return ht_run();
+}
+
 /* ==== window ================================================================ */
 
 /* The window an engine runs with: params.window 0 takes TPX_WINDOW, whose
@@ -698,6 +782,7 @@ static const struct {
     {"postfail", scen_postfail, 0, "a peer failed in the caller's own call: its buffers untouched"},
     {"badargs", scen_badargs, 0, "bad arguments are errors, not crashes"},
     {"idlecpu", scen_idlecpu, 1, "an idle engine costs no CPU"},
+    {"idlefds", scen_idlefds, 1, "CHANNELS MAXFDS: an idle peer holds no data channel"},
     {"window", scen_window, 0, "DEFAULT EXPLICIT32: the window by plugin and request limit"},
     {"bw", scen_bw, 1, "[CHANNELS]: 10 x 256 MiB, GB/s"},
 };
