@@ -59,7 +59,11 @@
 #include "tpx/status.h"
 
 #define TPX_BS_MAGIC      0x54505842u /* "TPXB" */
-#define TPX_BS_VERSION    1
+/* 2: a peer's data channels open on first use (the engine's MSG_CHAN), and
+ * engines prove their instance on every reconnect (IDENT version 2): a
+ * version-1 peer could not follow either, so it is refused at its first
+ * frame with a reason that says so. */
+#define TPX_BS_VERSION    2
 #define TPX_BS_HDR_SIZE   12
 #define TPX_BS_MAX_MSG    (64u * 1024u) /* largest payload of any frame */
 #define TPX_BS_MAX_QUEUED (1u << 20)    /* bytes tpx__bs_send() may leave unsent */

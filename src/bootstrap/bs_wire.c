@@ -43,7 +43,8 @@ tpx_status_t tpx__bs_hdr_decode(const void *buf12, uint32_t max_len, tpx_bs_hdr_
     if (tpx__get32(p) != TPX_BS_MAGIC)
         reason = "bad magic: not a tpx bootstrap peer";
     else if (tpx__get16(p + 4) != TPX_BS_VERSION)
-        reason = "unsupported bootstrap version";
+        reason = "unsupported bootstrap version (the peer runs another tpx release: run one "
+                 "release on both sides)";
     else if (len > max_len)
         reason = "length over limit";
     if (reason != NULL) {

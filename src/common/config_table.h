@@ -341,7 +341,7 @@ TPX_CONFIG_X(MAX_PEERS, INT, "0", 0, 1000000,
              "1 s, nothing in flight, not handed out) of the address that holds the most.")
 TPX_CONFIG_X(RAISE_NOFILE, INT, "1", 0, 1,
              "1: the first engine of a process raises its soft open-file limit (RLIMIT_NOFILE) to "
-             "the hard limit, as servers do, and logs it once (each peer costs ~20 descriptors). "
+             "the hard limit, as servers do, and logs it once (a busy peer costs ~20 descriptors, an idle one its bootstrap and control connections). "
              "0: the limit is left as it is.")
 TPX_CONFIG_X(RMA_PEER_REQUESTS, INT, "1024", 1, 1048576,
              "READ/WRITE requests of one peer that an owner serves at once; more are refused "

@@ -347,7 +347,7 @@ static void scenario_wrongtoken(void)
 enum {
     G_RANDOM,     /* 64 random bytes */
     G_MAGIC,      /* a header with a wrong magic */
-    G_VERSION,    /* version 2 */
+    G_VERSION,    /* a version this tpx does not speak */
     G_HUGE,       /* HELLO with length 0xffffffff */
     G_BIGHELLO,   /* HELLO with length 1000: over the exact size */
     G_SHORTHELLO, /* HELLO with 35 bytes */
@@ -390,7 +390,7 @@ static int garbage_main(void *arg)
             break;
         case G_VERSION:
             tpx__bs_hdr_encode(TPX_BS_MSG_HELLO, TPX_BS_HELLO_SIZE, h);
-            h[5] = 2;
+            h[5] = TPX_BS_VERSION + 1;
             raw_write(fd, h, sizeof(h));
             raw_write(fd, b, TPX_BS_HELLO_SIZE);
             break;
