@@ -8,19 +8,11 @@
 #
 # Usage: diary_words.sh SOURCE_DIR     (exit 0: clean; 1: the offending lines)
 #
-# The patterns, with the kind of line each one was written against (this
-# file is the only one allowed to quote them):
-#   ordinal sessions   "(the eleventh session)", "measured in the fifth session",
-#                      "the eighth session's lost wake-up", "last session"
-#   numbered sessions  "0.90 in session 5"
-#   issue numbers      "(issue 12)", "issue 14's targets", "issues 14 and 18",
-#                      "issue #7"
-#   the log itself     "bench/HISTORY.md"
-#   dated rows         "2026-11-29 (eleventh session)", "| 2026-11-25 |",
-#                      "(2026-11-29): three links"; an ISO timestamp
-#                      such as 2026-01-31T12:00:00Z (a format example) is not one
-# Words that only look alike are left alone: a TLS session, netns_peer's
-# "SESSION session=1" log lines, "ssh sessions".
+# The patterns (below) catch: a working session named by ordinal or by
+# number; an issue named by number (with or without #); the name of the old
+# measurement log; a calendar date not followed by a time (an ISO timestamp
+# in a format example is allowed). Words that only look alike are left
+# alone: a TLS session, netns_peer's session log lines, ssh sessions.
 set -uo pipefail
 src=${1:?usage: diary_words.sh SOURCE_DIR}
 cd "$src" || exit 2
