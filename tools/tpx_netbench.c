@@ -227,16 +227,20 @@ static const char *nb_rc_string(tpx_nccl_result_t rc)
     return "unknown ncclResult_t";
 }
 
-/* Call one function of the table; any rc != 0 fails the worker and jumps. */
-#define NB_CALL(w, label, fn, ...)                                                                 \
+/* Call one function of table `tbl`; any rc != 0 fails the worker and jumps.
+ * NB_CALL: the v10 view of the table; NB_CALL_CTX: the v11/v12 entries that
+ * take the context. */
+#define NB_CALL_ON(tbl, w, label, fn, ...)                                                         \
     do {                                                                                           \
-        tpx_nccl_result_t nb_rc_ = (w)->net->fn(__VA_ARGS__);                                      \
+        tpx_nccl_result_t nb_rc_ = (tbl)->fn(__VA_ARGS__);                                         \
         if (nb_rc_ != TPX_NCCL_SUCCESS) {                                                          \
             bench_fail(&(w)->side, "%s() failed: rc %d (%s)", #fn, (int)nb_rc_,                    \
                        nb_rc_string(nb_rc_));                                                      \
             goto label;                                                                            \
         }                                                                                          \
     } while (0)
+#define NB_CALL(w, label, fn, ...) NB_CALL_ON((w)->net, w, label, fn, __VA_ARGS__)
+#define NB_CALL_CTX(w, label, fn, ...) NB_CALL_ON((w)->t11, w, label, fn, __VA_ARGS__)
 
 static const char *nb_log_who = "worker";
 
@@ -625,17 +629,6 @@ out:
     nb_sized_free(w, &s);
     return w->side.failed ? -1 : rc;
 }
-
-/* The same for the v11/v12 entries that take the context. */
-#define NB_CALL_CTX(w, label, fn, ...)                                                             \
-    do {                                                                                           \
-        tpx_nccl_result_t nb_rc_ = (w)->t11->fn(__VA_ARGS__);                                      \
-        if (nb_rc_ != TPX_NCCL_SUCCESS) {                                                          \
-            bench_fail(&(w)->side, "%s() failed: rc %d (%s)", #fn, (int)nb_rc_,                    \
-                       nb_rc_string(nb_rc_));                                                      \
-            goto label;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* Point the worker at the table of params.abi. */
 static int nb_table_open(nb_worker_t *w)

@@ -163,6 +163,31 @@ int nt_devices(const nt_t *nt, int *ndev)
     return NT_CALL(nt, devices, ndev);
 }
 
+/* The fields v9..v12 properties share by name (their layouts differ from
+ * v12 on: its vProps holds more devices), copied into the common view. */
+#define NT_PROPS_V9_FIELDS(out, p, ndevs_max)                                                      \
+    do {                                                                                           \
+        (out)->name = (p).name;                                                                    \
+        (out)->pci_path = (p).pciPath;                                                             \
+        (out)->guid = (p).guid;                                                                    \
+        (out)->ptr_support = (p).ptrSupport;                                                       \
+        (out)->reg_is_global = (p).regIsGlobal;                                                    \
+        (out)->force_flush = (p).forceFlush;                                                       \
+        (out)->speed = (p).speed;                                                                  \
+        (out)->port = (p).port;                                                                    \
+        (out)->latency = (p).latency;                                                              \
+        (out)->max_comms = (p).maxComms;                                                           \
+        (out)->max_recvs = (p).maxRecvs;                                                           \
+        (out)->dev_type = (int)(p).netDeviceType;                                                  \
+        (out)->dev_version = (p).netDeviceVersion;                                                 \
+        (out)->vprops_ndevs = (p).vProps.ndevs;                                                    \
+        (out)->vprops_dev0 = (p).vProps.devs[0];                                                   \
+        for (int i_ = 0; i_ < (ndevs_max); i_++)                                                   \
+            (out)->vprops_devs[i_] = (p).vProps.devs[i_];                                          \
+        (out)->max_p2p_bytes = (p).maxP2pBytes;                                                    \
+        (out)->max_coll_bytes = (p).maxCollBytes;                                                  \
+    } while (0)
+
 int nt_props(const nt_t *nt, int dev, nt_props_t *out)
 {
     int rc;
@@ -212,25 +237,7 @@ int nt_props(const nt_t *nt, int dev, nt_props_t *out)
         rc = (int)nt->t.v12->getProperties(dev, &p);
         if (rc != 0)
             return rc;
-        out->name = p.name;
-        out->pci_path = p.pciPath;
-        out->guid = p.guid;
-        out->ptr_support = p.ptrSupport;
-        out->reg_is_global = p.regIsGlobal;
-        out->force_flush = p.forceFlush;
-        out->speed = p.speed;
-        out->port = p.port;
-        out->latency = p.latency;
-        out->max_comms = p.maxComms;
-        out->max_recvs = p.maxRecvs;
-        out->dev_type = (int)p.netDeviceType;
-        out->dev_version = p.netDeviceVersion;
-        out->vprops_ndevs = p.vProps.ndevs;
-        out->vprops_dev0 = p.vProps.devs[0];
-        for (int i = 0; i < TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
-            out->vprops_devs[i] = p.vProps.devs[i];
-        out->max_p2p_bytes = p.maxP2pBytes;
-        out->max_coll_bytes = p.maxCollBytes;
+        NT_PROPS_V9_FIELDS(out, p, TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12);
         out->max_multi_request = p.maxMultiRequestSize;
         out->rail_id = p.railId;
         out->plane_id = p.planeId;
@@ -243,25 +250,7 @@ int nt_props(const nt_t *nt, int dev, nt_props_t *out)
                          : (int)nt->t.v11->getProperties(dev, &p);
     if (rc != 0)
         return rc;
-    out->name = p.name;
-    out->pci_path = p.pciPath;
-    out->guid = p.guid;
-    out->ptr_support = p.ptrSupport;
-    out->reg_is_global = p.regIsGlobal;
-    out->force_flush = p.forceFlush;
-    out->speed = p.speed;
-    out->port = p.port;
-    out->latency = p.latency;
-    out->max_comms = p.maxComms;
-    out->max_recvs = p.maxRecvs;
-    out->dev_type = (int)p.netDeviceType;
-    out->dev_version = p.netDeviceVersion;
-    out->vprops_ndevs = p.vProps.ndevs;
-    out->vprops_dev0 = p.vProps.devs[0];
-    for (int i = 0; i < TPX_NCCL_NET_MAX_DEVS_PER_NIC; i++)
-        out->vprops_devs[i] = p.vProps.devs[i];
-    out->max_p2p_bytes = p.maxP2pBytes;
-    out->max_coll_bytes = p.maxCollBytes;
+    NT_PROPS_V9_FIELDS(out, p, TPX_NCCL_NET_MAX_DEVS_PER_NIC);
     out->max_multi_request = nt->abi == 11 ? p.maxMultiRequestSize : 0;
     return 0;
 }
