@@ -27,17 +27,9 @@ import time
 
 import numpy as np
 
-
-def parse_size(s):
-    m = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * m[s[-1].upper()] if s[-1].upper() in m else int(s)
-
-
-def human(n):
-    for unit, v in (("M", 1 << 20), ("K", 1 << 10)):
-        if n % v == 0:
-            return "%d %siB" % (n // v, unit)
-    return "%d B" % n
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/peers.py's memory (host or GPU, MEM says which) and size words
+from peers import MEM, Buf, human, parse_size  # noqa: E402
 
 
 def nixl_api():
@@ -49,27 +41,6 @@ def nixl_api():
 
 
 FIRST = []  # ms of each size's first (warm-up) transfer, the connection made before it
-MEM = {"kind": "dram", "gpu": 0}
-
-
-class Buf:
-    """n bytes of host memory (numpy) or, with --mem vram, of GPU memory (torch)."""
-
-    def __init__(self, n, seed):
-        data = (np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8) if seed
-                else np.zeros(n, np.uint8))
-        if MEM["kind"] == "vram":
-            import torch
-            self.t = torch.from_numpy(data).to("cuda:%d" % MEM["gpu"])
-            torch.cuda.synchronize()
-            self.addr = self.t.data_ptr()
-        else:
-            self.t = data
-            self.addr = data.ctypes.data
-        self.n = n
-
-    def host(self):
-        return self.t.cpu().numpy() if MEM["kind"] == "vram" else self.t
 
 
 def nixl_mem():
@@ -208,7 +179,11 @@ def main():
                "--gpu", str(args.gpu)]
         p = subprocess.run(cmd, env=e, capture_output=True, text=True)
         line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-        if p.returncode != 0 or not line:
+        if line and p.returncode != 0:
+            # Its rows were measured and verified; only its exit failed (NIXL+UCX 1.5.1
+            # can crash in its teardown here).
+            print("# %s: exited with status %d after reporting its rows" % (label, p.returncode))
+        if not line:
             tail = (p.stderr or p.stdout).strip().splitlines()[-3:] or ["?"]
             results[label] = {"%s %d" % (op, parse_size(s)): "failed: " + " | ".join(tail)
                               for op in args.ops.split(",") for s in args.sizes.split(",")}
