@@ -1624,6 +1624,8 @@ static void dr_usage(FILE *f)
             "                     exports, and after init() its devices and properties. A\n"
             "                     plugin whose name says TCPX is never started on a host\n"
             "                     without a CUDA GPU (Google's plugin exit()s there);\n"
+            "      engine binding the NICs an engine of each GPU (and of none) uses and why,\n"
+            "                     from a throw-away engine per GPU (tpx_engine_info);\n"
             "      TCPX env       NCCL_GPUDIRECTTCPX_* and the NCCL socket settings Google's\n"
             "                     plugin reads, with the A3 values to use when missing;\n"
             "      RxDM           whether the receive data-path manager's unix socket folder\n"
