@@ -241,6 +241,9 @@ short tpx__bs_events(const tpx_bs_conn_t *c);
 int tpx__bs_timeout_ms(const tpx_bs_conn_t *c);
 /* 1 when the handshake proved that both sides share the token. */
 int tpx__bs_authenticated(const tpx_bs_conn_t *c);
+/* When the handshake last moved a step (tpx__now_ns()'s clock): the
+ * connection's creation, then each message that advanced it. */
+uint64_t tpx__bs_moved_ns(const tpx_bs_conn_t *c);
 /* 1 on the side that connected (tpx__bs_client_start*). */
 int tpx__bs_is_client(const tpx_bs_conn_t *c);
 /* Once READY: SHA-256 over "tpx-bs-transcript-v1" || HELLO || CHALLENGE ||

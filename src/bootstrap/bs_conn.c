@@ -63,6 +63,7 @@ struct tpx_bs_conn {
     int fd;
     int is_client;
     bs_state_t state;
+    uint64_t moved_ns; /* when state last changed */
     tpx_status_t err; /* why, once FAILED */
     uint64_t start_ns, deadline_ns;
     char *token; /* NULL: no token; else a private copy, wiped on close */
@@ -102,6 +103,7 @@ static void set_state(tpx_bs_conn_t *c, bs_state_t s)
 {
     TPX_DEBUG("bootstrap %s: %s -> %s", c->peer, bs_state_names[c->state], bs_state_names[s]);
     c->state = s;
+    c->moved_ns = tpx__now_ns();
 }
 
 static void set_failed(tpx_bs_conn_t *c, tpx_status_t st)
@@ -794,6 +796,11 @@ int tpx__bs_timeout_ms(const tpx_bs_conn_t *c)
 int tpx__bs_authenticated(const tpx_bs_conn_t *c)
 {
     return c->authenticated;
+}
+
+uint64_t tpx__bs_moved_ns(const tpx_bs_conn_t *c)
+{
+    return c->moved_ns;
 }
 
 int tpx__bs_is_client(const tpx_bs_conn_t *c)

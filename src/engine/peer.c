@@ -106,6 +106,7 @@ typedef struct {
     /* incoming connections only (bootstrap thread) */
     int inbound;
     uint64_t born_ns;          /* accepted */
+    uint64_t moved_ns;         /* last reached a new stage (born_ns at first) */
     uint64_t early_ns;         /* HANDSHAKE..IDENT must be done by then */
     unsigned char src[16];     /* the peer's address (IPv4 mapped into IPv6) */
     tpx_bs_loglimit_t *lim;    /* failure lines go through it */
@@ -1337,30 +1338,62 @@ static void src_of_fd(int fd, unsigned char out[16])
 
 static setup_t *setup_of(tpx_peer_t *p) { return p->setup; }
 
+/* How far a set-up got, for choosing whom to drop: one still in the
+ * handshake or waiting for the remote's INFO has shown nothing yet (that is
+ * where a stalled connection sits); each stage past it was reached by the
+ * remote doing its part of the protocol. */
+static int setup_progress(const setup_t *s)
+{
+    return s->stage <= ST_INFO ? 0 : s->stage;
+}
+
+/* When a set-up last took a step: its own stages, or its handshake's. */
+static uint64_t setup_moved(const tpx_peer_t *p)
+{
+    uint64_t hs = tpx__bs_moved_ns(p->bs);
+    const setup_t *s = p->setup;
+    return TPX_MAX(s->moved_ns, hs);
+}
+
 /* The set-up to drop to make room for a connection from `src`: when that
- * address is at its own limit, its oldest; else one of the address with the
- * most set-ups. Connections not authenticated by the token go first, then
- * the one that has been waiting longest (a newcomer is never the victim, so
- * a flood only displaces itself or stale connections). -1: none. */
+ * address is at its own limit, one of its own; else one of anybody's. In
+ * order: connections not authenticated by the token go first; then the
+ * least advanced (a peer that answers is not displaced by connections that
+ * stall before INFO, however many addresses they come from); then, among
+ * equally advanced ones, those of the address with the most of them (a
+ * flood pays for itself; a client's earlier connection still finishing its
+ * set-up further along does not count against its next); then the one that
+ * has gone longest without a step of its handshake or set-up (a newcomer
+ * is never the victim, and a peer on a slow path is judged by its last
+ * step, not its first: a flood displaces itself or stalled connections).
+ * -1: none. */
 static int setup_victim(tpx_peer_t **setups, int n, const unsigned char src[16], int own)
 {
-    int victim = -1, vcount = 0, vauth = 0;
+    int victim = -1, vcount = 0, vauth = 0, vprog = 0;
     for (int i = 0; i < n; i++) {
         setup_t *s = setup_of(setups[i]);
         if (own && memcmp(s->src, src, 16) != 0)
             continue;
-        int count = 0;
-        for (int j = 0; j < n; j++)
-            count += memcmp(setup_of(setups[j])->src, s->src, 16) == 0;
+        int prog = setup_progress(s), count = 0;
+        for (int j = 0; j < n; j++) {
+            const setup_t *o = setup_of(setups[j]);
+            count += memcmp(o->src, s->src, 16) == 0 && setup_progress(o) == prog;
+        }
         int auth = s->stage > ST_HANDSHAKE && tpx__bs_authenticated(setups[i]->bs);
-        int better = victim < 0 || auth < vauth ||
-                     (auth == vauth && (count > vcount ||
-                                        (count == vcount &&
-                                         s->born_ns < setup_of(setups[victim])->born_ns)));
+        int better = victim < 0;
+        if (!better && auth != vauth)
+            better = auth < vauth;
+        else if (!better && prog != vprog)
+            better = prog < vprog;
+        else if (!better && count != vcount)
+            better = count > vcount;
+        else if (!better)
+            better = setup_moved(setups[i]) < setup_moved(setups[victim]);
         if (better) {
             victim = i;
             vcount = count;
             vauth = auth;
+            vprog = prog;
         }
     }
     return victim;
@@ -1395,8 +1428,12 @@ static void *bs_main(void *arg)
         /* Connections being set up advance before new ones are taken: a
          * flood of connects waits in the listen backlog, not in our slots. */
         for (int i = 0; i < n;) {
+            setup_t *s = setup_of(setups[i]);
+            int stage = s->stage;
             tpx_status_t st = setup_advance(setups[i]);
             if (st == TPX_INPROGRESS) {
+                if (s->stage != stage)
+                    s->moved_ns = tpx__now_ns();
                 i++;
                 continue;
             }
@@ -1455,6 +1492,7 @@ static void *bs_main(void *arg)
             setup_t *s = setups[n]->setup;
             s->inbound = 1;
             s->born_ns = now;
+            s->moved_ns = now;
             s->early_ns = TPX_MIN(deadline, early);
             s->lim = &lim;
             memcpy(s->src, src, 16);
