@@ -1473,6 +1473,11 @@ static void *bs_main(void *arg)
                              setup_of(setups[victim])->stage == ST_HANDSHAKE ? "in the handshake"
                                                                               : "not established",
                              (double)(tpx__now_ns() - setup_of(setups[victim])->born_ns) / 1e9);
+                TPX_DEBUG("bootstrap: dropping %s (stage %d, %.3f s since its last step) for a "
+                          "connection from %s", setups[victim]->name,
+                          setup_of(setups[victim])->stage,
+                          (double)(tpx__now_ns() - setup_moved(setups[victim])) / 1e9,
+                          own ? "the same address" : "another address");
                 tpx__peer_destroy(setups[victim]);
                 setups[victim] = setups[--n];
             }

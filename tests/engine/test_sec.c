@@ -248,6 +248,7 @@ typedef struct {
     int nconn;         /* stalled connections held */
     const char *token;
     int mode;          /* 0: hold stalled (lockout); 1: connect + close; 2: handshake + close */
+    int pace_us;       /* mode 0: at least this long between two new connections */
     _Atomic int stop;
     _Atomic long made;
 } hostile_t;
@@ -296,6 +297,8 @@ static void *hostile_main(void *arg)
             held[i] = hs_connect(src, h->port, h->token);
             if (held[i] != NULL)
                 atomic_fetch_add(&h->made, 1);
+            if (h->pace_us > 0)
+                usleep((useconds_t)h->pace_us);
         }
         usleep(2000);
     }
@@ -404,12 +407,18 @@ static int t_lockout(void)
     EXPECT(side_open(&l, "L", 1u << 20, 0) == 0);
     if (test_failed())
         return 1;
-    /* The last round gives the legit engine a bootstrap path 3 ms slower
-     * each way: its set-up outlives many attacker reconnections, so it is
-     * kept for having answered, not for being new. */
+    /* The attacker replaces every connection the engine drops, one every
+     * 2 ms: without the token nothing tells a legit peer's handshake from
+     * an attacker's, so an attacker that completes more handshakes than the
+     * table holds while a legit peer takes one step displaces it
+     * (SECURITY.md); at this rate a step has 128 ms, which a starved 2-core
+     * host needs. The last round gives the legit engine a bootstrap path
+     * 40 ms slower each way and paces the attacker at 4 ms: the legit
+     * set-up takes ~150 attacker connections, more than the table holds,
+     * so it is kept for taking its steps, not for being new. */
     static const struct {
-        int nsrc, nconn, delay_ms;
-    } rounds[] = {{1, 80, 0}, {64, 64, 0}, {100, 100, 0}, {100, 100, 3}};
+        int nsrc, nconn, delay_ms, pace_us;
+    } rounds[] = {{1, 80, 0, 2000}, {64, 64, 0, 2000}, {100, 100, 0, 2000}, {100, 100, 40, 4000}};
     for (size_t r = 0; r < sizeof(rounds) / sizeof(rounds[0]); r++) {
         slowpath_t sp;
         pthread_t spt;
@@ -422,7 +431,7 @@ static int t_lockout(void)
             port = sp.port;
         }
         hostile_t h = {.port = tpx_engine_port(v.e), .nsrc = rounds[r].nsrc,
-                       .nconn = rounds[r].nconn, .mode = 0};
+                       .nconn = rounds[r].nconn, .mode = 0, .pace_us = rounds[r].pace_us};
         pthread_t t;
         EXPECT(pthread_create(&t, NULL, hostile_main, &h) == 0);
         /* let the attacker fill every slot first */
