@@ -915,21 +915,27 @@ static void rma_unlink(tpx_peer_t *p, tpx_xfer_t *x)
     x->req.rnext = x->req.rprev = NULL;
 }
 
+/* Request x of p is left without an answer: the connection ended. An
+ * engine of an older tpx reads request lists of version 2 only and fails
+ * the connection on one of version 3, answering nothing: say so, once per
+ * connection. */
+static void strided_unanswered(tpx_peer_t *p, const tpx_xfer_t *x)
+{
+    if (p->strided_warned || x->req.prep == NULL || !x->req.prep->strided)
+        return;
+    p->strided_warned = 1;
+    TPX_WARN("peer %s: the connection ended while request %llu with strided entries (request "
+             "list version %u) was unanswered; an engine of an older tpx reads request lists "
+             "of version 2 only and drops the connection on such a request: run one tpx "
+             "release on both sides", p->remote_name[0] ? p->remote_name : p->name,
+             (unsigned long long)x->rma.rid, tpx__list_version_mine());
+}
+
 void tpx__rma_unanswered_fail(tpx_peer_t *p, tpx_status_t st)
 {
     tpx_xfer_t *x;
-    int strided = 0;
     while ((x = p->rma_head) != NULL) {
-        /* An engine of an older tpx reads request lists of version 2 only:
-         * it fails the connection on one of version 3, answering nothing. */
-        if (!strided && x->req.prep != NULL && x->req.prep->strided)
-            TPX_WARN("peer %s: the connection ended while request %llu with strided entries "
-                     "(request list version %u) was unanswered; an engine of an older tpx "
-                     "reads request lists of version 2 only and drops the connection on "
-                     "such a request: run one tpx release on both sides",
-                     p->remote_name[0] ? p->remote_name : p->name,
-                     (unsigned long long)x->rma.rid, tpx__list_version_mine());
-        strided |= x->req.prep != NULL && x->req.prep->strided;
+        strided_unanswered(p, x);
         rma_unlink(p, x);
         x->req.resp_pending = 0;
         if (x->err == TPX_OK)
@@ -1359,6 +1365,8 @@ void tpx__rma_completed(tpx_xfer_t *x)
     switch (x->kind) {
     case XK_WRITE:
     case XK_READ:
+        if (x->req.resp_pending && p->state != PEER_READY)
+            strided_unanswered(p, x); /* the connection failed under it */
         rma_unlink(p, x);
         if (x->status == TPX_OK && x->rma.has_notif && live &&
             notif_post(p, x->rma.notif, x->rma.notif_len, 0) != TPX_OK)

@@ -20,6 +20,8 @@
  *   test_strided quota   READs of one tiny strided entry of 2^20 elements:
  *                        the owner books their blocks against the peer's
  *                        list quota and refuses those over it
+ *   test_strided version a list of a version the owner does not read: the
+ *                        connection drops, both sides say why, it recovers
  *   test_strided gpu     prop's shapes between host and GPU memory on both
  *                        sides (a GPU or the fake libcuda; 77 without)
  *
@@ -27,6 +29,7 @@
  * of both sides: the destination equals its old bytes with the elements
  * copied in, in row-major order, and everything else is untouched.
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -611,6 +614,75 @@ static int t_wire(void)
     TEST_DONE();
 }
 
+/* ---- a peer that does not read the list's version ------------------------------------- */
+
+static atomic_int saw_owner, saw_requester;
+
+static void version_log(void *arg, tpx_log_level_t level, const char *line)
+{
+    (void)arg;
+    (void)level;
+    if (strstr(line, "request list of version 4") != NULL)
+        atomic_store(&saw_owner, 1);
+    if (strstr(line, "with strided entries (request list version 3) was unanswered") != NULL)
+        atomic_store(&saw_requester, 1);
+    fprintf(stderr, "%s\n", line);
+}
+
+/* A request list of a version the owner does not read (4 here, as version
+ * 3 is to an engine of an older tpx): the owner names the version and drops
+ * the connection, the requester's transfer ends with an error (no hang),
+ * the requester says its strided request went unanswered, nothing moved,
+ * and the next transfer connects again. */
+static int t_version(void)
+{
+    mside_t a, b;
+    EXPECT(mside_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(mside_open(&b, "B", 1u << 20, 0) == 0);
+    tpx_remote_t *ab = load(&a.s, &b.s);
+    EXPECT(ab != NULL && tpx_remote_connect(ab, 10000) == TPX_OK);
+    if (test_failed())
+        return 1;
+    tpx_log_set_callback(version_log, NULL);
+    unsigned char *snap_a = malloc(a.s.size), *snap_b = malloc(b.s.size);
+    for (int op = TPX_OP_READ; op <= TPX_OP_WRITE && !test_failed(); op++) {
+        atomic_store(&saw_owner, 0);
+        atomic_store(&saw_requester, 0);
+        memcpy(snap_a, a.s.mem, a.s.size);
+        memcpy(snap_b, b.s.mem, b.s.size);
+        tpx_strided_t v = {.local = a.s.r, .remote = &b.s.d, .elem_len = 100, .ndims = 1,
+                           .dim = {{8, 100, 300}}};
+        tpx_prep_t *pp = NULL;
+        tpx_xfer_t *x = NULL;
+        EXPECT(tpx_xfer_prepare_strided(ab, (tpx_op_t)op, &v, 1, &pp) == TPX_OK);
+        if (pp == NULL)
+            break;
+        EXPECT_EQ(tpx__list_version(pp->list, pp->list_len), 3u);
+        pp->list[5] = 4; /* version, big-endian u16 at byte 4 */
+        tpx_status_t st = tpx_xfer_post(pp, "n", 1, 20000, &x);
+        if (st == TPX_OK)
+            st = tpx_xfer_wait(x, 20000, NULL);
+        tpx_xfer_release(x);
+        tpx_prep_release(pp);
+        EXPECT(st != TPX_OK && st != TPX_INPROGRESS && st != TPX_ERR_TIMED_OUT,
+               "%s of version 4: %s", op == TPX_OP_READ ? "READ" : "WRITE",
+               tpx_status_string(st));
+        EXPECT(atomic_load(&saw_owner), "the owner did not name the version");
+        EXPECT(atomic_load(&saw_requester), "the requester did not log the unanswered request");
+        EXPECT(memcmp(snap_a, a.s.mem, a.s.size) == 0 && memcmp(snap_b, b.s.mem, b.s.size) == 0,
+               "bytes moved");
+        /* connected again: the same entry as version 3 moves */
+        run_checked(&a, &b, ab, (tpx_op_t)op, &v, 1, 1, "after the refused version");
+    }
+    tpx_log_set_callback(NULL, NULL);
+    free(snap_a);
+    free(snap_b);
+    tpx_remote_forget(ab);
+    mside_close(&a);
+    mside_close(&b);
+    TEST_DONE();
+}
+
 /* ---- the owner's list quota ------------------------------------------------------------- */
 
 /* READs of one entry of 2^20 one-byte elements (a list of 72 bytes), eight
@@ -669,11 +741,12 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } tests[] = {{"prop", t_prop}, {"kv", t_kv},       {"bad", t_bad},
-                 {"wire", t_wire}, {"quota", t_quota}, {"gpu", t_gpu}};
+                 {"wire", t_wire}, {"quota", t_quota}, {"gpu", t_gpu},
+                 {"version", t_version}};
     if (argc == 2)
         for (size_t i = 0; i < TPX_ARRAY_SIZE(tests); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_strided prop|kv|bad|wire|quota|gpu\n");
+    fprintf(stderr, "usage: test_strided prop|kv|bad|wire|quota|gpu|version\n");
     return 2;
 }
