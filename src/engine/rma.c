@@ -557,14 +557,13 @@ static tpx_status_t strided_check(tpx_prep_t *pp, const tpx_strided_t *v, size_t
     uint64_t nl, nr, lspan = 0, rspan = 0;
     if (why == NULL && (why = tpx__sdesc_shape(&ls, UINT64_MAX, &nl, &lspan)) == NULL)
         why = tpx__sdesc_shape(&rs, UINT64_MAX, &nr, &rspan);
-    if (why == NULL)
-        why = tpx__sdesc_disjoint(pp->op == TPX_OP_READ ? &ls : &rs);
     if (why != NULL) {
-        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: %s%s", i, why,
-                  strcmp(why, "elements that overlap") == 0
-                      ? (pp->op == TPX_OP_READ ? " in the local destination"
-                                               : " in the remote destination")
-                      : "");
+        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: %s", i, why);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if ((why = tpx__sdesc_disjoint(pp->op == TPX_OP_READ ? &ls : &rs)) != NULL) {
+        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: %s in the %s destination", i, why,
+                  pp->op == TPX_OP_READ ? "local" : "remote");
         return TPX_ERR_INVALID_ARG;
     }
     if (lspan > v->local->len - v->local_offset || rspan > seen->f.len - v->remote_offset) {

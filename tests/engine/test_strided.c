@@ -685,8 +685,8 @@ static int t_version(void)
 
 /* ---- the owner's list quota ------------------------------------------------------------- */
 
-/* READs of one entry of 2^20 one-byte elements (a list of 72 bytes), eight
- * at once: each costs the owner 2^20 blocks while it is served, which the
+/* READs, then WRITEs, of one entry of 2^20 one-byte elements (a list of
+ * 88 bytes), eight at once: each costs the owner 2^20 blocks while it is served, which the
  * peer's quota (TPX_RMA_PEER_LIST_BYTES, set small by ctest) bounds; those
  * over it end with TPX_ERR_NO_RESOURCE, the others move their bytes. */
 static int t_quota(void)
@@ -728,6 +728,33 @@ static int t_quota(void)
     EXPECT_EQ(c.rma_refused, (uint64_t)busy);
     EXPECT(memcmp(a.s.mem, want, a.s.size) == 0, "the served READs' bytes");
     tpx_prep_release(pp);
+    /* WRITEs the same way: those over the quota are drained unwritten */
+    int refused0 = busy;
+    pp = NULL;
+    EXPECT(tpx_xfer_prepare_strided(ab, TPX_OP_WRITE, &v, 1, &pp) == TPX_OK);
+    if (test_failed())
+        return 1;
+    unsigned char *want_b = malloc(b.s.size);
+    memcpy(want_b, b.s.mem, b.s.size);
+    ref_apply(&v, TPX_OP_WRITE, a.s.mem, want_b);
+    for (int i = 0; i < NPOST; i++)
+        EXPECT(tpx_xfer_post(pp, NULL, 0, 60000, &x[i]) == TPX_OK);
+    ok = busy = other = 0;
+    for (int i = 0; i < NPOST; i++) {
+        tpx_status_t st = x[i] ? tpx_xfer_wait(x[i], 60000, NULL) : TPX_ERR_INTERNAL;
+        ok += st == TPX_OK;
+        busy += st == TPX_ERR_NO_RESOURCE;
+        other += st != TPX_OK && st != TPX_ERR_NO_RESOURCE;
+        tpx_xfer_release(x[i]);
+    }
+    EXPECT(tpx_engine_counters(b.s.e, &c) == TPX_OK);
+    printf("quota: %d WRITEs of 2^20 elements: %d served, %d over the quota\n", NPOST, ok, busy);
+    EXPECT_EQ(other, 0);
+    EXPECT(ok > 0 && busy > 0);
+    EXPECT_EQ(c.rma_refused, (uint64_t)(refused0 + busy));
+    EXPECT(memcmp(b.s.mem, want_b, b.s.size) == 0, "the served WRITEs' bytes");
+    tpx_prep_release(pp);
+    free(want_b);
     free(want);
     tpx_remote_forget(ab);
     mside_close(&a);
