@@ -442,6 +442,49 @@ typedef struct {
 TPX_API tpx_status_t tpx_xfer_prepare_strided(tpx_remote_t *remote, tpx_op_t op,
                                               const tpx_strided_t *list, size_t n,
                                               tpx_prep_t **prep);
+/* ---- KV-cache layouts ----
+ *
+ * Strided entries that move a sequence's KV cache between two engines
+ * whose caches differ in block layout, block size or tensor-parallel split
+ * of the heads, straight into the reader's layout. A cache, on each side,
+ * is `layers` layers that follow each other from the given offset, each
+ * `kv` tensors (2: K then V) of `blocks` blocks of `block_size` tokens x
+ * `heads` heads x `head_dim` values of `dtype_size` bytes, a block laid out
+ * NHD ([token][head][dim]) or HND ([head][token][dim]); the side holds the
+ * model's heads [head0, head0 + heads) (a rank of tensor parallelism t of
+ * H heads: head0 = rank x H / t). */
+typedef enum { TPX_KV_NHD = 0, TPX_KV_HND = 1 } tpx_kv_layout_t;
+
+typedef struct {
+    size_t layers;     /* layers moved; layer l at offset + l x kv x blocks x block bytes */
+    size_t kv;         /* tensors per layer: 2 (K, V) or 1 */
+    size_t blocks;     /* blocks per tensor in the cache (not the sequence's) */
+    size_t block_size; /* tokens per block */
+    size_t heads;      /* KV heads held on this side */
+    size_t head0;      /* the model's first head held on this side */
+    size_t head_dim;
+    size_t dtype_size; /* bytes per value (2: bf16, fp16) */
+    tpx_kv_layout_t layout;
+} tpx_kv_cache_t;
+
+/* The entries that move tokens [0, ntokens) of a sequence, held in blocks
+ * local_blocks[0 ..] of the local cache (one id per local block_size
+ * tokens, in token order) and remote_blocks[0 ..] of the remote one, for
+ * every layer and tensor, of the heads both sides hold: one entry per run
+ * of tokens that lies in one block on each side (block ids may be in any
+ * order), each a 3-dimensional tpx_strided_t (layer x tensor, then heads
+ * and tokens) whose elements are one head of one token, merged by the
+ * preparation where both layouts are contiguous. Ready for
+ * tpx_xfer_prepare_strided(), READ or WRITE. out NULL: *n = the number of
+ * entries, TPX_OK. TPX_ERR_INVALID_ARG (logged) when cap is too small (*n
+ * is then the number needed), a size is 0 or overflows, the caches differ
+ * in kv, head_dim or dtype_size, they hold no head in common, or a block id
+ * is not below its cache's `blocks`. Nothing is allocated. */
+TPX_API tpx_status_t tpx_kv_entries(const tpx_kv_cache_t *local, tpx_region_t *local_region,
+                                    size_t local_offset, const tpx_kv_cache_t *remote,
+                                    const tpx_rdesc_t *remote_desc, size_t remote_offset,
+                                    const size_t *local_blocks, const size_t *remote_blocks,
+                                    size_t ntokens, tpx_strided_t *out, size_t cap, size_t *n);
 /* Start a prepared transfer. `notif` (may be NULL; at most TPX_NOTIF_MAX
  * bytes) is delivered to the remote engine's tpx_engine_get_notifs() once every
  * byte is in place: for WRITE after the data landed in its memory (it

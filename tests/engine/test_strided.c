@@ -10,6 +10,9 @@
  *                        decode rank's half of the heads of every token
  *                        (NHD), a 16-token HND block into its half of a
  *                        32-token one, NHD into HND
+ *   test_strided kvhelper the entries tpx_kv_entries() builds for TP splits,
+ *                        block sizes and layouts, against a reference that
+ *                        copies every head of every token
  *   test_strided bad     descriptors refused by the requester
  *                        (TPX_ERR_INVALID_ARG) and by the owner
  *                        (TPX_ERR_ACCESS), nothing moved on either side
@@ -350,6 +353,147 @@ static int t_kv(void)
                                     {p3.T, hd, p3.H * hd}}};
         run_checked(&a, &b, ab, (tpx_op_t)op, &t3, 1, 1, "NHD into HND");
     }
+    tpx_remote_forget(ab);
+    mside_close(&a);
+    mside_close(&b);
+    TEST_DONE();
+}
+
+/* ---- the KV layout helper (tpx_kv_entries) ----------------------------------------------- */
+
+/* Byte offset of value 0 of (tensor t = layer x kv + k, block b, token
+ * slot s, head h) of cache c (h counted from c->head0). */
+static size_t kv_at(const tpx_kv_cache_t *c, size_t t, size_t b, size_t s, size_t h)
+{
+    size_t v = c->head_dim * c->dtype_size, blk = c->block_size * c->heads * v;
+    size_t in = c->layout == TPX_KV_NHD ? (s * c->heads + h) * v : (h * c->block_size + s) * v;
+    return t * c->blocks * blk + b * blk + in;
+}
+
+/* The reference of tpx_kv_entries: every value of every common head of
+ * every token, from the caches' definitions. */
+static void kv_ref(const tpx_kv_cache_t *lc, size_t loff, const tpx_kv_cache_t *rc, size_t roff,
+                   const size_t *lb, const size_t *rb, size_t ntok, tpx_op_t op,
+                   unsigned char *lm, unsigned char *rm)
+{
+    size_t h0 = TPX_MAX(lc->head0, rc->head0);
+    size_t h1 = TPX_MIN(lc->head0 + lc->heads, rc->head0 + rc->heads);
+    size_t v = lc->head_dim * lc->dtype_size;
+    for (size_t t = 0; t < lc->layers * lc->kv; t++)
+        for (size_t g = 0; g < ntok; g++)
+            for (size_t h = h0; h < h1; h++) {
+                size_t lo = loff + kv_at(lc, t, lb[g / lc->block_size], g % lc->block_size,
+                                         h - lc->head0);
+                size_t ro = roff + kv_at(rc, t, rb[g / rc->block_size], g % rc->block_size,
+                                         h - rc->head0);
+                if (op == TPX_OP_WRITE)
+                    memcpy(rm + ro, lm + lo, v);
+                else
+                    memcpy(lm + lo, rm + ro, v);
+            }
+}
+
+static int t_kvhelper(void)
+{
+    mside_t a, b; /* a: decode, b: prefill */
+    EXPECT(mside_open(&a, "A", 16u << 20, 0) == 0);
+    EXPECT(mside_open(&b, "B", 16u << 20, 0) == 0);
+    tpx_remote_t *ab = load(&a.s, &b.s);
+    EXPECT(ab != NULL);
+    if (test_failed())
+        return 1;
+    /* (decode layout, block size, heads, rank of 8/heads) x (prefill ...):
+     * TP 2 against 1 and 1 against 2, 16 against 32 tokens, NHD and HND */
+    static const struct {
+        tpx_kv_layout_t dl;
+        size_t dbs, dh, dh0;
+        tpx_kv_layout_t pl;
+        size_t pbs, ph, ph0;
+        size_t ntok;
+    } cases[] = {
+        {TPX_KV_NHD, 16, 4, 4, TPX_KV_NHD, 16, 8, 0, 200},  /* decode TP 2, rank 1 */
+        {TPX_KV_HND, 16, 4, 0, TPX_KV_HND, 16, 8, 0, 100},
+        {TPX_KV_HND, 32, 8, 0, TPX_KV_HND, 16, 8, 0, 90},   /* 16 into 32-token blocks */
+        {TPX_KV_HND, 32, 4, 4, TPX_KV_NHD, 16, 8, 0, 77},   /* all of it at once */
+        {TPX_KV_NHD, 16, 8, 0, TPX_KV_HND, 32, 4, 4, 120},  /* prefill TP 2, rank 1 */
+        {TPX_KV_NHD, 16, 2, 2, TPX_KV_NHD, 16, 4, 0, 33},   /* TP 4 against TP 2 */
+    };
+    for (size_t c = 0; c < TPX_ARRAY_SIZE(cases) && !test_failed(); c++) {
+        tpx_kv_cache_t dc = {.layers = 3, .kv = 2, .blocks = 24, .block_size = cases[c].dbs,
+                             .heads = cases[c].dh, .head0 = cases[c].dh0, .head_dim = 64,
+                             .dtype_size = 2, .layout = cases[c].dl};
+        tpx_kv_cache_t pc = dc;
+        pc.block_size = cases[c].pbs;
+        pc.heads = cases[c].ph;
+        pc.head0 = cases[c].ph0;
+        pc.layout = cases[c].pl;
+        size_t ntok = cases[c].ntok, nlb = (ntok + dc.block_size - 1) / dc.block_size,
+               npb = (ntok + pc.block_size - 1) / pc.block_size;
+        size_t lb[64], rb[64];
+        /* the sequence's blocks: distinct ids in a random order */
+        for (size_t i = 0; i < dc.blocks; i++)
+            lb[i] = i, rb[i] = i;
+        for (size_t i = dc.blocks - 1; i > 0; i--) {
+            size_t j = (size_t)(rnd() % (i + 1)), t = lb[i];
+            lb[i] = lb[j];
+            lb[j] = t;
+            j = (size_t)(rnd() % (i + 1)), t = rb[i];
+            rb[i] = rb[j];
+            rb[j] = t;
+        }
+        EXPECT(nlb <= dc.blocks && npb <= pc.blocks);
+        size_t need = 0, n = 0;
+        EXPECT(tpx_kv_entries(&dc, a.s.r, 4096, &pc, &b.s.d, 8192, lb, rb, ntok, NULL, 0,
+                              &need) == TPX_OK);
+        tpx_strided_t *v = calloc(need + 1, sizeof(*v));
+        if (need > 1)
+            EXPECT(tpx_kv_entries(&dc, a.s.r, 4096, &pc, &b.s.d, 8192, lb, rb, ntok, v, need - 1,
+                                  &n) == TPX_ERR_INVALID_ARG && n == need,
+                   "case %zu: a short array", c);
+        EXPECT(tpx_kv_entries(&dc, a.s.r, 4096, &pc, &b.s.d, 8192, lb, rb, ntok, v, need, &n) ==
+                   TPX_OK && n == need);
+        for (int op = TPX_OP_READ; op <= TPX_OP_WRITE && !test_failed(); op++) {
+            size_t size = a.s.size;
+            unsigned char *want_a = malloc(size), *want_b = malloc(size);
+            memcpy(want_a, a.s.mem, size);
+            memcpy(want_b, b.s.mem, size);
+            kv_ref(&dc, 4096, &pc, 8192, lb, rb, ntok, (tpx_op_t)op, want_a, want_b);
+            tpx_prep_t *pp = NULL;
+            tpx_xfer_t *x = NULL;
+            tpx_status_t st = tpx_xfer_prepare_strided(ab, (tpx_op_t)op, v, n, &pp);
+            if (st == TPX_OK)
+                st = tpx_xfer_post(pp, NULL, 0, 30000, &x);
+            if (st == TPX_OK)
+                st = tpx_xfer_wait(x, 30000, NULL);
+            tpx_xfer_release(x);
+            tpx_prep_release(pp);
+            EXPECT(st == TPX_OK, "case %zu %s: %s", c, op == TPX_OP_READ ? "READ" : "WRITE",
+                   tpx_status_string(st));
+            EXPECT(memcmp(a.s.mem, want_a, size) == 0 && memcmp(b.s.mem, want_b, size) == 0,
+                   "case %zu %s: the bytes", c, op == TPX_OP_READ ? "READ" : "WRITE");
+            free(want_a);
+            free(want_b);
+        }
+        free(v);
+    }
+    /* refused: no common head, a block id past the cache, mismatched
+     * sizes, no tokens */
+    tpx_kv_cache_t c1 = {.layers = 1, .kv = 2, .blocks = 4, .block_size = 16, .heads = 4,
+                         .head0 = 0, .head_dim = 64, .dtype_size = 2, .layout = TPX_KV_NHD};
+    tpx_kv_cache_t c2 = c1;
+    c2.head0 = 4;
+    size_t ids[4] = {0, 1, 2, 3}, bad_ids[4] = {0, 4, 1, 2}, n = 0;
+    tpx_strided_t v[8];
+    EXPECT(tpx_kv_entries(&c1, a.s.r, 0, &c2, &b.s.d, 0, ids, ids, 16, v, 8, &n) ==
+           TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_kv_entries(&c1, a.s.r, 0, &c1, &b.s.d, 0, ids, bad_ids, 32, v, 8, &n) ==
+           TPX_ERR_INVALID_ARG);
+    c2 = c1;
+    c2.head_dim = 128;
+    EXPECT(tpx_kv_entries(&c1, a.s.r, 0, &c2, &b.s.d, 0, ids, ids, 16, v, 8, &n) ==
+           TPX_ERR_INVALID_ARG);
+    EXPECT(tpx_kv_entries(&c1, a.s.r, 0, &c1, &b.s.d, 0, ids, ids, 0, v, 8, &n) ==
+           TPX_ERR_INVALID_ARG);
     tpx_remote_forget(ab);
     mside_close(&a);
     mside_close(&b);
@@ -769,11 +913,11 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } tests[] = {{"prop", t_prop}, {"kv", t_kv},       {"bad", t_bad},
                  {"wire", t_wire}, {"quota", t_quota}, {"gpu", t_gpu},
-                 {"version", t_version}};
+                 {"version", t_version}, {"kvhelper", t_kvhelper}};
     if (argc == 2)
         for (size_t i = 0; i < TPX_ARRAY_SIZE(tests); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_strided prop|kv|bad|wire|quota|gpu|version\n");
+    fprintf(stderr, "usage: test_strided prop|kv|bad|wire|quota|gpu|version|kvhelper\n");
     return 2;
 }
