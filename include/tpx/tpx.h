@@ -379,7 +379,8 @@ typedef struct {
     size_t len;
 } tpx_iov_t;
 
-#define TPX_RMA_MAX_IOVS (1u << 20) /* blocks per transfer */
+#define TPX_RMA_MAX_IOVS (1u << 20) /* blocks per transfer (a strided entry: one per element
+                                       left after merging, tpx_xfer_prepare_strided) */
 
 /* Check and prepare a transfer once, post it many times: the list is
  * validated (local ranges inside their regions, remote ranges inside their

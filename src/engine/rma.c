@@ -492,7 +492,6 @@ out:
     return st;
 }
 
-
 /* Check and coalesce the blocks, then encode them. Engine lock held. */
 static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
 {
