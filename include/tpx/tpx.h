@@ -379,7 +379,8 @@ typedef struct {
     size_t len;
 } tpx_iov_t;
 
-#define TPX_RMA_MAX_IOVS (1u << 20) /* blocks per transfer */
+#define TPX_RMA_MAX_IOVS (1u << 20) /* blocks per transfer (a strided entry: one per element
+                                       left after merging, tpx_xfer_prepare_strided) */
 
 /* Check and prepare a transfer once, post it many times: the list is
  * validated (local ranges inside their regions, remote ranges inside their
@@ -389,6 +390,102 @@ typedef struct {
  * regions must stay registered while the preparation is used. */
 TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *remote, tpx_op_t op, const tpx_iov_t *iov,
                                       size_t n, tpx_prep_t **prep);
+/* ---- strided entries ----
+ *
+ * A strided entry moves a regular pattern of equal elements in one entry,
+ * e.g. "heads [h0, h1) of every token of a KV block" or "an HND block into
+ * its half of a larger one", with each side's own layout: element
+ * (i_0, .., i_{ndims-1}), 0 <= i_d < dim[d].count, is the elem_len bytes at
+ *     local_offset  + sum_d i_d * dim[d].local_stride   (local region)
+ *     remote_offset + sum_d i_d * dim[d].remote_stride  (exported range)
+ * and the elements move in row-major order (dim[0] outermost, the last
+ * dimension fastest). ndims 0 is one plain block of elem_len bytes, so a
+ * list may mix plain blocks and strided entries. Strides are bytes, may be
+ * smaller than elem_len (or 0) on the source side; on the destination side
+ * (local for READ, remote for WRITE) no two elements may share a byte.
+ * Dimensions that are contiguous on both sides are merged; every other
+ * element is a block of its own, moved as small blocks are (packed into
+ * shared chunks, gathered and scattered on the GPU for GPU memory). */
+#define TPX_STRIDED_MAX_DIMS 3
+
+typedef struct {
+    size_t count;         /* elements along this dimension (>= 1) */
+    size_t local_stride;  /* bytes from one element to the next, local side */
+    size_t remote_stride; /* the same in the exported range */
+} tpx_dim_t;
+
+typedef struct {
+    tpx_region_t *local;
+    size_t local_offset;       /* first element, from the start of the region */
+    const tpx_rdesc_t *remote;
+    size_t remote_offset;      /* first element, from the start of the exported range */
+    size_t elem_len;           /* bytes of one element (> 0) */
+    int ndims;                 /* 0..TPX_STRIDED_MAX_DIMS */
+    tpx_dim_t dim[TPX_STRIDED_MAX_DIMS]; /* dim[0 .. ndims-1]; the rest is ignored */
+} tpx_strided_t;
+
+/* tpx_xfer_prepare() of a list of plain blocks and strided entries. Checked
+ * here, TPX_ERR_INVALID_ARG (logged, naming the entry) and nothing
+ * prepared when an entry has a count of 0, an elem_len of 0, more than
+ * TPX_STRIDED_MAX_DIMS dimensions, offsets that wrap around, an element
+ * outside its region or exported range, destination elements that overlap
+ * (judged by the dimensions sorted by stride: each stride at least the
+ * extent of the dimensions inside it), or when the list expands into more
+ * than TPX_RMA_MAX_IOVS blocks. The owner checks every element against its
+ * exports again before a byte moves (TPX_ERR_ACCESS from the post).
+ * Ownership as tpx_xfer_prepare(): the list and descriptors are copied,
+ * the local regions must stay registered while the preparation is used.
+ * A list whose entries all merge into plain blocks is sent exactly as
+ * tpx_xfer_prepare() sends it; one with a strided entry is a request list
+ * of version 3, which engines of tpx before this function do not read:
+ * such an engine drops the connection (the transfer ends with that
+ * error, and this side logs that the peer may be older). */
+TPX_API tpx_status_t tpx_xfer_prepare_strided(tpx_remote_t *remote, tpx_op_t op,
+                                              const tpx_strided_t *list, size_t n,
+                                              tpx_prep_t **prep);
+/* ---- KV-cache layouts ----
+ *
+ * Strided entries that move a sequence's KV cache between two engines
+ * whose caches differ in block layout, block size or tensor-parallel split
+ * of the heads, straight into the reader's layout. A cache, on each side,
+ * is `layers` layers that follow each other from the given offset, each
+ * `kv` tensors (2: K then V) of `blocks` blocks of `block_size` tokens x
+ * `heads` heads x `head_dim` values of `dtype_size` bytes, a block laid out
+ * NHD ([token][head][dim]) or HND ([head][token][dim]); the side holds the
+ * model's heads [head0, head0 + heads) (a rank of tensor parallelism t of
+ * H heads: head0 = rank x H / t). */
+typedef enum { TPX_KV_NHD = 0, TPX_KV_HND = 1 } tpx_kv_layout_t;
+
+typedef struct {
+    size_t layers;     /* layers moved; layer l at offset + l x kv x blocks x block bytes */
+    size_t kv;         /* tensors per layer: 2 (K, V) or 1 */
+    size_t blocks;     /* blocks per tensor in the cache (not the sequence's) */
+    size_t block_size; /* tokens per block */
+    size_t heads;      /* KV heads held on this side */
+    size_t head0;      /* the model's first head held on this side */
+    size_t head_dim;
+    size_t dtype_size; /* bytes per value (2: bf16, fp16) */
+    tpx_kv_layout_t layout;
+} tpx_kv_cache_t;
+
+/* The entries that move tokens [0, ntokens) of a sequence, held in blocks
+ * local_blocks[0 ..] of the local cache (one id per local block_size
+ * tokens, in token order) and remote_blocks[0 ..] of the remote one, for
+ * every layer and tensor, of the heads both sides hold: one entry per run
+ * of tokens that lies in one block on each side (block ids may be in any
+ * order), each a 3-dimensional tpx_strided_t (layer x tensor, then heads
+ * and tokens) whose elements are one head of one token, merged by the
+ * preparation where both layouts are contiguous. Ready for
+ * tpx_xfer_prepare_strided(), READ or WRITE. out NULL: *n = the number of
+ * entries, TPX_OK. TPX_ERR_INVALID_ARG (logged) when cap is too small (*n
+ * is then the number needed), a size is 0 or overflows, the caches differ
+ * in kv, head_dim or dtype_size, they hold no head in common, or a block id
+ * is not below its cache's `blocks`. Nothing is allocated. */
+TPX_API tpx_status_t tpx_kv_entries(const tpx_kv_cache_t *local, tpx_region_t *local_region,
+                                    size_t local_offset, const tpx_kv_cache_t *remote,
+                                    const tpx_rdesc_t *remote_desc, size_t remote_offset,
+                                    const size_t *local_blocks, const size_t *remote_blocks,
+                                    size_t ntokens, tpx_strided_t *out, size_t cap, size_t *n);
 /* Start a prepared transfer. `notif` (may be NULL; at most TPX_NOTIF_MAX
  * bytes) is delivered to the remote engine's tpx_engine_get_notifs() once every
  * byte is in place: for WRITE after the data landed in its memory (it

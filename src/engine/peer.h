@@ -127,6 +127,7 @@ struct tpx_peer {
                                         requests hold now (quota) */
     int quota_warned;                /* a refusal was logged */
     int rejects_logged;              /* refused requests logged (at most 10, then counted) */
+    int strided_warned;              /* a strided request left unanswered was logged (rma.c) */
     unsigned char notif_buf[1024];   /* a notification being reassembled */
     uint32_t notif_got, notif_total;
     uint8_t notif_flags;             /* ... its parts' flags (TPX_CTRL_NOTIF_HELD) */

@@ -303,11 +303,35 @@ void tpx__prep_zombies_free(tpx_engine_t *e)
     }
 }
 
+/* A block of the list being prepared; a strided one (ndims > 0) is the
+ * elements of `len` bytes at loff/roff + sum(i_d x lstride/rstride[d]). */
 typedef struct {
     tpx_region_t *r;
     uint64_t loff, roff, len, key;
     int remote_host;
+    uint32_t ndims;
+    uint32_t count[TPX_LIST_MAX_DIMS];
+    uint64_t lstride[TPX_LIST_MAX_DIMS], rstride[TPX_LIST_MAX_DIMS];
 } centry_t;
+
+/* One side of a prepared entry as wire.h describes it. */
+static tpx_sdesc_t centry_side(const centry_t *c, int remote)
+{
+    tpx_sdesc_t d = {.off = remote ? c->roff : c->loff, .elem = c->len, .ndims = c->ndims};
+    for (uint32_t k = 0; k < c->ndims; k++) {
+        d.count[k] = c->count[k];
+        d.stride[k] = remote ? c->rstride[k] : c->lstride[k];
+    }
+    return d;
+}
+
+static uint64_t centry_nelem(const centry_t *c)
+{
+    uint64_t n = 1;
+    for (uint32_t k = 0; k < c->ndims; k++)
+        n *= c->count[k];
+    return n;
+}
 
 /* The last remote descriptor decoded and found to be the remote's: the
  * blocks of a list usually all name one, decoded (checksum) once. */
@@ -362,34 +386,24 @@ static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, rd
     return TPX_OK;
 }
 
-/* Coalesce, number keys and regions, encode the list. Engine lock held. */
-static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
+/* Number keys and regions, cut the blocks (a strided entry's elements
+ * one by one) into segments and chunks, encode the list: version 2 unless
+ * an entry is strided. Engine lock held. */
+static tpx_status_t prep_encode(tpx_prep_t *pp, const centry_t *ce, size_t m)
 {
     tpx_engine_t *e = pp->rm->e;
     umap_t keys = {0}, regs = {0};
-    centry_t *ce = malloc(n * sizeof(*ce));
     tpx_status_t st = TPX_ERR_NO_MEMORY;
-    if (ce == NULL || umap_init(&keys, n) != TPX_OK || umap_init(&regs, n) != TPX_OK)
-        goto out;
-    size_t m = 0;
-    rdesc_seen_t seen = {0};
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key;
-        int host;
-        if ((st = iov_check(pp->rm, &iov[i], i, &seen, &key, &host)) != TPX_OK)
-            goto out;
-        centry_t *last = m > 0 ? &ce[m - 1] : NULL;
-        if (last && last->r == iov[i].local && last->key == key &&
-            last->loff + last->len == iov[i].local_offset &&
-            last->roff + last->len == iov[i].remote_offset) {
-            last->len += iov[i].len;
-            continue;
-        }
-        ce[m++] = (centry_t){.r = iov[i].local, .loff = iov[i].local_offset,
-                             .roff = iov[i].remote_offset, .len = iov[i].len, .key = key,
-                             .remote_host = host};
+    uint64_t nseg = 0;
+    size_t list_len = 0; /* version 3's entries */
+    for (size_t i = 0; i < m; i++) {
+        nseg += centry_nelem(&ce[i]);
+        list_len += TPX_LIST3_ENTRY(ce[i].ndims);
+        pp->strided |= ce[i].ndims > 0;
     }
-    pp->segs = malloc(m * sizeof(*pp->segs));
+    if (umap_init(&keys, m) != TPX_OK || umap_init(&regs, m) != TPX_OK)
+        goto out;
+    pp->segs = malloc(nseg * sizeof(*pp->segs));
     pp->regions = malloc(m * sizeof(*pp->regions));
     uint64_t *keyv = malloc(m * sizeof(*keyv));
     uint32_t *keyi = malloc(m * sizeof(*keyi));
@@ -417,14 +431,21 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
             pp->regions[pp->nregions++] = ce[i].r;
             ce[i].r->holds++; /* dropped by prep_free, on every path */
         }
-        uint64_t c0;
-        uint32_t po;
-        int shared;
-        tpx__chunker_add(&ck, ce[i].len, &c0, &po, &shared);
-        pp->segs[i] = (tpx_seg_t){.region = ce[i].r, .off = ce[i].loff, .len = ce[i].len,
-                                  .chunk0 = (uint32_t)c0, .pack_off = po,
-                                  .shared = (uint8_t)shared};
-        pp->total += ce[i].len;
+        /* a strided entry: its elements in row-major order, as the owner
+         * expands it (wire.h) */
+        tpx_sdesc_t ls = centry_side(&ce[i], 0);
+        uint64_t nel = centry_nelem(&ce[i]);
+        for (uint64_t j = 0; j < nel; j++) {
+            uint64_t c0;
+            uint32_t po;
+            int shared;
+            tpx__chunker_add(&ck, ce[i].len, &c0, &po, &shared);
+            pp->segs[pp->nsegs++] = (tpx_seg_t){
+                .region = ce[i].r, .off = ce[i].ndims ? tpx__sdesc_elem(&ls, j) : ce[i].loff,
+                .len = ce[i].len, .chunk0 = (uint32_t)c0, .pack_off = po,
+                .shared = (uint8_t)shared};
+            pp->total += ce[i].len;
+        }
         if (ck.nchunks > UINT32_MAX) {
             TPX_ERROR("tpx_xfer_prepare: the transfer has more than 2^32 chunks");
             free(keyv);
@@ -436,9 +457,9 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
     pp->remote_host = 1;
     for (size_t i = 0; i < m; i++)
         pp->remote_host &= ce[i].remote_host;
-    pp->nsegs = (uint32_t)m;
+    pp->nent = (uint32_t)m;
     pp->npayload = (uint32_t)ck.nchunks;
-    pp->list_len = TPX_LIST_SIZE(nkeys, m);
+    pp->list_len = pp->strided ? TPX_LIST_SIZE(nkeys, 0) + list_len : TPX_LIST_SIZE(nkeys, m);
     pp->list = aligned_alloc(4096, (pp->list_len + 4095) & ~(size_t)4095);
     if (pp->list == NULL) {
         free(keyv);
@@ -448,12 +469,19 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
     }
     tpx_list_hdr_t h = {.op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
                         .nkeys = nkeys, .nent = (uint32_t)m, .total = pp->total,
-                        .pack_max = pack_max, .pack_chunk = pack_chunk};
+                        .pack_max = pack_max, .pack_chunk = pack_chunk,
+                        .version = pp->strided ? TPX_LIST_VERSION_STRIDED : 0};
     tpx__list_put_hdr(pp->list, &h);
     for (uint32_t k = 0; k < nkeys; k++)
         tpx__list_put_key(pp->list, k, keyv[k]);
-    for (size_t i = 0; i < m; i++)
-        tpx__list_put_entry(pp->list, nkeys, (uint32_t)i, keyi[i], ce[i].roff, ce[i].len);
+    size_t at = TPX_LIST_SIZE(nkeys, 0);
+    for (size_t i = 0; i < m; i++) {
+        tpx_sdesc_t rs = centry_side(&ce[i], 1);
+        if (pp->strided)
+            at += tpx__list_put_entry3(pp->list, at, keyi[i], &rs);
+        else
+            tpx__list_put_entry(pp->list, nkeys, (uint32_t)i, keyi[i], ce[i].roff, ce[i].len);
+    }
     free(keyv);
     free(keyi);
     pp->nlist = div_up(pp->list_len, pp->chunk);
@@ -461,8 +489,167 @@ static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
 out:
     umap_fini(&keys);
     umap_fini(&regs);
+    return st;
+}
+
+/* Check and coalesce the blocks, then encode them. Engine lock held. */
+static tpx_status_t prep_build(tpx_prep_t *pp, const tpx_iov_t *iov, size_t n)
+{
+    centry_t *ce = malloc(n * sizeof(*ce));
+    tpx_status_t st = TPX_ERR_NO_MEMORY;
+    if (ce == NULL)
+        goto out;
+    size_t m = 0;
+    rdesc_seen_t seen = {0};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key;
+        int host;
+        if ((st = iov_check(pp->rm, &iov[i], i, &seen, &key, &host)) != TPX_OK)
+            goto out;
+        centry_t *last = m > 0 ? &ce[m - 1] : NULL;
+        if (last && last->r == iov[i].local && last->key == key &&
+            last->loff + last->len == iov[i].local_offset &&
+            last->roff + last->len == iov[i].remote_offset) {
+            last->len += iov[i].len;
+            continue;
+        }
+        ce[m++] = (centry_t){.r = iov[i].local, .loff = iov[i].local_offset,
+                             .roff = iov[i].remote_offset, .len = iov[i].len, .key = key,
+                             .remote_host = host};
+    }
+    st = prep_encode(pp, ce, m);
+out:
     free(ce);
     return st;
+}
+
+/* Check a strided entry, and collapse it into *out: dimensions of one
+ * element dropped, inner dimensions contiguous on both sides folded into
+ * the element, so that both sides expand it into the same, fewest blocks.
+ * `room`: the blocks the list may still have. */
+static tpx_status_t strided_check(tpx_prep_t *pp, const tpx_strided_t *v, size_t i,
+                                  rdesc_seen_t *seen, uint64_t room, centry_t *out)
+{
+    if (v->ndims < 0 || v->ndims > TPX_STRIDED_MAX_DIMS) {
+        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: %d dimensions (0..%d)", i, v->ndims,
+                  TPX_STRIDED_MAX_DIMS);
+        return TPX_ERR_INVALID_ARG;
+    }
+    /* the first element: regions, descriptor, zero length */
+    tpx_iov_t first = {.local = v->local, .local_offset = v->local_offset, .remote = v->remote,
+                       .remote_offset = v->remote_offset, .len = v->elem_len};
+    uint64_t key;
+    int host;
+    tpx_status_t st = iov_check(pp->rm, &first, i, seen, &key, &host);
+    if (st != TPX_OK)
+        return st;
+    tpx_sdesc_t ls = {.off = v->local_offset, .elem = v->elem_len, .ndims = (uint32_t)v->ndims};
+    tpx_sdesc_t rs = {.off = v->remote_offset, .elem = v->elem_len, .ndims = (uint32_t)v->ndims};
+    const char *why = NULL;
+    for (int d = 0; d < v->ndims; d++) {
+        if (v->dim[d].count > UINT32_MAX)
+            why = "too many elements";
+        ls.count[d] = rs.count[d] = (uint32_t)v->dim[d].count;
+        ls.stride[d] = v->dim[d].local_stride;
+        rs.stride[d] = v->dim[d].remote_stride;
+    }
+    uint64_t nl, nr, lspan = 0, rspan = 0;
+    if (why == NULL && (why = tpx__sdesc_shape(&ls, UINT64_MAX, &nl, &lspan)) == NULL)
+        why = tpx__sdesc_shape(&rs, UINT64_MAX, &nr, &rspan);
+    if (why != NULL) {
+        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: %s", i, why);
+        return TPX_ERR_INVALID_ARG;
+    }
+    if ((why = tpx__sdesc_disjoint(pp->op == TPX_OP_READ ? &ls : &rs)) != NULL) {
+        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: %s in the %s destination", i, why,
+                  pp->op == TPX_OP_READ ? "local" : "remote");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (lspan > v->local->len - v->local_offset || rspan > seen->f.len - v->remote_offset) {
+        int local = lspan > v->local->len - v->local_offset;
+        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: its %s elements end at byte %llu of "
+                  "the %s of %llu bytes", i, local ? "local" : "remote",
+                  (unsigned long long)((local ? v->local_offset : v->remote_offset) +
+                                       (local ? lspan : rspan)),
+                  local ? "region" : "export",
+                  (unsigned long long)(local ? v->local->len : seen->f.len));
+        return TPX_ERR_INVALID_ARG;
+    }
+    centry_t c = {.r = v->local, .loff = v->local_offset, .roff = v->remote_offset,
+                  .len = v->elem_len, .key = key, .remote_host = host};
+    for (int d = 0; d < v->ndims; d++) {
+        if (v->dim[d].count == 1)
+            continue;
+        c.count[c.ndims] = (uint32_t)v->dim[d].count;
+        c.lstride[c.ndims] = v->dim[d].local_stride;
+        c.rstride[c.ndims] = v->dim[d].remote_stride;
+        c.ndims++;
+    }
+    while (c.ndims > 0 && c.lstride[c.ndims - 1] == c.len && c.rstride[c.ndims - 1] == c.len) {
+        c.len *= c.count[c.ndims - 1]; /* <= the span: no wrap */
+        c.ndims--;
+    }
+    if (centry_nelem(&c) > room) {
+        TPX_ERROR("tpx_xfer_prepare_strided: entry %zu: the list has more than %u blocks "
+                  "(elements that are not contiguous on both sides)", i, TPX_RMA_MAX_IOVS);
+        return TPX_ERR_INVALID_ARG;
+    }
+    *out = c;
+    return TPX_OK;
+}
+
+/* The strided list: checked, collapsed, plain blocks coalesced as
+ * prep_build does; a strided entry is never merged with its neighbours. */
+static tpx_status_t prep_build_strided(tpx_prep_t *pp, const tpx_strided_t *v, size_t n)
+{
+    centry_t *ce = malloc(n * sizeof(*ce));
+    if (ce == NULL)
+        return TPX_ERR_NO_MEMORY;
+    tpx_status_t st = TPX_OK;
+    size_t m = 0;
+    uint64_t nblocks = 0;
+    rdesc_seen_t seen = {0};
+    for (size_t i = 0; i < n; i++) {
+        centry_t c;
+        if ((st = strided_check(pp, &v[i], i, &seen, TPX_RMA_MAX_IOVS - nblocks, &c)) != TPX_OK)
+            goto out;
+        centry_t *last = m > 0 ? &ce[m - 1] : NULL;
+        if (last && c.ndims == 0 && last->ndims == 0 && last->r == c.r && last->key == c.key &&
+            last->loff + last->len == c.loff && last->roff + last->len == c.roff) {
+            last->len += c.len;
+            continue;
+        }
+        nblocks += centry_nelem(&c);
+        ce[m++] = c;
+    }
+    st = prep_encode(pp, ce, m);
+out:
+    free(ce);
+    return st;
+}
+
+static tpx_status_t prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
+                            const tpx_strided_t *sv, size_t n, tpx_prep_t **out)
+{
+    tpx_engine_t *e = rm->e;
+    tpx_prep_t *pp = calloc(1, sizeof(*pp));
+    if (pp == NULL)
+        return TPX_ERR_NO_MEMORY;
+    pp->rm = rm;
+    pp->op = op;
+    pp->refs = 1;
+    pp->chunk = TPX_MIN(e->chunk, rm->md.chunk);
+    pthread_mutex_lock(&e->lock);
+    tpx_status_t st = iov != NULL ? prep_build(pp, iov, n) : prep_build_strided(pp, sv, n);
+    if (st != TPX_OK) {
+        prep_free(pp);
+        pthread_mutex_unlock(&e->lock);
+        return st;
+    }
+    rm->nprep++;
+    pthread_mutex_unlock(&e->lock);
+    *out = pp;
+    return TPX_OK;
 }
 
 TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
@@ -474,25 +661,20 @@ TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_i
                   "%u)", (void *)rm, (int)op, n, TPX_RMA_MAX_IOVS);
         return TPX_ERR_INVALID_ARG;
     }
-    tpx_engine_t *e = rm->e;
-    tpx_prep_t *pp = calloc(1, sizeof(*pp));
-    if (pp == NULL)
-        return TPX_ERR_NO_MEMORY;
-    pp->rm = rm;
-    pp->op = op;
-    pp->refs = 1;
-    pp->chunk = TPX_MIN(e->chunk, rm->md.chunk);
-    pthread_mutex_lock(&e->lock);
-    tpx_status_t st = prep_build(pp, iov, n);
-    if (st != TPX_OK) {
-        prep_free(pp);
-        pthread_mutex_unlock(&e->lock);
-        return st;
+    return prepare(rm, op, iov, NULL, n, out);
+}
+
+TPX_API tpx_status_t tpx_xfer_prepare_strided(tpx_remote_t *rm, tpx_op_t op,
+                                              const tpx_strided_t *list, size_t n,
+                                              tpx_prep_t **out)
+{
+    if (rm == NULL || list == NULL || out == NULL || n == 0 || n > TPX_RMA_MAX_IOVS ||
+        (op != TPX_OP_READ && op != TPX_OP_WRITE)) {
+        TPX_ERROR("tpx_xfer_prepare_strided: invalid argument (remote %p, op %d, %zu entries, "
+                  "at most %u)", (void *)rm, (int)op, n, TPX_RMA_MAX_IOVS);
+        return TPX_ERR_INVALID_ARG;
     }
-    rm->nprep++;
-    pthread_mutex_unlock(&e->lock);
-    *out = pp;
-    return TPX_OK;
+    return prepare(rm, op, NULL, list, n, out);
 }
 
 TPX_API void tpx_prep_release(tpx_prep_t *pp)
@@ -639,7 +821,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     x->hdr_pending = x->req.resp_pending = 1;
     tpx_ctrl_t m = {.type = TPX_CTRL_RMA_REQ, .rid = x->rma.rid,
                     .op = pp->op == TPX_OP_READ ? TPX_WIRE_OP_READ : TPX_WIRE_OP_WRITE,
-                    .nent = pp->nsegs, .total = pp->total, .list_len = pp->list_len,
+                    .nent = pp->nent, .total = pp->total, .list_len = pp->list_len,
                     .nchunks = pp->npayload};
     if (x->req.inline_req) {
         m.flags |= TPX_CTRL_REQ_INLINE;
@@ -731,10 +913,27 @@ static void rma_unlink(tpx_peer_t *p, tpx_xfer_t *x)
     x->req.rnext = x->req.rprev = NULL;
 }
 
+/* Request x of p is left without an answer: the connection ended. An
+ * engine of an older tpx reads request lists of version 2 only and fails
+ * the connection on one of version 3, answering nothing: say so, once per
+ * connection. */
+static void strided_unanswered(tpx_peer_t *p, const tpx_xfer_t *x)
+{
+    if (p->strided_warned || x->req.prep == NULL || !x->req.prep->strided)
+        return;
+    p->strided_warned = 1;
+    TPX_WARN("peer %s: the connection ended while request %llu with strided entries (request "
+             "list version %u) was unanswered; an engine of an older tpx reads request lists "
+             "of version 2 only and drops the connection on such a request: run one tpx "
+             "release on both sides", p->remote_name[0] ? p->remote_name : p->name,
+             (unsigned long long)x->rma.rid, tpx__list_version_mine());
+}
+
 void tpx__rma_unanswered_fail(tpx_peer_t *p, tpx_status_t st)
 {
     tpx_xfer_t *x;
     while ((x = p->rma_head) != NULL) {
+        strided_unanswered(p, x);
         rma_unlink(p, x);
         x->req.resp_pending = 0;
         if (x->err == TPX_OK)
@@ -986,10 +1185,37 @@ static void target_check(tpx_xfer_t *x)
     uint8_t op = x->kind == XK_TWRITE ? TPX_WIRE_OP_WRITE : TPX_WIRE_OP_READ;
     if (tpx__list_check(x->rma.list, x->rma.list_len, p->chunk, &h, &nchunks) != TPX_OK || h.op != op ||
         h.nent != x->own.want_nent || h.total != x->rma.total || nchunks != x->own.want_nchunks) {
-        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "malformed request list");
+        unsigned v = tpx__list_version(x->rma.list, x->rma.list_len);
+        char why[160];
+        if (v > tpx__list_version_mine())
+            snprintf(why, sizeof(why), "a request list of version %u: this engine reads "
+                     "versions 2 and %u (the peer runs a newer tpx)", v,
+                     tpx__list_version_mine());
+        else
+            snprintf(why, sizeof(why), "malformed request list");
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, why);
         return;
     }
-    tpx_seg_t *segs = malloc(h.nent * sizeof(*segs));
+    /* A strided list expands into more blocks than it has entries: their
+     * segments count against the peer's list quota like a long list's (a
+     * small list cannot make this side allocate more than the quota, beyond
+     * the one request always served alone). */
+    uint64_t book = seg_book(h.nblocks);
+    if (book > x->own.seg_bytes) {
+        uint64_t mine = x->own.seg_bytes + (x->own.lb != NULL ? x->own.lb->cap : 0);
+        if (p->list_bytes > mine &&
+            p->list_bytes + (book - x->own.seg_bytes) >
+                (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_LIST_BYTES)) {
+            listbuf_put(p, x->own.lb);
+            x->own.lb = NULL;
+            x->rma.list = NULL;
+            target_refuse(x);
+            return;
+        }
+        p->list_bytes += book - x->own.seg_bytes;
+        x->own.seg_bytes = book;
+    }
+    tpx_seg_t *segs = malloc(h.nblocks * sizeof(*segs));
     tpx_region_t **regs = malloc(h.nkeys * sizeof(*regs));
     struct tpx_export **xp = malloc(h.nkeys * sizeof(*xp));
     if (segs == NULL || regs == NULL || xp == NULL) {
@@ -1014,38 +1240,57 @@ static void target_check(tpx_xfer_t *x)
     const char *why = NULL;
     uint32_t bad = 0;
     tpx_chunker_t ck = {.chunk = p->chunk, .pack_max = h.pack_max, .share = h.pack_chunk};
+    tpx_list_cursor_t cur;
+    tpx__list_cursor_init(&cur, x->rma.list, &h);
+    uint32_t nseg = 0;
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
-        uint64_t off, len;
-        tpx__list_entry(x->rma.list, h.nkeys, i, &k, &off, &len);
+        tpx_sdesc_t d;
+        tpx__list_cursor_next(&cur, &k, &d);
         const struct tpx_export *ex = xp[k];
+        uint64_t nel = 1, span = d.elem;
+        if (d.ndims > 0)
+            (void)tpx__sdesc_shape(&d, TPX_LIST_MAX_ENTRIES, &nel, &span); /* checked */
         if (verdict == TPX_OK) {
+            /* A strided entry's elements all lie in [off, off + span); its
+             * elements must not overlap where they are written here. */
             why = ex == NULL                ? "unknown key"
                   : ex->region->dead        ? "region deregistered"
-                  : off > ex->len || len > ex->len - off ? "range outside the export"
-                  : NULL;
+                  : d.off > ex->len || span > ex->len - d.off ? "range outside the export"
+                  : op == TPX_WIRE_OP_WRITE && d.ndims > 0 && tpx__sdesc_disjoint(&d) != NULL
+                      ? "strided elements that overlap"
+                      : NULL;
             if (why != NULL) {
                 verdict = TPX_ERR_ACCESS;
                 bad = i;
             }
         }
-        uint64_t c0;
-        uint32_t po;
-        int shared;
-        tpx__chunker_add(&ck, len, &c0, &po, &shared); /* checked: < 2^32 chunks */
-        segs[i] = (tpx_seg_t){.region = ex ? ex->region : NULL, .off = ex ? ex->off + off : 0,
-                              .len = len, .chunk0 = (uint32_t)c0, .pack_off = po,
-                              .shared = (uint8_t)shared};
+        for (uint64_t j = 0; j < nel; j++, nseg++) {
+            uint64_t off = d.ndims > 0 ? tpx__sdesc_elem(&d, j) : d.off, len = d.elem;
+            if (verdict == TPX_OK && (off > ex->len || len > ex->len - off)) {
+                why = "range outside the export"; /* cannot be: inside the span */
+                verdict = TPX_ERR_ACCESS;
+                bad = i;
+            }
+            uint64_t c0;
+            uint32_t po;
+            int shared;
+            tpx__chunker_add(&ck, len, &c0, &po, &shared); /* checked: < 2^32 chunks */
+            segs[nseg] = (tpx_seg_t){.region = ex ? ex->region : NULL,
+                                     .off = ex ? ex->off + off : 0, .len = len,
+                                     .chunk0 = (uint32_t)c0, .pack_off = po,
+                                     .shared = (uint8_t)shared};
+        }
     }
     free(xp);
     listbuf_put(p, x->own.lb);
     x->own.lb = NULL;
     x->segs = segs;
-    x->nsegs = h.nent;
+    x->nsegs = nseg;
     x->segs_owned = 1;
     x->regions = regs;
     if (verdict != TPX_OK) {
-        for (uint32_t i = 0; i < h.nent; i++)
+        for (uint32_t i = 0; i < nseg; i++)
             segs[i].region = NULL; /* nothing of ours is read or written */
         x->err = verdict;
         e->ctr.rma_rejected++;
@@ -1118,6 +1363,8 @@ void tpx__rma_completed(tpx_xfer_t *x)
     switch (x->kind) {
     case XK_WRITE:
     case XK_READ:
+        if (x->req.resp_pending && p->state != PEER_READY)
+            strided_unanswered(p, x); /* the connection failed under it */
         rma_unlink(p, x);
         if (x->status == TPX_OK && x->rma.has_notif && live &&
             notif_post(p, x->rma.notif, x->rma.notif_len, 0) != TPX_OK)

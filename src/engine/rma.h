@@ -26,8 +26,10 @@ struct tpx_prep {
     tpx_op_t op;
     int refs;               /* the user's + one per post running */
     uint32_t chunk;
-    tpx_seg_t *segs;        /* local side, coalesced */
+    tpx_seg_t *segs;        /* local side, coalesced (strided entries: one per element) */
     uint32_t nsegs;
+    uint32_t nent;          /* entries of the encoded list (= nsegs without strided ones) */
+    int strided;            /* the list has strided entries: version 3 (wire.h) */
     uint32_t npayload;      /* payload chunks */
     int remote_host;        /* every remote block is host memory (its descriptor says) */
     uint64_t total;

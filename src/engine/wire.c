@@ -15,7 +15,8 @@
                           lone small chunk leaves the channel cursor (tpx__stream_cursor_move);
                           8: a WRITE's list (and notification) in the RMA_REQ (flag LIST) */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
-#define LIST_VERSION 2 /* 2: pack_max */
+#define LIST_VERSION 2 /* 2: pack_max; 3 (TPX_LIST_VERSION_STRIDED): strided entries, only
+                          in lists that have one */
 #define RDESC_MAGIC 0x54505844u /* "TPXD" */
 #define RDESC_VERSION 1
 #define MD_MAGIC 0x5450584du /* "TPXM" */
@@ -122,7 +123,7 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
             return TPX_ERR_PROTOCOL;
         if ((m.op != TPX_WIRE_OP_READ && m.op != TPX_WIRE_OP_WRITE) || m.nent == 0 ||
             m.nent > TPX_LIST_MAX_ENTRIES || m.list_len < TPX_LIST_SIZE(1, m.nent) ||
-            m.list_len > TPX_LIST_SIZE(m.nent, m.nent) || m.total < m.nent || m.nchunks == 0)
+            m.list_len > TPX_LIST_SIZE_MAX(m.nent) || m.total < m.nent || m.nchunks == 0)
             return TPX_ERR_PROTOCOL;
         if (m.flags & (TPX_CTRL_REQ_INLINE | TPX_CTRL_REQ_LIST)) {
             /* total first: the sum must not wrap (list_len is bounded above) */
@@ -187,7 +188,8 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
 void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h)
 {
     tpx__put32(buf, LIST_MAGIC);
-    tpx__put16(buf + 4, LIST_VERSION);
+    tpx__put16(buf + 4, h->version == TPX_LIST_VERSION_STRIDED ? TPX_LIST_VERSION_STRIDED
+                                                                : LIST_VERSION);
     buf[6] = h->op;
     buf[7] = h->flags;
     tpx__put32(buf + 8, h->nkeys);
@@ -230,22 +232,183 @@ void tpx__list_entry(const unsigned char *buf, uint32_t nkeys, uint32_t i, uint3
     *len = tpx__get64(p + 12);
 }
 
+const char *tpx__sdesc_shape(const tpx_sdesc_t *d, uint64_t max_elems, uint64_t *nelem,
+                             uint64_t *span)
+{
+    if (d->ndims > TPX_LIST_MAX_DIMS)
+        return "more than 3 dimensions";
+    if (d->elem == 0)
+        return "an element of 0 bytes";
+    uint64_t n = 1, s = 0;
+    for (uint32_t k = 0; k < d->ndims; k++) {
+        if (d->count[k] == 0)
+            return "a dimension of count 0";
+        if (n > max_elems / d->count[k])
+            return "too many elements";
+        n *= d->count[k];
+        uint64_t c1 = d->count[k] - 1;
+        if (d->stride[k] != 0 && c1 > UINT64_MAX / d->stride[k])
+            return "offsets that wrap around";
+        if (s + c1 * d->stride[k] < s)
+            return "offsets that wrap around";
+        s += c1 * d->stride[k];
+    }
+    if (s + d->elem < s || d->off + (s + d->elem) < d->off)
+        return "offsets that wrap around";
+    *nelem = n;
+    *span = s + d->elem;
+    return NULL;
+}
+
+const char *tpx__sdesc_disjoint(const tpx_sdesc_t *d)
+{
+    uint32_t idx[TPX_LIST_MAX_DIMS], n = 0;
+    for (uint32_t k = 0; k < d->ndims && k < TPX_LIST_MAX_DIMS; k++)
+        if (d->count[k] > 1)
+            idx[n++] = k;
+    for (uint32_t i = 1; i < n; i++) /* by stride, innermost (smallest) first */
+        for (uint32_t j = i; j > 0 && d->stride[idx[j]] < d->stride[idx[j - 1]]; j--) {
+            uint32_t t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    uint64_t ext = d->elem; /* bytes the dimensions inside this one cover */
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t k = idx[i];
+        if (d->stride[k] < ext)
+            return "elements that overlap";
+        ext += (uint64_t)(d->count[k] - 1) * d->stride[k]; /* no wrap: shape checked */
+    }
+    return NULL;
+}
+
+/* A version-3 entry at buf + at (its bytes present: the caller checked). */
+static size_t entry3_get(const unsigned char *buf, size_t at, uint32_t *key_idx, tpx_sdesc_t *d)
+{
+    const unsigned char *p = buf + at;
+    memset(d, 0, sizeof(*d));
+    *key_idx = tpx__get32(p);
+    d->ndims = p[4];
+    d->off = tpx__get64(p + 8);
+    d->elem = tpx__get64(p + 16);
+    for (uint32_t k = 0; k < d->ndims && k < TPX_LIST_MAX_DIMS; k++) {
+        d->count[k] = tpx__get32(p + 24 + 12 * k);
+        d->stride[k] = tpx__get64(p + 28 + 12 * k);
+    }
+    return TPX_LIST3_ENTRY(d->ndims);
+}
+
+size_t tpx__list_put_entry3(unsigned char *buf, size_t at, uint32_t key_idx,
+                            const tpx_sdesc_t *d)
+{
+    unsigned char *p = buf + at;
+    tpx__put32(p, key_idx);
+    p[4] = (unsigned char)d->ndims;
+    p[5] = p[6] = p[7] = 0;
+    tpx__put64(p + 8, d->off);
+    tpx__put64(p + 16, d->elem);
+    for (uint32_t k = 0; k < d->ndims; k++) {
+        tpx__put32(p + 24 + 12 * k, d->count[k]);
+        tpx__put64(p + 28 + 12 * k, d->stride[k]);
+    }
+    return TPX_LIST3_ENTRY(d->ndims);
+}
+
+unsigned tpx__list_version(const unsigned char *buf, size_t len)
+{
+    return len >= 8 && tpx__get32(buf) == LIST_MAGIC ? tpx__get16(buf + 4) : 0;
+}
+
+unsigned tpx__list_version_mine(void) { return TPX_LIST_VERSION_STRIDED; }
+
+void tpx__list_cursor_init(tpx_list_cursor_t *c, const unsigned char *buf,
+                           const tpx_list_hdr_t *h)
+{
+    *c = (tpx_list_cursor_t){.buf = buf, .at = TPX_LIST_SIZE(h->nkeys, 0), .nkeys = h->nkeys,
+                             .version = h->version};
+}
+
+void tpx__list_cursor_next(tpx_list_cursor_t *c, uint32_t *key_idx, tpx_sdesc_t *d)
+{
+    if (c->version == TPX_LIST_VERSION_STRIDED) {
+        c->at += entry3_get(c->buf, c->at, key_idx, d);
+    } else {
+        memset(d, 0, sizeof(*d));
+        tpx__list_entry(c->buf, c->nkeys, c->next, key_idx, &d->off, &d->elem);
+        c->at += TPX_LIST_ENTRY;
+    }
+    c->next++;
+}
+
+/* Version 3's entries: each one's shape, then its elements through the
+ * chunker, one block each (as the requester cut them). */
+static tpx_status_t list3_check(const unsigned char *buf, size_t len, tpx_list_hdr_t *h,
+                                tpx_chunker_t *ck)
+{
+    size_t at = TPX_LIST_SIZE(h->nkeys, 0);
+    uint64_t sum = 0, nblocks = 0;
+    for (uint32_t i = 0; i < h->nent; i++) {
+        if (len - at < TPX_LIST3_ENTRY(0) || buf[at + 4] > TPX_LIST_MAX_DIMS ||
+            buf[at + 5] != 0 || buf[at + 6] != 0 || buf[at + 7] != 0 ||
+            len - at < TPX_LIST3_ENTRY(buf[at + 4]))
+            return TPX_ERR_PROTOCOL;
+        uint32_t k;
+        tpx_sdesc_t d;
+        at += entry3_get(buf, at, &k, &d);
+        uint64_t n, span;
+        if (k >= h->nkeys ||
+            tpx__sdesc_shape(&d, TPX_LIST_MAX_ENTRIES - nblocks, &n, &span) != NULL)
+            return TPX_ERR_PROTOCOL;
+        /* the entry's bytes (elements may overlap: a READ's source) */
+        if (d.elem > UINT64_MAX / n || sum + n * d.elem < sum)
+            return TPX_ERR_PROTOCOL;
+        sum += n * d.elem;
+        nblocks += n;
+        for (uint64_t j = 0; j < n; j++) {
+            uint64_t c0;
+            uint32_t po;
+            int shared;
+            tpx__chunker_add(ck, d.elem, &c0, &po, &shared);
+        }
+        if (ck->nchunks > UINT32_MAX)
+            return TPX_ERR_PROTOCOL;
+    }
+    if (at != len || sum != h->total)
+        return TPX_ERR_PROTOCOL;
+    h->nblocks = (uint32_t)nblocks;
+    return TPX_OK;
+}
+
 tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chunk,
                              tpx_list_hdr_t *out, uint32_t *nchunks)
 {
     if (len < TPX_LIST_HDR || chunk == 0 || tpx__get32(buf) != LIST_MAGIC ||
-        tpx__get16(buf + 4) != LIST_VERSION || buf[7] != 0)
+        (tpx__get16(buf + 4) != LIST_VERSION &&
+         tpx__get16(buf + 4) != TPX_LIST_VERSION_STRIDED) ||
+        buf[7] != 0)
         return TPX_ERR_PROTOCOL;
     tpx_list_hdr_t h = {.op = buf[6], .flags = buf[7], .nkeys = tpx__get32(buf + 8),
                         .nent = tpx__get32(buf + 12), .total = tpx__get64(buf + 16),
-                        .pack_max = tpx__get32(buf + 24), .pack_chunk = tpx__get32(buf + 28)};
+                        .pack_max = tpx__get32(buf + 24), .pack_chunk = tpx__get32(buf + 28),
+                        .version = tpx__get16(buf + 4)};
+    int v3 = h.version == TPX_LIST_VERSION_STRIDED;
     if ((h.op != TPX_WIRE_OP_READ && h.op != TPX_WIRE_OP_WRITE) || h.nent == 0 ||
         h.nent > TPX_LIST_MAX_ENTRIES || h.nkeys == 0 || h.nkeys > h.nent ||
-        len != TPX_LIST_SIZE(h.nkeys, h.nent) || h.pack_max > chunk || h.pack_chunk > chunk ||
+        (!v3 && len != TPX_LIST_SIZE(h.nkeys, h.nent)) ||
+        (v3 && (len < TPX_LIST_SIZE(h.nkeys, 0) ||
+                len - TPX_LIST_SIZE(h.nkeys, 0) < TPX_LIST3_ENTRY(0) * (size_t)h.nent)) ||
+        h.pack_max > chunk || h.pack_chunk > chunk ||
         (h.pack_chunk != 0 && h.pack_chunk < h.pack_max))
         return TPX_ERR_PROTOCOL;
-    uint64_t sum = 0;
     tpx_chunker_t ck = {.chunk = chunk, .pack_max = h.pack_max, .share = h.pack_chunk};
+    if (v3) {
+        if (list3_check(buf, len, &h, &ck) != TPX_OK)
+            return TPX_ERR_PROTOCOL;
+        *out = h;
+        *nchunks = (uint32_t)ck.nchunks;
+        return TPX_OK;
+    }
+    uint64_t sum = 0;
     for (uint32_t i = 0; i < h.nent; i++) {
         uint32_t k;
         uint64_t off, n;
@@ -262,6 +425,7 @@ tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chun
     }
     if (sum != h.total)
         return TPX_ERR_PROTOCOL;
+    h.nblocks = h.nent;
     *out = h;
     *nchunks = (uint32_t)ck.nchunks;
     return TPX_OK;

@@ -130,12 +130,32 @@ int tpx__ctrl_version_ours(void);
  * (TPX_RMA_PACK_CHUNK: pack_max..chunk; 0: the chunk): the owner cuts the
  * list exactly as the requester did, whatever its own settings, so engines
  * with different settings talk.
+ *
+ * Version 3 (only a list with a strided entry is written so; one of plain
+ * blocks stays version 2, byte for byte) has the same header and keys, and
+ * entries of 24 + 12 x ndims bytes:
+ *   u32 key index, u8 ndims (0..3), 3 x u8 0, u64 offset, u64 elem (> 0),
+ *   then per dimension, outermost first: u32 count (> 0), u64 stride
+ * An entry is the elements at offset + sum(i_d x stride_d), 0 <= i_d <
+ * count_d, each of elem bytes, in row-major order (the last dimension
+ * fastest): the owner's side of a strided block (tpx_strided_t), which the
+ * requester encodes with its dimensions collapsed where both sides are
+ * contiguous, so that both sides expand it into the same blocks: one per
+ * element, never merged. nent counts entries; the elements of the whole
+ * list are at most TPX_LIST_MAX_ENTRIES (the bound on the blocks the owner
+ * checks it into).
  */
 #define TPX_LIST_HDR 32
 #define TPX_LIST_ENTRY 20
 #define TPX_LIST_MAX_ENTRIES (1u << 20)
 #define TPX_LIST_SIZE(nkeys, nent) \
     ((size_t)TPX_LIST_HDR + 8 * (size_t)(nkeys) + (size_t)TPX_LIST_ENTRY * (size_t)(nent))
+#define TPX_LIST_VERSION_STRIDED 3
+#define TPX_LIST_MAX_DIMS 3
+#define TPX_LIST3_ENTRY(ndims) (24 + 12 * (size_t)(ndims))
+/* The largest list of nent entries of either version (RMA_REQ's bound). */
+#define TPX_LIST_SIZE_MAX(nent) \
+    ((size_t)TPX_LIST_HDR + (8 + TPX_LIST3_ENTRY(TPX_LIST_MAX_DIMS)) * (size_t)(nent))
 
 typedef struct {
     uint8_t op, flags;
@@ -143,7 +163,40 @@ typedef struct {
     uint64_t total;
     uint32_t pack_max; /* entries of at most this many bytes share chunks; 0: none */
     uint32_t pack_chunk; /* bytes of a shared chunk, pack_max..chunk; 0: the chunk */
+    uint16_t version;  /* 0 or 2: plain blocks; 3: strided entries (TPX_LIST_VERSION_STRIDED) */
+    uint32_t nblocks;  /* tpx__list_check: the blocks the list expands into (= nent in 2) */
 } tpx_list_hdr_t;
+
+/* One side of a strided entry: ndims dimensions (outermost first) of
+ * count[d] elements, stride[d] bytes apart, each of elem bytes, from off. */
+typedef struct {
+    uint64_t off, elem;
+    uint32_t ndims;
+    uint32_t count[TPX_LIST_MAX_DIMS];
+    uint64_t stride[TPX_LIST_MAX_DIMS];
+} tpx_sdesc_t;
+
+/* Checks of a strided side (pure; NULL: fine, else what is wrong):
+ * tpx__sdesc_shape: ndims <= 3, elem > 0, counts > 0, at most max_elems
+ * elements (*nelem), and its last byte does not wrap: *span = the bytes from
+ * off to the end of its last element. tpx__sdesc_disjoint: no two elements
+ * share a byte, by the dimensions sorted by stride, each stride at least the
+ * extent of the ones inside it (a layout that interleaves dimensions is
+ * refused although it may be disjoint). */
+const char *tpx__sdesc_shape(const tpx_sdesc_t *d, uint64_t max_elems, uint64_t *nelem,
+                             uint64_t *span);
+const char *tpx__sdesc_disjoint(const tpx_sdesc_t *d);
+/* Element i (row-major) of a checked side: its offset. The iteration over
+ * all of them is what both sides of a transfer agree on. */
+static inline uint64_t tpx__sdesc_elem(const tpx_sdesc_t *d, uint64_t i)
+{
+    uint64_t off = d->off;
+    for (uint32_t k = d->ndims; k-- > 0;) {
+        off += (i % d->count[k]) * d->stride[k];
+        i /= d->count[k];
+    }
+    return off;
+}
 
 /*
  * How a list is cut into chunks, identically on both sides. Each entry, in
@@ -192,15 +245,37 @@ void tpx__list_put_hdr(unsigned char *buf, const tpx_list_hdr_t *h);
 void tpx__list_put_key(unsigned char *buf, uint32_t i, uint64_t key);
 void tpx__list_put_entry(unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_t key_idx,
                          uint64_t off, uint64_t len);
+/* Version 3: write an entry at byte `at` of the list; returns its size. */
+size_t tpx__list_put_entry3(unsigned char *buf, size_t at, uint32_t key_idx,
+                            const tpx_sdesc_t *d);
 /* Check a whole list of `len` bytes: header, exact size, pack_max <= chunk,
  * key indexes in range, no zero length, offsets + lengths that do not wrap, lengths that
- * sum to total. Then *nchunks = the chunks it is cut into (tpx_chunker_t). */
+ * sum to total; version 3: every entry's shape (tpx__sdesc_shape), at most
+ * TPX_LIST_MAX_ENTRIES blocks in all (h->nblocks). Then *nchunks = the
+ * chunks it is cut into (tpx_chunker_t, over the blocks). */
 tpx_status_t tpx__list_check(const unsigned char *buf, size_t len, uint32_t chunk,
                              tpx_list_hdr_t *h, uint32_t *nchunks);
+/* The version a list says it has (0: not a list), and the highest this
+ * engine reads: to name a mismatch. */
+unsigned tpx__list_version(const unsigned char *buf, size_t len);
+unsigned tpx__list_version_mine(void);
 /* Accessors, valid after tpx__list_check() accepted the list. */
 uint64_t tpx__list_key(const unsigned char *buf, uint32_t i);
 void tpx__list_entry(const unsigned char *buf, uint32_t nkeys, uint32_t i, uint32_t *key_idx,
                      uint64_t *off, uint64_t *len);
+
+/* The entries of a checked list of either version one after the other,
+ * each as a strided side (a version-2 entry: ndims 0, elem = its length). */
+typedef struct {
+    const unsigned char *buf;
+    size_t at;         /* the next entry's byte offset */
+    uint32_t nkeys, next;
+    uint16_t version;
+} tpx_list_cursor_t;
+void tpx__list_cursor_init(tpx_list_cursor_t *c, const unsigned char *buf,
+                           const tpx_list_hdr_t *h);
+/* The next entry (the caller counts them: h->nent). */
+void tpx__list_cursor_next(tpx_list_cursor_t *c, uint32_t *key_idx, tpx_sdesc_t *d);
 
 /* ---- region descriptors (tpx_rdesc_t) ------------------------------------------------
  *

@@ -444,6 +444,32 @@ static void seeds_wire(void)
         seed_write(&s, "wire", "list_max");
     }
 
+    /* a version-3 list (strided entries): a plain block, then heads of
+     * every token of two blocks (2 x 16 elements of 512 bytes) */
+    {
+        unsigned char buf[TPX_LIST_SIZE(1, 0) + TPX_LIST3_ENTRY(0) + TPX_LIST3_ENTRY(2)];
+        tpx_sdesc_t plain = {.off = 100, .elem = 3000};
+        tpx_sdesc_t heads = {.off = 512, .elem = 512, .ndims = 2, .count = {2, 16},
+                             .stride = {32768, 2048}};
+        tpx_list_hdr_t h = {.op = TPX_WIRE_OP_READ, .nkeys = 1, .nent = 2,
+                            .total = 3000 + 32 * 512, .pack_max = 4096,
+                            .version = TPX_LIST_VERSION_STRIDED};
+        tpx__list_put_hdr(buf, &h);
+        tpx__list_put_key(buf, 0, 7);
+        size_t at = TPX_LIST_SIZE(1, 0);
+        at += tpx__list_put_entry3(buf, at, 0, &plain);
+        at += tpx__list_put_entry3(buf, at, 0, &heads);
+        tpx_list_hdr_t back;
+        uint32_t nchunks;
+        must(at == sizeof(buf) &&
+                 tpx__list_check(buf, sizeof(buf), 16384, &back, &nchunks) == TPX_OK,
+             "list_strided");
+        seed_start(&s, TPX_FUZZ_WIRE_LIST);
+        seed_add(&s, (const unsigned char[]){0x40, 0}, 2); /* 16 KiB chunks */
+        seed_add(&s, buf, sizeof(buf));
+        seed_write(&s, "wire", "list_strided");
+    }
+
     unsigned char d[TPX_WIRE_RDESC_SIZE];
     tpx__rdesc_encode(&(tpx_rdesc_fields_t){.mem_type = 1,
                                             .engine_id = 0xfeedfacecafebeefull,

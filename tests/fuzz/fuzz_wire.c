@@ -37,6 +37,49 @@ static void fuzz_ctrl(const uint8_t *data, size_t size)
 }
 
 /* Chunks of each accepted list, `chunk` from the first two data bytes. */
+/* A version-3 list the checker accepted: every entry's shape holds, its
+ * elements are in bounds, sum to total and cut into nchunks, and the list
+ * rebuilt from the cursor is the same bytes. */
+static void fuzz_list3(const unsigned char *in, size_t size, uint32_t chunk,
+                       const tpx_list_hdr_t *h, uint32_t nchunks)
+{
+    unsigned char *out = calloc(1, size);
+    TPX_FUZZ_CHECK(out != NULL, "out of memory");
+    tpx__list_put_hdr(out, h);
+    for (uint32_t i = 0; i < h->nkeys; i++)
+        tpx__list_put_key(out, i, tpx__list_key(in, i));
+    tpx_chunker_t ck = {.chunk = chunk, .pack_max = h->pack_max, .share = h->pack_chunk};
+    tpx_list_cursor_t cur;
+    tpx__list_cursor_init(&cur, in, h);
+    size_t at = TPX_LIST_SIZE(h->nkeys, 0);
+    uint64_t sum = 0, blocks = 0;
+    for (uint32_t i = 0; i < h->nent; i++) {
+        uint32_t k;
+        tpx_sdesc_t d;
+        tpx__list_cursor_next(&cur, &k, &d);
+        uint64_t n = 0, span = 0;
+        TPX_FUZZ_CHECK(k < h->nkeys && tpx__sdesc_shape(&d, TPX_LIST_MAX_ENTRIES, &n, &span) ==
+                                           NULL,
+                       "list3: bad entry accepted");
+        TPX_FUZZ_CHECK(at + TPX_LIST3_ENTRY(d.ndims) <= size, "list3: entry past the end");
+        at += tpx__list_put_entry3(out, at, k, &d);
+        for (uint64_t j = 0; j < n; j++) {
+            uint64_t off = tpx__sdesc_elem(&d, j), c0;
+            uint32_t po;
+            int shared;
+            TPX_FUZZ_CHECK(off >= d.off && off - d.off + d.elem <= span, "list3: element");
+            tpx__chunker_add(&ck, d.elem, &c0, &po, &shared);
+        }
+        sum += n * d.elem;
+        blocks += n;
+    }
+    TPX_FUZZ_CHECK(at == size && sum == h->total && blocks == h->nblocks &&
+                       blocks <= TPX_LIST_MAX_ENTRIES && ck.nchunks == nchunks,
+                   "list3: totals");
+    TPX_FUZZ_CHECK(memcmp(out, in, size) == 0, "list3: rebuilt list differs");
+    free(out);
+}
+
 static void fuzz_list(const uint8_t *data, size_t size)
 {
     if (size < 2)
@@ -48,7 +91,10 @@ static void fuzz_list(const uint8_t *data, size_t size)
     unsigned char *in = tpx_fuzz_fixed(data, size, size);
     tpx_list_hdr_t h;
     uint32_t nchunks = 0;
-    if (tpx__list_check(in, size, chunk, &h, &nchunks) == TPX_OK) {
+    if (tpx__list_check(in, size, chunk, &h, &nchunks) == TPX_OK &&
+        h.version == TPX_LIST_VERSION_STRIDED) {
+        fuzz_list3(in, size, chunk, &h, nchunks);
+    } else if (tpx__list_check(in, size, chunk, &h, &nchunks) == TPX_OK) {
         TPX_FUZZ_CHECK(chunk > 0 && size == TPX_LIST_SIZE(h.nkeys, h.nent), "list: size");
         unsigned char *out = malloc(size);
         TPX_FUZZ_CHECK(out != NULL, "out of memory");
