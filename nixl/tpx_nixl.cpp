@@ -77,12 +77,12 @@ status_t from_tpx(tpx_status_t s)
     }
 }
 
-/* One loaded remote agent; the last reference forgets the tpx remote. */
+/* One loaded remote agent; the last reference releases the tpx remote. */
 struct Remote {
     std::string agent;
     tpx_remote_t *r;
     Remote(std::string a, tpx_remote_t *rr) : agent(std::move(a)), r(rr) {}
-    ~Remote() { tpx_remote_forget(r); }
+    ~Remote() { tpx_remote_release(r); }
     Remote(const Remote &) = delete;
     void operator=(const Remote &) = delete;
 };
@@ -299,7 +299,7 @@ public:
             old = std::move(it->second);
             remotes_.erase(it);
         }
-        return SUCCESS; /* `old` forgets the remote unless requests still hold it */
+        return SUCCESS; /* `old` releases the remote unless requests still hold it */
     }
 
     status_t loadRemoteMD(const BlobDesc &input, const mem_t &type, const std::string &agent,
@@ -482,7 +482,7 @@ private:
                 if (stop_)
                     break;
             }
-            rem.reset(); /* outside the lock: may forget the remote */
+            rem.reset(); /* outside the lock: may release the remote */
             lk.lock();
         }
     }

@@ -60,6 +60,7 @@
 #include <stdio.h>
 
 #include "bench_common.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 #define PF_PROG              "tpx-perf"

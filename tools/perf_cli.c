@@ -29,6 +29,7 @@
 #include "perf.h"
 #include "perf_cluster.h"
 #include "perf_rma.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 static void pf_close_lane_fds(pf_main_t *m)
@@ -362,7 +363,7 @@ static int pf_probe_gpus(char *why, size_t len)
     }
     if (res[0] != TPX_OK || res[1] <= 0) {
         snprintf(why, len, "tpx_gpu_count: %s",
-                 res[0] != TPX_OK ? tpx_strerror((tpx_status_t)res[0]) : "0 devices");
+                 res[0] != TPX_OK ? tpx_status_string((tpx_status_t)res[0]) : "0 devices");
         return 0;
     }
     return res[1];
@@ -562,7 +563,7 @@ static void pf_usage(FILE *f)
             "\n"
             "EXIT STATUS\n"
             "    0  every size ran and (with --verify) every byte was right\n"
-            "    1  an engine call returned an error (printed with tpx_strerror()), data\n"
+            "    1  an engine call returned an error (printed with tpx_status_string()), data\n"
             "       did not match, a peer went away or stopped making progress, the\n"
             "       control connection or --compare-transport failed, or --mem cuda or\n"
             "       --all-gpus found no CUDA GPU (or the two hosts' --all-gpus disagree)\n"

@@ -86,7 +86,7 @@ static tpx_engine_t *pc_engine(const char *name, int listen)
     tpx_status_t st = tpx_engine_create(&ep, &e);
     if (st != TPX_OK)
         fprintf(stderr, "%s: tpx_engine_create(%s): %s\n", PC_PROG, name ? name : "",
-                tpx_strerror(st));
+                tpx_status_string(st));
     return e;
 }
 
@@ -116,7 +116,7 @@ static int pc_server(const pc_opts_t *o)
     if (st == TPX_OK)
         st = tpx_registry_publish(reg, e, &d, 1, o->ttl);
     if (st != TPX_OK) {
-        fprintf(stderr, "%s: server %s: %s\n", PC_PROG, o->name, tpx_strerror(st));
+        fprintf(stderr, "%s: server %s: %s\n", PC_PROG, o->name, tpx_status_string(st));
         goto out;
     }
     if (!bench_quiet)
@@ -192,7 +192,7 @@ static int pc_peer_names(const pc_opts_t *o, tpx_registry_t *reg, char (*names)[
         size_t total = 0;
         tpx_status_t st = tpx_registry_list(reg, names, PC_MAX_PEERS, &total);
         if (st != TPX_OK) {
-            fprintf(stderr, "%s: client: listing the registry: %s\n", PC_PROG, tpx_strerror(st));
+            fprintf(stderr, "%s: client: listing the registry: %s\n", PC_PROG, tpx_status_string(st));
             return -1;
         }
         *n = (int)(total < PC_MAX_PEERS ? total : PC_MAX_PEERS);
@@ -218,7 +218,7 @@ static int pc_round(tpx_engine_t *e, pc_peer_t *p, int n, int timeout_ms, const 
         tpx_status_t st = tpx_rma(p[i].rm, TPX_OP_READ, &v, 1, NULL, 0, &p[i].x);
         if (st != TPX_OK) {
             fprintf(stderr, "%s: client %s: READ from %s: %s\n", PC_PROG, who, p[i].name,
-                    tpx_strerror(st));
+                    tpx_status_string(st));
             p[i].x = NULL;
             bad = 1;
         }
@@ -237,7 +237,7 @@ static int pc_round(tpx_engine_t *e, pc_peer_t *p, int n, int timeout_ms, const 
             left--;
             if (st != TPX_OK) {
                 fprintf(stderr, "%s: client %s: READ from %s: %s\n", PC_PROG, who, p[i].name,
-                        st == TPX_INPROGRESS ? "no completion within --timeout" : tpx_strerror(st));
+                        st == TPX_INPROGRESS ? "no completion within --timeout" : tpx_status_string(st));
                 bad = 1;
             }
         }
@@ -296,7 +296,7 @@ static int pc_client(const pc_opts_t *o)
             st = tpx_rdesc_info(&p->desc, NULL, &len);
         }
         if (st != TPX_OK) {
-            fprintf(stderr, "%s: client %s: %s: %s\n", PC_PROG, me, p->name, tpx_strerror(st));
+            fprintf(stderr, "%s: client %s: %s: %s\n", PC_PROG, me, p->name, tpx_status_string(st));
             goto out;
         }
         p->bytes = o->size > 0 && o->size < len ? o->size : len;
@@ -356,7 +356,7 @@ out:
         if (peers[i].region != NULL)
             tpx_mem_deregister(peers[i].region);
         if (peers[i].rm != NULL)
-            tpx_remote_forget(peers[i].rm);
+            tpx_remote_release(peers[i].rm);
         free(peers[i].buf);
     }
     tpx_registry_close(reg);
@@ -707,7 +707,7 @@ int perf_cluster_main(int argc, char **argv)
             st = tpx_registry_list(reg, names, PC_MAX_PEERS * 16, &n);
         tpx_registry_close(reg);
         if (st != TPX_OK) {
-            fprintf(stderr, "%s: list: %s\n", PC_PROG, tpx_strerror(st));
+            fprintf(stderr, "%s: list: %s\n", PC_PROG, tpx_status_string(st));
             return BENCH_EXIT_FAIL;
         }
         for (size_t i = 0; i < n && i < PC_MAX_PEERS * 16; i++)

@@ -32,6 +32,7 @@
 
 #include "bench_common.h"
 #include "perf_rma.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 #define PR_MAX_ROWS 32
@@ -822,7 +823,7 @@ static int pr_loopback(const pr_opts_t *o)
         goto out;
     c.rdesc = own.d;
     rc = pr_requester(&c);
-    tpx_remote_forget(c.rm);
+    tpx_remote_release(c.rm);
 out:
     pr_side_free(&req);
     pr_side_free(&own);
@@ -860,7 +861,7 @@ static int pr_client(const pr_opts_t *o)
     if (tpx_remote_load(req.e, buf, m.len - TPX_RDESC_SIZE, &c.rm) != TPX_OK)
         goto out;
     rc = pr_requester(&c);
-    tpx_remote_forget(c.rm);
+    tpx_remote_release(c.rm);
     (void)pr_send(c.ctl, PRM_BYE, 0, 0, 0, NULL, 0);
 out:
     close(c.ctl);

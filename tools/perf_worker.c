@@ -131,7 +131,7 @@ static int pf_stream_alloc(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s)
         tpx_status_t st = tpx_gpu_alloc(w->gpu, s->mem_len, &d);
         if (st != TPX_OK) {
             bench_fail(&w->side, "tpx_gpu_alloc(GPU %d, %zu bytes): %s", w->gpu, s->mem_len,
-                       tpx_strerror(st));
+                       tpx_status_string(st));
             return -1;
         }
         s->mem = d;
@@ -143,7 +143,7 @@ static int pf_stream_alloc(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s)
         st = tpx_mem_register(w->e, d, s->mem_len, TPX_MEM_CUDA, &s->region);
         if (st != TPX_OK) {
             bench_fail(&w->side, "tpx_mem_register(%zu bytes of GPU %d memory): %s", s->mem_len,
-                       w->gpu, tpx_strerror(st));
+                       w->gpu, tpx_status_string(st));
             return -1;
         }
         return 0;
@@ -159,7 +159,7 @@ static int pf_stream_alloc(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s)
     tpx_status_t st = tpx_mem_register(w->e, b, s->mem_len, TPX_MEM_HOST, &s->region);
     if (st != TPX_OK) {
         bench_fail(&w->side, "tpx_mem_register(%zu bytes of host memory): %s", s->mem_len,
-                   tpx_strerror(st));
+                   tpx_status_string(st));
         return -1;
     }
     return 0;
@@ -200,7 +200,7 @@ static int pf_post_iter(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t 
             s->x[slot] = NULL;
             bench_fail(&w->side,
                        "%s(%" PRIu64 " bytes; iteration %" PRIu64 ", transfer %" PRIu64 "): %s",
-                       s->is_send ? "tpx_send" : "tpx_recv", z->size, it, k, tpx_strerror(st));
+                       s->is_send ? "tpx_send" : "tpx_recv", z->size, it, k, tpx_status_string(st));
             return -1;
         }
     }
@@ -231,7 +231,7 @@ static int pf_drain(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t iter
             bench_fail(&w->side,
                        "%s of %" PRIu64 " bytes failed (iteration %" PRIu64 ", transfer %" PRIu64
                        "): %s",
-                       op, z->size, it, k, tpx_strerror(st));
+                       op, z->size, it, k, tpx_status_string(st));
             return -1;
         }
         if (!s->is_send && bytes != z->size) {
@@ -299,7 +299,7 @@ static int pf_gpu_stage(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t 
     tpx_status_t st = tpx_gpu_copy(s->mem, s->stage, len);
     if (st != TPX_OK) {
         bench_fail(&w->side, "tpx_gpu_copy(%zu bytes host -> GPU %d, %s): %s", len, w->gpu,
-                   s->is_send ? "the pattern" : "clearing the receive buffers", tpx_strerror(st));
+                   s->is_send ? "the pattern" : "clearing the receive buffers", tpx_status_string(st));
         return -1;
     }
     return 0;
@@ -313,7 +313,7 @@ static int pf_gpu_check(pf_worker_t *w, pf_sized_t *z, pf_stream_t *s, uint64_t 
     tpx_status_t st = tpx_gpu_copy(s->stage, s->mem, len);
     if (st != TPX_OK) {
         bench_fail(&w->side, "tpx_gpu_copy(%zu bytes GPU %d -> host, to check them): %s", len,
-                   w->gpu, tpx_strerror(st));
+                   w->gpu, tpx_status_string(st));
         return -1;
     }
     for (uint64_t slot = 0; slot < nslots; slot++) {
@@ -580,7 +580,7 @@ int pf_worker(pf_worker_t *w)
                    "tpx_engine_create(plugin %s, gpu %d, %" PRIu64 " channels, chunk %" PRIu64
                    ", window %" PRIu64 "): %s",
                    w->plugin ? w->plugin : "from TPX_NET_PLUGIN", w->gpu, p->channels, p->chunk,
-                   p->window, tpx_strerror(st));
+                   p->window, tpx_status_string(st));
         return -1;
     }
     w->efd = tpx_engine_fd(w->e);
@@ -594,7 +594,7 @@ int pf_worker(pf_worker_t *w)
         rec.info.size = sizeof(rec.info);
         st = tpx_engine_info(w->e, &rec.info);
         if (st != TPX_OK) {
-            bench_fail(&w->side, "tpx_engine_info: %s", tpx_strerror(st));
+            bench_fail(&w->side, "tpx_engine_info: %s", tpx_status_string(st));
             goto out;
         }
         if (bench_put_row(&w->side, &rec) != 0)
@@ -611,7 +611,7 @@ int pf_worker(pf_worker_t *w)
             if (st == TPX_OK)
                 break;
             if (st != TPX_ERR_TIMED_OUT && st != TPX_INPROGRESS) {
-                bench_fail(&w->side, "tpx_peer_accept: %s", tpx_strerror(st));
+                bench_fail(&w->side, "tpx_peer_accept: %s", tpx_status_string(st));
                 goto out;
             }
             if (bench_check_alive(&w->side, w->p->timeout_s, bench_now_ns(), &next_check, start, 0,
@@ -625,7 +625,7 @@ int pf_worker(pf_worker_t *w)
         st = tpx_peer_connect(w->e, w->host, port, tmo_ms, &w->peer);
         if (st != TPX_OK) {
             bench_fail(&w->side, "tpx_peer_connect(%s, port %d): %s", w->host, port,
-                       tpx_strerror(st));
+                       tpx_status_string(st));
             goto out;
         }
     }

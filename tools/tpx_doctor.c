@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 #define DR_PROG      "tpx-doctor"
@@ -484,7 +485,7 @@ static void dr_collect_gpus(dr_t *d)
         dr_warn(d, "gpus", 0,
                 "%d NVIDIA GPU(s) on the PCI bus but the CUDA driver reports none (%s): install "
                 "the NVIDIA driver (libcuda.so.1) or check that the container sees /dev/nvidia*",
-                d->ngpus, tpx_strerror((tpx_status_t)d->gpu_rc));
+                d->ngpus, tpx_status_string((tpx_status_t)d->gpu_rc));
     if (d->gpu_count == 0)
         dr_warn(d, "gpus", 0,
                 "no CUDA GPU: GPUDirect-TCPX cannot run here; tpx works with host memory "
@@ -1241,7 +1242,7 @@ static void dr_collect_binds(dr_t *d)
         b->rc = tpx_engine_create(&p, &e);
         if (b->rc != TPX_OK) {
             dr_warn(d, "binding", 0, "an engine of %s%d could not be made: %s",
-                    g < 0 ? "no GPU" : "GPU ", g < 0 ? 0 : g, tpx_strerror((tpx_status_t)b->rc));
+                    g < 0 ? "no GPU" : "GPU ", g < 0 ? 0 : g, tpx_status_string((tpx_status_t)b->rc));
             continue;
         }
         tpx_engine_info_t in;
@@ -1287,7 +1288,7 @@ static void dr_print(const dr_t *d)
 
     printf("\n== GPUs\n");
     printf("  CUDA driver: %d GPU(s)%s%s\n", d->gpu_count, d->gpu_rc == TPX_OK ? "" : ": ",
-           d->gpu_rc == TPX_OK ? "" : tpx_strerror((tpx_status_t)d->gpu_rc));
+           d->gpu_rc == TPX_OK ? "" : tpx_status_string((tpx_status_t)d->gpu_rc));
     printf("  NVIDIA PCI functions: %d (PCI bus order; CUDA uses it with "
            "CUDA_DEVICE_ORDER=PCI_BUS_ID)%s\n",
            d->ngpus, d->nvidia_proc ? "" : "; no /proc/driver/nvidia");
@@ -1362,7 +1363,7 @@ static void dr_print(const dr_t *d)
         char who[16];
         snprintf(who, sizeof(who), b->gpu < 0 ? "no GPU" : "GPU %d", b->gpu);
         if (b->rc != TPX_OK) {
-            printf("  %-8s (no engine: %s)\n", who, tpx_strerror((tpx_status_t)b->rc));
+            printf("  %-8s (no engine: %s)\n", who, tpx_status_string((tpx_status_t)b->rc));
             continue;
         }
         printf("  %-8s NICs", who);
@@ -1482,7 +1483,7 @@ static int dr_write_json(const dr_t *d)
         fprintf(f, "}}");
     }
     fprintf(f, "],\n \"gpus\": {\"cuda_count\": %d, ", d->gpu_count);
-    dr_json_kstr(f, "cuda_status", d->gpu_rc == TPX_OK ? "" : tpx_strerror((tpx_status_t)d->gpu_rc),
+    dr_json_kstr(f, "cuda_status", d->gpu_rc == TPX_OK ? "" : tpx_status_string((tpx_status_t)d->gpu_rc),
                  1);
     fprintf(f, "\"pci\": [");
     for (int i = 0; i < d->ngpus; i++) {

@@ -4,10 +4,21 @@
  *
  * tpx moves GPU or host memory between machines over TCP by driving NCCL net
  * plugins ("ncclNet", see tpx/ncclnet.h). This header is the contract: a
- * function not declared here is not part of the API.
+ * function not declared here (or in tpx/status.h, tpx/log.h, tpx/registry.h,
+ * tpx/gpu.h) is not part of the API.
  *
- * Conventions: every call returns tpx_status_t (tpx/status.h); outputs are
- * written only on success; strings returned are static.
+ * Conventions: every call returns tpx_status_t (tpx/status.h; a sentence
+ * for one: tpx_status_string()); outputs are written only on success;
+ * strings returned are static.
+ *
+ * Ending things: one verb per kind, paired with what began it.
+ *   create  -> destroy     the engine (tpx_engine_create / _destroy)
+ *   connect -> close       a connection (tpx_peer_connect, _accept / tpx_peer_close)
+ *   register -> deregister memory (tpx_mem_register / tpx_mem_deregister)
+ *   export  -> unexport    a range offered to peers (tpx_region_export / _unexport)
+ *   release                a handle the library gave out: a transfer
+ *                          (tpx_xfer_release), a preparation
+ *                          (tpx_prep_release), a remote (tpx_remote_release)
  */
 #ifndef TPX_TPX_H
 #define TPX_TPX_H
@@ -27,16 +38,6 @@ extern "C" {
 /* "MAJOR.MINOR.PATCH" of the library. */
 TPX_API const char *tpx_version_string(void);
 
-/* Same as tpx_status_string(); the name users of strerror() look for.
- * tpx_status_name() (tpx/status.h) gives the enumerator's name. */
-TPX_API const char *tpx_strerror(tpx_status_t status);
-
-/* Names kept for one release after a rename; they call the new function. */
-#if defined(__GNUC__)
-#define TPX_DEPRECATED(msg) __attribute__((deprecated(msg)))
-#else
-#define TPX_DEPRECATED(msg)
-#endif
 
 /*
  * The built-in TCP transport, linked into libtpx, as an ncclNet v10 table.
@@ -322,13 +323,10 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *engine, void *buf, si
  * second connection); without, only one this engine dialed. */
 TPX_API tpx_status_t tpx_remote_load(tpx_engine_t *engine, const void *blob, size_t len,
                                      tpx_remote_t **remote);
-/* The name of tpx_remote_load() before 0.2. */
-TPX_API TPX_DEPRECATED("renamed tpx_remote_load") tpx_status_t
-tpx_engine_load_remote(tpx_engine_t *engine, const void *blob, size_t len, tpx_remote_t **remote);
 /* Drop a reference; the last one closes the remote's connection (its
  * transfers end with TPX_ERR_CANCELED) and frees it. Prepared transfers of
  * the remote must be released first. */
-TPX_API void tpx_remote_forget(tpx_remote_t *remote);
+TPX_API void tpx_remote_release(tpx_remote_t *remote);
 /* Connect now (waits up to timeout_ms; 0: TPX_CONNECT_TIMEOUT_MS). After
  * the connection failed (peer restarted, link lost) the next transfer, or
  * this call, connects again: a new epoch. */
@@ -529,9 +527,6 @@ TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *remote, const void *msg, size_
  * returns TPX_ERR_OVERFLOW -- with *n and out[] filled as usual -- once. */
 TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size_t max,
                                            size_t *n);
-/* The name of tpx_engine_get_notifs() before 0.2. */
-TPX_API TPX_DEPRECATED("renamed tpx_engine_get_notifs") tpx_status_t
-tpx_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size_t max, size_t *n);
 
 /* ---- counters ---- */
 
@@ -551,20 +546,6 @@ typedef struct {
 
 /* Fills the first out->size bytes (out->size itself is left as is). */
 TPX_API tpx_status_t tpx_engine_counters(tpx_engine_t *engine, tpx_engine_counters_t *out);
-
-/* ==== GPU memory helpers ===================================================
- * For tools and tests that need device buffers without linking CUDA
- * themselves; they use the same run-time driver as the engine. Without a
- * driver or GPU they return TPX_ERR_NO_DEVICE. */
-
-/* Number of CUDA devices (0 and TPX_ERR_NO_DEVICE if none). */
-TPX_API tpx_status_t tpx_gpu_count(int *count);
-/* `len` bytes of device memory on `gpu`, 4 KiB aligned. */
-TPX_API tpx_status_t tpx_gpu_alloc(int gpu, size_t len, void **ptr);
-/* Free what tpx_gpu_alloc() returned (NULL is ignored). */
-TPX_API void tpx_gpu_free(void *ptr);
-/* Copy between host and device memory (any direction), synchronously. */
-TPX_API tpx_status_t tpx_gpu_copy(void *dst, const void *src, size_t len);
 
 #ifdef __cplusplus
 }

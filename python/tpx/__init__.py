@@ -164,7 +164,7 @@ def _api() -> ctypes.CDLL:
         "tpx_remote_load": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.POINTER(_vp)]),
         "tpx_engine_counters": (_st, [_vp, ctypes.POINTER(_Counters)]),
         "tpx_engine_info": (_st, [_vp, ctypes.POINTER(_Info)]),
-        "tpx_remote_forget": (None, [_vp]),
+        "tpx_remote_release": (None, [_vp]),
         "tpx_remote_connect": (_st, [_vp, ctypes.c_int]),
         "tpx_remote_name": (ctypes.c_char_p, [_vp]),
         "tpx_mem_register": (_st, [_vp, _vp, _sz, ctypes.c_int, ctypes.POINTER(_vp)]),
@@ -866,9 +866,7 @@ class Remote(_Owned):
         self._engine, self._h = engine, h
 
     def _free(self, h: ctypes.c_void_p) -> None:
-        _api().tpx_remote_forget(h)
-
-    forget = _Owned.release
+        _api().tpx_remote_release(h)
 
     @property
     def name(self) -> str:

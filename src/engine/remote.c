@@ -361,7 +361,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     if (rm->refs == 0) {
         pthread_mutex_unlock(&e->lock);
         pthread_mutex_unlock(&rm->conn_lock);
-        TPX_ERROR("remote %s was forgotten (tpx_remote_forget)", rm->md.name);
+        TPX_ERROR("remote %s was forgotten (tpx_remote_release)", rm->md.name);
         return TPX_ERR_INVALID_STATE;
     }
     tpx_peer_t *p = rm->peer;
@@ -451,7 +451,7 @@ TPX_API tpx_status_t tpx_remote_connect(tpx_remote_t *rm, int timeout_ms)
     return tpx__remote_peer(rm, timeout_ms, &p);
 }
 
-TPX_API void tpx_remote_forget(tpx_remote_t *rm)
+TPX_API void tpx_remote_release(tpx_remote_t *rm)
 {
     if (rm == NULL)
         return;

@@ -31,7 +31,7 @@ struct tpx_remote {
     tpx_md_t md;
     tpx_peer_t *peer;           /* the connection in use (owned: peer->remote == this) */
     uint64_t epoch;             /* connections made so far */
-    int forgetting;             /* tpx_remote_forget() is closing it: it frees it */
+    int forgetting;             /* tpx_remote_release() is closing it: it frees it */
     pthread_mutex_t conn_lock;  /* one connect at a time; taken before e->lock */
     tpx__resolver_t *resolver;  /* owned; NULL: the blob it was loaded with is final */
     /* The ticket of the engine instance its first connection reached (ident.h

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "gpu/cuda.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 /* Allocations handed out, so tpx_gpu_free() can find the driver's base. */

@@ -10,8 +10,6 @@
 
 TPX_API const char *tpx_version_string(void) { return TPX_VERSION_STRING; }
 
-TPX_API const char *tpx_strerror(tpx_status_t status) { return tpx_status_string(status); }
-
 TPX_API const tpx_ncclnet_v10_t *tpx_net_builtin(void) { return &tpx__sock_net_v10; }
 
 TPX_API const void *tpx_net_builtin_table(int abi)
@@ -30,16 +28,3 @@ TPX_API const void *tpx_net_builtin_table(int abi)
 TPX_API tpx_status_t tpx_config_check(void) { return tpx__config_load(); }
 
 TPX_API void tpx_config_print(FILE *out, int markdown) { tpx__config_print(out, markdown ? 1 : 0); }
-
-/* ---- names kept for one release (tpx.h) ---- */
-
-TPX_API tpx_status_t tpx_engine_load_remote(tpx_engine_t *engine, const void *blob, size_t len,
-                                            tpx_remote_t **remote)
-{
-    return tpx_remote_load(engine, blob, len, remote);
-}
-
-TPX_API tpx_status_t tpx_get_notifs(tpx_engine_t *engine, tpx_notif_t *out, size_t max, size_t *n)
-{
-    return tpx_engine_get_notifs(engine, out, max, n);
-}

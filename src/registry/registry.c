@@ -1183,7 +1183,7 @@ TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *r, tpx_engine_t *e
         if (rm != NULL) {
             st = tpx__remote_refresh(rm);
             if (st != TPX_OK) {
-                tpx_remote_forget(rm);
+                tpx_remote_release(rm);
                 rm = NULL;
             } else {
                 *remote = rm;

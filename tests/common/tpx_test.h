@@ -133,7 +133,7 @@ static inline void test_fail_at(const char *file, int line, const char *what, co
     do {                                                                                           \
         tpx_status_t st_ = (call);                                                                 \
         if (st_ != TPX_OK) {                                                                       \
-            TEST_FAIL_("CHECK_OK(" #call ")", "%s (%d)", tpx_strerror(st_), (int)st_);             \
+            TEST_FAIL_("CHECK_OK(" #call ")", "%s (%d)", tpx_status_string(st_), (int)st_);             \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
@@ -190,7 +190,7 @@ static inline void test_fail_at(const char *file, int line, const char *what, co
     do {                                                                                           \
         tpx_status_t st_ = (call);                                                                 \
         if (st_ != TPX_OK) {                                                                       \
-            TEST_FAIL_("REQUIRE_OK(" #call ")", "%s (%d)", tpx_strerror(st_), (int)st_);           \
+            TEST_FAIL_("REQUIRE_OK(" #call ")", "%s (%d)", tpx_status_string(st_), (int)st_);           \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)

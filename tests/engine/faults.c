@@ -107,13 +107,13 @@ static int kill_srv(int arg)
     const char *tmo = getenv("TPX_TIMEOUT_MS");
     test_say("the 1 GiB receive from the killed client ended with %s (%d) %.3f s after the SIGKILL "
              "(TPX_TIMEOUT_MS=%s; limit %.0f s)",
-             tpx_strerror(st), (int)st, after, tmo ? tmo : "(default)", KILL_LIMIT_S);
+             tpx_status_string(st), (int)st, after, tmo ? tmo : "(default)", KILL_LIMIT_S);
     CHECK(st != TPX_OK, "the receive from the killed client ended TPX_OK (%zu bytes)", bytes);
     CHECK(st != TPX_INPROGRESS, "tpx_xfer_wait(-1) returned TPX_INPROGRESS");
     CHECK(after >= 0, "the receive from A failed %.3f s BEFORE A was killed", -after);
     CHECK(after < KILL_LIMIT_S, "the receive from the killed client took %.3f s to fail", after);
     CHECK(st2 == st, "tpx_xfer_poll after the end says %s, tpx_xfer_wait said %s",
-          tpx_strerror(st2), tpx_strerror(st));
+          tpx_status_string(st2), tpx_status_string(st));
 
     TRY(ht_wait(xb, KILL_B_LEN, "client B's 256 MiB posted before the kill"));
     TRY(ht_verify(rb.p + HT_GUARD, KILL_B_LEN, ht_seed(4, 2, 0), 0, "client B before the kill"));
@@ -172,7 +172,7 @@ static int kill_a(int arg)
     CHECK_OK(tpx_send(peer, s.reg, 0, KILL_LEN, &x));
     TRY(ht_put(L_pa, MSG_POSTED));
     tpx_status_t st = tpx_xfer_wait(x, -1, NULL);
-    test_say("my 1 GiB send ended (%s) before I was killed", tpx_strerror(st));
+    test_say("my 1 GiB send ended (%s) before I was killed", tpx_status_string(st));
     TRY(ht_put(L_pa, MSG_COMPLETED));
     for (;;)
         pause(); /* the supervisor kills us */
@@ -314,7 +314,7 @@ static int auth_cli(int k)
         TRY(ht_put(L_auth[k], (uint64_t)(int64_t)st));
         test_say("token '%s' against 's3cret': tpx_peer_connect returned %s (%d) after %.3f s "
                  "(connect timeout %d ms)%s",
-                 auth_token[k], tpx_strerror(st), (int)st, dt, AUTH_CONNECT_MS,
+                 auth_token[k], tpx_status_string(st), (int)st, dt, AUTH_CONNECT_MS,
                  st == TPX_ERR_TIMED_OUT ? "; a timeout, not a clear rejection" : "");
         CHECK(st < 0, "connected with token '%s' to a server that wants 's3cret'", auth_token[k]);
         CHECK(p == NULL, "tpx_peer_connect wrote its output on failure");
@@ -540,7 +540,7 @@ static int garbage_fuzzer(int arg)
     size_t nrec = rl.nc2s < sizeof(rl.c2s) ? rl.nc2s : sizeof(rl.c2s);
     test_say("recorded a real handshake through a relay: connect %s; %zu bytes client->server, %zu "
              "server->client",
-             tpx_strerror(st), rl.nc2s, rl.ns2c);
+             tpx_status_string(st), rl.nc2s, rl.ns2c);
     TRY(ht_put(L_sf, st == TPX_OK ? MSG_REC_OK : MSG_REC_FAILED));
     if (nrec > FUZZ_MSG / 4)
         nrec = FUZZ_MSG / 4;
@@ -779,15 +779,15 @@ static int trunc_srv(int arg)
         tpx_status_t st = tpx_xfer_wait(x, -1, &bytes);
         tpx_status_t st2 = tpx_xfer_poll(x, NULL);
         tpx_xfer_release(x);
-        test_say("%s: %s (%d)", what, tpx_strerror(st), (int)st);
-        CHECK(st2 == st, "%s: tpx_xfer_poll afterwards says %s", what, tpx_strerror(st2));
+        test_say("%s: %s (%d)", what, tpx_status_string(st), (int)st);
+        CHECK(st2 == st, "%s: tpx_xfer_poll afterwards says %s", what, tpx_status_string(st2));
         if (TR[i].truncated) {
             CHECK(st == TPX_ERR_TRUNCATED, "%s: %s, expected TPX_ERR_TRUNCATED", what,
-                  tpx_strerror(st));
+                  tpx_status_string(st));
             /* The receive itself may hold a prefix; nothing past it may change. */
             TRY(ht_guard_check(r.p + HT_GUARD + rl, r.len - HT_GUARD - rl, 60 + i, what));
         } else {
-            CHECK(st == TPX_OK && bytes == sl, "%s: %s, %zu bytes", what, tpx_strerror(st), bytes);
+            CHECK(st == TPX_OK && bytes == sl, "%s: %s, %zu bytes", what, tpx_status_string(st), bytes);
             TRY(ht_verify(r.p + HT_GUARD, sl, ht_seed(7, (unsigned)i, 0), 0, what));
             TRY(ht_guard_check(r.p + HT_GUARD + sl, r.len - HT_GUARD - sl, 60 + i, what));
         }
@@ -817,12 +817,12 @@ static int trunc_cli(int arg)
         tpx_xfer_release(x);
         if (TR[i].truncated) {
             test_say("step %zu: the send of %zu bytes into a %zu-byte receive ended %s (%d)", i,
-                     TR[i].send, TR[i].recv, tpx_strerror(st), (int)st);
+                     TR[i].send, TR[i].recv, tpx_status_string(st), (int)st);
             CHECK(st == TPX_OK || st == TPX_ERR_TRUNCATED,
                   "step %zu: the sender should see TPX_OK or TPX_ERR_TRUNCATED", i);
         } else {
             CHECK(st == TPX_OK && bytes == TR[i].send, "step %zu: send of %zu: %s, %zu bytes", i,
-                  TR[i].send, tpx_strerror(st), bytes);
+                  TR[i].send, tpx_status_string(st), bytes);
         }
     }
     TRY(ht_exchange(e, peer, MiB, ht_seed(7, 101, 0), ht_seed(7, 100, 0), "after truncation"));
@@ -880,7 +880,7 @@ static int postfail_srv(int arg)
     tpx_status_t st = tpx_xfer_wait(x, 10000, &bytes);
     tpx_xfer_release(x);
     CHECK(st == TPX_ERR_IO, "the receive ended %s (%d), expected the injected TPX_ERR_IO",
-          tpx_strerror(st), (int)st);
+          tpx_status_string(st), (int)st);
     /* The caller owns the buffer again: no engine call from here on. */
     memset(r.p, PF_FILL, PF_BIG);
     ht_sleep_ms(300);
@@ -914,7 +914,7 @@ static int postfail_cli(int arg)
     /* The receiver goes away in the middle: any end but a hang will do. */
     tpx_status_t st = tpx_xfer_wait(x, 30000, NULL);
     tpx_xfer_release(x);
-    test_say("the large send ended %s (%d)", tpx_strerror(st), (int)st);
+    test_say("the large send ended %s (%d)", tpx_status_string(st), (int)st);
     CHECK(st != TPX_INPROGRESS, "the large send still runs 30 s after the receiver failed");
     uint64_t done;
     TRY(ht_get(L_sa, &done, HT_PIPE_MS + 10000));
@@ -942,7 +942,7 @@ int scen_postfail(int argc, char **argv)
 #define EXPECT_ERR(call)                                                                           \
     do {                                                                                           \
         tpx_status_t st_ = (call);                                                                 \
-        EXPECT(st_ < 0, "%s returned %s (%d), expected an error", #call, tpx_strerror(st_),        \
+        EXPECT(st_ < 0, "%s returned %s (%d), expected an error", #call, tpx_status_string(st_),        \
                (int)st_);                                                                          \
     } while (0)
 /* A create that must fail; its output must stay untouched. */
@@ -950,12 +950,12 @@ int scen_postfail(int argc, char **argv)
     do {                                                                                           \
         tpx_engine_t *e_ = SENT;                                                                   \
         tpx_status_t st_ = tpx_engine_create(params, &e_);                                         \
-        EXPECT(st_ < 0, "tpx_engine_create with %s returned %s", why, tpx_strerror(st_));          \
+        EXPECT(st_ < 0, "tpx_engine_create with %s returned %s", why, tpx_status_string(st_));          \
         EXPECT(e_ == SENT, "tpx_engine_create with %s wrote its output", why);                     \
         if (st_ == TPX_OK && e_ != SENT && e_ != NULL)                                             \
             tpx_engine_destroy(e_);                                                                \
         if (st_ < 0)                                                                               \
-            test_say("ok: %s -> %s", why, tpx_strerror(st_));                                      \
+            test_say("ok: %s -> %s", why, tpx_status_string(st_));                                      \
     } while (0)
 /* A send/recv that must fail without producing a transfer. */
 #define EXPECT_POST_ERR(fn, ...)                                                                   \
@@ -963,7 +963,7 @@ int scen_postfail(int argc, char **argv)
         tpx_xfer_t *x_ = SENT;                                                                     \
         tpx_status_t st_ = fn(__VA_ARGS__, &x_);                                                   \
         EXPECT(st_ < 0, "%s(%s) returned %s, expected an error", #fn, #__VA_ARGS__,                \
-               tpx_strerror(st_));                                                                 \
+               tpx_status_string(st_));                                                                 \
         EXPECT(st_ >= 0 || x_ == SENT, "%s(%s) failed but wrote its output", #fn, #__VA_ARGS__);   \
         if (st_ >= 0 && x_ != SENT && x_ != NULL) {                                                \
             tpx_xfer_cancel(x_);                                                                   \
@@ -1058,10 +1058,10 @@ static int bad_cli(int arg)
     EXPECT(bytes == 7, "a failed xfer call wrote its output");
     tpx_xfer_release(NULL);
     for (int s = -50; s <= 2; s++) {
-        const char *str = tpx_strerror((tpx_status_t)s);
-        EXPECT(str != NULL && str[0] != '\0', "tpx_strerror(%d) is empty", s);
+        const char *str = tpx_status_string((tpx_status_t)s);
+        EXPECT(str != NULL && str[0] != '\0', "tpx_status_string(%d) is empty", s);
     }
-    EXPECT(tpx_strerror((tpx_status_t)12345) != NULL, "tpx_strerror(12345) is NULL");
+    EXPECT(tpx_status_string((tpx_status_t)12345) != NULL, "tpx_status_string(12345) is NULL");
 
     /* ---- engines that exist ---- */
     e = ht_engine(TPX_PORT_NONE, 0, 0, 1, NULL);
@@ -1077,18 +1077,18 @@ static int bad_cli(int arg)
 
     uint64_t t0 = test_now_ns();
     st = tpx_peer_accept(e, 1000, &peer);
-    EXPECT(st < 0, "tpx_peer_accept on an engine without a listener: %s", tpx_strerror(st));
+    EXPECT(st < 0, "tpx_peer_accept on an engine without a listener: %s", tpx_status_string(st));
     EXPECT(test_secs_since(t0) < 3, "tpx_peer_accept on an engine without a listener took %.1f s",
            test_secs_since(t0));
     st = tpx_peer_accept(e2, 0, &peer);
     EXPECT(st == TPX_INPROGRESS, "tpx_peer_accept(timeout 0) with nobody connecting: %s",
-           tpx_strerror(st));
+           tpx_status_string(st));
     t0 = test_now_ns();
     st = tpx_peer_accept(e2, 300, &peer);
     double dt = test_secs_since(t0);
     EXPECT(st != TPX_OK && dt >= 0.25 && dt < 3,
            "tpx_peer_accept(timeout 300 ms) with nobody connecting: %s after %.3f s",
-           tpx_strerror(st), dt);
+           tpx_status_string(st), dt);
     EXPECT(peer == SENT, "a failed accept wrote its output");
     EXPECT_ERR(tpx_peer_accept(e2, 0, NULL));
     EXPECT_ERR(tpx_peer_connect(e, NULL, port2, 1000, &peer));
@@ -1103,7 +1103,7 @@ static int bad_cli(int arg)
     st = tpx_peer_connect(e, HT_HOST, dport, 2000, &peer);
     dt = test_secs_since(t0);
     test_say("connect to port %d where nothing listens (timeout 2000 ms): %s (%d) after %.3f s",
-             dport, tpx_strerror(st), (int)st, dt);
+             dport, tpx_status_string(st), (int)st, dt);
     EXPECT(st < 0, "connect to a port where nothing listens succeeded");
     EXPECT(dt < 3.5, "connect to a port where nothing listens took %.3f s (timeout 2 s)", dt);
     EXPECT(peer == SENT, "a failed connect wrote its output");

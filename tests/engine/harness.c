@@ -745,7 +745,7 @@ tpx_engine_t *ht_engine(int port, int channels, int window, int progress_thread,
     tpx_status_t st = tpx_engine_create(&p, &e);
     if (st != TPX_OK || e == NULL) {
         test_say("tpx_engine_create(port %d, channels %d, window %d, thread %d): %s (%d)", port,
-                 channels, window, progress_thread, tpx_strerror(st), (int)st);
+                 channels, window, progress_thread, tpx_status_string(st), (int)st);
         return NULL;
     }
     return e;
@@ -756,7 +756,7 @@ int ht_connect(tpx_engine_t *e, int port, tpx_peer_t **peer)
     uint64_t t0 = test_now_ns();
     tpx_status_t st = tpx_peer_connect(e, HT_HOST, port, HT_CONN_MS, peer);
     if (st != TPX_OK) {
-        test_say("tpx_peer_connect(%s:%d): %s (%d) after %.3f s", HT_HOST, port, tpx_strerror(st),
+        test_say("tpx_peer_connect(%s:%d): %s (%d) after %.3f s", HT_HOST, port, tpx_status_string(st),
                  (int)st, test_secs_since(t0));
         return -1;
     }
@@ -776,7 +776,7 @@ int ht_accept(tpx_engine_t *e, tpx_peer_t **peer)
     uint64_t t0 = test_now_ns();
     tpx_status_t st = tpx_peer_accept(e, HT_CONN_MS, peer);
     if (st != TPX_OK) {
-        test_say("tpx_peer_accept: %s (%d) after %.3f s", tpx_strerror(st), (int)st,
+        test_say("tpx_peer_accept: %s (%d) after %.3f s", tpx_status_string(st), (int)st,
                  test_secs_since(t0));
         return -1;
     }
@@ -795,7 +795,7 @@ int ht_buf_new(tpx_engine_t *e, size_t len, ht_buf_t *b)
     tpx_region_t *r = NULL;
     tpx_status_t st = tpx_mem_register(e, p, len, TPX_MEM_HOST, &r);
     if (st != TPX_OK || r == NULL) {
-        test_say("tpx_mem_register(%zu bytes): %s (%d)", len, tpx_strerror(st), (int)st);
+        test_say("tpx_mem_register(%zu bytes): %s (%d)", len, tpx_status_string(st), (int)st);
         munmap(p, map);
         return -1;
     }
@@ -825,7 +825,7 @@ int ht_wait(tpx_xfer_t *x, size_t len, const char *what)
     tpx_status_t st = tpx_xfer_wait(x, -1, &bytes);
     tpx_xfer_release(x);
     if (st != TPX_OK) {
-        test_say("%s: tpx_xfer_wait: %s (%d) after %.3f s", what, tpx_strerror(st), (int)st,
+        test_say("%s: tpx_xfer_wait: %s (%d) after %.3f s", what, tpx_status_string(st), (int)st,
                  test_secs_since(t0));
         return -1;
     }
@@ -850,12 +850,12 @@ int ht_exchange(tpx_engine_t *e, tpx_peer_t *peer, size_t len, uint64_t seed_out
     ht_guard_fill(r.p + HT_GUARD + len, HT_GUARD, 2);
     tpx_status_t st = tpx_recv(peer, r.reg, HT_GUARD, len, &xr);
     if (st != TPX_OK) {
-        test_say("%s: tpx_recv(%zu): %s (%d)", what, len, tpx_strerror(st), (int)st);
+        test_say("%s: tpx_recv(%zu): %s (%d)", what, len, tpx_status_string(st), (int)st);
         goto out;
     }
     st = tpx_send(peer, s.reg, 0, len, &xs);
     if (st != TPX_OK) {
-        test_say("%s: tpx_send(%zu): %s (%d)", what, len, tpx_strerror(st), (int)st);
+        test_say("%s: tpx_send(%zu): %s (%d)", what, len, tpx_status_string(st), (int)st);
         tpx_xfer_release(xr);
         goto out;
     }

@@ -289,7 +289,7 @@ static int many_run(tpx_engine_t *e, tpx_peer_t *peer, int caller_driven, unsign
         if (st == TPX_OK)
             st = tpx_send(peer, s.reg, out.off[i], out.len[i], &x[2 * i + 1]);
         CHECK(st == TPX_OK, "posting transfer pair %d of %d (each way) failed: %s (%d)%s", i,
-              MANY_N, tpx_strerror(st), (int)st,
+              MANY_N, tpx_status_string(st), (int)st,
               st == TPX_ERR_NO_RESOURCE ? ": the engine must queue 200 outstanding transfers" : "");
     }
     test_say("posted %d receives (%zu bytes) and %d sends", MANY_N, bytes_in, MANY_N);
@@ -307,7 +307,7 @@ static int many_run(tpx_engine_t *e, tpx_peer_t *peer, int caller_driven, unsign
             int j = 2 * i + d;
             size_t len = d ? out.len[i] : in.len[i];
             snprintf(what, sizeof(what), "%s #%d of %zu bytes", d ? "send" : "recv", i, len);
-            CHECK(stv[j] == TPX_OK, "%s: %s (%d)", what, tpx_strerror(stv[j]), (int)stv[j]);
+            CHECK(stv[j] == TPX_OK, "%s: %s (%d)", what, tpx_status_string(stv[j]), (int)stv[j]);
             CHECK(got[j] == len, "%s: %zu bytes reported", what, got[j]);
         }
         snprintf(what, sizeof(what), "recv #%d of %zu bytes", i, in.len[i]);

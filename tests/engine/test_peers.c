@@ -126,7 +126,7 @@ static int child_run(req_t *q, int npeers, int down, int up)
         if (st == TPX_OK)
             st = tpx_xfer_wait(x, STEP_MS, NULL);
         tpx_xfer_release(x);
-        CHECK(st == TPX_OK, "peer %d: READ %s", k, tpx_strerror(st));
+        CHECK(st == TPX_OK, "peer %d: READ %s", k, tpx_status_string(st));
         CHECK(memcmp(q[k].s.mem, own + (size_t)k * SLICE, SLICE) == 0,
               "peer %d: READ wrong bytes", k);
         CHECK(k > 0 || write_all(up, "1", 1) == 0);
@@ -152,7 +152,7 @@ static int child_run(req_t *q, int npeers, int down, int up)
             tpx_xfer_release(xs[k]);
         }
         CHECK(st == TPX_OK, "all at once: peer %d: %s %s", bad,
-              op == TPX_OP_READ ? "READ" : "WRITE", tpx_strerror(st));
+              op == TPX_OP_READ ? "READ" : "WRITE", tpx_status_string(st));
         for (int k = 0; k < npeers && op == TPX_OP_READ; k++)
             CHECK(memcmp(q[k].s.mem, q[k].s.mem + SLICE, SLICE) == 0,
                   "peer %d read back other bytes than it wrote", k);
@@ -173,7 +173,7 @@ static int child_main(int npeers, int down, int up)
     char bye;
     (void)read_all(down, &bye, 1, STEP_MS); /* the owner has checked its memory */
     for (int k = 0; k < npeers; k++) {
-        tpx_remote_forget(q[k].rm);
+        tpx_remote_release(q[k].rm);
         if (q[k].s.e != NULL)
             side_close(&q[k].s);
     }

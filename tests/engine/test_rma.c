@@ -31,6 +31,7 @@
 #include "engine/remote.h"
 #include "engine/wire.h"
 #include "side.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 typedef struct {
@@ -137,7 +138,7 @@ static int t_basic(void)
     EXPECT_EQ(cb.rma_rejected, 0);
     EXPECT_EQ(ca.rma_served, 0);
     free(blk);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -276,7 +277,7 @@ static int t_notif(void)
     tpx_prep_release(pw);
     tpx_prep_release(pr);
     free(v);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -374,7 +375,7 @@ static int t_reject(void)
     free(snap_a);
     free(snap_b);
     free(m2);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -476,7 +477,7 @@ static int t_badargs(void)
     tpx_prep_release(pp);
     /* forget with a preparation alive: it fails cleanly, then frees */
     EXPECT(tpx_xfer_prepare(rm, TPX_OP_WRITE, &good, 1, &pp) == TPX_OK);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     EXPECT(tpx_xfer_post(pp, NULL, 0, 0, &x) == TPX_ERR_INVALID_STATE);
     tpx_prep_release(pp);
     side_close(&a);
@@ -533,7 +534,7 @@ static int t_dereg(void)
         EXPECT(run_checked(&a, &b, rm, TPX_OP_READ, &blk, 1, "after dereg") == 0);
     }
     EXPECT(errors > 0);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -603,7 +604,7 @@ static int t_unexport(void)
     EXPECT(memcmp(a.mem + 8192, m + inner_off, 4096) == 0);
     EXPECT(tpx_region_unexport(inner, &din) == TPX_OK);
     tpx_mem_deregister(inner);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     free(m);
@@ -641,8 +642,8 @@ static int t_twoway(void)
     EXPECT_EQ(cb.peers_connected, conns);
     EXPECT_EQ(ca.rma_served, 20);
     EXPECT_EQ(cb.rma_served, 20);
-    tpx_remote_forget(ba);
-    tpx_remote_forget(ab);
+    tpx_remote_release(ba);
+    tpx_remote_release(ab);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -690,7 +691,7 @@ static int t_prepost(void)
     for (int i = 0; i < NB; i++)
         EXPECT(memcmp(a.mem + blk[i].loff, b.mem + blk[i].roff, blk[i].len) == 0);
     free(v);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -777,7 +778,7 @@ static int t_pollloop(void)
         EXPECT_EQ(t[k].fails, 0);
         tpx_prep_release(t[k].pp);
     }
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -802,7 +803,7 @@ static int t_coalesce(void)
                          .roff = (4u << 20) + 3000u * (size_t)(511 - i), .len = 3000};
     for (int op = TPX_OP_READ; op <= TPX_OP_WRITE; op++)
         EXPECT(run_checked(&a, &b, rm, (tpx_op_t)op, blk, 512, "coalesce") == 0);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -841,7 +842,7 @@ static int t_overflow(void)
     EXPECT_EQ(n, 0);
     EXPECT(tpx_notif_send(rm, "again", 5) == TPX_OK);
     EXPECT(notif_wait(&b, nt) == 0 && nt[0].len == 5);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -872,7 +873,7 @@ static int t_metadata(void)
     EXPECT(tpx_remote_load(a.e, blob, len, &r2) == TPX_OK);
     EXPECT(r1 == r2);
     EXPECT(strcmp(tpx_remote_name(r1), "B") == 0);
-    tpx_remote_forget(r2);
+    tpx_remote_release(r2);
     /* connect lazily: the first transfer connects */
     tpx_iov_t v = {.local = a.r, .local_offset = 0, .remote = &b.d, .remote_offset = 0,
                    .len = 4096};
@@ -881,7 +882,7 @@ static int t_metadata(void)
     EXPECT(tpx_xfer_wait(x, 10000, NULL) == TPX_OK);
     tpx_xfer_release(x);
     EXPECT(memcmp(a.mem, b.mem, 4096) == 0);
-    tpx_remote_forget(r1);
+    tpx_remote_release(r1);
     /* an engine without a bootstrap port has no metadata */
     tpx_engine_params_t p;
     tpx_engine_params_init(&p);
@@ -952,7 +953,7 @@ static int t_cancel(void)
     usleep(200 * 1000);
     EXPECT(tpx_engine_get_notifs(b.e, nt, 8, &n) == TPX_OK);
     EXPECT_EQ(n, n_ok);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -1024,8 +1025,8 @@ static int t_hostile(void)
     tpx_xfer_release(x);
     tpx_notif_t nt;
     EXPECT(notif_wait(&b, &nt) == 0 && nt.len == 2 && memcmp(nt.msg, "ok", 2) == 0);
-    tpx_remote_forget(rm);
-    tpx_remote_forget(rc);
+    tpx_remote_release(rm);
+    tpx_remote_release(rc);
     side_close(&a);
     side_close(&b);
     side_close(&c);
@@ -1076,7 +1077,7 @@ static int t_holds(void)
     tpx_mem_deregister(r); /* p1 still holds the region's record */
     tpx_prep_release(p1);  /* must not touch a freed region */
     free(m);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     tpx_engine_destroy(e);
     side_close(&b);
     TEST_DONE();
@@ -1245,7 +1246,7 @@ static int t_relfree(void)
         pthread_join(th, NULL);
         EXPECT(inflight(a.e) == 0);
     }
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -1296,7 +1297,7 @@ static int t_bell(void)
                (unsigned long long)(bells_heard(b.e) - heard));
         EXPECT(bells_heard(b.e) > heard);
     }
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -1482,8 +1483,8 @@ static int t_pack(void)
                                  .len = 1 + i % 3000};
             EXPECT(run_checked(&a, &b, ab, (tpx_op_t)op, blk, ntiny, "pack tiny") == 0);
         }
-        tpx_remote_forget(ab);
-        tpx_remote_forget(ba);
+        tpx_remote_release(ab);
+        tpx_remote_release(ba);
         side_close(&a);
         side_close(&b);
     }
@@ -1551,8 +1552,8 @@ static int t_packmany(void)
     free(want_a);
     free(want_b);
     free(blk);
-    tpx_remote_forget(ab);
-    tpx_remote_forget(ba);
+    tpx_remote_release(ab);
+    tpx_remote_release(ba);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -1621,7 +1622,7 @@ static int t_packfail(void)
     free(v);
     free(snap_a);
     free(snap_b);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
@@ -1742,8 +1743,8 @@ static int t_packgpu(void)
     EXPECT(ab != NULL && ba != NULL);
     for (int round = 0; round < 8 && !test_failed(); round++)
         mixed_round(&a, &b, ab, ba, round, 700, 3000, 1, 1);
-    tpx_remote_forget(ab);
-    tpx_remote_forget(ba);
+    tpx_remote_release(ab);
+    tpx_remote_release(ba);
     gside_close(&a);
     gside_close(&b);
     TEST_DONE();
@@ -1769,8 +1770,8 @@ static int t_inline(void)
     for (size_t k = 0; k < TPX_ARRAY_SIZE(shapes) && !test_failed(); k++)
         for (int round = 0; round < 8 && !test_failed(); round++)
             mixed_round(&a, &b, ab, ba, round, shapes[k].n, shapes[k].small_max, 0, gpu);
-    tpx_remote_forget(ab);
-    tpx_remote_forget(ba);
+    tpx_remote_release(ab);
+    tpx_remote_release(ba);
     gside_close(&a);
     gside_close(&b);
     TEST_DONE();
@@ -1848,7 +1849,7 @@ static int t_heldorder(void)
     tpx_xfer_release(xs);
     tpx_xfer_release(x1);
     tpx_xfer_release(x2);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();

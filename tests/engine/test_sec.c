@@ -181,10 +181,10 @@ static int impostor_round(int mode)
     printf("mode %d: the owner's notification arrived from \"%s\"\n", mode, nt.from);
     EXPECT(strcmp(nt.from, dial_mode() ? "?O" : "O") == 0);
     if (mv != NULL)
-        tpx_remote_forget(mv);
+        tpx_remote_release(mv);
     if (ov != NULL)
-        tpx_remote_forget(ov);
-    tpx_remote_forget(ro);
+        tpx_remote_release(ov);
+    tpx_remote_release(ro);
     if (pm != NULL)
         tpx_peer_close(pm);
     side_close(&m);
@@ -577,7 +577,7 @@ static int t_peercap(void)
     for (int i = 0; i < 8; i++)
         tpx_peer_close(pa[i]);
     tpx_peer_close(pl);
-    tpx_remote_forget(vl);
+    tpx_remote_release(vl);
     side_close(&l);
     side_close(&a);
     side_close(&v);
@@ -663,8 +663,8 @@ static int t_bells(void)
            reads, failed, worst);
     EXPECT_EQ(failed, 0);
     EXPECT(atomic_load(&b.cut));
-    tpx_remote_forget(av);
-    tpx_remote_forget(rv);
+    tpx_remote_release(av);
+    tpx_remote_release(rv);
     side_close(&a);
     side_close(&r);
     side_close(&v);
@@ -764,7 +764,7 @@ static int t_listmem(void)
     EXPECT(memcmp(a.mem, v.mem, 65536) == 0);
     tpx_prep_release(pp);
     tpx_prep_release(pw);
-    tpx_remote_forget(av);
+    tpx_remote_release(av);
     side_close(&a);
     side_close(&v);
     TEST_DONE();
@@ -833,7 +833,7 @@ static int t_deadline(void)
            slow.secs);
     EXPECT(slow.st != TPX_OK);
     tpx_prep_release(pp);
-    tpx_remote_forget(ro);
+    tpx_remote_release(ro);
     side_close(&v);
     TEST_DONE();
 }
@@ -1074,7 +1074,7 @@ static tpx_peer_t *owner_peer_locked(side_t *v)
 static void flood_close(flood_t *f)
 {
     tpx_prep_release(f->pp);
-    tpx_remote_forget(f->rm);
+    tpx_remote_release(f->rm);
     side_close(&f->v);
     side_close(&f->a); /* its outbox may name the carrier until here */
     free(f->carrier);
@@ -1197,7 +1197,7 @@ static int t_seghold(void)
         }
     }
     tpx_prep_release(pp);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&v);
     TEST_DONE();
@@ -1228,7 +1228,7 @@ static int bye_round(tpx_op_t op)
     EXPECT(st == TPX_ERR_CONN_RESET);
     EXPECT(secs < 5.0); /* it was the transfer's deadline, 60 s */
     tpx_xfer_release(x);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     TEST_DONE();
 }

@@ -351,8 +351,8 @@ static int t_takeover(void)
     CHECK(put(rr.to, &c, 1) == 0 && get(rr.from, got, BLK, 10000) == 0);
     EXPECT(memcmp(got, v.mem, BLK) == 0, "the WRITE did not land at the restarted owner");
     EXPECT_EQ(role_end(&rr), 0);
-    tpx_remote_forget(rem2);
-    tpx_remote_forget(rem);
+    tpx_remote_release(rem2);
+    tpx_remote_release(rem);
     side_close(&v);
     TEST_DONE();
 }
@@ -480,7 +480,7 @@ static int t_idlepeers(void)
     EXPECT(memcmp(got, v.mem, BLK) == 0, "the WRITE did not land at the owner");
     EXPECT_EQ(role_end(&rh), 0);
     EXPECT_EQ(role_end(&ro), 0);
-    tpx_remote_forget(rem);
+    tpx_remote_release(rem);
     side_close(&v);
     TEST_DONE();
 }

@@ -147,7 +147,7 @@ static void *waiter_main(void *arg)
                 missed++;
             }
             if (st != TPX_OK || got != MSG) {
-                fprintf(stderr, "waiter: receive %d: %s, %zu bytes\n", i, tpx_strerror(st), got);
+                fprintf(stderr, "waiter: receive %d: %s, %zu bytes\n", i, tpx_status_string(st), got);
                 atomic_store(&failed, 1);
             }
             break;
@@ -189,7 +189,7 @@ static void *poller_main(void *arg)
             }
         }
         if (st != TPX_OK) {
-            fprintf(stderr, "poller: send %d: %s\n", i, tpx_strerror(st));
+            fprintf(stderr, "poller: send %d: %s\n", i, tpx_status_string(st));
             atomic_store(&failed, 1);
         }
         tpx_xfer_release(x);
@@ -220,7 +220,7 @@ int main(int argc, char **argv)
     tpx_status_t st = tpx_peer_accept(A.e, 30000, &A.p); /* the bootstrap thread sets it up */
     pthread_join(tc, NULL);
     if (st != TPX_OK || B.p == NULL) {
-        fprintf(stderr, "connect/accept failed: %s\n", tpx_strerror(st));
+        fprintf(stderr, "connect/accept failed: %s\n", tpx_status_string(st));
         return 1;
     }
     pthread_create(&tb, NULL, peer_main, NULL);

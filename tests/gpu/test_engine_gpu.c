@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/tpx_test.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 static void pattern(unsigned char *h, size_t n, uint64_t seed)

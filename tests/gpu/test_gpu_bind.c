@@ -177,7 +177,7 @@ static int test_memory(void)
     CHECK(gpu_check(3, dst, LEN, 7) == 0);
     /* Bound for good now that a peer exists: other memory does not rebind. */
     CHECK(expect_bound(req, 3, TPX_GPU_FROM_MEMORY, "eth4") == 0);
-    tpx_remote_forget(r);
+    tpx_remote_release(r);
     tpx_mem_deregister(rd);
     tpx_mem_deregister(rs);
     tpx_engine_destroy(req);
@@ -235,7 +235,7 @@ static int test_params(void)
     CHECK_OK(tpx_xfer_wait(x, 30000, NULL));
     tpx_xfer_release(x);
     CHECK(gpu_check(1, dst, LEN, 1) == 0);
-    tpx_remote_forget(rem);
+    tpx_remote_release(rem);
     tpx_mem_deregister(rd);
     tpx_mem_deregister(r);
     tpx_engine_destroy(req);

@@ -88,7 +88,7 @@ secs() { awk -v ms="$1" 'BEGIN { printf "%.2f", ms / 1000 }'; }
 result() { echo "RESULT $*"; }
 
 # status_name TEXT: the tpx_status_t name (TPX_ERR_ stripped) of the first
-# tpx_strerror() text found in TEXT; NO_PROGRESS for tpx-perf's own stall
+# tpx_status_string() text found in TEXT; NO_PROGRESS for tpx-perf's own stall
 # detector; UNCLEAR if there is none.
 status_name() {
     local t="$1" pair

@@ -8,7 +8,7 @@
 #         end in byte-verified success (exit 0 with --verify on both sides);
 #   down  eth2 stays down: the run must end within the deadline plus 15 s of
 #         slack, in byte-verified success or with a clear error on both sides
-#         (a tpx_strerror() text in tpx-perf's FAILED line): never a hang.
+#         (a tpx_status_string() text in tpx-perf's FAILED line): never a hang.
 # Prints, the times counted from `ip link set eth2 down`:
 #   RESULT linkflap: <outcome> after S s (...)
 #   RESULT linkdown: <outcome> after S s (server: <outcome> after S s, client: ...)

@@ -316,7 +316,7 @@ static int np_client_bye(np_ctx_t *c, tpx_peer_t *peer)
     if (st == TPX_OK)
         st = np_wait_release(x, NULL);
     if (st != TPX_OK)
-        fprintf(stderr, "netns_peer client: FAIL: bye: %s\n", tpx_strerror(st));
+        fprintf(stderr, "netns_peer client: FAIL: bye: %s\n", tpx_status_string(st));
     return st == TPX_OK ? 0 : 1;
 }
 
@@ -331,7 +331,7 @@ static tpx_status_t np_connect(tpx_engine_t *e, int session, tpx_peer_t **peer)
         st = tpx_peer_connect(e, O.host, O.port, tmo < 10000 ? tmo : 10000, peer);
         if (st == TPX_OK)
             break;
-        printf("connect attempt %d: %s (%s)\n", attempts, np_status_name(st), tpx_strerror(st));
+        printf("connect attempt %d: %s (%s)\n", attempts, np_status_name(st), tpx_status_string(st));
         fflush(stdout);
         np_sleep_ms(100);
     }
@@ -371,7 +371,7 @@ static int np_client(np_ctx_t *c)
             fprintf(stderr,
                     "netns_peer client: FAIL: could not connect to %s:%d before the "
                     "deadline: %s\n",
-                    O.host, O.port, tpx_strerror(st));
+                    O.host, O.port, tpx_status_string(st));
             return 1;
         }
         for (uint64_t k = 0;; k++) {
@@ -387,7 +387,7 @@ static int np_client(np_ctx_t *c)
             if (st != TPX_OK) {
                 printf("FAULT session=%d round=%llu status=%s at=%llu (%s)\n", session,
                        (unsigned long long)k, np_status_name(st), (unsigned long long)fault_at,
-                       tpx_strerror(st));
+                       tpx_status_string(st));
                 fflush(stdout);
                 if (++faults > O.faults) {
                     fprintf(stderr, "netns_peer client: FAIL: unexpected fault (%d allowed)\n",
@@ -467,7 +467,7 @@ static int np_server(np_ctx_t *c)
         tpx_status_t st = tmo > 0 ? tpx_peer_accept(c->e, tmo, &peer) : TPX_ERR_TIMED_OUT;
         if (st != TPX_OK) {
             fprintf(stderr, "netns_peer server: FAIL: no peer for session %d: %s\n", session,
-                    tpx_strerror(st));
+                    tpx_status_string(st));
             return 1;
         }
         printf("ACCEPTED session=%d at=%llu\n", session, (unsigned long long)np_epoch_ms());
@@ -580,7 +580,7 @@ int main(int argc, char **argv)
     tpx_status_t st = tpx_engine_create(&p, &c.e);
     if (st != TPX_OK) {
         fprintf(stderr, "netns_peer %s: FAIL: tpx_engine_create: %s (%s)\n", role,
-                np_status_name(st), tpx_strerror(st));
+                np_status_name(st), tpx_status_string(st));
         return 1;
     }
     np_res_t res1 = np_res_now();
@@ -614,7 +614,7 @@ int main(int argc, char **argv)
     goto out_free;
 
 out_reg_failed:
-    fprintf(stderr, "netns_peer %s: FAIL: tpx_mem_register: %s\n", role, tpx_strerror(st));
+    fprintf(stderr, "netns_peer %s: FAIL: tpx_mem_register: %s\n", role, tpx_status_string(st));
 out_free:
     free(c.rbuf);
     free(c.sbuf);

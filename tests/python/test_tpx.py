@@ -99,7 +99,7 @@ def test_errors_carry_status(engines):
     assert np.array_equal(la[:32 * KiB], lb[:32 * KiB])
 
 
-def test_forget_with_live_preparation(engines):
+def test_release_with_live_preparation(engines):
     a, b = engines
     la, lb = np.zeros(1 * MiB, np.uint8), pattern(1 * MiB, 5)
     ra, rb = a.register(la), b.register(lb)
@@ -109,7 +109,7 @@ def test_forget_with_live_preparation(engines):
     x = prep.post()
     prep.release()  # posts still running keep what they need
     x.wait()
-    remote.forget()
+    remote.release()
     remote = a.load_remote(b.metadata())
     remote.read(ra, [0], rb.export(), [0], 1 * MiB).wait()
     assert np.array_equal(la, lb)
@@ -202,7 +202,7 @@ def test_peer_killed_mid_transfer():
             assert time.monotonic() - t0 < 20
             assert e.value.status in (-22, -20, -44)  # reset / timed out / canceled
             prep.release()
-            remote.forget()
+            remote.release()
             p = Peer("tpx", name, size, seed=10)  # restarted: new metadata
             remote = a.load_remote(p.md)
             remote.prepare(tpx.READ, ra, offs, bytes.fromhex(p.info), offs, 4 * MiB).post().wait()

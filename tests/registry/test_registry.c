@@ -534,8 +534,8 @@ static int case_publish(void)
     /* closing the publisher's registry revokes: alpha is gone at once */
     tpx_registry_close(r);
     EXPECT(tpx_registry_list(r2, names, 8, &n) == TPX_OK && n == 0);
-    tpx_remote_forget(ra);
-    tpx_remote_forget(rb);
+    tpx_remote_release(ra);
+    tpx_remote_release(rb);
     tpx_registry_close(r2);
     node_free(&a);
     node_free(&b);
@@ -636,8 +636,8 @@ static int case_outage(void)
     EXPECT(tpx_registry_load_remote(rc, c.e, "steady", &rm2, &ent) == TPX_OK);
     EXPECT(rm2 == rm); /* the same engine: the same remote */
     EXPECT(read_check(c.e, rm2, &ent.descs[0], 4) == TPX_OK);
-    tpx_remote_forget(rm2);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm2);
+    tpx_remote_release(rm);
     tpx_registry_close(rs);
     tpx_registry_close(rc);
     node_free(&s);
@@ -671,7 +671,7 @@ static int case_restart(void)
     tpx_status_t st = read_check(c.e, rm, &d1, 1);
     if (st != TPX_ERR_ACCESS)
         st = read_check(c.e, rm, &d1, 1);
-    printf("READ of the old export after the restart: %s\n", tpx_strerror(st));
+    printf("READ of the old export after the restart: %s\n", tpx_status_string(st));
     EXPECT(st == TPX_ERR_ACCESS || st == TPX_ERR_INVALID_ARG);
     /* Loading the name again: the same remote, the new engine's export. */
     tpx_remote_t *again;
@@ -680,7 +680,7 @@ static int case_restart(void)
     tpx_rdesc_t d2 = ent.descs[0];
     st = read_check(c.e, rm, &d2, 2);
     EXPECT(st == TPX_OK);
-    tpx_remote_forget(again);
+    tpx_remote_release(again);
 
     /* gone for good: once its lease expired, the remote says so */
     reap(pid);
@@ -691,9 +691,9 @@ static int case_restart(void)
     st = read_check(c.e, rm, &d2, 2);
     if (st != TPX_ERR_NOT_FOUND) /* the dead connection first */
         st = read_check(c.e, rm, &d2, 2);
-    printf("READ from an engine whose lease expired: %s\n", tpx_strerror(st));
+    printf("READ from an engine whose lease expired: %s\n", tpx_status_string(st));
     EXPECT(st == TPX_ERR_NOT_FOUND);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     tpx_registry_close(r);
     node_free(&c);
     TEST_DONE();
@@ -858,8 +858,8 @@ static int case_trust(void)
            cluster_pk, evil_pk);
 
     reap(worker);
-    tpx_remote_forget(rm);
-    tpx_remote_forget(rw);
+    tpx_remote_release(rm);
+    tpx_remote_release(rw);
     tpx_registry_close(r);
     node_free(&c);
     char cmd[96];
@@ -1138,7 +1138,7 @@ static int case_stall(void)
         post_job(&j[0]);
         pthread_join(th, NULL);
         for (int i = 0; i < 2; i++) {
-            printf("round %d poster %d: %s after %.3f s\n", round, i, tpx_strerror(j[i].st),
+            printf("round %d poster %d: %s after %.3f s\n", round, i, tpx_status_string(j[i].st),
                    j[i].secs);
             EXPECT(j[i].st != TPX_OK);
             EXPECT(j[i].secs < 3.0); /* 200 ms asked; 20 s if the lookup ignored it */
@@ -1150,7 +1150,7 @@ static int case_stall(void)
     tpx_prep_release(prep);
     tpx_mem_deregister(reg);
     free(buf);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     tpx_registry_close(r);
     node_free(&c);
     TEST_DONE();
@@ -1442,7 +1442,7 @@ static int case_tls(void)
     printf("tls: TLS settings with a plain endpoint: %s\n", got);
     EXPECT(strcmp(got, "open: TPX_ERR_CONFIG") == 0);
 
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     tpx_registry_close(w);
     tpx_registry_close(r);
     node_free(&a);
@@ -1516,7 +1516,7 @@ static int case_auth(void)
             gone |= ev[i].gone && strcmp(ev[i].name, "alpha") == 0;
     printf("auth: the killed server's lease expired: %s\n", gone ? "seen" : "not seen");
     EXPECT(gone);
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     tpx_registry_close(r);
     node_free(&c);
     TEST_DONE();

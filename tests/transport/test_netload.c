@@ -89,7 +89,7 @@ static int t_only_newer(const char *so)
 {
     tpx_net_t *n = NULL;
     tpx_status_t st = tpx__net_open(so, 7, &n);
-    CHECK(st == TPX_ERR_PLUGIN, "a plugin with only ncclNetPlugin_v13: %s", tpx_strerror(st));
+    CHECK(st == TPX_ERR_PLUGIN, "a plugin with only ncclNetPlugin_v13: %s", tpx_status_string(st));
     CHECK(n == NULL, "a refused plugin was returned");
     CHECK(logged("exports ncclNetPlugin_v13, newer than this tpx knows, and none of "
                  "ncclNetPlugin_v7..v12"),

@@ -11,6 +11,7 @@
 
 #include "../common/tpx_test.h"
 #include "all_status.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 static int lines, errors;
@@ -88,15 +89,8 @@ int main(void)
         tpx_log_set_level(TPX_LOG_WARN);
     }
 
-    /* The old names still work (deprecated for one release). */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     tpx_log_set_level(TPX_LOG_NONE); /* the NULL arguments below are logged */
-    size_t k = 1;
-    EXPECT_EQ(tpx_get_notifs(NULL, NULL, 0, &k), TPX_ERR_INVALID_ARG);
     tpx_remote_t *rm = NULL;
-    EXPECT_EQ(tpx_engine_load_remote(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
-#pragma GCC diagnostic pop
     EXPECT_EQ(tpx_remote_load(NULL, "x", 1, &rm), TPX_ERR_INVALID_ARG);
     EXPECT(rm == NULL);
     TEST_DONE();

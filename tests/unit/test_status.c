@@ -13,7 +13,7 @@ int main(void)
     const tpx_status_t *all = test_all_status;
     size_t n = TEST_NSTATUS;
     for (size_t i = 0; i < n; i++) {
-        const char *s = tpx_strerror(all[i]);
+        const char *s = tpx_status_string(all[i]);
         EXPECT(s != NULL && s[0] != '\0' && strcmp(s, "unknown status") != 0);
         for (size_t j = 0; j < i; j++)
             EXPECT(strcmp(s, tpx_status_string(all[j])) != 0);
