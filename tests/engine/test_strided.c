@@ -43,6 +43,7 @@
 #include "engine/rma.h" /* struct tpx_prep: the wire test reads the encoded list */
 #include "engine/wire.h"
 #include "side.h"
+#include "tpx/gpu.h"
 #include "tpx/tpx.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -257,8 +258,8 @@ static int t_prop(void)
     EXPECT(ab != NULL && ba != NULL);
     if (!test_failed())
         prop_rounds(&a, &b, ab, ba, 300, 0);
-    tpx_remote_forget(ab);
-    tpx_remote_forget(ba);
+    tpx_remote_release(ab);
+    tpx_remote_release(ba);
     mside_close(&a);
     mside_close(&b);
     TEST_DONE();
@@ -278,8 +279,8 @@ static int t_gpu(void)
     EXPECT(ab != NULL && ba != NULL);
     if (!test_failed())
         prop_rounds(&a, &b, ab, ba, 40, 1);
-    tpx_remote_forget(ab);
-    tpx_remote_forget(ba);
+    tpx_remote_release(ab);
+    tpx_remote_release(ba);
     mside_close(&a);
     mside_close(&b);
     TEST_DONE();
@@ -353,7 +354,7 @@ static int t_kv(void)
                                     {p3.T, hd, p3.H * hd}}};
         run_checked(&a, &b, ab, (tpx_op_t)op, &t3, 1, 1, "NHD into HND");
     }
-    tpx_remote_forget(ab);
+    tpx_remote_release(ab);
     mside_close(&a);
     mside_close(&b);
     TEST_DONE();
@@ -494,7 +495,7 @@ static int t_kvhelper(void)
            TPX_ERR_INVALID_ARG);
     EXPECT(tpx_kv_entries(&c1, a.s.r, 0, &c1, &b.s.d, 0, ids, ids, 0, v, 8, &n) ==
            TPX_ERR_INVALID_ARG);
-    tpx_remote_forget(ab);
+    tpx_remote_release(ab);
     mside_close(&a);
     mside_close(&b);
     TEST_DONE();
@@ -620,7 +621,7 @@ static int t_bad(void)
     run_checked(&a, &b, ab, TPX_OP_READ, &good, 1, 1, "after the refusals");
     free(snap_a);
     free(snap_b);
-    tpx_remote_forget(ab);
+    tpx_remote_release(ab);
     mside_close(&a);
     mside_close(&b);
     TEST_DONE();
@@ -681,7 +682,7 @@ static int t_wire(void)
         EXPECT(h.nent == 1 && h.nblocks == 32 && h.total == 32 * 32 && h.version == 3);
     }
     tpx_prep_release(ps);
-    tpx_remote_forget(ab);
+    tpx_remote_release(ab);
     mside_close(&a);
     mside_close(&b);
 
@@ -821,7 +822,7 @@ static int t_version(void)
     tpx_log_set_callback(NULL, NULL);
     free(snap_a);
     free(snap_b);
-    tpx_remote_forget(ab);
+    tpx_remote_release(ab);
     mside_close(&a);
     mside_close(&b);
     TEST_DONE();
@@ -900,7 +901,7 @@ static int t_quota(void)
     tpx_prep_release(pp);
     free(want_b);
     free(want);
-    tpx_remote_forget(ab);
+    tpx_remote_release(ab);
     mside_close(&a);
     mside_close(&b);
     TEST_DONE();
