@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
-#include "net/net.h"
+#include "net/net_ext.h"
 #include "sock_wire.h"
 #include "tpx/ncclnet.h"
 
@@ -389,6 +389,9 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
  * connections that wait for one (send: idle; recv: parked) to their
  * workers. API thread of the comm only. */
 void tpx__sock_comm_kick(tpx_sock_comm_t *c);
+/* The engine's wake-up on this comm's completions (the extension table's
+ * comm_set_wake, net_ext.h); `comm` not a live send/receive comm: nothing. */
+void tpx__sock_comm_set_wake(void *comm, tpx_net_wake_t *wake);
 /* isend of message `seq` (just made movable): if it is small, host memory
  * and a data connection is idle, write it from the calling thread (one
  * non-blocking sendmsg; the rest, if any, is left to the connection's

@@ -323,11 +323,11 @@ void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units,
     piece_done(c, r, units, total);
 }
 
-void tpx__sock_comm_set_wake(void *comm, void *wake)
+void tpx__sock_comm_set_wake(void *comm, tpx_net_wake_t *wake)
 {
     tpx_sock_comm_t *c = comm;
     if (c != NULL && (c->magic == SOCK_COMM_MAGIC_SEND || c->magic == SOCK_COMM_MAGIC_RECV))
-        atomic_store_explicit(&c->wake, (tpx_net_wake_t *)wake, memory_order_release);
+        atomic_store_explicit(&c->wake, wake, memory_order_release);
 }
 
 /* Set the "peer closed" error, quietly: between pieces no byte was lost,
