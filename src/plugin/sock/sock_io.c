@@ -1,92 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sock_io.c - the I/O workers that move every comm's bytes.
- *
- * A small process-wide pool of worker threads (TPX_SOCK_WORKERS; default
- * one per CPU, 2 to 16) serves the data connections of all comms: a
- * comm's connections are dealt over the workers when it starts (those
- * NUMA-local to its NIC first, when sysfs names the node), so the threads
- * of a process do not grow with peers, channels or sockets. Each worker
- * multiplexes its connections with one epoll set and runs them from a run
- * queue, at most SOCK_TURN_BYTES per connection per turn, so one busy
- * connection cannot starve the others of its worker.
- *
- * Edge-triggered epoll: a connection is registered once and never
- * modified. A connection leaves the run queue only when it cannot go on:
- * its socket said EAGAIN (the next edge brings it back), or it waits for a
- * post (send: no piece to take, `idle`; recv: a piece header for a message
- * not posted yet, `parked`), and then the poster's kick brings it back.
- * Level-triggered would need an epoll_ctl(MOD) every time a connection
- * parks, unparks or fills its socket buffer (the old poll() loop rebuilt
- * that set every turn); edge-triggered costs none.
- *
- * Kicks: a poster (isend/irecv, strict TCPX test()) pushes the idle/parked
- * connections of its comm on their worker's lock-free kick stack and
- * writes the worker's eventfd only if the worker announced it sleeps.
- * Both sides use the Dekker pattern with sequentially consistent atomics:
- * the worker stores idle/parked (or `sleeping`) and then re-reads
- * `movable` (or the kick stack); the poster stores `movable` (or pushes)
- * and then reads idle/parked (or `sleeping`): one of them sees the other.
- *
- * Sending: an idle connection takes the next piece from the comm's
- * scheduler (sched_take) and writes header + payload with one sendmsg per
- * attempt. Receiving: a connection reads a piece header, finds the posted
- * receive for its message number, checks it (tag, size, bounds) and reads
- * the payload straight into the user buffer. A header that arrives before
- * its receive is posted "parks" the connection: its payload stays in the
- * kernel (TCP flow control pushes back) until irecv kicks it.
- *
- * Eager receives: a message of at most TPX_SOCK_EAGER_BYTES that comes
- * in one piece before its receive is posted is read at once into the
- * connection's eager buffer, and the connection parks holding it
- * (eager_state READY). The irecv that posts its receive copies it out
- * itself (READY -> TAKING -> NONE) and the message is done before irecv
- * returns: no hand-off to the worker, whose wake-up would otherwise sit
- * on the critical path of every small request/answer exchange (a one-sided
- * READ's list at the owner, its answer's payload at the requester). The
- * worker delivers it instead when it sees the receive posted first, and
- * always for a receive into CUDA memory (a synchronous copy). irecv
- * kicks the worker afterwards only if more bytes wait on the socket.
- *
- * Completion is published with one atomic add per piece; test() reads it,
- * and the worker that completes a message wakes a sleeping engine
- * (tpx_net_wake_t). Nothing here allocates or logs on the data path; the
- * first error of a comm is logged once, stored, and no connection of the
- * comm moves data any more.
- *
- * Closed connections: a sender's close arrives as the end of each data
- * connection, and the comm's peer is gone once all of them ended. A
- * connection parked behind a header (or holding a message eagerly) does
- * not read on, so its end is seen from epoll's hang-up instead: if the
- * socket then holds less than the parked piece's payload, the close cut
- * the piece; otherwise the connection still holds a message for a
- * receive not posted yet, delivered when it is; or it waits for room to
- * claim its piece's bytes ("Claims"), which only the others can make. Once
- * every connection has ended, holds only such a message or waits with no
- * claim since, the receives posted and not complete can get no more bytes:
- * the comm fails as closed by the peer (comm_recv_starved, looked at when
- * a connection closes, when a waiter behind a close waits again, and when
- * a receive is posted). Strict TCPX mode keeps Google's plugin's
- * behaviour: a sender gone in the middle of a message is never reported.
- *
- * Close: the closing thread sets `closing`, waits for the connections'
- * turns under way to end (a claim that makes room kicks other connections
- * of the comm: "Claims"), then asks every worker that serves the comm to
- * drop its connections (out of epoll, the run queue and the kick stack)
- * and waits for each answer; after that no worker touches the comm.
- * Otherwise only the comm's own API thread kicks its connections.
- *
- * CUDA buffers go through pinned staging (sock_cuda.c), and a worker never
- * waits for a copy: a connection whose copy is still running says so
- * (CH_CUWAIT) and stays on the run queue, behind the others; a worker left
- * with only such connections polls them for TPX_SOCK_CUDA_SPIN_US (a
- * small copy's time; the default, -1, polls 10 us for a lone message and
- * not at all while every one of them belongs to a stream), then sleeps in
- * epoll for a quarter of the time it has waited, at least
- * SOCK_CU_NAP_MIN_NS and at most 1 ms, so that copies
- * queued behind other connections' on the copy engine do not cost a core
- * of cuEventQuery calls. A receiving connection whose pieces wait
- * for their last copies stays polled until they are published.
+ * sock_io.c - the I/O of every comm's data connections (sock_io.h says how
+ * the workers, kicks, claims, eager receives and closes fit together).
  */
 #include <errno.h>
 #include <sched.h>
@@ -103,25 +18,13 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/sigpipe.h"
 #include "common/trace.h"
 #include "common/tsan.h"
 #include "sock.h"
-#include "common/sigpipe.h"
+#include "sock_io.h"
 #include "sock_tables.h"
 
-enum {
-    CH_IDLE = 0,
-    CH_PROGRESS = 1,
-    CH_BLOCKED = 2,
-    CH_PARKED = 3,
-    CH_EOF = 4,
-    CH_MORE = 5, /* its turn's budget is spent; more may move at once */
-    CH_CUWAIT = 6, /* waits for a CUDA copy, nothing moved this turn: look again soon */
-    CH_ERROR = -1
-};
-
-#define SOCK_TURN_BYTES (4u << 20) /* a connection's bytes per turn of its worker */
-#define SOCK_DIRECT_PASSES 4 /* a direct read's passes while its worker keeps trying */
 #define SOCK_MAX_WORKERS 64
 #define SOCK_EPOLL_BATCH 64
 /* Only CUDA waits left: poll TPX_SOCK_CUDA_SPIN_US (10 us for a lone
@@ -131,28 +34,6 @@ enum {
  * napping at once (0 / 25) moved 1 MiB at 19.2 but made that READ 244 us. */
 #define SOCK_CU_NAP_MIN_NS 25000   /* shortest sleep while a copy runs */
 #define SOCK_CU_NAP_MAX_NS 1000000 /* longest sleep while a copy runs */
-
-typedef struct tpx_sock_worker {
-    int index;
-    int numa;              /* NUMA node it is pinned to; -1: not pinned */
-    pthread_t thread;
-    int ep;                /* epoll set of its connections (+ efd) */
-    int efd;               /* eventfd: kicks and commands while it sleeps */
-    _Atomic int sleeping;  /* 1 while in (or about to enter) epoll_wait */
-    tpx_sock_chan_t *_Atomic kicks; /* kick stack: pushed by posters, emptied by the worker */
-    _Atomic int nchans;    /* connections assigned (placement) */
-    _Atomic int nkind[2];  /* of them sending (SOCK_COMM_SEND) / receiving */
-    /* Detach command: the closer of `detach` waits until it is NULL again. */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    tpx_sock_comm_t *detach;
-    _Atomic int cmd;
-    _Atomic int stop;      /* the last comm closed: exit */
-    /* run queue (worker only) */
-    tpx_sock_chan_t *run_head, *run_tail;
-    uint64_t cu_wait_since; /* monotonic ns since only CUDA waits are queued; 0: not */
-    int cu_wait_stream;     /* ...all of streams (TPX_SOCK_CUDA_SPIN_US=-1: nap at once) */
-} tpx_sock_worker_t;
 
 static struct {
     pthread_mutex_t lock;
@@ -201,7 +82,7 @@ tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int ns
 
 /* Wake the comm's engine if it sleeps until something happens (once per
  * arming: no system call while it is awake and polling). */
-static void wake_engine(tpx_sock_comm_t *c)
+void tpx__sock_comm_wake_engine(tpx_sock_comm_t *c)
 {
     /* Dekker with the engine, which stores `armed` and then looks at the
      * requests: the completion published before must be visible before
@@ -223,18 +104,16 @@ void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why)
     if (atomic_compare_exchange_strong(&c->error, &expected, (int)st))
         SOCK_WARN("%s comm %p (conn %016llx): %s", c->kind == SOCK_COMM_SEND ? "send" : "recv",
                   (void *)c, (unsigned long long)c->conn_id, why);
-    wake_engine(c);
+    tpx__sock_comm_wake_engine(c);
 }
 
-static void comm_peer_closed(tpx_sock_comm_t *c, const char *who);
-
-static void comm_fail_errno(tpx_sock_comm_t *c, int err, const char *what)
+void tpx__sock_comm_fail_errno(tpx_sock_comm_t *c, int err, const char *what)
 {
     if ((err == ECONNRESET || err == EPIPE) &&
         atomic_load(&c->finished) == atomic_load(&c->posted)) {
         /* A reset with nothing in flight: the peer closed with data of ours
          * unread (a goodbye). No byte of a message was lost. */
-        comm_peer_closed(c, "peer (reset)");
+        tpx__sock_comm_peer_closed(c, "peer (reset)");
         return;
     }
     char why[160];
@@ -246,7 +125,7 @@ static void comm_fail_errno(tpx_sock_comm_t *c, int err, const char *what)
     tpx__sock_comm_fail(c, st == TPX_OK || st == TPX_INPROGRESS ? TPX_ERR_IO : st, why);
 }
 
-static void worker_wake(tpx_sock_worker_t *w)
+void tpx__sock_worker_wake(tpx_sock_worker_t *w)
 {
     if (atomic_exchange(&w->sleeping, 0)) {
         uint64_t one = 1;
@@ -257,7 +136,7 @@ static void worker_wake(tpx_sock_worker_t *w)
 
 /* Hand `ch` to its worker: on the kick stack, and wake the worker if it
  * sleeps. Any thread; a connection already on the stack is not pushed. */
-static void chan_kick(tpx_sock_chan_t *ch)
+void tpx__sock_chan_kick(tpx_sock_chan_t *ch)
 {
     tpx_sock_worker_t *w = ch->worker;
     if (w == NULL || atomic_exchange(&ch->kicked, 1))
@@ -267,7 +146,7 @@ static void chan_kick(tpx_sock_chan_t *ch)
         ch->kick_next = head;
     while (!atomic_compare_exchange_weak(&w->kicks, &head, ch)); /* seq_cst: see the top */
     if (atomic_load(&w->sleeping))
-        worker_wake(w);
+        tpx__sock_worker_wake(w);
 }
 
 void tpx__sock_comm_kick(tpx_sock_comm_t *c)
@@ -281,46 +160,17 @@ void tpx__sock_comm_kick(tpx_sock_comm_t *c)
             if (c->kind == SOCK_COMM_RECV && atomic_load(&ch->eager_state) == SOCK_EAGER_READY &&
                 atomic_load(&ch->eager_seq) >= movable)
                 continue;
-            chan_kick(ch);
+            tpx__sock_chan_kick(ch);
         }
     }
 }
 
-/* When this thread (an I/O worker) last moved a small message whole: it
- * polls for TPX_SOCK_POLL_US after that instead of sleeping, since the next
- * message of a request/response exchange follows within microseconds and
- * a sleeping worker's wake-up costs 5-15 us (more on a halted vCPU). Only
- * after small messages: workers of large transfers keep sleeping (polling
- * after any activity cost them 4-10% of their throughput: polling workers
- * took cores from busy ones). */
-#define SOCK_POLL_SMALL_BYTES (64u * 1024)
-static _Thread_local uint64_t tl_small_ns;
-static uint64_t mono_ns(void);
-
-/* Set while this thread moves bytes inside an API call (isend's direct
- * write, a direct read): what it completes, the caller sees in its own
- * test() calls, so it wakes no one (the engine's sleeping progress thread
- * would only take the caller's core). */
-static _Thread_local int tl_in_api;
-
-/* Publish `units` more of a message (bytes; 1 for a zero-byte message). */
-static inline void piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units,
-                              uint64_t total)
-{
-    uint64_t target = total ? total : 1;
-    if (atomic_fetch_add_explicit(&r->done, units, memory_order_release) + units == target) {
-        TPX_TL(TPX_TR_MSG_DONE, total);
-        if (total <= SOCK_POLL_SMALL_BYTES)
-            tl_small_ns = mono_ns();
-        atomic_fetch_add_explicit(&c->finished, 1, memory_order_relaxed);
-        if (!tl_in_api)
-            wake_engine(c); /* an engine asleep until something completes */
-    }
-}
+_Thread_local uint64_t tpx__sock_tl_small_ns;
+_Thread_local int tpx__sock_tl_in_api;
 
 void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units, uint64_t total)
 {
-    piece_done(c, r, units, total);
+    sock_piece_done(c, r, units, total);
 }
 
 void tpx__sock_comm_set_wake(void *comm, tpx_net_wake_t *wake)
@@ -332,20 +182,20 @@ void tpx__sock_comm_set_wake(void *comm, tpx_net_wake_t *wake)
 
 /* Set the "peer closed" error, quietly: between pieces no byte was lost,
  * and whether the requests still posted matter is the caller's call. */
-static void comm_closed_error(tpx_sock_comm_t *c, const char *why)
+void tpx__sock_comm_closed_error(tpx_sock_comm_t *c, const char *why)
 {
     int expected = 0;
     if (atomic_compare_exchange_strong(&c->error, &expected, TPX_ERR_CONN_RESET))
         SOCK_INFO("comm %p: %s (%llu message(s) posted and not complete)", (void *)c, why,
                   (unsigned long long)(atomic_load(&c->posted) - atomic_load(&c->finished)));
-    wake_engine(c);
+    tpx__sock_comm_wake_engine(c);
 }
 
 /* The peer went away. On a send comm another worker may have written the
  * last bytes of a message and not yet published them: the error is set
  * only once no connection of the comm is being moved (see chan_run), so a
  * message the peer fully received is never reported as failed. */
-static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
+void tpx__sock_comm_peer_closed(tpx_sock_comm_t *c, const char *who)
 {
     if (c->kind == SOCK_COMM_SEND) {
         atomic_store(&c->peer_gone, 1);
@@ -353,7 +203,7 @@ static void comm_peer_closed(tpx_sock_comm_t *c, const char *who)
     }
     char why[96];
     snprintf(why, sizeof(why), "the %s closed the connection", who);
-    comm_closed_error(c, why);
+    tpx__sock_comm_closed_error(c, why);
 }
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -434,7 +284,7 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     int got = 0;
     if (c->links > 1)
-        tpx__sock_rate_update(ch, mono_ns());
+        tpx__sock_rate_update(ch, tpx__sock_mono_ns());
     pthread_mutex_lock(&c->sched_lock);
     if (c->sched_seq < atomic_load(&c->movable)) { /* seq_cst: Dekker with the poster */
         sched_cut(c, ch, &ch->piece, &ch->req);
@@ -472,7 +322,7 @@ static void sched_take_ahead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     pthread_mutex_unlock(&c->sched_lock);
 }
 
-static int sched_has_work(tpx_sock_comm_t *c)
+int tpx__sock_sched_has_work(tpx_sock_comm_t *c)
 {
     pthread_mutex_lock(&c->sched_lock);
     int has = c->sched_seq < atomic_load(&c->movable);
@@ -480,7 +330,7 @@ static int sched_has_work(tpx_sock_comm_t *c)
     return has;
 }
 
-static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+int tpx__sock_chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     uint64_t turn = 0;
     for (;;) {
@@ -498,7 +348,7 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 if (r == SOCK_CUDA_FAIL)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a CUDA buffer to staging failed");
                 else
-                    comm_fail_errno(c, errno, "send to peer failed");
+                    tpx__sock_comm_fail_errno(c, errno, "send to peer failed");
                 return CH_ERROR;
             }
             if (r == SOCK_CUDA_WAIT) { /* moved something: its turn goes on after the others */
@@ -512,7 +362,7 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             ch->active = 0;
             ch->bytes += ch->piece.len;
             turn += ch->piece.len;
-            piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
+            sock_piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
             if (ch->ahead_req != NULL) { /* the piece taken ahead is next */
                 ch->piece = ch->ahead;
                 ch->req = ch->ahead_req;
@@ -547,7 +397,7 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 TPX_TL(TPX_TR_SEND_FULL, turn);
                 return CH_BLOCKED;
             }
-            comm_fail_errno(c, errno, "send to peer failed");
+            tpx__sock_comm_fail_errno(c, errno, "send to peer failed");
             return CH_ERROR;
         }
         turn += (uint64_t)n;
@@ -563,22 +413,22 @@ static int chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             ch->req->cuda_dev < 0) {
             ch->active = 0;
             ch->bytes += ch->piece.len;
-            piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
+            sock_piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
         }
     }
 }
 
 /* The receiver never writes on data connections: readable means closed. */
-static int chan_check_peer(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+int tpx__sock_chan_check_peer(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     char b;
     ssize_t n = recv(ch->fd, &b, 1, MSG_DONTWAIT);
     if (n == 0) {
-        comm_peer_closed(c, "receiver");
+        tpx__sock_comm_peer_closed(c, "receiver");
         return CH_ERROR;
     }
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        comm_fail_errno(c, errno, "data connection failed");
+        tpx__sock_comm_fail_errno(c, errno, "data connection failed");
         return CH_ERROR;
     }
     if (n > 0) {
@@ -615,7 +465,7 @@ int tpx__sock_req_iov(const tpx_sock_req_t *r, uint64_t off, uint64_t len, struc
 }
 
 /* Copy len bytes to the start of r's message (an eager delivery). */
-static void req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint64_t len)
+void tpx__sock_req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint64_t len)
 {
     if (r->iov == NULL) {
         memcpy(r->buf, src, len);
@@ -751,13 +601,13 @@ static int req_claim(tpx_sock_comm_t *c, tpx_sock_req_t *r, const tpx_sock_piece
     req_claim_unlock(r);
     for (int i = 0; wake && i < c->nsocks; i++)
         if (atomic_load(&c->chans[i].claim_waiting))
-            chan_kick(&c->chans[i]);
+            tpx__sock_chan_kick(&c->chans[i]);
     return st;
 }
 
 /* Whether connection i still waits for room in the receive of `slot`
  * with no claim of it since (any thread; see "Claims"). */
-static int req_chan_waits(tpx_sock_comm_t *c, uint32_t slot, int i)
+int tpx__sock_req_chan_waits(tpx_sock_comm_t *c, uint32_t slot, int i)
 {
     tpx_sock_req_t *r = &c->reqs[slot];
     req_claim_lock(r);
@@ -769,9 +619,8 @@ static int req_chan_waits(tpx_sock_comm_t *c, uint32_t slot, int i)
 /* Check piece p against its posted receive r and claim its bytes: 1, 0 if
  * the comm failed, SOCK_CLAIM_WAIT if it must wait for room (see
  * "Claims"; only with `ch`, the connection that read it). */
-#define SOCK_CLAIM_WAIT 2
-static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_req_t *r,
-                       tpx_sock_chan_t *ch)
+int tpx__sock_piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_req_t *r,
+                          tpx_sock_chan_t *ch)
 {
     char why[200];
     if (atomic_load_explicit(&r->seq, memory_order_relaxed) != p->seq) {
@@ -839,12 +688,12 @@ static int piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_sock_r
 
 /* Bind the piece in ch->piece to its posted receive and check it:
  * CH_PROGRESS, CH_ERROR, or CH_PARKED while it waits for room to claim its
- * bytes (claim_wait: chan_recv tries again when kicked). */
-static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+ * bytes (claim_wait: tpx__sock_chan_recv tries again when kicked). */
+int tpx__sock_chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     const tpx_sock_piece_t *p = &ch->piece;
     tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
-    int ok = piece_check(c, p, r, ch);
+    int ok = tpx__sock_piece_check(c, p, r, ch);
     ch->claim_wait = ok == SOCK_CLAIM_WAIT;
     if (ok == SOCK_CLAIM_WAIT)
         return CH_PARKED;
@@ -852,7 +701,7 @@ static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     if (!ok)
         return CH_ERROR;
     if (p->len == 0) {
-        piece_done(c, r, 1, 0);
+        sock_piece_done(c, r, 1, 0);
         return CH_PROGRESS;
     }
     ch->req = r;
@@ -865,7 +714,7 @@ static int chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 
 /* The header just read can be taken eagerly: a whole small message, the
  * buffer grown to hold it. */
-static int eager_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+int tpx__sock_eager_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     const tpx_sock_piece_t *p = &ch->piece;
     uint32_t max = tpx__sock_params.eager_bytes;
@@ -885,13 +734,13 @@ static int eager_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 }
 
 /* The eager payload is complete: park holding it (re-checked at the top
- * of chan_recv, after these stores: Dekker with irecv). */
-static void eager_hold(tpx_sock_chan_t *ch)
+ * of tpx__sock_chan_recv, after these stores: Dekker with irecv). */
+void tpx__sock_eager_hold(tpx_sock_chan_t *ch)
 {
     ch->eager_fill = 0;
     ch->bytes += ch->piece.len;
     TPX_TL(TPX_TR_EAGER_HELD, ch->piece.len);
-    tl_small_ns = mono_ns();
+    tpx__sock_tl_small_ns = tpx__sock_mono_ns();
     ch->eager_held = 1;
     atomic_store(&ch->eager_seq, ch->piece.seq);
     atomic_store(&ch->eager_state, SOCK_EAGER_READY);
@@ -905,7 +754,7 @@ static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     const tpx_sock_piece_t *p = &ch->piece;
     tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
-    if (piece_check(c, p, r, NULL) != 1) /* [0, total): never waits */
+    if (tpx__sock_piece_check(c, p, r, NULL) != 1) /* [0, total): never waits */
         return 0;
     if (p->len > 0 && r->cuda_dev >= 0) {
         if (tpx__sock_cuda_eager_copy(ch, r->cuda_dev, r->buf, ch->eager, p->len) != TPX_OK) {
@@ -913,18 +762,18 @@ static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return 0;
         }
     } else if (p->len > 0) {
-        req_copy_in(r, ch->eager, p->len);
+        tpx__sock_req_copy_in(r, ch->eager, p->len);
     }
-    piece_done(c, r, p->len ? p->len : 1, p->total);
+    sock_piece_done(c, r, p->len ? p->len : 1, p->total);
     return 1;
 }
 
 /* The connection's owner, parked holding a message eagerly: CH_PARKED
  * while its receive is not posted (or irecv is copying it out),
  * CH_PROGRESS once it is delivered (by irecv or here), CH_ERROR;
- * CH_MORE when `api` (a direct read, see chan_recv) would have to copy it
+ * CH_MORE when `api` (a direct read, see tpx__sock_chan_recv) would have to copy it
  * into CUDA memory: the worker does that. */
-static int eager_parked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api)
+int tpx__sock_eager_parked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api)
 {
     for (;;) {
         int st = atomic_load(&ch->eager_state);
@@ -965,12 +814,12 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
         if (atomic_load(&ch->eager_seq) != seq) {
             /* The worker delivered ours and holds a later one by now. */
             atomic_store(&ch->eager_state, SOCK_EAGER_READY);
-            chan_kick(ch);
+            tpx__sock_chan_kick(ch);
             return 0;
         }
-        tl_in_api = 1;
+        tpx__sock_tl_in_api = 1;
         int ok = eager_deliver(c, ch);
-        tl_in_api = 0;
+        tpx__sock_tl_in_api = 0;
         TPX_TL(TPX_TR_EAGER_IRECV, r->size);
         atomic_store(&ch->parked, 0);
         atomic_store(&ch->eager_state, SOCK_EAGER_NONE); /* the worker may read on */
@@ -979,14 +828,14 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
         char b;
         ssize_t n = recv(ch->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
         if (!ok || n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-            chan_kick(ch);
+            tpx__sock_chan_kick(ch);
         return 1;
     }
     return 0;
 }
 
 /* The sender closed a connection in the middle of a message. */
-static int chan_recv_cut(tpx_sock_comm_t *c)
+int tpx__sock_chan_recv_cut(tpx_sock_comm_t *c)
 {
     if (c->tcpx) {
         /* Google's plugin only ends its helper thread: test() keeps saying
@@ -1007,7 +856,7 @@ static int chan_recv_cut(tpx_sock_comm_t *c)
  * the thread of a direct read (tpx__sock_recv_direct), which moves host
  * memory only and stops with CH_MORE where a CUDA copy or its turn's
  * budget (`budget` bytes) would begin: the worker goes on from there. */
-static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t budget)
+int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t budget)
 {
     uint64_t turn = 0;
     for (;;) {
@@ -1016,13 +865,13 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
         if (turn >= budget)
             return CH_MORE;
         if (ch->eager_held) {
-            int r = eager_parked(c, ch, api);
+            int r = tpx__sock_eager_parked(c, ch, api);
             if (r != CH_PROGRESS)
                 return r;
             continue;
         }
         if (ch->claim_wait) { /* kicked: room to claim its bytes now? */
-            int r = chan_attach(c, ch);
+            int r = tpx__sock_chan_attach(c, ch);
             if (r != CH_PROGRESS)
                 return r;
             continue;
@@ -1033,7 +882,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
                 return CH_PARKED;
             atomic_store_explicit(&ch->parked, 0, memory_order_relaxed);
             TPX_TL(TPX_TR_UNPARKED, ch->piece.seq);
-            int r = chan_attach(c, ch);
+            int r = tpx__sock_chan_attach(c, ch);
             if (r != CH_PROGRESS)
                 return r;
             continue;
@@ -1044,12 +893,12 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
                 return CH_MORE;
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
             if (r == SOCK_CUDA_CLOSED)
-                return chan_recv_cut(c);
+                return tpx__sock_chan_recv_cut(c);
             if (r < 0) {
                 if (r == SOCK_CUDA_FAIL)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
                 else
-                    comm_fail_errno(c, errno, "receive from peer failed");
+                    tpx__sock_comm_fail_errno(c, errno, "receive from peer failed");
                 return CH_ERROR;
             }
             if (r == SOCK_CUDA_WAIT) {
@@ -1093,19 +942,19 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
                 TPX_TL(TPX_TR_RECV_DRY, turn);
                 return CH_BLOCKED;
             }
-            comm_fail_errno(c, errno, "receive from peer failed");
+            tpx__sock_comm_fail_errno(c, errno, "receive from peer failed");
             return CH_ERROR;
         }
         if (n == 0) {
             if (ch->active || ch->eager_fill || ch->hdr_done != 0)
-                return chan_recv_cut(c);
+                return tpx__sock_chan_recv_cut(c);
             return CH_EOF;
         }
         turn += (uint64_t)n;
         if (ch->eager_fill) {
             ch->data_done += (uint32_t)n;
             if (ch->data_done == ch->piece.len)
-                eager_hold(ch);
+                tpx__sock_eager_hold(ch);
             continue;
         }
         if (!ch->active) {
@@ -1118,18 +967,18 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
                 return CH_ERROR;
             }
             if (atomic_load_explicit(&c->movable, memory_order_acquire) <= ch->piece.seq) {
-                if (eager_take(c, ch)) {
+                if (tpx__sock_eager_take(c, ch)) {
                     ch->data_done = 0;
                     ch->eager_fill = 1;
                     if (ch->piece.len == 0)
-                        eager_hold(ch);
+                        tpx__sock_eager_hold(ch);
                     continue;
                 }
                 atomic_store(&ch->parked, 1); /* re-checked at the top, after this store */
                 TPX_TL(TPX_TR_PARKED, ch->piece.seq);
                 continue;
             }
-            int r = chan_attach(c, ch);
+            int r = tpx__sock_chan_attach(c, ch);
             if (r != CH_PROGRESS)
                 return r;
             continue;
@@ -1138,7 +987,7 @@ static int chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64_t 
         if (ch->data_done == ch->piece.len) {
             ch->active = 0;
             ch->bytes += ch->piece.len;
-            piece_done(c, ch->req, ch->piece.len, ch->piece.total);
+            sock_piece_done(c, ch->req, ch->piece.len, ch->piece.total);
         }
     }
 }
@@ -1172,11 +1021,11 @@ static void comm_recv_starved(tpx_sock_comm_t *c)
         /* A waiter let in by a claim since it parked is being kicked to
          * move on: it may still complete its receive. */
         if (gone == SOCK_CHAN_WAITS &&
-            !req_chan_waits(c, atomic_load(&c->chans[i].wait_slot), i))
+            !tpx__sock_req_chan_waits(c, atomic_load(&c->chans[i].wait_slot), i))
             return;
     }
     if (movable > atomic_load(&c->finished))
-        comm_peer_closed(c, "sender");
+        tpx__sock_comm_peer_closed(c, "sender");
 }
 
 void tpx__sock_recv_posted(tpx_sock_comm_t *c)
@@ -1193,7 +1042,7 @@ static void chan_recv_eof(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     ch->eof = 1;
     chan_set_gone(c, ch, SOCK_CHAN_ENDED);
     if (atomic_fetch_add(&c->eof_chans, 1) + 1 == c->nsocks)
-        comm_peer_closed(c, "sender");
+        tpx__sock_comm_peer_closed(c, "sender");
     else
         comm_recv_starved(c);
 }
@@ -1218,11 +1067,11 @@ static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         socklen_t len = sizeof(err);
         if (ioctl(ch->fd, FIONREAD, &avail) != 0 ||
             getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-            comm_fail_errno(c, err != 0 ? err : errno, "receive from peer failed");
+            tpx__sock_comm_fail_errno(c, err != 0 ? err : errno, "receive from peer failed");
             return CH_ERROR;
         }
         if ((uint64_t)avail < ch->piece.len) /* a parked piece's payload is all unread */
-            return chan_recv_cut(c);
+            return tpx__sock_chan_recv_cut(c);
     }
     if (ch->claim_wait) {
         /* Its piece waits for room, which only a connection still open can
@@ -1237,9 +1086,9 @@ static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     return CH_PARKED;
 }
 
-/* What a receiving connection's turn (chan_recv's result r) says about the
+/* What a receiving connection's turn (tpx__sock_chan_recv's result r) says about the
  * sender's close; returns r, or what the close makes of it. Its owner. */
-static int chan_recv_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int r)
+int tpx__sock_chan_recv_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int r)
 {
     if (r == CH_EOF)
         chan_recv_eof(c, ch);
@@ -1252,9 +1101,9 @@ static int chan_recv_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int r)
 
 /* The worker takes a connection's state for a turn. If the API thread
  * holds it (isend's direct write, a direct read), say so and look once
- * more (Dekker with chan_release: either we get it now or the releaser
+ * more (Dekker with tpx__sock_chan_release: either we get it now or the releaser
  * sees `missed` and kicks us). */
-static int chan_own(tpx_sock_chan_t *ch)
+int tpx__sock_chan_own(tpx_sock_chan_t *ch)
 {
     int expected = 0;
     if (atomic_compare_exchange_strong(&ch->owner, &expected, SOCK_OWNER_WORKER))
@@ -1264,12 +1113,12 @@ static int chan_own(tpx_sock_chan_t *ch)
     return atomic_compare_exchange_strong(&ch->owner, &expected, SOCK_OWNER_WORKER);
 }
 
-static void chan_release(tpx_sock_chan_t *ch, int who)
+void tpx__sock_chan_release(tpx_sock_chan_t *ch, int who)
 {
     (void)who;
     atomic_store(&ch->owner, 0);
     if (who == SOCK_OWNER_API && atomic_load(&ch->missed) && atomic_exchange(&ch->missed, 0))
-        chan_kick(ch);
+        tpx__sock_chan_kick(ch);
 }
 
 /* ---- direct reads ---------------------------------------------------------------- */
@@ -1300,7 +1149,7 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
         atomic_load_explicit(&c->closing, memory_order_relaxed))
         return 0;
     int moved = 0;
-    tl_in_api = 1;
+    tpx__sock_tl_in_api = 1;
     for (int i = 0; i < c->nsocks; i++) {
         tpx_sock_chan_t *ch = &c->chans[i];
         int expected = 0;
@@ -1313,7 +1162,7 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
          * worker (copies in flight, published in order with its close). */
         int st = CH_IDLE;
         for (int pass = 0; !ch->eof && ch->cu == NULL && pass < SOCK_DIRECT_PASSES; pass++) {
-            st = chan_recv(c, ch, 1, 2 * max);
+            st = tpx__sock_chan_recv(c, ch, 1, 2 * max);
             if (st == CH_BLOCKED && TPX_UNLIKELY(tpx__sock_params.fault_dry_ns != 0))
                 direct_fault_wait(tpx__sock_params.fault_dry_ns);
             /* Read dry. A worker that found the connection ours meanwhile
@@ -1328,16 +1177,16 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
                 break;
             st = CH_MORE; /* after the last pass: the worker goes on */
         }
-        st = chan_recv_settle(c, ch, st);
+        st = tpx__sock_chan_recv_settle(c, ch, st);
         if (st == CH_MORE)
             atomic_store(&ch->missed, 1); /* the worker goes on from here */
         if (ch->bytes != before)
             ch->api_bytes += ch->bytes - before;
         if (ch->bytes != before || atomic_load_explicit(&c->finished, memory_order_relaxed) != done)
             moved = 1;
-        chan_release(ch, SOCK_OWNER_API);
+        tpx__sock_chan_release(ch, SOCK_OWNER_API);
     }
-    tl_in_api = 0;
+    tpx__sock_tl_in_api = 0;
     if (moved)
         TPX_TL(TPX_TR_RECV_DIRECT, r->size);
     return moved;
@@ -1355,7 +1204,7 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
      * would find a sleeping one, whose wake-up was most of a one-sided
      * READ's p99 on the 16-core host), the next one in a burst (messages
      * posted back to back are read by several workers at once). */
-    uint64_t now = mono_ns();
+    uint64_t now = tpx__sock_mono_ns();
     int first = c->direct_chan;
     if (now - c->direct_ns < SOCK_DIRECT_BURST_NS)
         first = (first + 1) % c->nsocks;
@@ -1371,7 +1220,7 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
             ch = k;
             c->direct_chan = (first + i) % c->nsocks;
         } else
-            chan_release(k, SOCK_OWNER_API);
+            tpx__sock_chan_release(k, SOCK_OWNER_API);
     }
     if (ch == NULL)
         return 0;
@@ -1413,9 +1262,9 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
             TPX_TL(TPX_TR_ISEND_DIRECT, r->size);
             ch->active = 0;
             ch->bytes += r->size;
-            tl_in_api = 1;
-            piece_done(c, r, r->size ? r->size : 1, r->size);
-            tl_in_api = 0;
+            tpx__sock_tl_in_api = 1;
+            sock_piece_done(c, r, r->size ? r->size : 1, r->size);
+            tpx__sock_tl_in_api = 0;
             /* Idle again: only this thread posts, and nothing it posted
              * waits in the scheduler (this message was the last). */
             atomic_store(&ch->idle, 1);
@@ -1435,8 +1284,8 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
         }
     }
     if (atomic_fetch_sub(&c->running, 1) == 1 && atomic_load(&c->peer_gone))
-        comm_closed_error(c, "the receiver closed the connection");
-    chan_release(ch, SOCK_OWNER_API);
+        tpx__sock_comm_closed_error(c, "the receiver closed the connection");
+    tpx__sock_chan_release(ch, SOCK_OWNER_API);
     return taken;
 }
 
@@ -1517,27 +1366,27 @@ static int chan_run(tpx_sock_chan_t *ch)
     if (!atomic_load(&c->closing) && /* seq_cst: after `running` (the closer waits on it) */
         atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
         !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
-        chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
+        tpx__sock_chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
         if (ch->eof) {
             /* Its close was taken (by us, or by a direct read: read only
              * while owning, as the reader wrote it): nothing more comes. */
-            chan_release(ch, SOCK_OWNER_WORKER);
+            tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
         } else if (send) {
             /* The receiver never writes on data connections: readable
              * (or hung up) means it closed. */
             if (ch->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-                r = chan_check_peer(c, ch);
+                r = tpx__sock_chan_check_peer(c, ch);
             if (r != CH_ERROR) {
                 atomic_store_explicit(&ch->idle, 0, memory_order_relaxed);
-                r = chan_send(c, ch);
+                r = tpx__sock_chan_send(c, ch);
                 if (r == CH_IDLE) {
                     atomic_store(&ch->idle, 1); /* then look again: Dekker with the poster */
-                    again = sched_has_work(c);
+                    again = tpx__sock_sched_has_work(c);
                     if (again)
                         atomic_store_explicit(&ch->idle, 0, memory_order_relaxed);
                 }
             }
-            chan_release(ch, SOCK_OWNER_WORKER);
+            tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
         } else {
             /* Pieces whose last copies to the GPU finished are published
              * first; while some still wait, the connection stays polled
@@ -1545,7 +1394,7 @@ static int chan_run(tpx_sock_chan_t *ch)
             if (ch->events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
                 ch->hup = 1; /* a parked connection does not read on to see it (the top) */
             int prog = 0, left = tpx__sock_cuda_reap(ch, &prog);
-            r = left < 0 ? CH_ERROR : chan_recv(c, ch, 0, SOCK_TURN_BYTES);
+            r = left < 0 ? CH_ERROR : tpx__sock_chan_recv(c, ch, 0, SOCK_TURN_BYTES);
             if (r != CH_ERROR && r != CH_MORE && r != CH_CUWAIT &&
                 (left = tpx__sock_cuda_reap(ch, &prog)) != 0) {
                 r = left < 0 ? CH_ERROR : prog ? CH_MORE : CH_CUWAIT;
@@ -1554,8 +1403,8 @@ static int chan_run(tpx_sock_chan_t *ch)
             }
             if (left < 0)
                 tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
-            r = chan_recv_settle(c, ch, r);
-            chan_release(ch, SOCK_OWNER_WORKER);
+            r = tpx__sock_chan_recv_settle(c, ch, r);
+            tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
         }
         ch->events = 0;
     }
@@ -1570,7 +1419,7 @@ static int chan_run(tpx_sock_chan_t *ch)
     /* The last connection to stop after the receiver went away reports it:
      * everything any of them moved is published by then. */
     if (atomic_fetch_sub(&c->running, 1) == 1 && send && atomic_load(&c->peer_gone))
-        comm_closed_error(c, "the receiver closed the connection");
+        tpx__sock_comm_closed_error(c, "the receiver closed the connection");
     return again || r == CH_MORE ? 1 : r == CH_CUWAIT ? 2 + stream : 0;
 }
 
@@ -1616,13 +1465,6 @@ static void worker_commands(tpx_sock_worker_t *w)
     pthread_mutex_unlock(&w->lock);
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* epoll_wait for at most `ns` nanoseconds (0: do not block). Below a
  * millisecond it needs epoll_pwait2 (Linux 5.11; called directly, so that
  * an older C library loads us too); without it, a short wait is a poll and
@@ -1655,13 +1497,14 @@ static int worker_epoll(tpx_sock_worker_t *w, struct epoll_event *evs, uint64_t 
 static uint64_t worker_nap_ns(tpx_sock_worker_t *w)
 {
     if (w->run_head == NULL) {
-        if (tpx__sock_params.poll_ns > 0 && mono_ns() - tl_small_ns < tpx__sock_params.poll_ns)
+        if (tpx__sock_params.poll_ns > 0 &&
+            tpx__sock_mono_ns() - tpx__sock_tl_small_ns < tpx__sock_params.poll_ns)
             return 0; /* just moved a small message (TPX_SOCK_POLL_US): poll */
         return 1000000000u;
     }
     if (w->cu_wait_since == 0)
         return 0;
-    uint64_t waited = mono_ns() - w->cu_wait_since;
+    uint64_t waited = tpx__sock_mono_ns() - w->cu_wait_since;
     if (waited < (w->cu_wait_stream ? 0 : tpx__sock_params.cuda_spin_ns))
         return 0;
     return TPX_MIN(TPX_MAX(waited / 4, SOCK_CU_NAP_MIN_NS), SOCK_CU_NAP_MAX_NS);
@@ -1688,7 +1531,7 @@ static void *worker_main(void *arg)
         uint64_t nap = worker_nap_ns(w);
         if (nap > 0) {
             /* Sleep. Announce it first, then look again (Dekker with
-             * chan_kick and the closer). */
+             * tpx__sock_chan_kick and the closer). */
             atomic_store(&w->sleeping, 1);
             if (atomic_load(&w->kicks) != NULL || atomic_load(&w->cmd) ||
                 atomic_load(&w->stop)) {
@@ -1730,7 +1573,7 @@ static void *worker_main(void *arg)
          * with) the clock of worker_nap_ns. */
         if (ran > 0 && cu_waits == ran) {
             if (w->cu_wait_since == 0)
-                w->cu_wait_since = mono_ns();
+                w->cu_wait_since = tpx__sock_mono_ns();
             w->cu_wait_stream = tpx__sock_params.cuda_spin_auto && cu_streams == ran;
         } else {
             w->cu_wait_since = 0;
@@ -1774,7 +1617,7 @@ static void pool_stop(void)
     for (int k = 0; k < pool.n; k++) {
         tpx_sock_worker_t *w = &pool.w[k];
         atomic_store(&w->stop, 1);
-        worker_wake(w);
+        tpx__sock_worker_wake(w);
     }
     for (int k = 0; k < pool.n; k++) {
         tpx_sock_worker_t *w = &pool.w[k];
@@ -1942,7 +1785,7 @@ tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c)
     pthread_mutex_unlock(&pool.lock);
     /* The first kick registers each connection with its worker. */
     for (int i = 0; i < c->nsocks; i++)
-        chan_kick(&c->chans[i]);
+        tpx__sock_chan_kick(&c->chans[i]);
     return TPX_OK;
 }
 
@@ -1979,7 +1822,7 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
             pthread_cond_wait(&w->cond, &w->lock);
         w->detach = c;
         atomic_store(&w->cmd, 1);
-        worker_wake(w);
+        tpx__sock_worker_wake(w);
         while (w->detach == c)
             pthread_cond_wait(&w->cond, &w->lock);
         pthread_mutex_unlock(&w->lock);
