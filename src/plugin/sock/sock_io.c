@@ -206,47 +206,6 @@ void tpx__sock_comm_peer_closed(tpx_sock_comm_t *c, const char *who)
     tpx__sock_comm_closed_error(c, why);
 }
 
-/* ---- receiving -------------------------------------------------------------- */
-
-/* Check piece p against its posted receive r and claim its bytes; 0 if
- * the comm failed. */
-int tpx__sock_req_iov(const tpx_sock_req_t *r, uint64_t off, uint64_t len, struct iovec *out,
-                      int max)
-{
-    if (r->iov == NULL) {
-        out[0] = (struct iovec){r->buf + off, (size_t)len};
-        return 1;
-    }
-    int n = 0;
-    for (int i = 0; i < r->iovcnt && len > 0 && n < max; i++) {
-        uint64_t l = r->iov[i].iov_len;
-        if (off >= l) {
-            off -= l;
-            continue;
-        }
-        uint64_t take = TPX_MIN(l - off, len);
-        out[n++] = (struct iovec){(char *)r->iov[i].iov_base + off, (size_t)take};
-        len -= take;
-        off = 0;
-    }
-    return n;
-}
-
-/* Copy len bytes to the start of r's message (an eager delivery). */
-void tpx__sock_req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint64_t len)
-{
-    if (r->iov == NULL) {
-        memcpy(r->buf, src, len);
-        return;
-    }
-    for (int i = 0; i < r->iovcnt && len > 0; i++) {
-        size_t take = (size_t)TPX_MIN((uint64_t)r->iov[i].iov_len, len);
-        memcpy(r->iov[i].iov_base, src, take);
-        src += take;
-        len -= take;
-    }
-}
-
 /* ---- claims ---- */
 
 /* Pieces of one message never overlap: the sender cuts them one after the
