@@ -1,7 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sock_io.c - the I/O of every comm's data connections (sock_io.h says how
- * the workers, kicks, claims, eager receives and closes fit together).
+ * sock_worker.c - the I/O worker threads that run every comm's data
+ * connections.
+ *
+ * A small process-wide pool of worker threads (TPX_SOCK_WORKERS; default
+ * one per CPU, 2 to 16) serves the data connections of all comms: a
+ * comm's connections are dealt over the workers when it starts (those
+ * NUMA-local to its NIC first, when sysfs names the node). Each worker
+ * multiplexes its connections with one edge-triggered epoll set and runs
+ * them from a run queue, one turn each (sock_send.c, sock_recv.c), at most
+ * SOCK_TURN_BYTES per connection per turn. A worker left with only
+ * connections that wait for CUDA copies polls, then naps (sock_io.h).
+ * Close detaches a comm from every worker that serves it.
  */
 #include <errno.h>
 #include <sched.h>
