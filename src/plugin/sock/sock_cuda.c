@@ -43,7 +43,7 @@
  * A connection whose next block is not copied yet (send) or that has no
  * ring space for the next block (receive: the blocks before it still feed
  * copies to the GPU) returns SOCK_CUDA_WAIT, and its worker looks at it
- * again soon (sock_io.c: behind its other connections, then with a short,
+ * again soon (sock_worker.c: behind its other connections, then with a short,
  * growing sleep) while it serves the rest.
  *
  * Receive: a piece is published only after its last host-to-device copy
@@ -60,6 +60,7 @@
 
 #include "gpu/cuda.h"
 #include "sock.h"
+#include "sock_cuda.h"
 
 
 /* A received piece whose copies to the GPU are in flight. */
@@ -85,7 +86,7 @@ struct tpx_sock_cuda_chan {
      * stream order) */
     uint64_t blk_done;
     /* at most one entry per block in the ring (an empty piece never enters:
-     * it completes when its header is read, sock_io.c chan_attach) */
+     * it completes when its header is read, sock_claim.c) */
     cu_pending_t pend[TPX_SOCK_RING_BLKS];
     uint32_t pend_head, pend_tail;
     /* The completion word (NULL: events mark the copies): block b's mark

@@ -13,6 +13,7 @@
 
 #include "gpu/cuda.h"
 #include "sock.h"
+#include "sock_cuda.h"
 
 int tpx__sock_cuda_available(void)
 {

@@ -18,6 +18,7 @@
 
 #include "common/config.h"
 #include "sock.h"
+#include "sock_cuda.h"
 #include "sock_io.h"
 
 /* The header just read can be taken eagerly: a whole small message, the

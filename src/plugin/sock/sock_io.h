@@ -16,7 +16,8 @@
  *   sock_direct_read.c   a lone small receive read on the caller's thread
  *   sock_direct_write.c  isend's write from the caller's thread
  *   sock_worker.c        the worker threads: run queue, epoll, placement
- * CUDA staging (sock_cuda.h) is called by them and calls none of them.
+ * CUDA staging (sock_cuda.h) is called by them and calls none of them but
+ * the comm's completion (sock_comm.c).
  *
  * A small process-wide pool of worker threads (TPX_SOCK_WORKERS; default
  * one per CPU, 2 to 16) serves the data connections of all comms: a

@@ -25,6 +25,7 @@
 
 #include "common/config.h"
 #include "sock.h"
+#include "sock_cuda.h"
 #include "sock_symbol.h"
 #include "sock_tables.h"
 

@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/tsan.h"
 #include "sock.h"
+#include "sock_cuda.h"
 #include "sock_io.h"
 
 /* The sender closed a connection in the middle of a message. */

@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/tsan.h"
 #include "sock.h"
+#include "sock_cuda.h"
 #include "sock_io.h"
 
 /* A connection of a comm whose links differ in speed gets pieces in

@@ -32,6 +32,7 @@
 #include "common/trace.h"
 #include "common/tsan.h"
 #include "sock.h"
+#include "sock_cuda.h"
 #include "sock_io.h"
 #include "sock_tables.h"
 
