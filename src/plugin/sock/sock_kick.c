@@ -44,7 +44,7 @@ void tpx__sock_chan_kick(tpx_sock_chan_t *ch)
     tpx_sock_chan_t *head = atomic_load_explicit(&w->kicks, memory_order_relaxed);
     do
         ch->kick_next = head;
-    while (!atomic_compare_exchange_weak(&w->kicks, &head, ch)); /* seq_cst: see the top */
+    while (!atomic_compare_exchange_weak(&w->kicks, &head, ch)); /* seq_cst: see sock_io.h */
     if (atomic_load(&w->sleeping))
         tpx__sock_worker_wake(w);
 }
