@@ -602,7 +602,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     }
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
-    e->gpu_passes = !tpx__net_is_own(e->net) || e->net->is_tcpx ||
+    e->gpu_passes = !tpx__net_keeps_gpu(e->net) || e->net->is_tcpx ||
                     e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
     e->net_wakes = tpx__net_set_wake(e->net, NULL, NULL);
     e->bulk_waits = e->net_wakes && tpx__net_has_vec(e->net) && tpx__config_int(TPX_CFG_BULK_WAIT);

@@ -199,8 +199,9 @@ struct tpx_engine {
     int gpu_fixed;             /* 1: gpu and devs no longer change (lock) */
     int progress_numa;         /* params.progress_cpu was TPX_CPU_NUMA_LOCAL */
     int gpu_passes;            /* the plugin may place memory on the current GPU in any call
-                                  (all but tpx's own transport outside strict TCPX mode, which
-                                  names its devices itself): passes enter the GPU too */
+                                  (all but a plugin whose extension table says it names its
+                                  devices itself, tpx__net_keeps_gpu: the built-in transport
+                                  outside strict TCPX mode): passes enter the GPU too */
     int nchan;
     uint32_t chunk;
     int window;

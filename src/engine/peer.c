@@ -54,7 +54,6 @@
 #include "window.h"
 #include "xfer.h"
 #include "ident.h"
-#include "plugin/sock/sock_wire.h"
 #include "remote.h"
 
 #define MSG_READY (TPX_BS_TYPE_USER + 1)
@@ -590,7 +589,8 @@ static int addr_same_ip(const struct sockaddr *a, const struct sockaddr *b)
 }
 
 /* An incoming peer that no token authenticated must not steer this
- * engine's connects (the built-in transport's handles are read; other
+ * engine's connects (handles are read where the plugin can say where they
+ * lead, net.h tpx__net_handle_addrs: the built-in transport; other
  * plugins' are opaque): every address its handles name must be the one its
  * bootstrap connection came from (a local peer, on a loopback address, may
  * also name this host's other addresses: it could connect there itself).
@@ -604,7 +604,7 @@ static tpx_status_t handles_check(tpx_peer_t *p, int inbound,
                                   unsigned char (*their)[TPX_BS_HANDLE_SIZE], int n)
 {
     struct sockaddr_storage peer;
-    if (!inbound || tpx__bs_authenticated(p->bs) || p->e->net->dl != NULL ||
+    if (!inbound || tpx__bs_authenticated(p->bs) || !tpx__net_reads_handles(p->e->net) ||
         tpx__bs_peer_addr(p->bs, &peer) != TPX_OK)
         return TPX_OK;
     uint32_t pv4 = 0;
@@ -614,11 +614,19 @@ static tpx_status_t handles_check(tpx_peer_t *p, int inbound,
         return TPX_OK; /* another process of this host: it can connect anywhere itself */
     int own_only = tpx__config_int(TPX_CFG_TRUST_HANDLES) == 0;
     for (int i = 0; i < n; i++) {
-        tpx_sock_handle_t h;
-        if (tpx__sock_handle_decode(their[i], &h) != TPX_OK)
+        struct sockaddr_storage addrs[TPX_NET_EXT_HANDLE_ADDRS_MAX];
+        int naddrs =
+            tpx__net_handle_addrs(p->e->net, their[i], addrs, TPX_NET_EXT_HANDLE_ADDRS_MAX);
+        if (naddrs < 0)
             continue; /* the plugin refuses it */
-        for (int k = 0; k < (h.naddrs > 0 ? h.naddrs : 1); k++) {
-            const struct sockaddr *a = &tpx__sock_handle_addr(&h, k)->sa;
+        if (naddrs > TPX_NET_EXT_HANDLE_ADDRS_MAX) {
+            SETUP_ERR(p, "peer %s (not authenticated by a token) names %d addresses in a "
+                      "connect handle (at most %d are checked): refused",
+                      p->name, naddrs, TPX_NET_EXT_HANDLE_ADDRS_MAX);
+            return TPX_ERR_PROTOCOL;
+        }
+        for (int k = 0; k < naddrs; k++) {
+            const struct sockaddr *a = (const struct sockaddr *)&addrs[k];
             uint32_t v4;
             if (own_only && !addr_same_ip(a, (const struct sockaddr *)&peer) &&
                 !(peer_loop && !addr_is_local_only(a) && addr_sa_is_ours(a))) {

@@ -1217,7 +1217,7 @@ TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
          * thread that waits does the work, one spinning thread instead of
          * two. 2-core host, one-sided READ of 512 KiB in one process:
          * p50 1.99x -> 1.27x the raw TCP round trip with the transport's
-         * direct reads (sock_io.c), 32 x 16 KiB 1.71x -> 1.42x. */
+         * direct reads (sock_direct_read.c), 32 x 16 KiB 1.71x -> 1.42x. */
         tpx_engine_t *e = x->e;
         uint64_t stop = TPX_MIN(limit, now + e->wait_spin_ns);
         tpx__engine_drive_begin(e);

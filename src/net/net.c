@@ -23,22 +23,13 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/sigpipe.h"
-#include "plugin/sock/sock_tables.h"
+#include "plugin/sock/sock_symbol.h"
 
 #define NET_MAX 8
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 static tpx_net_t nets[NET_MAX];
 static int nnets;
-
-int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w)
-{
-    if (n == NULL || !n->own)
-        return 0;
-    if (comm != NULL)
-        tpx__sock_comm_set_wake(comm, w);
-    return 1;
-}
 
 /* ---- the logger handed to plugins ----------------------------------------- */
 
@@ -143,26 +134,48 @@ static int name_is_tcpx(const char *name)
 /* Tables newer than tpx knows are looked for up to this version. */
 #define NET_ABI_PROBE_MAX 32
 
+/* A symbol of the plugin: dlsym() on its library, or the built-in
+ * transport's own lookup ("builtin"), which answers the same names. */
+static void *net_sym(const tpx_net_t *n, const char *name)
+{
+    return n->dl != NULL ? dlsym(n->dl, name) : (void *)tpx__sock_symbol(name);
+}
+
+/* The optional extension table (net_ext.h), if the plugin exports a usable one. */
+static const tpx_net_ext_v1_t *net_ext(const tpx_net_t *n)
+{
+    const tpx_net_ext_v1_t *x = net_sym(n, TPX_NET_EXT_SYMBOL);
+    if (x == NULL)
+        return NULL;
+    if (x->version < 1 || x->size < sizeof(*x) || x->max_requests == NULL ||
+        x->raises_sigpipe == NULL || x->vec_ok == NULL || x->keeps_gpu == NULL ||
+        x->comm_set_wake == NULL || x->connect_socks == NULL || x->isendv == NULL ||
+        x->irecvv == NULL || x->handle_addrs == NULL) {
+        TPX_WARN("net plugin '%s': its %s (version %u, %u bytes) is not one tpx can use: "
+                 "ignored, the plugin is driven through ncclNet only", n->label,
+                 TPX_NET_EXT_SYMBOL, (unsigned)x->version, (unsigned)x->size);
+        return NULL;
+    }
+    return x;
+}
+
 static tpx_status_t net_load(const char *which, tpx_net_t *n)
 {
     memset(n, 0, sizeof(*n));
     snprintf(n->label, sizeof(n->label), "%s", which);
-    if (strcmp(which, "builtin") == 0) {
-        n->abi = 12;
-        n->table = &tpx__sock_net_v12;
-        n->name = tpx__sock_net_v12.name;
-        n->own = 1;
-        return TPX_OK;
-    }
     char path[PATH_MAX];
-    if (strchr(which, '/') != NULL)
+    if (strcmp(which, "builtin") == 0)
+        snprintf(path, sizeof(path), "%s", "the built-in transport");
+    else if (strchr(which, '/') != NULL)
         snprintf(path, sizeof(path), "%s", which);
     else
         snprintf(path, sizeof(path), "libnccl-net-%s.so", which);
-    n->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (n->dl == NULL) {
-        TPX_ERROR("net plugin '%s': cannot load %s: %s", which, path, dlerror());
-        return TPX_ERR_PLUGIN;
+    if (strcmp(which, "builtin") != 0) {
+        n->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (n->dl == NULL) {
+            TPX_ERROR("net plugin '%s': cannot load %s: %s", which, path, dlerror());
+            return TPX_ERR_PLUGIN;
+        }
     }
     /* A table newer than this header is not something tpx can call; the
      * plugin's newest known table is (plugins export several for exactly
@@ -170,12 +183,12 @@ static tpx_status_t net_load(const char *which, tpx_net_t *n)
     char sym[64];
     for (int v = NET_ABI_PROBE_MAX; v > TPX_NCCLNET_ABI_MAX && n->newer == 0; v--) {
         snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", v);
-        if (dlsym(n->dl, sym) != NULL)
+        if (net_sym(n, sym) != NULL)
             n->newer = v;
     }
     for (int v = TPX_NCCLNET_ABI_MAX; v >= TPX_NCCLNET_ABI_MIN && n->table == NULL; v--) {
         snprintf(sym, sizeof(sym), TPX_NCCLNET_SYMBOL_PREFIX "%d", v);
-        n->table = dlsym(n->dl, sym);
+        n->table = net_sym(n, sym);
         n->abi = v;
     }
     if (n->table == NULL) {
@@ -186,9 +199,11 @@ static tpx_status_t net_load(const char *which, tpx_net_t *n)
         else
             TPX_ERROR("net plugin '%s' (%s) exports none of ncclNetPlugin_v%d..v%d", which, path,
                       TPX_NCCLNET_ABI_MIN, TPX_NCCLNET_ABI_MAX);
-        dlclose(n->dl);
+        if (n->dl != NULL)
+            dlclose(n->dl);
         return TPX_ERR_PLUGIN;
     }
+    n->ext = net_ext(n);
     n->name = ((const tpx_ncclnet_v7_t *)n->table)->name; /* `name` leads every version */
     if (n->name == NULL)
         n->name = "(unnamed)";
@@ -257,7 +272,7 @@ static tpx_status_t net_init(tpx_net_t *n)
     default: rc = T7(n)->init(tpx__net_log); break;
     }
     tpx__sigpipe_leave(&g);
-    n->sigpipe = n->dl != NULL || tpx__sock_raises_sigpipe();
+    n->sigpipe = n->ext == NULL || n->ext->raises_sigpipe();
     if (rc != TPX_NCCL_SUCCESS) {
         TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
                   n->abi, (int)rc);
@@ -286,7 +301,7 @@ static tpx_status_t net_init_client(tpx_net_t *lib, uint64_t client_id, tpx_net_
     tpx__sigpipe_enter(&g, n->dl != NULL);
     tpx_nccl_result_t rc = T11(n)->init(&ctx, client_id, &cfg, tpx__net_log, NULL);
     tpx__sigpipe_leave(&g);
-    n->sigpipe = n->dl != NULL || tpx__sock_raises_sigpipe();
+    n->sigpipe = n->ext == NULL || n->ext->raises_sigpipe();
     if (rc != TPX_NCCL_SUCCESS) {
         TPX_ERROR("net plugin '%s' (%s, v%d): init failed with ncclResult %d", n->label, n->name,
                   n->abi, (int)rc);
@@ -508,9 +523,8 @@ int tpx__net_vdev_max(const tpx_net_t *n)
 {
     if (!tpx__net_has_vdev(n))
         return 0;
-    /* tpx's own transport names at most 4 listeners in a connect handle. */
-    return n->abi == 12 && !n->own ? TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12
-                                   : TPX_NCCL_NET_MAX_DEVS_PER_NIC;
+    int vmax = n->abi == 12 ? TPX_NCCL_NET_MAX_DEVS_PER_NIC_V12 : TPX_NCCL_NET_MAX_DEVS_PER_NIC;
+    return n->ext != NULL && n->ext->vdev_max > 0 ? TPX_MIN(vmax, n->ext->vdev_max) : vmax;
 }
 
 tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *vdev)
@@ -584,39 +598,59 @@ tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **
     return tpx__net_connect_socks(n, dev, handle, comm, dev_handle, 1);
 }
 
-int tpx__net_is_own(const tpx_net_t *n)
+int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w)
 {
-    return n != NULL && n->own;
+    if (n == NULL || n->ext == NULL)
+        return 0;
+    if (comm != NULL)
+        n->ext->comm_set_wake(comm, w);
+    return 1;
 }
 
 int tpx__net_max_requests(const tpx_net_t *n)
 {
-    if (tpx__net_is_own(n))
-        return tpx__sock_max_requests();
+    if (n != NULL && n->ext != NULL)
+        return n->ext->max_requests();
     return n != NULL && n->is_tcpx ? 16 : 0;
+}
+
+int tpx__net_keeps_gpu(const tpx_net_t *n)
+{
+    return n != NULL && n->ext != NULL && n->ext->keeps_gpu();
+}
+
+int tpx__net_reads_handles(const tpx_net_t *n)
+{
+    return n != NULL && n->ext != NULL;
+}
+
+int tpx__net_handle_addrs(const tpx_net_t *n, const void *handle, struct sockaddr_storage *out,
+                          int max)
+{
+    if (!tpx__net_reads_handles(n))
+        return -1;
+    return n->ext->handle_addrs(handle, out, max);
 }
 
 tpx_status_t tpx__net_connect_socks(tpx_net_t *n, int dev, void *handle, void **comm,
                                     tpx_ncclnet_dev_handle_t **dev_handle, int nsocks)
 {
-    if (!tpx__net_is_own(n))
+    if (n->ext == NULL)
         return tpx__net_connect(n, dev, handle, comm, dev_handle);
-    return net_rc(n, "connect", tpx__sock_connect_socks(dev, handle, comm, nsocks));
+    return net_rc(n, "connect", n->ext->connect_socks(dev, handle, comm, nsocks));
 }
 
 int tpx__net_has_vec(const tpx_net_t *n)
 {
-    return n != NULL && n->own && tpx__sock_vec_ok();
+    return n != NULL && n->ext != NULL && n->ext->vec_ok();
 }
-
-_Static_assert(TPX_NET_IOV_MAX == TPX_SOCK_IOV_MAX, "one limit");
 
 tpx_status_t tpx__net_isendv(tpx_net_t *n, void *comm, const struct iovec *iov, int iovcnt,
                              void **req)
 {
     if (!tpx__net_has_vec(n))
         return TPX_ERR_UNSUPPORTED;
-    return net_rc(n, "isendv", tpx__sock_isendv(comm, iov, iovcnt, req));
+    return net_rc(n, "isendv", n->ext->isendv(comm, iov, iovcnt, req));
 }
 
 tpx_status_t tpx__net_irecvv(tpx_net_t *n, void *comm, const struct iovec *iov, int iovcnt,
@@ -624,7 +658,7 @@ tpx_status_t tpx__net_irecvv(tpx_net_t *n, void *comm, const struct iovec *iov, 
 {
     if (!tpx__net_has_vec(n))
         return TPX_ERR_UNSUPPORTED;
-    return net_rc(n, "irecvv", tpx__sock_irecvv(comm, iov, iovcnt, req));
+    return net_rc(n, "irecvv", n->ext->irecvv(comm, iov, iovcnt, req));
 }
 
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,

@@ -16,6 +16,12 @@
  * and a tpx_net_t of its own, which tpx__net_close() finalises and frees;
  * the client closes its comms first. Opens and closes are thread-safe; the
  * other calls follow the plugin's own rules.
+ *
+ * Beyond ncclNet, a plugin may export one extension table (net_ext.h: the
+ * wake-up, vectored messages, comms with a given number of connections, its
+ * request limit, reading its connect handles), looked up by name as the
+ * ncclNet tables are; the built-in transport exports it. The wrappers below
+ * that use it say what they do for a plugin without it.
  */
 #ifndef TPX_NET_H
 #define TPX_NET_H
@@ -24,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net_ext.h"
 #include "tpx/ncclnet.h"
 #include "tpx/status.h"
 
@@ -48,18 +55,6 @@ typedef struct {
     int rail_id, plane_id;
 } tpx_net_props_t;
 
-/*
- * An engine's wake-up for tpx's own transport, outside the ncclNet tables:
- * when one of a comm's requests completes while `armed` is set, the
- * transport's helper thread clears it and writes 1 to the eventfd `fd`, so
- * an engine sleeping in poll() acts within microseconds. The engine owns
- * it and keeps it alive longer than its comms.
- */
-typedef struct {
-    _Atomic int armed;
-    int fd;
-} tpx_net_wake_t;
-
 typedef struct tpx_net {
     char label[256];   /* what was asked for ("builtin", a name or a path) */
     const char *name;  /* the plugin's own name */
@@ -68,7 +63,7 @@ typedef struct tpx_net {
     const void *table; /* tpx_ncclnet_vN_t */
     int ndev;
     int is_tcpx;       /* Google's GPUDirect-TCPX: 16 requests per comm, FIFO test */
-    int own;           /* the built-in transport's tables, in this library */
+    const tpx_net_ext_v1_t *ext; /* the plugin's extension table (net_ext.h); NULL: none */
     int client;        /* v11+: this tpx_net_t is one client's (tpx__net_close frees it) */
     void *ctx;         /* v11+: that client's context (the plugin's; NULL is allowed) */
     int newer;         /* the newest ncclNetPlugin_vN exported beyond what tpx knows, or 0 */
@@ -97,7 +92,8 @@ tpx_status_t tpx__net_props(tpx_net_t *n, int dev, tpx_net_props_t *out);
 /* 1 if the plugin can fuse devices (v9+ with a makeVDevice entry). */
 int tpx__net_has_vdev(const tpx_net_t *n);
 /* The most physical devices one virtual device of n may fuse: 0 without
- * makeVDevice, 4 for v9..v11 (and tpx's own transport), 8 for v12. */
+ * makeVDevice, 4 for v9..v11, 8 for v12, fewer where the extension table
+ * says (the built-in transport: 4). */
 int tpx__net_vdev_max(const tpx_net_t *n);
 /* makeVDevice: a virtual device of `ndevs` physical devices (1 to
  * tpx__net_vdev_max()); its index in *vdev. TPX_ERR_UNSUPPORTED, said in the log, if the plugin has no
@@ -106,8 +102,8 @@ int tpx__net_vdev_max(const tpx_net_t *n);
 tpx_status_t tpx__net_make_vdev(tpx_net_t *n, const int *devs, int ndevs, int *vdev);
 tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_comm);
 /* Have `comm` (a send or receive comm of n) wake `w` on completions: 1 if
- * the plugin can (the built-in transport), 0 if not (foreign plugins: the
- * engine polls). comm NULL: only ask. */
+ * the plugin can (its extension table), 0 if not (the engine polls). comm
+ * NULL: only ask. */
 int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w);
 /* Non-blocking: *comm stays NULL until established; call again with the
  * same handle / dev_handle storage. dev_handle: >= 32 bytes, 16-aligned,
@@ -115,23 +111,32 @@ int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w);
 tpx_status_t tpx__net_connect(tpx_net_t *n, int dev, void *handle, void **comm,
                               tpx_ncclnet_dev_handle_t **dev_handle);
 /* The same for a comm that carries small messages only (the engine's control
- * comms): the built-in transport gives it one data connection instead of
- * TPX_NSOCKS; any other plugin makes an ordinary comm. Outside the ncclNet
- * tables, as tpx__net_set_wake. A call for a handle whose connect is in
- * progress continues it as begun (either function). */
+ * comms): a plugin with the extension table gives it one data connection
+ * (the built-in transport instead of TPX_NSOCKS); any other plugin makes an
+ * ordinary comm. A call for a handle whose connect is in progress continues
+ * it as begun (either function). */
 tpx_status_t tpx__net_connect_small(tpx_net_t *n, int dev, void *handle, void **comm,
                                     tpx_ncclnet_dev_handle_t **dev_handle);
 /* The same with `nsocks` data connections (0: the transport's default) for
- * tpx's own transport; any other plugin makes an ordinary comm. */
+ * a plugin with the extension table; any other plugin makes an ordinary
+ * comm. */
 tpx_status_t tpx__net_connect_socks(tpx_net_t *n, int dev, void *handle, void **comm,
                                     tpx_ncclnet_dev_handle_t **dev_handle, int nsocks);
-/* 1 for tpx's own transport (the built-in one), which takes the calls
- * outside the ncclNet tables above and below. */
-int tpx__net_is_own(const tpx_net_t *n);
-/* Requests a comm of n accepts in flight: tpx's own transport says
- * (TPX_MAX_REQUESTS; 16 in its strict TCPX mode), Google's TCPX plugin 16;
- * 0 for other plugins (the ncclNet tables do not say). */
+/* Requests a comm of n accepts in flight: what the extension table says
+ * (the built-in transport: TPX_MAX_REQUESTS; 16 in its strict TCPX mode),
+ * Google's TCPX plugin 16; 0 for other plugins (ncclNet does not say). */
 int tpx__net_max_requests(const tpx_net_t *n);
+/* 1 when n never uses the calling thread's current GPU on its own (the
+ * extension table says so); 0 for a plugin without it (every ncclNet
+ * plugin may, as Google's does). */
+int tpx__net_keeps_gpu(const tpx_net_t *n);
+/* 1 when n can say where its connect handles lead (extension table). */
+int tpx__net_reads_handles(const tpx_net_t *n);
+/* The addresses connect() would reach with `handle`, into out[0..max): their
+ * number, or -1 if the plugin would refuse the handle or cannot read
+ * handles (tpx__net_reads_handles 0). */
+int tpx__net_handle_addrs(const tpx_net_t *n, const void *handle, struct sockaddr_storage *out,
+                          int max);
 tpx_status_t tpx__net_accept(tpx_net_t *n, void *listen_comm, void **comm,
                              tpx_ncclnet_dev_handle_t **dev_handle);
 tpx_status_t tpx__net_regmr(tpx_net_t *n, void *comm, void *data, size_t size, int type,
@@ -141,13 +146,13 @@ tpx_status_t tpx__net_isend(tpx_net_t *n, void *comm, void *data, size_t size, i
                             void **req);
 tpx_status_t tpx__net_irecv(tpx_net_t *n, void *comm, void *data, size_t size, int tag, void *mh,
                             void **req);
-/* Vectored messages (tpx's own transport, outside the ncclNet tables, as
- * tpx__net_set_wake): the message is iov[0..iovcnt) back to back, host
- * memory only, 1 to TPX_NET_IOV_MAX pieces; the array is the caller's and
- * must stay unchanged until test() says done. tpx__net_has_vec() says
- * whether the plugin takes them (the built-in transport, not in strict
- * TCPX mode); a plugin without them gets TPX_ERR_UNSUPPORTED. */
-#define TPX_NET_IOV_MAX 1024
+/* Vectored messages (the extension table): the message is iov[0..iovcnt)
+ * back to back, host memory only, 1 to TPX_NET_IOV_MAX pieces; the array is
+ * the caller's and must stay unchanged until test() says done.
+ * tpx__net_has_vec() says whether the plugin takes them (the built-in
+ * transport, not in strict TCPX mode); a plugin without them gets
+ * TPX_ERR_UNSUPPORTED. */
+#define TPX_NET_IOV_MAX TPX_NET_EXT_IOV_MAX
 struct iovec;
 int tpx__net_has_vec(const tpx_net_t *n);
 tpx_status_t tpx__net_isendv(tpx_net_t *n, void *comm, const struct iovec *iov, int iovcnt,

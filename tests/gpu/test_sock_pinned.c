@@ -16,6 +16,7 @@
 #include "common/config.h"
 #include "gpu/cuda.h"
 #include "plugin/sock/sock.h"
+#include "plugin/sock/sock_cuda.h"
 
 #define MiB (1024u * 1024u)
 

@@ -9,13 +9,22 @@
  * be called (tpx does not know v13); without it (libfake-net-v13only.so)
  * only that v13 table, which a loader must refuse. The v12 properties carry
  * values no real default has (rail 3, plane 1, multi-requests of 4), so the
- * test sees that they travel.
+ * test sees that they travel. With FAKE_NET_EXT=V as well
+ * (libfake-net-ext.so, libfake-net-extbad.so) it also exports the extension
+ * table (net_ext.h) with version V: values no real plugin gives (7 requests
+ * per comm, no SIGPIPE, no vectored messages), comm_set_wake counted, and
+ * connect handles that start with 'F' read as 192.0.2.1:9.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tpx/ncclnet.h"
+#ifdef FAKE_NET_EXT
+#include <netinet/in.h>
+
+#include "net/net_ext.h"
+#endif
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
@@ -144,6 +153,59 @@ FAKE_EXPORT const tpx_ncclnet_v12_t ncclNetPlugin_v12 = {
     .connect = f_connect,
     .finalize = f_finalize,
     .setNetAttr = f_set_attr,
+};
+#endif
+
+#ifdef FAKE_NET_EXT
+static atomic_int wakes_set;
+
+/* comm_set_wake calls seen (the extension table). */
+FAKE_EXPORT int fake_net_wakes(void);
+FAKE_EXPORT int fake_net_wakes(void) { return atomic_load(&wakes_set); }
+
+static int x_max_requests(void) { return 7; }
+static int x_zero(void) { return 0; }
+static int x_one(void) { return 1; }
+static void x_set_wake(void *comm, tpx_net_wake_t *w)
+{
+    if (comm != NULL && w != NULL)
+        atomic_fetch_add(&wakes_set, 1);
+}
+static tpx_nccl_result_t x_connect(int dev, void *h, void **comm, int nsocks)
+{
+    (void)dev, (void)h, (void)comm, (void)nsocks;
+    atomic_fetch_add(&bad_calls, 1); /* comms are not made */
+    return TPX_NCCL_INTERNAL_ERROR;
+}
+static tpx_nccl_result_t x_vec(void *comm, const struct iovec *iov, int iovcnt, void **req)
+{
+    (void)comm, (void)iov, (void)iovcnt, (void)req;
+    atomic_fetch_add(&bad_calls, 1); /* vec_ok says no */
+    return TPX_NCCL_INTERNAL_ERROR;
+}
+static int x_handle_addrs(const void *handle, struct sockaddr_storage *out, int max)
+{
+    if (((const char *)handle)[0] != 'F' || max < 1)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(9),
+                            .sin_addr.s_addr = htonl(0xc0000201u)};
+    memset(out, 0, sizeof(*out));
+    memcpy(out, &a, sizeof(a));
+    return 1;
+}
+
+FAKE_EXPORT const tpx_net_ext_v1_t tpxNetExt_v1 = {
+    .version = FAKE_NET_EXT,
+    .size = sizeof(tpx_net_ext_v1_t),
+    .max_requests = x_max_requests,
+    .raises_sigpipe = x_zero,
+    .vec_ok = x_zero,
+    .keeps_gpu = x_one,
+    .comm_set_wake = x_set_wake,
+    .connect_socks = x_connect,
+    .isendv = x_vec,
+    .irecvv = x_vec,
+    .handle_addrs = x_handle_addrs,
 };
 #endif
 

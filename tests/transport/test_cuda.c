@@ -45,7 +45,7 @@
 
 /* What each message moves: 0 CUDA -> CUDA, 1 CUDA -> host, 2 host -> CUDA.
  * The last two rounds send from CUDA memory only: a sending connection
- * then takes the next piece ahead while it writes one (sock_io.c
+ * then takes the next piece ahead while it writes one (sock_send.c
  * sched_take_ahead), its copies into the staging slots the current piece
  * frees. */
 static int cs_kind(int round, int c, int m)

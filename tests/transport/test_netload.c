@@ -11,12 +11,22 @@
  *               hears the flows, each close finalises its own
  *   engine      an engine on a v12 plugin: init at create, setNetAttr with
  *               its channel count, finalize at destroy
- * usage: test_netload FAKE_V13_SO FAKE_V13ONLY_SO SCENARIO
+ *   ext         a plugin exporting the extension table (net_ext.h): the
+ *               loader finds it by name and every wrapper uses it
+ *   ext_bad     one whose extension table has a version tpx does not
+ *               know: ignored, said in the log, and the plugin is driven as
+ *               one without (as in newer)
+ *   builtin     the built-in transport's table and extension are found
+ *               through its symbol lookup, as a library's would be
+ * usage: test_netload FAKE_V13_SO FAKE_V13ONLY_SO SCENARIO FAKE_EXT_SO FAKE_EXTBAD_SO
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "../common/tpx_test.h"
 #include "net/net.h"
@@ -60,6 +70,24 @@ static int counts(const char *so, counts_t *c)
     return 0;
 }
 
+/* A plugin without a usable extension table: ncclNet only (the engine polls,
+ * makes ordinary comms, sends messages whole, keeps its handles opaque, and
+ * guards every call against SIGPIPE). */
+static int no_ext(tpx_net_t *n)
+{
+    CHECK(n->ext == NULL, "an extension table was found");
+    CHECK_EQ(tpx__net_set_wake(n, NULL, NULL), 0);
+    CHECK_EQ(tpx__net_has_vec(n), 0);
+    CHECK_EQ(tpx__net_max_requests(n), 0);
+    CHECK_EQ(tpx__net_keeps_gpu(n), 0);
+    CHECK_EQ(tpx__net_reads_handles(n), 0);
+    unsigned char handle[TPX_NCCL_NET_HANDLE_MAXSIZE] = {'F'};
+    struct sockaddr_storage a[1];
+    CHECK_EQ(tpx__net_handle_addrs(n, handle, a, 1), -1);
+    CHECK_EQ(n->sigpipe, 1);
+    return 0;
+}
+
 static int t_newer(const char *so)
 {
     tpx_net_t *n = NULL;
@@ -77,6 +105,7 @@ static int t_newer(const char *so)
     CHECK_EQ(p.max_multi_request, 4);
     CHECK_EQ(p.nmembers, 1);
     CHECK_EQ(tpx__net_vdev_max(n), 0); /* the stand-in has no makeVDevice */
+    TRY(no_ext(n));
     tpx__net_close(n);
     counts_t c;
     TRY(counts(so, &c));
@@ -161,10 +190,92 @@ static int t_engine(const char *so)
     return 0;
 }
 
+typedef int (*wakes_fn)(void);
+
+static int t_ext(const char *so)
+{
+    tpx_net_t *n = NULL;
+    CHECK_OK(tpx__net_open(so, 7, &n));
+    CHECK(n->ext != NULL, "the extension table of %s was not found", so);
+    CHECK_EQ(n->abi, 12);
+    CHECK_EQ(tpx__net_max_requests(n), 7);
+    CHECK_EQ(n->sigpipe, 0);
+    CHECK_EQ(tpx__net_keeps_gpu(n), 1);
+    CHECK_EQ(tpx__net_has_vec(n), 0);
+    struct iovec iov = {.iov_base = &iov, .iov_len = 1};
+    void *req = NULL;
+    CHECK(tpx__net_isendv(n, &iov, &iov, 1, &req) == TPX_ERR_UNSUPPORTED,
+          "a vectored post went to a plugin that takes none");
+    CHECK_EQ(tpx__net_vdev_max(n), 0); /* still no makeVDevice */
+    tpx_net_wake_t w = {.fd = -1};
+    int comm;
+    CHECK_EQ(tpx__net_set_wake(n, NULL, NULL), 1);
+    CHECK_EQ(tpx__net_set_wake(n, &comm, &w), 1);
+    void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    CHECK(dl != NULL, "dlopen(%s): %s", so, dlerror());
+    wakes_fn wakes = (wakes_fn)dlsym(dl, "fake_net_wakes");
+    CHECK(wakes != NULL && wakes() == 1, "comm_set_wake was not called once");
+    dlclose(dl);
+    CHECK_EQ(tpx__net_reads_handles(n), 1);
+    unsigned char handle[TPX_NCCL_NET_HANDLE_MAXSIZE] = {'F'};
+    struct sockaddr_storage a[TPX_NET_EXT_HANDLE_ADDRS_MAX];
+    CHECK_EQ(tpx__net_handle_addrs(n, handle, a, TPX_NET_EXT_HANDLE_ADDRS_MAX), 1);
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&a[0];
+    CHECK(in->sin_family == AF_INET && ntohl(in->sin_addr.s_addr) == 0xc0000201u &&
+              ntohs(in->sin_port) == 9,
+          "the handle's address did not travel");
+    handle[0] = 'X';
+    CHECK_EQ(tpx__net_handle_addrs(n, handle, a, TPX_NET_EXT_HANDLE_ADDRS_MAX), -1);
+    tpx__net_close(n);
+    counts_t c;
+    TRY(counts(so, &c));
+    CHECK_EQ(c.bad, 0);
+    CHECK_EQ(c.live, 0);
+    return 0;
+}
+
+static int t_ext_bad(const char *so)
+{
+    tpx_net_t *n = NULL;
+    CHECK_OK(tpx__net_open(so, 7, &n));
+    CHECK(logged("tpxNetExt_v1 (version 0,") && logged("driven through ncclNet only"),
+          "the log does not say that the extension table was ignored");
+    TRY(no_ext(n));
+    tpx__net_close(n);
+    counts_t c;
+    TRY(counts(so, &c));
+    CHECK_EQ(c.bad, 0);
+    return 0;
+}
+
+static int t_builtin(void)
+{
+    tpx_net_t *n = NULL;
+    CHECK_OK(tpx__net_open("builtin", 7, &n));
+    CHECK(n->dl == NULL && n->ext != NULL, "the built-in transport's extension was not found");
+    CHECK_EQ(n->abi, 12);
+    CHECK(strcmp(n->name, "tpx") == 0, "the built-in transport is named %s", n->name);
+    CHECK(tpx__net_max_requests(n) > 0, "the built-in transport gives no request limit");
+    CHECK_EQ(tpx__net_set_wake(n, NULL, NULL), 1);
+    CHECK_EQ(tpx__net_has_vec(n), 1);
+    CHECK_EQ(tpx__net_keeps_gpu(n), 1);
+    CHECK_EQ(tpx__net_reads_handles(n), 1);
+    CHECK_EQ(tpx__net_vdev_max(n), 4);
+    CHECK_EQ(n->sigpipe, 0);
+    unsigned char handle[TPX_NCCL_NET_HANDLE_MAXSIZE] = {0};
+    struct sockaddr_storage a[TPX_NET_EXT_HANDLE_ADDRS_MAX];
+    CHECK_EQ(tpx__net_handle_addrs(n, handle, a, TPX_NET_EXT_HANDLE_ADDRS_MAX), -1);
+    tpx__net_close(n);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s FAKE_V13_SO FAKE_V13ONLY_SO newer|only_newer|contexts|engine\n",
+    if (argc != 6) {
+        fprintf(stderr,
+                "usage: %s FAKE_V13_SO FAKE_V13ONLY_SO "
+                "newer|only_newer|contexts|engine|ext|ext_bad|builtin FAKE_EXT_SO "
+                "FAKE_EXTBAD_SO\n",
                 argv[0]);
         return 2;
     }
@@ -175,6 +286,9 @@ int main(int argc, char **argv)
              : strcmp(sc, "only_newer") == 0 ? t_only_newer(argv[2])
              : strcmp(sc, "contexts") == 0   ? t_contexts(argv[1])
              : strcmp(sc, "engine") == 0     ? t_engine(argv[1])
+             : strcmp(sc, "ext") == 0        ? t_ext(argv[4])
+             : strcmp(sc, "ext_bad") == 0    ? t_ext_bad(argv[5])
+             : strcmp(sc, "builtin") == 0    ? t_builtin()
                                              : 2;
     fprintf(stderr, "%s: %s\n", rc == 0 ? "PASS" : "FAIL", sc);
     return rc;

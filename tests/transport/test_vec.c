@@ -386,7 +386,7 @@ static uint64_t now_us(void)
 #define STICKY_MSGS 30
 #define STICKY_BURST 16
 
-/* The rule is about time (sock_io.c: direct writes closer than 20 us
+/* The rule is about time (sock_direct_write.c: direct writes closer than 20 us
  * spread), so the checks allow for a slow or busy machine: one at a time,
  * at least 80% of the messages share one connection (a worker that holds
  * the connection for an instant sends the odd one elsewhere; rotating put

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sock_place.c - where the built-in transport's I/O workers put a
- * comm's data connections (sock_io.c, pool_pick).
+ * comm's data connections (sock_worker.c, pool_pick).
  *
  * Four workers; receive and send comms of two connections each, started
  * alternately (as an engine's channels are: one comm per direction each).

@@ -6,7 +6,7 @@
  * the tpx engine. It promises:
  *  - a comm is one control connection plus `nsocks` data connections; their
  *    socket I/O happens in a small process-wide pool of I/O workers
- *    (TPX_SOCK_WORKERS, see sock_io.c), each multiplexing the connections of
+ *    (TPX_SOCK_WORKERS, see sock_io.h), each multiplexing the connections of
  *    many comms with edge-triggered epoll; a comm's data connections are
  *    dealt over the workers (NUMA-local to the NIC first), so the threads of
  *    a process do not grow with peers or comms, and the pool stops when the
@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
-#include "net/net.h"
+#include "net/net_ext.h"
 #include "sock_wire.h"
 #include "tpx/ncclnet.h"
 
@@ -156,7 +156,7 @@ typedef enum {
 #define SOCK_TOTAL_UNKNOWN UINT64_MAX
 /* Stretches of a receive's message announced out of order that it tracks
  * (beyond the announced start): a connection whose piece would need one
- * more waits until the stretches below it are announced (sock_io.c). */
+ * more waits until the stretches below it are announced (sock_claim.c). */
 #define SOCK_CLAIM_RUNS 16
 _Static_assert(TPX_SOCK_MAX_SOCKS <= 31, "a receive's `waiting` has a bit per data connection");
 
@@ -185,14 +185,14 @@ typedef struct {
     _Atomic uint64_t claimed; /* recv: bytes announced by piece headers (1 for the
                                  zero-byte piece of a zero-byte message), as `done` */
     /* recv: the stretches of the message that piece headers announced, so
-     * that no byte is announced twice (sock_io.c, "Claims"): [0, front)
+     * that no byte is announced twice (sock_claim.c, "Claims"): [0, front)
      * and runs[0..nruns), disjoint, in order, beyond it and not touching
      * it or each other. Under claim_lock (a spin lock: held for a few
      * compares). `waiting`: bit i set while data connection i waits
      * because runs[] was full when it tried, cleared by the next claim
      * that succeeds (any claim may make room; the waiters try again):
      * every connection's bit set at once proves the sender broke the
-     * order of its pieces (sock_io.c, "Claims"). */
+     * order of its pieces (sock_claim.c, "Claims"). */
     _Atomic int claim_lock;
     int nruns;
     uint32_t waiting;
@@ -202,7 +202,7 @@ typedef struct {
     } runs[SOCK_CLAIM_RUNS];
 } tpx_sock_req_t;
 
-struct tpx_sock_worker; /* sock_io.c: one thread of the process-wide I/O pool */
+struct tpx_sock_worker; /* sock_io.h: one thread of the process-wide I/O pool */
 
 /* Per data connection progress. Everything but the atomics and the fields
  * marked otherwise belongs to whoever holds `owner`: the worker the
@@ -220,7 +220,7 @@ typedef struct tpx_sock_chan {
                               the socket holds is all that will come (owner only) */
     /* recv, what the sender's close left on this connection (its owner
      * writes it, any thread that decides whether the comm's posted
-     * receives can still complete reads it, sock_io.c "Closed
+     * receives can still complete reads it, sock_closed.c "Closed
      * connections"): SOCK_CHAN_OPEN; SOCK_CHAN_ENDED (at its end, or stuck
      * behind a piece no byte can be added to); SOCK_CHAN_WAITS (its piece
      * waits for room to claim its bytes, see `wait_slot`); or the number
@@ -252,7 +252,7 @@ typedef struct tpx_sock_chan {
     uint32_t ahead_copy_done;
     uint64_t blk0, ahead_blk0;
     tpx_sock_cuda_chan_t *cu; /* CUDA staging of this connection, made on first use */
-    /* The worker's bookkeeping (sock_io.c). */
+    /* The worker's bookkeeping (sock_worker.c). */
     struct tpx_sock_comm *comm;
     struct tpx_sock_worker *worker; /* set once at start, before the worker sees it */
     struct tpx_sock_chan *kick_next; /* the worker's kick stack (lock-free, MPSC) */
@@ -267,7 +267,7 @@ typedef struct tpx_sock_chan {
     int queued;            /* on the run queue */
     int registered;        /* in the worker's epoll set */
     uint32_t events;       /* epoll events not handled yet */
-    /* recv, eager (sock_io.c "Eager receives"): the payload of a small
+    /* recv, eager (sock_eager.c): the payload of a small
      * message that came before its receive, read into `eager` (the
      * worker's, grown on demand up to TPX_SOCK_EAGER_BYTES). While
      * eager_state is SOCK_EAGER_READY the worker leaves ch->piece and the
@@ -328,7 +328,7 @@ typedef struct tpx_sock_comm {
     _Atomic int eof_chans; /* recv: data connections the sender closed */
     _Atomic int gone_chans; /* recv: data connections whose `gone` is not SOCK_CHAN_OPEN */
     _Atomic int peer_gone; /* send: the receiver closed; connections are stopping */
-    int pooled;           /* counted by the I/O pool (sock_io.c) */
+    int pooled;           /* counted by the I/O pool (sock_worker.c) */
     uint64_t pool_forks;  /* the pool's fork count when it started */
     _Atomic int running;  /* data connections of this comm a worker is moving right now */
 
@@ -377,7 +377,7 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm, int nsoc
 tpx_status_t tpx__sock_accept(void *listen_comm, void **recv_comm);
 tpx_status_t tpx__sock_close_listen(void *listen_comm);
 
-/* ---- sock_io.c: the I/O workers ---------------------------------------- */
+/* ---- the I/O workers (sock_io.h lists their files) ---------------------- */
 /* Allocate the ring and hand the data connections of a fully connected
  * comm to the process-wide I/O workers (started on first use). */
 tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c);
@@ -389,6 +389,9 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
  * connections that wait for one (send: idle; recv: parked) to their
  * workers. API thread of the comm only. */
 void tpx__sock_comm_kick(tpx_sock_comm_t *c);
+/* The engine's wake-up on this comm's completions (the extension table's
+ * comm_set_wake, net_ext.h); `comm` not a live send/receive comm: nothing. */
+void tpx__sock_comm_set_wake(void *comm, tpx_net_wake_t *wake);
 /* isend of message `seq` (just made movable): if it is small, host memory
  * and a data connection is idle, write it from the calling thread (one
  * non-blocking sendmsg; the rest, if any, is left to the connection's
@@ -512,57 +515,6 @@ uint64_t tpx__sock_ring_take(tpx_sock_ring_t *r, uint32_t n);
 void tpx__sock_ring_init_booked(tpx_sock_ring_t *r, _Atomic uint64_t *booked, uint64_t budget,
                                 uint32_t ring, uint32_t block);
 void tpx__sock_ring_unbook(const tpx_sock_ring_t *r, _Atomic uint64_t *booked);
-
-/* ---- sock_cuda.c: CUDA buffers through pinned staging --------------------- */
-int tpx__sock_cuda_available(void);
-tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev);
-tpx_status_t tpx__sock_cuda_retain(int dev);
-void tpx__sock_cuda_release(int dev);
-/* An I/O worker, at its start: it keeps the context of the GPU it last
- * staged for current rather than pushing one per call. */
-void tpx__sock_cuda_worker_init(void);
-/* Bytes of the process's staging rings now booked against TPX_SOCK_CUDA_PINNED. */
-uint64_t tpx__sock_cuda_pinned_booked(void);
-void tpx__sock_cuda_chan_free(tpx_sock_chan_t *ch);
-/* The staging functions never wait for CUDA: SOCK_CUDA_WAIT says a copy
- * they need is still running (look again soon, nothing to wait for on the
- * socket). `*progress` is set when bytes moved or pieces were published. */
-#define SOCK_CUDA_WAIT 2
-/* A CUDA call failed (the driver may leave errno set: it says nothing). */
-#define SOCK_CUDA_FAIL (-2)
-/* Receive: the sender closed the connection in the middle of the piece. */
-#define SOCK_CUDA_CLOSED (-3)
-/* Send: 1: piece payload written, 0: would block, SOCK_CUDA_WAIT, -1: a
- * socket error (errno), SOCK_CUDA_FAIL. */
-int tpx__sock_cuda_send(tpx_sock_chan_t *ch, int *progress);
-/* Receive: 1: piece payload read and its copies queued (published later
- * by tpx__sock_cuda_reap, once they finished), 0: would block,
- * SOCK_CUDA_WAIT, -1: a socket error (errno), SOCK_CUDA_CLOSED,
- * SOCK_CUDA_FAIL. */
-int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress);
-/* A message held eagerly (pageable host memory) into a CUDA receive, on the
- * connection's own non-blocking stream, waited for: the bytes are in
- * device memory when it returns (a plain cuMemcpyHtoD from pageable memory
- * may return before its DMA ends, and the legacy stream would first wait
- * for the application's kernels). I/O worker only. */
-tpx_status_t tpx__sock_cuda_eager_copy(tpx_sock_chan_t *ch, int dev, void *dptr, const void *src,
-                                       size_t len);
-/* Receive: publish the read pieces whose copies finished (in order).
- * Returns how many still wait for theirs, -1 on a CUDA error. Cheap when
- * none waits. */
-int tpx__sock_cuda_reap(tpx_sock_chan_t *ch, int *progress);
-/* Strict TCPX placement on device `dev` (its primary context is retained
- * while any of these lives): host-mapped memory (host and device
- * addresses), device memory (a device address and an opaque allocation),
- * and a synchronous host-to-device copy. current_dev: the device of the
- * caller's current context (0 if none), where Google's plugin puts a comm's
- * buffers. */
-int tpx__sock_cuda_current_dev(void);
-tpx_status_t tpx__sock_cuda_host_alloc(int dev, size_t len, void **out, void **dev_out);
-void tpx__sock_cuda_host_free(int dev, void *p);
-tpx_status_t tpx__sock_cuda_dev_alloc(int dev, size_t len, void **dptr, void **alloc);
-void tpx__sock_cuda_dev_free(void *alloc);
-tpx_status_t tpx__sock_cuda_htod(int dev, void *dptr, const void *src, size_t len);
 
 /* ---- sock_plugin.c ------------------------------------------------------ */
 tpx_status_t tpx__sock_init(tpx_nccl_logger_t logger);

@@ -45,7 +45,7 @@
  * the listener's j-th NIC (j modulo the NICs the handle names), so member
  * NIC j of one side talks to member NIC j of the other, and the data
  * connections of a comm are spread evenly over the links. The piece
- * scheduler (sock_io.c) then gives a slow link fewer pieces.
+ * scheduler (sock_send.c) then gives a slow link fewer pieces.
  *
  * The connector keeps its progress in a process-local table; the handle's
  * private bytes hold the id of the entry (NCCL requires connect to be

@@ -43,7 +43,7 @@
  * A connection whose next block is not copied yet (send) or that has no
  * ring space for the next block (receive: the blocks before it still feed
  * copies to the GPU) returns SOCK_CUDA_WAIT, and its worker looks at it
- * again soon (sock_io.c: behind its other connections, then with a short,
+ * again soon (sock_worker.c: behind its other connections, then with a short,
  * growing sleep) while it serves the rest.
  *
  * Receive: a piece is published only after its last host-to-device copy
@@ -60,6 +60,7 @@
 
 #include "gpu/cuda.h"
 #include "sock.h"
+#include "sock_cuda.h"
 
 
 /* A received piece whose copies to the GPU are in flight. */
@@ -85,7 +86,7 @@ struct tpx_sock_cuda_chan {
      * stream order) */
     uint64_t blk_done;
     /* at most one entry per block in the ring (an empty piece never enters:
-     * it completes when its header is read, sock_io.c chan_attach) */
+     * it completes when its header is read, sock_claim.c) */
     cu_pending_t pend[TPX_SOCK_RING_BLKS];
     uint32_t pend_head, pend_tail;
     /* The completion word (NULL: events mark the copies): block b's mark
@@ -125,19 +126,6 @@ static uint64_t word_done(const tpx_sock_cuda_chan_t *k)
     return __atomic_load_n(k->word, __ATOMIC_ACQUIRE);
 }
 
-int tpx__sock_cuda_available(void)
-{
-    return tpx__cuda_init() == TPX_OK && tpx__cuda_device_count() > 0;
-}
-
-tpx_status_t tpx__sock_cuda_ptr_dev(const void *p, int *dev)
-{
-    return tpx__cuda_ptr_device(p, dev);
-}
-
-tpx_status_t tpx__sock_cuda_retain(int dev) { return tpx__cuda_ctx_retain(dev, NULL); }
-void tpx__sock_cuda_release(int dev) { tpx__cuda_ctx_release(dev); }
-void tpx__sock_cuda_worker_init(void) { tpx__cuda_thread_own(); }
 uint64_t tpx__sock_cuda_pinned_booked(void) { return atomic_load(&ring_booked); }
 
 /* The block size of a piece of `len` bytes. */
@@ -530,80 +518,6 @@ tpx_status_t tpx__sock_cuda_eager_copy(tpx_sock_chan_t *ch, int dev, void *dptr,
     st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)dptr, src, len, k->stream);
     if (st == TPX_OK)
         st = TPX_CU(cuStreamSynchronize, k->stream);
-    tpx__cuda_ctx_leave(pushed);
-    return st;
-}
-
-/* Strict TCPX placement: on `dev`, whose primary context is retained once
- * per allocation. */
-int tpx__sock_cuda_current_dev(void)
-{
-    int dev = tpx__cuda_ctx_current_device();
-    return dev >= 0 ? dev : 0;
-}
-
-tpx_status_t tpx__sock_cuda_host_alloc(int dev, size_t len, void **out, void **dev_out)
-{
-    CUdeviceptr d = 0;
-    tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
-    if (st != TPX_OK)
-        return st;
-    st = tpx__cuda_host_alloc(dev, len, out, &d);
-    if (st != TPX_OK) {
-        tpx__cuda_ctx_release(dev);
-        return st;
-    }
-    memset(*out, 0, len);
-    *dev_out = (void *)(uintptr_t)d;
-    return TPX_OK;
-}
-
-void tpx__sock_cuda_host_free(int dev, void *p)
-{
-    if (p == NULL)
-        return;
-    tpx__cuda_host_free(dev, p);
-    tpx__cuda_ctx_release(dev);
-}
-
-tpx_status_t tpx__sock_cuda_dev_alloc(int dev, size_t len, void **dptr, void **alloc)
-{
-    tpx__cuda_mem_t *m = calloc(1, sizeof(*m));
-    if (m == NULL)
-        return TPX_ERR_NO_MEMORY;
-    tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
-    if (st != TPX_OK) {
-        free(m);
-        return st;
-    }
-    if ((st = tpx__cuda_mem_alloc(dev, len, m)) != TPX_OK) {
-        tpx__cuda_ctx_release(dev);
-        free(m);
-        return st;
-    }
-    *dptr = (void *)(uintptr_t)m->ptr;
-    *alloc = m;
-    return TPX_OK;
-}
-
-void tpx__sock_cuda_dev_free(void *alloc)
-{
-    if (alloc == NULL)
-        return;
-    tpx__cuda_mem_t *m = alloc;
-    int dev = m->dev;
-    tpx__cuda_mem_free(m);
-    free(m);
-    tpx__cuda_ctx_release(dev);
-}
-
-tpx_status_t tpx__sock_cuda_htod(int dev, void *dptr, const void *src, size_t len)
-{
-    int pushed = 0;
-    tpx_status_t st = tpx__cuda_ctx_enter(dev, &pushed);
-    if (st != TPX_OK)
-        return st;
-    st = TPX_CU(cuMemcpyHtoD, (CUdeviceptr)(uintptr_t)dptr, src, len);
     tpx__cuda_ctx_leave(pushed);
     return st;
 }

@@ -25,6 +25,8 @@
 
 #include "common/config.h"
 #include "sock.h"
+#include "sock_cuda.h"
+#include "sock_symbol.h"
 #include "sock_tables.h"
 
 tpx_nccl_logger_t tpx__sock_logger;
@@ -391,7 +393,9 @@ tpx_nccl_result_t tpx__sock_v7_connect(int dev, void *handle, void **send_comm,
     return tpx__sock_result(tpx__sock_connect(dev, handle, send_comm, 0));
 }
 
-tpx_nccl_result_t tpx__sock_connect_socks(int dev, void *handle, void **send_comm, int nsocks)
+/* ---- the extension table (net_ext.h): what tpx's engine uses beyond ncclNet ---- */
+
+static tpx_nccl_result_t ext_connect_socks(int dev, void *handle, void **send_comm, int nsocks)
 {
     if (!initialized("connect"))
         return TPX_NCCL_INVALID_USAGE;
@@ -404,36 +408,79 @@ tpx_nccl_result_t tpx__sock_connect_socks(int dev, void *handle, void **send_com
         tpx__sock_connect(dev, handle, send_comm, tpx__sock_params.tcpx ? 0 : nsocks));
 }
 
-tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm)
-{
-    return tpx__sock_connect_socks(dev, handle, send_comm, 1);
-}
-
-int tpx__sock_vec_ok(void)
+static int ext_vec_ok(void)
 {
     return !tpx__sock_params.tcpx; /* Google's plugin has nothing like it */
 }
 
-int tpx__sock_raises_sigpipe(void)
+static int ext_raises_sigpipe(void)
 {
     return tpx__sock_params.tcpx && tpx__sock_params.tcpx_sigpipe;
 }
 
-int tpx__sock_max_requests(void)
+static int ext_max_requests(void)
 {
     return tpx__sock_params.tcpx ? SOCK_TCPX_MAX_REQS : tpx__sock_params.max_reqs;
 }
 
-tpx_nccl_result_t tpx__sock_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
-                                   void **request)
+/* Devices are named by the comm (its NICs, CUDA staging on the buffer's own
+ * device); the calling thread's current GPU is never used. */
+static int ext_keeps_gpu(void) { return 1; }
+
+static tpx_nccl_result_t ext_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
+                                    void **request)
 {
     return tpx__sock_result(tpx__sock_postv(send_comm, SOCK_COMM_SEND, iov, iovcnt, request));
 }
 
-tpx_nccl_result_t tpx__sock_irecvv(void *recv_comm, const struct iovec *iov, int iovcnt,
-                                   void **request)
+static tpx_nccl_result_t ext_irecvv(void *recv_comm, const struct iovec *iov, int iovcnt,
+                                    void **request)
 {
     return tpx__sock_result(tpx__sock_postv(recv_comm, SOCK_COMM_RECV, iov, iovcnt, request));
+}
+
+static int ext_handle_addrs(const void *handle, struct sockaddr_storage *out, int max)
+{
+    tpx_sock_handle_t h;
+    if (handle == NULL || tpx__sock_handle_decode(handle, &h) != TPX_OK)
+        return -1;
+    int n = h.naddrs > 0 ? h.naddrs : 1;
+    for (int k = 0; k < n && k < max; k++) {
+        const tpx_sock_addr_t *a = tpx__sock_handle_addr(&h, k);
+        memset(&out[k], 0, sizeof(out[k]));
+        memcpy(&out[k], a, tpx__sock_addr_len(a));
+    }
+    return n;
+}
+
+_Static_assert(TPX_SOCK_HANDLE_MAX_ADDRS <= TPX_NET_EXT_HANDLE_ADDRS_MAX,
+               "a handle's addresses fit what handle_addrs reports");
+_Static_assert(TPX_SOCK_IOV_MAX == TPX_NET_EXT_IOV_MAX, "one limit");
+
+static const tpx_net_ext_v1_t sock_net_ext = {
+    .version = TPX_NET_EXT_VERSION,
+    .size = sizeof(tpx_net_ext_v1_t),
+    .max_requests = ext_max_requests,
+    .raises_sigpipe = ext_raises_sigpipe,
+    .vec_ok = ext_vec_ok,
+    .keeps_gpu = ext_keeps_gpu,
+    .vdev_max = TPX_SOCK_HANDLE_MAX_ADDRS, /* the listeners one connect handle names */
+    .comm_set_wake = tpx__sock_comm_set_wake,
+    .connect_socks = ext_connect_socks,
+    .isendv = ext_isendv,
+    .irecvv = ext_irecvv,
+    .handle_addrs = ext_handle_addrs,
+};
+
+const void *tpx__sock_symbol(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    if (strcmp(name, TPX_NCCLNET_SYMBOL_PREFIX "12") == 0)
+        return &tpx__sock_net_v12;
+    if (strcmp(name, TPX_NET_EXT_SYMBOL) == 0)
+        return &sock_net_ext;
+    return NULL;
 }
 
 tpx_nccl_result_t tpx__sock_v10_connect(int dev, tpx_ncclnet_comm_config_t *config, void *handle,

@@ -5,7 +5,7 @@
  * The links of a virtual device may differ in speed (a 500 Mbit/s link
  * beside 2 Gbit/s ones). The piece scheduler cuts a slow connection's
  * pieces shorter, so that its last piece of a burst lands about when the
- * fast connections' do (sock_io.c, sched_cut). The speed is TCP's own
+ * fast connections' do (sock_send.c, sched_cut). The speed is TCP's own
  * delivery-rate sample (tcp_info), read when a connection takes a piece:
  * the kernel measures it per ACK and flags samples the sender starved.
  * The same rate bounds what the connection keeps queued in the kernel

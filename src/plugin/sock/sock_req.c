@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "sock.h"
+#include "sock_cuda.h"
 #include "sock_tables.h"
 
 static tpx_sock_comm_t *comm_check(void *comm, tpx_sock_comm_kind_t kind, const char *fn)
@@ -100,7 +101,7 @@ static tpx_status_t post(tpx_sock_comm_t *c, void *data, const struct iovec *iov
     atomic_store_explicit(&r->total, c->kind == SOCK_COMM_SEND ? size : SOCK_TOTAL_UNKNOWN,
                           memory_order_relaxed);
     atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
-    /* seq_cst: pairs with the helper's store of `sleeping` (see sock_io.c). */
+    /* seq_cst: pairs with the helper's store of `sleeping` (see sock_io.h). */
     atomic_store(&c->posted, seq + 1);
     if (!c->tcpx) {
         atomic_store(&c->movable, seq + 1);

@@ -121,34 +121,8 @@ extern const tpx_ncclnet_v9_t tpx__sock_net_v9;
 extern const tpx_ncclnet_v10_t tpx__sock_net_v10;
 extern const tpx_ncclnet_v11_t tpx__sock_net_v11;
 extern const tpx_ncclnet_v12_t tpx__sock_net_v12;
-/* The engine's wake-up on this comm's completions (net.h: tpx_net_wake_t);
- * only through tpx__net_set_wake, never through the tables. */
-void tpx__sock_comm_set_wake(void *comm, void *wake);
-/* connect() for a comm with one data connection (a control comm that
- * carries small messages); only through tpx__net_connect_small. */
-tpx_nccl_result_t tpx__sock_connect_small(int dev, void *handle, void **send_comm);
-/* connect() for a comm of `nsocks` data connections (0: TPX_NSOCKS; rounded
- * up to a multiple of a virtual device's NICs); only through
- * tpx__net_connect_socks. Strict TCPX mode: every comm alike (TPX_NSOCKS). */
-tpx_nccl_result_t tpx__sock_connect_socks(int dev, void *handle, void **send_comm, int nsocks);
-/* Vectored messages of host memory, outside the tables (net.h:
- * tpx__net_isendv): the message is iov[0..iovcnt) back to back (1 to
- * TPX_SOCK_IOV_MAX pieces; the array is read until test() says done). A
- * receive's capacity is the sum. Never in strict TCPX mode, where
- * tpx__sock_vec_ok() is 0 and a vectored post is refused. */
+/* Vectored messages (the extension table's isendv/irecvv, net_ext.h): 1 to
+ * TPX_SOCK_IOV_MAX pieces. Never in strict TCPX mode. */
 #define TPX_SOCK_IOV_MAX 1024
-struct iovec;
-int tpx__sock_vec_ok(void);
-/* Requests a comm accepts in flight (TPX_MAX_REQUESTS; 16 in strict TCPX
- * mode); outside the tables (net.h: tpx__net_max_requests), after init. */
-int tpx__sock_max_requests(void);
-/* 1 when a call may raise SIGPIPE (strict TCPX mode with
- * TPX_SOCK_TCPX_SIGPIPE, as Google's plugin); else every socket write uses
- * MSG_NOSIGNAL. Outside the tables (net.h: tpx_net_t.sigpipe), after init. */
-int tpx__sock_raises_sigpipe(void);
-tpx_nccl_result_t tpx__sock_isendv(void *send_comm, const struct iovec *iov, int iovcnt,
-                                   void **request);
-tpx_nccl_result_t tpx__sock_irecvv(void *recv_comm, const struct iovec *iov, int iovcnt,
-                                   void **request);
 
 #endif

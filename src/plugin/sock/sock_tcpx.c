@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "sock.h"
+#include "sock_cuda.h"
 
 static uint64_t rng_next(uint64_t *s)
 {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# unit.engine_calls_cycles: scripts/engine-calls finds call cycles between
+# files of src/ however long, fails --strict on one outside src/engine, and
+# only reports one inside src/engine. Runs it on small trees made here.
+#
+#   engine_calls_cycles.sh SOURCE_DIR
+set -euo pipefail
+script="$1/scripts/engine-calls"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# A tree: src/engine with one file of the bottom layer, and `extra` files.
+tree() {
+    rm -rf "$tmp/src"
+    mkdir -p "$tmp/src/engine" "$tmp/src/plugin" "$tmp/src/common"
+    printf 'int tpx__wire_x(void)\n{\n    return 0;\n}\n' > "$tmp/src/engine/wire.c"
+}
+# file caller-of: "f.c" defines tpx__f() calling tpx__g()
+def() { printf 'int tpx__%s(void)\n{\n    return tpx__%s();\n}\n' "$2" "$3" > "$tmp/src/$1"; }
+run() { python3 "$script" --strict --src "$tmp/src" "$tmp/src/engine" > "$tmp/out" 2>&1; }
+fail() { echo "FAIL: $*"; cat "$tmp/out"; exit 1; }
+
+# three files of src/ in a circle across folders: a cycle, --strict fails
+tree
+def plugin/a.c a b
+def plugin/b.c b c
+def common/c.c c a
+if run; then fail "a three-file cycle passed --strict"; fi
+grep -q "3 files: common/c.c plugin/a.c plugin/b.c" "$tmp/out" || fail "the cycle is not named"
+grep -q "plugin/b.c -> common/c.c  tpx__c" "$tmp/out" || fail "the cycle's calls are not listed"
+
+# the same calls in a line: no cycle
+tree
+def plugin/a.c a b
+def plugin/b.c b c
+printf 'int tpx__c(void)\n{\n    return 0;\n}\n' > "$tmp/src/common/c.c"
+run || fail "a tree without cycles failed"
+grep -q "none outside src/engine" "$tmp/out" || fail "no cycle is not said"
+
+# a cycle inside src/engine: printed, not failed (yet)
+tree
+def engine/wire.c wire_x ident_y
+def engine/ident.c ident_y wire_x
+run || fail "a cycle inside src/engine failed --strict"
+grep -q "reported only" "$tmp/out" || fail "the engine's cycle is not reported"
+echo "PASS"
