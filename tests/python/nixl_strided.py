@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""nixl_strided.py CASE OP: two NIXL agents with backend TPX in this process move a
+descriptor list through the backend and compare every byte with a reference; prints
+"verified". CASE:
+  per_token      SGLang's heterogeneous TP: the decode rank (TP 2) READs/WRITEs its half
+                 of the heads of every token of a 256-token sequence from/to the prefill
+                 rank (TP 1), NHD caches of 8 layers, K and V: one descriptor per token per
+                 layer per K/V (4096 of 1 KiB), the sequence in consecutive blocks on each
+                 side
+  per_token_paged  the same at random block ids on both sides
+  per_token_off  per_token with the backend parameter strided=0
+  irregular      a vLLM block list (1000 x 4 KiB, random ids on both sides), then a list
+                 whose blocks overlap in the destination (all carrying the same bytes)
+The test (test_strided.py) reads the backend's debug lines (TPX_LOG_LEVEL=debug)."""
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tpx  # noqa: E402
+os.environ["NIXL_PLUGIN_DIR"] = tpx.nixl_plugin_dir()
+import nixl_util as nu  # noqa: E402
+
+L, KV, BT, H, D, NT = 8, 2, 16, 8, 64, 256  # layers, tensors, block tokens, heads, dim, tokens
+
+
+def agent(name, strided=True):
+    try:
+        from nixl._api import nixl_agent, nixl_agent_config
+    except ImportError:
+        from nixl_cu12._api import nixl_agent, nixl_agent_config
+    a = nixl_agent(name, nixl_agent_config(backends=[]))
+    a.create_backend("TPX", {} if strided else {"strided": "0"})
+    return a
+
+
+def xfer(a, op, local, remote, peer):
+    h = a.initialize_xfer(op, a.get_xfer_descs(local, "DRAM"),
+                          a.get_xfer_descs(remote, "DRAM"), peer, b"")
+    st = a.transfer(h)
+    if st == "PROC":
+        st = nu.wait_xfer(a, h)
+    a.release_xfer_handle(h)
+    assert st == "DONE", st
+
+
+def per_token(op, paged, strided):
+    """Decode (a, heads 4..8 of 8, NHD) and prefill (b, all 8 heads, NHD) caches of 24
+    blocks; the sequence's blocks at ids dblk / pblk."""
+    nb, tok = 24, 2 * D  # blocks a cache, bytes of one head of one token
+    rng = np.random.default_rng(3)
+    if paged:
+        dblk, pblk = rng.permutation(nb)[:NT // BT], rng.permutation(nb)[:NT // BT]
+    else:
+        dblk, pblk = np.arange(NT // BT) + 5, np.arange(NT // BT) + 2
+    dec = rng.integers(0, 1 << 16, (L, KV, nb, BT, H // 2, D), dtype=np.uint16)
+    pre = rng.integers(0, 1 << 16, (L, KV, nb, BT, H, D), dtype=np.uint16)
+    a, b = agent("decode", strided), agent("prefill", strided)
+    nu.reg(a, dec)
+    nu.reg(b, pre)
+    peer = a.add_remote_agent(b.get_agent_metadata())
+    t = np.arange(NT)
+    li, ki, ti = np.meshgrid(np.arange(L), np.arange(KV), t, indexing="ij")  # layer-major
+    loff = (((li * KV + ki) * nb + dblk[ti // BT]) * BT + ti % BT) * (H // 2) * tok
+    roff = ((((li * KV + ki) * nb + pblk[ti // BT]) * BT + ti % BT) * H + H // 2) * tok
+    local = np.zeros((loff.size, 3), np.uint64)
+    local[:, 0] = dec.ctypes.data + loff.ravel()
+    local[:, 1] = (H // 2) * tok
+    remote = np.zeros_like(local)
+    remote[:, 0] = pre.ctypes.data + roff.ravel()
+    remote[:, 1] = (H // 2) * tok
+    want_dec, want_pre = dec.copy(), pre.copy()
+    tb, tt = t // BT, t % BT
+    if op == "READ":
+        want_dec[:, :, dblk[tb], tt] = pre[:, :, pblk[tb], tt, H // 2:]
+    else:
+        want_pre[:, :, pblk[tb], tt, H // 2:] = dec[:, :, dblk[tb], tt]
+    xfer(a, op, local, remote, peer)
+    assert np.array_equal(dec, want_dec) and np.array_equal(pre, want_pre)
+
+
+def irregular(op):
+    n, bs = 1000, 4096
+    rng = np.random.default_rng(9)
+    la, lb = rng.integers(0, 256, n * bs, dtype=np.uint8), rng.integers(0, 256, n * bs,
+                                                                        dtype=np.uint8)
+    a, b = agent("vllm-decode"), agent("vllm-prefill")
+    nu.reg(a, la)
+    nu.reg(b, lb)
+    peer = a.add_remote_agent(b.get_agent_metadata())
+    lid, rid = rng.permutation(n), rng.permutation(n)
+    want_la, want_lb = la.copy(), lb.copy()
+    lv, rv = want_la.reshape(n, bs), want_lb.reshape(n, bs)
+    if op == "READ":
+        lv[lid] = lb.reshape(n, bs)[rid]
+    else:
+        rv[rid] = la.reshape(n, bs)[lid]
+    xfer(a, op, nu.blocks(la, n, bs)[lid], nu.blocks(lb, n, bs)[rid], peer)
+    assert np.array_equal(la, want_la) and np.array_equal(lb, want_lb)
+    # 64 blocks of 256 bytes, 128 apart in the destination, all from one source block of
+    # equal bytes: evenly spaced, but overlapping where they land
+    src, dst = (lb, la) if op == "READ" else (la, lb)
+    src[:256] = 0x5A
+    step = np.zeros((64, 3), np.uint64)
+    step[:, 0] = dst.ctypes.data + 8192 + np.arange(64, dtype=np.uint64) * 128
+    step[:, 1] = 256
+    same = np.zeros((64, 3), np.uint64)
+    same[:, 0] = src.ctypes.data
+    same[:, 1] = 256
+    want = dst.copy()
+    want[8192:8192 + 63 * 128 + 256] = 0x5A
+    if op == "READ":
+        xfer(a, op, step, same, peer)
+    else:
+        xfer(a, op, same, step, peer)
+    assert np.array_equal(dst, want)
+
+
+def main():
+    case, op = sys.argv[1], sys.argv[2]
+    if case == "irregular":
+        irregular(op)
+    else:
+        per_token(op, paged=case == "per_token_paged", strided=case != "per_token_off")
+    print("verified")
+
+
+if __name__ == "__main__":
+    main()
