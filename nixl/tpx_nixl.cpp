@@ -156,7 +156,7 @@ bool disjoint(const tpx_strided_t &e, bool local)
     }
     size_t ext = e.elem_len;
     for (int k = 0; k < n; k++) {
-        if (st[k] < ext || (ct[k] - 1) > (SIZE_MAX - ext) / st[k])
+        if (st[k] < ext || st[k] == 0 || (ct[k] - 1) > (SIZE_MAX - ext) / st[k])
             return false;
         ext += (ct[k] - 1) * st[k];
     }
@@ -193,7 +193,8 @@ std::vector<tpx_strided_t> compact_pass(const std::vector<tpx_strided_t> &in, bo
     for (size_t i = 0; i < in.size();) {
         const tpx_strided_t &a = in[i];
         size_t j = i + 1;
-        if (a.ndims < TPX_STRIDED_MAX_DIMS && j < in.size() && same_shape(a, in[j]) &&
+        if (a.ndims < TPX_STRIDED_MAX_DIMS && a.elem_len > 0 && j < in.size() &&
+            same_shape(a, in[j]) &&
             in[j].local_offset >= a.local_offset && in[j].remote_offset >= a.remote_offset) {
             tpx_strided_t e = a;
             for (int d = e.ndims; d > 0; d--)

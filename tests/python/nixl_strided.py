@@ -9,6 +9,7 @@ descriptor list through the backend and compare every byte with a reference; pri
                  side
   per_token_paged  the same at random block ids on both sides
   per_token_off  per_token with the backend parameter strided=0
+  mixed          regular runs (1 and 2 dimensions) among plain blocks
   irregular      a vLLM block list (1000 x 4 KiB, random ids on both sides), then a list
                  whose blocks overlap in the destination (all carrying the same bytes)
 The test (test_strided.py) reads the backend's debug lines (TPX_LOG_LEVEL=debug)."""
@@ -118,10 +119,41 @@ def irregular(op):
     assert np.array_equal(dst, want)
 
 
+def mixed(op):
+    """Regular runs among plain blocks: a run of 100, a 10 x 8 grid, 3 evenly spaced blocks
+    (too few for a run) and 5 scattered ones, each part in its own area of the buffers."""
+    n = 1 << 20
+    rng = np.random.default_rng(11)
+    la, lb = rng.integers(0, 256, n, dtype=np.uint8), rng.integers(0, 256, n, dtype=np.uint8)
+    a, b = agent("mixed-a"), agent("mixed-b")
+    nu.reg(a, la)
+    nu.reg(b, lb)
+    peer = a.add_remote_agent(b.get_agent_metadata())
+    blocks = [(1000 + i * 300, 50000 + i * 700, 200) for i in range(100)]
+    blocks += [(700000 + i * 9000, 700000 + (4 - i) * 11000, 64 + i) for i in range(5)]
+    blocks += [(200000 + r * 4096 + c * 256, 400000 + r * 8192 + c * 512, 128)
+               for r in range(10) for c in range(8)]
+    blocks += [(900000 + i * 1000, 900000 + i * 3000, 100) for i in range(3)]
+    want_la, want_lb = la.copy(), lb.copy()
+    for lo, ro, ln in blocks:
+        if op == "READ":
+            want_la[lo:lo + ln] = lb[ro:ro + ln]
+        else:
+            want_lb[ro:ro + ln] = la[lo:lo + ln]
+    d = np.array(blocks, dtype=np.uint64)
+    local, remote = np.zeros((len(d), 3), np.uint64), np.zeros((len(d), 3), np.uint64)
+    local[:, 0], local[:, 1] = la.ctypes.data + d[:, 0], d[:, 2]
+    remote[:, 0], remote[:, 1] = lb.ctypes.data + d[:, 1], d[:, 2]
+    xfer(a, op, local, remote, peer)
+    assert np.array_equal(la, want_la) and np.array_equal(lb, want_lb)
+
+
 def main():
     case, op = sys.argv[1], sys.argv[2]
     if case == "irregular":
         irregular(op)
+    elif case == "mixed":
+        mixed(op)
     else:
         per_token(op, paged=case == "per_token_paged", strided=case != "per_token_off")
     print("verified")

@@ -206,6 +206,15 @@ def test_nixl_per_token_lists_paged(tmp_path, op):
 
 
 @pytest.mark.parametrize("op", ["READ", "WRITE"])
+def test_nixl_mixed_lists(tmp_path, op):
+    """Runs among plain blocks: 188 descriptors go as the run of 100, the 10 x 8 grid and
+    the 8 others as plain blocks (3 evenly spaced ones are too few for a run)."""
+    out, lines = run_nixl_case("mixed", op, tmp_path / "log")
+    assert "verified" in out
+    assert len(lines) == 1 and "of 188 descriptors: as 10 entries, 2 strided" in lines[0], lines
+
+
+@pytest.mark.parametrize("op", ["READ", "WRITE"])
 def test_nixl_irregular_lists_stay_plain(tmp_path, op):
     """Random blocks (vLLM's block lists) and a list whose runs would overlap in the
     destination go as plain blocks, as before."""
