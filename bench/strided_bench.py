@@ -15,15 +15,17 @@ cache; row a excepted):
                     heterogeneous TP) through NIXL with backend TPX, which finds the runs
   d  HND 32         every head of the HND 16-token prefill blocks into HND 32-token decode
                     blocks (vLLM's block-size mismatch, with no permute after it), strided
-Each row: prepared once, one verified post (the destination zeroed before, every element
+  e  per-token, plain  row c with the backend parameter strided=0: the descriptors as plain
+                    blocks, what finding the runs saves
+Rows a to d are the ones with targets. Each row: prepared once, one verified post (the destination zeroed before, every element
 compared after), then --iters timed posts; GB/s = payload bytes / median post-to-done time
 (1e9 B/s). A row whose blocks exceed TPX_RMA_MAX_IOVS (2^20 non-contiguous elements)
 is cut by layers into as many transfers, posted together. Printed: the table, the ratios
 b/a, c/a, d/a beside their targets (b, d >= 0.8; c >= 0.5), --json for all of it.
 
   python3 bench/strided_bench.py [--layers 80 --blocks 512 ...] [--iters 5]
-        [--rows a,b,c,d] [--mem dram|vram --gpu N] [--json FILE] [--strict]
-Needs numpy, the tpx package and NIXL (row c), as bench/kv_bench.py:
+        [--rows a,b,c,d,e] [--mem dram|vram --gpu N] [--json FILE] [--strict]
+Needs numpy, the tpx package and NIXL (rows c, e), as bench/kv_bench.py:
 build/release/pyenv/bin/python bench/strided_bench.py (ctest -R python.setup makes it);
 torch for --mem vram.
 """
@@ -40,7 +42,8 @@ import numpy as np
 MAX_ELEMS = 1 << 20  # TPX_RMA_MAX_IOVS
 TARGETS = {"b": 0.8, "c": 0.5, "d": 0.8}
 ROWS = {"a": "contiguous", "b": "strided, decode half of the heads",
-        "c": "per-token descriptors, NIXL+TPX", "d": "into HND 32-token blocks"}
+        "c": "per-token descriptors, NIXL+TPX", "d": "into HND 32-token blocks",
+        "e": "per-token, NIXL+TPX strided=0"}
 
 
 class Mem:
@@ -110,7 +113,7 @@ class Slice:
             if row == "a":
                 s = self.src.view((L, 2 * B * T * H * D))[lay]
                 ok = equal(self.dst.view((L, 2 * B * T * H * D))[lay], s)
-            elif row in "bc":
+            elif row in "bce":
                 s = self.src.view(self.shape_nhd)[lay]
                 d = self.dst.view((L, 2, B, T, H // 2, D))[lay]
                 ok = equal(d[:, idx(self.dblk, d)], s[:, idx(self.pblk, s)][:, :, :, H // 2:])
@@ -124,7 +127,7 @@ class Slice:
                 raise RuntimeError("row %s: layer %d differs from the reference" % (row, lay))
 
     def payload(self, row):
-        return self.nbytes // 2 if row in "bc" else self.nbytes
+        return self.nbytes // 2 if row in "bce" else self.nbytes
 
     def layer_groups(self, elems_per_layer):
         """Layer ranges whose transfers stay within MAX_ELEMS elements."""
@@ -190,8 +193,9 @@ def run_tpx(sl, row, iters):
                 times=times)
 
 
-def run_nixl(sl, iters):
-    """Row c: one descriptor per token per layer per K/V, layer-major as SGLang lists them."""
+def run_nixl(sl, row, iters):
+    """Rows c, e: one descriptor per token per layer per K/V, layer-major as SGLang lists
+    them; e with the backend's runs off."""
     try:
         from nixl._api import nixl_agent, nixl_agent_config
     except ImportError:
@@ -199,8 +203,10 @@ def run_nixl(sl, iters):
     a = sl.a
     L, B, T, H, D = a.layers, a.blocks, a.block_tokens, a.heads, a.head_dim
     kind, dev = ("VRAM", a.gpu) if a.mem == "vram" else ("DRAM", 0)
-    cfg = nixl_agent_config(backends=["TPX"])
-    dec, pre = nixl_agent("sb-nixl-decode", cfg), nixl_agent("sb-nixl-prefill", cfg)
+    cfg = nixl_agent_config(backends=[])
+    dec, pre = nixl_agent("sb-decode-" + row, cfg), nixl_agent("sb-prefill-" + row, cfg)
+    for ag in (dec, pre):
+        ag.create_backend("TPX", {"strided": "0"} if row == "e" else {})
     dec.register_memory([(sl.dst.addr, sl.dst.n, dev, "")], kind)
     pre.register_memory([(sl.src.addr, sl.src.n, dev, "")], kind)
     peer = dec.add_remote_agent(pre.get_agent_metadata())
@@ -233,7 +239,7 @@ def run_nixl(sl, iters):
     time.sleep(0.05)
     sl.dst.zero()
     post_all()
-    sl.check("c")
+    sl.check(row)
     times = timed(post_all, iters)
     for h in handles:
         dec.release_xfer_handle(h)
@@ -253,27 +259,28 @@ def main():
                     ("seed", 1, "block ids"), ("gpu", 0, "GPU of --mem vram")):
         ap.add_argument("--" + k.replace("_", "-"), type=int, default=v,
                         help="%s (default %d)" % (h, v))
-    ap.add_argument("--rows", default="a,b,c,d", help="of a, b, c, d (default all)")
+    ap.add_argument("--rows", default="a,b,c,d,e", help="of a, b, c, d, e (default all)")
     ap.add_argument("--mem", choices=["dram", "vram"], default="dram")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a row failed")
     args = ap.parse_args()
     rows = [r for r in args.rows.split(",") if r]
     if any(r not in ROWS for r in rows) or args.blocks % 2 or args.heads % 2:
-        ap.error("rows are of a, b, c, d; blocks and heads even")
+        ap.error("rows are of a, b, c, d, e; blocks and heads even")
     os.environ.setdefault("TPX_SOCKET_IFNAME", "lo")
     os.environ.setdefault("TPX_BIND_ADDR", "127.0.0.1")
     os.environ.setdefault("TPX_LOG_LEVEL", "error")
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     import tpx
-    if "c" in rows:
+    if "c" in rows or "e" in rows:
         os.environ["NIXL_PLUGIN_DIR"] = tpx.nixl_plugin_dir() or "/nonexistent"
     t_start = time.time()
     sl = Slice(args)
     res = {}
     for r in rows:
         try:
-            res[r] = run_nixl(sl, args.iters) if r == "c" else run_tpx(sl, r, args.iters)
+            res[r] = (run_nixl(sl, r, args.iters) if r in "ce" else
+                      run_tpx(sl, r, args.iters))
             med = statistics.median(res[r]["times"])
             res[r].update(payload=sl.payload(r), s=med, gbps=sl.payload(r) / med / 1e9,
                           verified=True)
@@ -290,7 +297,7 @@ def main():
               args.layers, args.blocks, args.block_tokens, args.heads, args.head_dim,
               sl.nbytes / 1e9, "GPU" if args.mem == "vram" else "host", args.iters))
     print("# host %s, %d CPUs, tpx %s" % (platform.node(), os.cpu_count(), tpx.version()))
-    print("%-3s %-36s %9s %6s %9s %9s %9s %7s %6s %8s" % (
+    print("%-3s %-36s %10s %6s %9s %9s %9s %7s %6s %8s" % (
         "row", "what", "payload MB", "parts", "entries", "prep ms", "post ms", "GB/s",
         "x a", "target"))
     for r in rows:

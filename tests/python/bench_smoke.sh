@@ -30,7 +30,7 @@ PYTHON=$py "$src/bench/peers" --strict --peers "$peers" --rounds 2 --iters 2 --b
 "$py" - "$out/peers.json" "$out/kv.json" "$out/strided.json" <<'PY'
 import json, sys
 p, k, s = (json.load(open(f)) for f in sys.argv[1:])
-assert sorted(s["rows"]) == list("abcd") and all(o.get("verified") is True
+assert sorted(s["rows"]) == list("abcde") and all(o.get("verified") is True
                                                  for o in s["rows"].values()), s["rows"]
 for name, by_peer in p["rounds"].items():
     for peer, outs in by_peer.items():
@@ -38,6 +38,6 @@ for name, by_peer in p["rounds"].items():
 for name, by_peer in k["rounds"].items():
     for peer, outs in by_peer.items():
         assert outs and all(o.get("reqs") for o in outs), (name, peer, outs)
-print("peers: %d rows x %d peers, kv: %d rows, strided: 4 rows, all verified"
+print("peers: %d rows x %d peers, kv: %d rows, strided: 5 rows, all verified"
       % (len(p["rounds"]), len(p["peers"]), len(k["rows"])))
 PY
