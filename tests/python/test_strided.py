@@ -215,6 +215,16 @@ def test_nixl_mixed_lists(tmp_path, op):
 
 
 @pytest.mark.parametrize("op", ["READ", "WRITE"])
+def test_nixl_random_lists(tmp_path, op):
+    """40 lists of random patterns (blocks, runs of 1 to 3 dimensions, repeated sources,
+    destinations in any order of dimensions): every byte where the plain blocks put it."""
+    out, lines = run_nixl_case("random", op, tmp_path / "log")
+    assert "verified" in out
+    assert len(lines) == 40, lines
+    assert sum(" strided" in ln for ln in lines) >= 30, lines
+
+
+@pytest.mark.parametrize("op", ["READ", "WRITE"])
 def test_nixl_irregular_lists_stay_plain(tmp_path, op):
     """Random blocks (vLLM's block lists) and a list whose runs would overlap in the
     destination go as plain blocks, as before."""
