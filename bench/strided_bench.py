@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""strided_bench.py - a KV-cache slice moved straight into the reader's layout, four ways in
+"""strided_bench.py - a KV-cache slice moved straight into the reader's layout, five ways in
 one run: what strided entries cost beside a contiguous copy.
 
 The slice (default: Llama-3.1-70B-shaped): 80 layers, K and V, 8 KV heads, head dim 128,
