@@ -19,7 +19,9 @@
  *   deregisterMem             tpx_region_unexport + tpx_mem_deregister
  *   getPublicData             the region descriptor's 48 bytes
  *   loadRemoteMD / unloadMD   a descriptor of the remote agent's memory
- *   prepXfer                  tpx_xfer_prepare (once)
+ *   prepXfer                  tpx_xfer_prepare (once); a list with regular
+ *                             runs: tpx_xfer_prepare_strided of the same
+ *                             blocks in the same order (compact(), below)
  *   postXfer                  tpx_xfer_post (again after each completion)
  *   checkXfer                 tpx_xfer_poll
  *   releaseReqH               tpx_xfer_release + tpx_prep_release (never waits)
@@ -27,9 +29,22 @@
  *
  * Settings come from TPX_* variables (vLLM passes no parameters to non-UCX
  * backends; SGLang passes SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS) and,
- * where given, from the backend parameters "gpu" and "port". Without "gpu"
- * the engine serves the GPU of the first VRAM registered (its devId), as
- * one worker process per GPU needs.
+ * where given, from the backend parameters "gpu", "port" and "strided".
+ * Without "gpu" the engine serves the GPU of the first VRAM registered (its
+ * devId), as one worker process per GPU needs.
+ *
+ * NIXL's descriptor lists have no strides, so a stack that moves a head
+ * slice of every token (SGLang across tensor-parallel sizes) makes one
+ * descriptor per token per layer: tens of thousands of tiny blocks, which
+ * would cost as many list entries on the wire and as many checks at the
+ * owner. The regular patterns in such a list -- runs of equal lengths whose
+ * local and remote offsets step by constant strides, and runs of such runs
+ * -- are found here and sent as strided entries of up to three dimensions,
+ * which expand into exactly the same blocks in the same order: the bytes,
+ * their order in the packed chunks and the result do not change. A list with
+ * no such run goes as before (a list of version 2, which every tpx reads);
+ * "strided" = "0" sends every list that way, for peers of tpx without
+ * strided entries.
  */
 #include <chrono>
 #include <climits>
@@ -48,6 +63,7 @@
 
 #include "nixl_abi.h"
 #include "tpx/tpx.h"
+#include "tpx_nixl_log.h"
 
 namespace tpx_nixl {
 namespace {
@@ -118,6 +134,115 @@ public:
     }
 };
 
+/* Nonzero when no two elements of e on the destination side share a byte:
+ * the test tpx_xfer_prepare_strided() applies (dimensions sorted by
+ * stride, each stride at least the extent of those inside it), so that a
+ * list compact() makes is never refused where its plain blocks were not. */
+bool disjoint(const tpx_strided_t &e, bool local)
+{
+    size_t st[TPX_STRIDED_MAX_DIMS], ct[TPX_STRIDED_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < e.ndims; d++) {
+        if (e.dim[d].count < 2)
+            continue;
+        size_t s = local ? e.dim[d].local_stride : e.dim[d].remote_stride;
+        int k = n++;
+        for (; k > 0 && st[k - 1] > s; k--) { /* by stride, smallest first */
+            st[k] = st[k - 1];
+            ct[k] = ct[k - 1];
+        }
+        st[k] = s;
+        ct[k] = e.dim[d].count;
+    }
+    size_t ext = e.elem_len;
+    for (int k = 0; k < n; k++) {
+        if (st[k] < ext || st[k] == 0 || (ct[k] - 1) > (SIZE_MAX - ext) / st[k])
+            return false;
+        ext += (ct[k] - 1) * st[k];
+    }
+    return true;
+}
+
+/* b has a's shape: the same memory, element and dimensions. */
+bool same_shape(const tpx_strided_t &a, const tpx_strided_t &b)
+{
+    if (a.local != b.local || a.remote != b.remote || a.elem_len != b.elem_len ||
+        a.ndims != b.ndims)
+        return false;
+    for (int d = 0; d < a.ndims; d++)
+        if (a.dim[d].count != b.dim[d].count || a.dim[d].local_stride != b.dim[d].local_stride ||
+            a.dim[d].remote_stride != b.dim[d].remote_stride)
+            return false;
+    return true;
+}
+
+/* Plain blocks make a run from this many on: two or three blocks that
+ * happen to step evenly (a random block list has many such pairs) are
+ * no pattern, and stay plain blocks that any tpx reads. */
+constexpr size_t RUN_MIN = 4;
+
+/* One pass: each maximal run of same-shaped entries of fewer than
+ * TPX_STRIDED_MAX_DIMS dimensions whose starts step by constant strides
+ * (>= 0 on both sides) becomes one entry with a new outermost dimension,
+ * while the destination stays disjoint. Greedy from the front: the
+ * expansion of the result is the input, block for block. */
+std::vector<tpx_strided_t> compact_pass(const std::vector<tpx_strided_t> &in, bool read)
+{
+    std::vector<tpx_strided_t> out;
+    out.reserve(in.size());
+    for (size_t i = 0; i < in.size();) {
+        const tpx_strided_t &a = in[i];
+        size_t j = i + 1;
+        if (a.ndims < TPX_STRIDED_MAX_DIMS && a.elem_len > 0 && j < in.size() &&
+            same_shape(a, in[j]) &&
+            in[j].local_offset >= a.local_offset && in[j].remote_offset >= a.remote_offset) {
+            tpx_strided_t e = a;
+            for (int d = e.ndims; d > 0; d--)
+                e.dim[d] = e.dim[d - 1];
+            e.ndims++;
+            e.dim[0] = tpx_dim_t{1, in[j].local_offset - a.local_offset,
+                                 in[j].remote_offset - a.remote_offset};
+            for (; j < in.size() && same_shape(a, in[j]) &&
+                   in[j].local_offset == in[j - 1].local_offset + e.dim[0].local_stride &&
+                   in[j].remote_offset == in[j - 1].remote_offset + e.dim[0].remote_stride &&
+                   in[j].local_offset >= in[j - 1].local_offset &&
+                   in[j].remote_offset >= in[j - 1].remote_offset; /* no wrap */
+                 j++) {
+                e.dim[0].count++;
+                if (!disjoint(e, read)) {
+                    e.dim[0].count--;
+                    break;
+                }
+            }
+            if (e.dim[0].count >= (a.ndims == 0 ? RUN_MIN : 2)) {
+                out.push_back(e);
+                i += e.dim[0].count;
+                continue;
+            }
+        }
+        out.push_back(a);
+        i++;
+    }
+    return out;
+}
+
+/* The list as strided entries: plain blocks grouped into runs, runs of
+ * equal runs into two dimensions, those into three. */
+std::vector<tpx_strided_t> compact(const std::vector<tpx_iov_t> &iov, bool read)
+{
+    std::vector<tpx_strided_t> v(iov.size());
+    for (size_t i = 0; i < iov.size(); i++)
+        v[i] = tpx_strided_t{iov[i].local, iov[i].local_offset, iov[i].remote,
+                             iov[i].remote_offset, iov[i].len, 0, {}};
+    for (int pass = 0; pass < TPX_STRIDED_MAX_DIMS && v.size() > 1; pass++) {
+        size_t before = v.size();
+        v = compact_pass(v, read);
+        if (v.size() == before)
+            break;
+    }
+    return v;
+}
+
 constexpr size_t NOTIF_BATCH = 32;
 constexpr size_t LONG_NAME_MAX = 255;    /* agent names of 64..255 bytes travel in notifications */
 constexpr char LONG_MARK[] = "~nixl~"; /* engine names of such agents begin with this */
@@ -134,9 +259,11 @@ public:
         p.port = TPX_PORT_EPHEMERAL; /* several agents per host */
         const params_t &cp = customParams();
         for (const auto &kv : cp)
-            if (kv.first != "gpu" && kv.first != "port")
-                TPX_NIXL_LOG("backend parameter '%s' is not one of TPX's (gpu, port): ignored; "
-                             "settings come from TPX_* variables", kv.first.c_str());
+            if (kv.first != "gpu" && kv.first != "port" && kv.first != "strided")
+                TPX_NIXL_LOG("backend parameter '%s' is not one of TPX's (gpu, port, strided): "
+                             "ignored; settings come from TPX_* variables", kv.first.c_str());
+        if (auto it = cp.find("strided"); it != cp.end() && it->second == "0")
+            strided_ = false;
         if (auto it = cp.find("gpu"); it != cp.end() && !it->second.empty())
             p.gpu = std::atoi(it->second.c_str());
         if (auto it = cp.find("port"); it != cp.end() && std::atoi(it->second.c_str()) > 0)
@@ -352,8 +479,24 @@ public:
         }
         auto q = std::make_unique<Req>();
         q->remote = static_cast<const RemoteMD *>(remote[0].metadataP)->remote;
-        tpx_status_t s = tpx_xfer_prepare(q->remote->r, op == OP_READ ? TPX_OP_READ : TPX_OP_WRITE,
-                                          iov.data(), iov.size(), &q->prep);
+        const tpx_op_t top = op == OP_READ ? TPX_OP_READ : TPX_OP_WRITE;
+        std::vector<tpx_strided_t> sv;
+        if (strided_ && n > 1)
+            sv = compact(iov, op == OP_READ);
+        size_t nstrided = 0;
+        for (const tpx_strided_t &e : sv)
+            nstrided += e.ndims > 0;
+        tpx_status_t s;
+        if (nstrided > 0) {
+            TPX_NIXL_DEBUG("prepXfer %s of %d descriptors: as %zu entries, %zu strided",
+                           op == OP_READ ? "READ" : "WRITE", n, sv.size(), nstrided);
+            s = tpx_xfer_prepare_strided(q->remote->r, top, sv.data(), sv.size(), &q->prep);
+        } else {
+            TPX_NIXL_DEBUG("prepXfer %s of %d descriptors: %d plain blocks (%s)",
+                           op == OP_READ ? "READ" : "WRITE", n, n,
+                           strided_ ? "no regular run" : "strided entries off");
+            s = tpx_xfer_prepare(q->remote->r, top, iov.data(), iov.size(), &q->prep);
+        }
         if (s != TPX_OK)
             return from_tpx(s);
         handle = q.release();
@@ -490,6 +633,7 @@ private:
     tpx_engine_t *eng_ = nullptr;
     std::string engine_name_;  /* the agent's name, or LONG_MARK + hash + its start */
     std::string notif_prefix_; /* "" or [length byte][agent name] before every notification */
+    bool strided_ = true;      /* backend parameter "strided": regular runs as strided entries */
     mutable std::mutex mu_; /* remotes_, queue_, stop_ */
     std::unordered_map<std::string, RemoteRef> remotes_;
     std::deque<RemoteRef> queue_;
@@ -513,7 +657,7 @@ BackendEngine *create_engine(const InitParams *ip)
 void destroy_engine(BackendEngine *e) { delete e; }
 const char *plugin_name() { return "TPX"; }
 const char *plugin_version() { return tpx_version_string(); }
-params_t backend_options() { return {{"gpu", "-1"}, {"port", "0"}}; }
+params_t backend_options() { return {{"gpu", "-1"}, {"port", "0"}, {"strided", "1"}}; }
 mem_list_t backend_mems() { return {DRAM_SEG, VRAM_SEG}; }
 
 PluginDesc plugin = {PLUGIN_API_VERSION, create_engine,   destroy_engine, plugin_name,

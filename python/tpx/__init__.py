@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import threading
 import time
@@ -55,7 +56,7 @@ __all__ = [
     "TpxError", "Engine", "Region", "Remote", "Prep", "Xfer", "Peer",
     "READ", "WRITE", "MEM_HOST", "MEM_CUDA", "PORT_EPHEMERAL", "PORT_NONE", "PORT_DEFAULT",
     "RDESC_SIZE", "NOTIF_MAX", "library_path", "nccl_plugin_path", "nixl_plugin_dir",
-    "version", "Registry",
+    "version", "Registry", "Strided", "KVCache", "kv_entries", "STRIDED_MAX_DIMS",
 ]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,6 +66,7 @@ READ, WRITE = 1, 2
 MEM_HOST, MEM_CUDA = 1, 2
 PORT_DEFAULT, PORT_NONE, PORT_EPHEMERAL = 0, -1, -2
 RDESC_SIZE = 48
+STRIDED_MAX_DIMS = 3
 NOTIF_MAX = 1024
 NAME_MAX = 64
 METADATA_MAX = 2048
@@ -133,6 +135,20 @@ _IOV_DTYPE = np.dtype([("local", np.uint64), ("local_offset", np.uint64),
                        ("remote", np.uint64), ("remote_offset", np.uint64),
                        ("len", np.uint64)])
 
+# tpx_strided_t as a numpy record (a pointer, four size_t, an int and three tpx_dim_t).
+_STRIDED_DTYPE = np.dtype({
+    "names": ["local", "local_offset", "remote", "remote_offset", "elem_len", "ndims", "dim"],
+    "formats": [np.uint64, np.uint64, np.uint64, np.uint64, np.uint64, np.int32,
+                (np.uint64, (STRIDED_MAX_DIMS, 3))],
+    "offsets": [0, 8, 16, 24, 32, 40, 48], "itemsize": 48 + 24 * STRIDED_MAX_DIMS})
+
+
+class _KVCache(ctypes.Structure):  # tpx_kv_cache_t
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "layers", "kv", "blocks", "block_size", "heads", "head0", "head_dim", "dtype_size")] + \
+        [("layout", ctypes.c_int)]
+
+
 class _RegEntry(ctypes.Structure):  # tpx_registry_entry_t (tpx/registry.h)
     _fields_ = [("name", ctypes.c_char * NAME_MAX), ("md_len", ctypes.c_size_t),
                 ("md", ctypes.c_ubyte * METADATA_MAX), ("ndescs", ctypes.c_size_t),
@@ -176,6 +192,9 @@ def _api() -> ctypes.CDLL:
         "tpx_rdesc_info": (_st, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64),
                                  ctypes.POINTER(ctypes.c_uint64)]),
         "tpx_xfer_prepare": (_st, [_vp, ctypes.c_int, _vp, _sz, ctypes.POINTER(_vp)]),
+        "tpx_xfer_prepare_strided": (_st, [_vp, ctypes.c_int, _vp, _sz, ctypes.POINTER(_vp)]),
+        "tpx_kv_entries": (_st, [ctypes.POINTER(_KVCache), _vp, _sz, ctypes.POINTER(_KVCache),
+                                 _vp, _sz, _vp, _vp, _sz, _vp, _sz, ctypes.POINTER(_sz)]),
         "tpx_xfer_post": (_st, [_vp, ctypes.c_char_p, _sz, ctypes.c_int, ctypes.POINTER(_vp)]),
         "tpx_prep_release": (None, [_vp]),
         "tpx_xfer_poll": (_st, [_vp, ctypes.POINTER(_sz)]),
@@ -858,6 +877,156 @@ def _descs_of(desc: Any) -> Tuple[ctypes.Array, "np.ndarray"]:
     return ctypes.create_string_buffer(raw, len(raw) or 1), idx
 
 
+@dataclasses.dataclass(frozen=True)
+class Strided:
+    """A strided entry of Remote.prepare() (tpx_strided_t): a regular pattern of equal
+    elements in one entry, each side with its own layout. Element (i_0, .., i_k) is the
+    `elem_len` bytes at
+
+        local_offset  + sum_d i_d * dims[d][1]   (of `local`, counted as prepare()'s)
+        remote_offset + sum_d i_d * dims[d][2]   (of the exported range `remote`)
+
+    with dims[d] = (count, local stride, remote stride), at most STRIDED_MAX_DIMS of them,
+    the first outermost: elements move in row-major order, the last dimension fastest.
+    No dims is one plain block. Strides are bytes (>= 0); on the destination side (local
+    for READ, remote for WRITE) no two elements may share a byte. E.g. heads [2, 4) of 16
+    tokens of an NHD block of 8 heads x 128 bf16 into a block of those 2 heads:
+
+        Strided(region, 0, desc, 2 * 256, 512, [(16, 512, 8 * 256)])
+    """
+    local: "Region"
+    local_offset: int
+    remote: Desc
+    remote_offset: int
+    elem_len: int
+    dims: Sequence[Tuple[int, int, int]] = ()
+
+    def span(self, side: int) -> int:
+        """Bytes from the first element's start to the last one's end, local side (0) or
+        remote side (1)."""
+        return self.elem_len + sum((int(d[0]) - 1) * int(d[1 + side]) for d in self.dims)
+
+    def nbytes(self) -> int:
+        """The payload: elem_len x every count."""
+        n = self.elem_len
+        for d in self.dims:
+            n *= d[0]
+        return n
+
+
+@dataclasses.dataclass(frozen=True)
+class KVCache:
+    """One side's KV cache as tpx_kv_entries() sees it (tpx_kv_cache_t): `layers` layers
+    one after another, each `kv` tensors (2: K then V) of `blocks` blocks of
+    `block_size` tokens x `heads` heads x `head_dim` values of `dtype_size` bytes, a block
+    laid out "NHD" ([token][head][dim]) or "HND" ([head][token][dim]); the side holds the
+    model's heads [head0, head0 + heads) (rank r of tensor parallelism t of H heads:
+    head0 = r * H // t)."""
+    layers: int
+    blocks: int
+    block_size: int
+    heads: int
+    head_dim: int
+    dtype_size: int = 2
+    layout: str = "NHD"
+    head0: int = 0
+    kv: int = 2
+
+    def nbytes(self) -> int:
+        """Bytes of the whole cache (every layer, tensor and block)."""
+        return (self.layers * self.kv * self.blocks * self.block_size * self.heads *
+                self.head_dim * self.dtype_size)
+
+    def _c(self) -> _KVCache:
+        if self.layout not in ("NHD", "HND"):
+            raise ValueError(f"KVCache: layout {self.layout!r} is not 'NHD' or 'HND'")
+        return _KVCache(self.layers, self.kv, self.blocks, self.block_size, self.heads,
+                        self.head0, self.head_dim, self.dtype_size,
+                        0 if self.layout == "NHD" else 1)
+
+
+def kv_entries(local: KVCache, local_region: "Region", local_offset: int, remote: KVCache,
+               remote_desc: Desc, remote_offset: int, local_blocks: Ints, remote_blocks: Ints,
+               ntokens: int) -> List[Strided]:
+    """The strided entries that move tokens [0, ntokens) of a sequence between two KV
+    caches of other layouts, block sizes or tensor-parallel splits (tpx_kv_entries):
+    the heads both sides hold, of every layer and tensor, straight into the reader's
+    layout. The local cache starts at local_offset of local_region, the remote one at
+    remote_offset of the exported range remote_desc; local_blocks / remote_blocks are the
+    sequence's block ids on each side (one per block_size tokens of that side, in token
+    order). One entry per run of tokens inside one block on each side; give them to
+    Remote.prepare(op, entries), READ or WRITE. TpxError TPX_ERR_INVALID_ARG when the
+    caches differ in layers, kv, head_dim or dtype_size, share no head, or a block id is
+    not below its cache's blocks."""
+    lc, rc = local._c(), remote._c()
+    lb = np.ascontiguousarray(np.asarray(local_blocks), dtype=np.uint64)
+    rb = np.ascontiguousarray(np.asarray(remote_blocks), dtype=np.uint64)
+    if ntokens <= 0:
+        raise ValueError("kv_entries(): no tokens")
+    for blocks, c, side in ((lb, local, "local"), (rb, remote, "remote")):
+        if blocks.size < -(-ntokens // c.block_size):
+            raise ValueError(f"kv_entries(): {blocks.size} {side} block ids for {ntokens} "
+                             f"tokens of {c.block_size}-token blocks")
+    n = _sz()
+    _check(_api().tpx_kv_entries(ctypes.byref(lc), None, int(local_offset), ctypes.byref(rc),
+                                 None, int(remote_offset), lb.ctypes.data, rb.ctypes.data,
+                                 int(ntokens), None, 0, ctypes.byref(n)), "tpx_kv_entries")
+    out = np.zeros(n.value, dtype=_STRIDED_DTYPE)
+    _check(_api().tpx_kv_entries(ctypes.byref(lc), None, int(local_offset), ctypes.byref(rc),
+                                 None, int(remote_offset), lb.ctypes.data, rb.ctypes.data,
+                                 int(ntokens), out.ctypes.data, out.size, ctypes.byref(n)),
+           "tpx_kv_entries")
+    desc = bytes(remote_desc)
+    return [Strided(local_region, int(e["local_offset"]), desc, int(e["remote_offset"]),
+                    int(e["elem_len"]),
+                    tuple((int(d[0]), int(d[1]), int(d[2])) for d in e["dim"][:e["ndims"]]))
+            for e in out]
+
+
+def _strided_list(entries: Sequence[Any]) -> Tuple[List["Region"], "np.ndarray", ctypes.Array]:
+    """(the distinct Regions, the tpx_strided_t records with region indices in "local",
+    the descriptors' buffer) of prepare()'s entries, plain 5-tuples and Strided mixed."""
+    ents: List[Strided] = []
+    for i, e in enumerate(entries):
+        if isinstance(e, Strided):
+            ents.append(e)
+            continue
+        e = tuple(e)
+        if len(e) != 5:
+            raise ValueError(f"prepare(): entry {i} has {len(e)} fields, not 5 (local region, "
+                             "local offset, remote descriptor, remote offset, length) and is "
+                             "not a Strided")
+        ents.append(Strided(*e))
+    regs, ridx = _regions_of([e.local for e in ents])
+    dbuf, didx = _descs_of([e.remote for e in ents])
+    rec = np.zeros(len(ents), dtype=_STRIDED_DTYPE)
+    for i, e in enumerate(ents):
+        dims = list(e.dims)
+        if len(dims) > STRIDED_MAX_DIMS:
+            raise ValueError(f"prepare(): entry {i} has {len(dims)} dimensions (at most "
+                             f"{STRIDED_MAX_DIMS})")
+        vals = [e.local_offset, e.remote_offset, e.elem_len] + [v for d in dims for v in d]
+        if any(int(v) < 0 for v in vals) or any(len(d) != 3 for d in dims):
+            raise ValueError(f"prepare(): entry {i}: offsets, lengths, counts and strides are "
+                             "ints >= 0, a dimension (count, local stride, remote stride)")
+        if e.elem_len == 0 or any(d[0] == 0 for d in dims):
+            raise ValueError(f"prepare(): entry {i} has no bytes (an elem_len or count of 0)")
+        reg = regs[ridx[i]]
+        if e.local_offset + e.span(0) > reg.length:
+            raise ValueError(f"prepare(): entry {i}'s local elements end at byte "
+                             f"{e.local_offset + e.span(0)} of the {reg.length} bytes "
+                             "registered of its region")
+        rec[i]["local"] = ridx[i]
+        rec[i]["local_offset"] = reg._delta + int(e.local_offset)
+        rec[i]["remote"] = ctypes.addressof(dbuf) + int(didx[i]) * RDESC_SIZE
+        rec[i]["remote_offset"] = int(e.remote_offset)
+        rec[i]["elem_len"] = int(e.elem_len)
+        rec[i]["ndims"] = len(dims)
+        for k, d in enumerate(dims):
+            rec[i]["dim"][k] = [int(v) for v in d]
+    return regs, rec, dbuf
+
+
 class Remote(_Owned):
     """A peer engine known by its metadata (tpx_remote_load)."""
     _what = "remote"
@@ -877,7 +1046,8 @@ class Remote(_Owned):
         with self._engine._call(self) as (h,):
             _check(_api().tpx_remote_connect(h, timeout_ms), "tpx_remote_connect")
 
-    def prepare(self, op: int, local: Union["Region", Sequence["Region"], Iterable[Entry]],
+    def prepare(self, op: int,
+                local: Union["Region", Sequence["Region"], Iterable[Union[Entry, "Strided"]]],
                 local_offsets: Optional[Ints] = None,
                 remote_desc: Optional[Union[Desc, Sequence[Desc], "np.ndarray"]] = None,
                 remote_offsets: Optional[Ints] = None, lengths: Optional[Ints] = None) -> "Prep":
@@ -897,13 +1067,23 @@ class Remote(_Owned):
         every layer) go in one transfer. Arrays are used as a whole; a list of entries, or
         regions and descriptors given one per entry, cost a Python step per block (64,000
         entries: tens of milliseconds), so prepare such a transfer once and post it many
-        times."""
+        times.
+
+        In the list form an entry may also be a Strided (a regular pattern of equal
+        elements, up to STRIDED_MAX_DIMS dimensions, each side with its own strides:
+        tpx_xfer_prepare_strided), mixed with plain blocks; kv_entries() makes those that
+        move a KV cache between layouts, block sizes and tensor-parallel splits. A list
+        with a strided entry that does not merge into plain blocks is a request list that
+        tpx engines without strided entries refuse."""
         cols = (local_offsets, remote_desc, remote_offsets, lengths)
         if all(c is None for c in cols):
             if isinstance(local, Region):
                 raise TypeError("prepare(op, region, local_offsets, remote_desc, "
                                 "remote_offsets, lengths) or prepare(op, entries)")
-            entries: List[Tuple[Any, ...]] = [tuple(e) for e in local]  # type: ignore
+            listed: List[Any] = list(local)  # type: ignore
+            if any(isinstance(e, Strided) for e in listed):
+                return self._prepare_strided(op, listed)
+            entries: List[Tuple[Any, ...]] = [tuple(e) for e in listed]
             if any(len(e) != 5 for e in entries):
                 i, e = next((i, e) for i, e in enumerate(entries) if len(e) != 5)
                 raise ValueError(f"prepare(): entry {i} has {len(e)} fields, not 5 (local "
@@ -947,6 +1127,19 @@ class Remote(_Owned):
             iov["local"] = np.array([x.value for x in handles[1:]], dtype=np.uint64)[ridx]
             _check(_api().tpx_xfer_prepare(handles[0], op, iov.ctypes.data, iov.shape[0],
                                            ctypes.byref(h)), "tpx_xfer_prepare")
+            return self._engine._own(Prep(self._engine, h))
+
+    def _prepare_strided(self, op: int, entries: Sequence[Any]) -> "Prep":
+        if not entries:
+            raise ValueError("prepare(): no blocks")
+        regs, rec, dbuf = _strided_list(entries)
+        h = _vp()
+        with self._engine._call(self, *regs) as handles:
+            rec["local"] = np.array([x.value for x in handles[1:]], dtype=np.uint64)[
+                rec["local"].astype(np.intp)]
+            _check(_api().tpx_xfer_prepare_strided(handles[0], op, rec.ctypes.data, rec.size,
+                                                   ctypes.byref(h)), "tpx_xfer_prepare_strided")
+            del dbuf  # copied by the library
             return self._engine._own(Prep(self._engine, h))
 
     def read(self, *a: Any, notif: Optional[bytes] = None, timeout_ms: int = 0) -> "Xfer":

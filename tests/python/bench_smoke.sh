@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # bench_smoke.sh BUILD_DIR SOURCE_DIR
-#     bench/peers and bench/kv_bench.py, tiny (10 blocks, 2 posts, a 160-token prompt), with
+#     bench/peers, bench/kv_bench.py and bench/strided_bench.py, tiny (10 blocks, 2 posts, a
+#     160-token prompt; a 2-layer slice of 8 blocks), with
 #     the peers the test venv of python.setup has (Mooncake only when it imports), --strict:
 #     every row runs and is verified. Numbers are not judged. Exit 77 without the venv.
 set -euo pipefail
@@ -23,16 +24,20 @@ PYTHON=$py "$src/bench/peers" --strict --peers "$peers" --rounds 2 --iters 2 --b
 "$py" "$src/bench/kv_bench.py" --strict --prompt 160 --rounds 2 --iters 2 --raw-iters 2 \
     --tpx-netbench "$bdir/bin/tpx-netbench" --json "$out/kv.json" 2>"$out/kv.log" ||
     { cat "$out/kv.log"; exit 1; }
+"$py" "$src/bench/strided_bench.py" --strict --layers 2 --blocks 8 --iters 2 \
+    --json "$out/strided.json" 2>"$out/strided.log" || { cat "$out/strided.log"; exit 1; }
 # every cell is a verified number: the JSON says so row by row
-"$py" - "$out/peers.json" "$out/kv.json" <<'PY'
+"$py" - "$out/peers.json" "$out/kv.json" "$out/strided.json" <<'PY'
 import json, sys
-p, k = (json.load(open(f)) for f in sys.argv[1:])
+p, k, s = (json.load(open(f)) for f in sys.argv[1:])
+assert sorted(s["rows"]) == list("abcde") and all(o.get("verified") is True
+                                                 for o in s["rows"].values()), s["rows"]
 for name, by_peer in p["rounds"].items():
     for peer, outs in by_peer.items():
         assert outs and all(o.get("verified") is True for o in outs), (name, peer, outs)
 for name, by_peer in k["rounds"].items():
     for peer, outs in by_peer.items():
         assert outs and all(o.get("reqs") for o in outs), (name, peer, outs)
-print("peers: %d rows x %d peers, kv: %d rows, all verified"
+print("peers: %d rows x %d peers, kv: %d rows, strided: 5 rows, all verified"
       % (len(p["rounds"]), len(p["peers"]), len(k["rows"])))
 PY
