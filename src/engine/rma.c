@@ -594,6 +594,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     }
     if (timeout_ms > 0)
         x->deadline_ns = t0 + (uint64_t)timeout_ms * 1000000ull;
+    x->rma.t_start_ns = t0;
     x->req.prep = pp;
     x->segs = pp->segs;
     x->nsegs = pp->nsegs;
@@ -770,6 +771,7 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
     }
     rma_unlink(p, x);
     x->req.resp_pending = 0;
+    x->rma.t_answer_ns = tpx__now_ns();
     /* Its notification was delivered: a cancel came too late, and the
      * transfer reports what the owner saw, TPX_OK. */
     if (m->flags & TPX_CTRL_RESP_NOTIFIED)
@@ -827,6 +829,7 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a request list");
         return;
     }
+    x->rma.t_start_ns = tpx__now_ns();
     if (m->flags & TPX_CTRL_REQ_NOTIF_INLINE) { /* the end of the body (a WRITE's) */
         x->rma.notif = malloc(m->notif_total ? m->notif_total : 1);
         if (x->rma.notif == NULL) {
@@ -972,7 +975,7 @@ static void target_refuse(tpx_xfer_t *x)
 }
 
 /* Check the list against the exports; map it to segments of our regions. */
-static void target_check(tpx_xfer_t *x)
+static void target_check_list(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
     tpx_engine_t *e = p->e;
@@ -1101,6 +1104,15 @@ static void target_check(tpx_xfer_t *x)
     }
 }
 
+/* target_check_list, timed for the phase counters (x may be freed by it). */
+static void target_check(tpx_xfer_t *x)
+{
+    tpx_engine_t *e = x->e;
+    uint64_t t0 = tpx__now_ns();
+    target_check_list(x);
+    e->ctr.rma_check_ns += tpx__now_ns() - t0;
+}
+
 void tpx__rma_list_chunk_done(tpx_xfer_t *x)
 {
     if (++x->own.list_done == x->in.nlist)
@@ -1119,6 +1131,15 @@ void tpx__rma_completed(tpx_xfer_t *x)
     case XK_WRITE:
     case XK_READ:
         rma_unlink(p, x);
+        if (x->status == TPX_OK) {
+            uint64_t now = tpx__now_ns(), t0 = x->rma.t_start_ns;
+            uint64_t ta = x->rma.t_answer_ns ? x->rma.t_answer_ns : now;
+            uint64_t td = x->rma.t_data_ns ? x->rma.t_data_ns : ta; /* inline: no data message */
+            e->ctr.rma_done++;
+            e->ctr.rma_ns_answer += ta - t0;
+            e->ctr.rma_ns_data += td - t0;
+            e->ctr.rma_ns_total += now - t0;
+        }
         if (x->status == TPX_OK && x->rma.has_notif && live &&
             notif_post(p, x->rma.notif, x->rma.notif_len, 0) != TPX_OK)
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
@@ -1143,6 +1164,7 @@ void tpx__rma_completed(tpx_xfer_t *x)
     case XK_TREAD:
         if (x->status == TPX_OK) {
             e->ctr.rma_served++;
+            e->ctr.rma_served_ns += tpx__now_ns() - x->rma.t_start_ns;
             if (x->kind == XK_TWRITE)
                 e->ctr.rma_bytes_in += x->rma.total;
             else
