@@ -4,7 +4,9 @@
 # beside two-sided 256 MiB, on one or more builds, in one run: rounds
 # interleaved (every build's rows, then the next round), medians, each
 # one-sided row as a fraction of the same build's two-sided rate; with two
-# builds also new/base. Host memory, loopback, no verification (pure rates).
+# builds also new/base; then the same for the best round of each row (on a
+# host shared with other work, the round least disturbed). Host memory,
+# loopback, no verification (pure rates).
 #
 # Usage: bench/rma_sizes.sh [BIN_DIR ...]   (default: build/release/bin)
 #   each BIN_DIR holds a tpx-perf; the first is the base of the new/base column
@@ -54,26 +56,31 @@ for line in open(raw):
     if c != '-':
         cpu[d, op, b].append(float(c))
 med = lambda l: statistics.median(l) if l else float('nan')
-print(f"# bench/rma_sizes.sh: {os.uname().nodename}, {os.cpu_count()} CPUs, median of {rounds} "
-      "interleaved rounds, GB/s = 1e9 B/s; x2s = one-sided / two-sided 256 MiB of the same build; "
+best = lambda l: max(l) if l else float('nan')
+low = lambda l: min(l) if l else float('nan')
+print(f"# bench/rma_sizes.sh: {os.uname().nodename}, {os.cpu_count()} CPUs, {rounds} interleaved "
+      "rounds, GB/s = 1e9 B/s; x2s = one-sided / two-sided 256 MiB of the same build; "
       "cpu_us: CPU of the process per transfer")
 for i, d in enumerate(dirs):
     print(f"# build {i}: {d}")
 rows = [('two-sided', '256M')] + [(op, b) for op in ('read', 'write') for b in
                                   ('4K', '16K', '64K', '128K', '256K', '2M')
                                   if any(k[1] == op and k[2] == b for k in v)]
-head = f"{'row':<22}" + ''.join(f"{'b' + str(i) + ' GB/s':>10}{'x2s':>6}{'cpu_us':>10}" for i in range(len(dirs)))
-if len(dirs) > 1:
-    head += f"{'b1/b0':>7}"
-print(head)
-for op, b in rows:
-    line = f"{op + ' ' + ('1000 x ' + b if op != 'two-sided' else b):<22}"
-    for d in dirs:
-        g, ts = med(v[d, op, b]), med(v[d, 'two-sided', '256M'])
-        line += f"{g:>10.2f}" + (f"{g / ts:>6.2f}" if op != 'two-sided' else f"{'':>6}")
-        line += f"{med(cpu[d, op, b]):>10.0f}" if cpu[d, op, b] else f"{'-':>10}"
+for what, f, fc in (('median', med, med), ('best round (cpu_us: least)', best, low)):
+    print(f"## {what}")
+    head = f"{'row':<22}" + ''.join(f"{'b' + str(i) + ' GB/s':>10}{'x2s':>6}{'cpu_us':>10}"
+                                    for i in range(len(dirs)))
     if len(dirs) > 1:
-        a, n = med(v[dirs[0], op, b]), med(v[dirs[1], op, b])
-        line += f"{n / a:>7.2f}"
-    print(line)
+        head += f"{'b1/b0':>7}"
+    print(head)
+    for op, b in rows:
+        line = f"{op + ' ' + ('1000 x ' + b if op != 'two-sided' else b):<22}"
+        for d in dirs:
+            g, ts = f(v[d, op, b]), f(v[d, 'two-sided', '256M'])
+            line += f"{g:>10.2f}" + (f"{g / ts:>6.2f}" if op != 'two-sided' else f"{'':>6}")
+            line += f"{fc(cpu[d, op, b]):>10.0f}" if cpu[d, op, b] else f"{'-':>10}"
+        if len(dirs) > 1:
+            a, n = f(v[dirs[0], op, b]), f(v[dirs[1], op, b])
+            line += f"{n / a:>7.2f}"
+        print(line)
 EOF
