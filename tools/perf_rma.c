@@ -1081,7 +1081,13 @@ const char perf_rma_usage[] =
     "  --mem host|cuda, --channels N, --chunk B, --window N, --plugin P,\n"
     "  --timeout S, --json FILE, --port P (control port, default 18515)\n"
     "  roles: loopback (default; both engines in this process), server (the owner: serves one\n"
-    "  client), client HOST (the requester)\n";
+    "  client), client HOST (the requester)\n"
+    "  After the table, one \"# phases\" line per row (--json: \"phases\"), from the engines'\n"
+    "  counters (tpx_engine_counters_t) over the timed transfers, per transfer: post -> the\n"
+    "  owner's answer, -> the last data message, -> done; the data messages (how many carried\n"
+    "  packed blocks, their size, their time each and how many were in flight on average);\n"
+    "  the owner's list check and request in -> served (loopback, or in the server's process);\n"
+    "  bytes copied through staging chunks and the time those copies took\n";
 
 int perf_rma_main(int argc, char **argv)
 {
