@@ -8,8 +8,10 @@
 # host shared with other work, the round least disturbed). Host memory,
 # loopback, no verification (pure rates).
 #
-# Usage: bench/rma_sizes.sh [BIN_DIR ...]   (default: build/release/bin)
-#   each BIN_DIR holds a tpx-perf; the first is the base of the new/base column
+# Usage: bench/rma_sizes.sh [[VAR=VAL,...:]BIN_DIR ...]   (default: build/release/bin)
+#   each BIN_DIR holds a tpx-perf, run with the TPX_* settings before its ':'
+#   (e.g. TPX_RMA_PACK_BYTES=64K:build/release/bin); the first is the base
+#   of the new/base column
 # Environment: ROUNDS=5  BLOCKS="4K 16K 64K 128K 256K 2M"  OPS="read write"
 #   OUT=FILE (also keep the raw rows there)
 set -uo pipefail
@@ -28,12 +30,15 @@ iters() { # about 0.5-1 GB a row, at least 3 transfers
 }
 for r in $(seq 1 "$ROUNDS"); do
   for d in "$@"; do
-    v=$("$d/tpx-perf" --loopback --size 256M --iters 8 --no-verify --quiet 2>&1 |
+    bin=${d##*:} envs=
+    [ "$bin" != "$d" ] && envs=${d%:*}
+    perf() { env ${envs//,/ } "$bin/tpx-perf" "$@"; }
+    v=$(perf --loopback --size 256M --iters 8 --no-verify --quiet 2>&1 |
       awk '/^# best:/ { print $3 }')
     echo "$d|two-sided|256M|${v:--}|-" >>"$raw"
     for op in $OPS; do
       for b in $BLOCKS; do
-        v=$("$d/tpx-perf" --op "$op" --block "$b" --blocks 1000 --iters "$(iters "$b")" \
+        v=$(perf --op "$op" --block "$b" --blocks 1000 --iters "$(iters "$b")" \
           --warmup 1 --no-verify --no-raw 2>&1 |
           awk '$1 == "read" || $1 == "write" { print $10 "|" $11 }')
         echo "$d|$op|$b|${v:--|-}" >>"$raw"
