@@ -509,13 +509,15 @@ static void pr_counters(tpx_engine_t *e, tpx_engine_counters_t *ct)
         (void)tpx_engine_counters(e, ct);
 }
 
-/* The phases of `iters` transfers over `span_ns` from two snapshots of the
+/* The phases of the transfers completed over `span_ns`, from two snapshots of the
  * requester's (r0, r1) and the owner's (o0, o1) counters. */
 static void pr_phases(const tpx_engine_counters_t *r0, const tpx_engine_counters_t *r1,
                       const tpx_engine_counters_t *o0, const tpx_engine_counters_t *o1,
-                      int owner, uint64_t iters, uint64_t span_ns, pr_phases_t *ph)
+                      int owner, uint64_t span_ns, pr_phases_t *ph)
 {
-    double it = (double)iters, done = (double)(r1->rma_done - r0->rma_done);
+    /* per transfer completed between the snapshots (with --inflight > 1 the
+     * first of them may have been posted before the timed span) */
+    double done = (double)(r1->rma_done - r0->rma_done);
     double msgs = (double)(r1->rma_msgs - r0->rma_msgs);
     if (done <= 0)
         return;
@@ -523,12 +525,12 @@ static void pr_phases(const tpx_engine_counters_t *r0, const tpx_engine_counters
     ph->answer_us = (double)(r1->rma_ns_answer - r0->rma_ns_answer) / 1e3 / done;
     ph->data_us = (double)(r1->rma_ns_data - r0->rma_ns_data) / 1e3 / done;
     ph->total_us = (double)(r1->rma_ns_total - r0->rma_ns_total) / 1e3 / done;
-    ph->msgs = msgs / it;
-    ph->msgs_packed = (double)(r1->rma_msgs_packed - r0->rma_msgs_packed) / it;
+    ph->msgs = msgs / done;
+    ph->msgs_packed = (double)(r1->rma_msgs_packed - r0->rma_msgs_packed) / done;
     ph->msg_us = msgs > 0 ? (double)(r1->rma_msg_ns - r0->rma_msg_ns) / 1e3 / msgs : 0;
     ph->inflight = span_ns > 0 ? (double)(r1->rma_msg_ns - r0->rma_msg_ns) / (double)span_ns : 0;
-    ph->staged_bytes = (double)(r1->rma_bytes_staged - r0->rma_bytes_staged) / it;
-    ph->stage_us = (double)(r1->rma_stage_ns - r0->rma_stage_ns) / 1e3 / it;
+    ph->staged_bytes = (double)(r1->rma_bytes_staged - r0->rma_bytes_staged) / done;
+    ph->stage_us = (double)(r1->rma_stage_ns - r0->rma_stage_ns) / 1e3 / done;
     if (!owner)
         return;
     double served = (double)(o1->rma_served - o0->rma_served);
@@ -537,8 +539,8 @@ static void pr_phases(const tpx_engine_counters_t *r0, const tpx_engine_counters
         ph->check_us = (double)(o1->rma_check_ns - o0->rma_check_ns) / 1e3 / served;
         ph->served_us = (double)(o1->rma_served_ns - o0->rma_served_ns) / 1e3 / served;
     }
-    ph->staged_bytes += (double)(o1->rma_bytes_staged - o0->rma_bytes_staged) / it;
-    ph->stage_us += (double)(o1->rma_stage_ns - o0->rma_stage_ns) / 1e3 / it;
+    ph->staged_bytes += (double)(o1->rma_bytes_staged - o0->rma_bytes_staged) / done;
+    ph->stage_us += (double)(o1->rma_stage_ns - o0->rma_stage_ns) / 1e3 / done;
 }
 
 static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
@@ -695,7 +697,7 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
                       .gbps = (double)(bytes * o->iters) / (depth == 1 ? sum : (double)timed_ns),
                       .cpu_us = (double)cpu_ns / 1e3 / (double)o->iters,
                       .verified = verified};
-    pr_phases(&ctr_r0, &ctr_r1, &ctr_o0, &ctr_o1, c->own != NULL, o->iters, timed_ns, &row->ph);
+    pr_phases(&ctr_r0, &ctr_r1, &ctr_o0, &ctr_o1, c->own != NULL, timed_ns, &row->ph);
     if (watching) {
         pthread_join(watch_th, NULL);
         watching = 0;
