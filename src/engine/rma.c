@@ -316,6 +316,27 @@ typedef struct {
     tpx_rdesc_fields_t f;
 } rdesc_seen_t;
 
+/* The packing bound of a list (TPX_RMA_PACK_BYTES). By default (-1): a
+ * whole chunk when every block is host memory on both sides and the plugin
+ * takes vectored messages (pack.h, tpx__pack_iov): a shared chunk then
+ * costs no copy of ours, and every message costs the same whatever its
+ * size, so blocks just over a smaller bound would each pay a message of
+ * their own -- 1000 x 128 KiB READs moved slower than 1000 x 64 KiB.
+ * Otherwise (GPU blocks, strict TCPX, other plugins) a shared chunk is
+ * copied through staging, worth it only for small blocks: 64 KiB. */
+#define PACK_BYTES_STAGED (64u * 1024)
+static uint32_t pack_bound(const tpx_engine_t *e, const centry_t *ce, size_t m)
+{
+    if (e->rma_pack_bytes != TPX_RMA_PACK_AUTO)
+        return e->rma_pack_bytes;
+    int vec = e->rma_iov && tpx__net_has_vec(e->net);
+    for (size_t i = 0; i < m && vec; i++)
+        vec = ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
+    if (!vec)
+        return PACK_BYTES_STAGED;
+    return e->rma_pack_chunk > 0 ? e->rma_pack_chunk : UINT32_MAX;
+}
+
 /* Check one block; *key = the descriptor's key, *host = it names host memory. */
 static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, rdesc_seen_t *seen,
                               uint64_t *key, int *host)
@@ -360,27 +381,6 @@ static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, rd
     *key = f->key;
     *host = f->mem_type == TPX_MEM_HOST;
     return TPX_OK;
-}
-
-/* The packing bound of a list (TPX_RMA_PACK_BYTES). By default (-1): a
- * whole chunk when every block is host memory on both sides and the plugin
- * takes vectored messages (pack.h, tpx__pack_iov): a shared chunk then
- * costs no copy of ours, and every message costs the same whatever its
- * size, so blocks just over a smaller bound would each pay a message of
- * their own -- 1000 x 128 KiB READs moved slower than 1000 x 64 KiB.
- * Otherwise (GPU blocks, strict TCPX, other plugins) a shared chunk is
- * copied through staging, worth it only for small blocks: 64 KiB. */
-#define PACK_BYTES_STAGED (64u * 1024)
-static uint32_t pack_bound(const tpx_engine_t *e, const centry_t *ce, size_t m)
-{
-    if (e->rma_pack_bytes != TPX_RMA_PACK_AUTO)
-        return e->rma_pack_bytes;
-    int vec = e->rma_iov && tpx__net_has_vec(e->net);
-    for (size_t i = 0; i < m && vec; i++)
-        vec = ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
-    if (!vec)
-        return PACK_BYTES_STAGED;
-    return e->rma_pack_chunk > 0 ? e->rma_pack_chunk : UINT32_MAX;
 }
 
 /* Coalesce, number keys and regions, encode the list. Engine lock held. */
