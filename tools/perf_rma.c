@@ -57,6 +57,22 @@ typedef struct {
     bench_mode_t mode;
 } pr_opts_t;
 
+/* Where the timed transfers' time went: the engines' phase counters
+ * (tpx_engine_counters_t), their change over the timed iterations, per
+ * transfer. Requester: post -> the owner's answer, -> the last data
+ * message, -> complete; its data messages, how many carried packed blocks,
+ * their average post -> done and how many were in flight on average
+ * (their summed time over the timed span). Owner (loopback only; its own
+ * process otherwise): checking the list, request in -> served. Both:
+ * bytes copied through staging chunks and the time those copies took. */
+typedef struct {
+    int have, have_owner;
+    double answer_us, data_us, total_us;
+    double msgs, msgs_packed, msg_us, inflight;
+    double check_us, served_us;
+    double staged_bytes, stage_us;
+} pr_phases_t;
+
 typedef struct {
     uint64_t block, blocks, bytes, iters;
     double prep_us, xfer_avg_us, xfer_p50_us, xfer_p99_us, gbps;
@@ -66,6 +82,7 @@ typedef struct {
     double notif_p50_us, notif_p99_us; /* --latency WRITE: data in the owner's memory ->
                                           tpx_engine_get_notifs() returned it (0: not run) */
     int verified;
+    pr_phases_t ph;
 } pr_row_t;
 
 /* ---- memory of one side --------------------------------------------------------- */
@@ -486,6 +503,47 @@ fail:
     return NULL;
 }
 
+static void pr_counters(tpx_engine_t *e, tpx_engine_counters_t *ct)
+{
+    *ct = (tpx_engine_counters_t){.size = sizeof(*ct)};
+    if (e != NULL)
+        (void)tpx_engine_counters(e, ct);
+}
+
+/* The phases of the transfers completed over `span_ns`, from two snapshots of the
+ * requester's (r0, r1) and the owner's (o0, o1) counters. */
+static void pr_phases(const tpx_engine_counters_t *r0, const tpx_engine_counters_t *r1,
+                      const tpx_engine_counters_t *o0, const tpx_engine_counters_t *o1,
+                      int owner, uint64_t span_ns, pr_phases_t *ph)
+{
+    /* per transfer completed between the snapshots (with --inflight > 1 the
+     * first of them may have been posted before the timed span) */
+    double done = (double)(r1->rma_done - r0->rma_done);
+    double msgs = (double)(r1->rma_msgs - r0->rma_msgs);
+    if (done <= 0)
+        return;
+    ph->have = 1;
+    ph->answer_us = (double)(r1->rma_ns_answer - r0->rma_ns_answer) / 1e3 / done;
+    ph->data_us = (double)(r1->rma_ns_data - r0->rma_ns_data) / 1e3 / done;
+    ph->total_us = (double)(r1->rma_ns_total - r0->rma_ns_total) / 1e3 / done;
+    ph->msgs = msgs / done;
+    ph->msgs_packed = (double)(r1->rma_msgs_packed - r0->rma_msgs_packed) / done;
+    ph->msg_us = msgs > 0 ? (double)(r1->rma_msg_ns - r0->rma_msg_ns) / 1e3 / msgs : 0;
+    ph->inflight = span_ns > 0 ? (double)(r1->rma_msg_ns - r0->rma_msg_ns) / (double)span_ns : 0;
+    ph->staged_bytes = (double)(r1->rma_bytes_staged - r0->rma_bytes_staged) / done;
+    ph->stage_us = (double)(r1->rma_stage_ns - r0->rma_stage_ns) / 1e3 / done;
+    if (!owner)
+        return;
+    double served = (double)(o1->rma_served - o0->rma_served);
+    ph->have_owner = served > 0;
+    if (served > 0) {
+        ph->check_us = (double)(o1->rma_check_ns - o0->rma_check_ns) / 1e3 / served;
+        ph->served_us = (double)(o1->rma_served_ns - o0->rma_served_ns) / 1e3 / served;
+    }
+    ph->staged_bytes += (double)(o1->rma_bytes_staged - o0->rma_bytes_staged) / done;
+    ph->stage_us += (double)(o1->rma_stage_ns - o0->rma_stage_ns) / 1e3 / done;
+}
+
 static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
 {
     const pr_opts_t *o = c->o;
@@ -519,6 +577,7 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
     char note[32];
     bench_progress_t prog;
     uint64_t bytes = block * n, timed_ns = 0, tstart = 0, cpu0 = 0, cpu_ns = 0;
+    tpx_engine_counters_t ctr_r0 = {0}, ctr_r1 = {0}, ctr_o0 = {0}, ctr_o1 = {0};
     int verified = o->verify;
     /* --latency WRITE in loopback: the owner's application watches for the
      * data and its notification (pr_watch_main) */
@@ -568,6 +627,8 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
                 nanosleep(&ts, NULL);
             }
             if (it == o->warmup) {
+                pr_counters(c->req->e, &ctr_r0);
+                pr_counters(c->own != NULL ? c->own->e : NULL, &ctr_o0);
                 tstart = bench_now_ns();
                 cpu0 = pr_cpu_ns();
             }
@@ -607,6 +668,8 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
         if (done == total) {
             timed_ns = now - tstart;
             cpu_ns = pr_cpu_ns() - cpu0;
+            pr_counters(c->req->e, &ctr_r1);
+            pr_counters(c->own != NULL ? c->own->e : NULL, &ctr_o1);
         }
         if (o->verify && o->op == TPX_OP_READ) {
             if (pr_sync(c->req, 0) != 0 || pr_check(c->req->buf, loff, block, n, 0, "requester"))
@@ -635,6 +698,7 @@ static int pr_row(pr_ctx_t *c, uint64_t block, uint64_t n, pr_row_t *row)
                       .gbps = (double)(bytes * o->iters) / (depth == 1 ? sum : (double)timed_ns),
                       .cpu_us = (double)cpu_ns / 1e3 / (double)o->iters,
                       .verified = verified};
+    pr_phases(&ctr_r0, &ctr_r1, &ctr_o0, &ctr_o1, c->own != NULL, timed_ns, &row->ph);
     if (watching) {
         pthread_join(watch_th, NULL);
         watching = 0;
@@ -713,6 +777,23 @@ static void pr_print(const pr_opts_t *o, const pr_row_t *rows, int n)
         snprintf(cell[16], BENCH_CELL, "%s", rows[i].verified ? "yes" : "off");
         bench_table_row(stdout, cols, NC, cell);
     }
+    /* where the time went (pr_phases_t), one line per row */
+    for (int i = 0; i < n; i++) {
+        const pr_phases_t *ph = &rows[i].ph;
+        char b[BENCH_CELL], m[BENCH_CELL];
+        if (!ph->have)
+            continue;
+        bench_human(rows[i].block, b, sizeof(b));
+        bench_human((uint64_t)(ph->msgs > 0 ? (double)rows[i].bytes / ph->msgs : 0), m, sizeof(m));
+        printf("# phases %s %s: post->answer %.1f us, ->last data %.1f us, ->done %.1f us; "
+               "%.1f data messages (%.1f packed, ~%s each) %.1f us each, %.1f in flight",
+               o->op == TPX_OP_READ ? "read" : "write", b, ph->answer_us, ph->data_us,
+               ph->total_us, ph->msgs, ph->msgs_packed, m, ph->msg_us, ph->inflight);
+        if (ph->have_owner)
+            printf("; owner: list check %.1f us, request in->served %.1f us", ph->check_us,
+                   ph->served_us);
+        printf("; staged copies %.0f B in %.1f us\n", ph->staged_bytes, ph->stage_us);
+    }
     fflush(stdout);
 }
 
@@ -762,6 +843,24 @@ static int pr_json(const pr_opts_t *o, const pr_row_t *rows, int n)
         if (rows[i].notif_p50_us > 0) {
             bench_json_dbl(f, "notif_us_p50", rows[i].notif_p50_us, 1);
             bench_json_dbl(f, "notif_us_p99", rows[i].notif_p99_us, 1);
+        }
+        const pr_phases_t *ph = &rows[i].ph;
+        if (ph->have) {
+            fprintf(f, "\"phases\": {");
+            bench_json_dbl(f, "answer_us", ph->answer_us, 1);
+            bench_json_dbl(f, "last_data_us", ph->data_us, 1);
+            bench_json_dbl(f, "done_us", ph->total_us, 1);
+            bench_json_dbl(f, "msgs", ph->msgs, 1);
+            bench_json_dbl(f, "msgs_packed", ph->msgs_packed, 1);
+            bench_json_dbl(f, "msg_us", ph->msg_us, 1);
+            bench_json_dbl(f, "msgs_in_flight", ph->inflight, 1);
+            if (ph->have_owner) {
+                bench_json_dbl(f, "owner_check_us", ph->check_us, 1);
+                bench_json_dbl(f, "owner_served_us", ph->served_us, 1);
+            }
+            bench_json_dbl(f, "staged_bytes", ph->staged_bytes, 1);
+            bench_json_dbl(f, "stage_us", ph->stage_us, 0);
+            fprintf(f, "}, ");
         }
         fprintf(f, "\"verified\": %s}", rows[i].verified ? "true" : "false");
     }
@@ -985,7 +1084,13 @@ const char perf_rma_usage[] =
     "  --mem host|cuda, --channels N, --chunk B, --window N, --plugin P,\n"
     "  --timeout S, --json FILE, --port P (control port, default 18515)\n"
     "  roles: loopback (default; both engines in this process), server (the owner: serves one\n"
-    "  client), client HOST (the requester)\n";
+    "  client), client HOST (the requester)\n"
+    "  After the table, one \"# phases\" line per row (--json: \"phases\"), from the engines'\n"
+    "  counters (tpx_engine_counters_t) over the timed transfers, per transfer: post -> the\n"
+    "  owner's answer, -> the last data message, -> done; the data messages (how many carried\n"
+    "  packed blocks, their size, their time each and how many were in flight on average);\n"
+    "  the owner's list check and request in -> served (loopback, or in the server's process);\n"
+    "  bytes copied through staging chunks and the time those copies took\n";
 
 int perf_rma_main(int argc, char **argv)
 {

@@ -542,6 +542,22 @@ typedef struct {
     uint64_t rma_refused;     /* READ/WRITE requests of peers refused because the peer had used
                                  up its quota (TPX_RMA_PEER_REQUESTS, TPX_RMA_PEER_LIST_BYTES);
                                  they end with TPX_ERR_NO_RESOURCE there */
+    /* Where one-sided time goes, by phase. Times are sums over transfers in ns
+       (transfers in flight together overlap): divide by the count beside them. */
+    uint64_t rma_done;         /* READ/WRITE this engine posted that completed TPX_OK */
+    uint64_t rma_ns_answer;    /* ... post -> the owner's answer arrived (READ: the request
+                                  and list check; WRITE: after the data, the whole run) */
+    uint64_t rma_ns_data;      /* ... post -> its last data message done */
+    uint64_t rma_ns_total;     /* ... post -> complete */
+    uint64_t rma_served_ns;    /* owner: a peer's request arrived -> served (rma_served) */
+    uint64_t rma_check_ns;     /* owner: checking request lists against the exports */
+    uint64_t rma_msgs;         /* data messages of one-sided transfers, either role */
+    uint64_t rma_msgs_packed;  /* ... of them shared chunks of packed blocks */
+    uint64_t rma_msg_ns;       /* ... their post -> done, summed (over the time they span:
+                                  the messages in flight) */
+    uint64_t rma_bytes_staged; /* bytes of packed blocks copied through a staging chunk
+                                  (gathered or scattered; vectored messages copy none) */
+    uint64_t rma_stage_ns;     /* ... the time those copies took */
 } tpx_engine_counters_t;
 
 /* Fills the first out->size bytes (out->size itself is left as is). */

@@ -245,12 +245,17 @@ TPX_CONFIG_X(RMA_INLINE_BYTES, INT, "4K", 0, 5120,
              "the owner's answer, so a small transfer is one "
              "message each way; the request list rides with the request whenever it is small "
              "(at most 5 KiB with the data). 0: lists and data always go on the data channels.")
-TPX_CONFIG_X(RMA_PACK_BYTES, INT, "64K", 0, 4194304,
+TPX_CONFIG_X(RMA_PACK_BYTES, INT, "-1", -1, 4194304,
              "One-sided transfers: blocks of at most this many bytes (and at most a chunk) are "
              "packed back to back into shared chunks, one plugin request for many blocks "
-             "(gathered and scattered with memcpy, GPU blocks by one CUDA kernel launch per "
-             "chunk); 0 sends every block in chunks of its own. The requester's value governs "
-             "a transfer (it travels with the request).")
+             "(vectored messages, or gathered and scattered with memcpy, GPU blocks by one CUDA "
+             "kernel launch per chunk); 0 sends every block in chunks of its own. -1: a whole "
+             "chunk (`TPX_RMA_PACK_CHUNK` when set) where a shared chunk is one vectored message "
+             "(host memory on both sides, tpx's own transport, `TPX_RMA_IOV=1`: no copy of "
+             "ours), else 64K (a copy through staging pays only for small blocks). A message "
+             "costs the same whatever its size, so with a 64K bound 1000 x 128 KiB READs moved "
+             "slower than 1000 x 64 KiB. The requester's value governs a transfer (it travels "
+             "with the request).")
 TPX_CONFIG_X(RMA_PACK_CHUNK, INT, "0", 0, 4194304,
              "One-sided transfers: the size of a shared chunk of packed small blocks (at least "
              "`TPX_RMA_PACK_BYTES`); smaller ones let the gathering of one overlap the sending of "

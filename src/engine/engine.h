@@ -151,6 +151,7 @@
 
 #define TPX_MAX_CHANNELS 32
 #define TPX_WINDOW_MAX 32
+#define TPX_RMA_PACK_AUTO UINT32_MAX /* TPX_RMA_PACK_BYTES=-1 (rma.c pack_bound) */
 /* Chunks when TPX_CHUNK_BYTES is 0: on tpx's own transport 1 MiB (its CUDA
  * staging copies a message in fewer, larger blocks; docs/design.md), on
  * other plugins and in strict TCPX mode 512 KiB (NCCL's chunk for TCPX). */
@@ -219,7 +220,8 @@ struct tpx_engine {
     unsigned char inst_secret[32]; /* this instance's secret: its tickets (ident.h INSTANCE) */
     char name[64];             /* shown to peers */
     char bind_addr[64];        /* params.bind_addr ("" none) */
-    uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c) */
+    uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c);
+                                  TPX_RMA_PACK_AUTO: by the memory and plugin (rma.c) */
     uint32_t rma_pack_chunk;   /* ... of this size (TPX_RMA_PACK_CHUNK; 0: the chunk) */
     int64_t fault_recv_pass;   /* TPX_FAULT_RECV_PASS: tpx_recv() calls left until the injected
                                   failure (0: none) */

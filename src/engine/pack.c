@@ -400,20 +400,32 @@ static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
     return st;
 }
 
+/* The phase counters of one staged chunk's copies (one clock pair per chunk). */
+static uint64_t stage_count(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t last, uint64_t t0)
+{
+    uint64_t ns = tpx__now_ns() - t0;
+    tpx_engine_t *e = c->peer->e;
+    e->ctr.rma_bytes_staged += x->segs[last].pack_off + x->segs[last].len;
+    e->ctr.rma_stage_ns += ns;
+    return ns;
+}
+
 tpx_status_t tpx__pack_gather(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
                               char *buf)
 {
-    uint64_t t0 = TPX_TL_ON() ? tpx__now_ns() : 0;
+    uint64_t t0 = tpx__now_ns();
     tpx_status_t st = run_copy(c, x, first, last, buf, 1);
-    TPX_TL(TPX_TR_GATHERED, tpx__now_ns() - t0);
+    uint64_t ns = stage_count(c, x, last, t0);
+    TPX_TL(TPX_TR_GATHERED, ns);
     return st;
 }
 
 tpx_status_t tpx__pack_scatter(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
                                uint32_t last, const char *buf)
 {
-    uint64_t t0 = TPX_TL_ON() ? tpx__now_ns() : 0;
+    uint64_t t0 = tpx__now_ns();
     tpx_status_t st = run_copy(c, x, first, last, (char *)buf, 0);
-    TPX_TL(TPX_TR_SCATTERED, tpx__now_ns() - t0);
+    uint64_t ns = stage_count(c, x, last, t0);
+    TPX_TL(TPX_TR_SCATTERED, ns);
     return st;
 }

@@ -340,6 +340,27 @@ typedef struct {
     tpx_rdesc_fields_t f;
 } rdesc_seen_t;
 
+/* The packing bound of a list (TPX_RMA_PACK_BYTES). By default (-1): a
+ * whole chunk when every block is host memory on both sides and the plugin
+ * takes vectored messages (pack.h, tpx__pack_iov): a shared chunk then
+ * costs no copy of ours, and every message costs the same whatever its
+ * size, so blocks just over a smaller bound would each pay a message of
+ * their own -- 1000 x 128 KiB READs moved slower than 1000 x 64 KiB.
+ * Otherwise (GPU blocks, strict TCPX, other plugins) a shared chunk is
+ * copied through staging, worth it only for small blocks: 64 KiB. */
+#define PACK_BYTES_STAGED (64u * 1024)
+static uint32_t pack_bound(const tpx_engine_t *e, const centry_t *ce, size_t m)
+{
+    if (e->rma_pack_bytes != TPX_RMA_PACK_AUTO)
+        return e->rma_pack_bytes;
+    int vec = e->rma_iov && tpx__net_has_vec(e->net);
+    for (size_t i = 0; i < m && vec; i++)
+        vec = ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
+    if (!vec)
+        return PACK_BYTES_STAGED;
+    return e->rma_pack_chunk > 0 ? e->rma_pack_chunk : UINT32_MAX;
+}
+
 /* Check one block; *key = the descriptor's key, *host = it names host memory. */
 static tpx_status_t iov_check(tpx_remote_t *rm, const tpx_iov_t *v, size_t i, rdesc_seen_t *seen,
                               uint64_t *key, int *host)
@@ -415,7 +436,7 @@ static tpx_status_t prep_encode(tpx_prep_t *pp, const centry_t *ce, size_t m)
     }
     /* Small blocks share chunks (wire.h: tpx_chunker_t; pack.c moves them):
      * the bound travels with the list, so the owner cuts it the same way. */
-    uint32_t pack_max = (uint32_t)TPX_MIN((uint64_t)e->rma_pack_bytes, (uint64_t)pp->chunk);
+    uint32_t pack_max = (uint32_t)TPX_MIN((uint64_t)pack_bound(e, ce, m), (uint64_t)pp->chunk);
     uint32_t pack_chunk = e->rma_pack_chunk == 0 || e->rma_pack_chunk >= pp->chunk
                               ? 0
                               : TPX_MAX(e->rma_pack_chunk, pack_max);
@@ -776,6 +797,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     }
     if (timeout_ms > 0)
         x->deadline_ns = t0 + (uint64_t)timeout_ms * 1000000ull;
+    x->rma.t_start_ns = t0;
     x->req.prep = pp;
     x->segs = pp->segs;
     x->nsegs = pp->nsegs;
@@ -969,6 +991,7 @@ tpx_status_t tpx__rma_resp(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
     }
     rma_unlink(p, x);
     x->req.resp_pending = 0;
+    x->rma.t_answer_ns = tpx__now_ns();
     /* Its notification was delivered: a cancel came too late, and the
      * transfer reports what the owner saw, TPX_OK. */
     if (m->flags & TPX_CTRL_RESP_NOTIFIED)
@@ -1026,6 +1049,7 @@ void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a request list");
         return;
     }
+    x->rma.t_start_ns = tpx__now_ns();
     if (m->flags & TPX_CTRL_REQ_NOTIF_INLINE) { /* the end of the body (a WRITE's) */
         x->rma.notif = malloc(m->notif_total ? m->notif_total : 1);
         if (x->rma.notif == NULL) {
@@ -1171,7 +1195,7 @@ static void target_refuse(tpx_xfer_t *x)
 }
 
 /* Check the list against the exports; map it to segments of our regions. */
-static void target_check(tpx_xfer_t *x)
+static void target_check_list(tpx_xfer_t *x)
 {
     tpx_peer_t *p = x->peer;
     tpx_engine_t *e = p->e;
@@ -1346,6 +1370,15 @@ static void target_check(tpx_xfer_t *x)
     }
 }
 
+/* target_check_list, timed for the phase counters (x may be freed by it). */
+static void target_check(tpx_xfer_t *x)
+{
+    tpx_engine_t *e = x->e;
+    uint64_t t0 = tpx__now_ns();
+    target_check_list(x);
+    e->ctr.rma_check_ns += tpx__now_ns() - t0;
+}
+
 void tpx__rma_list_chunk_done(tpx_xfer_t *x)
 {
     if (++x->own.list_done == x->in.nlist)
@@ -1366,6 +1399,15 @@ void tpx__rma_completed(tpx_xfer_t *x)
         if (x->req.resp_pending && p->state != PEER_READY)
             strided_unanswered(p, x); /* the connection failed under it */
         rma_unlink(p, x);
+        if (x->status == TPX_OK) {
+            uint64_t now = tpx__now_ns(), t0 = x->rma.t_start_ns;
+            uint64_t ta = x->rma.t_answer_ns ? x->rma.t_answer_ns : now;
+            uint64_t td = x->rma.t_data_ns ? x->rma.t_data_ns : ta; /* inline: no data message */
+            e->ctr.rma_done++;
+            e->ctr.rma_ns_answer += ta - t0;
+            e->ctr.rma_ns_data += td - t0;
+            e->ctr.rma_ns_total += now - t0;
+        }
         if (x->status == TPX_OK && x->rma.has_notif && live &&
             notif_post(p, x->rma.notif, x->rma.notif_len, 0) != TPX_OK)
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a notification");
@@ -1390,6 +1432,7 @@ void tpx__rma_completed(tpx_xfer_t *x)
     case XK_TREAD:
         if (x->status == TPX_OK) {
             e->ctr.rma_served++;
+            e->ctr.rma_served_ns += tpx__now_ns() - x->rma.t_start_ns;
             if (x->kind == XK_TWRITE)
                 e->ctr.rma_bytes_in += x->rma.total;
             else

@@ -42,6 +42,7 @@ typedef struct {
     uint8_t vec;        /* shared: posted as a vectored message straight from/to its
                            blocks (pack.h, tpx__pack_iov): no staging chunk, no scatter */
     uint16_t nrun;      /* SLOT_DATA: chunks the message carries (a run, xfer.h); 0: one */
+    uint64_t t_post_ns; /* SLOT_DATA of a one-sided transfer: when it was posted */
 } tpx_slot_t;
 
 #define TPX_SLOT_GOT_UNKNOWN UINT32_MAX

@@ -146,6 +146,14 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
     tpx_xfer_t *x = s->x;
     const tpx_stream_t *stm = c->is_send ? &x->out : &x->in;
     TPX_TL(TPX_TR_CHUNK_DONE, c->is_send);
+    if (x->kind != XK_SEND && x->kind != XK_RECV) {
+        /* one-sided phase counters: a clock read per message, none per block */
+        uint64_t now = tpx__now_ns();
+        x->e->ctr.rma_msgs++;
+        x->e->ctr.rma_msgs_packed += s->shared;
+        x->e->ctr.rma_msg_ns += now - s->t_post_ns;
+        x->rma.t_data_ns = now;
+    }
     if (s->shared && !s->vec && !c->is_send) {
         /* scatter the received shared chunk into its blocks */
         uint32_t k = s->chunk - stm->nlist;
@@ -309,6 +317,7 @@ static int post_data(tpx_comm_t *c)
         }
     }
     int discard = at.region == NULL && !at.shared;
+    uint64_t t_post = x->kind != XK_SEND && x->kind != XK_RECV ? tpx__now_ns() : 0;
     tpx_region_t *r = discard ? p->scratch_region : at.region;
     char *buf = discard ? (char *)p->scratch : at.buf;
     uint64_t roff = discard ? 0 : at.roff;
@@ -322,7 +331,7 @@ static int post_data(tpx_comm_t *c)
             tpx_status_t st = tpx__window_postv(
                 c, iov, n, at.len,
                 &(tpx_slot_t){.kind = SLOT_DATA, .x = x, .chunk = j, .shared = 1, .vec = 1,
-                              .dst_dev = -1});
+                              .dst_dev = -1, .t_post_ns = t_post});
             if (st == TPX_INPROGRESS)
                 return 0;
             if (st != TPX_OK) {
@@ -352,7 +361,7 @@ static int post_data(tpx_comm_t *c)
                                             .nrun = (uint16_t)nrun,
                                             .shared = (uint8_t)at.shared, .stage = stage,
                                             .dst_dev = discard ? -1 : (int8_t)r->cuda_dev,
-                                            .dst = discard ? NULL : buf});
+                                            .dst = discard ? NULL : buf, .t_post_ns = t_post});
     if (st == TPX_INPROGRESS)
         return 0; /* the plugin is busy: retry on the next pass */
     if (st != TPX_OK) {

@@ -105,6 +105,9 @@ typedef struct {
                                data is in place (wire.h). Owned (freed with x). */
     uint32_t notif_len;
     int has_notif;
+    /* phase counters (tpx_engine_counters_t): posted (requester) or the
+     * request taken in (owner); the owner's answer came; last data message done */
+    uint64_t t_start_ns, t_answer_ns, t_data_ns;
 } tpx_xfer_rma_t;
 
 /* One-sided, requester (XK_WRITE, XK_READ). */

@@ -30,6 +30,7 @@
 #include "engine/rma.h"    /* struct tpx_prep: the hostile test corrupts a list */
 #include "engine/remote.h"
 #include "engine/wire.h"
+#include "net/net.h"   /* the packsize test: whether the plugin takes vectored messages */
 #include "side.h"
 #include "tpx/gpu.h"
 #include "tpx/tpx.h"
@@ -1755,6 +1756,56 @@ static int t_packgpu(void)
  * list is too long to ride with the request; READ and WRITE both ways,
  * host and (with a GPU or the fake libcuda) GPU blocks mixed, so every
  * combination of inline list, inline data and data on the channels runs. */
+/* Blocks between the staged packing bound (64 KiB) and a chunk share
+ * chunks where those are vectored messages (TPX_RMA_PACK_BYTES=-1, rma.c
+ * pack_bound): READ and WRITE of 96 x 128 KiB, apart on both sides, are
+ * 12 packed data messages of 1 MiB each (one per 128 KiB block before);
+ * staged (TPX_RMA_IOV=0, strict TCPX) each block keeps a message of its
+ * own. Bytes checked; the phase counters add up (one transfer done, its
+ * messages counted on both engines, the owner's service timed). */
+static int t_packsize(void)
+{
+    enum { N = 96, BLK = 128 * 1024 };
+    side_t a, b;
+    EXPECT(side_open(&a, "A", 2u * N * BLK, 0) == 0);
+    EXPECT(side_open(&b, "B", 2u * N * BLK, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    if (test_failed())
+        return 1;
+    tpx_engine_info_t info = {.size = sizeof(info)};
+    EXPECT(tpx_engine_info(a.e, &info) == TPX_OK);
+    int vec = a.e->rma_iov && tpx__net_has_vec(a.e->net);
+    uint64_t want_packed = vec ? (uint64_t)N * BLK / info.chunk_bytes : 0;
+    uint64_t want_msgs = vec ? want_packed : N;
+    blk_t blk[N];
+    for (size_t i = 0; i < N; i++) /* every other slot, the remote's reversed */
+        blk[i] = (blk_t){.loff = 2 * i * BLK, .roff = 2 * (N - 1 - i) * BLK, .len = BLK};
+    for (int op = TPX_OP_READ; op <= TPX_OP_WRITE && !test_failed(); op++) {
+        tpx_engine_counters_t ra = {.size = sizeof(ra)}, rb = ra, oa = ra, ob = ra;
+        EXPECT(tpx_engine_counters(a.e, &ra) == TPX_OK && tpx_engine_counters(b.e, &oa) == TPX_OK);
+        fill(a.mem, a.size, rnd());
+        fill(b.mem, b.size, rnd());
+        EXPECT(run_checked(&a, &b, rm, (tpx_op_t)op, blk, N, "packsize") == 0);
+        EXPECT(tpx_engine_counters(a.e, &rb) == TPX_OK && tpx_engine_counters(b.e, &ob) == TPX_OK);
+        /* the list (1.9 KiB) rides in the request: every data message is payload */
+        EXPECT_EQ(rb.rma_msgs - ra.rma_msgs, want_msgs);
+        EXPECT_EQ(rb.rma_msgs_packed - ra.rma_msgs_packed, want_packed);
+        EXPECT_EQ(ob.rma_msgs - oa.rma_msgs, want_msgs);
+        EXPECT_EQ(rb.rma_done - ra.rma_done, 1);
+        EXPECT(rb.rma_ns_total - ra.rma_ns_total >= rb.rma_ns_data - ra.rma_ns_data);
+        EXPECT(rb.rma_ns_data - ra.rma_ns_data > 0);
+        EXPECT_EQ(ob.rma_served - oa.rma_served, 1);
+        EXPECT(ob.rma_served_ns - oa.rma_served_ns > 0 && ob.rma_check_ns - oa.rma_check_ns > 0);
+        /* no copy of ours either way: vectored chunks, or blocks over the staged bound */
+        EXPECT_EQ((rb.rma_bytes_staged - ra.rma_bytes_staged) +
+                      (ob.rma_bytes_staged - oa.rma_bytes_staged), 0);
+    }
+    tpx_remote_forget(rm);
+    side_close(&a);
+    side_close(&b);
+    TEST_DONE();
+}
+
 static int t_inline(void)
 {
     int ngpu = 0, gpu = tpx_gpu_count(&ngpu) == TPX_OK && ngpu > 0;
@@ -1869,7 +1920,7 @@ int main(int argc, char **argv)
                  {"pollloop", t_pollloop}, {"pack", t_pack}, {"packmany", t_packmany},
                  {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree},
                  {"inline", t_inline}, {"heldorder", t_heldorder},
-                 {"unexport", t_unexport}};
+                 {"unexport", t_unexport}, {"packsize", t_packsize}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
