@@ -1800,7 +1800,7 @@ static int t_packsize(void)
         EXPECT_EQ((rb.rma_bytes_staged - ra.rma_bytes_staged) +
                       (ob.rma_bytes_staged - oa.rma_bytes_staged), 0);
     }
-    tpx_remote_forget(rm);
+    tpx_remote_release(rm);
     side_close(&a);
     side_close(&b);
     TEST_DONE();
