@@ -192,12 +192,20 @@ int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t l
     for (uint32_t i = first; i <= last; i++)
         if (x->segs[i].region != NULL && x->segs[i].region->type == TPX_MEM_CUDA)
             return 0;
-    if (c->vec == NULL) {
-        c->vec = malloc((size_t)c->win.cap * TPX_PACK_IOV_MAX * sizeof(*c->vec));
-        if (c->vec == NULL)
+    if (c->vec == NULL && (c->vec = calloc((size_t)c->win.cap, sizeof(*c->vec))) == NULL)
+        return 0; /* staged instead */
+    tpx_vecslot_t *vs = &c->vec[c->win.posted % (uint64_t)c->win.cap];
+    if (vs->cap < n) {
+        uint32_t cap = TPX_MAX(vs->cap, 64u);
+        while (cap < n)
+            cap *= 2;
+        struct iovec *nv = realloc(vs->v, (size_t)cap * sizeof(*nv));
+        if (nv == NULL)
             return 0; /* staged instead */
+        vs->v = nv;
+        vs->cap = cap;
     }
-    struct iovec *v = c->vec + (size_t)(c->win.posted % (uint64_t)c->win.cap) * TPX_PACK_IOV_MAX;
+    struct iovec *v = vs->v;
     for (uint32_t i = first; i <= last; i++) {
         const tpx_seg_t *g = &x->segs[i];
         v[i - first] = (struct iovec){
@@ -209,7 +217,9 @@ int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t l
 
 void tpx__pack_comm_fini(tpx_comm_t *c)
 {
-    free(c->vec); /* the plugin comm is closed: nothing reads them */
+    for (int i = 0; c->vec != NULL && i < c->win.cap; i++)
+        free(c->vec[i].v); /* the plugin comm is closed: nothing reads them */
+    free(c->vec);
     c->vec = NULL;
     /* the plugin comm is closed: nothing reads or writes them any more */
     if (c->stage_region != NULL)

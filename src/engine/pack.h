@@ -42,13 +42,22 @@ void tpx__pack_stage_put(tpx_comm_t *c, uint8_t idx);
 
 /* Segments [first, last] of x as the iovecs of one vectored message (net.h:
  * tpx__net_isendv), for the shared chunk about to be posted in c's next
- * window slot: in that slot's part of c->vec, which stays untouched until
+ * window slot: in that slot's array of c->vec, which stays untouched until
  * the slot is released (the next post to the slot rewrites it). A segment
  * without region is the peer's scratch buffer (a receive: discarded).
  * Returns the count, or 0 when the chunk must be staged instead: vectored
  * messages off (TPX_RMA_IOV=0) or not taken by the plugin, a GPU block in
- * the run, more than TPX_PACK_IOV_MAX segments, or no memory for c->vec. */
-#define TPX_PACK_IOV_MAX 256
+ * the run, more than TPX_PACK_IOV_MAX segments, or no memory.
+ *
+ * The limit is the transport's (the kernel's IOV_MAX): a chunk of 1 KiB
+ * elements (a KV head-slice) is 1024 pieces, which a staging copy would
+ * cost a memcpy of every byte on both sides. A slot's array grows to the
+ * longest run it carried (16 bytes a piece; 16 KiB at most per slot). */
+#define TPX_PACK_IOV_MAX TPX_NET_IOV_MAX
+typedef struct tpx_vecslot {
+    struct iovec *v;
+    uint32_t cap;
+} tpx_vecslot_t;
 int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
                   struct iovec **iov);
 

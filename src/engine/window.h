@@ -108,8 +108,8 @@ struct tpx_comm {
     unsigned char *gstage; /* ... with GPU blocks: page-locked (pack.h) */
     tpx_region_t *gstage_region;
     int gstage_dev;        /* the device it was allocated on */
-    struct iovec *vec;    /* vectored shared chunks: TPX_PACK_IOV_MAX per window slot,
-                             allocated on first use (pack.h) */
+    struct tpx_vecslot *vec; /* vectored shared chunks: one iovec array per window
+                                slot, grown on demand (pack.h) */
     int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
     tpx_chan_live_t live; /* whether its window moves (tpx__window_look, by the sweep) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];
