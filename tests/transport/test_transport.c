@@ -49,7 +49,8 @@
 #ifndef ROLE_ALARM_S
 #define ROLE_ALARM_S 100
 #endif
-#define SUPERVISE_S  110 /* the supervisor kills both roles after this */
+#define SUPERVISE_S  (ROLE_ALARM_S + 10) /* the supervisor kills both roles after this: after
+                                            their own guard, which is longer under TSan */
 #define GRACE_S      15  /* after one role failed, how long the other may still run */
 
 /* ---- the harness (transport_test.h) ------------------------------------------ */
