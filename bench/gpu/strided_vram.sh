@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu/strided_vram.sh WHEEL_DIR - KV cache moved into the reader's layout on a GPU host,
+# in one run:
+#   1. test_strided gpu on the real GPU (strided READ/WRITE of GPU memory against a CPU
+#      reference, plain and strict TCPX), and engine.rma.packsize's host check
+#   2. bench/strided_bench.py --mem vram: the Llama-3.1-70B-shaped slice, rows a-e, verified
+#   3. the same on host memory (this host's cores, beside row 2's numbers)
+#   4. bench/rma_sizes.sh: one-sided READ/WRITE of 1000 blocks of 4K..2M against
+#      two-sided 256 MiB, host memory
+# WHEEL_DIR holds the NIXL wheels (bench/gpu/repack_nixl.sh); nothing is fetched.
+# Environment: GPU=0  ITERS=5  ROUNDS=2  OUT=DIR (logs and JSON kept there)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+W=$(cd "$1" && pwd)
+GPU=${GPU:-0}
+ITERS=${ITERS:-5}
+ROUNDS=${ROUNDS:-2}
+OUT=${OUT:-$(mktemp -d /tmp/strided-vram.XXXXXX)}
+mkdir -p "$OUT"
+
+echo "== host: $(uname -n), $(nproc) cores; $(python3 --version 2>&1)"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null || true
+
+echo "== build"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)" \
+    --target tpx plugin_TPX tpx-perf nccl-net-tpx test_strided test_rma >/dev/null
+
+PY=$(mktemp -d /tmp/tpx-strided-py.XXXXXX) # not under OUT: only results come back
+python3 -m pip install -q --no-index --no-deps --target "$PY" "$W"/*.whl
+cp -r python/tpx "$PY/"
+mkdir -p "$PY/tpx/_lib/nixl"
+cp -a build/release/lib/libtpx.so* build/release/lib/libnccl-net-tpx.so "$PY/tpx/_lib/"
+cp build/release/lib/nixl/libplugin_TPX.so "$PY/tpx/_lib/nixl/"
+export PYTHONPATH=$PY TPX_SOCKET_IFNAME=lo TPX_BIND_ADDR=127.0.0.1 TPX_LOG_LEVEL=error
+export NIXL_LOG_LEVEL=WARN
+
+echo "== 1. strided entries on the real GPU"
+(cd build/release && ./bin/test_strided gpu 2>&1 | tail -3)
+(cd build/release && TPX_SOCK_TCPX=1 TPX_UNPACK=d2d ./bin/test_strided gpu 2>&1 | tail -3)
+(cd build/release && ./bin/test_rma packsize 2>&1 | grep -E 'packsize:|^ok|FAIL')
+
+echo "== 2. strided_bench --mem vram"
+python3 bench/strided_bench.py --mem vram --gpu "$GPU" --iters "$ITERS" \
+    --json "$OUT/strided_vram.json" 2>&1 | tee "$OUT/strided_vram.log"
+
+echo "== 3. strided_bench --mem dram"
+python3 bench/strided_bench.py --mem dram --iters "$ITERS" \
+    --json "$OUT/strided_dram.json" 2>&1 | tee "$OUT/strided_dram.log"
+
+echo "== 4. one-sided block sizes against two-sided, host memory"
+ROUNDS=$ROUNDS OUT=$OUT bench/rma_sizes.sh build/release/bin 2>&1 | tee "$OUT/rma_sizes.log"
