@@ -483,6 +483,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
                   TPX_WINDOW_MAX);
         return TPX_ERR_INVALID_ARG;
     }
+    tpx__rma_kinds();
     tpx_engine_t *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return TPX_ERR_NO_MEMORY;

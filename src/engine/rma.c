@@ -51,6 +51,28 @@ _Static_assert(TPX_NOTIF_MAX == TPX_WIRE_NOTIF_MAX, "notification size");
 _Static_assert(TPX_RMA_MAX_IOVS == TPX_LIST_MAX_ENTRIES, "list entries");
 _Static_assert(TPX_CTRL_MSG_SIZE == TPX_CTRL_SIZE, "control message size");
 
+/* One-sided transfers, either role, as the files below this one see them
+ * (xfer.h): they call none of these functions by name. */
+static const tpx_xfer_ops_t rma_ops = {
+    .completed = tpx__rma_completed,
+    .body_fill = tpx__rma_body_fill,
+    .list_chunk_done = tpx__rma_list_chunk_done,
+    .canceled = tpx__rma_canceled,
+};
+
+static void rma_kinds_set(void)
+{
+    static const tpx_xfer_kind_t kinds[] = {XK_WRITE, XK_READ, XK_TWRITE, XK_TREAD};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        tpx__xfer_kind_ops(kinds[i], &rma_ops);
+}
+
+void tpx__rma_kinds(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, rma_kinds_set);
+}
+
 #define LISTBUF_MIN (64 * 1024)
 /* Free list buffers kept per peer for reuse: a few small ones. A larger
  * buffer goes back to the system as soon as its request was checked. */

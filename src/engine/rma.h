@@ -71,6 +71,9 @@ int tpx__rma_canceled(tpx_xfer_t *x);
 /* Free the peer's list buffers and the notifications it holds. */
 void tpx__peer_listbufs_free(tpx_peer_t *p);
 void tpx__engine_rma_fini(tpx_engine_t *e);
+/* The one-sided kinds' ops (xfer.h, tpx_xfer_ops_t) in place: once per
+ * process, before the first engine is created; idempotent. */
+void tpx__rma_kinds(void);
 void tpx__prep_zombies_free(tpx_engine_t *e);
 
 #endif

@@ -113,8 +113,8 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     }
     x->nregions = 0;
     x->two.region = NULL;
-    if (x->kind >= XK_WRITE)
-        tpx__rma_completed(x); /* may free the preparation (x->regions) */
+    if (x->ops != NULL)
+        x->ops->completed(x); /* may free the preparation (x->regions) */
     pthread_cond_broadcast(&e->cond);
     if (x->released)
         xfer_free(x);
@@ -167,7 +167,7 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
         tpx__pack_stage_put(c, s->stage);
     x->chunks_done += s->nrun > 1 ? s->nrun : 1;
     if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD)) {
-        tpx__rma_list_chunk_done(x);
+        x->ops->list_chunk_done(x);
         if (c->peer->state != PEER_READY)
             return; /* the list failed the peer: x is done, and freed */
     }
@@ -389,7 +389,7 @@ static int post_ctrl(tpx_comm_t *c)
     void *mh;
     tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
     if (st == TPX_OK && o->body_len > 0)
-        st = tpx__rma_body_fill(o->owner, (char *)buf + TPX_CTRL_MSG_SIZE, o->body_len);
+        st = o->owner->ops->body_fill(o->owner, (char *)buf + TPX_CTRL_MSG_SIZE, o->body_len);
     if (st == TPX_OK)
         st = tpx__window_post(c, buf, TPX_CTRL_MSG_SIZE + o->body_len, mh,
                               &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1,
@@ -962,6 +962,12 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
 
 /* ---- the API ------------------------------------------------------------------------ */
 
+/* Written once per kind (under the kind's file's pthread_once) before the
+ * process's first engine exists, read-only after. */
+static const tpx_xfer_ops_t *kind_ops[XK_COUNT];
+
+void tpx__xfer_kind_ops(tpx_xfer_kind_t kind, const tpx_xfer_ops_t *ops) { kind_ops[kind] = ops; }
+
 tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind)
 {
     tpx_xfer_t *x = calloc(1, sizeof(*x) + 2 * (size_t)p->nchan * sizeof(tpx_lane_t));
@@ -970,6 +976,7 @@ tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind)
     x->e = p->e;
     x->peer = p;
     x->kind = kind;
+    x->ops = kind_ops[kind];
     x->status = TPX_INPROGRESS;
     x->out.gate = x->in.gate = UINT32_MAX;
     x->segs = &x->two.seg1;
@@ -1296,7 +1303,7 @@ TPX_API tpx_status_t tpx_xfer_cancel(tpx_xfer_t *x)
         xfer_unqueue(x);
     } else if (x->state == XF_ACTIVE) {
         x->canceled = 1;
-        if (tpx__rma_canceled(x))
+        if (x->ops != NULL && x->ops->canceled(x))
             tpx__engine_post_pass(e, x->peer);
         st = TPX_INPROGRESS;
     }
@@ -1327,7 +1334,7 @@ TPX_API void tpx_xfer_release(tpx_xfer_t *x)
     x->released = 1; /* freed when it completes */
     atomic_store_explicit(&x->settled, 1, memory_order_relaxed);
     tpx_peer_t *p = x->peer;
-    if (tpx__rma_canceled(x))
+    if (x->ops != NULL && x->ops->canceled(x))
         tpx__engine_post_pass(e, p); /* x may complete in it, and be freed */
     pthread_mutex_unlock(&e->lock);
 }

@@ -26,7 +26,24 @@ typedef enum {
     XK_READ = 4,
     XK_TWRITE = 5, /* one-sided, the peer asked: carried out here (internal) */
     XK_TREAD = 6,
+    XK_COUNT
 } tpx_xfer_kind_t;
+
+/* What a kind of transfer adds to the generic one, set by the file of
+ * that kind (rma.c: one-sided, either role; two-sided transfers have
+ * none): the files below rma.c reach one-sided transfers through it only,
+ * never by name, so that the calls between files go one way. Each is
+ * called under the engine lock. */
+typedef struct tpx_xfer_ops {
+    /* x is DONE: answer, notify, count (may free x->regions) */
+    void (*completed)(tpx_xfer_t *x);
+    /* the body of x's control message, as it takes a send slot */
+    tpx_status_t (*body_fill)(tpx_xfer_t *x, char *buf, uint32_t len);
+    /* a list chunk of owner transfer x arrived */
+    void (*list_chunk_done)(tpx_xfer_t *x);
+    /* the application canceled x: 1 when a control message was queued */
+    int (*canceled)(tpx_xfer_t *x);
+} tpx_xfer_ops_t;
 
 /* A transfer's place in one comm's queue of lanes (schedule phase). */
 typedef struct {
@@ -136,6 +153,7 @@ struct tpx_xfer {
     tpx_engine_t *e;
     tpx_peer_t *peer;
     tpx_xfer_kind_t kind;
+    const tpx_xfer_ops_t *ops; /* its kind's (tpx__xfer_kind_ops; NULL: two-sided) */
     tpx_xfer_state_t state;
     tpx_status_t status;     /* final status once DONE */
     tpx_status_t err;        /* status to end with once every chunk is done (one-sided:
@@ -166,6 +184,10 @@ struct tpx_xfer {
     tpx_lane_t lane[];       /* 2 * nchan: send lanes, then receive lanes */
 };
 
+/* The ops of transfers of `kind`: set once in the process by the file of
+ * that kind (rma.c, tpx__rma_kinds), before its first engine. */
+void tpx__xfer_kind_ops(tpx_xfer_kind_t kind, const tpx_xfer_ops_t *ops);
+/* A new transfer of `kind` on p, with its kind's ops. */
 tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind);
 /* Count x's regions and put it on its peer's active list (inflight++). */
 void tpx__xfer_attach(tpx_xfer_t *x);
