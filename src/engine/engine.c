@@ -3,7 +3,7 @@
  * engine.c - engine life cycle and the progress loop.
  *
  * Progress is one function (tpx__engine_progress) that never blocks: one
- * pass of every ready peer's comms (xfer.c tpx__peer_pass: plugin window,
+ * pass of every ready peer's comms (peer_pass.c tpx__peer_pass: plugin window,
  * completion and schedule, per comm), then the sweep of deadlines and
  * peer liveness every 10 ms, then the comms of failed peers close (the
  * phases: engine.h). It is called by tpx_progress() in caller-driven mode,
@@ -103,7 +103,7 @@ static void engine_sweep(tpx_engine_t *e)
             tpx__peer_sweep(p, now);
 }
 
-/* One pass: every ready peer's comms (xfer.c tpx__peer_pass: plugin
+/* One pass: every ready peer's comms (peer_pass.c tpx__peer_pass: plugin
  * window, completion, schedule; the notification of a completed transfer
  * happens as it completes, tpx__xfer_complete), then what may close comms,
  * which must not happen inside a comm's pass: the sweep and the comms of

@@ -49,6 +49,9 @@ struct tpx_export {
 };
 
 /* ---- mem.c ---- */
+/* tpx_mem_register(); `claim` >= 0: the GPU the caller says the memory is on. */
+tpx_status_t tpx__mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
+                               int claim, tpx_region_t **out);
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
                                 int internal, tpx_region_t **out);
 /* Drop every plugin handle of r and free it (its exports go too). */

@@ -241,7 +241,7 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
                      by_key ? "does not prove the engine's key"
                             : "is not the instance this engine reached first (it did not prove "
                               "that instance's ticket)");
-            tpx_peer_close(p);
+            tpx__peer_destroy(p);
             impostor = 1;
             st = TPX_ERR_PROTOCOL;
             continue;
@@ -252,7 +252,7 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
                      (unsigned long long)p->remote_id, p->remote_name,
                      p->verified ? "proven by its key" : "not proven by a key",
                      (unsigned long long)rm->md.engine_id);
-            tpx_peer_close(p);
+            tpx__peer_destroy(p);
             st = TPX_ERR_UNREACHABLE;
             continue;
         }
@@ -326,7 +326,7 @@ tpx_status_t tpx__remote_refresh(tpx_remote_t *rm)
     }
     pthread_mutex_unlock(&rm->conn_lock);
     if (old != NULL)
-        tpx_peer_close(old);
+        tpx__peer_destroy(old);
     return st;
 }
 
@@ -386,7 +386,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     }
     pthread_mutex_unlock(&e->lock);
     if (old != NULL)
-        tpx_peer_close(old);
+        tpx__peer_destroy(old);
     tpx_status_t st = TPX_OK;
     if (p == NULL && rm->epoch > 0 && rm->resolver != NULL)
         st = remote_resolve(rm, deadline);
@@ -476,7 +476,7 @@ TPX_API void tpx_remote_release(tpx_remote_t *rm)
         p->remote = NULL;
     pthread_mutex_unlock(&e->lock);
     if (p != NULL)
-        tpx_peer_close(p);
+        tpx__peer_destroy(p);
     pthread_mutex_unlock(&rm->conn_lock);
     pthread_mutex_lock(&e->lock);
     rm->forgetting = 0;

@@ -10,7 +10,7 @@
  * transiently at the end of a peer's life: it is polled for
  * TPX_CLOSE_GRACE_MS, then reported. This file calls only the plugin and
  * the CUDA wrappers: what a released slot or a failure means for a
- * transfer or a peer is decided by its caller (xfer.c, tpx__comm_pass).
+ * transfer or a peer is decided by its caller (peer_pass.c, tpx__comm_pass).
  *
  * A devmem plugin's device handle and bounce buffer are device memory (in
  * Google's plugin: cuMemAlloc memory and the rx dmabuf). The CPU never
