@@ -13,6 +13,7 @@
 #include "common/sigpipe.h"
 #include "common/trace.h"
 #include "engine.h"
+#include "faults.h"
 #include "mem.h"
 #include "peer.h"
 #include "xfer.h"
@@ -111,7 +112,7 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     p->recv_pending[p->recv_pending_n++] = x;
     if (p->unexpected_n > 0)
         tpx__peer_drain_queue(p); /* an early header takes it now */
-    e->fault_now = e->fault_recv_pass > 0 && --e->fault_recv_pass == 0; /* testing */
+    tpx__fault_recv(e); /* testing */
     tpx__engine_post_pass(e, p);
     pthread_mutex_unlock(&e->lock);
     *out = x;

@@ -33,6 +33,7 @@
 #include "mem.h"
 #include "pack.h"
 #include "peer.h"
+#include "faults.h"
 #include "rma.h"
 #include "window.h"
 #include "xfer.h"
@@ -142,8 +143,7 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
     tpx__sigpipe_enter(&g, e->net->sigpipe);
     tpx__peer_chan_drive(p);
     tpx__peer_pass(p);
-    if (TPX_UNLIKELY(e->fault_now)) {
-        e->fault_now = 0;
+    if (TPX_UNLIKELY(tpx__faults.recv_pass > 0) && tpx__fault_pass_take()) {
         if (p->state == PEER_READY)
             tpx__peer_fail(p, TPX_ERR_IO, "injected failure (TPX_FAULT_RECV_PASS)");
     }
@@ -484,6 +484,7 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
         return TPX_ERR_INVALID_ARG;
     }
     tpx__rma_kinds();
+    tpx__faults_load();
     tpx_engine_t *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return TPX_ERR_NO_MEMORY;
@@ -584,8 +585,6 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
     e->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
     e->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
-    e->fault_recv_pass = tpx__config_int(TPX_CFG_FAULT_RECV_PASS);
-    e->fault_stall_chan = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_STALL);
     e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
@@ -716,6 +715,7 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     free(e->nap_fds);
+    tpx__faults_forget(e); /* before its address can be another engine's */
     free(e);
     tpx__trace_flush();
 }

@@ -22,6 +22,8 @@
  *             set-up and close (peer.c)
  *   rma.h     struct tpx_prep and one-sided READ/WRITE/notifications (rma.c)
  *   remote.h  struct tpx_remote: peers known by metadata (remote.c)
+ *   faults.h  the test-only fault hooks, one table apart from the engine
+ *             (faults.c)
  *
  * Data path, top to bottom: a transfer (xfer.c) is cut into chunks dealt
  * round-robin over a peer's data channels in an order both sides derive
@@ -229,11 +231,6 @@ struct tpx_engine {
     char bind_addr[64];        /* params.bind_addr ("" none) */
     uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c) */
     uint32_t rma_pack_chunk;   /* ... of this size (TPX_RMA_PACK_CHUNK; 0: the chunk) */
-    int64_t fault_recv_pass;   /* TPX_FAULT_RECV_PASS: tpx_recv() calls left until the injected
-                                  failure (0: none) */
-    int fault_now;             /* fail the peer in this call's pass (tpx__engine_post_pass) */
-    int fault_stall_chan;      /* TPX_FAULT_CHANNEL_STALL: receive data channel N-1 stops
-                                  completing after its first message (window.c; 0: none) */
     int rma_iov;               /* shared chunks of host blocks as vectored messages
                                   (TPX_RMA_IOV and a plugin that takes them, net.h) */
     uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */

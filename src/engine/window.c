@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "engine.h"
+#include "faults.h"
 #include "peer.h" /* the comm's peer: its name, in log lines */
 #include "common/trace.h"
 #include "window.h"
@@ -359,8 +360,8 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
-    if (TPX_UNLIKELY(e->fault_stall_chan > 0) && !c->is_send && !c->is_ctrl &&
-        c->chan == e->fault_stall_chan - 1 && w->done > 0)
+    if (TPX_UNLIKELY(tpx__faults.stall_chan > 0) && !c->is_send && !c->is_ctrl &&
+        c->chan == tpx__faults.stall_chan - 1 && w->done > 0)
         return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL) */
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
