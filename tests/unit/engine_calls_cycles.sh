@@ -3,8 +3,8 @@
 #
 # unit.engine_calls_cycles: scripts/engine-calls finds call cycles between
 # files of src/ however long, in src/engine as anywhere, through public
-# (TPX_API) functions too, and fails --strict on each. Runs it on small
-# trees made here.
+# (TPX_API) functions too, and fails --strict on each, and on a public
+# function below the engine's top layer. Runs it on small trees made here.
 #
 #   engine_calls_cycles.sh SOURCE_DIR
 set -euo pipefail
@@ -54,4 +54,11 @@ printf 'TPX_API int tpx_b(void)\n{\n    return tpx__a();\n}\nint tpx__b(void)\n{
     > "$tmp/src/common/b.c"
 if run; then fail "a cycle through a TPX_API function passed --strict"; fi
 grep -q "common/b.c -> plugin/a.c  tpx__a" "$tmp/out" || fail "the public function's call is not listed"
+
+# a public function below the top layer of src/engine fails too
+tree
+printf 'TPX_API int tpx_w(void)\n{\n    return 0;\n}\n' >> "$tmp/src/engine/wire.c"
+if run; then fail "a public function in wire.c passed --strict"; fi
+grep -q "not allowed (move them to an api file of the top layer): wire.c" "$tmp/out" ||
+    fail "the public function below the top is not named"
 echo "PASS"
