@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api_mem.c - the public entry points of registered memory (tpx.h:
- * tpx_mem_register, _register_gpu, _deregister, tpx_region_base). A
- * deregistration while transfers still use the memory fails their peers
- * and closes their comms: a decision above the regions (mem.c), which
- * only report what uses them.
+ * tpx_mem_register, _register_gpu, _deregister, tpx_region_base) and of
+ * its exports (tpx_region_export, _unexport, tpx_rdesc_info; the table is
+ * export.c's). A deregistration while transfers still use the memory
+ * fails their peers and closes their comms: a decision above the regions
+ * (mem.c), which only report what uses them.
  */
+#include <stdlib.h>
+
 #include "engine.h"
 #include "mem.h"
 #include "peer.h"
@@ -81,4 +84,117 @@ TPX_API void tpx_mem_deregister(tpx_region_t *r)
 TPX_API void *tpx_region_base(const tpx_region_t *r)
 {
     return r ? (void *)r->base : NULL;
+}
+
+TPX_API tpx_status_t tpx_region_export(tpx_region_t *r, size_t offset, size_t len,
+                                       tpx_rdesc_t *desc)
+{
+    if (r == NULL || desc == NULL) {
+        TPX_ERROR("tpx_region_export: NULL %s", r == NULL ? "region" : "descriptor");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_engine_t *e = r->e;
+    pthread_mutex_lock(&e->lock);
+    tpx_status_t st = TPX_OK;
+    if (r->dead || r->internal) {
+        TPX_ERROR("tpx_region_export: the region is deregistered");
+        st = TPX_ERR_INVALID_ARG;
+        goto out;
+    }
+    if (len == 0 && offset <= r->len)
+        len = r->len - offset;
+    if (offset >= r->len || len > r->len - offset) {
+        TPX_ERROR("tpx_region_export: bytes [%zu, +%zu) are outside the region of %zu bytes",
+                  offset, len, r->len);
+        st = TPX_ERR_INVALID_ARG;
+        goto out;
+    }
+    struct tpx_export *x = calloc(1, sizeof(*x));
+    if (x == NULL) {
+        st = TPX_ERR_NO_MEMORY;
+        goto out;
+    }
+    do {
+        if ((st = tpx__random_bytes(&x->key, sizeof(x->key))) != TPX_OK)
+            goto err_free;
+    } while (x->key == 0 || tpx__export_find(e, x->key) != NULL);
+    x->region = r;
+    x->off = offset;
+    x->len = len;
+    if ((st = tpx__export_insert(e, x)) != TPX_OK)
+        goto err_free;
+    x->next_in_region = r->exports;
+    r->exports = x;
+    if (e->nexports++ == 0) {
+        /* The first export makes an idle engine a server: its progress
+         * thread leaves the 100 ms sleep for the owner's polling at once,
+         * or a request arriving now would wait for that sleep to end. */
+        e->last_move_ns = tpx__now_ns();
+        tpx__progress_kick(e);
+    }
+    tpx_rdesc_fields_t f = {.mem_type = (uint8_t)r->type, .engine_id = e->id, .key = x->key,
+                            .addr = (uint64_t)(r->base + offset), .len = len,
+                            .gpu = r->cuda_dev};
+    tpx__rdesc_encode(&f, desc->bytes);
+    goto out;
+
+err_free:
+    free(x);
+out:
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_region_unexport(tpx_region_t *r, const tpx_rdesc_t *desc)
+{
+    tpx_rdesc_fields_t f;
+    if (r == NULL || desc == NULL) {
+        TPX_ERROR("tpx_region_unexport: NULL %s", r == NULL ? "region" : "descriptor");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (tpx__rdesc_decode(desc->bytes, &f) != TPX_OK) {
+        TPX_ERROR("tpx_region_unexport: not a valid region descriptor");
+        return TPX_ERR_INVALID_ARG;
+    }
+    tpx_engine_t *e = r->e;
+    pthread_mutex_lock(&e->lock);
+    tpx_status_t st = TPX_OK;
+    if (f.engine_id != e->id) {
+        TPX_ERROR("tpx_region_unexport: the descriptor is another engine's");
+        st = TPX_ERR_INVALID_ARG;
+        goto out;
+    }
+    struct tpx_export **pp = &r->exports;
+    while (*pp != NULL && (*pp)->key != f.key)
+        pp = &(*pp)->next_in_region;
+    if (*pp == NULL) { /* not an error worth a log line: a second unexport */
+        st = TPX_ERR_NOT_FOUND;
+        goto out;
+    }
+    struct tpx_export *x = *pp;
+    *pp = x->next_in_region;
+    tpx__export_remove(e, x);
+    e->nexports--;
+    free(x);
+out:
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+TPX_API tpx_status_t tpx_rdesc_info(const tpx_rdesc_t *desc, uint64_t *addr, uint64_t *len)
+{
+    tpx_rdesc_fields_t f;
+    if (desc == NULL) {
+        TPX_ERROR("tpx_rdesc_info: NULL descriptor");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (tpx__rdesc_decode(desc->bytes, &f) != TPX_OK) {
+        TPX_ERROR("tpx_rdesc_info: not a valid region descriptor");
+        return TPX_ERR_PROTOCOL;
+    }
+    if (addr != NULL)
+        *addr = f.addr;
+    if (len != NULL)
+        *len = f.len;
+    return TPX_OK;
 }

@@ -138,8 +138,8 @@
  * public functions included; docs/design.md draws it):
  *   wire, ident, topo, faults < mem, export < window, pack < xfer
  *   < peer_fail < peer_ctrl < rma < peer_pass, peer_sweep < peer < remote
- *   < engine < api_mem, api_peer, api_rma, api_xfer, info, kv (the public
- *   entry points; engine.c, export.c and remote.c still hold theirs).
+ *   < engine < api_mem, api_peer, api_remote, api_rma, api_xfer, info, kv
+ *   (the public entry points; engine.c still holds its own).
  * A file calls only files of its own or lower layers, and no two files
  * call each other. window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
