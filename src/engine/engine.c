@@ -3,7 +3,7 @@
  * engine.c - engine life cycle and the progress loop.
  *
  * Progress is one function (tpx__engine_progress) that never blocks: one
- * pass of every ready peer's comms (xfer.c tpx__peer_pass: plugin window,
+ * pass of every ready peer's comms (peer_pass.c tpx__peer_pass: plugin window,
  * completion and schedule, per comm), then the sweep of deadlines and
  * peer liveness every 10 ms, then the comms of failed peers close (the
  * phases: engine.h). It is called by tpx_progress() in caller-driven mode,
@@ -33,6 +33,7 @@
 #include "mem.h"
 #include "pack.h"
 #include "peer.h"
+#include "faults.h"
 #include "rma.h"
 #include "window.h"
 #include "xfer.h"
@@ -103,7 +104,7 @@ static void engine_sweep(tpx_engine_t *e)
             tpx__peer_sweep(p, now);
 }
 
-/* One pass: every ready peer's comms (xfer.c tpx__peer_pass: plugin
+/* One pass: every ready peer's comms (peer_pass.c tpx__peer_pass: plugin
  * window, completion, schedule; the notification of a completed transfer
  * happens as it completes, tpx__xfer_complete), then what may close comms,
  * which must not happen inside a comm's pass: the sweep and the comms of
@@ -142,8 +143,7 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
     tpx__sigpipe_enter(&g, e->net->sigpipe);
     tpx__peer_chan_drive(p);
     tpx__peer_pass(p);
-    if (TPX_UNLIKELY(e->fault_now)) {
-        e->fault_now = 0;
+    if (TPX_UNLIKELY(tpx__faults.recv_pass > 0) && tpx__fault_pass_take()) {
         if (p->state == PEER_READY)
             tpx__peer_fail(p, TPX_ERR_IO, "injected failure (TPX_FAULT_RECV_PASS)");
     }
@@ -483,6 +483,8 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
                   TPX_WINDOW_MAX);
         return TPX_ERR_INVALID_ARG;
     }
+    tpx__rma_kinds();
+    tpx__faults_load();
     tpx_engine_t *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return TPX_ERR_NO_MEMORY;
@@ -583,8 +585,6 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     e->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
     e->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
     e->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
-    e->fault_recv_pass = tpx__config_int(TPX_CFG_FAULT_RECV_PASS);
-    e->fault_stall_chan = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_STALL);
     e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
 
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
@@ -715,6 +715,7 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     free(e->nap_fds);
+    tpx__faults_forget(e); /* before its address can be another engine's */
     free(e);
     tpx__trace_flush();
 }

@@ -14,11 +14,16 @@
  *   pack.h    the small blocks of a shared chunk, gathered and scattered
  *             (pack.c)
  *   xfer.h    struct tpx_xfer: a transfer, its chunk streams and lanes
- *             (xfer.c; the one-sided roles in rma.c)
- *   peer.h    struct tpx_peer: one connection, its control stream, set-up,
- *             failure (peer.c; the control stream in xfer.c)
+ *             (xfer.c; its end in peer_fail.c; the one-sided roles in
+ *             rma.c, reached from below through the kind's ops)
+ *   peer.h    struct tpx_peer: one connection: its failure (peer_fail.c),
+ *             outgoing control stream (peer_ctrl.c), pass and incoming
+ *             control stream (peer_pass.c), liveness (peer_sweep.c),
+ *             set-up and close (peer.c)
  *   rma.h     struct tpx_prep and one-sided READ/WRITE/notifications (rma.c)
  *   remote.h  struct tpx_remote: peers known by metadata (remote.c)
+ *   faults.h  the test-only fault hooks, one table apart from the engine
+ *             (faults.c)
  *
  * Data path, top to bottom: a transfer (xfer.c) is cut into chunks dealt
  * round-robin over a peer's data channels in an order both sides derive
@@ -99,41 +104,47 @@
  * (tpx__engine_post_pass). The phases, each a function of the file that
  * owns its structure:
  *
- *   post          in the API call, under e->lock (xfer.c tpx_send/recv,
- *                 rma.c tpx_xfer_post/tpx_notif_send): check, build the
+ *   post          in the API call, under e->lock (api_xfer.c tpx_send/recv,
+ *                 api_rma.c tpx_xfer_post/tpx_notif_send): check, build the
  *                 transfer, queue its control message on the peer's outbox
  *                 (tpx__peer_ctrl_send) and its chunk streams on the comms'
  *                 lanes (tpx__stream_enqueue); then tpx__engine_post_pass.
- *   per peer      xfer.c tpx__peer_pass: control receives back on idle
+ *   per peer      peer_pass.c tpx__peer_pass: control receives back on idle
  *                 buffers (flow control), then each comm's pass
  *                 (tpx__comm_pass: control receive, control send, data
  *                 channels, control send again for messages just produced):
  *     plugin window  window.c tpx__window_test: test the FIFO head only,
  *                 unpack a devmem receive, release the slot (irecvConsumed)
- *     completion  xfer.c comm_complete: a chunk of a transfer
- *                 (tpx__xfer_chunk_done -> tpx__xfer_complete, rma.c for the
- *                 one-sided roles), a control message sent
+ *     completion  peer_pass.c comm_complete: a chunk of a transfer
+ *                 (tpx__xfer_chunk_done -> peer_fail.c tpx__xfer_complete,
+ *                 the kind's ops for the one-sided roles), a control message sent
  *                 (tpx__peer_ctrl_sent) or received (tpx__peer_ctrl_received:
  *                 matched to receives, one-sided requests and answers)
- *     schedule    xfer.c comm_schedule: the next chunk of the comm's lane
+ *     schedule    peer_pass.c comm_schedule: the next chunk of the comm's lane
  *                 queue or the next outbox message, into the window
  *                 (window.c tpx__window_post: isend/irecv within the window,
  *                 <= 16 in flight for TCPX); then the head is tested again
- *   notification  as a transfer completes (xfer.c tpx__xfer_complete): the
+ *   notification  as a transfer completes (peer_fail.c tpx__xfer_complete): the
  *                 engine fd is raised for the user (level-triggered on
  *                 e->nunseen), e->cond is broadcast to waiters, tpx_progress
  *                 counts it (e->ncompleted); a notification received goes
  *                 to the engine's queue (rma.c)
  *   sweep         engine.c engine_sweep, every 10 ms: abandoned connects,
- *                 deadlines, bootstrap liveness (xfer.c tpx__peer_sweep);
+ *                 deadlines, bootstrap liveness (peer_sweep.c tpx__peer_sweep);
  *                 then the comms of peers that failed in this pass close
  *                 (peer.c tpx__engine_close_failed)
  *
- * Layering of the internal calls (scripts/engine-calls checks it): wire,
- * ident < mem, export < window, pack < xfer, rma < peer < remote < engine. A
- * lower layer never calls a higher one; window.c calls only the plugin and
- * the CUDA wrappers. xfer.c and rma.c call each other (the one-sided roles
- * of a transfer). API entry points (TPX_API) are above every layer.
+ * Layering of the calls between files (scripts/engine-calls checks it,
+ * public functions included; docs/design.md draws it):
+ *   wire, ident, topo, faults < mem, export < window, pack < xfer
+ *   < peer_fail < peer_ctrl < rma < peer_pass, peer_sweep < peer < remote
+ *   < engine < api_mem, api_peer, api_remote, api_rma, api_xfer, info, kv
+ *   (the public entry points; engine.c still holds its own).
+ * A file calls only files of its own or lower layers, and no two files
+ * call each other. window.c calls only the plugin and the CUDA wrappers.
+ * What goes up is a status (a lower layer reports, its caller fails the
+ * peer) or a call through a table set from above: a transfer's kind's ops
+ * (xfer.h, set by rma.c).
  */
 #ifndef TPX_ENGINE_H
 #define TPX_ENGINE_H
@@ -209,7 +220,7 @@ struct tpx_engine {
     int timeout_ms;
     int close_grace_ms;
     int chan_stall_ms;         /* TPX_CHANNEL_STALL_MS: a data channel this long still while a
-                                  sibling moved is dead (xfer.c tpx__peer_sweep); 0 off */
+                                  sibling moved is dead (peer_sweep.c tpx__peer_sweep); 0 off */
     int connect_timeout_ms;
     char auth_token[256];
     int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
@@ -223,11 +234,6 @@ struct tpx_engine {
     uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c);
                                   TPX_RMA_PACK_AUTO: by the memory and plugin (rma.c) */
     uint32_t rma_pack_chunk;   /* ... of this size (TPX_RMA_PACK_CHUNK; 0: the chunk) */
-    int64_t fault_recv_pass;   /* TPX_FAULT_RECV_PASS: tpx_recv() calls left until the injected
-                                  failure (0: none) */
-    int fault_now;             /* fail the peer in this call's pass (tpx__engine_post_pass) */
-    int fault_stall_chan;      /* TPX_FAULT_CHANNEL_STALL: receive data channel N-1 stops
-                                  completing after its first message (window.c; 0: none) */
     int rma_iov;               /* shared chunks of host blocks as vectored messages
                                   (TPX_RMA_IOV and a plugin that takes them, net.h) */
     uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */

@@ -2,8 +2,8 @@
 /*
  * export.c - the owner's table of exported memory, and region descriptors.
  *
- * tpx_region_export() gives a byte range of a region a fresh random
- * 64-bit key. The table maps keys to exports (open addressing, linear
+ * tpx_region_export() (api_mem.c) gives a byte range of a region a fresh
+ * random 64-bit key. The table maps keys to exports (open addressing, linear
  * probing, tombstones; at most half full). Every request of a peer names
  * keys and ranges; rma.c looks each key up here and checks the range and
  * that the region is still registered before a byte moves. An export
@@ -69,7 +69,7 @@ struct tpx_export *tpx__export_find(tpx_engine_t *e, uint64_t key)
     return NULL;
 }
 
-static tpx_status_t xtab_insert(tpx_engine_t *e, struct tpx_export *x)
+tpx_status_t tpx__export_insert(tpx_engine_t *e, struct tpx_export *x)
 {
     xtab_t *t = e->xtab;
     if (t == NULL) {
@@ -92,7 +92,7 @@ static tpx_status_t xtab_insert(tpx_engine_t *e, struct tpx_export *x)
     return TPX_OK;
 }
 
-static void xtab_remove(tpx_engine_t *e, struct tpx_export *x)
+void tpx__export_remove(tpx_engine_t *e, struct tpx_export *x)
 {
     xtab_t *t = e->xtab;
     for (uint32_t h = key_hash(x->key, t->cap), n = 0; n < t->cap; h = (h + 1) & (t->cap - 1), n++) {
@@ -111,7 +111,7 @@ void tpx__region_exports_drop(tpx_region_t *r)
     while (r->exports != NULL) {
         struct tpx_export *x = r->exports;
         r->exports = x->next_in_region;
-        xtab_remove(e, x);
+        tpx__export_remove(e, x);
         e->nexports--;
         free(x);
     }
@@ -125,117 +125,4 @@ void tpx__exports_fini(tpx_engine_t *e)
         free(t);
     }
     e->xtab = NULL;
-}
-
-TPX_API tpx_status_t tpx_region_export(tpx_region_t *r, size_t offset, size_t len,
-                                       tpx_rdesc_t *desc)
-{
-    if (r == NULL || desc == NULL) {
-        TPX_ERROR("tpx_region_export: NULL %s", r == NULL ? "region" : "descriptor");
-        return TPX_ERR_INVALID_ARG;
-    }
-    tpx_engine_t *e = r->e;
-    pthread_mutex_lock(&e->lock);
-    tpx_status_t st = TPX_OK;
-    if (r->dead || r->internal) {
-        TPX_ERROR("tpx_region_export: the region is deregistered");
-        st = TPX_ERR_INVALID_ARG;
-        goto out;
-    }
-    if (len == 0 && offset <= r->len)
-        len = r->len - offset;
-    if (offset >= r->len || len > r->len - offset) {
-        TPX_ERROR("tpx_region_export: bytes [%zu, +%zu) are outside the region of %zu bytes",
-                  offset, len, r->len);
-        st = TPX_ERR_INVALID_ARG;
-        goto out;
-    }
-    struct tpx_export *x = calloc(1, sizeof(*x));
-    if (x == NULL) {
-        st = TPX_ERR_NO_MEMORY;
-        goto out;
-    }
-    do {
-        if ((st = tpx__random_bytes(&x->key, sizeof(x->key))) != TPX_OK)
-            goto err_free;
-    } while (x->key == 0 || tpx__export_find(e, x->key) != NULL);
-    x->region = r;
-    x->off = offset;
-    x->len = len;
-    if ((st = xtab_insert(e, x)) != TPX_OK)
-        goto err_free;
-    x->next_in_region = r->exports;
-    r->exports = x;
-    if (e->nexports++ == 0) {
-        /* The first export makes an idle engine a server: its progress
-         * thread leaves the 100 ms sleep for the owner's polling at once,
-         * or a request arriving now would wait for that sleep to end. */
-        e->last_move_ns = tpx__now_ns();
-        tpx__progress_kick(e);
-    }
-    tpx_rdesc_fields_t f = {.mem_type = (uint8_t)r->type, .engine_id = e->id, .key = x->key,
-                            .addr = (uint64_t)(r->base + offset), .len = len,
-                            .gpu = r->cuda_dev};
-    tpx__rdesc_encode(&f, desc->bytes);
-    goto out;
-
-err_free:
-    free(x);
-out:
-    pthread_mutex_unlock(&e->lock);
-    return st;
-}
-
-TPX_API tpx_status_t tpx_region_unexport(tpx_region_t *r, const tpx_rdesc_t *desc)
-{
-    tpx_rdesc_fields_t f;
-    if (r == NULL || desc == NULL) {
-        TPX_ERROR("tpx_region_unexport: NULL %s", r == NULL ? "region" : "descriptor");
-        return TPX_ERR_INVALID_ARG;
-    }
-    if (tpx__rdesc_decode(desc->bytes, &f) != TPX_OK) {
-        TPX_ERROR("tpx_region_unexport: not a valid region descriptor");
-        return TPX_ERR_INVALID_ARG;
-    }
-    tpx_engine_t *e = r->e;
-    pthread_mutex_lock(&e->lock);
-    tpx_status_t st = TPX_OK;
-    if (f.engine_id != e->id) {
-        TPX_ERROR("tpx_region_unexport: the descriptor is another engine's");
-        st = TPX_ERR_INVALID_ARG;
-        goto out;
-    }
-    struct tpx_export **pp = &r->exports;
-    while (*pp != NULL && (*pp)->key != f.key)
-        pp = &(*pp)->next_in_region;
-    if (*pp == NULL) { /* not an error worth a log line: a second unexport */
-        st = TPX_ERR_NOT_FOUND;
-        goto out;
-    }
-    struct tpx_export *x = *pp;
-    *pp = x->next_in_region;
-    xtab_remove(e, x);
-    e->nexports--;
-    free(x);
-out:
-    pthread_mutex_unlock(&e->lock);
-    return st;
-}
-
-TPX_API tpx_status_t tpx_rdesc_info(const tpx_rdesc_t *desc, uint64_t *addr, uint64_t *len)
-{
-    tpx_rdesc_fields_t f;
-    if (desc == NULL) {
-        TPX_ERROR("tpx_rdesc_info: NULL descriptor");
-        return TPX_ERR_INVALID_ARG;
-    }
-    if (tpx__rdesc_decode(desc->bytes, &f) != TPX_OK) {
-        TPX_ERROR("tpx_rdesc_info: not a valid region descriptor");
-        return TPX_ERR_PROTOCOL;
-    }
-    if (addr != NULL)
-        *addr = f.addr;
-    if (len != NULL)
-        *len = f.len;
-    return TPX_OK;
 }

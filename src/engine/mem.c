@@ -161,9 +161,8 @@ static tpx_status_t region_gpu_admit(tpx_engine_t *e, void *addr, int dev)
     return TPX_ERR_UNSUPPORTED;
 }
 
-/* tpx_mem_register(); `claim` >= 0: the GPU the caller says the memory is on. */
-static tpx_status_t mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
-                                 int claim, tpx_region_t **out)
+tpx_status_t tpx__mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
+                               int claim, tpx_region_t **out)
 {
     if (e == NULL || addr == NULL || len == 0 || out == NULL ||
         (type != TPX_MEM_HOST && type != TPX_MEM_CUDA)) {
@@ -224,79 +223,8 @@ static tpx_status_t mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_me
     return st;
 }
 
-TPX_API tpx_status_t tpx_mem_register(tpx_engine_t *e, void *addr, size_t len,
-                                      tpx_mem_type_t type, tpx_region_t **out)
-{
-    return mem_register(e, addr, len, type, -1, out);
-}
-
-TPX_API tpx_status_t tpx_mem_register_gpu(tpx_engine_t *e, void *addr, size_t len, int gpu,
-                                          tpx_region_t **out)
-{
-    if (tpx__cuda_init() != TPX_OK) {
-        TPX_ERROR("tpx_mem_register_gpu: GPU %d: %s", gpu, tpx__cuda_error_reason());
-        return TPX_ERR_NO_DEVICE;
-    }
-    if (gpu < 0 || gpu >= tpx__cuda_device_count()) {
-        TPX_ERROR("tpx_mem_register_gpu: there is no GPU %d (this process sees %d)", gpu,
-                  tpx__cuda_device_count());
-        return TPX_ERR_NO_DEVICE;
-    }
-    return mem_register(e, addr, len, TPX_MEM_CUDA, gpu, out);
-}
-
 void tpx__region_maybe_release(tpx_region_t *r)
 {
     if (r->dead && r->xfers == 0 && r->refs == 0 && r->holds == 0 && !r->guard)
         tpx__region_release(r);
-}
-
-/* Does a transfer of peer p still have r's bytes with the plugin? */
-static int peer_uses(tpx_peer_t *p, tpx_region_t *r)
-{
-    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next)
-        for (uint32_t i = 0; i < x->nregions; i++)
-            if (x->regions[i] == r)
-                return 1;
-    return 0;
-}
-
-TPX_API void tpx_mem_deregister(tpx_region_t *r)
-{
-    if (r == NULL)
-        return;
-    tpx_engine_t *e = r->e;
-    pthread_mutex_lock(&e->lock);
-    if (r->refs > 0 && --r->refs == 0) {
-        r->dead = 1;
-        /* r stays ours until the end: ending its transfers below frees
-         * released preparations (with the failed comms), and the hold of
-         * one of them may be the last thing keeping r. */
-        r->guard = 1;
-        if (r->xfers > 0) {
-            /* Transfers still have chunks of this memory with the plugin
-             * (released ones included). A FIFO-matching plugin cannot take
-             * them back, so their peers are failed and their comms closed:
-             * after that no plugin thread touches the memory, and the
-             * caller may free it. */
-            for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
-                if (p->state == PEER_READY && peer_uses(p, r)) {
-                    tpx__peer_fail(p, TPX_ERR_CANCELED,
-                                   "memory of a transfer in flight was deregistered");
-                    tpx__peer_close_comms(p);
-                }
-            }
-        }
-        /* A failed peer's comms may still hold receives into (or sends from)
-         * this memory that no transfer counts any more: close them first. */
-        tpx__engine_close_failed(e);
-        r->guard = 0;
-        tpx__region_maybe_release(r);
-    }
-    pthread_mutex_unlock(&e->lock);
-}
-
-TPX_API void *tpx_region_base(const tpx_region_t *r)
-{
-    return r ? (void *)r->base : NULL;
 }

@@ -49,6 +49,9 @@ struct tpx_export {
 };
 
 /* ---- mem.c ---- */
+/* tpx_mem_register(); `claim` >= 0: the GPU the caller says the memory is on. */
+tpx_status_t tpx__mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
+                               int claim, tpx_region_t **out);
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
                                 int internal, tpx_region_t **out);
 /* Drop every plugin handle of r and free it (its exports go too). */
@@ -63,6 +66,11 @@ void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c);
 
 /* ---- export.c ---- */
 struct tpx_export *tpx__export_find(tpx_engine_t *e, uint64_t key);
+/* Enter export x (its key fresh) into e's table; TPX_ERR_NO_MEMORY if the
+ * table cannot grow. Lock held. */
+tpx_status_t tpx__export_insert(tpx_engine_t *e, struct tpx_export *x);
+/* Take x out of e's table (the caller frees it). Lock held. */
+void tpx__export_remove(tpx_engine_t *e, struct tpx_export *x);
 void tpx__region_exports_drop(tpx_region_t *r);
 void tpx__exports_fini(tpx_engine_t *e);
 

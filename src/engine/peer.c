@@ -1264,12 +1264,6 @@ int tpx__engine_bells(tpx_engine_t *e)
 
 /* ---- client --------------------------------------------------------------------- */
 
-TPX_API tpx_status_t tpx_peer_connect(tpx_engine_t *e, const char *host, int port,
-                                      int timeout_ms, tpx_peer_t **out)
-{
-    return tpx__peer_connect_ticket(e, host, port, timeout_ms, NULL, NULL, out);
-}
-
 tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int port, int timeout_ms,
                                       const unsigned char *ticket_id, const unsigned char *ticket,
                                       tpx_peer_t **out)
@@ -1317,12 +1311,6 @@ tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int por
     peer_link(p);
     *out = p;
     return TPX_OK;
-}
-
-TPX_API void tpx_peer_close(tpx_peer_t *p)
-{
-    if (p != NULL)
-        tpx__peer_destroy(p);
 }
 
 /* ---- server: the bootstrap thread ------------------------------------------------- */
@@ -1578,35 +1566,4 @@ void tpx__bs_thread_stop(tpx_engine_t *e)
     if (e->bs_wake >= 0)
         close(e->bs_wake);
     e->bs_wake = -1;
-}
-
-TPX_API tpx_status_t tpx_peer_accept(tpx_engine_t *e, int timeout_ms, tpx_peer_t **out)
-{
-    if (e == NULL || out == NULL) {
-        TPX_ERROR("tpx_peer_accept: NULL argument");
-        return TPX_ERR_INVALID_ARG;
-    }
-    if (e->bs_fd < 0) {
-        TPX_ERROR("tpx_peer_accept: this engine has no bootstrap listener (port TPX_PORT_NONE)");
-        return TPX_ERR_INVALID_STATE;
-    }
-    int ms = timeout_ms < 0 ? e->connect_timeout_ms : timeout_ms;
-    uint64_t limit = tpx__now_ns() + (uint64_t)ms * 1000000ull;
-    pthread_mutex_lock(&e->lock);
-    for (;;) {
-        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
-            if (!p->accepted && p->state != PEER_CLOSED) {
-                p->accepted = 1;
-                pthread_mutex_unlock(&e->lock);
-                *out = p;
-                return TPX_OK;
-            }
-        }
-        uint64_t now = tpx__now_ns();
-        if (now >= limit) {
-            pthread_mutex_unlock(&e->lock);
-            return ms == 0 ? TPX_INPROGRESS : TPX_ERR_TIMED_OUT;
-        }
-        tpx__engine_cond_wait(e, TPX_MIN(limit - now, 100 * 1000000ull));
-    }
 }

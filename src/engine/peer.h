@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * peer.h - one connection to a peer engine: its set-up and close
- * (peer.c), its control stream, failure, deadlines and liveness (xfer.c).
+ * (peer.c), its failure (peer_fail.c), its outgoing control stream
+ * (peer_ctrl.c), its pass and incoming control stream (peer_pass.c), its
+ * deadlines and liveness (peer_sweep.c).
  *
  * Ownership: a peer being set up belongs to the thread setting it up (the
  * caller of tpx_peer_connect, or the bootstrap thread for an incoming one)
@@ -193,7 +195,7 @@ int tpx__engine_bells(tpx_engine_t *e);
  * once they are open. Lock held, inside a pass (the pass's GPU context). */
 void tpx__peer_chan_drive(tpx_peer_t *p);
 
-/* ---- xfer.c: bootstrap frames of a ready peer (lock held) ---- */
+/* ---- peer_sweep.c: bootstrap frames of a ready peer (lock held) ---- */
 /* Frames read from a ready peer's bootstrap connection are at most this
  * long (MSG_CHAN: a handle per channel). */
 #define TPX_PEER_FRAME_MAX (TPX_MAX_CHANNELS * TPX_BS_HANDLE_SIZE)
@@ -202,8 +204,7 @@ void tpx__peer_chan_drive(tpx_peer_t *p);
  * peer); other types are ignored. */
 int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, uint32_t len);
 
-/* ---- xfer.c: the peer's pass, its control stream, failure, deadlines, liveness
- * (lock held) ---- */
+/* ---- peer_pass.c: the peer's pass, its incoming control stream (lock held) ---- */
 /* One pass over a ready peer's comms (no-op otherwise): control receives
  * back on idle buffers, then each comm's pass (tpx__comm_pass). */
 void tpx__peer_pass(tpx_peer_t *p);
@@ -211,9 +212,17 @@ void tpx__peer_pass(tpx_peer_t *p);
  * requests finish, then schedule one more request and test again, until
  * the window is full or nothing is left to post. Completions counted. */
 int tpx__comm_pass(tpx_comm_t *c);
+/* A control message of `got` bytes arrived in msg (header + body). */
+void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t got);
+/* Start the early headers queued on p while receives wait for them. */
+void tpx__peer_drain_queue(tpx_peer_t *p);
+/* The peer closed its side cleanly: fail what can no longer complete. */
+void tpx__peer_remote_closed(tpx_peer_t *p, const char *why);
+
+/* ---- peer_ctrl.c: the outgoing control stream (lock held) ---- */
 /* Queue a ready control message (copied) on the outbox; owner: the
  * transfer whose hdr_pending clears when it has left; answer: it answers
- * one of the peer's requests (flow control, xfer.c ctrl_may_read). */
+ * one of the peer's requests (flow control, peer_pass.c ctrl_may_read). */
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
                                  tpx_xfer_t *owner, uint32_t body_len, int answer);
 /* Encode and queue m with the next control sequence number. */
@@ -221,13 +230,18 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
 /* Post the outbox's messages now, as far as the control window has room
  * (no test, no completion: safe inside another comm's pass). */
 void tpx__peer_ctrl_flush(tpx_peer_t *p);
-/* A control message of `got` bytes arrived in msg (header + body). */
-void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t got);
+/* Post the next message of the outbox on control send comm c: 1 posted,
+ * 0 nothing to post or the plugin is busy, -1 the peer failed. */
+int tpx__comm_post_ctrl(tpx_comm_t *c);
+/* Control send slot idx is free again: its owner's message has left. */
 void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx);
+/* Ring the peer's doorbell (a frame on the bootstrap connection) if it
+ * may be asleep: nothing sent to it for 50 ms. Lock held. */
+void tpx__peer_ring(tpx_peer_t *p);
+
+/* ---- peer_fail.c: failure, and whether a peer may take transfers (lock held) ---- */
 /* The peer fails with st (once): its transfers end with st. */
 void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why);
-/* The peer closed its side cleanly: fail what can no longer complete. */
-void tpx__peer_remote_closed(tpx_peer_t *p, const char *why);
 /* TPX_OK if API call `fn` may start a transfer on p (logs why not). */
 tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
 /* A receive into GPU memory (`cuda`) from p is possible: TPX_ERR_UNSUPPORTED,
@@ -235,9 +249,8 @@ tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
  * devmem plugin's rxmem skip state); refused before it takes a message,
  * since a refusal at post fails the peer. Lock held. */
 tpx_status_t tpx__peer_rxmem_check(tpx_peer_t *p, int cuda, const char *fn);
-/* Ring the peer's doorbell (a frame on the bootstrap connection) if it
- * may be asleep: nothing sent to it for 50 ms. Lock held. */
-void tpx__peer_ring(tpx_peer_t *p);
+
+/* ---- peer_sweep.c ---- */
 /* Deadlines of p's transfers and receives, and its bootstrap liveness
  * (the engine's sweep, every 10 ms). */
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now);

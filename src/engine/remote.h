@@ -41,6 +41,9 @@ struct tpx_remote {
     unsigned char ticket_id[16], ticket[32];
 };
 
+/* Every up interface's address into md (IPv4 first, loopback last), for
+ * tpx_engine_get_metadata. */
+void tpx__md_addrs(const tpx_engine_t *e, tpx_md_t *md);
 /* Give the remote a resolver (it takes ownership; one that already has
  * one keeps it and destroys `r`). */
 void tpx__remote_set_resolver(tpx_remote_t *rm, tpx__resolver_t *r);

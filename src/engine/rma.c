@@ -51,6 +51,28 @@ _Static_assert(TPX_NOTIF_MAX == TPX_WIRE_NOTIF_MAX, "notification size");
 _Static_assert(TPX_RMA_MAX_IOVS == TPX_LIST_MAX_ENTRIES, "list entries");
 _Static_assert(TPX_CTRL_MSG_SIZE == TPX_CTRL_SIZE, "control message size");
 
+/* One-sided transfers, either role, as the files below this one see them
+ * (xfer.h): they call none of these functions by name. */
+static const tpx_xfer_ops_t rma_ops = {
+    .completed = tpx__rma_completed,
+    .body_fill = tpx__rma_body_fill,
+    .list_chunk_done = tpx__rma_list_chunk_done,
+    .canceled = tpx__rma_canceled,
+};
+
+static void rma_kinds_set(void)
+{
+    static const tpx_xfer_kind_t kinds[] = {XK_WRITE, XK_READ, XK_TWRITE, XK_TREAD};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        tpx__xfer_kind_ops(kinds[i], &rma_ops);
+}
+
+void tpx__rma_kinds(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, rma_kinds_set);
+}
+
 #define LISTBUF_MIN (64 * 1024)
 /* Free list buffers kept per peer for reuse: a few small ones. A larger
  * buffer goes back to the system as soon as its request was checked. */
@@ -649,8 +671,8 @@ out:
     return st;
 }
 
-static tpx_status_t prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
-                            const tpx_strided_t *sv, size_t n, tpx_prep_t **out)
+tpx_status_t tpx__rma_prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
+                              const tpx_strided_t *sv, size_t n, tpx_prep_t **out)
 {
     tpx_engine_t *e = rm->e;
     tpx_prep_t *pp = calloc(1, sizeof(*pp));
@@ -673,43 +695,12 @@ static tpx_status_t prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
     return TPX_OK;
 }
 
-TPX_API tpx_status_t tpx_xfer_prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
-                                      size_t n, tpx_prep_t **out)
+int tpx__rma_prep_drop(tpx_prep_t *pp)
 {
-    if (rm == NULL || iov == NULL || out == NULL || n == 0 || n > TPX_RMA_MAX_IOVS ||
-        (op != TPX_OP_READ && op != TPX_OP_WRITE)) {
-        TPX_ERROR("tpx_xfer_prepare: invalid argument (remote %p, op %d, %zu blocks, at most "
-                  "%u)", (void *)rm, (int)op, n, TPX_RMA_MAX_IOVS);
-        return TPX_ERR_INVALID_ARG;
-    }
-    return prepare(rm, op, iov, NULL, n, out);
-}
-
-TPX_API tpx_status_t tpx_xfer_prepare_strided(tpx_remote_t *rm, tpx_op_t op,
-                                              const tpx_strided_t *list, size_t n,
-                                              tpx_prep_t **out)
-{
-    if (rm == NULL || list == NULL || out == NULL || n == 0 || n > TPX_RMA_MAX_IOVS ||
-        (op != TPX_OP_READ && op != TPX_OP_WRITE)) {
-        TPX_ERROR("tpx_xfer_prepare_strided: invalid argument (remote %p, op %d, %zu entries, "
-                  "at most %u)", (void *)rm, (int)op, n, TPX_RMA_MAX_IOVS);
-        return TPX_ERR_INVALID_ARG;
-    }
-    return prepare(rm, op, NULL, list, n, out);
-}
-
-TPX_API void tpx_prep_release(tpx_prep_t *pp)
-{
-    if (pp == NULL)
-        return;
-    tpx_engine_t *e = pp->rm->e;
-    pthread_mutex_lock(&e->lock);
     tpx_remote_t *rm = pp->rm;
     int free_rm = --rm->nprep == 0 && rm->refs == 0 && !rm->forgetting;
-    prep_unref(e, pp, 0);
-    pthread_mutex_unlock(&e->lock);
-    if (free_rm)
-        tpx__remote_free(rm); /* forgotten while this preparation lived */
+    prep_unref(rm->e, pp, 0);
+    return free_rm;
 }
 
 /* ---- posting ----------------------------------------------------------------------------- */
@@ -743,55 +734,43 @@ static int xfer_notif_keep(tpx_xfer_t *x, const void *notif, size_t notif_len)
     return 1;
 }
 
-TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t notif_len,
-                                   int timeout_ms, tpx_xfer_t **out)
+tpx_status_t tpx__rma_post(tpx_prep_t *pp, tpx_peer_t *p, const void *notif, size_t notif_len,
+                           uint64_t t0, int timeout_ms, tpx_xfer_t **out)
 {
-    if (pp == NULL || out == NULL || notif_len > TPX_NOTIF_MAX ||
-        (notif == NULL && notif_len > 0) || timeout_ms < 0) {
-        TPX_ERROR("tpx_xfer_post: invalid argument (notification of %zu bytes, at most %d)",
-                  notif_len, TPX_NOTIF_MAX);
-        return TPX_ERR_INVALID_ARG;
-    }
-    tpx_remote_t *rm = pp->rm;
-    tpx_engine_t *e = rm->e;
-    tpx_peer_t *p;
-    /* The caller's deadline covers connecting too. */
-    uint64_t t0 = tpx__now_ns();
-    tpx_status_t st = tpx__remote_peer_locked(rm, timeout_ms, &p);
-    if (st != TPX_OK)
-        return st;
+    tpx_engine_t *e = pp->rm->e;
+    tpx_status_t st;
     for (uint32_t i = 0; i < pp->nregions; i++) {
         if (pp->regions[i]->dead) {
             TPX_ERROR("tpx_xfer_post: a local region of the prepared transfer was deregistered");
             st = TPX_ERR_INVALID_STATE;
-            goto err_unlock;
+            return st;
         }
     }
     if ((st = tpx__peer_usable(p, "tpx_xfer_post")) != TPX_OK)
-        goto err_unlock;
+        return st;
     int cuda = 0; /* a READ receives into its local blocks; packed ones land in host
                      staging (pack.c) and need no bounce buffer */
     for (uint32_t i = 0; pp->op == TPX_OP_READ && i < pp->nsegs; i++)
         cuda |= !pp->segs[i].shared && pp->segs[i].region != NULL &&
                 pp->segs[i].region->cuda_dev >= 0;
     if ((st = tpx__peer_rxmem_check(p, cuda, "tpx_xfer_post (READ)")) != TPX_OK)
-        goto err_unlock;
+        return st;
     if (p->chunk != pp->chunk) {
         TPX_ERROR("tpx_xfer_post: peer %s agreed on %u-byte chunks, the preparation assumed %u",
                   p->name, p->chunk, pp->chunk);
         st = TPX_ERR_PROTOCOL;
-        goto err_unlock;
+        return st;
     }
     tpx_xfer_t *x = tpx__xfer_alloc(p, pp->op == TPX_OP_READ ? XK_READ : XK_WRITE);
     if (x == NULL) {
         st = TPX_ERR_NO_MEMORY;
-        goto err_unlock;
+        return st;
     }
     if (notif != NULL && pp->op == TPX_OP_READ) {
         if (!xfer_notif_keep(x, notif, notif_len)) {
             free(x);
             st = TPX_ERR_NO_MEMORY;
-            goto err_unlock;
+            return st;
         }
         x->rma.has_notif = 1;
     }
@@ -863,7 +842,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
         if (!xfer_notif_keep(x, notif, notif_len)) {
             free(x);
             st = TPX_ERR_NO_MEMORY;
-            goto err_unlock;
+            return st;
         }
         x->req.notif_inline = x->req.notif_ahead = 1;
         m.flags |= TPX_CTRL_REQ_NOTIF_INLINE;
@@ -881,7 +860,7 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
             tpx__peer_fail(p, st, "no memory for a request's control messages");
         free(x->rma.notif);
         free(x);
-        goto err_unlock;
+        return st;
     }
     pp->refs++;
     tpx__stream_cursor_move(p, &p->send_cursor, &x->out, stream_out_bytes(x, nlist > 0));
@@ -896,26 +875,8 @@ TPX_API tpx_status_t tpx_xfer_post(tpx_prep_t *pp, const void *notif, size_t not
     tpx__stream_enqueue(x, &x->out, 1);
     tpx__peer_ring(p);
     TPX_TL(TPX_TR_POST, x->kind);
-    tpx__engine_post_pass(e, p);
-    pthread_mutex_unlock(&e->lock);
     *out = x;
     return TPX_OK;
-
-err_unlock:
-    pthread_mutex_unlock(&e->lock);
-    return st;
-}
-
-TPX_API tpx_status_t tpx_rma(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov, size_t n,
-                             const void *notif, size_t notif_len, tpx_xfer_t **out)
-{
-    tpx_prep_t *pp;
-    tpx_status_t st = tpx_xfer_prepare(rm, op, iov, n, &pp);
-    if (st != TPX_OK)
-        return st;
-    st = tpx_xfer_post(pp, notif, notif_len, 0, out);
-    tpx_prep_release(pp);
-    return st;
 }
 
 /* ---- the requester's side of the exchange ------------------------------------------------ */
@@ -1579,38 +1540,18 @@ int tpx__rma_canceled(tpx_xfer_t *x)
     return 1;
 }
 
-TPX_API tpx_status_t tpx_notif_send(tpx_remote_t *rm, const void *msg, size_t len)
+tpx_status_t tpx__rma_notif_send(tpx_peer_t *p, const void *msg, size_t len)
 {
-    if (rm == NULL || (msg == NULL && len > 0) || len > TPX_NOTIF_MAX) {
-        TPX_ERROR("tpx_notif_send: invalid argument (%zu bytes, at most %d)", len, TPX_NOTIF_MAX);
-        return TPX_ERR_INVALID_ARG;
-    }
-    tpx_peer_t *p;
-    tpx_status_t st = tpx__remote_peer_locked(rm, 0, &p);
-    if (st != TPX_OK)
-        return st;
-    tpx_engine_t *e = rm->e;
-    st = tpx__peer_usable(p, "tpx_notif_send");
+    tpx_status_t st = tpx__peer_usable(p, "tpx_notif_send");
     if (st == TPX_OK)
         st = notif_post(p, msg, (uint32_t)len, 0);
-    if (st == TPX_OK) {
+    if (st == TPX_OK)
         tpx__peer_ring(p);
-        tpx__engine_post_pass(e, p);
-    }
-    pthread_mutex_unlock(&e->lock);
     return st;
 }
 
-TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *e, tpx_notif_t *out, size_t max,
-                                           size_t *n)
+tpx_status_t tpx__engine_notifs_take(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n)
 {
-    if (e == NULL || n == NULL || (out == NULL && max > 0)) {
-        TPX_ERROR("tpx_engine_get_notifs: NULL argument");
-        return TPX_ERR_INVALID_ARG;
-    }
-    pthread_mutex_lock(&e->lock);
-    if (!e->progress_thread)
-        (void)tpx__engine_progress(e);
     size_t k = 0;
     while (k < max && e->notif_n > 0) {
         notif_entry_t *ne = e->notifs[e->notif_head];
@@ -1624,28 +1565,8 @@ TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *e, tpx_notif_t *out, si
     }
     tpx_status_t st = e->notif_overflow ? TPX_ERR_OVERFLOW : TPX_OK;
     e->notif_overflow = 0;
-    pthread_mutex_unlock(&e->lock);
     *n = k;
     return st;
-}
-
-TPX_API tpx_status_t tpx_engine_counters(tpx_engine_t *e, tpx_engine_counters_t *out)
-{
-    if (e == NULL || out == NULL) {
-        TPX_ERROR("tpx_engine_counters: NULL argument");
-        return TPX_ERR_INVALID_ARG;
-    }
-    if (out->size < sizeof(out->size)) {
-        TPX_ERROR("tpx_engine_counters: out->size is 0 (set it to sizeof(tpx_engine_counters_t))");
-        return TPX_ERR_INVALID_ARG;
-    }
-    pthread_mutex_lock(&e->lock);
-    tpx_engine_counters_t c = e->ctr;
-    pthread_mutex_unlock(&e->lock);
-    /* Only the caller's first `size` bytes: an older struct may be smaller. */
-    size_t n = out->size < sizeof(c) ? out->size : sizeof(c);
-    memcpy((char *)out + sizeof(c.size), (const char *)&c + sizeof(c.size), n - sizeof(c.size));
-    return TPX_OK;
 }
 
 void tpx__engine_rma_fini(tpx_engine_t *e)

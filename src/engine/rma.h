@@ -71,6 +71,29 @@ int tpx__rma_canceled(tpx_xfer_t *x);
 /* Free the peer's list buffers and the notifications it holds. */
 void tpx__peer_listbufs_free(tpx_peer_t *p);
 void tpx__engine_rma_fini(tpx_engine_t *e);
+
+/* ---- what the API (api_rma.c) calls ---- */
+/* Build a preparation of n blocks (iov) or strided entries (sv) for rm
+ * (takes the engine lock itself). */
+tpx_status_t tpx__rma_prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *iov,
+                              const tpx_strided_t *sv, size_t n, tpx_prep_t **out);
+/* The caller's reference to pp goes (lock held); 1: its remote was
+ * forgotten meanwhile and is now the caller's to free (tpx__remote_free,
+ * after the lock). */
+int tpx__rma_prep_drop(tpx_prep_t *pp);
+/* Post pp to ready peer p (lock held; t0: when the caller's deadline of
+ * timeout_ms began): the request and its chunks are queued, the peer's
+ * doorbell rung; the caller runs the pass that sends them. */
+tpx_status_t tpx__rma_post(tpx_prep_t *pp, tpx_peer_t *p, const void *notif, size_t notif_len,
+                           uint64_t t0, int timeout_ms, tpx_xfer_t **out);
+/* Queue a notification of len bytes to p (lock held); the caller runs the pass. */
+tpx_status_t tpx__rma_notif_send(tpx_peer_t *p, const void *msg, size_t len);
+/* Take up to max notifications received (lock held): *n of them; TPX_ERR_OVERFLOW
+ * once after some were dropped. */
+tpx_status_t tpx__engine_notifs_take(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n);
+/* The one-sided kinds' ops (xfer.h, tpx_xfer_ops_t) in place: once per
+ * process, before the first engine is created; idempotent. */
+void tpx__rma_kinds(void);
 void tpx__prep_zombies_free(tpx_engine_t *e);
 
 #endif

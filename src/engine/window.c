@@ -10,7 +10,7 @@
  * transiently at the end of a peer's life: it is polled for
  * TPX_CLOSE_GRACE_MS, then reported. This file calls only the plugin and
  * the CUDA wrappers: what a released slot or a failure means for a
- * transfer or a peer is decided by its caller (xfer.c, tpx__comm_pass).
+ * transfer or a peer is decided by its caller (peer_pass.c, tpx__comm_pass).
  *
  * A devmem plugin's device handle and bounce buffer are device memory (in
  * Google's plugin: cuMemAlloc memory and the rx dmabuf). The CPU never
@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "engine.h"
+#include "faults.h"
 #include "peer.h" /* the comm's peer: its name, in log lines */
 #include "common/trace.h"
 #include "window.h"
@@ -359,8 +360,8 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
-    if (TPX_UNLIKELY(e->fault_stall_chan > 0) && !c->is_send && !c->is_ctrl &&
-        c->chan == e->fault_stall_chan - 1 && w->done > 0)
+    if (TPX_UNLIKELY(tpx__faults.stall_chan > 0) && !c->is_send && !c->is_ctrl &&
+        c->chan == tpx__faults.stall_chan - 1 && w->done > 0)
         return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL) */
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */

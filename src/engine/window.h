@@ -56,7 +56,7 @@ typedef struct {
 
 /* What the sweep (every 10 ms) last saw of a comm's window: whether it
  * moved. Kept by tpx__window_look (no cost on the hot path: the sweep
- * compares the window's counter), read by the peer's sweep (xfer.c
+ * compares the window's counter), read by the peer's sweep (peer_sweep.c
  * chan_verdict), which gives the verdict: a receive channel still for
  * TPX_CHANNEL_STALL_MS while a sibling moved since is dead. The same
  * record serves a later move of a dead channel's work onto the others. */
@@ -117,7 +117,7 @@ struct tpx_comm {
 
 /* The plugin window phase. This layer calls only the plugin (net.h) and
  * the CUDA wrappers: never up into transfers, peers or the loop. Its
- * caller (xfer.c, tpx__comm_pass) hands each released slot to the
+ * caller (peer_pass.c, tpx__comm_pass) hands each released slot to the
  * completion phase and decides what a failure does to the peer. */
 enum {
     TPX_WIN_DONE = 1,  /* the head was released: *out is its slot (now free) */

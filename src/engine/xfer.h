@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xfer.h - a transfer: its state, its chunk streams and its lanes on the
- * comms (xfer.c), and its role-specific parts (two-sided: xfer.c;
- * one-sided requester and owner: rma.c).
+ * comms (xfer.c), and its role-specific parts (two-sided: xfer.c and
+ * peer_pass.c; one-sided requester and owner: rma.c, reached from the
+ * files below it through the kind's ops). It ends in peer_fail.c.
  *
  * Ownership: a user transfer (tpx_send/recv, tpx_xfer_post) belongs to
  * the user's handle until tpx_xfer_release(); one released while running
@@ -26,7 +27,24 @@ typedef enum {
     XK_READ = 4,
     XK_TWRITE = 5, /* one-sided, the peer asked: carried out here (internal) */
     XK_TREAD = 6,
+    XK_COUNT
 } tpx_xfer_kind_t;
+
+/* What a kind of transfer adds to the generic one, set by the file of
+ * that kind (rma.c: one-sided, either role; two-sided transfers have
+ * none): the files below rma.c reach one-sided transfers through it only,
+ * never by name, so that the calls between files go one way. Each is
+ * called under the engine lock. */
+typedef struct tpx_xfer_ops {
+    /* x is DONE: answer, notify, count (may free x->regions) */
+    void (*completed)(tpx_xfer_t *x);
+    /* the body of x's control message, as it takes a send slot */
+    tpx_status_t (*body_fill)(tpx_xfer_t *x, char *buf, uint32_t len);
+    /* a list chunk of owner transfer x arrived */
+    void (*list_chunk_done)(tpx_xfer_t *x);
+    /* the application canceled x: 1 when a control message was queued */
+    int (*canceled)(tpx_xfer_t *x);
+} tpx_xfer_ops_t;
 
 /* A transfer's place in one comm's queue of lanes (schedule phase). */
 typedef struct {
@@ -139,6 +157,7 @@ struct tpx_xfer {
     tpx_engine_t *e;
     tpx_peer_t *peer;
     tpx_xfer_kind_t kind;
+    const tpx_xfer_ops_t *ops; /* its kind's (tpx__xfer_kind_ops; NULL: two-sided) */
     tpx_xfer_state_t state;
     tpx_status_t status;     /* final status once DONE */
     tpx_status_t err;        /* status to end with once every chunk is done (one-sided:
@@ -169,16 +188,33 @@ struct tpx_xfer {
     tpx_lane_t lane[];       /* 2 * nchan: send lanes, then receive lanes */
 };
 
+/* The ops of transfers of `kind`: set once in the process by the file of
+ * that kind (rma.c, tpx__rma_kinds), before its first engine. */
+void tpx__xfer_kind_ops(tpx_xfer_kind_t kind, const tpx_xfer_ops_t *ops);
+/* A new transfer of `kind` on p, with its kind's ops. */
 tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind);
 /* Count x's regions and put it on its peer's active list (inflight++). */
 void tpx__xfer_attach(tpx_xfer_t *x);
-/* x ends with st (once): off the lists, regions released, one-sided
- * epilogue (rma.c), waiters woken, the engine fd raised or x freed. */
+/* Free x and what it owns (it is on no list any more). */
+void tpx__xfer_free(tpx_xfer_t *x);
+/* x is DONE and not yet seen by its owner: the engine fd is readable until
+ * it is (tpx__xfer_unseen_drop). Lock held. */
+void tpx__xfer_unseen_add(tpx_engine_t *e, tpx_xfer_t *x);
+void tpx__xfer_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x);
+/* Queue stream st of x on the send (or receive) comms' lanes. */
+void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
+
+/* ---- peer_fail.c: the end of a transfer ---- */
+/* x ends with st (once): off the lists, regions released, its kind's
+ * epilogue (ops->completed), waiters woken, the engine fd raised or x
+ * freed. */
 void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st);
 /* Complete x if every chunk is done and nothing else is awaited. */
 void tpx__xfer_maybe_done(tpx_xfer_t *x);
-/* Queue stream st of x on the send (or receive) comms' lanes. */
-void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
+/* A receive that has not started leaves its peer's queue and ends canceled. */
+void tpx__xfer_unqueue(tpx_xfer_t *x);
+
+/* ---- peer_pass.c ---- */
 /* A data slot of comm c completed: scatter a shared chunk, count it. */
 void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s);
 

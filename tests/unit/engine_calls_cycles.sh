@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # unit.engine_calls_cycles: scripts/engine-calls finds call cycles between
-# files of src/ however long, fails --strict on one outside src/engine, and
-# only reports one inside src/engine. Runs it on small trees made here.
+# files of src/ however long, in src/engine as anywhere, through public
+# (TPX_API) functions too, and fails --strict on each, and on a public
+# function below the engine's top layer. Runs it on small trees made here.
 #
 #   engine_calls_cycles.sh SOURCE_DIR
 set -euo pipefail
@@ -37,12 +38,27 @@ def plugin/a.c a b
 def plugin/b.c b c
 printf 'int tpx__c(void)\n{\n    return 0;\n}\n' > "$tmp/src/common/c.c"
 run || fail "a tree without cycles failed"
-grep -q "none outside src/engine" "$tmp/out" || fail "no cycle is not said"
+grep -q "^  none$" "$tmp/out" || fail "no cycle is not said"
 
-# a cycle inside src/engine: printed, not failed (yet)
+# a cycle inside src/engine fails as well
 tree
 def engine/wire.c wire_x ident_y
 def engine/ident.c ident_y wire_x
-run || fail "a cycle inside src/engine failed --strict"
-grep -q "reported only" "$tmp/out" || fail "the engine's cycle is not reported"
+if run; then fail "a cycle inside src/engine passed --strict"; fi
+grep -q "2 files: engine/ident.c engine/wire.c" "$tmp/out" || fail "the engine's cycle is not named"
+
+# a public function is no exception: its calls close a cycle like any other
+tree
+def plugin/a.c a b
+printf 'TPX_API int tpx_b(void)\n{\n    return tpx__a();\n}\nint tpx__b(void)\n{\n    return tpx_b();\n}\n' \
+    > "$tmp/src/common/b.c"
+if run; then fail "a cycle through a TPX_API function passed --strict"; fi
+grep -q "common/b.c -> plugin/a.c  tpx__a" "$tmp/out" || fail "the public function's call is not listed"
+
+# a public function below the top layer of src/engine fails too
+tree
+printf 'TPX_API int tpx_w(void)\n{\n    return 0;\n}\n' >> "$tmp/src/engine/wire.c"
+if run; then fail "a public function in wire.c passed --strict"; fi
+grep -q "not allowed (move them to an api file of the top layer): wire.c" "$tmp/out" ||
+    fail "the public function below the top is not named"
 echo "PASS"

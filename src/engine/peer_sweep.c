@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * peer_sweep.c - a ready peer's liveness: its deadlines, its bootstrap
+ * connection (doorbells, the data channels' handles, EOF) and the verdict
+ * on data channels that stall. The engine's sweep (engine.c) and the
+ * doorbell reader (peer.c) call it; it fails a peer or ends a transfer
+ * through peer_fail.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "peer.h"
+#include "window.h"
+#include "xfer.h"
+
+/* The verdict on p's data channels (TPX_CHANNEL_STALL_MS): a receive
+ * channel whose window has had receives in flight and completed none for
+ * that long, while a sibling completed some since it stopped, is dead.
+ * Google's plugin reports neither a data connection that died nor one that
+ * stalls (its test() says "not done" forever) while the peer's bootstrap
+ * connection and control comm stay healthy: without this only the
+ * transfer deadline (TPX_TIMEOUT_MS) would end such transfers.
+ *
+ * Receive channels only, where stillness is proof: a receive is posted
+ * once its transfer is matched (two-sided) or requested (one-sided), so
+ * its sender has committed to that chunk on that channel, in the order
+ * both sides derive; while the sender's other channels deliver, this one's
+ * connection is what fails. A send channel may be still for good reasons
+ * (a peer that has not posted a two-sided receive while one-sided
+ * transfers flow on the other channels). The sender learns of the verdict
+ * from this side's failure (its bootstrap connection ends). Every data
+ * channel is looked at, so each has its record for a later move of a dead
+ * channel's work onto the others. Returns the dead channel's comm, or NULL. */
+static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
+{
+    const uint64_t stall = (uint64_t)p->e->chan_stall_ms * 1000000ull;
+    uint64_t newest = 0; /* the latest move of any receive channel */
+    for (int k = 0; k < p->nchan; k++) {
+        (void)tpx__window_look(p->send[k], now);
+        (void)tpx__window_look(p->recv[k], now);
+        newest = TPX_MAX(newest, p->recv[k]->live.moved_ns);
+    }
+    for (int k = 0; stall > 0 && k < p->nchan; k++) {
+        tpx_chan_live_t *l = &p->recv[k]->live;
+        if (l->state == TPX_CHAN_STILL && now - l->still_ns >= stall && newest > l->still_ns) {
+            l->state = TPX_CHAN_DEAD;
+            return p->recv[k];
+        }
+    }
+    return NULL;
+}
+
+int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, uint32_t len)
+{
+    if (type == TPX_MSG_BELL)
+        return 1;
+    if (type != TPX_MSG_CHAN)
+        return 0;
+    if (p->chan_state == CHAN_OPEN || (p->chan != NULL && p->chan->got) ||
+        len != (uint32_t)p->nchan * TPX_BS_HANDLE_SIZE) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "it sent its data channels' handles twice or cut");
+        return 0;
+    }
+    if (p->chan == NULL && (p->chan = calloc(1, sizeof(*p->chan))) == NULL) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for its data channels");
+        return 0;
+    }
+    memcpy(p->chan->their, buf, len);
+    p->chan->got = 1;
+    p->chan_state = CHAN_OPENING;
+    /* its transfer is waiting for the channels: connect hot (peer.c) */
+    p->e->last_move_ns = tpx__now_ns();
+    return 0;
+}
+
+void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
+{
+    /* The bootstrap connection stays open for the peer's life: EOF on it
+     * means the peer process is gone, whatever the plugin reports. */
+    if (p->bs != NULL && p->bs_eof_ns == 0) {
+        uint16_t type;
+        unsigned char buf[TPX_PEER_FRAME_MAX];
+        uint32_t len;
+        tpx_status_t st = tpx__bs_recv(p->bs, &type, buf, sizeof(buf), &len);
+        if (st != TPX_INPROGRESS && st != TPX_OK)
+            p->bs_eof_ns = now;
+        else if (st == TPX_OK && tpx__peer_bs_frame(p, type, buf, len) > 0)
+            p->e->nbells++; /* rung while we were awake anyway */
+        if (p->state != PEER_READY)
+            return;
+    }
+    /* A peer that closes says goodbye on the control stream first; a
+     * bootstrap EOF with no goodbye within 200 ms is a process that died. */
+    if (p->bs_eof_ns != 0 && !p->remote_closed && now - p->bs_eof_ns > 200 * 1000000ull) {
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET,
+                       "the peer's bootstrap connection closed without a goodbye (process gone?)");
+        return;
+    }
+    tpx_comm_t *dead = chan_verdict(p, now);
+    if (dead != NULL) {
+        /* Its requests hold their place in both sides' FIFOs: the peer
+         * fails as a whole (moving the channel's work onto the others is
+         * what the verdict is kept for). */
+        char why[200];
+        snprintf(why, sizeof(why),
+                 "data channel %d (%s, plugin device %d) completed nothing for %d ms while the "
+                 "peer's other channels did: its connection died or stalled "
+                 "(TPX_CHANNEL_STALL_MS)", dead->chan, dead->is_send ? "send" : "receive",
+                 dead->dev, p->e->chan_stall_ms);
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return;
+    }
+    for (uint32_t i = 0; i < p->recv_pending_n;) {
+        tpx_xfer_t *x = p->recv_pending[i];
+        if (now >= x->deadline_ns) {
+            memmove(p->recv_pending + i, p->recv_pending + i + 1,
+                    (p->recv_pending_n - i - 1) * sizeof(*p->recv_pending));
+            p->recv_pending_n--;
+            tpx__xfer_complete(x, TPX_ERR_TIMED_OUT);
+            continue;
+        }
+        i++;
+    }
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next) {
+        if (x->state == XF_ACTIVE && now >= x->deadline_ns) {
+            /* Its chunks are in the peer's FIFO: the connection cannot be
+             * kept in step without them, so the whole peer fails. */
+            tpx__peer_fail(p, TPX_ERR_TIMED_OUT, "a transfer passed its deadline");
+            return;
+        }
+    }
+}
