@@ -6,8 +6,8 @@
  * pass of every ready peer's comms (peer_pass.c tpx__peer_pass: plugin window,
  * completion and schedule, per comm), then the sweep of deadlines and
  * peer liveness every 10 ms, then the comms of failed peers close (the
- * phases: engine.h). It is called by tpx_progress() in caller-driven mode,
- * by tpx_xfer_wait()/poll() when there is no progress thread, or by the
+ * phases: engine.h). It is called by tpx_progress() (api_engine.c) in
+ * caller-driven mode, by tpx_xfer_wait()/poll() when there is no progress thread, or by the
  * progress thread, which sleeps on a condition variable while nothing is
  * in flight so an idle engine costs no CPU.
  */
@@ -40,7 +40,7 @@
 #include "remote.h"
 #include "gpu/cuda.h"
 
-TPX_API void tpx_engine_params_init(tpx_engine_params_t *p)
+void tpx__engine_params_init(tpx_engine_params_t *p)
 {
     if (p == NULL)
         return;
@@ -166,10 +166,8 @@ void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns)
     pthread_cond_timedwait(&e->cond, &e->lock, &ts);
 }
 
-TPX_API int tpx_progress(tpx_engine_t *e)
+int tpx__engine_completions(tpx_engine_t *e)
 {
-    if (e == NULL)
-        return 0;
     pthread_mutex_lock(&e->lock);
     if (!e->progress_thread)
         (void)tpx__engine_progress(e);
@@ -450,12 +448,12 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_engine_t **out)
+tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t **out)
 {
     /* The caller's struct may be older (smaller) than ours: copy what it
      * has over our defaults, never reading past its size. */
     tpx_engine_params_t def;
-    tpx_engine_params_init(&def);
+    tpx__engine_params_init(&def);
     if (params != NULL) {
         if (params->size < sizeof(params->size)) {
             TPX_ERROR("tpx_engine_create: params->size is 0 (call tpx_engine_params_init())");
@@ -665,14 +663,12 @@ TPX_API tpx_status_t tpx_engine_create(const tpx_engine_params_t *params, tpx_en
     return TPX_OK;
 
 err_free:
-    tpx_engine_destroy(e);
+    tpx__engine_destroy(e);
     return st;
 }
 
-TPX_API void tpx_engine_destroy(tpx_engine_t *e)
+void tpx__engine_destroy(tpx_engine_t *e)
 {
-    if (e == NULL)
-        return;
     atomic_store(&e->stop, 1);
     tpx__bs_thread_stop(e);
     if (e->progress_started) {
@@ -719,7 +715,3 @@ TPX_API void tpx_engine_destroy(tpx_engine_t *e)
     free(e);
     tpx__trace_flush();
 }
-
-TPX_API int tpx_engine_port(const tpx_engine_t *e) { return e ? e->bs_port : -1; }
-
-TPX_API int tpx_engine_fd(tpx_engine_t *e) { return e ? e->efd : -1; }

@@ -329,6 +329,20 @@ static inline void tpx__progress_kick(tpx_engine_t *e)
     }
 }
 
+/* ---- engine.c: the engine's life (api_engine.c's entry points call these) ---- */
+
+/* The defaults of tpx_engine_params_t (tpx.h). */
+void tpx__engine_params_init(tpx_engine_params_t *p);
+/* tpx_engine_create: validate params (logged), build the engine, start its
+ * threads; *out only on success. Takes no lock: nothing else sees it yet. */
+tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t **out);
+/* tpx_engine_destroy of a non-NULL engine: stop its threads, close every
+ * peer, comm and registration, free it. */
+void tpx__engine_destroy(tpx_engine_t *e);
+/* tpx_progress of a non-NULL engine: one pass in caller-driven mode (takes
+ * e->lock), then the transfers completed since the last call. */
+int tpx__engine_completions(tpx_engine_t *e);
+
 /* ---- engine.c: the loop and its notification phase (lock held unless said) ---- */
 
 /* One pass of the progress loop over every ready peer (the phases above);
