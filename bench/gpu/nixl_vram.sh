@@ -20,21 +20,10 @@ ITERS=${ITERS:-20}
 OUT=${OUT:-$(mktemp -d /tmp/nixl-vram.XXXXXX)}
 mkdir -p "$OUT"
 
-echo "== host: $(uname -n), $(nproc) cores; $(python3 --version 2>&1)"
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null || true
-
-echo "== build"
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target tpx plugin_TPX tpx-perf nccl-net-tpx >/dev/null
-
-PY=$(mktemp -d /tmp/tpx-nixl-py.XXXXXX) # not under OUT: only results come back
-python3 -m pip install -q --no-index --no-deps --target "$PY" "$W"/*.whl
-cp -r python/tpx "$PY/"
-mkdir -p "$PY/tpx/_lib/nixl"
-cp -a build/release/lib/libtpx.so* build/release/lib/libnccl-net-tpx.so "$PY/tpx/_lib/"
-cp build/release/lib/nixl/libplugin_TPX.so "$PY/tpx/_lib/nixl/"
-export PYTHONPATH=$PY TPX_SOCKET_IFNAME=lo TPX_BIND_ADDR=127.0.0.1 TPX_LOG_LEVEL=error
-export NIXL_LOG_LEVEL=WARN
+. bench/gpu/lib.sh
+gpu_host_line
+gpu_build
+gpu_pyenv "$W"
 python3 -c 'import torch, nixl._api, tpx; print("torch", torch.__version__, "tpx", tpx.version())'
 
 echo "== 1. python -m tpx.nixl_check --mem vram"

@@ -19,22 +19,10 @@ ROUNDS=${ROUNDS:-2}
 OUT=${OUT:-$(mktemp -d /tmp/strided-vram.XXXXXX)}
 mkdir -p "$OUT"
 
-echo "== host: $(uname -n), $(nproc) cores; $(python3 --version 2>&1)"
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null || true
-
-echo "== build"
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" \
-    --target tpx plugin_TPX tpx-perf nccl-net-tpx test_strided test_rma >/dev/null
-
-PY=$(mktemp -d /tmp/tpx-strided-py.XXXXXX) # not under OUT: only results come back
-python3 -m pip install -q --no-index --no-deps --target "$PY" "$W"/*.whl
-cp -r python/tpx "$PY/"
-mkdir -p "$PY/tpx/_lib/nixl"
-cp -a build/release/lib/libtpx.so* build/release/lib/libnccl-net-tpx.so "$PY/tpx/_lib/"
-cp build/release/lib/nixl/libplugin_TPX.so "$PY/tpx/_lib/nixl/"
-export PYTHONPATH=$PY TPX_SOCKET_IFNAME=lo TPX_BIND_ADDR=127.0.0.1 TPX_LOG_LEVEL=error
-export NIXL_LOG_LEVEL=WARN
+. bench/gpu/lib.sh
+gpu_host_line
+gpu_build test_strided test_rma
+gpu_pyenv "$W"
 
 echo "== 1. strided entries on the real GPU"
 (cd build/release && ./bin/test_strided gpu 2>&1 | tail -3)

@@ -205,14 +205,24 @@ int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t l
         vs->v = nv;
         vs->cap = cap;
     }
+    /* Blocks that touch in memory go as one piece: a strided entry that is
+     * strided on one side only (a decode rank's contiguous half of the
+     * heads, read from the prefill's strided rows) costs the kernel one
+     * iovec per chunk on that side instead of one per element. Discarded
+     * blocks all land in the one scratch buffer and stay apart. */
     struct iovec *v = vs->v;
+    uint32_t m = 0;
     for (uint32_t i = first; i <= last; i++) {
         const tpx_seg_t *g = &x->segs[i];
-        v[i - first] = (struct iovec){
-            g->region != NULL ? (void *)(g->region->base + g->off) : p->scratch, (size_t)g->len};
+        char *at = g->region != NULL ? (char *)(g->region->base + g->off) : NULL;
+        if (at != NULL && m > 0 && (char *)v[m - 1].iov_base + v[m - 1].iov_len == at) {
+            v[m - 1].iov_len += (size_t)g->len;
+            continue;
+        }
+        v[m++] = (struct iovec){at != NULL ? (void *)at : p->scratch, (size_t)g->len};
     }
     *iov = v;
-    return (int)n;
+    return (int)m;
 }
 
 void tpx__pack_comm_fini(tpx_comm_t *c)

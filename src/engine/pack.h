@@ -45,7 +45,8 @@ void tpx__pack_stage_put(tpx_comm_t *c, uint8_t idx);
  * window slot: in that slot's array of c->vec, which stays untouched until
  * the slot is released (the next post to the slot rewrites it). A segment
  * without region is the peer's scratch buffer (a receive: discarded).
- * Returns the count, or 0 when the chunk must be staged instead: vectored
+ * Returns the count of pieces (blocks that touch in memory are one piece),
+ * or 0 when the chunk must be staged instead: vectored
  * messages off (TPX_RMA_IOV=0) or not taken by the plugin, a GPU block in
  * the run, more than TPX_PACK_IOV_MAX segments, or no memory.
  *
