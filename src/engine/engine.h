@@ -14,8 +14,10 @@
  *   pack.h    the small blocks of a shared chunk, gathered and scattered
  *             (pack.c)
  *   xfer.h    struct tpx_xfer: a transfer, its chunk streams and lanes
- *             (xfer.c; its end in peer_fail.c; the one-sided roles in
- *             rma.c, reached from below through the kind's ops)
+ *             (xfer.c; its end in peer_fail.c; a send or receive posted
+ *             in xfer_user.c; waited for, canceled, released in wait.c;
+ *             the one-sided roles in rma.c, reached from below through
+ *             the kind's ops)
  *   peer.h    struct tpx_peer: one connection: its failure (peer_fail.c),
  *             outgoing control stream (peer_ctrl.c), pass and incoming
  *             control stream (peer_pass.c), liveness (peer_sweep.c),
@@ -104,10 +106,10 @@
  * (tpx__engine_post_pass). The phases, each a function of the file that
  * owns its structure:
  *
- *   post          in the API call, under e->lock (api_xfer.c tpx_send/recv,
- *                 api_rma.c tpx_xfer_post/tpx_notif_send): check, build the
- *                 transfer, queue its control message on the peer's outbox
- *                 (tpx__peer_ctrl_send) and its chunk streams on the comms'
+ *   post          in the API call, under e->lock (tpx_send/recv: xfer_user.c
+ *                 tpx__xfer_two_post; tpx_xfer_post/tpx_notif_send: rma.c):
+ *                 check, build the transfer, queue its control message on
+ *                 the peer's outbox (tpx__peer_ctrl_send) and its chunk streams on the comms'
  *                 lanes (tpx__stream_enqueue); then tpx__engine_post_pass.
  *   per peer      peer_pass.c tpx__peer_pass: control receives back on idle
  *                 buffers (flow control), then each comm's pass
@@ -137,9 +139,10 @@
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
  *   wire, ident, topo, faults < mem, export < window, pack < xfer
- *   < peer_fail < peer_ctrl < rma < peer_pass, peer_sweep < peer < remote
- *   < engine < api_mem, api_peer, api_remote, api_rma, api_xfer, info, kv
- *   (the public entry points; engine.c still holds its own).
+ *   < peer_fail < peer_ctrl < rma < peer_pass, peer_sweep, xfer_user < peer
+ *   < remote < engine, wait < api_engine, api_mem, api_peer, api_remote,
+ *   api_rma, api_xfer, info, kv (the public entry points: they check their
+ *   arguments, take the lock and call one internal function).
  * A file calls only files of its own or lower layers, and no two files
  * call each other. window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the

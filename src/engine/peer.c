@@ -1171,6 +1171,50 @@ void tpx__peer_close_comms(tpx_peer_t *p)
     p->bs = NULL;
 }
 
+/* Does a transfer of peer p still have r's bytes with the plugin? */
+static int peer_uses(tpx_peer_t *p, tpx_region_t *r)
+{
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next)
+        for (uint32_t i = 0; i < x->nregions; i++)
+            if (x->regions[i] == r)
+                return 1;
+    return 0;
+}
+
+/* Here, not in mem.c: a deregistration while transfers still use the
+ * memory fails their peers and closes their comms, a decision above the
+ * regions, which only report what uses them. */
+void tpx__region_deregister(tpx_region_t *r)
+{
+    tpx_engine_t *e = r->e;
+    if (r->refs <= 0 || --r->refs > 0)
+        return;
+    r->dead = 1;
+    /* r stays ours until the end: ending its transfers below frees
+     * released preparations (with the failed comms), and the hold of
+     * one of them may be the last thing keeping r. */
+    r->guard = 1;
+    if (r->xfers > 0) {
+        /* Transfers still have chunks of this memory with the plugin
+         * (released ones included). A FIFO-matching plugin cannot take
+         * them back, so their peers are failed and their comms closed:
+         * after that no plugin thread touches the memory, and the
+         * caller may free it. */
+        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+            if (p->state == PEER_READY && peer_uses(p, r)) {
+                tpx__peer_fail(p, TPX_ERR_CANCELED,
+                               "memory of a transfer in flight was deregistered");
+                tpx__peer_close_comms(p);
+            }
+        }
+    }
+    /* A failed peer's comms may still hold receives into (or sends from)
+     * this memory that no transfer counts any more: close them first. */
+    tpx__engine_close_failed(e);
+    r->guard = 0;
+    tpx__region_maybe_release(r);
+}
+
 void tpx__peer_destroy(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
