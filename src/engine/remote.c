@@ -40,8 +40,8 @@ static int addr_is_wildcard(const char *a)
 /* Every up interface's address, IPv4 first, loopback last. */
 void tpx__md_addrs(const tpx_engine_t *e, tpx_md_t *md)
 {
-    if (!addr_is_wildcard(e->bind_addr)) {
-        snprintf(md->addr[0], sizeof(md->addr[0]), "%s", e->bind_addr);
+    if (!addr_is_wildcard(e->cfg.bind_addr)) {
+        snprintf(md->addr[0], sizeof(md->addr[0]), "%s", e->cfg.bind_addr);
         md->naddrs = 1;
         return;
     }
@@ -89,7 +89,7 @@ static int peer_live(const tpx_peer_t *p)
 static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
-    int total = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    int total = timeout_ms > 0 ? timeout_ms : e->cfg.connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)total * 1000000ull;
     tpx_status_t st = TPX_ERR_UNREACHABLE;
     int impostor = 0; /* an address answered with the id but without its proof */
@@ -239,7 +239,7 @@ static tpx_status_t conn_lock_by(tpx_remote_t *rm, uint64_t deadline_ns)
 tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
-    int ms = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    int ms = timeout_ms > 0 ? timeout_ms : e->cfg.connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
     tpx_status_t lst = conn_lock_by(rm, deadline);
     if (lst != TPX_OK)
@@ -300,7 +300,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
 tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
-    int ms = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    int ms = timeout_ms > 0 ? timeout_ms : e->cfg.connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
     for (int tries = 0;; tries++) {
         tpx_peer_t *p;
@@ -335,8 +335,8 @@ void tpx__md_mine(tpx_engine_t *e, tpx_md_t *md)
     md->engine_id = e->id;
     pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__engine_gpu_bind */
     md->gpu = e->gpu;
-    md->chunk = e->chunk;
-    md->channels = (uint16_t)e->nchan;
+    md->chunk = e->cfg.chunk;
+    md->channels = (uint16_t)e->cfg.nchan;
     md->port = (uint16_t)e->bs_port;
     if (e->ident_keys) {
         md->has_key = 1;

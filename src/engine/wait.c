@@ -55,7 +55,7 @@ static tpx_status_t xfer_seen(tpx_xfer_t *x, size_t *bytes)
 tpx_status_t tpx__xfer_poll(tpx_xfer_t *x, size_t *bytes)
 {
     tpx_engine_t *e = x->e;
-    if (x->state != XF_DONE && !e->progress_thread)
+    if (x->state != XF_DONE && !e->cfg.progress_thread)
         (void)tpx__engine_progress(e);
     return xfer_seen(x, bytes);
 }
@@ -68,7 +68,7 @@ tpx_status_t tpx__xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
     tpx__sigpipe_enter(&g, x != NULL && x->e->net->sigpipe);
     uint64_t now = tpx__now_ns();
     uint64_t limit = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000ull;
-    int driver = tpx__xfer_running(x) && x->e->wait_spin_ns > 0;
+    int driver = tpx__xfer_running(x) && x->e->cfg.wait_spin_ns > 0;
     if (driver) {
         /* A transfer of a progress-thread engine often ends within
          * microseconds (a small READ, the tail of a larger one): watch its
@@ -82,7 +82,7 @@ tpx_status_t tpx__xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
          * p50 1.99x -> 1.27x the raw TCP round trip with the transport's
          * direct reads (sock_direct_read.c), 32 x 16 KiB 1.71x -> 1.42x. */
         tpx_engine_t *e = x->e;
-        uint64_t stop = TPX_MIN(limit, now + e->wait_spin_ns);
+        uint64_t stop = TPX_MIN(limit, now + e->cfg.wait_spin_ns);
         tpx__engine_drive_begin(e);
         while (tpx__xfer_running(x) && tpx__now_ns() < stop) {
             if (pthread_mutex_trylock(&e->lock) == 0) {
@@ -115,7 +115,7 @@ tpx_status_t tpx__xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes)
             tpx__sigpipe_leave(&g);
             return TPX_INPROGRESS;
         }
-        if (e->progress_thread) {
+        if (e->cfg.progress_thread) {
             /* The deadline sweep of the progress thread ends the transfer
              * at its deadline; wake up at least every 100 ms regardless. */
             tpx__engine_cond_wait(e, TPX_MIN(limit - now, 100 * 1000000ull));
@@ -168,7 +168,7 @@ tpx_xfer_t *tpx__xfer_release(tpx_xfer_t *x)
 
 tpx_status_t tpx__peer_accept(tpx_engine_t *e, int timeout_ms, tpx_peer_t **out)
 {
-    int ms = timeout_ms < 0 ? e->connect_timeout_ms : timeout_ms;
+    int ms = timeout_ms < 0 ? e->cfg.connect_timeout_ms : timeout_ms;
     uint64_t limit = tpx__now_ns() + (uint64_t)ms * 1000000ull;
     pthread_mutex_lock(&e->lock);
     for (;;) {

@@ -236,7 +236,7 @@ tpx_status_t tpx__xfer_two_post(tpx_xfer_t *x);
  * released, caller-driven progress) takes the lock. */
 static inline int tpx__xfer_running(const tpx_xfer_t *x)
 {
-    return x != NULL && x->e->progress_thread &&
+    return x != NULL && x->e->cfg.progress_thread &&
            atomic_load_explicit(&x->settled, memory_order_acquire) == 0;
 }
 /* Take x's engine lock for API call `fn`, or say (logged) why x cannot be
