@@ -7,7 +7,9 @@
  *
  *   wire.h    wire formats: pure encoders/decoders (wire.c); no engine state
  *   ident.h   engine identity (ident.c)
- *   engine.h  this file: struct tpx_engine, constants shared by all layers
+ *   engine.h  this file: struct tpx_engine, its settings resolved once
+ *             (tpx_engine_cfg_t e->cfg: engine.c), constants shared by all
+ *             layers
  *   mem.h     struct tpx_region (mem.c) and its exports (export.c)
  *   window.h  struct tpx_comm: one plugin comm and its window of requests in
  *             flight (window.c)
