@@ -3,14 +3,11 @@
  * api_remote.c - the public entry points of metadata and remotes (tpx.h:
  * tpx_engine_get_metadata, tpx_remote_load, _name, _connect, _release):
  * the blob that describes this engine, and the remotes loaded from the
- * blobs of others, connected and released through remote.c and peer.c.
+ * blobs of others: argument and blob checks around remote.c.
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ident.h"
-#include "peer.h"
 #include "remote.h"
 
 TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *e, void *buf, size_t *len)
@@ -24,29 +21,8 @@ TPX_API tpx_status_t tpx_engine_get_metadata(tpx_engine_t *e, void *buf, size_t 
                   "peers could not reach it");
         return TPX_ERR_INVALID_STATE;
     }
-    static tpx_md_t zero;
-    tpx_md_t md = zero;
-    md.engine_id = e->id;
-    pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__engine_gpu_bind */
-    md.gpu = e->gpu;
-    md.chunk = e->chunk;
-    md.channels = (uint16_t)e->nchan;
-    md.port = (uint16_t)e->bs_port;
-    if (e->ident_keys) {
-        md.has_key = 1;
-        memcpy(md.key, e->ident_pk, sizeof(md.key));
-    }
-    snprintf(md.name, sizeof(md.name), "%s", e->name);
-    snprintf(md.plugin, sizeof(md.plugin), "%s", e->net->name);
-    for (int i = 0; i < e->ndevs && md.nnics < TPX_MD_MAX_NICS; i++) {
-        tpx_net_props_t props;
-        if (tpx__net_props(e->net, e->devs[i], &props) != TPX_OK)
-            continue;
-        snprintf(md.nic[md.nnics], TPX_MD_STR, "%.63s", props.name);
-        md.nic_speed[md.nnics++] = (uint32_t)(props.speed_mbps > 0 ? props.speed_mbps : 0);
-    }
-    pthread_mutex_unlock(&e->lock);
-    tpx__md_addrs(e, &md);
+    tpx_md_t md;
+    tpx__md_mine(e, &md);
     size_t need = 0;
     tpx_status_t st = tpx__md_encode(&md, buf, *len, &need);
     if (st != TPX_OK) {
@@ -93,34 +69,7 @@ TPX_API tpx_status_t tpx_remote_load(tpx_engine_t *e, const void *blob, size_t l
                   "blob?)", md.name, (unsigned long long)md.engine_id);
         return TPX_ERR_PROTOCOL;
     }
-    pthread_mutex_lock(&e->lock);
-    for (tpx_remote_t *r = e->remotes; r != NULL; r = r->next) {
-        if (r->md.engine_id == md.engine_id && r->md.has_key == md.has_key &&
-            memcmp(r->md.key, md.key, sizeof(md.key)) == 0) {
-            r->refs++;
-            pthread_mutex_unlock(&e->lock);
-            *out = r;
-            return TPX_OK;
-        }
-    }
-    tpx_remote_t *r = calloc(1, sizeof(*r));
-    if (r == NULL) {
-        pthread_mutex_unlock(&e->lock);
-        return TPX_ERR_NO_MEMORY;
-    }
-    r->e = e;
-    r->refs = 1;
-    r->md = md;
-    pthread_mutex_init(&r->conn_lock, NULL);
-    r->next = e->remotes;
-    e->remotes = r;
-    pthread_mutex_unlock(&e->lock);
-    TPX_INFO("remote %s (engine %016llx, %s port %u) loaded; %s", md.name,
-             (unsigned long long)md.engine_id, md.addr[0], md.port,
-             e->ident_keys && md.has_key ? "served only by connections proven by its key"
-                                         : "served only by connections dialed to its address");
-    *out = r;
-    return TPX_OK;
+    return tpx__remote_load(e, &md, out);
 }
 
 TPX_API const char *tpx_remote_name(const tpx_remote_t *rm)
@@ -142,33 +91,5 @@ TPX_API void tpx_remote_release(tpx_remote_t *rm)
 {
     if (rm == NULL)
         return;
-    tpx_engine_t *e = rm->e;
-    pthread_mutex_lock(&rm->conn_lock);
-    pthread_mutex_lock(&e->lock);
-    if (--rm->refs > 0) {
-        pthread_mutex_unlock(&e->lock);
-        pthread_mutex_unlock(&rm->conn_lock);
-        return;
-    }
-    rm->forgetting = 1;
-    for (tpx_remote_t **pp = &e->remotes; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == rm) {
-            *pp = rm->next;
-            break;
-        }
-    }
-    tpx_peer_t *p = rm->peer;
-    rm->peer = NULL;
-    if (p != NULL)
-        p->remote = NULL;
-    pthread_mutex_unlock(&e->lock);
-    if (p != NULL)
-        tpx__peer_destroy(p);
-    pthread_mutex_unlock(&rm->conn_lock);
-    pthread_mutex_lock(&e->lock);
-    rm->forgetting = 0;
-    int last = rm->nprep == 0; /* else the last tpx_prep_release() frees it */
-    pthread_mutex_unlock(&e->lock);
-    if (last)
-        tpx__remote_free(rm);
+    tpx__remote_release(rm);
 }

@@ -135,7 +135,7 @@ TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *e, tpx_notif_t *out, si
         return TPX_ERR_INVALID_ARG;
     }
     pthread_mutex_lock(&e->lock);
-    if (!e->progress_thread)
+    if (!e->cfg.progress_thread)
         (void)tpx__engine_progress(e);
     tpx_status_t st = tpx__engine_notifs_take(e, out, max, n);
     pthread_mutex_unlock(&e->lock);

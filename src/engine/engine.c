@@ -169,7 +169,7 @@ void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns)
 int tpx__engine_completions(tpx_engine_t *e)
 {
     pthread_mutex_lock(&e->lock);
-    if (!e->progress_thread)
+    if (!e->cfg.progress_thread)
         (void)tpx__engine_progress(e);
     /* Every completion since the last call, wherever it happened (posts
      * and polls drive progress too). */
@@ -250,7 +250,7 @@ static void progress_wait_bulk(tpx_engine_t *e)
  * bootstrap connection (doorbells). Lock held on entry and exit. */
 static void progress_sleep(tpx_engine_t *e, long nap_ns)
 {
-    if (e->net_wakes) {
+    if (e->cfg.net_wakes) {
         /* The built-in transport wakes us when one of our comms completes
          * a request (the next request, answer or notification): arm it,
          * then look once more, since a completion just before arming would
@@ -336,7 +336,7 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more)
 {
     if (atomic_fetch_sub(&e->drivers, 1) != 1)
         return;
-    if (more || !e->net_wakes || !e->progress_started) {
+    if (more || !e->cfg.net_wakes || !e->progress_started) {
         /* Wherever it waits: standing aside, or in a nap it took before. */
         pthread_cond_broadcast(&e->cond);
         uint64_t one = 1;
@@ -389,7 +389,7 @@ static void *progress_main(void *arg)
             progress_stand_aside(e);
             continue;
         }
-        if (e->inflight == 0 && tpx__now_ns() - e->last_move_ns < e->spin_ns) {
+        if (e->inflight == 0 && tpx__now_ns() - e->last_move_ns < e->cfg.spin_ns) {
             /* Just active (TPX_SPIN_US): the next request, answer or
              * notification is likely microseconds away; poll the plugin
              * without sleeping, yielding the core between passes. */
@@ -410,7 +410,7 @@ static void *progress_main(void *arg)
              * when it has been quiet to us for 50 ms (tpx__peer_ring).
              * The built-in transport wakes us itself: no polling. */
             uint64_t before = e->nmoves, seen = e->ncompleted;
-            int hot = !e->net_wakes && tpx__now_ns() - e->last_move_ns < 100000000ull;
+            int hot = !e->cfg.net_wakes && tpx__now_ns() - e->last_move_ns < 100000000ull;
             progress_sleep(e, hot ? 200 * 1000L : 100 * 1000000L);
             (void)tpx__engine_progress(e);
             if (e->nmoves != before || e->ncompleted != seen)
@@ -439,13 +439,117 @@ static void *progress_main(void *arg)
             tpx__engine_cond_wait(e, 200 * 1000ull);
             continue;
         }
-        if (n == 0 && e->nmoves == before && e->bulk_waits && data_in_flight(e) >= BULK_SLOTS)
+        if (n == 0 && e->nmoves == before && e->cfg.bulk_waits && data_in_flight(e) >= BULK_SLOTS)
             progress_wait_bulk(e);
         else
             progress_pause(e, n == 0); /* share the core with the plugin's threads; no sleep */
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
+}
+
+/* ---- the settings (e->cfg): resolved once, in two steps ----------------------------- */
+
+/* The settings the params and the environment give (e->cfg), and the
+ * params' name, checked before the engine exists: what is refused is
+ * logged and returned. */
+static tpx_status_t cfg_settings(tpx_engine_cfg_t *c, const tpx_engine_params_t *params)
+{
+    static const tpx_engine_cfg_t zero;
+    *c = zero;
+    {
+        static const char *const modes[] = {"kernel", "d2d", "host", "none"};
+        const char *m = tpx__config_str(TPX_CFG_UNPACK);
+        c->unpack_mode = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcmp(m, modes[i]) == 0)
+                c->unpack_mode = i;
+        if (c->unpack_mode < 0) {
+            TPX_ERROR("TPX_UNPACK=%s is not valid: expected kernel, d2d, host or none", m);
+            return TPX_ERR_CONFIG;
+        }
+    }
+    c->nchan = params->channels ? params->channels : (int)tpx__config_int(TPX_CFG_CHANNELS);
+    c->chunk = (uint32_t)(params->chunk_bytes ? params->chunk_bytes
+                                              : (size_t)tpx__config_int(TPX_CFG_CHUNK_BYTES));
+    if (c->chunk != 0 && c->chunk < 4096) {
+        TPX_ERROR("TPX_CHUNK_BYTES=%u: 0 (the plugin's default) or 4 KiB..4 MiB", c->chunk);
+        return TPX_ERR_CONFIG;
+    }
+    c->window = params->window ? params->window : (int)tpx__config_int(TPX_CFG_WINDOW);
+    c->timeout_ms = params->timeout_ms ? params->timeout_ms
+                                       : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
+    c->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
+    c->chan_stall_ms = (int)tpx__config_int(TPX_CFG_CHANNEL_STALL_MS);
+    c->wait_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_WAIT_SPIN_US) * 1000ull;
+    c->chan_socks = (int)tpx__config_int(TPX_CFG_CHANNEL_SOCKS);
+    c->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
+    c->progress_thread = params->progress_thread != 0;
+    c->progress_numa = params->progress_cpu == TPX_CPU_NUMA_LOCAL;
+    {
+        /* An over-long token is refused (TPX_AUTH_TOKEN and its file are, by
+         * tpx__config_load()), never cut: both ends must hold the same. */
+        const char *tok =
+            params->auth_token ? params->auth_token : tpx__config_str(TPX_CFG_AUTH_TOKEN);
+        size_t tl = strlen(tok);
+        if (tl >= sizeof(c->auth_token)) {
+            TPX_ERROR("tpx_engine_create: the authentication token (params.auth_token) has %zu "
+                      "bytes: at most %zu", tl, sizeof(c->auth_token) - 1);
+            return TPX_ERR_CONFIG;
+        }
+        memcpy(c->auth_token, tok, tl + 1);
+    }
+    if (params->name != NULL && (params->name[0] == '\0' || strlen(params->name) >= 64)) {
+        TPX_ERROR("tpx_engine_create: the engine name must have 1..63 bytes");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (params->bind_addr != NULL) {
+        snprintf(c->bind_addr, sizeof(c->bind_addr), "%s", params->bind_addr);
+    } else {
+        tpx_status_t st = bind_addr_from_config(c->bind_addr, sizeof(c->bind_addr));
+        if (st != TPX_OK)
+            return st;
+    }
+    c->notif_limit = params->notif_queue > 0 ? (uint32_t)params->notif_queue
+                                             : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
+    c->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
+    c->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
+    c->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
+    c->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
+    c->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;
+    return TPX_OK;
+}
+
+/* Then what the plugin can do, once it is open and the NICs chosen
+ * (e->net, e->props): the settings left to it (0), its limits on the
+ * others, its capabilities. Create's last word on e->cfg. */
+static tpx_status_t cfg_plugin(tpx_engine_t *e)
+{
+    tpx_engine_cfg_t *c = &e->cfg;
+    if (c->chunk == 0) /* TPX_CHUNK_BYTES=0: by plugin */
+        c->chunk = tpx__net_has_vec(e->net) ? TPX_CHUNK_OWN : TPX_CHUNK_OTHER;
+    int max_reqs = tpx__net_max_requests(e->net);
+    if (c->window == 0) { /* TPX_WINDOW=0: by plugin, within what it accepts */
+        c->window = tpx__net_has_vec(e->net) ? TPX_WINDOW_OWN : TPX_WINDOW_OTHER;
+        c->window = max_reqs > 0 ? TPX_MIN(c->window, max_reqs) : c->window;
+    } else if (max_reqs > 0 && c->window > max_reqs) {
+        TPX_WARN("plugin %s accepts %d requests per comm: window %d lowered to %d",
+                 e->net->name, max_reqs, c->window, max_reqs);
+        c->window = max_reqs;
+    }
+    c->gpu_passes = !tpx__net_keeps_gpu(e->net) || e->net->is_tcpx ||
+                    e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
+    c->net_wakes = tpx__net_set_wake(e->net, NULL, NULL);
+    c->bulk_waits = c->net_wakes && tpx__net_has_vec(e->net) && tpx__config_int(TPX_CFG_BULK_WAIT);
+    if (e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK && c->window > TPX_NCCL_UNPACK_QUEUE_DEPTH) {
+        /* one fragment-queue row per request in flight */
+        c->window = TPX_NCCL_UNPACK_QUEUE_DEPTH;
+    }
+    if (e->props.max_recvs < 1) {
+        TPX_ERROR("plugin %s reports maxRecvs %d", e->net->name, e->props.max_recvs);
+        return TPX_ERR_PLUGIN;
+    }
+    return TPX_OK;
 }
 
 tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t **out)
@@ -483,9 +587,13 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
     }
     tpx__rma_kinds();
     tpx__faults_load();
+    tpx_engine_cfg_t cfg;
+    if ((st = cfg_settings(&cfg, params)) != TPX_OK)
+        return st;
     tpx_engine_t *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return TPX_ERR_NO_MEMORY;
+    e->cfg = cfg; /* never written again */
     pthread_mutex_init(&e->lock, NULL);
     {
         /* Deadlines and naps on the monotonic clock: a step of the wall
@@ -500,21 +608,6 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
     e->unpack_dev = -1;
     e->pack_dev = -1;
     e->gpu_ctx_dev = -1;
-    {
-        static const char *const modes[] = {"kernel", "d2d", "host", "none"};
-        const char *m = tpx__config_str(TPX_CFG_UNPACK);
-        e->unpack_mode = -1;
-        for (int i = 0; i < 4; i++)
-            if (strcmp(m, modes[i]) == 0)
-                e->unpack_mode = i;
-        if (e->unpack_mode < 0) {
-            TPX_ERROR("TPX_UNPACK=%s is not valid: expected kernel, d2d, host or none", m);
-            pthread_cond_destroy(&e->cond);
-            pthread_mutex_destroy(&e->lock);
-            free(e);
-            return TPX_ERR_CONFIG;
-        }
-    }
     e->bs_port = -1;
     /* The engine's GPU (tpx.h "The engine's GPU"): the application's, else
      * the context current here; the first GPU memory registered before any
@@ -526,46 +619,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         e->gpu = tpx__cuda_app_current_device();
         e->gpu_from = e->gpu >= 0 ? TPX_GPU_FROM_CONTEXT : TPX_GPU_FROM_NONE;
     }
-    e->nchan = params->channels ? params->channels : (int)tpx__config_int(TPX_CFG_CHANNELS);
-    e->chunk = (uint32_t)(params->chunk_bytes ? params->chunk_bytes
-                                              : (size_t)tpx__config_int(TPX_CFG_CHUNK_BYTES));
-    if (e->chunk != 0 && e->chunk < 4096) {
-        TPX_ERROR("TPX_CHUNK_BYTES=%u: 0 (the plugin's default) or 4 KiB..4 MiB", e->chunk);
-        pthread_cond_destroy(&e->cond);
-        pthread_mutex_destroy(&e->lock);
-        free(e);
-        return TPX_ERR_CONFIG;
-    }
-    e->window = params->window ? params->window : (int)tpx__config_int(TPX_CFG_WINDOW);
-    e->timeout_ms = params->timeout_ms ? params->timeout_ms
-                                       : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
-    e->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
-    e->chan_stall_ms = (int)tpx__config_int(TPX_CFG_CHANNEL_STALL_MS);
-    e->wait_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_WAIT_SPIN_US) * 1000ull;
-    e->chan_socks = (int)tpx__config_int(TPX_CFG_CHANNEL_SOCKS);
-    e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);
-    e->progress_thread = params->progress_thread != 0;
     e->progress_cpu = params->progress_cpu;
-    e->progress_numa = params->progress_cpu == TPX_CPU_NUMA_LOCAL;
-    {
-        /* An over-long token is refused (TPX_AUTH_TOKEN and its file are, by
-         * tpx__config_load()), never cut: both ends must hold the same. */
-        const char *tok =
-            params->auth_token ? params->auth_token : tpx__config_str(TPX_CFG_AUTH_TOKEN);
-        size_t tl = strlen(tok);
-        if (tl >= sizeof(e->auth_token)) {
-            TPX_ERROR("tpx_engine_create: the authentication token (params.auth_token) has %zu "
-                      "bytes: at most %zu", tl, sizeof(e->auth_token) - 1);
-            st = TPX_ERR_CONFIG;
-            goto err_free;
-        }
-        memcpy(e->auth_token, tok, tl + 1);
-    }
-    if (params->name != NULL && (params->name[0] == '\0' || strlen(params->name) >= 64)) {
-        TPX_ERROR("tpx_engine_create: the engine name must have 1..63 bytes");
-        st = TPX_ERR_INVALID_ARG;
-        goto err_free;
-    }
     if (params->name != NULL) {
         snprintf(e->name, sizeof(e->name), "%s", params->name);
     } else {
@@ -574,47 +628,11 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         host[sizeof(host) - 1] = '\0';
         snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
     }
-    if (params->bind_addr != NULL)
-        snprintf(e->bind_addr, sizeof(e->bind_addr), "%s", params->bind_addr);
-    else
-        TPX_CHECK_GOTO(bind_addr_from_config(e->bind_addr, sizeof(e->bind_addr)), st, err_free);
-    e->notif_limit = params->notif_queue > 0 ? (uint32_t)params->notif_queue
-                                             : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
-    e->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
-    e->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
-    e->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
-    e->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
-
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, e->id, &e->net), st, err_free);
-    if (e->chunk == 0) /* TPX_CHUNK_BYTES=0: by plugin */
-        e->chunk = tpx__net_has_vec(e->net) ? TPX_CHUNK_OWN : TPX_CHUNK_OTHER;
-    int max_reqs = tpx__net_max_requests(e->net);
-    if (e->window == 0) { /* TPX_WINDOW=0: by plugin, within what it accepts */
-        e->window = tpx__net_has_vec(e->net) ? TPX_WINDOW_OWN : TPX_WINDOW_OTHER;
-        e->window = max_reqs > 0 ? TPX_MIN(e->window, max_reqs) : e->window;
-    } else if (max_reqs > 0 && e->window > max_reqs) {
-        TPX_WARN("plugin %s accepts %d requests per comm: window %d lowered to %d",
-                 e->net->name, max_reqs, e->window, max_reqs);
-        e->window = max_reqs;
-    }
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
-    e->gpu_passes = !tpx__net_keeps_gpu(e->net) || e->net->is_tcpx ||
-                    e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
-    e->net_wakes = tpx__net_set_wake(e->net, NULL, NULL);
-    e->bulk_waits = e->net_wakes && tpx__net_has_vec(e->net) && tpx__config_int(TPX_CFG_BULK_WAIT);
-    e->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;
-    if (e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK &&
-        e->window > TPX_NCCL_UNPACK_QUEUE_DEPTH) {
-        /* one fragment-queue row per request in flight */
-        e->window = TPX_NCCL_UNPACK_QUEUE_DEPTH;
-    }
-    if (e->props.max_recvs < 1) {
-        TPX_ERROR("plugin %s reports maxRecvs %d", e->net->name, e->props.max_recvs);
-        st = TPX_ERR_PLUGIN;
-        goto err_free;
-    }
+    TPX_CHECK_GOTO(cfg_plugin(e), st, err_free);
     e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->net_wake.fd = e->wake_efd; /* before any comm can see it (tpx__net_set_wake) */
@@ -633,7 +651,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
             st = TPX_ERR_INVALID_ARG;
             goto err_free;
         }
-        TPX_CHECK_GOTO(tpx__bs_listen(e->bind_addr[0] ? e->bind_addr : NULL, port, &e->bs_fd,
+        TPX_CHECK_GOTO(tpx__bs_listen(e->cfg.bind_addr[0] ? e->cfg.bind_addr : NULL, port, &e->bs_fd,
                                       &e->bs_port), st,
                        err_free);
         TPX_CHECK_GOTO(tpx__bs_thread_start(e), st, err_free);
@@ -643,7 +661,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         if (e->progress_cpu < 0)
             TPX_INFO("NIC %s has no known NUMA node: progress thread not pinned", e->props.name);
     }
-    if (e->progress_thread) {
+    if (e->cfg.progress_thread) {
         int rc = pthread_create(&e->progress_tid, NULL, progress_main, e);
         if (rc != 0) {
             TPX_ERROR("cannot start the progress thread: %s", strerror(rc));
@@ -654,10 +672,10 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
     }
     /* v11+ plugins hear how many comms the engine opens to each peer (one per
      * channel and direction); a hint they may ignore. */
-    (void)tpx__net_set_flows(e->net, e->nchan);
+    (void)tpx__net_set_flows(e->net, e->cfg.nchan);
     TPX_INFO("engine %016llx: plugin %s, %d channel(s) of %u-byte chunks, window %d, "
-             "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->nchan, e->chunk,
-             e->window, e->bs_port);
+             "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->cfg.nchan, e->cfg.chunk,
+             e->cfg.window, e->bs_port);
     tpx__topo_log(e);
     *out = e;
     return TPX_OK;

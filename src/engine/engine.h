@@ -7,15 +7,19 @@
  *
  *   wire.h    wire formats: pure encoders/decoders (wire.c); no engine state
  *   ident.h   engine identity (ident.c)
- *   engine.h  this file: struct tpx_engine, constants shared by all layers
+ *   engine.h  this file: struct tpx_engine, its settings resolved once
+ *             (tpx_engine_cfg_t e->cfg: engine.c), constants shared by all
+ *             layers
  *   mem.h     struct tpx_region (mem.c) and its exports (export.c)
  *   window.h  struct tpx_comm: one plugin comm and its window of requests in
  *             flight (window.c)
  *   pack.h    the small blocks of a shared chunk, gathered and scattered
  *             (pack.c)
  *   xfer.h    struct tpx_xfer: a transfer, its chunk streams and lanes
- *             (xfer.c; its end in peer_fail.c; the one-sided roles in
- *             rma.c, reached from below through the kind's ops)
+ *             (xfer.c; its end in peer_fail.c; a send or receive posted
+ *             in xfer_user.c; waited for, canceled, released in wait.c;
+ *             the one-sided roles in rma.c, reached from below through
+ *             the kind's ops)
  *   peer.h    struct tpx_peer: one connection: its failure (peer_fail.c),
  *             outgoing control stream (peer_ctrl.c), pass and incoming
  *             control stream (peer_pass.c), liveness (peer_sweep.c),
@@ -104,10 +108,10 @@
  * (tpx__engine_post_pass). The phases, each a function of the file that
  * owns its structure:
  *
- *   post          in the API call, under e->lock (api_xfer.c tpx_send/recv,
- *                 api_rma.c tpx_xfer_post/tpx_notif_send): check, build the
- *                 transfer, queue its control message on the peer's outbox
- *                 (tpx__peer_ctrl_send) and its chunk streams on the comms'
+ *   post          in the API call, under e->lock (tpx_send/recv: xfer_user.c
+ *                 tpx__xfer_two_post; tpx_xfer_post/tpx_notif_send: rma.c):
+ *                 check, build the transfer, queue its control message on
+ *                 the peer's outbox (tpx__peer_ctrl_send) and its chunk streams on the comms'
  *                 lanes (tpx__stream_enqueue); then tpx__engine_post_pass.
  *   per peer      peer_pass.c tpx__peer_pass: control receives back on idle
  *                 buffers (flow control), then each comm's pass
@@ -137,9 +141,10 @@
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
  *   wire, ident, topo, faults < mem, export < window, pack < xfer
- *   < peer_fail < peer_ctrl < rma < peer_pass, peer_sweep < peer < remote
- *   < engine < api_mem, api_peer, api_remote, api_rma, api_xfer, info, kv
- *   (the public entry points; engine.c still holds its own).
+ *   < peer_fail < peer_ctrl < rma < peer_pass, peer_sweep, xfer_user < peer
+ *   < remote < engine, wait < api_engine, api_mem, api_peer, api_remote,
+ *   api_rma, api_xfer, info, kv (the public entry points: they check their
+ *   arguments, take the lock and call one internal function).
  * A file calls only files of its own or lower layers, and no two files
  * call each other. window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
@@ -188,15 +193,64 @@
 
 typedef struct tpx_comm tpx_comm_t; /* window.h */
 
+/* The engine's settings: the application's params, the environment
+ * (config_table.h) and the plugin's capabilities, resolved once by
+ * tpx_engine_create() (engine.c) before any other thread starts and never
+ * written again: every thread reads them without the lock (e->cfg.X). */
+typedef struct {
+    /* ---- params, else the environment ---- */
+    int nchan;                 /* data channels per peer (params.channels, TPX_CHANNELS) */
+    uint32_t chunk;            /* chunk bytes (params.chunk_bytes, TPX_CHUNK_BYTES; 0 there:
+                                  by plugin, TPX_CHUNK_OWN/OTHER) */
+    int window;                /* requests in flight per comm (params.window, TPX_WINDOW; 0
+                                  there: by plugin), within the plugin's request limit and
+                                  a devmem plugin's unpack queue */
+    int timeout_ms;            /* a transfer's deadline (params.timeout_ms, TPX_TIMEOUT_MS) */
+    int close_grace_ms;        /* TPX_CLOSE_GRACE_MS */
+    int chan_stall_ms;         /* TPX_CHANNEL_STALL_MS: a data channel this long still while a
+                                  sibling moved is dead (peer_sweep.c tpx__peer_sweep); 0 off */
+    int connect_timeout_ms;    /* TPX_CONNECT_TIMEOUT_MS */
+    char auth_token[256];      /* params.auth_token, TPX_AUTH_TOKEN */
+    char bind_addr[64];        /* params.bind_addr, TPX_BIND_ADDR ("" none) */
+    uint32_t notif_limit;      /* the notification queue's bound (params.notif_queue,
+                                  TPX_NOTIF_QUEUE) */
+    int progress_thread;       /* params.progress_thread */
+    int progress_numa;         /* params.progress_cpu was TPX_CPU_NUMA_LOCAL */
+    /* ---- the environment ---- */
+    uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c);
+                                  TPX_RMA_PACK_AUTO: by the memory and plugin (rma.c) */
+    uint32_t rma_pack_chunk;   /* ... of this size (TPX_RMA_PACK_CHUNK; 0: the chunk) */
+    int rma_iov;               /* shared chunks of host blocks as vectored messages
+                                  (TPX_RMA_IOV and a plugin that takes them, net.h) */
+    uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */
+    uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
+    uint64_t wait_spin_ns;     /* TPX_WAIT_SPIN_US: tpx_xfer_wait watches this long first */
+    int chan_socks;            /* TPX_CHANNEL_SOCKS: data connections per channel (own transport) */
+    int unpack_mode;           /* TPX_UNPACK: TPX_UNPACK_KERNEL .. NONE */
+    /* ---- the plugin's capabilities ---- */
+    int gpu_passes;            /* the plugin may place memory on the current GPU in any call
+                                  (all but a plugin whose extension table says it names its
+                                  devices itself, tpx__net_keeps_gpu: the built-in transport
+                                  outside strict TCPX mode): passes enter the GPU too */
+    int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
+    int bulk_waits;            /* ... and moves data alone: sleep between completions of
+                                  a bulk transfer (engine.c, progress_wait_bulk;
+                                  TPX_BULK_WAIT) */
+} tpx_engine_cfg_t;
+
 /* The engine. Created and destroyed by the application (tpx_engine_create/
  * destroy); owns its peers, regions, remotes, exports and notifications.
- * Fields marked "immutable" are set in tpx_engine_create() before any other
- * thread starts and read without the lock; every other field is guarded
- * by `lock` unless its comment says otherwise. */
+ * Immutable after create, read without the lock: `cfg` (the settings),
+ * `net`, the identity (id .. name: ident.c), the fds efd and wake_efd,
+ * bs_fd and bs_port, the progress thread's fields once it runs; the GPU
+ * and NICs once gpu_fixed. Every other field is live state guarded by
+ * `lock` unless its comment says otherwise, owned by the file its section
+ * names (written elsewhere only through that file's functions). */
 struct tpx_engine {
     pthread_mutex_t lock;
     pthread_cond_t cond;       /* completions, new peers, progress-thread work */
-    /* ---- configuration (immutable; but see gpu_fixed) ---- */
+    tpx_engine_cfg_t cfg;      /* the settings, resolved once (above) */
+    /* ---- the plugin, GPU, NICs and identity (immutable; but see gpu_fixed) ---- */
     tpx_net_t *net;
     tpx_net_props_t props;     /* of devs[0] */
     /* The GPU the engine serves and the NICs its channels use (devs, ndevs,
@@ -209,20 +263,6 @@ struct tpx_engine {
     int gpu_from;              /* tpx_gpu_from_t: why `gpu` */
     int nics_from;             /* tpx_nics_from_t: why `devs` */
     int gpu_fixed;             /* 1: gpu and devs no longer change (lock) */
-    int progress_numa;         /* params.progress_cpu was TPX_CPU_NUMA_LOCAL */
-    int gpu_passes;            /* the plugin may place memory on the current GPU in any call
-                                  (all but a plugin whose extension table says it names its
-                                  devices itself, tpx__net_keeps_gpu: the built-in transport
-                                  outside strict TCPX mode): passes enter the GPU too */
-    int nchan;
-    uint32_t chunk;
-    int window;
-    int timeout_ms;
-    int close_grace_ms;
-    int chan_stall_ms;         /* TPX_CHANNEL_STALL_MS: a data channel this long still while a
-                                  sibling moved is dead (peer_sweep.c tpx__peer_sweep); 0 off */
-    int connect_timeout_ms;
-    char auth_token[256];
     int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
     int ndevs;
     uint64_t id;               /* engine id: derived from ident_pk (KEY mode) or random */
@@ -230,21 +270,7 @@ struct tpx_engine {
     unsigned char ident_pk[32], ident_sk[64];
     unsigned char inst_secret[32]; /* this instance's secret: its tickets (ident.h INSTANCE) */
     char name[64];             /* shown to peers */
-    char bind_addr[64];        /* params.bind_addr ("" none) */
-    uint32_t rma_pack_bytes;   /* small blocks share chunks (TPX_RMA_PACK_BYTES; pack.c);
-                                  TPX_RMA_PACK_AUTO: by the memory and plugin (rma.c) */
-    uint32_t rma_pack_chunk;   /* ... of this size (TPX_RMA_PACK_CHUNK; 0: the chunk) */
-    int rma_iov;               /* shared chunks of host blocks as vectored messages
-                                  (TPX_RMA_IOV and a plugin that takes them, net.h) */
-    uint32_t rma_inline_bytes; /* small transfers inside control messages (TPX_RMA_INLINE_BYTES) */
-    uint64_t spin_ns;          /* TPX_SPIN_US: poll without sleeping this long after it */
-    uint64_t wait_spin_ns;     /* TPX_WAIT_SPIN_US: tpx_xfer_wait watches this long first */
-    int chan_socks;            /* TPX_CHANNEL_SOCKS: data connections per channel (own transport) */
-    int net_wakes;             /* the plugin wakes a sleeping progress thread (built-in) */
-    int bulk_waits;            /* ... and moves data alone: sleep between completions of
-                                  a bulk transfer (engine.c, progress_wait_bulk) */
-    uint32_t notif_limit;      /* the notification queue's bound (TPX_NOTIF_QUEUE) */
-    /* ---- wake-ups ---- */
+    /* ---- wake-ups (engine.c: the progress loop) ---- */
     int efd;                   /* eventfd (immutable fd): readable while nunseen > 0 */
     struct pollfd *nap_fds;    /* progress thread only: what a nap polls (wake_efd + one
                                   doorbell per ready peer), grown as peers come, never
@@ -260,11 +286,12 @@ struct tpx_engine {
                                   stands aside until the last one leaves */
     tpx_net_wake_t net_wake;   /* the plugin's wake-up of a sleeping progress thread: its
                                   `armed` flag is atomic (read by transport threads) */
-    /* ---- peers and memory (engine-owned lists) ---- */
+    /* ---- peers and memory (peer.c links the peers, mem.c the regions) ---- */
     tpx_peer_t *peers;         /* linked peers (peer.h); set-ups are not in it */
     tpx_region_t *regions;     /* every region (mem.h), internal ones included */
     int next_comm_id;
-    /* ---- counters of the loop ---- */
+    /* ---- counters of the loop (engine.c; a transfer's start and end: xfer.c,
+     * peer_fail.c) ---- */
     uint64_t inflight;         /* transfers ACTIVE or QUEUED on a comm */
     uint64_t ncompleted;       /* transfers completed, ever */
     uint64_t nreported;        /* of which tpx_progress() has reported */
@@ -274,9 +301,9 @@ struct tpx_engine {
     uint64_t last_move_ns;     /* progress thread: last completion or post */
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
     int failed_open;           /* a peer failed since tpx__engine_close_failed() last ran */
-    /* ---- progress thread (its fields are immutable once it runs) ---- */
-    int progress_thread;
-    int progress_cpu;
+    /* ---- progress thread (its fields are immutable once it runs; engine.c) ---- */
+    int progress_cpu;          /* params.progress_cpu; NUMA-local: the NICs' node's, chosen
+                                  at create and again when the GPU rebinds (topo.c; lock) */
     pthread_t progress_tid;
     int progress_started;
     /* ---- bootstrap listener (owned by the bootstrap thread) ---- */
@@ -296,7 +323,6 @@ struct tpx_engine {
     tpx_engine_counters_t ctr;
     tpx_prep_t *prep_zombies;  /* released preparations a failed peer's comm may still read */
     /* ---- GPU unpack of devmem receives (window.c) ---- */
-    int unpack_mode;           /* TPX_UNPACK_KERNEL .. NONE (immutable) */
     int unpack_dev;            /* device the module/stream live on; -1: not set up */
     void *unpack_stream;       /* CUstream */
     void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
@@ -319,7 +345,7 @@ enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE }
  * call it without calling up into the loop. */
 static inline void tpx__progress_kick(tpx_engine_t *e)
 {
-    if (!e->progress_thread)
+    if (!e->cfg.progress_thread)
         return;
     pthread_cond_broadcast(&e->cond);
     if (e->sleeping) {
@@ -376,7 +402,7 @@ int tpx__engine_gpu_enter(tpx_engine_t *e);
  * never uses the current GPU (gpu_passes 0). */
 static inline int tpx__engine_gpu_enter_pass(tpx_engine_t *e)
 {
-    return e->gpu_passes ? tpx__engine_gpu_enter(e) : 0;
+    return e->cfg.gpu_passes ? tpx__engine_gpu_enter(e) : 0;
 }
 void tpx__engine_gpu_leave(int token);
 void tpx__engine_unpack_fini(tpx_engine_t *e);

@@ -2,8 +2,8 @@
 /*
  * export.c - the owner's table of exported memory, and region descriptors.
  *
- * tpx_region_export() (api_mem.c) gives a byte range of a region a fresh
- * random 64-bit key. The table maps keys to exports (open addressing, linear
+ * tpx_region_export() (api_mem.c, then tpx__export_new) gives a byte range
+ * of a region a fresh random 64-bit key. The table maps keys to exports (open addressing, linear
  * probing, tombstones; at most half full). Every request of a peer names
  * keys and ranges; rma.c looks each key up here and checks the range and
  * that the region is still registered before a byte moves. An export
@@ -103,6 +103,68 @@ void tpx__export_remove(tpx_engine_t *e, struct tpx_export *x)
             return;
         }
     }
+}
+
+tpx_status_t tpx__export_new(tpx_region_t *r, size_t offset, size_t len, tpx_rdesc_t *desc)
+{
+    tpx_engine_t *e = r->e;
+    if (r->dead || r->internal) {
+        TPX_ERROR("tpx_region_export: the region is deregistered");
+        return TPX_ERR_INVALID_ARG;
+    }
+    if (len == 0 && offset <= r->len)
+        len = r->len - offset;
+    if (offset >= r->len || len > r->len - offset) {
+        TPX_ERROR("tpx_region_export: bytes [%zu, +%zu) are outside the region of %zu bytes",
+                  offset, len, r->len);
+        return TPX_ERR_INVALID_ARG;
+    }
+    struct tpx_export *x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return TPX_ERR_NO_MEMORY;
+    tpx_status_t st;
+    do {
+        if ((st = tpx__random_bytes(&x->key, sizeof(x->key))) != TPX_OK)
+            goto err_free;
+    } while (x->key == 0 || tpx__export_find(e, x->key) != NULL);
+    x->region = r;
+    x->off = offset;
+    x->len = len;
+    if ((st = tpx__export_insert(e, x)) != TPX_OK)
+        goto err_free;
+    x->next_in_region = r->exports;
+    r->exports = x;
+    if (e->nexports++ == 0) {
+        /* The first export makes an idle engine a server: its progress
+         * thread leaves the 100 ms sleep for the owner's polling at once,
+         * or a request arriving now would wait for that sleep to end. */
+        e->last_move_ns = tpx__now_ns();
+        tpx__progress_kick(e);
+    }
+    tpx_rdesc_fields_t f = {.mem_type = (uint8_t)r->type, .engine_id = e->id, .key = x->key,
+                            .addr = (uint64_t)(r->base + offset), .len = len,
+                            .gpu = r->cuda_dev};
+    tpx__rdesc_encode(&f, desc->bytes);
+    return TPX_OK;
+
+err_free:
+    free(x);
+    return st;
+}
+
+tpx_status_t tpx__export_drop(tpx_region_t *r, uint64_t key)
+{
+    struct tpx_export **pp = &r->exports;
+    while (*pp != NULL && (*pp)->key != key)
+        pp = &(*pp)->next_in_region;
+    if (*pp == NULL) /* not an error worth a log line: a second unexport */
+        return TPX_ERR_NOT_FOUND;
+    struct tpx_export *x = *pp;
+    *pp = x->next_in_region;
+    tpx__export_remove(r->e, x);
+    r->e->nexports--;
+    free(x);
+    return TPX_OK;
 }
 
 void tpx__region_exports_drop(tpx_region_t *r)

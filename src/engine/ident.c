@@ -213,7 +213,7 @@ tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
              "connection dialed to its metadata's address whose engine proves it is the instance "
              "first reached there", (unsigned long long)e->id,
              tpx__ident_available() ? "?" : "libsodium unavailable or TPX_IDENTITY=dial");
-    if (e->auth_token[0] == '\0')
+    if (e->cfg.auth_token[0] == '\0')
         dial_warn_once();
     return TPX_OK;
 }

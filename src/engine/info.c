@@ -33,12 +33,12 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
     info->gpu = e->gpu;
     info->gpu_from = e->gpu_from;
     info->nics_from = e->nics_from;
-    info->channels = e->nchan;
-    info->chunk_bytes = e->chunk;
-    info->window = e->window;
+    info->channels = e->cfg.nchan;
+    info->chunk_bytes = e->cfg.chunk;
+    info->window = e->cfg.window;
     info->port = e->bs_port;
     info->identity_keys = e->ident_keys;
-    info->connect_timeout_ms = e->connect_timeout_ms;
+    info->connect_timeout_ms = e->cfg.connect_timeout_ms;
     /* A virtual device (fused NICs) is listed as its physical members, so
      * per-NIC summaries see every link. */
     for (int i = 0; i < e->ndevs && info->nnics < TPX_INFO_MAX_NICS; i++) {

@@ -71,6 +71,12 @@ struct tpx_export *tpx__export_find(tpx_engine_t *e, uint64_t key);
 tpx_status_t tpx__export_insert(tpx_engine_t *e, struct tpx_export *x);
 /* Take x out of e's table (the caller frees it). Lock held. */
 void tpx__export_remove(tpx_engine_t *e, struct tpx_export *x);
+/* tpx_region_export under the lock: r's bytes [offset, offset + len) (len
+ * 0: to r's end) get a fresh key, described in *desc; logs a refusal. */
+tpx_status_t tpx__export_new(tpx_region_t *r, size_t offset, size_t len, tpx_rdesc_t *desc);
+/* tpx_region_unexport under the lock: r's export of `key` goes;
+ * TPX_ERR_NOT_FOUND (not logged) when r has none (a second unexport). */
+tpx_status_t tpx__export_drop(tpx_region_t *r, uint64_t key);
 void tpx__region_exports_drop(tpx_region_t *r);
 void tpx__exports_fini(tpx_engine_t *e);
 

@@ -62,11 +62,11 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
     if ((st = tpx__cuda_host_alloc(dev, PACK_FRAGS * sizeof(tpx_nccl_load_meta_t), &frags,
                                    &frags_d)) != TPX_OK)
         goto err_stream;
-    e->pack_kernel = e->unpack_mode == TPX_UNPACK_KERNEL && tpx__unpack_gpu_built() &&
+    e->pack_kernel = e->cfg.unpack_mode == TPX_UNPACK_KERNEL && tpx__unpack_gpu_built() &&
                      tpx__unpack_gpu_init(dev) == TPX_OK;
     if (e->pack_kernel) {
         tpx__cuda_mem_t *m = calloc(1, sizeof(*m));
-        if (m == NULL || tpx__cuda_mem_alloc(dev, e->chunk, m) != TPX_OK) {
+        if (m == NULL || tpx__cuda_mem_alloc(dev, e->cfg.chunk, m) != TPX_OK) {
             free(m);
             tpx__unpack_gpu_fini(dev);
             e->pack_kernel = 0;
@@ -187,7 +187,7 @@ int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t l
     tpx_peer_t *p = c->peer;
     tpx_engine_t *e = p->e;
     uint32_t n = last - first + 1;
-    if (!e->rma_iov || !tpx__net_has_vec(e->net) || n > TPX_PACK_IOV_MAX)
+    if (!e->cfg.rma_iov || !tpx__net_has_vec(e->net) || n > TPX_PACK_IOV_MAX)
         return 0;
     for (uint32_t i = first; i <= last; i++)
         if (x->segs[i].region != NULL && x->segs[i].region->type == TPX_MEM_CUDA)

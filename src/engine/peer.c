@@ -130,7 +130,7 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     c->is_ctrl = is_ctrl;
     c->chan = chan;
     c->dev = dev;
-    c->win.cap = p->e->window;
+    c->win.cap = p->e->cfg.window;
     tpx__pack_comm_init(c);
     c->lane = is_ctrl ? -1 : is_send ? chan : p->nchan + chan;
     c->id = p->e->next_comm_id++;
@@ -145,12 +145,12 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     tpx_bs_info_t info;
     memset(&info, 0, sizeof(info));
     info.engine_id = e->id;
-    info.chunk_bytes = e->chunk;
-    info.window = (uint16_t)e->window;
+    info.chunk_bytes = e->cfg.chunk;
+    info.window = (uint16_t)e->cfg.window;
     snprintf(info.plugin, sizeof(info.plugin), "%s", e->net->name);
     snprintf(info.name, sizeof(info.name), "%s", e->name);
     s->nlisten = 1; /* the data channels listen when first used */
-    info.nhandles = (uint16_t)(1 + e->nchan); /* handles[1..]: zero, the channel count */
+    info.nhandles = (uint16_t)(1 + e->cfg.nchan); /* handles[1..]: zero, the channel count */
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&e->lock);
     /* From the first peer on, the engine's GPU and NICs stay as they are:
@@ -231,7 +231,7 @@ static int max_peers(const tpx_engine_t *e)
     int64_t nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
                          ? (int64_t)rl.rlim_cur
                          : 65536;
-    v = (nofile - 64) / (8 * (1 + e->nchan));
+    v = (nofile - 64) / (8 * (1 + e->cfg.nchan));
     return (int)TPX_MAX(8, TPX_MIN(v, 4096));
 }
 
@@ -387,7 +387,7 @@ static tpx_status_t conn_hashes(tpx_peer_t *p, setup_t *s, uint8_t tr[TPX_BS_TRA
  * handshake proved both ends hold it; else none. */
 static const char *wrap_token(const tpx_peer_t *p)
 {
-    return tpx__bs_authenticated(p->bs) ? p->e->auth_token : NULL;
+    return tpx__bs_authenticated(p->bs) ? p->e->cfg.auth_token : NULL;
 }
 
 /* Both INFOs are known: prove who we are (KEY mode) or say we cannot; the
@@ -679,8 +679,8 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     p->remote_id = info.engine_id;
     snprintf(p->remote_name, sizeof(p->remote_name), "%s", info.name);
     /* Both sides compute the same agreement. */
-    p->nchan = TPX_MIN(e->nchan, info.nhandles - 1);
-    p->chunk = TPX_MIN(e->chunk, info.chunk_bytes);
+    p->nchan = TPX_MIN(e->cfg.nchan, info.nhandles - 1);
+    p->chunk = TPX_MIN(e->cfg.chunk, info.chunk_bytes);
     /* Runs (xfer.h: two-sided transfers, READs) of up to 4 MiB per message; not on TCPX, whose
      * devmem receives are unpacked per request (the name says so on both
      * sides: they use the same plugin, checked above). */
@@ -714,7 +714,7 @@ static tpx_status_t pair_connect(tpx_engine_t *e, tpx_comm_t *sc, tpx_comm_t *rc
         tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)sc->devh;
         sc->connecting = 1;
         st = ctrl ? tpx__net_connect_small(e->net, sc->dev, their, &sc->comm, &dh)
-                  : tpx__net_connect_socks(e->net, sc->dev, their, &sc->comm, &dh, e->chan_socks);
+                  : tpx__net_connect_socks(e->net, sc->dev, their, &sc->comm, &dh, e->cfg.chan_socks);
         if (st != TPX_OK || sc->comm != NULL)
             sc->connecting = 0; /* the plugin ended it */
         *all &= sc->comm != NULL;
@@ -749,7 +749,7 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
 static tpx_status_t peer_go_live(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
-    size_t nbuf = 2 * (size_t)e->window;
+    size_t nbuf = 2 * (size_t)e->cfg.window;
     /* aligned_alloc wants the size to be a multiple of the alignment */
     p->ctrl_buf = aligned_alloc(4096, (nbuf * TPX_CTRL_BUF_SLOT + 4095) & ~(size_t)4095);
     size_t scratch = (size_t)p->run_max * p->chunk;
@@ -766,12 +766,12 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
                                       &p->ctrl_region), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, scratch, TPX_MEM_HOST, 1,
                                       &p->scratch_region), st, out);
-    for (int i = 0; i < e->window; i++)
-        p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->window - 1 - i);
+    for (int i = 0; i < e->cfg.window; i++)
+        p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->cfg.window - 1 - i);
     tpx_comm_t *c = p->ctrl_recv;
     void *mh;
     TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, 0, &mh), st, out);
-    for (int i = 0; i < e->window; i++) {
+    for (int i = 0; i < e->cfg.window; i++) {
         unsigned char *buf = p->ctrl_buf + (size_t)i * TPX_CTRL_BUF_SLOT;
         st = tpx__window_post(c, buf, TPX_CTRL_BUF_SLOT, mh,
                               &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1, .dst = buf,
@@ -822,7 +822,7 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
         }
         if (tpx__now_ns() >= s->deadline_ns && s->stage != ST_HANDSHAKE) {
             SETUP_ERR(p, "peer %s: set-up not finished within %d ms (TPX_CONNECT_TIMEOUT_MS)",
-                      p->name, e->connect_timeout_ms);
+                      p->name, e->cfg.connect_timeout_ms);
             return TPX_ERR_TIMED_OUT;
         }
         switch (s->stage) {
@@ -931,7 +931,7 @@ static tpx_status_t peer_new(tpx_engine_t *e, tpx_bs_conn_t *bs, tpx_peer_t **ou
     p->state = PEER_SETUP;
     p->setup = s;
     snprintf(p->name, sizeof(p->name), "%s", tpx__bs_peer_str(bs));
-    s->deadline_ns = tpx__now_ns() + (uint64_t)e->connect_timeout_ms * 1000000ull;
+    s->deadline_ns = tpx__now_ns() + (uint64_t)e->cfg.connect_timeout_ms * 1000000ull;
     *out = p;
     return TPX_OK;
 }
@@ -1171,6 +1171,50 @@ void tpx__peer_close_comms(tpx_peer_t *p)
     p->bs = NULL;
 }
 
+/* Does a transfer of peer p still have r's bytes with the plugin? */
+static int peer_uses(tpx_peer_t *p, tpx_region_t *r)
+{
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next)
+        for (uint32_t i = 0; i < x->nregions; i++)
+            if (x->regions[i] == r)
+                return 1;
+    return 0;
+}
+
+/* Here, not in mem.c: a deregistration while transfers still use the
+ * memory fails their peers and closes their comms, a decision above the
+ * regions, which only report what uses them. */
+void tpx__region_deregister(tpx_region_t *r)
+{
+    tpx_engine_t *e = r->e;
+    if (r->refs <= 0 || --r->refs > 0)
+        return;
+    r->dead = 1;
+    /* r stays ours until the end: ending its transfers below frees
+     * released preparations (with the failed comms), and the hold of
+     * one of them may be the last thing keeping r. */
+    r->guard = 1;
+    if (r->xfers > 0) {
+        /* Transfers still have chunks of this memory with the plugin
+         * (released ones included). A FIFO-matching plugin cannot take
+         * them back, so their peers are failed and their comms closed:
+         * after that no plugin thread touches the memory, and the
+         * caller may free it. */
+        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+            if (p->state == PEER_READY && peer_uses(p, r)) {
+                tpx__peer_fail(p, TPX_ERR_CANCELED,
+                               "memory of a transfer in flight was deregistered");
+                tpx__peer_close_comms(p);
+            }
+        }
+    }
+    /* A failed peer's comms may still hold receives into (or sends from)
+     * this memory that no transfer counts any more: close them first. */
+    tpx__engine_close_failed(e);
+    r->guard = 0;
+    tpx__region_maybe_release(r);
+}
+
 void tpx__peer_destroy(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
@@ -1273,10 +1317,10 @@ tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int por
                   host ? host : "(null)", port);
         return TPX_ERR_INVALID_ARG;
     }
-    int ms = timeout_ms ? timeout_ms : e->connect_timeout_ms;
+    int ms = timeout_ms ? timeout_ms : e->cfg.connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
     tpx_bs_conn_t *bs;
-    tpx_status_t st = tpx__bs_client_start(host, port, e->auth_token, deadline, &bs);
+    tpx_status_t st = tpx__bs_client_start(host, port, e->cfg.auth_token, deadline, &bs);
     if (st != TPX_OK)
         return st;
     tpx_peer_t *p;
@@ -1478,10 +1522,10 @@ static void *bs_main(void *arg)
                 setups[victim] = setups[--n];
             }
             uint64_t now = tpx__now_ns();
-            uint64_t deadline = now + (uint64_t)e->connect_timeout_ms * 1000000ull;
+            uint64_t deadline = now + (uint64_t)e->cfg.connect_timeout_ms * 1000000ull;
             uint64_t early = now + (uint64_t)EARLY_STAGE_MS * 1000000ull;
             tpx_bs_conn_t *bs;
-            if (tpx__bs_server_start(fd, e->auth_token, TPX_MIN(deadline, early), &bs) != TPX_OK) {
+            if (tpx__bs_server_start(fd, e->cfg.auth_token, TPX_MIN(deadline, early), &bs) != TPX_OK) {
                 close(fd);
                 continue;
             }

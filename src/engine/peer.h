@@ -163,6 +163,10 @@ void tpx__peer_destroy(tpx_peer_t *p);
 /* Close a failed peer's plugin comms now (their threads stop touching user
  * memory); the peer object stays until tpx_peer_close(). Lock held. */
 void tpx__peer_close_comms(tpx_peer_t *p);
+/* tpx_mem_deregister under the lock: drop one registration of r; at the
+ * last, r is dead, the peers whose transfers still use it fail and close
+ * their comms, and r goes once nothing holds it. */
+void tpx__region_deregister(tpx_region_t *r);
 /* The peer's open plugin comms (control, then each channel's send and
  * receive) into out[2 + 2 * TPX_MAX_CHANNELS]; returns how many. A view of
  * the peer's fields, inline so that the layers below peer.c (mem.c) may
@@ -249,6 +253,11 @@ tpx_status_t tpx__peer_usable(tpx_peer_t *p, const char *fn);
  * devmem plugin's rxmem skip state); refused before it takes a message,
  * since a refusal at post fails the peer. Lock held. */
 tpx_status_t tpx__peer_rxmem_check(tpx_peer_t *p, int cuda, const char *fn);
+
+/* ---- wait.c ---- */
+/* tpx_peer_accept of an engine with a listener: the next linked peer not
+ * yet handed out, waiting up to timeout_ms (< 0: the connect timeout). */
+tpx_status_t tpx__peer_accept(tpx_engine_t *e, int timeout_ms, tpx_peer_t **out);
 
 /* ---- peer_sweep.c ---- */
 /* Deadlines of p's transfers and receives, and its bootstrap liveness

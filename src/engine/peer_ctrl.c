@@ -64,7 +64,7 @@ int tpx__comm_post_ctrl(tpx_comm_t *c)
         return 0;
     uint32_t idx = p->ctrl_send_free[p->ctrl_send_nfree - 1];
     tpx_ctrl_out_t *o = &p->outbox[p->outbox_head];
-    unsigned char *buf = p->ctrl_buf + (size_t)(e->window + idx) * TPX_CTRL_BUF_SLOT;
+    unsigned char *buf = p->ctrl_buf + (size_t)(e->cfg.window + idx) * TPX_CTRL_BUF_SLOT;
     memcpy(buf, o->msg, TPX_CTRL_MSG_SIZE);
     void *mh;
     tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);

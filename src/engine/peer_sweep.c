@@ -35,7 +35,7 @@
  * channel's work onto the others. Returns the dead channel's comm, or NULL. */
 static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
 {
-    const uint64_t stall = (uint64_t)p->e->chan_stall_ms * 1000000ull;
+    const uint64_t stall = (uint64_t)p->e->cfg.chan_stall_ms * 1000000ull;
     uint64_t newest = 0; /* the latest move of any receive channel */
     for (int k = 0; k < p->nchan; k++) {
         (void)tpx__window_look(p->send[k], now);
@@ -108,7 +108,7 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
                  "data channel %d (%s, plugin device %d) completed nothing for %d ms while the "
                  "peer's other channels did: its connection died or stalled "
                  "(TPX_CHANNEL_STALL_MS)", dead->chan, dead->is_send ? "send" : "receive",
-                 dead->dev, p->e->chan_stall_ms);
+                 dead->dev, p->e->cfg.chan_stall_ms);
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
         return;
     }

@@ -19,6 +19,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,8 +40,8 @@ static int addr_is_wildcard(const char *a)
 /* Every up interface's address, IPv4 first, loopback last. */
 void tpx__md_addrs(const tpx_engine_t *e, tpx_md_t *md)
 {
-    if (!addr_is_wildcard(e->bind_addr)) {
-        snprintf(md->addr[0], sizeof(md->addr[0]), "%s", e->bind_addr);
+    if (!addr_is_wildcard(e->cfg.bind_addr)) {
+        snprintf(md->addr[0], sizeof(md->addr[0]), "%s", e->cfg.bind_addr);
         md->naddrs = 1;
         return;
     }
@@ -88,7 +89,7 @@ static int peer_live(const tpx_peer_t *p)
 static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
-    int total = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    int total = timeout_ms > 0 ? timeout_ms : e->cfg.connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)total * 1000000ull;
     tpx_status_t st = TPX_ERR_UNREACHABLE;
     int impostor = 0; /* an address answered with the id but without its proof */
@@ -238,7 +239,7 @@ static tpx_status_t conn_lock_by(tpx_remote_t *rm, uint64_t deadline_ns)
 tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
-    int ms = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    int ms = timeout_ms > 0 ? timeout_ms : e->cfg.connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
     tpx_status_t lst = conn_lock_by(rm, deadline);
     if (lst != TPX_OK)
@@ -299,7 +300,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
 tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out)
 {
     tpx_engine_t *e = rm->e;
-    int ms = timeout_ms > 0 ? timeout_ms : e->connect_timeout_ms;
+    int ms = timeout_ms > 0 ? timeout_ms : e->cfg.connect_timeout_ms;
     uint64_t deadline = tpx__now_ns() + (uint64_t)ms * 1000000ull;
     for (int tries = 0;; tries++) {
         tpx_peer_t *p;
@@ -325,6 +326,98 @@ tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_
         }
         pthread_mutex_unlock(&e->lock);
     }
+}
+
+void tpx__md_mine(tpx_engine_t *e, tpx_md_t *md)
+{
+    static tpx_md_t zero;
+    *md = zero;
+    md->engine_id = e->id;
+    pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__engine_gpu_bind */
+    md->gpu = e->gpu;
+    md->chunk = e->cfg.chunk;
+    md->channels = (uint16_t)e->cfg.nchan;
+    md->port = (uint16_t)e->bs_port;
+    if (e->ident_keys) {
+        md->has_key = 1;
+        memcpy(md->key, e->ident_pk, sizeof(md->key));
+    }
+    snprintf(md->name, sizeof(md->name), "%s", e->name);
+    snprintf(md->plugin, sizeof(md->plugin), "%s", e->net->name);
+    for (int i = 0; i < e->ndevs && md->nnics < TPX_MD_MAX_NICS; i++) {
+        tpx_net_props_t props;
+        if (tpx__net_props(e->net, e->devs[i], &props) != TPX_OK)
+            continue;
+        snprintf(md->nic[md->nnics], TPX_MD_STR, "%.63s", props.name);
+        md->nic_speed[md->nnics++] = (uint32_t)(props.speed_mbps > 0 ? props.speed_mbps : 0);
+    }
+    pthread_mutex_unlock(&e->lock);
+    tpx__md_addrs(e, md);
+}
+
+tpx_status_t tpx__remote_load(tpx_engine_t *e, const tpx_md_t *md, tpx_remote_t **out)
+{
+    pthread_mutex_lock(&e->lock);
+    for (tpx_remote_t *r = e->remotes; r != NULL; r = r->next) {
+        if (r->md.engine_id == md->engine_id && r->md.has_key == md->has_key &&
+            memcmp(r->md.key, md->key, sizeof(md->key)) == 0) {
+            r->refs++;
+            pthread_mutex_unlock(&e->lock);
+            *out = r;
+            return TPX_OK;
+        }
+    }
+    tpx_remote_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        pthread_mutex_unlock(&e->lock);
+        return TPX_ERR_NO_MEMORY;
+    }
+    r->e = e;
+    r->refs = 1;
+    r->md = *md;
+    pthread_mutex_init(&r->conn_lock, NULL);
+    r->next = e->remotes;
+    e->remotes = r;
+    pthread_mutex_unlock(&e->lock);
+    TPX_INFO("remote %s (engine %016llx, %s port %u) loaded; %s", md->name,
+             (unsigned long long)md->engine_id, md->addr[0], md->port,
+             e->ident_keys && md->has_key ? "served only by connections proven by its key"
+                                          : "served only by connections dialed to its address");
+    *out = r;
+    return TPX_OK;
+}
+
+void tpx__remote_release(tpx_remote_t *rm)
+{
+    tpx_engine_t *e = rm->e;
+    pthread_mutex_lock(&rm->conn_lock);
+    pthread_mutex_lock(&e->lock);
+    if (--rm->refs > 0) {
+        pthread_mutex_unlock(&e->lock);
+        pthread_mutex_unlock(&rm->conn_lock);
+        return;
+    }
+    rm->forgetting = 1;
+    for (tpx_remote_t **pp = &e->remotes; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == rm) {
+            *pp = rm->next;
+            break;
+        }
+    }
+    tpx_peer_t *p = rm->peer;
+    rm->peer = NULL;
+    if (p != NULL)
+        p->remote = NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (p != NULL)
+        tpx__peer_destroy(p);
+    pthread_mutex_unlock(&rm->conn_lock);
+    pthread_mutex_lock(&e->lock);
+    rm->forgetting = 0;
+    int last = rm->nprep == 0; /* else the last tpx_prep_release() frees it */
+    pthread_mutex_unlock(&e->lock);
+    if (last)
+        tpx__remote_free(rm);
 }
 
 void tpx__remote_free(tpx_remote_t *rm)

@@ -44,6 +44,16 @@ struct tpx_remote {
 /* Every up interface's address into md (IPv4 first, loopback last), for
  * tpx_engine_get_metadata. */
 void tpx__md_addrs(const tpx_engine_t *e, tpx_md_t *md);
+/* This engine's metadata (tpx_engine_get_metadata), addresses included;
+ * takes the lock for the GPU and NICs. */
+void tpx__md_mine(tpx_engine_t *e, tpx_md_t *md);
+/* tpx_remote_load of checked metadata: the remote of that engine (and key)
+ * if loaded already (one more reference), else a new one. Takes the lock. */
+tpx_status_t tpx__remote_load(tpx_engine_t *e, const tpx_md_t *md, tpx_remote_t **out);
+/* tpx_remote_release: drop a reference; at the last, its peer is closed
+ * and it is freed (or by the last tpx_prep_release). Takes conn_lock, then
+ * the lock. */
+void tpx__remote_release(tpx_remote_t *rm);
 /* Give the remote a resolver (it takes ownership; one that already has
  * one keeps it and destroys `r`). */
 void tpx__remote_set_resolver(tpx_remote_t *rm, tpx__resolver_t *r);

@@ -373,14 +373,14 @@ typedef struct {
 #define PACK_BYTES_STAGED (64u * 1024)
 static uint32_t pack_bound(const tpx_engine_t *e, const centry_t *ce, size_t m)
 {
-    if (e->rma_pack_bytes != TPX_RMA_PACK_AUTO)
-        return e->rma_pack_bytes;
-    int vec = e->rma_iov && tpx__net_has_vec(e->net);
+    if (e->cfg.rma_pack_bytes != TPX_RMA_PACK_AUTO)
+        return e->cfg.rma_pack_bytes;
+    int vec = e->cfg.rma_iov && tpx__net_has_vec(e->net);
     for (size_t i = 0; i < m && vec; i++)
         vec = ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
     if (!vec)
         return PACK_BYTES_STAGED;
-    return e->rma_pack_chunk > 0 ? e->rma_pack_chunk : UINT32_MAX;
+    return e->cfg.rma_pack_chunk > 0 ? e->cfg.rma_pack_chunk : UINT32_MAX;
 }
 
 /* Check one block; *key = the descriptor's key, *host = it names host memory. */
@@ -459,9 +459,9 @@ static tpx_status_t prep_encode(tpx_prep_t *pp, const centry_t *ce, size_t m)
     /* Small blocks share chunks (wire.h: tpx_chunker_t; pack.c moves them):
      * the bound travels with the list, so the owner cuts it the same way. */
     uint32_t pack_max = (uint32_t)TPX_MIN((uint64_t)pack_bound(e, ce, m), (uint64_t)pp->chunk);
-    uint32_t pack_chunk = e->rma_pack_chunk == 0 || e->rma_pack_chunk >= pp->chunk
+    uint32_t pack_chunk = e->cfg.rma_pack_chunk == 0 || e->cfg.rma_pack_chunk >= pp->chunk
                               ? 0
-                              : TPX_MAX(e->rma_pack_chunk, pack_max);
+                              : TPX_MAX(e->cfg.rma_pack_chunk, pack_max);
     tpx_chunker_t ck = {.chunk = pp->chunk, .pack_max = pack_max, .share = pack_chunk};
     uint32_t nkeys = 0;
     for (size_t i = 0; i < m; i++) {
@@ -681,7 +681,7 @@ tpx_status_t tpx__rma_prepare(tpx_remote_t *rm, tpx_op_t op, const tpx_iov_t *io
     pp->rm = rm;
     pp->op = op;
     pp->refs = 1;
-    pp->chunk = TPX_MIN(e->chunk, rm->md.chunk);
+    pp->chunk = TPX_MIN(e->cfg.chunk, rm->md.chunk);
     pthread_mutex_lock(&e->lock);
     tpx_status_t st = iov != NULL ? prep_build(pp, iov, n) : prep_build_strided(pp, sv, n);
     if (st != TPX_OK) {
@@ -794,7 +794,7 @@ tpx_status_t tpx__rma_post(tpx_prep_t *pp, tpx_peer_t *p, const void *notif, siz
      * (flag LIST), its data on the data channels: the owner checks the list
      * and posts the data's receives when the request arrives, instead of
      * first receiving the list as a chunk of its own. */
-    uint32_t inl = e->rma_inline_bytes;
+    uint32_t inl = e->cfg.rma_inline_bytes;
     int host = segs_host(pp->segs, pp->nsegs);
     if (pp->op == TPX_OP_WRITE) {
         x->req.inline_req = inl > 0 && host && pp->remote_host && pp->total <= inl &&
@@ -1423,9 +1423,9 @@ static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
     tpx_engine_t *e = p->e;
     e->ctr.notifs_received++;
     if (e->notif_cap == 0) {
-        e->notifs = calloc(e->notif_limit, sizeof(*e->notifs));
+        e->notifs = calloc(e->cfg.notif_limit, sizeof(*e->notifs));
         if (e->notifs != NULL)
-            e->notif_cap = e->notif_limit;
+            e->notif_cap = e->cfg.notif_limit;
     }
     notif_entry_t *n = e->notif_n < e->notif_cap ? malloc(sizeof(*n) + len) : NULL;
     if (n == NULL) {

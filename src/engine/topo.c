@@ -333,7 +333,7 @@ tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from)
         return st;
     }
     tpx__topo_log(e);
-    if (e->progress_numa && e->progress_started) {
+    if (e->cfg.progress_numa && e->progress_started) {
         /* The progress thread follows the NICs to their NUMA node. */
         int cpu = tpx__topo_local_cpu(e);
         if (cpu >= 0 && cpu != e->progress_cpu) {

@@ -46,7 +46,7 @@ static tpx_status_t unpack_gpu_ready(tpx_engine_t *e, int dev)
         return st;
     CUstream s;
     /* Only the kernel mode needs the kernel (d2d and host are driver copies). */
-    int kernel = e->unpack_mode == TPX_UNPACK_KERNEL;
+    int kernel = e->cfg.unpack_mode == TPX_UNPACK_KERNEL;
     if (kernel && (st = tpx__unpack_gpu_init(dev)) != TPX_OK) {
         tpx__cuda_ctx_release(dev);
         return st;
@@ -110,7 +110,7 @@ void tpx__engine_unpack_fini(tpx_engine_t *e)
     tpx__cuda_stream_destroy(e->unpack_dev, (CUstream)e->unpack_stream);
     if (e->unpack_hstage != NULL)
         tpx__cuda_host_free(e->unpack_dev, e->unpack_hstage);
-    if (e->unpack_mode == TPX_UNPACK_KERNEL)
+    if (e->cfg.unpack_mode == TPX_UNPACK_KERNEL)
         tpx__unpack_gpu_fini(e->unpack_dev);
     tpx__cuda_ctx_release(e->unpack_dev);
     e->unpack_dev = -1;
@@ -214,7 +214,7 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
         tpx_slot_t *s = &w->slots[(n0 + i) % (uint64_t)w->cap];
         const tpx_nccl_load_meta_t *frags =
             mh->mem[(n0 + i) % TPX_NCCL_UNPACK_QUEUE_DEPTH]; /* CPU address */
-        switch (e->unpack_mode) {
+        switch (e->cfg.unpack_mode) {
         case TPX_UNPACK_KERNEL:
             if (i == 0) /* the whole batch, one launch */
                 st = tpx__unpack_gpu_launch_inline(e->unpack_dev, jobs, k, max_frags, stream);
@@ -311,7 +311,7 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
                 k++;
             }
             /* d2d and host gather one receive at a time (debugging modes) */
-            st = unpack_gpu_batch(c, n, e->unpack_mode == TPX_UNPACK_KERNEL ? k : 1);
+            st = unpack_gpu_batch(c, n, e->cfg.unpack_mode == TPX_UNPACK_KERNEL ? k : 1);
             if (st != TPX_OK)
                 return st;
         }
@@ -322,7 +322,7 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
         tpx__cuda_ctx_leave(pushed);
         if (st != TPX_OK)
             return st; /* TPX_INPROGRESS: the gather is still running */
-    } else if (s->dst != NULL && nfrags > 0 && e->unpack_mode != TPX_UNPACK_NONE) {
+    } else if (s->dst != NULL && nfrags > 0 && e->cfg.unpack_mode != TPX_UNPACK_NONE) {
         /* Host destination (NULL dst: a drained message, discarded) left in
          * the bounce buffer: device memory, copied down fragment by
          * fragment, never read by the CPU. */
@@ -375,7 +375,7 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
             uint64_t now = tpx__now_ns();
             if (c->rc2_since_ns == 0)
                 c->rc2_since_ns = now;
-            if (now - c->rc2_since_ns < (uint64_t)e->close_grace_ms * 1000000ull)
+            if (now - c->rc2_since_ns < (uint64_t)e->cfg.close_grace_ms * 1000000ull)
                 return TPX_WIN_HOLD;
             err->st = TPX_ERR_CONN_RESET;
             err->closed = 1;

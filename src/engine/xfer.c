@@ -136,7 +136,7 @@ tpx_xfer_t *tpx__xfer_alloc(tpx_peer_t *p, tpx_xfer_kind_t kind)
     x->segs = &x->two.seg1;
     x->nsegs = 1;
     x->regions = &x->two.region;
-    x->deadline_ns = tpx__now_ns() + (uint64_t)p->e->timeout_ms * 1000000ull;
+    x->deadline_ns = tpx__now_ns() + (uint64_t)p->e->cfg.timeout_ms * 1000000ull;
     return x;
 }
 

@@ -218,4 +218,42 @@ void tpx__xfer_unqueue(tpx_xfer_t *x);
 /* A data slot of comm c completed: scatter a shared chunk, count it. */
 void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s);
 
+/* ---- xfer_user.c: a two-sided transfer started by its user ---- */
+/* tpx_send/tpx_recv (kind XK_SEND/XK_RECV) of checked arguments: a new
+ * transfer of r's bytes [offset, offset + len) on p, not yet posted; NULL
+ * without memory. No lock. */
+tpx_xfer_t *tpx__xfer_two_new(tpx_peer_t *p, tpx_region_t *r, size_t offset, size_t len,
+                              tpx_xfer_kind_t kind);
+/* Post x (from tpx__xfer_two_new) on its peer if it may take it: a send's
+ * header and chunk streams, a receive into the queue matched to headers.
+ * Lock held; on failure nothing was queued and x is still the caller's. */
+tpx_status_t tpx__xfer_two_post(tpx_xfer_t *x);
+
+/* ---- wait.c: a handle's owner waits for it or ends it ---- */
+/* x runs on an engine whose thread drives progress: known without the
+ * engine lock, which a caller polling in a loop would otherwise take again
+ * and again while the progress thread wants it. Anything else (done,
+ * released, caller-driven progress) takes the lock. */
+static inline int tpx__xfer_running(const tpx_xfer_t *x)
+{
+    return x != NULL && x->e->cfg.progress_thread &&
+           atomic_load_explicit(&x->settled, memory_order_acquire) == 0;
+}
+/* Take x's engine lock for API call `fn`, or say (logged) why x cannot be
+ * used: NULL, or released. */
+tpx_status_t tpx__xfer_lock(tpx_xfer_t *x, const char *fn);
+/* tpx_xfer_poll under the lock: a pass in caller-driven mode, then x's
+ * result (TPX_INPROGRESS while it runs); a DONE x is seen. */
+tpx_status_t tpx__xfer_poll(tpx_xfer_t *x, size_t *bytes);
+/* tpx_xfer_wait: takes the lock itself (it may spin on `settled` and run
+ * passes first, then sleeps on e->cond or drives the loop). */
+tpx_status_t tpx__xfer_wait(tpx_xfer_t *x, int timeout_ms, size_t *bytes);
+/* tpx_xfer_cancel under the lock: a queued receive ends now (TPX_OK), an
+ * active transfer is asked to end (TPX_INPROGRESS; a pass may run). */
+tpx_status_t tpx__xfer_cancel(tpx_xfer_t *x);
+/* tpx_xfer_release under the lock of a handle not yet released: returns x
+ * when it is DONE (the caller frees it after unlocking), else NULL (x is
+ * freed when it completes; a pass may run). */
+tpx_xfer_t *tpx__xfer_release(tpx_xfer_t *x);
+
 #endif

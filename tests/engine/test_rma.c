@@ -1774,7 +1774,7 @@ static int t_packsize(void)
         return 1;
     tpx_engine_info_t info = {.size = sizeof(info)};
     EXPECT(tpx_engine_info(a.e, &info) == TPX_OK);
-    int vec = a.e->rma_iov && tpx__net_has_vec(a.e->net);
+    int vec = a.e->cfg.rma_iov && tpx__net_has_vec(a.e->net);
     uint64_t want_packed = vec ? (uint64_t)N * BLK / info.chunk_bytes : 0;
     uint64_t want_msgs = vec ? want_packed : N;
     blk_t blk[N];

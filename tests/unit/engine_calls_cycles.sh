@@ -3,8 +3,9 @@
 #
 # unit.engine_calls_cycles: scripts/engine-calls finds call cycles between
 # files of src/ however long, in src/engine as anywhere, through public
-# (TPX_API) functions too, and fails --strict on each, and on a public
-# function below the engine's top layer. Runs it on small trees made here.
+# (TPX_API) functions too, and fails --strict on each, on a public
+# function below the engine's top layer, and on a write of the engine's
+# settings (e->cfg) outside engine.c. Runs it on small trees made here.
 #
 #   engine_calls_cycles.sh SOURCE_DIR
 set -euo pipefail
@@ -61,4 +62,17 @@ printf 'TPX_API int tpx_w(void)\n{\n    return 0;\n}\n' >> "$tmp/src/engine/wire
 if run; then fail "a public function in wire.c passed --strict"; fi
 grep -q "not allowed (move them to an api file of the top layer): wire.c" "$tmp/out" ||
     fail "the public function below the top is not named"
+# the settings (e->cfg) are written by engine.c only: a write elsewhere fails
+tree
+printf 'void tpx__wire_set(struct tpx_engine *e)\n{\n    e->cfg.window = 4;\n}\n' \
+    >> "$tmp/src/engine/wire.c"
+if run; then fail "a write of e->cfg in wire.c passed --strict"; fi
+grep -q "wire.c:7: e->cfg.window = 4;" "$tmp/out" || fail "the write of e->cfg is not named"
+tree
+printf 'int tpx__wire_get(const struct tpx_engine *e)\n{\n    return e && e->cfg.window == 4;\n}\n' \
+    >> "$tmp/src/engine/wire.c"
+run || fail "a read of e->cfg failed --strict"
+printf 'void tpx__engine_set(struct tpx_engine *e)\n{\n    e->cfg.window = 4;\n}\n' \
+    > "$tmp/src/engine/engine.c"
+run || fail "a write of e->cfg in engine.c failed --strict"
 echo "PASS"
