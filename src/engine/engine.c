@@ -311,10 +311,10 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
  * driver does that work), until the last driver leaves (it writes the
  * eventfd or arms the transport's wake-up) or 1 ms passes. Lock held on
  * entry and exit. */
-static void progress_stand_aside(tpx_engine_t *e)
+static void progress_stand_aside(tpx_engine_t *e, uint64_t ns)
 {
     struct pollfd pf = {.fd = e->wake_efd, .events = POLLIN};
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000L};
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)TPX_MIN(ns, 1000000ull)};
     pthread_mutex_unlock(&e->lock);
     int r = ppoll(&pf, 1, &ts, NULL);
     pthread_mutex_lock(&e->lock);
@@ -349,6 +349,31 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more)
      * The next completion of a transport thread wakes the progress thread;
      * it also wakes by itself within 1 ms. */
     wake_arm(e);
+}
+
+/* How long one poll holds the loop. A loop of tpx_xfer_poll calls comes
+ * back within microseconds (NIXL's checkXfer loop); when it stops, the
+ * progress thread takes over this long after its last poll. */
+#define TPX_POLL_LEASE_NS (100 * 1000ull)
+
+void tpx__engine_poll_drive(tpx_engine_t *e)
+{
+    if (!e->progress_started || e->cfg.wait_spin_ns == 0 || pthread_mutex_trylock(&e->lock) != 0)
+        return;
+    if (e->cfg.bulk_waits && data_in_flight(e) >= BULK_SLOTS) {
+        /* a stream: its cores go to the transport's threads (progress_wait_bulk) */
+        pthread_mutex_unlock(&e->lock);
+        return;
+    }
+    uint64_t now = tpx__now_ns();
+    if (atomic_load_explicit(&e->poll_lease_ns, memory_order_relaxed) < now)
+        atomic_store(&e->net_wake.armed, 0); /* the poller sees its completions itself */
+    atomic_store_explicit(&e->poll_lease_ns, now + TPX_POLL_LEASE_NS, memory_order_relaxed);
+    uint64_t before = e->nmoves, seen = e->ncompleted;
+    (void)tpx__engine_progress(e);
+    if (e->nmoves != before || e->ncompleted != seen)
+        e->last_move_ns = tpx__now_ns();
+    pthread_mutex_unlock(&e->lock);
 }
 
 /* Between passes the progress thread gives the lock up (yielding the core
@@ -386,7 +411,16 @@ static void *progress_main(void *arg)
     pthread_mutex_lock(&e->lock);
     while (!atomic_load(&e->stop)) {
         if (atomic_load_explicit(&e->drivers, memory_order_relaxed) > 0) {
-            progress_stand_aside(e);
+            progress_stand_aside(e, 1000000ull);
+            continue;
+        }
+        uint64_t lease = atomic_load_explicit(&e->poll_lease_ns, memory_order_relaxed);
+        uint64_t t = tpx__now_ns();
+        if (lease > t) {
+            /* a poll loop drives (tpx__engine_poll_drive); after its last
+             * poll the loop is ours again, hot */
+            progress_stand_aside(e, lease - t);
+            e->last_move_ns = TPX_MAX(e->last_move_ns, t);
             continue;
         }
         if (e->inflight == 0 && tpx__now_ns() - e->last_move_ns < e->cfg.spin_ns) {

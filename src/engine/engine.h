@@ -284,6 +284,9 @@ struct tpx_engine {
     atomic_int drivers;        /* tpx_xfer_wait callers running the loop themselves while
                                   they watch (tpx__engine_drive_begin): the progress thread
                                   stands aside until the last one leaves */
+    _Atomic uint64_t poll_lease_ns; /* a tpx_xfer_poll loop drives the passes until then
+                                  (tpx__engine_poll_drive): the progress thread stands
+                                  aside meanwhile */
     tpx_net_wake_t net_wake;   /* the plugin's wake-up of a sleeping progress thread: its
                                   `armed` flag is atomic (read by transport threads) */
     /* ---- peers and memory (peer.c links the peers, mem.c the regions) ---- */
@@ -389,6 +392,12 @@ void tpx__engine_cond_wait(tpx_engine_t *e, uint64_t ns);
  * next completion a transport thread makes (armed: no system call here). */
 void tpx__engine_drive_begin(tpx_engine_t *e);
 void tpx__engine_drive_end(tpx_engine_t *e, int more);
+/* A tpx_xfer_poll of a running transfer: when the engine lock is free and
+ * few data requests are in flight (a request/response exchange, not a
+ * stream), run one pass on the caller's thread and hold the loop for
+ * TPX_POLL_LEASE_NS: a caller that polls in a loop drives, the progress
+ * thread stands aside until the polls stop. No lock held; never blocks. */
+void tpx__engine_poll_drive(tpx_engine_t *e);
 /* ---- window.c: the engine's GPU current around every plugin call ---- */
 
 /* Around every call into the plugin (set-up, passes, closes), on whatever
