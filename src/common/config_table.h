@@ -282,7 +282,10 @@ TPX_CONFIG_X(WAIT_SPIN_US, INT, "200", 0, 1000000,
              "before it sleeps on the engine's condition variable: a small transfer often ends "
              "within microseconds, and waking from a sleep costs as much as a round trip on "
              "loopback. Meanwhile it runs the engine's progress passes itself and the progress "
-             "thread stands aside (one spinning thread, not two). 0: sleep at once.")
+             "thread stands aside (one spinning thread, not two). Likewise a loop of "
+             "`tpx_xfer_poll()` calls (NIXL's checkXfer) runs the passes while few data requests "
+             "are in flight, the progress thread standing aside until 100 us after the last "
+             "poll. 0: sleep at once; a poll never runs a pass.")
 TPX_CONFIG_X(NOTIF_QUEUE, INT, "4096", 1, 16777216,
              "Received notifications an engine holds until tpx_engine_get_notifs() takes them; beyond "
              "that they are dropped and counted (`params.notif_queue` overrides).")
