@@ -762,9 +762,6 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     /* Devmem plugins: the receive comm's unpack handle, copied down once
      * (the data channels' as they open). */
     TPX_CHECK_GOTO(tpx__comm_unpack_load(p->ctrl_recv), st, out);
-    /* a READ's request and its answer each wait on a control receive: read
-     * on the thread that tests it, not by a woken I/O thread */
-    tpx__net_set_exchange(e->net, p->ctrl_recv->comm);
     TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_BUF_SLOT, TPX_MEM_HOST, 1,
                                       &p->ctrl_region), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, scratch, TPX_MEM_HOST, 1,

@@ -14,7 +14,6 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,7 +147,7 @@ static const tpx_net_ext_v1_t *net_ext(const tpx_net_t *n)
     const tpx_net_ext_v1_t *x = net_sym(n, TPX_NET_EXT_SYMBOL);
     if (x == NULL)
         return NULL;
-    if (x->version < 1 || x->size < offsetof(tpx_net_ext_v1_t, comm_set_exchange) || x->max_requests == NULL ||
+    if (x->version < 1 || x->size < sizeof(*x) || x->max_requests == NULL ||
         x->raises_sigpipe == NULL || x->vec_ok == NULL || x->keeps_gpu == NULL ||
         x->comm_set_wake == NULL || x->connect_socks == NULL || x->isendv == NULL ||
         x->irecvv == NULL || x->handle_addrs == NULL) {
@@ -606,15 +605,6 @@ int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w)
     if (comm != NULL)
         n->ext->comm_set_wake(comm, w);
     return 1;
-}
-
-void tpx__net_set_exchange(tpx_net_t *n, void *comm)
-{
-    if (n == NULL || n->ext == NULL || comm == NULL ||
-        n->ext->size < offsetof(tpx_net_ext_v1_t, comm_set_exchange) + sizeof(void *) ||
-        n->ext->comm_set_exchange == NULL)
-        return;
-    n->ext->comm_set_exchange(comm);
 }
 
 int tpx__net_max_requests(const tpx_net_t *n)

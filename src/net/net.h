@@ -105,9 +105,6 @@ tpx_status_t tpx__net_listen(tpx_net_t *n, int dev, void *handle, void **listen_
  * the plugin can (its extension table), 0 if not (the engine polls). comm
  * NULL: only ask. */
 int tpx__net_set_wake(tpx_net_t *n, void *comm, tpx_net_wake_t *w);
-/* Tell the plugin that receive comm `comm` carries a request/response
- * exchange (net_ext.h: comm_set_exchange); nothing when it cannot use it. */
-void tpx__net_set_exchange(tpx_net_t *n, void *comm);
 /* Non-blocking: *comm stays NULL until established; call again with the
  * same handle / dev_handle storage. dev_handle: >= 32 bytes, 16-aligned,
  * owned by the caller for the life of the comm. */

@@ -99,13 +99,6 @@ typedef struct {
      * it). Lets the engine check what an unauthenticated peer asks it to
      * connect to (SECURITY.md). */
     int (*handle_addrs)(const void *handle, struct sockaddr_storage *out, int max);
-    /* Mark a receive comm as one side of a request/response exchange (an
-     * engine's control stream): it keeps many receives posted but carries
-     * a message now and then, each awaited by a thread that tests it, so
-     * test() may read the comm's connections on the calling thread instead
-     * of waking an I/O thread for each message. Optional: absent from a
-     * table whose `size` ends before it, or NULL. */
-    void (*comm_set_exchange)(void *recv_comm);
 } tpx_net_ext_v1_t;
 
 #endif

@@ -325,9 +325,6 @@ typedef struct tpx_sock_comm {
 
     _Atomic int error;    /* sticky tpx_status_t; 0 while healthy */
     _Atomic int closing;  /* set by close: workers stop moving its data */
-    _Atomic int exchange; /* a receive comm of a request/response exchange: test() reads
-                             it directly however many receives are posted
-                             (tpx__sock_comm_set_exchange, sock_direct_read.c) */
     _Atomic int eof_chans; /* recv: data connections the sender closed */
     _Atomic int gone_chans; /* recv: data connections whose `gone` is not SOCK_CHAN_OPEN */
     _Atomic int peer_gone; /* send: the receiver closed; connections are stopping */
@@ -395,7 +392,6 @@ void tpx__sock_comm_kick(tpx_sock_comm_t *c);
 /* The engine's wake-up on this comm's completions (the extension table's
  * comm_set_wake, net_ext.h); `comm` not a live send/receive comm: nothing. */
 void tpx__sock_comm_set_wake(void *comm, tpx_net_wake_t *wake);
-void tpx__sock_comm_set_exchange(void *comm);
 /* isend of message `seq` (just made movable): if it is small, host memory
  * and a data connection is idle, write it from the calling thread (one
  * non-blocking sendmsg; the rest, if any, is left to the connection's

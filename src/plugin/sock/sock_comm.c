@@ -105,13 +105,6 @@ void tpx__sock_comm_set_wake(void *comm, tpx_net_wake_t *wake)
         atomic_store_explicit(&c->wake, wake, memory_order_release);
 }
 
-void tpx__sock_comm_set_exchange(void *comm)
-{
-    tpx_sock_comm_t *c = comm;
-    if (c != NULL && c->magic == SOCK_COMM_MAGIC_RECV)
-        atomic_store_explicit(&c->exchange, 1, memory_order_relaxed);
-}
-
 /* Set the "peer closed" error, quietly: between pieces no byte was lost,
  * and whether the requests still posted matter is the caller's call. */
 void tpx__sock_comm_closed_error(tpx_sock_comm_t *c, const char *why)

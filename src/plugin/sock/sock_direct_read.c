@@ -41,14 +41,11 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
      * keeps several receives posted, and its workers move them in parallel
      * better than one API thread contending with them for the connections
      * (64 KiB two-sided transfers: 0.84x with direct reads of every
-     * receive, H200 host, 16 CPUs). An exchange's comm (an engine's
-     * control stream) keeps its receives posted but carries one message
-     * at a time, each awaited by the thread that tests it: read it here. */
+     * receive, H200 host, 16 CPUs). */
     if (r->size > max || r->cuda_dev >= 0 || r->bounce || c->tcpx ||
-        (atomic_load_explicit(&c->posted, memory_order_relaxed) -
-                 atomic_load_explicit(&c->finished, memory_order_relaxed) >
-             1 &&
-         !atomic_load_explicit(&c->exchange, memory_order_relaxed)) ||
+        atomic_load_explicit(&c->posted, memory_order_relaxed) -
+                atomic_load_explicit(&c->finished, memory_order_relaxed) >
+            1 ||
         atomic_load_explicit(&c->error, memory_order_relaxed) != 0 ||
         atomic_load_explicit(&c->closing, memory_order_relaxed))
         return 0;

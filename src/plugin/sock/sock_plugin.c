@@ -470,7 +470,6 @@ static const tpx_net_ext_v1_t sock_net_ext = {
     .isendv = ext_isendv,
     .irecvv = ext_irecvv,
     .handle_addrs = ext_handle_addrs,
-    .comm_set_exchange = tpx__sock_comm_set_exchange,
 };
 
 const void *tpx__sock_symbol(const char *name)
