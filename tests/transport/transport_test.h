@@ -104,6 +104,12 @@ int recvsmall_recv(role_t *r);
 int recvsmall_send(role_t *r);
 int badargs_recv(role_t *r);
 int badargs_send(role_t *r);
+int failover_recv(role_t *r);
+int failover_send(role_t *r);
+int failover_stream_recv(role_t *r);
+int failover_stream_send(role_t *r);
+int failover_all_recv(role_t *r);
+int failover_all_send(role_t *r);
 
 /* ---- the strict-TCPX scenarios (test_tcpx.c, TPX_SOCK_TCPX=1) ------------------- */
 

@@ -11,6 +11,7 @@
  * after it.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,4 +130,58 @@ void tpx__sock_comm_peer_closed(tpx_sock_comm_t *c, const char *who)
     char why[96];
     snprintf(why, sizeof(why), "the %s closed the connection", who);
     tpx__sock_comm_closed_error(c, why);
+}
+
+/* ---- failover: which connection counts a piece's bytes (sock_failover.c) ---- */
+
+static void fo_lock(tpx_sock_comm_t *c)
+{
+    while (atomic_exchange_explicit(&c->fo_lock, 1, memory_order_acquire))
+        while (atomic_load_explicit(&c->fo_lock, memory_order_relaxed))
+            sched_yield(); /* held for a scan of the comm's connections */
+}
+
+static void fo_unlock(tpx_sock_comm_t *c) { atomic_store_explicit(&c->fo_lock, 0, memory_order_release); }
+
+void tpx__sock_fo_begin(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p)
+{
+    fo_lock(c);
+    ch->fo_seq = p->seq;
+    ch->fo_off = p->offset;
+    ch->fo_len = p->len;
+    ch->fo_live = 1;
+    fo_unlock(c);
+}
+
+int tpx__sock_fo_take_over(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p)
+{
+    int found = 0;
+    fo_lock(c);
+    for (int i = 0; i < c->nsocks && !found; i++) {
+        tpx_sock_chan_t *k = &c->chans[i];
+        if (k != ch && k->fo_live && k->fo_seq == p->seq && k->fo_off == p->offset &&
+            k->fo_len == p->len) {
+            k->fo_live = 0;
+            found = 1;
+        }
+    }
+    if (found && ch != NULL) {
+        ch->fo_seq = p->seq;
+        ch->fo_off = p->offset;
+        ch->fo_len = p->len;
+        ch->fo_live = 1;
+    }
+    fo_unlock(c);
+    return found;
+}
+
+int tpx__sock_fo_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    if (!c->failover)
+        return 1;
+    fo_lock(c);
+    int live = ch->fo_live;
+    ch->fo_live = 0;
+    fo_unlock(c);
+    return live;
 }

@@ -118,7 +118,8 @@ tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
     };
     if (h.kind != TPX_SOCK_HELLO_CTRL && h.kind != TPX_SOCK_HELLO_DATA)
         return TPX_ERR_PROTOCOL;
-    if (h.nsocks < 1 || h.nsocks > TPX_SOCK_MAX_SOCKS || h.index >= h.nsocks || h.flags != 0)
+    if (h.nsocks < 1 || h.nsocks > TPX_SOCK_MAX_SOCKS || h.index >= h.nsocks ||
+        (h.flags & ~TPX_SOCK_HELLO_ACKS) != 0)
         return TPX_ERR_PROTOCOL;
     *out = h;
     return TPX_OK;

@@ -95,14 +95,21 @@ typedef struct {
     uint16_t kind;    /* tpx_sock_hello_kind_t */
     uint16_t index;   /* DATA: which data socket, < nsocks */
     uint16_t nsocks;  /* data sockets of this comm, 1..16 */
-    uint16_t flags;   /* reserved, 0 */
+    uint16_t flags;   /* TPX_SOCK_HELLO_* bits, the same on every connection of a comm */
     uint64_t nonce;   /* the listener's nonce from the handle */
     uint64_t conn_id; /* random per connect; groups the sockets of one comm */
 } tpx_sock_hello_t;
 
+/* The comm fails over (sock_failover.c): on each data connection the
+ * receiver acknowledges the pieces it holds, as a u64 count in network
+ * byte order, cumulative, sent whenever it grew (the only bytes a receiver
+ * ever writes on a data connection); a sender completes a message once its
+ * pieces are acknowledged and sends the unacknowledged pieces of a failed
+ * connection again on the others. */
+#define TPX_SOCK_HELLO_ACKS 0x0001u
 #define TPX_SOCK_HELLO_WIRE_SIZE 32
 void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf);
-/* Checks magic, version, kind, index < nsocks <= 16. */
+/* Checks magic, version, kind, index < nsocks <= 16, no unknown flag. */
 tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out);
 
 /* Header of one piece of a message on a data socket. */
