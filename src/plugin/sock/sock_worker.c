@@ -193,7 +193,7 @@ static int chan_run(tpx_sock_chan_t *ch)
             if (left < 0)
                 tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
             r = tpx__sock_chan_recv_settle(c, ch, r);
-            if (c->failover)
+            if (c->failover && r != CH_MORE) /* CH_MORE: its next turn is at once */
                 tpx__sock_fo_ack_flush(c, ch);
             tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
         }
