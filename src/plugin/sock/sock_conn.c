@@ -312,6 +312,8 @@ tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
     }
     TPX_CHECK_GOTO(tpx__random_bytes(&l->nonce, sizeof(l->nonce)), st, err_close);
     h.nonce = l->nonce;
+    if (!tpx__sock_params.tcpx) /* strict TCPX: never fails over (sock_failover.c) */
+        h.caps = TPX_SOCK_HANDLE_CAP_ACKS;
     tpx__sock_handle_encode(&h, handle);
     SOCK_DEBUG("listening on %s (%s%s)", d->name, tpx__sock_addr_str(&l->addrs[0], a, sizeof(a)),
                l->nfds > 1 ? " and the other members" : "");
@@ -999,9 +1001,11 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
     } while (s->id == 0);
     /* Failover (sock_failover.c): where the data connections span several
      * NICs (TPX_SOCK_FAILOVER=-1), or wherever there are several of them
-     * (1); never in strict TCPX mode. */
+     * (1); never in strict TCPX mode, nor to a listener that does not
+     * acknowledge pieces (an older build). */
     int fail = tpx__sock_params.failover;
     s->comm->failover = !tpx__sock_params.tcpx && s->nsocks > 1 &&
+                        (s->h.caps & TPX_SOCK_HANDLE_CAP_ACKS) &&
                         (fail > 0 || (fail < 0 && s->nlocal > 1));
     for (int i = 0; i <= s->nsocks; i++) {
         tpx_sock_hello_t hello = {

@@ -31,8 +31,11 @@
  *    it stay unacknowledged by the peer's TCP that long). Its
  *    unacknowledged pieces go to the comm's resend queue, which every
  *    other connection takes from before it cuts new pieces; the
- *    connection is shut down and never used again. The comm fails as
- *    before only when every data connection has.
+ *    connection is aborted (an RST, its queues dropped: no byte of it
+ *    may reach the receiver later) and never used again: a comm does not
+ *    reconnect (the engine's channels do). The comm fails as before only
+ *    when every data connection has. Detection is the kernel's alone: no
+ *    timer of ours, no cost while healthy.
  *
  *  - The receiver places pieces by offset, so a piece received twice is
  *    harmless to the bytes; it must not count twice. A piece sent again
@@ -169,7 +172,13 @@ int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
         return CH_IDLE;
     atomic_store(&ch->fo_dead, 1);
     atomic_store(&ch->idle, 0); /* no direct write picks it */
-    (void)shutdown(ch->fd, SHUT_RDWR);
+    /* Abort it (an RST, its queues dropped): whatever the error was (an
+     * unreachable network leaves the connection alive), no byte of it may
+     * reach the receiver later, where a copy sent again may have completed
+     * the message and its buffer been reused. The descriptor stays open
+     * (its worker's epoll set holds it) until the comm closes. */
+    struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+    (void)connect(ch->fd, &unspec, sizeof(unspec));
     int idx = (int)(ch - c->chans);
     uint64_t moved = 0;
     if (c->kind == SOCK_COMM_SEND) {

@@ -64,6 +64,7 @@ void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128)
         int o = TPX_SOCK_HANDLE_MORE_OFF + (i - 1) * TPX_SOCK_HANDLE_MORE_SIZE;
         put_addr(p, &h->more[i - 1], o, o + 8, o + 4);
     }
+    tpx__put32(p + 112, h->caps);
 }
 
 tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
@@ -85,6 +86,7 @@ tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
     }
     h.naddrs = n;
     h.nonce = tpx__get64(p + 32);
+    h.caps = tpx__get32(p + 112); /* unknown bits: a newer listener's, ignored */
     *out = h;
     return TPX_OK;
 }
