@@ -884,9 +884,7 @@ static int fo_busy_sockets(int *fds, int max)
     return n;
 }
 
-/* Wait until `want` data connections have bytes queued, reset `kill` of
- * them; returns how many were reset (0 on timeout). */
-static int fo_reset(int want, int kill)
+int tt_reset_busy(int want, int kill)
 {
     int fds[16], n = 0;
     uint64_t deadline = test_deadline_ms(IO_MS);
@@ -962,7 +960,7 @@ static int fo_send(role_t *r, size_t size, int all)
     nt_fill(buf, size, tt_seed(40, 0, 0));
     CHECK_RC(nt_isend(&r->nt, sc, buf, size, 1, NULL, &req));
     int kill = all ? FO_NSOCKS : 1;
-    CHECK(fo_reset(all ? FO_NSOCKS : 2, kill) == kill,
+    CHECK(tt_reset_busy(all ? FO_NSOCKS : 2, kill) == kill,
           "found no %d data connections with bytes queued to reset", all ? FO_NSOCKS : 2);
     TRY(tt_sync_put(r, 'x'));
     if (all) {

@@ -987,6 +987,7 @@ static const scenario_t scenarios[] = {
     {"cudastage", cudastage_recv, cudastage_send, 0, 0},
     {"cudazero", cudazero_recv, cudazero_send, 0, 0},
     {"cudafail", cudafail_recv, cudafail_send, 0, 0},
+    {"cudafailover", cudafailover_recv, cudafailover_send, 0, 0},
 };
 
 /* Fork a role on `fd` (its end of the socketpair); `other` is closed in it. */
