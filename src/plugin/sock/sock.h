@@ -308,13 +308,15 @@ typedef struct tpx_sock_chan {
     uint64_t fo_safe, fo_acked;
     uint32_t ack_off;
     int fo_drop;
-    /* recv, under the comm's fo_lock: the piece in progress whose bytes
-     * this connection is to count when it has read them all (fo_live), so
-     * that a copy of it resent on another connection can take that over
-     * (this one may never finish it). */
+    /* recv, under the comm's fo_lock (sock_comm.c, "failover"): the piece
+     * being read, which this connection counts if it reads all of it
+     * before another copy of it does (fo_live); fo_busy while a recvmsg
+     * writes it into the receive's memory (read by whoever counts
+     * another copy, which waits for the write to end). */
     int fo_live;
     uint64_t fo_seq, fo_off;
     uint32_t fo_len;
+    _Atomic int fo_busy;
 } tpx_sock_chan_t;
 #define SOCK_CHAN_OPEN UINT64_MAX
 #define SOCK_CHAN_ENDED (UINT64_MAX - 1)
@@ -479,8 +481,10 @@ void tpx__sock_req_claim_reset(tpx_sock_req_t *r);
  * whose size is `total`; the last unit completes it. */
 void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units, uint64_t total);
 /* Failover (sock_failover.c), receive side: connection ch has read its
- * piece; whether its bytes count (1 unless a copy of the piece on another
- * connection took that over; always 1 on a comm that does not fail over). */
+ * piece; whether its bytes count (1 unless another copy of the piece was
+ * read first; always 1 on a comm that does not fail over). The copies of
+ * it still being read are disarmed, and none of them writes any more when
+ * this returns. */
 int tpx__sock_fo_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
 /* Record the first error of a comm (sticky) and wake its engine. */
 void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why);

@@ -195,6 +195,13 @@ int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
         ch->ahead_req = NULL;
     }
     int dead = atomic_fetch_add(&c->fo_dead_chans, 1) + 1;
+    if (c->kind == SOCK_COMM_SEND && dead < c->nsocks &&
+        dead + atomic_load(&c->eof_chans) >= c->nsocks) {
+        /* The others were closed by the receiver: it is gone (its close
+         * reset the connections it had not read to the end). */
+        tpx__sock_comm_peer_closed(c, "receiver");
+        return CH_ERROR;
+    }
     if (dead == c->nsocks) {
         char why[160];
         snprintf(why, sizeof(why), "every data connection failed (the last: %s: %s)", what,

@@ -210,10 +210,17 @@ void tpx__sock_comm_peer_closed(tpx_sock_comm_t *c, const char *who);
 /* Failover (sock_failover.c), receive side, under the comm's fo_lock:
  * ch begins piece p, whose bytes it claimed: it counts them. */
 void tpx__sock_fo_begin(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p);
-/* Piece p covers bytes claimed before: if a connection other than ch is
- * reading that piece, ch (NULL: a whole message delivered now) takes its
- * counting over and 1 is returned; 0: a copy was read already (drop it). */
+/* Piece p covers bytes claimed before, by an earlier copy: 1 if a copy is
+ * still being read elsewhere (then ch reads one more, and the first to
+ * finish counts; ch NULL: a whole message delivered now, which counts, the
+ * other copies disarmed and out of their writes when this returns); 0 if
+ * a copy was read and counted already: drop this one. */
 int tpx__sock_fo_take_over(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p);
+/* ch is about to write its piece's payload into the receive's memory: 1
+ * (fo_busy set until tpx__sock_fo_write_end), or 0 if another copy was
+ * counted meanwhile (read the rest into nowhere). */
+int tpx__sock_fo_write_begin(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
+void tpx__sock_fo_write_end(tpx_sock_chan_t *ch);
 
 /* ---- sock_kick.c ---- */
 void tpx__sock_worker_wake(tpx_sock_worker_t *w);

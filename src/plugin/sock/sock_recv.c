@@ -123,7 +123,8 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
         } else if (!ch->active) {
             iov[0] = (struct iovec){ch->hdr + ch->hdr_done,
                                     TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done};
-        } else if (ch->fo_drop) { /* a copy the receive has: TCP drops MSG_TRUNC bytes */
+        } else if (ch->fo_drop || (c->failover && !tpx__sock_fo_write_begin(c, ch))) {
+            ch->fo_drop = 1; /* a copy the receive has: TCP drops MSG_TRUNC bytes */
             iov[0] = (struct iovec){NULL, ch->piece.len - ch->data_done};
             flags |= MSG_TRUNC;
         } else if (!ch->req->bounce) {
@@ -137,6 +138,8 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
                                                         c->bounce_io, iov, SOCK_IOV_BATCH);
         }
         ssize_t n = recvmsg(ch->fd, &msg, flags);
+        if (c->failover)
+            tpx__sock_fo_write_end(ch);
         if (n > 0)
             tpx__tsan_sock_received(ch->fd);
         if (n < 0) {
