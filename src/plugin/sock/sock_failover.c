@@ -39,10 +39,11 @@
  *
  *  - The receiver places pieces by offset, so a piece received twice is
  *    harmless to the bytes; it must not count twice. A piece sent again
- *    covers bytes announced before (sock_claim.c): if the connection that
- *    announced them has not read them all, the new copy takes over their
- *    counting from it (that connection may never finish: its NIC died);
- *    if it has, or the message is complete, the copy is read and dropped.
+ *    covers bytes announced before (sock_claim.c): if a connection is
+ *    still reading an earlier copy (it may never finish: its NIC died),
+ *    the new copy is read too, the first read whole counts and the others
+ *    write no byte after it (sock_comm.c, "failover"); if the bytes were
+ *    counted already, or the message is complete, it is read and dropped.
  *    A receiving connection that fails (reset, timed out, cut in the
  *    middle of a piece) ends like one the sender closed; what it held
  *    safe (acknowledged) is still delivered.
