@@ -23,7 +23,11 @@
  *    test() only reads counters;
  *  - every failure (peer close, reset, malformed data, a message larger than
  *    the receive) is sticky on the comm and reported by test(), never turned
- *    into "not done".
+ *    into "not done";
+ *  - except, on a comm that fails over (several NICs, TPX_SOCK_FAILOVER,
+ *    sock_failover.c), the failure of some of its data connections: their
+ *    unacknowledged pieces go to the others, and a send completes only
+ *    once the receiver acknowledged all of it.
  *
  * Threading: the calls on one comm (isend/irecv/test/close) must come from
  * one thread at a time, as NCCL's proxy does; different comms are

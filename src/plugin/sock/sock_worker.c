@@ -588,6 +588,11 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
     if (c == NULL)
         return;
     atomic_store(&c->closing, 1);
+    if (atomic_load(&c->fo_dead_chans) > 0)
+        SOCK_INFO("%s comm %p (conn %016llx): %d of %d data connection(s) failed, %llu "
+                  "piece(s) sent again", c->kind == SOCK_COMM_SEND ? "send" : "recv", (void *)c,
+                  (unsigned long long)c->conn_id, atomic_load(&c->fo_dead_chans), c->nsocks,
+                  (unsigned long long)atomic_load(&c->fo_resent));
     if (c->pooled && c->pool_forks != pool.forks) { /* made before a fork(): no workers here */
         c->pooled = 0;
         for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
