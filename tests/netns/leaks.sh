@@ -14,6 +14,9 @@
 # In the ASan build LeakSanitizer checks memory at their exit. Prints
 #   RESULT leaks: server fds A->B threads C->D, client fds ... threads ...
 . "$(dirname "$0")/lib.sh"
+# The black hole must fail client 2's transfers: the built-in transport's
+# failover (its fused comms go on over the other NICs, netns.nicfail) is off.
+export TPX_SOCK_FAILOVER=0
 need_peer
 command -v nft >/dev/null 2>&1 || { echo "SKIP: nft is not installed (Debian package nftables)"; exit 77; }
 

@@ -335,3 +335,74 @@ static int cf_role(role_t *r, int is_recv)
 
 int cudafail_recv(role_t *r) { return cf_role(r, 1); }
 int cudafail_send(role_t *r) { return cf_role(r, 0); }
+
+/* ---- scenario: cudafailover ---------------------------------------------------- */
+/* TPX_SOCK_FAILOVER=1, 4 data connections: a 32 MiB message from (fake)
+ * device memory to device memory loses a data connection in the middle
+ * (the sender resets it while the receive is not posted yet, so the
+ * message cannot have completed); the pieces it carried go through the
+ * other connections' staging again and every byte arrives. */
+
+#define CFO_LEN (32 * MiB)
+
+static int cfo_role(role_t *r, int is_recv)
+{
+    cs_t x = {.r = r, .is_recv = is_recv};
+    void *lc = NULL, *comm = NULL, *mh = NULL, *req = NULL;
+    if (is_recv)
+        TRY(tt_role_init(r));
+    TRY(cs_gpu0());
+    CHECK(tpx__cuda_mem_alloc(0, CFO_LEN, &x.dev) == TPX_OK, "cuMemAlloc of %d bytes failed",
+          (int)CFO_LEN);
+    x.scratch = nt_alloc(CFO_LEN);
+    CHECK(x.scratch != NULL, "out of memory");
+    CUdeviceptr d = x.dev.ptr;
+    if (is_recv) {
+        TRY(tt_recv_open(r, 1, &lc, &comm));
+        CHECK(TPX_CU(cuMemsetD8, d, CS_FILL, CFO_LEN) == TPX_OK &&
+                  TPX_CU(cuCtxSynchronize) == TPX_OK,
+              "cuMemsetD8 failed");
+    } else {
+        TRY(tt_send_open(r, 1, &comm));
+        nt_fill(x.scratch, CFO_LEN, tt_seed(53, 0, 0));
+        CHECK(TPX_CU(cuMemcpyHtoD, d, x.scratch, CFO_LEN) == TPX_OK &&
+                  TPX_CU(cuCtxSynchronize) == TPX_OK,
+              "cuMemcpyHtoD failed");
+    }
+    CHECK_RC(nt_regmr(&r->nt, comm, (void *)(uintptr_t)d, CFO_LEN, TPX_NCCL_PTR_CUDA, &mh));
+    if (is_recv) {
+        TRY(tt_sync_put(r, 'p'));
+        TRY(tt_sync_get(r, 'x', IO_MS)); /* a data connection was reset */
+        CHECK_RC(nt_irecv1(&r->nt, comm, (void *)(uintptr_t)d, CFO_LEN, 1, mh, &req));
+        nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+        CHECK(w.rc == 0 && w.done == 1 && w.size == (int)CFO_LEN,
+              "the CUDA receive whose data connection was reset: rc %d done %d size %d", w.rc,
+              w.done, w.size);
+        CHECK(TPX_CU(cuMemcpyDtoH, x.scratch, d, CFO_LEN) == TPX_OK, "cuMemcpyDtoH failed");
+        size_t bad = nt_verify(x.scratch, CFO_LEN, tt_seed(53, 0, 0));
+        CHECK(bad == NT_VERIFY_OK, "first wrong byte at %zu", bad);
+        test_say("32 MiB of CUDA memory arrived whole over the connections left");
+        TRY(tt_sync_put(r, 'd'));
+    } else {
+        TRY(tt_sync_get(r, 'p', IO_MS));
+        CHECK_RC(nt_isend(&r->nt, comm, (void *)(uintptr_t)d, CFO_LEN, 1, mh, &req));
+        CHECK(tt_reset_busy(2, 1) == 1, "found no 2 data connections with bytes queued");
+        TRY(tt_sync_put(r, 'x'));
+        nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+        CHECK(w.rc == 0 && w.done == 1, "the CUDA send whose data connection was reset: rc %d "
+                                        "done %d",
+              w.rc, w.done);
+        TRY(tt_sync_get(r, 'd', IO_MS));
+    }
+    CHECK_RC(nt_deregmr(&r->nt, comm, mh));
+    if (is_recv)
+        TRY(tt_recv_close(r, 1, &lc, &comm));
+    else
+        CHECK_RC(nt_close_send(&r->nt, comm));
+    tpx__cuda_mem_free(&x.dev);
+    nt_free(x.scratch, CFO_LEN);
+    return 0;
+}
+
+int cudafailover_recv(role_t *r) { return cfo_role(r, 1); }
+int cudafailover_send(role_t *r) { return cfo_role(r, 0); }

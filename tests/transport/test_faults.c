@@ -825,3 +825,162 @@ int badargs_send(role_t *r)
     nt_free(buf, BA_SIZE);
     return 0;
 }
+
+/* ---- scenarios: failover, failover_stream, failover_all ------------------------------ */
+/*
+ * A comm that fails over (TPX_SOCK_FAILOVER=1, TPX_NSOCKS=4: CMake) loses
+ * data connections in the middle of a message: the sender resets them
+ * itself (connect(AF_UNSPEC) on the socket: an RST to the receiver, and
+ * ECONNRESET/EPIPE on the sender's next use), as a NIC that died would end
+ * them. The sender finds its data connections among its process's TCP
+ * sockets as the ones with bytes queued (its control connection carries
+ * none while a message is in flight; the link to the peer role is a unix
+ * socket).
+ *
+ *   failover         the receiver posts nothing until the reset, so the
+ *                    64 MiB message cannot have completed: one connection
+ *                    with pieces in flight is reset; the message and one
+ *                    after it arrive whole over the other three.
+ *   failover_stream  the receiver's receive is posted first and a
+ *                    connection is reset while the 256 MiB message
+ *                    streams: pieces partly read on it are sent again.
+ *   failover_all     every data connection is reset: both sides fail
+ *                    (rc != 0) within PEERCLOSE_MS, as without failover.
+ */
+#include <fcntl.h>
+#include <dirent.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
+#define FO_NSOCKS 4
+#define FO_SIZE   (64 * MiB)
+#define FO_STREAM (256 * MiB)
+#define FO_AFTER  (4 * MiB)
+
+/* The TCP sockets of this process with bytes queued to send, up to max. */
+static int fo_busy_sockets(int *fds, int max)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == dirfd(d))
+            continue;
+        struct sockaddr_storage a;
+        socklen_t al = sizeof(a);
+        int type = 0, outq = 0;
+        socklen_t tl = sizeof(type);
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+            getsockname(fd, (struct sockaddr *)&a, &al) != 0 ||
+            (a.ss_family != AF_INET && a.ss_family != AF_INET6) ||
+            ioctl(fd, SIOCOUTQ, &outq) != 0 || outq <= 0)
+            continue;
+        fds[n++] = fd;
+    }
+    closedir(d);
+    return n;
+}
+
+int tt_reset_busy(int want, int kill)
+{
+    int fds[16], n = 0;
+    uint64_t deadline = test_deadline_ms(IO_MS);
+    while ((n = fo_busy_sockets(fds, 16)) < want && test_now_ns() < deadline)
+        usleep(1000);
+    if (n < want)
+        return 0;
+    struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+    for (int i = 0; i < kill; i++)
+        if (connect(fds[i], &unspec, sizeof(unspec)) != 0)
+            return 0;
+    return kill;
+}
+
+static int fo_expect_failed(role_t *r, void *req, const char *side)
+{
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(PEERCLOSE_MS));
+    CHECK(w.rc != NT_TIMEOUT, "%s: every data connection was reset, but test() still says "
+                              "not done with rc 0 after %d ms",
+          side, PEERCLOSE_MS);
+    CHECK(w.rc != 0 && w.done == 0, "%s: every data connection was reset; test() returned "
+                                    "rc %d done %d (expected an error)",
+          side, w.rc, w.done);
+    test_say("%s: a comm with every data connection reset failed with rc %d", side, w.rc);
+    return 0;
+}
+
+/* The receiver of failover / failover_stream / failover_all. */
+static int fo_recv(role_t *r, size_t size, int post_first, int all)
+{
+    void *lc, *rc, *req = NULL;
+    TRY(tt_role_init(r));
+    TRY(tt_recv_open(r, 1, &lc, &rc));
+    unsigned char *buf = nt_alloc(size);
+    CHECK(buf != NULL, "out of memory");
+    if (post_first)
+        CHECK_RC(nt_irecv1(&r->nt, rc, buf, size, 1, NULL, &req));
+    TRY(tt_sync_put(r, 'p'));
+    TRY(tt_sync_get(r, 'x', IO_MS)); /* the sender reset its connection(s) */
+    int posted = post_first ? 0 : nt_irecv1(&r->nt, rc, buf, size, 1, NULL, &req);
+    if (all && posted != 0) {
+        test_say("receiver: a comm with every data connection reset refused a receive (rc %d)",
+                 posted);
+    } else if (all) {
+        TRY(fo_expect_failed(r, req, "receiver"));
+    } else {
+        CHECK(posted == 0, "irecv after one data connection was reset: rc %d", posted);
+        nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+        CHECK(w.rc == 0 && w.done == 1 && w.size == (int)size,
+              "the receive of a %zu-byte message whose data connection was reset: rc %d "
+              "done %d size %d (expected rc 0, done, all bytes)",
+              size, w.rc, w.done, w.size);
+        size_t bad = nt_verify(buf, size, tt_seed(40, 0, 0));
+        CHECK(bad == NT_VERIFY_OK, "first wrong byte at %zu of %zu", bad, size);
+        TRY(tt_recv_one(r, rc, buf, FO_AFTER, FO_AFTER, 2, NULL, tt_seed(40, 1, 0)));
+        test_say("%zu MiB arrived whole over the connections left, and %zu MiB after it",
+                 size / MiB, FO_AFTER / MiB);
+    }
+    TRY(tt_sync_put(r, 'd'));
+    (void)nt_close_recv(&r->nt, rc);
+    CHECK_RC(nt_close_listen(&r->nt, lc));
+    nt_free(buf, size);
+    return 0;
+}
+
+static int fo_send(role_t *r, size_t size, int all)
+{
+    void *sc, *req = NULL;
+    TRY(tt_send_open(r, 1, &sc));
+    TRY(tt_sync_get(r, 'p', IO_MS));
+    unsigned char *buf = nt_alloc(size);
+    CHECK(buf != NULL, "out of memory");
+    nt_fill(buf, size, tt_seed(40, 0, 0));
+    CHECK_RC(nt_isend(&r->nt, sc, buf, size, 1, NULL, &req));
+    int kill = all ? FO_NSOCKS : 1;
+    CHECK(tt_reset_busy(all ? FO_NSOCKS : 2, kill) == kill,
+          "found no %d data connections with bytes queued to reset", all ? FO_NSOCKS : 2);
+    TRY(tt_sync_put(r, 'x'));
+    if (all) {
+        TRY(fo_expect_failed(r, req, "sender"));
+    } else {
+        nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+        CHECK(w.rc == 0 && w.done == 1, "the send of a %zu-byte message whose data connection "
+                                        "was reset: rc %d done %d (expected rc 0, done)",
+              size, w.rc, w.done);
+        TRY(tt_send_one(r, sc, buf, FO_AFTER, 2, NULL, tt_seed(40, 1, 0)));
+    }
+    TRY(tt_sync_get(r, 'd', IO_MS));
+    (void)nt_close_send(&r->nt, sc);
+    nt_free(buf, size);
+    return 0;
+}
+
+int failover_recv(role_t *r) { return fo_recv(r, FO_SIZE, 0, 0); }
+int failover_send(role_t *r) { return fo_send(r, FO_SIZE, 0); }
+int failover_stream_recv(role_t *r) { return fo_recv(r, FO_STREAM, 1, 0); }
+int failover_stream_send(role_t *r) { return fo_send(r, FO_STREAM, 0); }
+int failover_all_recv(role_t *r) { return fo_recv(r, FO_SIZE, 0, 1); }
+int failover_all_send(role_t *r) { return fo_send(r, FO_SIZE, 1); }

@@ -946,6 +946,9 @@ static const scenario_t scenarios[] = {
     {"closerace", closerace_recv, closerace_send, 0, 0},
     {"recvsmall", recvsmall_recv, recvsmall_send, 0, 0},
     {"badargs", badargs_recv, badargs_send, 0, 0},
+    {"failover", failover_recv, failover_send, 0, 0},
+    {"failover_stream", failover_stream_recv, failover_stream_send, 0, 0},
+    {"failover_all", failover_all_recv, failover_all_send, 0, 0},
     {"props", props_role, NULL, 0, 0},
     {"contexts", contexts_role, NULL, 0, 0},
     /* strict TCPX mode (TPX_SOCK_TCPX=1), test_tcpx.c */
@@ -984,6 +987,7 @@ static const scenario_t scenarios[] = {
     {"cudastage", cudastage_recv, cudastage_send, 0, 0},
     {"cudazero", cudazero_recv, cudazero_send, 0, 0},
     {"cudafail", cudafail_recv, cudafail_send, 0, 0},
+    {"cudafailover", cudafailover_recv, cudafailover_send, 0, 0},
 };
 
 /* Fork a role on `fd` (its end of the socketpair); `other` is closed in it. */

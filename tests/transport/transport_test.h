@@ -86,6 +86,12 @@ int tt_wait_all(role_t *r, slot_t *s, int n, uint64_t deadline, const char *what
 
 /* ---- the failure scenarios (test_faults.c) ------------------------------------- */
 
+/* Wait until `want` TCP sockets of this process have bytes queued to send
+ * (a sender's data connections in the middle of a message), then reset
+ * `kill` of them (connect(AF_UNSPEC): an RST to the peer); returns how many
+ * were reset, 0 if there were not `want` within IO_MS. */
+int tt_reset_busy(int want, int kill);
+
 int tagmismatch_recv(role_t *r);
 int tagmismatch_send(role_t *r);
 int peerclose_recv(role_t *r);
@@ -104,6 +110,12 @@ int recvsmall_recv(role_t *r);
 int recvsmall_send(role_t *r);
 int badargs_recv(role_t *r);
 int badargs_send(role_t *r);
+int failover_recv(role_t *r);
+int failover_send(role_t *r);
+int failover_stream_recv(role_t *r);
+int failover_stream_send(role_t *r);
+int failover_all_recv(role_t *r);
+int failover_all_send(role_t *r);
 
 /* ---- the strict-TCPX scenarios (test_tcpx.c, TPX_SOCK_TCPX=1) ------------------- */
 
@@ -176,5 +188,7 @@ int cudazero_recv(role_t *r);
 int cudazero_send(role_t *r);
 int cudafail_recv(role_t *r);
 int cudafail_send(role_t *r);
+int cudafailover_recv(role_t *r);
+int cudafailover_send(role_t *r);
 
 #endif

@@ -49,6 +49,18 @@ int main(void)
     memcpy(bad, buf, 128);
     bad[8] = bad[9] = 0; /* port 0 */
     EXPECT(tpx__sock_handle_decode(bad, &o) != TPX_OK);
+    /* A listener that acknowledges pieces says so in byte 112; a handle of
+     * a build without it (zero there) says nothing, and one of a newer
+     * build's bits is read as it is (the connector looks at its own). */
+    h.caps = TPX_SOCK_HANDLE_CAP_ACKS;
+    tpx__sock_handle_encode(&h, buf);
+    EXPECT_EQ(buf[115], 1);
+    EXPECT_EQ(tpx__sock_handle_decode(buf, &o), TPX_OK);
+    EXPECT(o.caps == TPX_SOCK_HANDLE_CAP_ACKS);
+    buf[115] = 0;
+    buf[112] = 0x80;
+    EXPECT_EQ(tpx__sock_handle_decode(buf, &o), TPX_OK);
+    EXPECT(!(o.caps & TPX_SOCK_HANDLE_CAP_ACKS));
 
     /* hello */
     unsigned char hb[TPX_SOCK_HELLO_WIRE_SIZE];
@@ -58,6 +70,14 @@ int main(void)
     EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
     EXPECT(ho.kind == he.kind && ho.index == 3 && ho.nsocks == 4 && ho.nonce == 7 &&
            ho.conn_id == 99);
+    he.flags = TPX_SOCK_HELLO_ACKS; /* the comm fails over: known */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
+    EXPECT(ho.flags == TPX_SOCK_HELLO_ACKS);
+    he.flags = 0x0002; /* unknown */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.flags = 0;
     he.index = 4; /* index >= nsocks */
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);

@@ -23,7 +23,11 @@
  *    test() only reads counters;
  *  - every failure (peer close, reset, malformed data, a message larger than
  *    the receive) is sticky on the comm and reported by test(), never turned
- *    into "not done".
+ *    into "not done";
+ *  - except, on a comm that fails over (several NICs, TPX_SOCK_FAILOVER,
+ *    sock_failover.c), the failure of some of its data connections: their
+ *    unacknowledged pieces go to the others, and a send completes only
+ *    once the receiver acknowledged all of it.
  *
  * Threading: the calls on one comm (isend/irecv/test/close) must come from
  * one thread at a time, as NCCL's proxy does; different comms are
@@ -117,6 +121,9 @@ typedef struct {
                             (TPX_SOCK_TCPX_SIGPIPE) */
     uint64_t tcpx_chunk; /* ... its NCCL_DYNAMIC_CHUNK_SIZE, as a peer's close shows
                             (TPX_SOCK_TCPX_CHUNK) */
+    int failover; /* TPX_SOCK_FAILOVER: -1 comms over several NICs, 1 every comm of more
+                     than one data connection, 0 none (sock_failover.c) */
+    int stall_ms; /* TPX_SOCK_STALL_MS: TCP_USER_TIMEOUT of those comms' data connections */
 } tpx_sock_params_t;
 
 /* Strict TCPX mode: limits of Google's plugin. */
@@ -214,8 +221,9 @@ typedef struct tpx_sock_chan {
     _Atomic int parked;    /* recv: header read, message not posted yet (posters read it) */
     _Atomic int idle;      /* send: found no piece to take (posters read it) */
     int want_write;        /* send: the last write would block */
-    int eof;               /* recv: the sender closed this connection between pieces (read
-                              and written by the connection's owner only: see `owner`) */
+    int eof;               /* recv: the sender closed this connection between pieces; send,
+                              failing over: the receiver closed it (read and written by
+                              the connection's owner only: see `owner`) */
     int hup;               /* recv: epoll saw the sender's close (EPOLLRDHUP/HUP/ERR): what
                               the socket holds is all that will come (owner only) */
     /* recv, what the sender's close left on this connection (its owner
@@ -285,6 +293,34 @@ typedef struct tpx_sock_chan {
     int eager_held;        /* worker: parked with a payload in `eager` */
     _Atomic int eager_state;
     _Atomic uint64_t eager_seq; /* the held message's number (stored before READY) */
+    /* Failover (a comm with `failover` set, sock_failover.c). Both sides:
+     * fo_dead is set once, by the owner, when the connection failed; no
+     * byte moves on it after that (the comm goes on over the others). */
+    _Atomic int fo_dead;
+    /* send (owner): the pieces taken on this connection whose receipt the
+     * receiver has not acknowledged, log[tail % SOCK_FO_LOG .. head), and
+     * the acknowledgement being read (8 bytes, ack_len of them so far). */
+    struct tpx_sock_fo_ent *fo_log;
+    uint64_t fo_head, fo_tail;
+    unsigned char ack_buf[8];
+    uint32_t ack_len;
+    /* recv (owner): pieces read off the socket into memory they are
+     * delivered from without this connection (fo_safe), the count last
+     * acknowledged (fo_acked), and the 8 bytes of an acknowledgement still
+     * being written (from ack_off; 8: none). fo_drop: the current piece's
+     * payload is read and dropped (a copy the receive has already). */
+    uint64_t fo_safe, fo_acked;
+    uint32_t ack_off;
+    int fo_drop;
+    /* recv, under the comm's fo_lock (sock_comm.c, "failover"): the piece
+     * being read, which this connection counts if it reads all of it
+     * before another copy of it does (fo_live); fo_busy while a recvmsg
+     * writes it into the receive's memory (read by whoever counts
+     * another copy, which waits for the write to end). */
+    int fo_live;
+    uint64_t fo_seq, fo_off;
+    uint32_t fo_len;
+    _Atomic int fo_busy;
 } tpx_sock_chan_t;
 #define SOCK_CHAN_OPEN UINT64_MAX
 #define SOCK_CHAN_ENDED (UINT64_MAX - 1)
@@ -325,7 +361,8 @@ typedef struct tpx_sock_comm {
 
     _Atomic int error;    /* sticky tpx_status_t; 0 while healthy */
     _Atomic int closing;  /* set by close: workers stop moving its data */
-    _Atomic int eof_chans; /* recv: data connections the sender closed */
+    _Atomic int eof_chans; /* recv: data connections the sender closed (send, failing
+                              over: those the receiver closed, sock_failover.c) */
     _Atomic int gone_chans; /* recv: data connections whose `gone` is not SOCK_CHAN_OPEN */
     _Atomic int peer_gone; /* send: the receiver closed; connections are stopping */
     int pooled;           /* counted by the I/O pool (sock_worker.c) */
@@ -354,7 +391,31 @@ typedef struct tpx_sock_comm {
     size_t emu_len;
     int meta_mapped;                     /* meta is CUDA host-mapped memory (on `gpu`) */
     uint64_t rng;
+
+    /* Failover (sock_failover.c): set at connect/accept for a comm whose
+     * data connections span several NICs (TPX_SOCK_FAILOVER); never in
+     * strict TCPX mode. send: the pieces of failed connections to send
+     * again, taken before new ones (under sched_lock), a ring of
+     * nsocks * SOCK_FO_LOG entries; the connections that failed and the
+     * pieces sent again (stats). recv: fo_lock orders the connections'
+     * fo_live claims (a spin lock, held for a scan of nsocks entries). */
+    int failover;
+    struct tpx_sock_fo_ent *fo_resend;
+    uint64_t fo_rs_head, fo_rs_tail;
+    _Atomic int fo_dead_chans;
+    _Atomic uint64_t fo_resent;
+    _Atomic int fo_lock;
 } tpx_sock_comm_t;
+
+/* Failover: a piece a sender may have to send again, and its message. */
+typedef struct tpx_sock_fo_ent {
+    tpx_sock_piece_t piece;
+    tpx_sock_req_t *req;
+} tpx_sock_fo_ent_t;
+/* Pieces a connection of a failover comm may have unacknowledged: one
+ * more waits for an acknowledgement (the kernel's buffers hold a few MiB,
+ * pieces are at least 64 KiB but for the last of a message). */
+#define SOCK_FO_LOG 256
 
 #define SOCK_COMM_MAGIC_SEND 0x53454e44u /* "SEND" */
 #define SOCK_COMM_MAGIC_RECV 0x52454356u /* "RECV" */
@@ -423,6 +484,12 @@ void tpx__sock_req_claim_reset(tpx_sock_req_t *r);
 /* Publish `units` more bytes of message `r` (1 for a zero-byte message)
  * whose size is `total`; the last unit completes it. */
 void tpx__sock_piece_done(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t units, uint64_t total);
+/* Failover (sock_failover.c), receive side: connection ch has read its
+ * piece; whether its bytes count (1 unless another copy of the piece was
+ * read first; always 1 on a comm that does not fail over). The copies of
+ * it still being read are disarmed, and none of them writes any more when
+ * this returns. */
+int tpx__sock_fo_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
 /* Record the first error of a comm (sticky) and wake its engine. */
 void tpx__sock_comm_fail(tpx_sock_comm_t *c, tpx_status_t st, const char *why);
 tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int nsocks);

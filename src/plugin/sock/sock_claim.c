@@ -74,6 +74,7 @@ void tpx__sock_req_claim_reset(tpx_sock_req_t *r)
 #define SOCK_CLAIM_OVERLAP 1
 #define SOCK_CLAIM_FULL 2
 #define SOCK_CLAIM_STUCK 3 /* full, and every connection of the comm waits: never resolves */
+#define SOCK_CLAIM_AGAIN 4 /* failover: bytes announced before, by an earlier copy */
 
 /* Announce [off, end) of r's message; under claim_lock. */
 static int req_claim_range(tpx_sock_req_t *r, uint64_t off, uint64_t end)
@@ -112,6 +113,17 @@ static int req_claim_range(tpx_sock_req_t *r, uint64_t off, uint64_t end)
     return SOCK_CLAIM_OK;
 }
 
+/* Whether [off, end) lies inside what was announced; under claim_lock. */
+static int req_claim_covers(const tpx_sock_req_t *r, uint64_t off, uint64_t end)
+{
+    if (end <= r->front)
+        return 1;
+    for (int i = 0; i < r->nruns; i++)
+        if (r->runs[i].start <= off && end <= r->runs[i].end)
+            return 1;
+    return 0;
+}
+
 /* Announce piece p of r's message, read by connection ch (NULL: a whole
  * message, which never needs a run); ch->claim_waiting is set if it must
  * wait for room. Kicks the connections that waited once this claim made
@@ -121,6 +133,8 @@ static int req_claim(tpx_sock_comm_t *c, tpx_sock_req_t *r, const tpx_sock_piece
 {
     req_claim_lock(r);
     int st = req_claim_range(r, p->offset, p->offset + p->len);
+    if (st == SOCK_CLAIM_OVERLAP && c->failover && req_claim_covers(r, p->offset, p->offset + p->len))
+        st = SOCK_CLAIM_AGAIN;
     int wake = 0;
     if (st == SOCK_CLAIM_FULL && ch == NULL)
         st = SOCK_CLAIM_OVERLAP; /* [0, total) overlaps any run: not reached */
@@ -159,6 +173,10 @@ int tpx__sock_piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_soc
                           tpx_sock_chan_t *ch)
 {
     char why[200];
+    /* Failover: a copy of a piece of a message whose receive completed
+     * (and maybe was posted again for a later one) is dropped. */
+    if (c->failover && atomic_load_explicit(&r->seq, memory_order_relaxed) > p->seq)
+        return SOCK_CLAIM_DUP;
     if (atomic_load_explicit(&r->seq, memory_order_relaxed) != p->seq) {
         snprintf(why, sizeof(why), "piece of message %llu arrived after that message completed",
                  (unsigned long long)p->seq);
@@ -186,9 +204,13 @@ int tpx__sock_piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_soc
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "pieces of one message disagree on its size");
         return 0;
     }
+    if (c->failover && p->len == 0 && atomic_load(&r->claimed) != 0)
+        return SOCK_CLAIM_DUP; /* a zero-byte message announced already */
     int st = req_claim(c, r, p, ch);
     if (st == SOCK_CLAIM_FULL)
         return SOCK_CLAIM_WAIT;
+    if (st == SOCK_CLAIM_AGAIN) /* sent again: take over from the first copy, or drop it */
+        return tpx__sock_fo_take_over(c, ch, p) ? 1 : SOCK_CLAIM_DUP;
     if (st == SOCK_CLAIM_STUCK) {
         /* rc 2 (a broken peer, as its close would be), also in strict TCPX
          * mode: the stretches are this transport's own bookkeeping, not a
@@ -219,6 +241,8 @@ int tpx__sock_piece_check(tpx_sock_comm_t *c, const tpx_sock_piece_t *p, tpx_soc
         tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL, "more bytes announced than the message holds");
         return 0;
     }
+    if (c->failover && ch != NULL && p->len > 0)
+        tpx__sock_fo_begin(c, ch, p); /* ch counts them once read (a copy may take over) */
     return 1;
 }
 
@@ -237,11 +261,14 @@ int tpx__sock_chan_attach(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     if (!ok)
         return CH_ERROR;
     if (p->len == 0) {
-        sock_piece_done(c, r, 1, 0);
+        ch->fo_safe++; /* (counted on every comm; acknowledged where it fails over) */
+        if (ok != SOCK_CLAIM_DUP)
+            sock_piece_done(c, r, 1, 0);
         return CH_PROGRESS;
     }
     ch->req = r;
     ch->data_done = 0;
+    ch->fo_drop = ok == SOCK_CLAIM_DUP; /* read and dropped */
     ch->active = 1;
     return CH_PROGRESS;
 }

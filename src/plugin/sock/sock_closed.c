@@ -94,11 +94,14 @@ static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         socklen_t len = sizeof(err);
         if (ioctl(ch->fd, FIONREAD, &avail) != 0 ||
             getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+            if (c->failover)
+                return tpx__sock_fo_recv_dead(c, ch, err != 0 ? err : errno,
+                                              "receive from peer failed");
             tpx__sock_comm_fail_errno(c, err != 0 ? err : errno, "receive from peer failed");
             return CH_ERROR;
         }
         if ((uint64_t)avail < ch->piece.len) /* a parked piece's payload is all unread */
-            return tpx__sock_chan_recv_cut(c);
+            return tpx__sock_chan_recv_cut(c, ch);
     }
     if (ch->claim_wait) {
         /* Its piece waits for room, which only a connection still open can
@@ -117,11 +120,11 @@ static int chan_recv_hup(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
  * sender's close; returns r, or what the close makes of it. Its owner. */
 int tpx__sock_chan_recv_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int r)
 {
+    if (ch->hup && r == CH_PARKED)
+        r = chan_recv_hup(c, ch); /* CH_EOF: a comm that fails over lost ch (the cut) */
+    else if (ch->hup && !ch->eof && r != CH_ERROR && r != CH_IDLE && r != CH_EOF)
+        chan_set_gone(c, ch, SOCK_CHAN_OPEN); /* moving again: unparked by a post */
     if (r == CH_EOF)
         chan_recv_eof(c, ch);
-    else if (ch->hup && r == CH_PARKED)
-        r = chan_recv_hup(c, ch);
-    else if (ch->hup && !ch->eof && r != CH_ERROR && r != CH_IDLE)
-        chan_set_gone(c, ch, SOCK_CHAN_OPEN); /* moving again: unparked by a post */
     return r;
 }

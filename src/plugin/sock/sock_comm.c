@@ -11,6 +11,7 @@
  * after it.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,4 +130,116 @@ void tpx__sock_comm_peer_closed(tpx_sock_comm_t *c, const char *who)
     char why[96];
     snprintf(why, sizeof(why), "the %s closed the connection", who);
     tpx__sock_comm_closed_error(c, why);
+}
+
+/* ---- failover: which connection counts a piece's bytes (sock_failover.c) ---- */
+/*
+ * A piece sent again may meet its first copy still being read on another
+ * connection, which may never finish (its NIC died) or may finish first.
+ * Every copy being read is `fo_live`; the first to have read all its bytes
+ * counts them and disarms the others, which read the rest of theirs into
+ * nowhere (MSG_TRUNC). A copy is `fo_busy` while a recvmsg writes into the
+ * receive's memory, and starts one only while live (under fo_lock): the
+ * one that counts waits until no copy it disarmed is inside such a write,
+ * so no byte of a copy lands after the message completed (its buffer may
+ * be the caller's again by then). A connection that died is inside no
+ * write: nothing waits for it.
+ */
+
+static void fo_lock(tpx_sock_comm_t *c)
+{
+    while (atomic_exchange_explicit(&c->fo_lock, 1, memory_order_acquire))
+        while (atomic_load_explicit(&c->fo_lock, memory_order_relaxed))
+            sched_yield(); /* held for a scan of the comm's connections */
+}
+
+static void fo_unlock(tpx_sock_comm_t *c) { atomic_store_explicit(&c->fo_lock, 0, memory_order_release); }
+
+static int fo_same(const tpx_sock_chan_t *k, const tpx_sock_piece_t *p)
+{
+    return k->fo_live && k->fo_seq == p->seq && k->fo_off == p->offset && k->fo_len == p->len;
+}
+
+static void fo_arm(tpx_sock_chan_t *ch, const tpx_sock_piece_t *p)
+{
+    ch->fo_seq = p->seq;
+    ch->fo_off = p->offset;
+    ch->fo_len = p->len;
+    ch->fo_live = 1;
+}
+
+/* Disarm the copies of p other than ch's (under fo_lock); a mask of them. */
+static uint32_t fo_disarm(tpx_sock_comm_t *c, const tpx_sock_chan_t *ch, const tpx_sock_piece_t *p)
+{
+    uint32_t mask = 0;
+    for (int i = 0; i < c->nsocks; i++) {
+        tpx_sock_chan_t *k = &c->chans[i];
+        if (k != ch && fo_same(k, p)) {
+            k->fo_live = 0;
+            mask |= 1u << i;
+        }
+    }
+    return mask;
+}
+
+/* Until none of the disarmed copies is inside a write (each starts none
+ * after its disarming): one recvmsg at most, rare (copies that race). */
+static void fo_wait_writes(tpx_sock_comm_t *c, uint32_t mask)
+{
+    for (int i = 0; i < c->nsocks; i++)
+        if (mask & (1u << i))
+            while (atomic_load(&c->chans[i].fo_busy))
+                sched_yield();
+}
+
+void tpx__sock_fo_begin(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p)
+{
+    fo_lock(c);
+    fo_arm(ch, p);
+    fo_unlock(c);
+}
+
+int tpx__sock_fo_take_over(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p)
+{
+    int live = 0;
+    uint32_t mask = 0;
+    fo_lock(c);
+    for (int i = 0; i < c->nsocks && !live; i++)
+        live = &c->chans[i] != ch && fo_same(&c->chans[i], p);
+    if (live && ch != NULL)
+        fo_arm(ch, p); /* another copy: the first to finish counts */
+    else if (live)
+        mask = fo_disarm(c, NULL, p); /* delivered whole now: it counts */
+    fo_unlock(c);
+    fo_wait_writes(c, mask);
+    return live;
+}
+
+int tpx__sock_fo_write_begin(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    fo_lock(c);
+    int live = ch->fo_live;
+    if (live)
+        atomic_store(&ch->fo_busy, 1);
+    fo_unlock(c);
+    return live;
+}
+
+void tpx__sock_fo_write_end(tpx_sock_chan_t *ch) { atomic_store(&ch->fo_busy, 0); }
+
+int tpx__sock_fo_settle(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    if (!c->failover)
+        return 1;
+    uint32_t mask = 0;
+    fo_lock(c);
+    int live = ch->fo_live;
+    if (live) {
+        tpx_sock_piece_t p = {.seq = ch->fo_seq, .offset = ch->fo_off, .len = ch->fo_len};
+        mask = fo_disarm(c, ch, &p);
+        ch->fo_live = 0;
+    }
+    fo_unlock(c);
+    fo_wait_writes(c, mask);
+    return live;
 }

@@ -90,6 +90,7 @@ typedef struct {
 typedef struct {
     uint64_t conn_id;
     int nsocks; /* 0 until a hello told us */
+    uint16_t flags; /* the hellos' TPX_SOCK_HELLO_* (the same on each) */
     int ctrl_fd;
     int data_fds[TPX_SOCK_MAX_SOCKS];
     int ndata;
@@ -311,6 +312,8 @@ tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
     }
     TPX_CHECK_GOTO(tpx__random_bytes(&l->nonce, sizeof(l->nonce)), st, err_close);
     h.nonce = l->nonce;
+    if (!tpx__sock_params.tcpx) /* strict TCPX: never fails over (sock_failover.c) */
+        h.caps = TPX_SOCK_HANDLE_CAP_ACKS;
     tpx__sock_handle_encode(&h, handle);
     SOCK_DEBUG("listening on %s (%s%s)", d->name, tpx__sock_addr_str(&l->addrs[0], a, sizeof(a)),
                l->nfds > 1 ? " and the other members" : "");
@@ -456,11 +459,12 @@ static int group_add(listen_comm_t *l, const tpx_sock_hello_t *h, int fd,
         g->src = *peer;
         g->created_ns = now;
     }
-    if (g->nsocks != 0 && g->nsocks != h->nsocks)
+    if (g->nsocks != 0 && (g->nsocks != h->nsocks || g->flags != h->flags))
         return REJ_CONFLICT;
     if (h->kind == TPX_SOCK_HELLO_CTRL ? g->ctrl_fd >= 0 : g->data_fds[h->index] >= 0)
         return REJ_CONFLICT; /* a duplicate */
     g->nsocks = h->nsocks;
+    g->flags = h->flags;
     if (h->kind == TPX_SOCK_HELLO_CTRL) {
         g->ctrl_fd = fd;
     } else {
@@ -629,6 +633,17 @@ static int room_for_one(const listen_comm_t *l)
     return pend && grp;
 }
 
+/* A comm that fails over (sock_failover.c): its data connections end once
+ * bytes sent on them stay unacknowledged by the peer's TCP for
+ * TPX_SOCK_STALL_MS (a black hole, a NIC down), as a reset would. */
+static void comm_set_failover(tpx_sock_comm_t *c)
+{
+    c->failover = 1;
+    unsigned int ms = (unsigned int)tpx__sock_params.stall_ms;
+    for (int i = 0; i < c->nsocks && ms > 0; i++)
+        (void)setsockopt(c->chans[i].fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+}
+
 static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t **out)
 {
     tpx_sock_comm_t *c = tpx__sock_comm_alloc(SOCK_COMM_RECV, l->dev, g->nsocks);
@@ -641,6 +656,10 @@ static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t 
         c->chans[i].fd = g->data_fds[i];
         g->data_fds[i] = -1;
     }
+    /* The sender chose (sock_failover.c); strict TCPX mode keeps Google's
+     * plugin's semantics, where a failed connection fails the comm. */
+    if ((g->flags & TPX_SOCK_HELLO_ACKS) && !tpx__sock_params.tcpx)
+        comm_set_failover(c);
     tpx_status_t st = tpx__sock_comm_start(c);
     if (st != TPX_OK) {
         tpx__sock_comm_destroy(c);
@@ -980,11 +999,20 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
     do {
         TPX_CHECK_GOTO(tpx__random_bytes(&s->id, sizeof(s->id)), st, err_free);
     } while (s->id == 0);
+    /* Failover (sock_failover.c): where the data connections span several
+     * NICs (TPX_SOCK_FAILOVER=-1), or wherever there are several of them
+     * (1); never in strict TCPX mode, nor to a listener that does not
+     * acknowledge pieces (an older build). */
+    int fail = tpx__sock_params.failover;
+    s->comm->failover = !tpx__sock_params.tcpx && s->nsocks > 1 &&
+                        (s->h.caps & TPX_SOCK_HANDLE_CAP_ACKS) &&
+                        (fail > 0 || (fail < 0 && s->nlocal > 1));
     for (int i = 0; i <= s->nsocks; i++) {
         tpx_sock_hello_t hello = {
             .kind = i == 0 ? TPX_SOCK_HELLO_CTRL : TPX_SOCK_HELLO_DATA,
             .index = (uint16_t)(i == 0 ? 0 : i - 1),
             .nsocks = (uint16_t)s->nsocks,
+            .flags = s->comm->failover ? TPX_SOCK_HELLO_ACKS : 0,
             .nonce = s->h.nonce,
             .conn_id = s->comm->conn_id,
         };
@@ -1037,6 +1065,8 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm, int nsoc
             c->chans[i].fd = s->socks[i + 1].fd;
         for (int i = 0; i <= s->nsocks; i++)
             s->socks[i].fd = -1;
+        if (c->failover)
+            comm_set_failover(c);
         s->comm = NULL;
         conn_free(s);
         handle_stage_set(handle, 0);

@@ -69,6 +69,8 @@ typedef struct {
     uint32_t len;
     uint64_t total;
     uint64_t last; /* its last block: published once blk_done > last */
+    int count;     /* its bytes count (failover: not if a copy on another connection took
+                      that over, tpx__sock_fo_settle) */
 } cu_pending_t;
 
 struct tpx_sock_cuda_chan {
@@ -393,7 +395,8 @@ static int reap(tpx_sock_cuda_chan_t *k, int *progress)
         cu_pending_t *p = &k->pend[k->pend_head % TPX_SOCK_RING_BLKS];
         if (p->last >= k->blk_done)
             break;
-        tpx__sock_piece_done(p->req->comm, p->req, p->len, p->total);
+        if (p->count)
+            tpx__sock_piece_done(p->req->comm, p->req, p->len, p->total);
         k->pend_head++;
         *progress = 1;
     }
@@ -439,7 +442,8 @@ int tpx__sock_cuda_recv(tpx_sock_chan_t *ch, int *progress)
             /* At most one entry per block in the ring: room. */
             k->pend[k->pend_tail % TPX_SOCK_RING_BLKS] =
                 (cu_pending_t){.req = r, .len = len, .total = ch->piece.total,
-                               .last = k->ring.next - 1};
+                               .last = k->ring.next - 1,
+                               .count = !c->failover || tpx__sock_fo_settle(c, ch)};
             k->pend_tail++;
             rc = reap(k, progress) < 0 ? SOCK_CUDA_FAIL : 1; /* done if the copies were quick */
             break;

@@ -79,6 +79,8 @@ int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r)
             st = CH_MORE; /* after the last pass: the worker goes on */
         }
         st = tpx__sock_chan_recv_settle(c, ch, st);
+        if (c->failover)
+            tpx__sock_fo_ack_flush(c, ch);
         if (st == CH_MORE)
             atomic_store(&ch->missed, 1); /* the worker goes on from here */
         if (ch->bytes != before)

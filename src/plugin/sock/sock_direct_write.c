@@ -45,7 +45,8 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
         if (!atomic_load_explicit(&k->idle, memory_order_relaxed) ||
             !atomic_compare_exchange_strong(&k->owner, &expected, SOCK_OWNER_API))
             continue;
-        if (!k->active && atomic_load(&k->idle)) { /* still idle now that it is ours */
+        if (!k->active && atomic_load(&k->idle) && /* still idle now that it is ours */
+            (!c->failover || (!atomic_load(&k->fo_dead) && tpx__sock_fo_log_room(k)))) {
             ch = k;
             c->direct_chan = (first + i) % c->nsocks;
         } else
@@ -69,6 +70,8 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
             ch->req = r;
             c->sched_seq++;
             taken = 1;
+            if (c->failover) /* sent once acknowledged (sock_failover.c) */
+                tpx__sock_fo_log_push(ch, &ch->piece, r);
         }
         pthread_mutex_unlock(&c->sched_lock);
     }
@@ -91,9 +94,11 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
             TPX_TL(TPX_TR_ISEND_DIRECT, r->size);
             ch->active = 0;
             ch->bytes += r->size;
-            tpx__sock_tl_in_api = 1;
-            sock_piece_done(c, r, r->size ? r->size : 1, r->size);
-            tpx__sock_tl_in_api = 0;
+            if (!c->failover) {
+                tpx__sock_tl_in_api = 1;
+                sock_piece_done(c, r, r->size ? r->size : 1, r->size);
+                tpx__sock_tl_in_api = 0;
+            }
             /* Idle again: only this thread posts, and nothing it posted
              * waits in the scheduler (this message was the last). */
             atomic_store(&ch->idle, 1);

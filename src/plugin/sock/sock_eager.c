@@ -48,6 +48,7 @@ void tpx__sock_eager_hold(tpx_sock_chan_t *ch)
 {
     ch->eager_fill = 0;
     ch->bytes += ch->piece.len;
+    ch->fo_safe++; /* delivered from `eager`, whatever becomes of the connection */
     TPX_TL(TPX_TR_EAGER_HELD, ch->piece.len);
     tpx__sock_tl_small_ns = tpx__sock_mono_ns();
     ch->eager_held = 1;
@@ -63,7 +64,10 @@ static int eager_deliver(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     const tpx_sock_piece_t *p = &ch->piece;
     tpx_sock_req_t *r = &c->reqs[p->seq % (uint64_t)c->max_reqs];
-    if (tpx__sock_piece_check(c, p, r, NULL) != 1) /* [0, total): never waits */
+    int ok = tpx__sock_piece_check(c, p, r, NULL); /* [0, total): never waits */
+    if (ok == SOCK_CLAIM_DUP)
+        return 1; /* failover: a copy of a message delivered already */
+    if (ok != 1)
         return 0;
     if (p->len > 0 && r->cuda_dev >= 0) {
         if (tpx__sock_cuda_eager_copy(ch, r->cuda_dev, r->buf, ch->eager, p->len) != TPX_OK) {

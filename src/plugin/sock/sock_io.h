@@ -8,6 +8,7 @@
  *   sock_comm.c          a comm's failure, completion and the engine's wake-up
  *   sock_kick.c          handing connections to their workers; turns
  *   sock_iov.c           a request's memory as pieces (host, vectored)
+ *   sock_failover.c      a comm that outlives some of its connections
  *   sock_claim.c         which bytes of a receive are announced ("Claims")
  *   sock_eager.c         small messages read before their receive is posted
  *   sock_recv.c          a receiving connection's turn
@@ -206,6 +207,21 @@ void tpx__sock_comm_closed_error(tpx_sock_comm_t *c, const char *why);
 /* The peer went away (a send comm: noted, set once no connection moves). */
 void tpx__sock_comm_peer_closed(tpx_sock_comm_t *c, const char *who);
 
+/* Failover (sock_failover.c), receive side, under the comm's fo_lock:
+ * ch begins piece p, whose bytes it claimed: it counts them. */
+void tpx__sock_fo_begin(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p);
+/* Piece p covers bytes claimed before, by an earlier copy: 1 if a copy is
+ * still being read elsewhere (then ch reads one more, and the first to
+ * finish counts; ch NULL: a whole message delivered now, which counts, the
+ * other copies disarmed and out of their writes when this returns); 0 if
+ * a copy was read and counted already: drop this one. */
+int tpx__sock_fo_take_over(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, const tpx_sock_piece_t *p);
+/* ch is about to write its piece's payload into the receive's memory: 1
+ * (fo_busy set until tpx__sock_fo_write_end), or 0 if another copy was
+ * counted meanwhile (read the rest into nowhere). */
+int tpx__sock_fo_write_begin(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
+void tpx__sock_fo_write_end(tpx_sock_chan_t *ch);
+
 /* ---- sock_kick.c ---- */
 void tpx__sock_worker_wake(tpx_sock_worker_t *w);
 /* Hand `ch` to its worker: on the kick stack, and wake the worker if it
@@ -221,9 +237,42 @@ void tpx__sock_chan_release(tpx_sock_chan_t *ch, int who);
 /* Copy len bytes to the start of r's message (an eager delivery). */
 void tpx__sock_req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, uint64_t len);
 
+/* ---- sock_failover.c ---- */
+/* The logs of a failover comm's connections (comm start); free them. */
+tpx_status_t tpx__sock_fo_start(tpx_sock_comm_t *c);
+void tpx__sock_fo_free(tpx_sock_comm_t *c);
+/* send, under sched_lock: the next piece of a failed connection to send
+ * again; 0 if none. */
+int tpx__sock_fo_resend_take(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_t **req);
+/* send, the owner: room in ch's log for one more piece; log one. */
+static inline int tpx__sock_fo_log_room(const tpx_sock_chan_t *ch)
+{
+    return ch->fo_head - ch->fo_tail < SOCK_FO_LOG;
+}
+static inline void tpx__sock_fo_log_push(tpx_sock_chan_t *ch, const tpx_sock_piece_t *p,
+                                         tpx_sock_req_t *r)
+{
+    ch->fo_log[ch->fo_head++ % SOCK_FO_LOG] = (tpx_sock_fo_ent_t){*p, r};
+}
+/* send, the owner, on EPOLLIN: read the receiver's acknowledgements and
+ * complete what they cover. CH_IDLE, or CH_ERROR (the comm failed or the
+ * receiver closed). */
+int tpx__sock_fo_read_acks(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
+/* Either side, the owner: ch failed with errno `err` of `what`. Its
+ * unacknowledged pieces (send) go to the others; CH_IDLE, or CH_ERROR
+ * when it was the comm's last connection (the comm failed). */
+int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, const char *what);
+/* recv: the same, as a turn's result (CH_EOF: it ends as a close). */
+int tpx__sock_fo_recv_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, const char *what);
+/* recv, the owner, after a turn: acknowledge the pieces ch holds safe. */
+void tpx__sock_fo_ack_flush(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
+
 /* ---- sock_claim.c ---- */
 /* tpx__sock_piece_check: the piece must wait for room to claim its bytes. */
 #define SOCK_CLAIM_WAIT 2
+/* ...a comm that fails over: the piece is a copy of bytes counted already
+ * (or being read by a connection that keeps counting them): drop it. */
+#define SOCK_CLAIM_DUP 3
 /* Whether connection i still waits for room in the receive of `slot`
  * with no claim of it since (any thread; see "Claims"). */
 int tpx__sock_req_chan_waits(tpx_sock_comm_t *c, uint32_t slot, int i);
@@ -249,8 +298,9 @@ void tpx__sock_eager_hold(tpx_sock_chan_t *ch);
 int tpx__sock_eager_parked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api);
 
 /* ---- sock_recv.c ---- */
-/* The sender closed a connection in the middle of a message. */
-int tpx__sock_chan_recv_cut(tpx_sock_comm_t *c);
+/* The sender closed connection ch in the middle of a message (a comm
+ * that fails over goes on without it: CH_EOF). */
+int tpx__sock_chan_recv_cut(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
 /* One turn of a receiving connection, by its owner: its worker, or (`api`)
  * the thread of a direct read, which moves host memory only and stops with
  * CH_MORE where a CUDA copy or its turn's budget (`budget` bytes) would

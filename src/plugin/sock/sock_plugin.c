@@ -98,6 +98,8 @@ static tpx_status_t sock_init(tpx_nccl_logger_t logger, int repeat_ok)
             .tcpx_rxmem_skip = (int)tpx__config_int(TPX_CFG_SOCK_TCPX_RXMEM_SKIP),
             .tcpx_sigpipe = (int)tpx__config_int(TPX_CFG_SOCK_TCPX_SIGPIPE),
             .tcpx_chunk = (uint64_t)tpx__config_int(TPX_CFG_SOCK_TCPX_CHUNK),
+            .failover = (int)tpx__config_int(TPX_CFG_SOCK_FAILOVER),
+            .stall_ms = (int)tpx__config_int(TPX_CFG_SOCK_STALL_MS),
         };
         if (tpx__sock_params.tcpx)
             tpx__sock_params.eager_bytes = 0; /* only test() moves data there */

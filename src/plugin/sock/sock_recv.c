@@ -26,8 +26,11 @@
 #include "sock_io.h"
 
 /* The sender closed a connection in the middle of a message. */
-int tpx__sock_chan_recv_cut(tpx_sock_comm_t *c)
+int tpx__sock_chan_recv_cut(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
+    if (c->failover) /* the sender sends its pieces again on the others */
+        return tpx__sock_fo_recv_dead(c, ch, ECONNRESET,
+                                      "the sender closed it in the middle of a piece");
     if (c->tcpx) {
         /* Google's plugin only ends its helper thread: test() keeps saying
          * "not done"; the caller must give up on its own deadline. The same
@@ -61,6 +64,8 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
                 return r;
             continue;
         }
+        if (c->failover && atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
+            return CH_EOF; /* failed: ends as a close (what it held safe is delivered) */
         if (ch->claim_wait) { /* kicked: room to claim its bytes now? */
             int r = tpx__sock_chan_attach(c, ch);
             if (r != CH_PROGRESS)
@@ -79,15 +84,18 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
             continue;
         }
         /* Through staging: a CUDA buffer, or (strict TCPX) a GPU bounce buffer. */
-        if (ch->active && (ch->req->bounce ? c->gpu >= 0 : ch->req->cuda_dev >= 0)) {
+        if (ch->active && !ch->fo_drop &&
+            (ch->req->bounce ? c->gpu >= 0 : ch->req->cuda_dev >= 0)) {
             if (api)
                 return CH_MORE;
             int prog = 0, r = tpx__sock_cuda_recv(ch, &prog);
             if (r == SOCK_CUDA_CLOSED)
-                return tpx__sock_chan_recv_cut(c);
+                return tpx__sock_chan_recv_cut(c, ch);
             if (r < 0) {
                 if (r == SOCK_CUDA_FAIL)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
+                else if (c->failover)
+                    return tpx__sock_fo_recv_dead(c, ch, errno, "receive from peer failed");
                 else
                     tpx__sock_comm_fail_errno(c, errno, "receive from peer failed");
                 return CH_ERROR;
@@ -101,6 +109,7 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
             if (r == 0)
                 return CH_BLOCKED;
             /* Read; published by tpx__sock_cuda_reap once its copies finished. */
+            ch->fo_safe++; /* (counted on every comm; acknowledged where it fails over) */
             ch->active = 0;
             ch->bytes += ch->piece.len;
             turn += ch->piece.len;
@@ -108,11 +117,16 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
         }
         struct iovec iov[SOCK_IOV_BATCH];
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 1};
+        int flags = MSG_DONTWAIT;
         if (ch->eager_fill) {
             iov[0] = (struct iovec){ch->eager + ch->data_done, ch->piece.len - ch->data_done};
         } else if (!ch->active) {
             iov[0] = (struct iovec){ch->hdr + ch->hdr_done,
                                     TPX_SOCK_PIECE_WIRE_SIZE - ch->hdr_done};
+        } else if (ch->fo_drop || (c->failover && !tpx__sock_fo_write_begin(c, ch))) {
+            ch->fo_drop = 1; /* a copy the receive has: TCP drops MSG_TRUNC bytes */
+            iov[0] = (struct iovec){NULL, ch->piece.len - ch->data_done};
+            flags |= MSG_TRUNC;
         } else if (!ch->req->bounce) {
             msg.msg_iovlen = (size_t)tpx__sock_req_iov(ch->req, ch->piece.offset + ch->data_done,
                                                        ch->piece.len - ch->data_done, iov,
@@ -123,7 +137,9 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
                                                         ch->piece.len - ch->data_done,
                                                         c->bounce_io, iov, SOCK_IOV_BATCH);
         }
-        ssize_t n = recvmsg(ch->fd, &msg, MSG_DONTWAIT);
+        ssize_t n = recvmsg(ch->fd, &msg, flags);
+        if (c->failover)
+            tpx__sock_fo_write_end(ch);
         if (n > 0)
             tpx__tsan_sock_received(ch->fd);
         if (n < 0) {
@@ -133,12 +149,14 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
                 TPX_TL(TPX_TR_RECV_DRY, turn);
                 return CH_BLOCKED;
             }
+            if (c->failover)
+                return tpx__sock_fo_recv_dead(c, ch, errno, "receive from peer failed");
             tpx__sock_comm_fail_errno(c, errno, "receive from peer failed");
             return CH_ERROR;
         }
         if (n == 0) {
             if (ch->active || ch->eager_fill || ch->hdr_done != 0)
-                return tpx__sock_chan_recv_cut(c);
+                return tpx__sock_chan_recv_cut(c, ch);
             return CH_EOF;
         }
         turn += (uint64_t)n;
@@ -178,7 +196,11 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
         if (ch->data_done == ch->piece.len) {
             ch->active = 0;
             ch->bytes += ch->piece.len;
-            sock_piece_done(c, ch->req, ch->piece.len, ch->piece.total);
+            ch->fo_safe++; /* (counted on every comm; acknowledged where it fails over) */
+            if (ch->fo_drop)
+                ch->fo_drop = 0; /* a copy: its bytes counted once, elsewhere */
+            else if (!c->failover || tpx__sock_fo_settle(c, ch))
+                sock_piece_done(c, ch->req, ch->piece.len, ch->piece.total);
         }
     }
 }

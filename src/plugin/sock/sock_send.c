@@ -104,11 +104,15 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
     if (c->links > 1)
         tpx__sock_rate_update(ch, tpx__sock_mono_ns());
     pthread_mutex_lock(&c->sched_lock);
-    if (c->sched_seq < atomic_load(&c->movable)) { /* seq_cst: Dekker with the poster */
+    if (c->failover && tpx__sock_fo_resend_take(c, &ch->piece, &ch->req)) {
+        got = 1; /* a failed connection's piece first: its message waits for it */
+    } else if (c->sched_seq < atomic_load(&c->movable)) { /* seq_cst: Dekker with the poster */
         sched_cut(c, ch, &ch->piece, &ch->req);
         got = 1;
     }
     pthread_mutex_unlock(&c->sched_lock);
+    if (got && c->failover)
+        tpx__sock_fo_log_push(ch, &ch->piece, ch->req);
     if (got) {
         tpx__sock_piece_encode(&ch->piece, ch->hdr);
         ch->hdr_done = 0;
@@ -130,12 +134,17 @@ static int sched_take(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
  * piece of a CUDA buffer on the same device. */
 static void sched_take_ahead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
+    if (c->failover && !tpx__sock_fo_log_room(ch))
+        return;
     pthread_mutex_lock(&c->sched_lock);
     uint64_t movable = atomic_load(&c->movable);
     if (c->sched_seq < movable && movable - c->sched_seq > 1 &&
+        (!c->failover || c->fo_rs_tail == c->fo_rs_head) &&
         c->reqs[c->sched_seq % (uint64_t)c->max_reqs].cuda_dev == ch->req->cuda_dev) {
         sched_cut(c, ch, &ch->ahead, &ch->ahead_req);
         ch->ahead_copy_done = 0;
+        if (c->failover)
+            tpx__sock_fo_log_push(ch, &ch->ahead, ch->ahead_req);
     }
     pthread_mutex_unlock(&c->sched_lock);
 }
@@ -143,7 +152,7 @@ static void sched_take_ahead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 int tpx__sock_sched_has_work(tpx_sock_comm_t *c)
 {
     pthread_mutex_lock(&c->sched_lock);
-    int has = c->sched_seq < atomic_load(&c->movable);
+    int has = c->sched_seq < atomic_load(&c->movable) || c->fo_rs_tail != c->fo_rs_head;
     pthread_mutex_unlock(&c->sched_lock);
     return has;
 }
@@ -156,6 +165,8 @@ int tpx__sock_chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             return CH_IDLE;
         if (turn >= SOCK_TURN_BYTES)
             return CH_MORE;
+        if (!ch->active && c->failover && !tpx__sock_fo_log_room(ch))
+            return CH_BLOCKED; /* waits for acknowledgements: their EPOLLIN edge */
         if (!ch->active && !sched_take(c, ch))
             return CH_IDLE;
         if (ch->req->cuda_dev >= 0 && ch->hdr_done == TPX_SOCK_PIECE_WIRE_SIZE) {
@@ -165,6 +176,8 @@ int tpx__sock_chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             if (r < 0) {
                 if (r == SOCK_CUDA_FAIL)
                     tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying a CUDA buffer to staging failed");
+                else if (c->failover)
+                    return tpx__sock_fo_chan_dead(c, ch, errno, "send to peer failed");
                 else
                     tpx__sock_comm_fail_errno(c, errno, "send to peer failed");
                 return CH_ERROR;
@@ -180,7 +193,8 @@ int tpx__sock_chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             ch->active = 0;
             ch->bytes += ch->piece.len;
             turn += ch->piece.len;
-            sock_piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
+            if (!c->failover) /* else once acknowledged (sock_failover.c) */
+                sock_piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
             if (ch->ahead_req != NULL) { /* the piece taken ahead is next */
                 ch->piece = ch->ahead;
                 ch->req = ch->ahead_req;
@@ -215,6 +229,8 @@ int tpx__sock_chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
                 TPX_TL(TPX_TR_SEND_FULL, turn);
                 return CH_BLOCKED;
             }
+            if (c->failover)
+                return tpx__sock_fo_chan_dead(c, ch, errno, "send to peer failed");
             tpx__sock_comm_fail_errno(c, errno, "send to peer failed");
             return CH_ERROR;
         }
@@ -231,7 +247,8 @@ int tpx__sock_chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
             ch->req->cuda_dev < 0) {
             ch->active = 0;
             ch->bytes += ch->piece.len;
-            sock_piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
+            if (!c->failover) /* else once acknowledged (sock_failover.c) */
+                sock_piece_done(c, ch->req, ch->piece.len ? ch->piece.len : 1, ch->piece.total);
         }
     }
 }

@@ -64,6 +64,7 @@ void tpx__sock_handle_encode(const tpx_sock_handle_t *h, void *buf128)
         int o = TPX_SOCK_HANDLE_MORE_OFF + (i - 1) * TPX_SOCK_HANDLE_MORE_SIZE;
         put_addr(p, &h->more[i - 1], o, o + 8, o + 4);
     }
+    tpx__put32(p + 112, h->caps);
 }
 
 tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
@@ -85,6 +86,7 @@ tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
     }
     h.naddrs = n;
     h.nonce = tpx__get64(p + 32);
+    h.caps = tpx__get32(p + 112); /* unknown bits: a newer listener's, ignored */
     *out = h;
     return TPX_OK;
 }
@@ -118,7 +120,8 @@ tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
     };
     if (h.kind != TPX_SOCK_HELLO_CTRL && h.kind != TPX_SOCK_HELLO_DATA)
         return TPX_ERR_PROTOCOL;
-    if (h.nsocks < 1 || h.nsocks > TPX_SOCK_MAX_SOCKS || h.index >= h.nsocks || h.flags != 0)
+    if (h.nsocks < 1 || h.nsocks > TPX_SOCK_MAX_SOCKS || h.index >= h.nsocks ||
+        (h.flags & ~TPX_SOCK_HELLO_ACKS) != 0)
         return TPX_ERR_PROTOCOL;
     *out = h;
     return TPX_OK;

@@ -49,7 +49,12 @@ typedef struct {
     /* The listeners on NICs 2..naddrs of a virtual device, same family as
      * `addr`; a connector pairs its own i-th NIC with the i-th of these. */
     tpx_sock_addr_t more[TPX_SOCK_HANDLE_MAX_ADDRS - 1];
+    uint32_t caps;        /* TPX_SOCK_HANDLE_CAP_*: what the listener's build can do */
 } tpx_sock_handle_t;
+/* The listener acknowledges pieces (TPX_SOCK_HELLO_ACKS): a connector
+ * fails over only to a listener that says so (builds without it left the
+ * field zero and read the hellos' flags as an error). */
+#define TPX_SOCK_HANDLE_CAP_ACKS 0x00000001u
 
 /*
  * Handle layout (128 bytes, caller memory):
@@ -59,10 +64,11 @@ typedef struct {
  *  32  u64 nonce
  *  40  3 x 24 bytes, NICs 2..naddrs (zero beyond naddrs):
  *        +0 u16 port  +2 u16 reserved (0)  +4 u32 scope id  +8 u8[16] address
- * 112..119 reserved (zero)
+ * 112 u32 caps (TPX_SOCK_HANDLE_CAP_*; zero in handles of older builds)
+ * 116..119 reserved (zero)
  * 120..127 connector-private: the in-progress connect's id (see
  *          sock_conn.c); zero in a handle fresh from listen().
- * A one-NIC handle has bytes 40..127 zero. Builds before virtual devices
+ * A one-NIC handle has bytes 40..111 and 116..127 zero. Builds before virtual devices
  * wrote naddrs 0 and read the first NIC only (and still connect).
  */
 #define TPX_SOCK_HANDLE_MORE_OFF 40
@@ -95,14 +101,21 @@ typedef struct {
     uint16_t kind;    /* tpx_sock_hello_kind_t */
     uint16_t index;   /* DATA: which data socket, < nsocks */
     uint16_t nsocks;  /* data sockets of this comm, 1..16 */
-    uint16_t flags;   /* reserved, 0 */
+    uint16_t flags;   /* TPX_SOCK_HELLO_* bits, the same on every connection of a comm */
     uint64_t nonce;   /* the listener's nonce from the handle */
     uint64_t conn_id; /* random per connect; groups the sockets of one comm */
 } tpx_sock_hello_t;
 
+/* The comm fails over (sock_failover.c): on each data connection the
+ * receiver acknowledges the pieces it holds, as a u64 count in network
+ * byte order, cumulative, sent whenever it grew (the only bytes a receiver
+ * ever writes on a data connection); a sender completes a message once its
+ * pieces are acknowledged and sends the unacknowledged pieces of a failed
+ * connection again on the others. */
+#define TPX_SOCK_HELLO_ACKS 0x0001u
 #define TPX_SOCK_HELLO_WIRE_SIZE 32
 void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf);
-/* Checks magic, version, kind, index < nsocks <= 16. */
+/* Checks magic, version, kind, index < nsocks <= 16, no unknown flag. */
 tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out);
 
 /* Header of one piece of a message on a data socket. */

@@ -149,18 +149,25 @@ static int chan_run(tpx_sock_chan_t *ch)
         atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
         !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
         tpx__sock_chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
-        if (ch->eof) {
+        if (ch->eof || (send && atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))) {
             /* Its close was taken (by us, or by a direct read: read only
-             * while owning, as the reader wrote it): nothing more comes. */
+             * while owning, as the reader wrote it), or it failed and the
+             * comm fails over: nothing more moves on it. */
             tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
         } else if (send) {
-            /* The receiver never writes on data connections: readable
-             * (or hung up) means it closed. */
+            /* The receiver writes only acknowledgements on data
+             * connections, and only to a comm that fails over: else
+             * readable (or hung up) means it closed. */
             if (ch->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-                r = tpx__sock_chan_check_peer(c, ch);
+                r = c->failover ? tpx__sock_fo_read_acks(c, ch)
+                                : tpx__sock_chan_check_peer(c, ch);
+            if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
+                r = CH_ERROR; /* failed over: nothing more on it */
             if (r != CH_ERROR) {
                 atomic_store_explicit(&ch->idle, 0, memory_order_relaxed);
                 r = tpx__sock_chan_send(c, ch);
+                if (r == CH_IDLE && atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
+                    r = CH_ERROR; /* it failed: the others took its pieces */
                 if (r == CH_IDLE) {
                     atomic_store(&ch->idle, 1); /* then look again: Dekker with the poster */
                     again = tpx__sock_sched_has_work(c);
@@ -186,6 +193,8 @@ static int chan_run(tpx_sock_chan_t *ch)
             if (left < 0)
                 tpx__sock_comm_fail(c, TPX_ERR_CUDA, "copying staging to a CUDA buffer failed");
             r = tpx__sock_chan_recv_settle(c, ch, r);
+            if (c->failover && r != CH_MORE) /* CH_MORE: its next turn is at once */
+                tpx__sock_fo_ack_flush(c, ch);
             tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
         }
         ch->events = 0;
@@ -549,7 +558,10 @@ tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c)
         atomic_store(&c->reqs[i].seq, UINT64_MAX);
     }
     pthread_mutex_init(&c->sched_lock, NULL);
-    tpx_status_t st = pool_start(); /* counts the comm */
+    tpx_status_t st = tpx__sock_fo_start(c);
+    if (st != TPX_OK)
+        return st;
+    st = pool_start(); /* counts the comm */
     if (st != TPX_OK)
         return st;
     c->pooled = 1;
@@ -576,6 +588,11 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
     if (c == NULL)
         return;
     atomic_store(&c->closing, 1);
+    if (atomic_load(&c->fo_dead_chans) > 0)
+        SOCK_INFO("%s comm %p (conn %016llx): %d of %d data connection(s) failed, %llu "
+                  "piece(s) sent again", c->kind == SOCK_COMM_SEND ? "send" : "recv", (void *)c,
+                  (unsigned long long)c->conn_id, atomic_load(&c->fo_dead_chans), c->nsocks,
+                  (unsigned long long)atomic_load(&c->fo_resent));
     if (c->pooled && c->pool_forks != pool.forks) { /* made before a fork(): no workers here */
         c->pooled = 0;
         for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
@@ -632,6 +649,7 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
         free(c->reqs);
     }
     tpx__sock_tcpx_comm_free(c);
+    tpx__sock_fo_free(c);
     c->magic = 0;
     free(c);
 }

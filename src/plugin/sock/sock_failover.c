@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sock_failover.c - a comm that survives the failure of some of its data
+ * connections (a NIC of a virtual device going down or black-holing).
+ *
+ * A comm fails over when its data connections span several NICs
+ * (TPX_SOCK_FAILOVER; never in strict TCPX mode, whose semantics are
+ * Google's plugin's): the sender tells the receiver in its hellos
+ * (TPX_SOCK_HELLO_ACKS), and from then on:
+ *
+ *  - The receiver acknowledges, on each data connection, how many pieces
+ *    it has read off that connection into memory it delivers them from
+ *    without the connection (the user buffer, the eager buffer, CUDA
+ *    staging whose copies run on): an 8-byte cumulative count, sent at the
+ *    end of the connection's turn when it grew (sock_wire.h). TCP is
+ *    two-way, so the acknowledgements cost no connection; they cost one
+ *    small write per turn of a receiving connection that read pieces.
+ *
+ *  - The sender keeps, per connection, the pieces it took and the
+ *    receiver has not acknowledged (at most SOCK_FO_LOG: the connection
+ *    takes no more until acknowledgements come), and a message's bytes
+ *    count as sent only once acknowledged: a send request completes (its
+ *    buffer may be reused) when the receiver has every piece of it, not
+ *    when the kernel took the bytes. Nothing is copied: the buffer is the
+ *    copy kept for a resend. CUDA pieces sent again go through staging
+ *    again.
+ *
+ *  - A connection fails on a socket error (EPIPE, ECONNRESET, and
+ *    ETIMEDOUT: TCP_USER_TIMEOUT = TPX_SOCK_STALL_MS on the data
+ *    connections, so a black hole ends the connection once bytes sent on
+ *    it stay unacknowledged by the peer's TCP that long). Its
+ *    unacknowledged pieces go to the comm's resend queue, which every
+ *    other connection takes from before it cuts new pieces; the
+ *    connection is aborted (an RST, its queues dropped: no byte of it
+ *    may reach the receiver later) and never used again: a comm does not
+ *    reconnect (the engine's channels do). The comm fails as before only
+ *    when every data connection has. Detection is the kernel's alone: no
+ *    timer of ours, no cost while healthy.
+ *
+ *  - The receiver places pieces by offset, so a piece received twice is
+ *    harmless to the bytes; it must not count twice. A piece sent again
+ *    covers bytes announced before (sock_claim.c): if a connection is
+ *    still reading an earlier copy (it may never finish: its NIC died),
+ *    the new copy is read too, the first read whole counts and the others
+ *    write no byte after it (sock_comm.c, "failover"); if the bytes were
+ *    counted already, or the message is complete, it is read and dropped.
+ *    A receiving connection that fails (reset, timed out, cut in the
+ *    middle of a piece) ends like one the sender closed; what it held
+ *    safe (acknowledged) is still delivered.
+ *
+ * A comm that does not fail over pays nothing: none of this runs, and its
+ * sends complete when the kernel took the bytes, as ever.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "sock.h"
+#include "sock_io.h"
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+tpx_status_t tpx__sock_fo_start(tpx_sock_comm_t *c)
+{
+    for (int i = 0; i < c->nsocks; i++)
+        c->chans[i].ack_off = sizeof(c->chans[i].ack_buf);
+    if (!c->failover || c->kind != SOCK_COMM_SEND)
+        return TPX_OK;
+    size_t n = (size_t)c->nsocks * SOCK_FO_LOG;
+    c->fo_resend = calloc(n, sizeof(*c->fo_resend));
+    if (c->fo_resend == NULL)
+        return TPX_ERR_NO_MEMORY;
+    for (int i = 0; i < c->nsocks; i++) {
+        c->chans[i].fo_log = calloc(SOCK_FO_LOG, sizeof(*c->chans[i].fo_log));
+        if (c->chans[i].fo_log == NULL)
+            return TPX_ERR_NO_MEMORY;
+    }
+    return TPX_OK;
+}
+
+void tpx__sock_fo_free(tpx_sock_comm_t *c)
+{
+    for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++) {
+        free(c->chans[i].fo_log);
+        c->chans[i].fo_log = NULL;
+    }
+    free(c->fo_resend);
+    c->fo_resend = NULL;
+}
+
+int tpx__sock_fo_resend_take(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_t **req)
+{
+    if (c->fo_rs_tail == c->fo_rs_head)
+        return 0;
+    uint64_t cap = (uint64_t)c->nsocks * SOCK_FO_LOG;
+    const tpx_sock_fo_ent_t *e = &c->fo_resend[c->fo_rs_tail++ % cap];
+    *piece = e->piece;
+    *req = e->req;
+    atomic_fetch_add_explicit(&c->fo_resent, 1, memory_order_relaxed);
+    return 1;
+}
+
+/* The receiver acknowledged `acked` pieces of ch: their bytes are sent. */
+static int fo_acked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, uint64_t acked)
+{
+    if (acked < ch->fo_tail || acked > ch->fo_head) {
+        tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL,
+                            "the receiver acknowledged pieces that were never sent");
+        return CH_ERROR;
+    }
+    while (ch->fo_tail < acked) {
+        const tpx_sock_fo_ent_t *e = &ch->fo_log[ch->fo_tail++ % SOCK_FO_LOG];
+        sock_piece_done(c, e->req, e->piece.len ? e->piece.len : 1, e->piece.total);
+    }
+    return CH_IDLE;
+}
+
+int tpx__sock_fo_read_acks(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    for (;;) {
+        ssize_t n = recv(ch->fd, ch->ack_buf + ch->ack_len, sizeof(ch->ack_buf) - ch->ack_len,
+                         MSG_DONTWAIT);
+        if (n == 0) {
+            /* The receiver closed: every acknowledgement ch will get is
+             * read. One with nothing unacknowledged just ends (the others
+             * may still hold acknowledgements to read); the receiver is
+             * gone once all did, or at once if ch carried pieces it never
+             * acknowledged (their messages cannot complete). */
+            ch->eof = 1;
+            int ended = atomic_fetch_add(&c->eof_chans, 1) + 1;
+            if (ch->fo_tail != ch->fo_head || ch->active ||
+                ended + atomic_load(&c->fo_dead_chans) >= c->nsocks)
+                tpx__sock_comm_peer_closed(c, "receiver");
+            return CH_ERROR;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return CH_IDLE;
+            return tpx__sock_fo_chan_dead(c, ch, errno, "data connection failed");
+        }
+        ch->ack_len += (uint32_t)n;
+        if (ch->ack_len == sizeof(ch->ack_buf)) {
+            ch->ack_len = 0;
+            if (fo_acked(c, ch, get64(ch->ack_buf)) == CH_ERROR)
+                return CH_ERROR;
+        }
+    }
+}
+
+int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, const char *what)
+{
+    if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
+        return CH_IDLE;
+    atomic_store(&ch->fo_dead, 1);
+    atomic_store(&ch->idle, 0); /* no direct write picks it */
+    /* Abort it (an RST, its queues dropped): whatever the error was (an
+     * unreachable network leaves the connection alive), no byte of it may
+     * reach the receiver later, where a copy sent again may have completed
+     * the message and its buffer been reused. The descriptor stays open
+     * (its worker's epoll set holds it) until the comm closes. */
+    struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+    (void)connect(ch->fd, &unspec, sizeof(unspec));
+    int idx = (int)(ch - c->chans);
+    uint64_t moved = 0;
+    if (c->kind == SOCK_COMM_SEND) {
+        /* Its pieces not acknowledged go to the resend queue: room for
+         * them, since a connection fails once and holds at most
+         * SOCK_FO_LOG. The piece being written (and a CUDA piece taken
+         * ahead) are among them: taken pieces are logged at once. */
+        uint64_t cap = (uint64_t)c->nsocks * SOCK_FO_LOG;
+        pthread_mutex_lock(&c->sched_lock);
+        for (; ch->fo_tail < ch->fo_head; ch->fo_tail++, moved++)
+            c->fo_resend[c->fo_rs_head++ % cap] = ch->fo_log[ch->fo_tail % SOCK_FO_LOG];
+        pthread_mutex_unlock(&c->sched_lock);
+        ch->active = 0;
+        ch->ahead_req = NULL;
+    }
+    int dead = atomic_fetch_add(&c->fo_dead_chans, 1) + 1;
+    if (c->kind == SOCK_COMM_SEND && dead < c->nsocks &&
+        dead + atomic_load(&c->eof_chans) >= c->nsocks) {
+        /* The others were closed by the receiver: it is gone (its close
+         * reset the connections it had not read to the end). */
+        tpx__sock_comm_peer_closed(c, "receiver");
+        return CH_ERROR;
+    }
+    if (dead == c->nsocks) {
+        char why[160];
+        snprintf(why, sizeof(why), "every data connection failed (the last: %s: %s)", what,
+                 strerror(err));
+        tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET, why);
+        return CH_ERROR;
+    }
+    if (c->kind == SOCK_COMM_SEND)
+        SOCK_WARN("send comm %p (conn %016llx): data connection %d failed (%s: %s); its %llu "
+                  "unacknowledged piece(s) go to the %d other connection(s)",
+                  (void *)c, (unsigned long long)c->conn_id, idx, what, strerror(err),
+                  (unsigned long long)moved, c->nsocks - dead);
+    else
+        SOCK_WARN("recv comm %p (conn %016llx): data connection %d failed (%s: %s); the %d "
+                  "other connection(s) go on",
+                  (void *)c, (unsigned long long)c->conn_id, idx, what, strerror(err),
+                  c->nsocks - dead);
+    if (c->kind == SOCK_COMM_SEND)
+        for (int i = 0; i < c->nsocks; i++)
+            if (&c->chans[i] != ch && !atomic_load(&c->chans[i].fo_dead))
+                tpx__sock_chan_kick(&c->chans[i]);
+    return CH_IDLE;
+}
+
+int tpx__sock_fo_recv_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, const char *what)
+{
+    if (tpx__sock_fo_chan_dead(c, ch, err, what) == CH_ERROR)
+        return CH_ERROR;
+    return CH_EOF; /* ends like a connection the sender closed (sock_closed.c) */
+}
+
+void tpx__sock_fo_ack_flush(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    (void)c;
+    if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
+        return;
+    for (;;) {
+        if (ch->ack_off == sizeof(ch->ack_buf)) {
+            if (ch->fo_safe == ch->fo_acked)
+                return;
+            put64(ch->ack_buf, ch->fo_safe);
+            ch->fo_acked = ch->fo_safe;
+            ch->ack_off = 0;
+        }
+        ssize_t n = send(ch->fd, ch->ack_buf + ch->ack_off, sizeof(ch->ack_buf) - ch->ack_off,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return; /* the sender reads them: the next turn goes on */
+            /* Its next turn ends it (sock_recv.c): an error seen here is
+             * the socket's, and reading reports it again. */
+            tpx__sock_chan_kick(ch);
+            return;
+        }
+        ch->ack_off += (uint32_t)n;
+    }
+}
