@@ -541,6 +541,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
                                        : (int)tpx__config_int(TPX_CFG_TIMEOUT_MS);
     e->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
     e->chan_stall_ms = (int)tpx__config_int(TPX_CFG_CHANNEL_STALL_MS);
+    e->failover = (int)tpx__config_int(TPX_CFG_CHANNEL_FAILOVER);
     e->wait_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_WAIT_SPIN_US) * 1000ull;
     e->chan_socks = (int)tpx__config_int(TPX_CFG_CHANNEL_SOCKS);
     e->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);

@@ -45,6 +45,13 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     }
     x->nregions = 0;
     x->two.region = NULL;
+    if ((x->kind == XK_SEND || x->kind == XK_TREAD) && x->out.nlive > 0) {
+        /* ended before its receiver confirmed: a channel it used cannot be
+         * repaired past it (peer_repair.c) */
+        for (int k = 0; k < p->nchan; k++)
+            if (tpx__stream_lane_start(&x->out, k) != UINT32_MAX)
+                p->sent_unconfirmed[k] = TPX_MAX(p->sent_unconfirmed[k], x->out.seq + 1);
+    }
     if (x->ops != NULL)
         x->ops->completed(x); /* may free the preparation (x->regions) */
     pthread_cond_broadcast(&e->cond);

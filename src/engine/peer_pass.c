@@ -100,11 +100,13 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
 static void lane_pop(tpx_comm_t *c)
 {
     tpx_xfer_t *x = c->q_head;
-    c->q_head = x->lane[c->lane].next;
+    tpx_lane_t *l = &x->lane[c->q_li];
+    c->q_head = l->next;
+    c->q_li = l->next_li;
     if (c->q_head == NULL)
         c->q_tail = NULL;
-    x->lane[c->lane].next = NULL;
-    x->lane[c->lane].queued = 0;
+    l->next = NULL;
+    l->queued = 0;
 }
 
 /* Chunk j of a stream: its buffer, length, region and region offset
@@ -165,7 +167,7 @@ static int post_data(tpx_comm_t *c)
     tpx_xfer_t *x = c->q_head;
     if (x == NULL)
         return 0;
-    tpx_lane_t *l = &x->lane[c->lane];
+    tpx_lane_t *l = &x->lane[c->q_li]; /* its own lane, or a lost channel's (peer_repair.c) */
     const tpx_stream_t *stm = c->is_send ? &x->out : &x->in;
     uint32_t j = l->next_chunk;
     if (j >= stm->gate)
@@ -246,10 +248,10 @@ posted:
         /* the rest of the block, then the lane's next block */
         uint64_t b = j / stm->run, nxt = (uint64_t)j + nrun;
         if (nxt >= TPX_MIN((b + 1) * stm->run, stm->nchunks))
-            nxt = (b + (uint64_t)p->nchan) * stm->run;
+            nxt = (b + (uint64_t)stm->nlive) * stm->run;
         l->next_chunk = (uint32_t)TPX_MIN(nxt, (uint64_t)UINT32_MAX);
     } else {
-        l->next_chunk += (uint32_t)p->nchan;
+        l->next_chunk += stm->nlive;
     }
     if (l->next_chunk >= stm->nchunks)
         lane_pop(c);
@@ -353,12 +355,19 @@ int tpx__comm_pass(tpx_comm_t *c)
             if (r == TPX_WIN_HOLD)
                 return completed;
             if (r == TPX_WIN_ERR) {
-                if (err.closed && c->is_ctrl && !c->is_send)
+                if (err.closed && c->is_ctrl && !c->is_send) {
                     /* The control stream ended: no new message will come,
                      * data already announced may still arrive. */
                     tpx__peer_remote_closed(p, "the peer's control stream ended");
-                else
+                } else if (!c->is_ctrl) {
+                    /* one data channel: repaired if the peer lives (peer_repair.c) */
+                    char why[160];
+                    snprintf(why, sizeof(why), "data channel %d (%s): %s", c->chan,
+                             c->is_send ? "send" : "receive", err.why);
+                    tpx__peer_chan_lost(p, c, why);
+                } else {
                     tpx__peer_fail(p, err.st, err.why);
+                }
                 return completed;
             }
             completed++;
@@ -391,8 +400,10 @@ void tpx__peer_pass(tpx_peer_t *p)
      * chunks wait on the lanes in the order both sides derive, and are
      * dealt from there once the channels exist. */
     for (int k = 0; p->chan_state == CHAN_OPEN && k < p->nchan && p->state == PEER_READY; k++) {
-        (void)tpx__comm_pass(p->send[k]);
-        (void)tpx__comm_pass(p->recv[k]);
+        if (!p->send[k]->dead)
+            (void)tpx__comm_pass(p->send[k]);
+        if (!p->recv[k]->dead && p->state == PEER_READY)
+            (void)tpx__comm_pass(p->recv[k]);
     }
     /* Control messages the data just produced (a WRITE's answer, a
      * notification after a completion) leave in this pass, not after the
@@ -437,7 +448,7 @@ static int ctrl_has_data(const tpx_ctrl_t *m)
 {
     /* An INLINE request brings everything the owner receives in its body:
      * nothing of it is on the data channels, it starts at once. */
-    return m->type == TPX_CTRL_SEND_HDR ||
+    return m->type == TPX_CTRL_SEND_HDR || m->type == TPX_CTRL_REPAIR_ACK ||
            (m->type == TPX_CTRL_RMA_REQ && !(m->flags & TPX_CTRL_REQ_INLINE)) ||
            (m->type == TPX_CTRL_RMA_RESP && m->nchunks > 0);
 }
@@ -447,7 +458,11 @@ static int ctrl_has_data(const tpx_ctrl_t *m)
  * tpx_recv() (a two-sided message with no receive posted). */
 static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body)
 {
+    p->start_seq = m->seq; /* the name of the stream it starts (xfer.c) */
     switch (m->type) {
+    case TPX_CTRL_REPAIR_ACK:
+        tpx__peer_repair_acked(p, m);
+        return 1;
     case TPX_CTRL_SEND_HDR: {
         if (p->recv_pending_n == 0)
             return 0;
@@ -565,6 +580,10 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t g
     }
     if (m.type == TPX_CTRL_RMA_CANCEL) {
         tpx__rma_cancel_received(p, &m);
+        return;
+    }
+    if (m.type == TPX_CTRL_REPAIR) {
+        tpx__peer_repair_received(p, &m);
         return;
     }
     if (m.type == TPX_CTRL_RMA_REQ && !ctrl_has_data(&m)) {

@@ -58,6 +58,14 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
     case TPX_CTRL_RMA_CANCEL:
         tpx__put64(out + 16, m->rid);
         break;
+    case TPX_CTRL_REPAIR:
+        tpx__put64(out + 16, m->cut_seq);
+        tpx__put32(out + 24, m->cut_chunk);
+        out[28] = m->chan;
+        break;
+    case TPX_CTRL_REPAIR_ACK:
+        out[16] = m->chan;
+        break;
     case TPX_CTRL_NOTIF:
         tpx__put16(out + 16, m->notif_total);
         tpx__put16(out + 18, m->notif_off);
@@ -159,6 +167,20 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
     case TPX_CTRL_RMA_CANCEL:
         m.rid = tpx__get64(in + 16);
         used = 24;
+        break;
+    case TPX_CTRL_REPAIR:
+        m.cut_seq = tpx__get64(in + 16);
+        m.cut_chunk = tpx__get32(in + 24);
+        m.chan = in[28];
+        used = 29;
+        if (m.chan >= 32) /* TPX_MAX_CHANNELS */
+            return TPX_ERR_PROTOCOL;
+        break;
+    case TPX_CTRL_REPAIR_ACK:
+        m.chan = in[16];
+        used = 17;
+        if (m.chan >= 32)
+            return TPX_ERR_PROTOCOL;
         break;
     case TPX_CTRL_NOTIF:
         m.notif_total = tpx__get16(in + 16);
