@@ -1247,6 +1247,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
     free(p->unexpected_body);
     free(p->unexpected);
     free(p->outbox);
+    free(p->confirm_q);
     tpx__secure_zero(p->inst_offer, sizeof(p->inst_offer));
     free(p);
 }

@@ -154,9 +154,10 @@ struct tpx_peer {
     uint32_t rx_cut_chunk;
     uint64_t rx_repaired_seq; /* receive streams up to this one (exclusive) may have lanes
                                  moved: a second loss among them is not repaired */
-    uint64_t sent_unconfirmed[TPX_MAX_CHANNELS]; /* per send channel: 1 + the newest stream
-                             that had chunks on it and ended before the receiver confirmed
-                             them (two-sided send, READ served): not repairable from there */
+    uint64_t *confirm_q;  /* receive streams of two-sided messages and READs that arrived
+                             whole, to confirm (RECV_DONE) in this pass (peer_pass.c) */
+    uint32_t confirm_n, confirm_cap;
+    int confirm_oom;      /* ... one could not be queued: the peer fails */
     /* setup state (peer.c; the setting-up thread's) */
     void *setup;
 };

@@ -383,6 +383,39 @@ int tpx__comm_pass(tpx_comm_t *c)
     }
 }
 
+/* Send a RECV_DONE for each stream queued by the end of its transfer
+ * (peer_fail.c). */
+static void confirm_flush(tpx_peer_t *p)
+{
+    if (p->confirm_oom) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a confirmation");
+        return;
+    }
+    for (uint32_t i = 0; i < p->confirm_n; i++) {
+        if (tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_RECV_DONE,
+                                                 .cut_seq = p->confirm_q[i]},
+                                NULL) != TPX_OK) {
+            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+            return;
+        }
+    }
+    p->confirm_n = 0;
+}
+
+/* The peer confirmed the stream announced by our message `seq`: the
+ * transfer that sent it may end. */
+static void confirm_received(tpx_peer_t *p, uint64_t seq)
+{
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next) {
+        if (x->confirm_pending && x->out.seq == seq) {
+            x->confirm_pending = 0;
+            tpx__xfer_maybe_done(x);
+            return;
+        }
+    }
+    tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a confirmation of nothing sent");
+}
+
 void tpx__peer_pass(tpx_peer_t *p)
 {
     if (p->state != PEER_READY)
@@ -405,9 +438,13 @@ void tpx__peer_pass(tpx_peer_t *p)
         if (!p->recv[k]->dead && p->state == PEER_READY)
             (void)tpx__comm_pass(p->recv[k]);
     }
+    /* Streams that arrived whole are confirmed to their sender, which
+     * holds them until then in case a lost channel needs them again. */
+    if (p->confirm_n > 0 && p->state == PEER_READY)
+        confirm_flush(p);
     /* Control messages the data just produced (a WRITE's answer, a
-     * notification after a completion) leave in this pass, not after the
-     * next nap. */
+     * notification after a completion, a confirmation) leave in this pass,
+     * not after the next nap. */
     if (p->outbox_n > 0 && p->state == PEER_READY)
         (void)tpx__comm_pass(p->ctrl_send);
     /* Buffers held back above whose reason this pass removed (answers sent,
@@ -584,6 +621,10 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t g
     }
     if (m.type == TPX_CTRL_REPAIR) {
         tpx__peer_repair_received(p, &m);
+        return;
+    }
+    if (m.type == TPX_CTRL_RECV_DONE) {
+        confirm_received(p, m.cut_seq);
         return;
     }
     if (m.type == TPX_CTRL_RMA_REQ && !ctrl_has_data(&m)) {

@@ -31,15 +31,16 @@
  *            place, and deals later streams without the channel. FIFO
  *            plugins (TCPX ignores tags) pair every buffer.
  *
- * The sender must still have what it resends. A WRITE's requester keeps
- * its transfer until the owner's answer, which comes after the data; a
- * two-sided send and a served READ end when their sends complete: one that
- * ended before the REPAIR with chunks on the channel past the cut cannot
- * be repaired, and the peer fails as before (peer.h sent_unconfirmed).
- * Holding them until the receiver confirms would cost every healthy
- * transfer a control message and a round trip; a link that dies mid-
- * transfer stalls the sends still on it, so the large transfers in flight
- * are the ones kept. Not repaired either (the peer fails): a lost control
+ * The sender must still have what it resends: a completed send only means
+ * that the kernel took the bytes, and a link that dies holds a socket
+ * buffer's worth of them. A WRITE's requester keeps its transfer until the
+ * owner's answer, which comes after the data; a two-sided send and a served
+ * READ keep theirs until the receiver's RECV_DONE (peer_pass.c), which it
+ * sends as the stream's last chunk arrives. That is the healthy path's
+ * cost: one 64-byte control message back per two-sided message or READ
+ * with data on the channels, and the sender's completion (a two-sided
+ * send's; a served READ's is internal) one control message later than its
+ * last send. Not repaired (the peer fails, as before): a lost control
  * stream, the last channel, a second loss in a direction while the first
  * one's moved chunks may still be moving.
  *
@@ -250,12 +251,8 @@ void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m)
         return;
     }
     char why[200];
-    if ((p->send_live & ~bit) == 0 || p->sent_unconfirmed[k] > m->cut_seq) {
-        snprintf(why, sizeof(why), "the peer lost data channel %d and it cannot be repaired: %s",
-                 k, (p->send_live & ~bit) == 0
-                        ? "no other channel is left"
-                        : "chunks it lacks belong to a transfer reported complete here (a "
-                          "two-sided send or a READ served)");
+    if ((p->send_live & ~bit) == 0) {
+        snprintf(why, sizeof(why), "the peer lost data channel %d, its last", k);
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
         return;
     }

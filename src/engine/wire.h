@@ -49,6 +49,9 @@
  *             after it skip `chan`. It takes its turn among the messages with
  *             data, so that both sides queue the chunks dealt again at the same
  *             place: peer_repair.c)
+ *   RECV_DONE 16 u64 seq  (the stream of a two-sided message, or of a READ's data on
+ *             the data channels, announced by message seq, arrived whole: its sender,
+ *             which may have to deal it again until then, may end it)
  *
  * seq counts every control message of one direction (BYE included); the
  * receiver checks it, so a lost or reordered message is a protocol error.
@@ -87,6 +90,7 @@ enum {
     TPX_CTRL_RMA_CANCEL = 6,
     TPX_CTRL_REPAIR = 7,
     TPX_CTRL_REPAIR_ACK = 8,
+    TPX_CTRL_RECV_DONE = 9,
 };
 enum { TPX_WIRE_OP_READ = 1, TPX_WIRE_OP_WRITE = 2 };
 #define TPX_CTRL_REQ_NOTIF 1u  /* RMA_REQ flags: the HELD notification just before is its */
@@ -116,7 +120,8 @@ typedef struct {
     uint8_t part_len;
     unsigned char part[TPX_CTRL_NOTIF_PART];
     uint8_t chan;       /* REPAIR, REPAIR_ACK: the data channel lost */
-    uint64_t cut_seq;   /* REPAIR: the first stream with chunks missing */
+    uint64_t cut_seq;   /* REPAIR: the first stream with chunks missing; RECV_DONE: the
+                           stream received whole */
     uint32_t cut_chunk; /* REPAIR: ... its first chunk missing */
 } tpx_ctrl_t;
 

@@ -173,6 +173,9 @@ struct tpx_xfer {
     uint32_t nchunks, chunks_done; /* over both streams */
     int hdr_pending;         /* the control message it owns (send header, RMA_REQ) has
                                 not left yet (peer's ctrl_send_owner) */
+    int confirm_pending;     /* XK_SEND, XK_TREAD: its out-stream's receiver has not said
+                                it arrived whole (RECV_DONE): a lost channel may still
+                                need its chunks dealt again (peer_repair.c) */
     int canceled, released;  /* read and written under the engine lock only */
     int unseen;              /* DONE, not yet reported by poll/wait (counted in e->nunseen) */
     atomic_int settled;      /* 0 while it runs; 1 once DONE (stored after `status`) or
