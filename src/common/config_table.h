@@ -181,10 +181,11 @@ TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "sender deals them again over the peer's other channels, and both sides deal later "
              "chunks without the lost channel (counters `chan_lost`, `chunks_resent`). A "
              "two-sided send and a served READ end when their receiver confirms them (one "
-             "control message back each, in either setting). Not repaired, and the peer fails "
-             "as with 0: a control stream that fails, the last channel, a second loss while the "
-             "first one's chunks are still moving. 0: any data channel failure fails the peer "
-             "with `TPX_ERR_CONN_RESET`.")
+             "control message back each, sent in either setting; with 0 they end when their "
+             "sends complete, a control message's latency sooner). Not repaired, and the peer "
+             "fails as with 0: a control stream that fails, the last channel, a second loss "
+             "while the first one's chunks are still moving. 0: any data channel failure fails "
+             "the peer with `TPX_ERR_CONN_RESET`.")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")

@@ -65,7 +65,8 @@ TPX_API tpx_status_t tpx_send(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     x->out = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
                             .run = tpx__stream_run(p, x->nchunks), .first_chan = p->send_cursor};
     x->hdr_pending = 1;
-    x->confirm_pending = x->nchunks > 0; /* until the receiver's RECV_DONE (peer_pass.c) */
+    /* until the receiver's RECV_DONE (peer_pass.c), which may be needed again */
+    x->confirm_pending = e->failover && x->nchunks > 0;
     st = tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_SEND_HDR, .len = len}, x);
     if (st != TPX_OK)
         goto err_unlock;

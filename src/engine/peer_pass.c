@@ -383,18 +383,22 @@ int tpx__comm_pass(tpx_comm_t *c)
     }
 }
 
-/* Send a RECV_DONE for each stream queued by the end of its transfer
- * (peer_fail.c). */
+/* Confirm the streams queued by the ends of their transfers (peer_fail.c):
+ * up to TPX_CTRL_DONE_MAX in one RECV_DONE, so that a pass that completes
+ * many small transfers sends few messages. */
 static void confirm_flush(tpx_peer_t *p)
 {
     if (p->confirm_oom) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a confirmation");
         return;
     }
-    for (uint32_t i = 0; i < p->confirm_n; i++) {
-        if (tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_RECV_DONE,
-                                                 .cut_seq = p->confirm_q[i]},
-                                NULL) != TPX_OK) {
+    for (uint32_t i = 0; i < p->confirm_n; i += TPX_CTRL_DONE_MAX) {
+        tpx_ctrl_t m = {.type = TPX_CTRL_RECV_DONE};
+        while (m.ndone < TPX_CTRL_DONE_MAX && i + m.ndone < p->confirm_n) {
+            m.done[m.ndone] = p->confirm_q[i + m.ndone];
+            m.ndone++;
+        }
+        if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
             tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
             return;
         }
@@ -413,7 +417,9 @@ static void confirm_received(tpx_peer_t *p, uint64_t seq)
             return;
         }
     }
-    tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a confirmation of nothing sent");
+    /* without TPX_CHANNEL_FAILOVER nothing waits for confirmations */
+    if (p->e->failover)
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a confirmation of nothing sent");
 }
 
 void tpx__peer_pass(tpx_peer_t *p)
@@ -624,7 +630,8 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t g
         return;
     }
     if (m.type == TPX_CTRL_RECV_DONE) {
-        confirm_received(p, m.cut_seq);
+        for (int i = 0; i < m.ndone && p->state == PEER_READY; i++)
+            confirm_received(p, m.done[i]);
         return;
     }
     if (m.type == TPX_CTRL_RMA_REQ && !ctrl_has_data(&m)) {

@@ -70,7 +70,9 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         out[16] = m->chan;
         break;
     case TPX_CTRL_RECV_DONE:
-        tpx__put64(out + 16, m->cut_seq);
+        out[16] = m->ndone;
+        for (int i = 0; i < m->ndone && i < TPX_CTRL_DONE_MAX; i++)
+            tpx__put64(out + 24 + 8 * i, m->done[i]);
         break;
     case TPX_CTRL_NOTIF:
         tpx__put16(out + 16, m->notif_total);
@@ -183,8 +185,12 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
             return TPX_ERR_PROTOCOL;
         break;
     case TPX_CTRL_RECV_DONE:
-        m.cut_seq = tpx__get64(in + 16);
-        used = 24;
+        m.ndone = in[16];
+        if (m.ndone == 0 || m.ndone > TPX_CTRL_DONE_MAX || !tpx__all_zero(in + 17, 7))
+            return TPX_ERR_PROTOCOL;
+        for (int i = 0; i < m.ndone; i++)
+            m.done[i] = tpx__get64(in + 24 + 8 * i);
+        used = 24 + 8 * (size_t)m.ndone;
         break;
     case TPX_CTRL_REPAIR_ACK:
         m.chan = in[16];

@@ -49,9 +49,10 @@
  *             after it skip `chan`. It takes its turn among the messages with
  *             data, so that both sides queue the chunks dealt again at the same
  *             place: peer_repair.c)
- *   RECV_DONE 16 u64 seq  (the stream of a two-sided message, or of a READ's data on
- *             the data channels, announced by message seq, arrived whole: its sender,
- *             which may have to deal it again until then, may end it)
+ *   RECV_DONE 16 u8 n (1..5)  17..24 0  24 u64 seq[n]  (the streams of two-sided
+ *             messages, or of READs' data on the data channels, announced by messages
+ *             seq[], arrived whole: their sender, which may have to deal them again
+ *             until then, may end them)
  *
  * seq counts every control message of one direction (BYE included); the
  * receiver checks it, so a lost or reordered message is a protocol error.
@@ -79,6 +80,7 @@
 #define TPX_CTRL_BODY_MAX (4096 + 1024) /* an inline list of ~48 entries + 4 KiB of data */
 #define TPX_CTRL_SLOT (TPX_CTRL_SIZE + TPX_CTRL_BODY_MAX) /* a control receive's size */
 #define TPX_CTRL_NOTIF_PART 40
+#define TPX_CTRL_DONE_MAX 5 /* streams one RECV_DONE confirms */
 #define TPX_WIRE_NOTIF_MAX 1024 /* = TPX_NOTIF_MAX */
 
 enum {
@@ -120,9 +122,10 @@ typedef struct {
     uint8_t part_len;
     unsigned char part[TPX_CTRL_NOTIF_PART];
     uint8_t chan;       /* REPAIR, REPAIR_ACK: the data channel lost */
-    uint64_t cut_seq;   /* REPAIR: the first stream with chunks missing; RECV_DONE: the
-                           stream received whole */
+    uint64_t cut_seq;   /* REPAIR: the first stream with chunks missing */
     uint32_t cut_chunk; /* REPAIR: ... its first chunk missing */
+    uint8_t ndone;      /* RECV_DONE: the streams received whole: how many, */
+    uint64_t done[TPX_CTRL_DONE_MAX]; /* ... and their announcing messages */
 } tpx_ctrl_t;
 
 void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE]);

@@ -391,7 +391,8 @@ static void seeds_wire(void)
         seed_ctrl(&rp, "ctrl_repair");
         seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_REPAIR_ACK, .seq = 19, .chan = 3},
                   "ctrl_repair_ack");
-        seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RECV_DONE, .seq = 20, .cut_seq = 11},
+        seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RECV_DONE, .seq = 20, .ndone = 2,
+                                .done = {11, 9}},
                   "ctrl_recv_done");
         unsigned char m[TPX_CTRL_SIZE];
         tpx_ctrl_t back;
@@ -405,6 +406,18 @@ static void seeds_wire(void)
         tpx__ctrl_encode(&(tpx_ctrl_t){.type = TPX_CTRL_REPAIR_ACK, .chan = 1}, m);
         m[20] = 1;
         must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a REPAIR_ACK with a stray byte");
+        tpx_ctrl_t d = {.type = TPX_CTRL_RECV_DONE, .ndone = 5, .done = {1, 2, 3, 4, 5}};
+        tpx__ctrl_encode(&d, m);
+        must(tpx__ctrl_decode(m, &back) == TPX_OK && back.ndone == 5 && back.done[4] == 5,
+             "ctrl: RECV_DONE of 5 round trip");
+        m[16] = 6;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: RECV_DONE of 6");
+        m[16] = 0;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: RECV_DONE of none");
+        d.ndone = 2;
+        tpx__ctrl_encode(&d, m);
+        m[40] = 1;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: RECV_DONE with a stray third seq");
     }
 
     /* request lists: 2-byte chunk selector (fuzz_wire.c), then the list */
