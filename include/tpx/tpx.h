@@ -558,6 +558,9 @@ typedef struct {
     uint64_t rma_bytes_staged; /* bytes of packed blocks copied through a staging chunk
                                   (gathered or scattered; vectored messages copy none) */
     uint64_t rma_stage_ns;     /* ... the time those copies took */
+    /* Data channels lost while their peer lived (TPX_CHANNEL_FAILOVER). */
+    uint64_t chan_lost;        /* this side's receive channels declared lost and repaired */
+    uint64_t chunks_resent;    /* chunks this side dealt again over other channels */
 } tpx_engine_counters_t;
 
 /* Fills the first out->size bytes (out->size itself is left as is). */

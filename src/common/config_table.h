@@ -185,12 +185,24 @@ TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,
 TPX_CONFIG_X(CHANNEL_STALL_MS, INT, "5000", 0, 86400000,
              "A receive data channel of a peer that has receives in flight and completes none "
              "for this long, while another channel of that peer completed receives meanwhile, is "
-             "taken as dead (its connection died or stalled; Google's TCPX plugin reports "
-             "neither, its `test()` just never ends): the peer fails with `TPX_ERR_CONN_RESET` "
-             "and a line naming the channel, long before `TPX_TIMEOUT_MS`; the other side sees "
-             "that failure. A receive is posted only once its sender has committed to it, so a "
+             "taken as lost (its connection died or stalled; Google's TCPX plugin reports "
+             "neither, its `test()` just never ends), with a line naming the channel, long "
+             "before `TPX_TIMEOUT_MS`: its missing chunks are dealt again over the peer's other "
+             "channels (`TPX_CHANNEL_FAILOVER`), or the peer fails with `TPX_ERR_CONN_RESET`. "
+             "A receive is posted only once its sender has committed to it, so a "
              "slow peer application draws no verdict; with one channel, or when every channel "
              "stops at once, the transfer deadline applies. 0: off.")
+TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
+             "1: a data channel of a live peer that fails or stalls (`TPX_CHANNEL_STALL_MS`) "
+             "costs bandwidth, not transfers: the receiver says which chunks it lacks, the "
+             "sender deals them again over the peer's other channels, and both sides deal later "
+             "chunks without the lost channel (counters `chan_lost`, `chunks_resent`). A "
+             "two-sided send and a served READ end when their receiver confirms them (one "
+             "control message back each, sent in either setting; with 0 they end when their "
+             "sends complete, a control message's latency sooner). Not repaired, and the peer "
+             "fails as with 0: a control stream that fails, the last channel, a second loss "
+             "while the first one's chunks are still moving. 0: any data channel failure fails "
+             "the peer with `TPX_ERR_CONN_RESET`.")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")
@@ -388,6 +400,10 @@ TPX_CONFIG_X(FAULT_CHANNEL_STALL, INT, "0", 0, 32,
              "it has completed a message, as a plugin comm whose connection died without a "
              "word (the engine stops looking at its plugin requests), for the tests of "
              "`TPX_CHANNEL_STALL_MS`; 0: off.")
+TPX_CONFIG_X(FAULT_CHANNEL_DIE, INT, "0", 0, 32,
+             "Testing only: data channel N-1 of every peer never completes again, in either "
+             "direction, once its comm has completed a message, as a connection whose link "
+             "went down (its sends stay in flight too); 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

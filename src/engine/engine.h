@@ -22,8 +22,9 @@
  *             the kind's ops)
  *   peer.h    struct tpx_peer: one connection: its failure (peer_fail.c),
  *             outgoing control stream (peer_ctrl.c), pass and incoming
- *             control stream (peer_pass.c), liveness (peer_sweep.c),
- *             set-up and close (peer.c)
+ *             control stream (peer_pass.c), liveness (peer_sweep.c), a
+ *             data channel lost and repaired (peer_repair.c), set-up and
+ *             close (peer.c)
  *   rma.h     struct tpx_prep and one-sided READ/WRITE/notifications (rma.c)
  *   remote.h  struct tpx_remote: peers known by metadata (remote.c)
  *   faults.h  the test-only fault hooks, one table apart from the engine
@@ -141,10 +142,10 @@
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
  *   wire, ident, topo, faults < mem, export < window, pack < xfer
- *   < peer_fail < peer_ctrl < rma < peer_pass, peer_sweep, xfer_user < peer
- *   < remote < engine, wait < api_engine, api_mem, api_peer, api_remote,
- *   api_rma, api_xfer, info, kv (the public entry points: they check their
- *   arguments, take the lock and call one internal function).
+ *   < peer_fail < peer_ctrl < rma < peer_repair < peer_pass, peer_sweep,
+ *   xfer_user < peer < remote < engine, wait < api_engine, api_mem, api_peer,
+ *   api_remote, api_rma, api_xfer, info, kv (the public entry points: they
+ *   check their arguments, take the lock and call one internal function).
  * A file calls only files of its own or lower layers, and no two files
  * call each other. window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
@@ -209,6 +210,8 @@ typedef struct {
     int close_grace_ms;        /* TPX_CLOSE_GRACE_MS */
     int chan_stall_ms;         /* TPX_CHANNEL_STALL_MS: a data channel this long still while a
                                   sibling moved is dead (peer_sweep.c tpx__peer_sweep); 0 off */
+    int failover;              /* TPX_CHANNEL_FAILOVER: a lost data channel is repaired
+                                  (peer_repair.c) */
     int connect_timeout_ms;    /* TPX_CONNECT_TIMEOUT_MS */
     char auth_token[256];      /* params.auth_token, TPX_AUTH_TOKEN */
     char bind_addr[64];        /* params.bind_addr, TPX_BIND_ADDR ("" none) */

@@ -19,6 +19,8 @@ typedef struct {
                           in the call's own pass (0: none) */
     int stall_chan;    /* TPX_FAULT_CHANNEL_STALL: receive data channel N-1 stops
                           completing after its first message (window.c; 0: none) */
+    int die_chan;      /* TPX_FAULT_CHANNEL_DIE: data channel N-1 stops completing, send
+                          and receive, after its first message (window.c; 0: none) */
 } tpx_faults_t;
 
 extern tpx_faults_t tpx__faults;

@@ -680,6 +680,8 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     snprintf(p->remote_name, sizeof(p->remote_name), "%s", info.name);
     /* Both sides compute the same agreement. */
     p->nchan = TPX_MIN(e->cfg.nchan, info.nhandles - 1);
+    p->send_live = p->recv_live = (uint32_t)(((uint64_t)1 << p->nchan) - 1);
+    p->rx_lost = -1;
     p->chunk = TPX_MIN(e->cfg.chunk, info.chunk_bytes);
     /* Runs (xfer.h: two-sided transfers, READs) of up to 4 MiB per message; not on TCPX, whose
      * devmem receives are unpacked per request (the name says so on both
@@ -1289,6 +1291,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
     free(p->unexpected_body);
     free(p->unexpected);
     free(p->outbox);
+    free(p->confirm_q);
     tpx__secure_zero(p->inst_offer, sizeof(p->inst_offer));
     free(p);
 }

@@ -143,6 +143,21 @@ struct tpx_peer {
     uint32_t bell_count;     /* bootstrap frames received in it */
     int remote_closed;    /* the peer said goodbye / its control stream ended:
                              no new message will come; data in flight still may */
+    /* lost data channels (peer_repair.c) */
+    uint32_t send_live, recv_live; /* the channels each direction's new streams are dealt
+                                      to (bit k: channel k); all at set-up */
+    uint64_t start_seq;   /* the peer's control sequence number of the message with data
+                             being started (its receive stream's name) */
+    int rx_lost;          /* a receive channel declared lost whose REPAIR_ACK is awaited
+                             (-1: none) */
+    uint64_t rx_cut_seq;  /* ... what its REPAIR said */
+    uint32_t rx_cut_chunk;
+    uint64_t rx_repaired_seq; /* receive streams up to this one (exclusive) may have lanes
+                                 moved: a second loss among them is not repaired */
+    uint64_t *confirm_q;  /* receive streams of two-sided messages and READs that arrived
+                             whole, to confirm (RECV_DONE) in this pass (peer_pass.c) */
+    uint32_t confirm_n, confirm_cap;
+    int confirm_oom;      /* ... one could not be queued: the peer fails */
     /* setup state (peer.c; the setting-up thread's) */
     void *setup;
 };
@@ -207,6 +222,18 @@ void tpx__peer_chan_drive(tpx_peer_t *p);
  * tpx__peer_chan_drive (a second one, or one of the wrong size, fails the
  * peer); other types are ignored. */
 int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, uint32_t len);
+
+/* ---- peer_repair.c: a data channel lost while the peer lives (lock held) ---- */
+/* Data comm c of p failed or stalled (why: the line that says so). A
+ * receive comm: its chunks missing are asked again (REPAIR), or the peer
+ * fails when that cannot be done; a send comm: posts nothing more and
+ * waits for the peer's REPAIR. Not from inside c's own pass after it. */
+void tpx__peer_chan_lost(tpx_peer_t *p, tpx_comm_t *c, const char *why);
+/* The peer's REPAIR arrived: its chunks dealt again, REPAIR_ACK sent. */
+void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* The peer's REPAIR_ACK started, in its turn among the messages with
+ * data: the same chunks queued for receiving. */
+void tpx__peer_repair_acked(tpx_peer_t *p, const tpx_ctrl_t *m);
 
 /* ---- peer_pass.c: the peer's pass, its incoming control stream (lock held) ---- */
 /* One pass over a ready peer's comms (no-op otherwise): control receives

@@ -10,6 +10,7 @@
  * mem.c, window.c), and a one-sided transfer's epilogue through its kind's
  * ops (xfer.h, tpx_xfer_ops_t).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/trace.h"
@@ -45,6 +46,23 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     }
     x->nregions = 0;
     x->two.region = NULL;
+    if ((x->kind == XK_RECV || x->kind == XK_READ) && x->in.nlive > 0 &&
+        x->chunks_done == x->nchunks && p->state == PEER_READY) {
+        /* every byte of its stream arrived: its sender may end it (its pass
+         * sends the RECV_DONE: peer_pass.c) */
+        if (p->confirm_n == p->confirm_cap) {
+            uint32_t cap = p->confirm_cap ? 2 * p->confirm_cap : 16;
+            uint64_t *q = realloc(p->confirm_q, cap * sizeof(*q));
+            if (q != NULL) {
+                p->confirm_q = q;
+                p->confirm_cap = cap;
+            }
+        }
+        if (p->confirm_n < p->confirm_cap)
+            p->confirm_q[p->confirm_n++] = x->in.seq;
+        else
+            p->confirm_oom = 1;
+    }
     if (x->ops != NULL)
         x->ops->completed(x); /* may free the preparation (x->regions) */
     pthread_cond_broadcast(&e->cond);
@@ -59,7 +77,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
 void tpx__xfer_maybe_done(tpx_xfer_t *x)
 {
     if (x->state == XF_ACTIVE && x->chunks_done == x->nchunks && !x->hdr_pending &&
-        !x->req.resp_pending)
+        !x->req.resp_pending && !x->confirm_pending)
         tpx__xfer_complete(x, x->two.drain ? TPX_ERR_TRUNCATED : x->err);
 }
 

@@ -100,11 +100,13 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
 static void lane_pop(tpx_comm_t *c)
 {
     tpx_xfer_t *x = c->q_head;
-    c->q_head = x->lane[c->lane].next;
+    tpx_lane_t *l = &x->lane[c->q_li];
+    c->q_head = l->next;
+    c->q_li = l->next_li;
     if (c->q_head == NULL)
         c->q_tail = NULL;
-    x->lane[c->lane].next = NULL;
-    x->lane[c->lane].queued = 0;
+    l->next = NULL;
+    l->queued = 0;
 }
 
 /* Chunk j of a stream: its buffer, length, region and region offset
@@ -165,7 +167,7 @@ static int post_data(tpx_comm_t *c)
     tpx_xfer_t *x = c->q_head;
     if (x == NULL)
         return 0;
-    tpx_lane_t *l = &x->lane[c->lane];
+    tpx_lane_t *l = &x->lane[c->q_li]; /* its own lane, or a lost channel's (peer_repair.c) */
     const tpx_stream_t *stm = c->is_send ? &x->out : &x->in;
     uint32_t j = l->next_chunk;
     if (j >= stm->gate)
@@ -246,10 +248,10 @@ posted:
         /* the rest of the block, then the lane's next block */
         uint64_t b = j / stm->run, nxt = (uint64_t)j + nrun;
         if (nxt >= TPX_MIN((b + 1) * stm->run, stm->nchunks))
-            nxt = (b + (uint64_t)p->nchan) * stm->run;
+            nxt = (b + (uint64_t)stm->nlive) * stm->run;
         l->next_chunk = (uint32_t)TPX_MIN(nxt, (uint64_t)UINT32_MAX);
     } else {
-        l->next_chunk += (uint32_t)p->nchan;
+        l->next_chunk += stm->nlive;
     }
     if (l->next_chunk >= stm->nchunks)
         lane_pop(c);
@@ -353,12 +355,19 @@ int tpx__comm_pass(tpx_comm_t *c)
             if (r == TPX_WIN_HOLD)
                 return completed;
             if (r == TPX_WIN_ERR) {
-                if (err.closed && c->is_ctrl && !c->is_send)
+                if (err.closed && c->is_ctrl && !c->is_send) {
                     /* The control stream ended: no new message will come,
                      * data already announced may still arrive. */
                     tpx__peer_remote_closed(p, "the peer's control stream ended");
-                else
+                } else if (!c->is_ctrl) {
+                    /* one data channel: repaired if the peer lives (peer_repair.c) */
+                    char why[160];
+                    snprintf(why, sizeof(why), "data channel %d (%s): %s", c->chan,
+                             c->is_send ? "send" : "receive", err.why);
+                    tpx__peer_chan_lost(p, c, why);
+                } else {
                     tpx__peer_fail(p, err.st, err.why);
+                }
                 return completed;
             }
             completed++;
@@ -372,6 +381,45 @@ int tpx__comm_pass(tpx_comm_t *c)
         if (comm_schedule(c) <= 0)
             return completed;
     }
+}
+
+/* Confirm the streams queued by the ends of their transfers (peer_fail.c):
+ * up to TPX_CTRL_DONE_MAX in one RECV_DONE, so that a pass that completes
+ * many small transfers sends few messages. */
+static void confirm_flush(tpx_peer_t *p)
+{
+    if (p->confirm_oom) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a confirmation");
+        return;
+    }
+    for (uint32_t i = 0; i < p->confirm_n; i += TPX_CTRL_DONE_MAX) {
+        tpx_ctrl_t m = {.type = TPX_CTRL_RECV_DONE};
+        while (m.ndone < TPX_CTRL_DONE_MAX && i + m.ndone < p->confirm_n) {
+            m.done[m.ndone] = p->confirm_q[i + m.ndone];
+            m.ndone++;
+        }
+        if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
+            tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+            return;
+        }
+    }
+    p->confirm_n = 0;
+}
+
+/* The peer confirmed the stream announced by our message `seq`: the
+ * transfer that sent it may end. */
+static void confirm_received(tpx_peer_t *p, uint64_t seq)
+{
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next) {
+        if (x->confirm_pending && x->out.seq == seq) {
+            x->confirm_pending = 0;
+            tpx__xfer_maybe_done(x);
+            return;
+        }
+    }
+    /* without TPX_CHANNEL_FAILOVER nothing waits for confirmations */
+    if (p->e->cfg.failover)
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a confirmation of nothing sent");
 }
 
 void tpx__peer_pass(tpx_peer_t *p)
@@ -391,12 +439,18 @@ void tpx__peer_pass(tpx_peer_t *p)
      * chunks wait on the lanes in the order both sides derive, and are
      * dealt from there once the channels exist. */
     for (int k = 0; p->chan_state == CHAN_OPEN && k < p->nchan && p->state == PEER_READY; k++) {
-        (void)tpx__comm_pass(p->send[k]);
-        (void)tpx__comm_pass(p->recv[k]);
+        if (!p->send[k]->dead)
+            (void)tpx__comm_pass(p->send[k]);
+        if (!p->recv[k]->dead && p->state == PEER_READY)
+            (void)tpx__comm_pass(p->recv[k]);
     }
+    /* Streams that arrived whole are confirmed to their sender, which
+     * holds them until then in case a lost channel needs them again. */
+    if (p->confirm_n > 0 && p->state == PEER_READY)
+        confirm_flush(p);
     /* Control messages the data just produced (a WRITE's answer, a
-     * notification after a completion) leave in this pass, not after the
-     * next nap. */
+     * notification after a completion, a confirmation) leave in this pass,
+     * not after the next nap. */
     if (p->outbox_n > 0 && p->state == PEER_READY)
         (void)tpx__comm_pass(p->ctrl_send);
     /* Buffers held back above whose reason this pass removed (answers sent,
@@ -437,7 +491,7 @@ static int ctrl_has_data(const tpx_ctrl_t *m)
 {
     /* An INLINE request brings everything the owner receives in its body:
      * nothing of it is on the data channels, it starts at once. */
-    return m->type == TPX_CTRL_SEND_HDR ||
+    return m->type == TPX_CTRL_SEND_HDR || m->type == TPX_CTRL_REPAIR_ACK ||
            (m->type == TPX_CTRL_RMA_REQ && !(m->flags & TPX_CTRL_REQ_INLINE)) ||
            (m->type == TPX_CTRL_RMA_RESP && m->nchunks > 0);
 }
@@ -447,7 +501,11 @@ static int ctrl_has_data(const tpx_ctrl_t *m)
  * tpx_recv() (a two-sided message with no receive posted). */
 static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body)
 {
+    p->start_seq = m->seq; /* the name of the stream it starts (xfer.c) */
     switch (m->type) {
+    case TPX_CTRL_REPAIR_ACK:
+        tpx__peer_repair_acked(p, m);
+        return 1;
     case TPX_CTRL_SEND_HDR: {
         if (p->recv_pending_n == 0)
             return 0;
@@ -565,6 +623,15 @@ void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t g
     }
     if (m.type == TPX_CTRL_RMA_CANCEL) {
         tpx__rma_cancel_received(p, &m);
+        return;
+    }
+    if (m.type == TPX_CTRL_REPAIR) {
+        tpx__peer_repair_received(p, &m);
+        return;
+    }
+    if (m.type == TPX_CTRL_RECV_DONE) {
+        for (int i = 0; i < m.ndone && p->state == PEER_READY; i++)
+            confirm_received(p, m.done[i]);
         return;
     }
     if (m.type == TPX_CTRL_RMA_REQ && !ctrl_has_data(&m)) {

@@ -17,7 +17,8 @@
 
 /* The verdict on p's data channels (TPX_CHANNEL_STALL_MS): a receive
  * channel whose window has had receives in flight and completed none for
- * that long, while a sibling completed some since it stopped, is dead.
+ * that long, while a sibling completed some since it stopped (or in the
+ * sweep interval in which it stopped), is dead.
  * Google's plugin reports neither a data connection that died nor one that
  * stalls (its test() says "not done" forever) while the peer's bootstrap
  * connection and control comm stay healthy: without this only the
@@ -36,17 +37,22 @@
 static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
 {
     const uint64_t stall = (uint64_t)p->e->cfg.chan_stall_ms * 1000000ull;
-    uint64_t newest = 0; /* the latest move of any receive channel */
     for (int k = 0; k < p->nchan; k++) {
         (void)tpx__window_look(p->send[k], now);
         (void)tpx__window_look(p->recv[k], now);
-        newest = TPX_MAX(newest, p->recv[k]->live.moved_ns);
     }
     for (int k = 0; stall > 0 && k < p->nchan; k++) {
         tpx_chan_live_t *l = &p->recv[k]->live;
-        if (l->state == TPX_CHAN_STILL && now - l->still_ns >= stall && newest > l->still_ns) {
-            l->state = TPX_CHAN_DEAD;
-            return p->recv[k];
+        if (p->recv[k]->dead || l->state != TPX_CHAN_STILL || now - l->still_ns < stall)
+            continue;
+        /* a sibling moved no earlier than this one last did (at the sweep's
+         * 10 ms grain: a transfer that ends on the siblings within the
+         * look in which this channel stopped counts) */
+        for (int s = 0; s < p->nchan; s++) {
+            if (s != k && p->recv[s]->live.moved_ns >= l->still_ns) {
+                l->state = TPX_CHAN_DEAD;
+                return p->recv[k];
+            }
         }
     }
     return NULL;
@@ -100,17 +106,17 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
     }
     tpx_comm_t *dead = chan_verdict(p, now);
     if (dead != NULL) {
-        /* Its requests hold their place in both sides' FIFOs: the peer
-         * fails as a whole (moving the channel's work onto the others is
-         * what the verdict is kept for). */
+        /* Its chunks are dealt again over the other channels, or the peer
+         * fails as a whole (peer_repair.c). */
         char why[200];
         snprintf(why, sizeof(why),
                  "data channel %d (%s, plugin device %d) completed nothing for %d ms while the "
                  "peer's other channels did: its connection died or stalled "
                  "(TPX_CHANNEL_STALL_MS)", dead->chan, dead->is_send ? "send" : "receive",
                  dead->dev, p->e->cfg.chan_stall_ms);
-        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
-        return;
+        tpx__peer_chan_lost(p, dead, why);
+        if (p->state != PEER_READY)
+            return;
     }
     for (uint32_t i = 0; i < p->recv_pending_n;) {
         tpx_xfer_t *x = p->recv_pending[i];

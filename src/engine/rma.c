@@ -1325,6 +1325,7 @@ static void target_check_list(tpx_xfer_t *x)
         x->out = (tpx_stream_t){.nchunks = x->own.want_nchunks, .gate = UINT32_MAX,
                                 .run = tpx__stream_run(p, x->own.want_nchunks),
                                 .first_chan = p->send_cursor};
+        x->confirm_pending = p->e->cfg.failover && x->out.nchunks > 0; /* until the RECV_DONE */
         tpx__stream_cursor_move(p, &p->send_cursor, &x->out, x->rma.total);
         x->nchunks += x->out.nchunks;
         tpx__stream_enqueue(x, &x->out, 1);

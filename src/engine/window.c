@@ -341,12 +341,15 @@ int tpx__window_look(tpx_comm_t *c, uint64_t now)
         return l->state;
     if (l->still_ns == 0) /* the first look: stillness counts from now */
         l->still_ns = now;
+    if (w->done != l->done_seen)
+        l->moved_ns = now; /* even if it is idle again: work that began and ended
+                              between two looks moved it */
     if (w->done == w->posted) {
         l->state = TPX_CHAN_IDLE;
         l->still_ns = now;
     } else if (w->done != l->done_seen) {
         l->state = TPX_CHAN_MOVING;
-        l->still_ns = l->moved_ns = now;
+        l->still_ns = now;
     } else {
         l->state = TPX_CHAN_STILL;
     }
@@ -360,9 +363,12 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
-    if (TPX_UNLIKELY(tpx__faults.stall_chan > 0) && !c->is_send && !c->is_ctrl &&
-        c->chan == tpx__faults.stall_chan - 1 && w->done > 0)
-        return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL) */
+    if (TPX_UNLIKELY(tpx__faults.stall_chan > 0 || tpx__faults.die_chan > 0) && !c->is_ctrl &&
+        w->done > 0 &&
+        ((!c->is_send && c->chan == tpx__faults.stall_chan - 1) ||
+         c->chan == tpx__faults.die_chan - 1))
+        return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL,
+                                 _DIE) */
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
     tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);

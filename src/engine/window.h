@@ -88,6 +88,9 @@ struct tpx_comm {
     /* schedule: SLOT_DATA lanes waiting for window space (intrusive list
      * through the transfers' lane[lane]; xfer.c) */
     tpx_xfer_t *q_head, *q_tail;
+    uint8_t q_li, q_tail_li; /* the lanes of q_head and q_tail queued here (xfer.h next_li) */
+    int dead;            /* data channel lost: never tested or posted again; its plugin comm
+                            closes once both sides agree on what it lost (peer_repair.c) */
     uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
     void *unpack_ev[TPX_WINDOW_MAX]; /* CUevent per slot for GPU unpacks (lazy) */
     /* Devmem plugins: the device handle's {meta, bounce_buf, head}, copied

@@ -9,11 +9,14 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 8 /* 3: a WRITE's notification travels with it; 4: request lists v2
+#define CTRL_VERSION 9 /* 3: a WRITE's notification travels with it; 4: request lists v2
                           (the packing bound travels with the list); 5: bodies (INLINE);
                           6: two-sided transfers move in runs of chunks (xfer.h); 7: a
                           lone small chunk leaves the channel cursor (tpx__stream_cursor_move);
-                          8: a WRITE's list (and notification) in the RMA_REQ (flag LIST) */
+                          8: a WRITE's list (and notification) in the RMA_REQ (flag LIST);
+                          9: a lost data channel is repaired (REPAIR, REPAIR_ACK), and the
+                          receiver of a two-sided message or a READ's data confirms it
+                          (RECV_DONE) */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
 #define LIST_VERSION 2 /* 2: pack_max; 3 (TPX_LIST_VERSION_STRIDED): strided entries, only
                           in lists that have one */
@@ -57,6 +60,19 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         break;
     case TPX_CTRL_RMA_CANCEL:
         tpx__put64(out + 16, m->rid);
+        break;
+    case TPX_CTRL_REPAIR:
+        tpx__put64(out + 16, m->cut_seq);
+        tpx__put32(out + 24, m->cut_chunk);
+        out[28] = m->chan;
+        break;
+    case TPX_CTRL_REPAIR_ACK:
+        out[16] = m->chan;
+        break;
+    case TPX_CTRL_RECV_DONE:
+        out[16] = m->ndone;
+        for (int i = 0; i < m->ndone && i < TPX_CTRL_DONE_MAX; i++)
+            tpx__put64(out + 24 + 8 * i, m->done[i]);
         break;
     case TPX_CTRL_NOTIF:
         tpx__put16(out + 16, m->notif_total);
@@ -159,6 +175,28 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
     case TPX_CTRL_RMA_CANCEL:
         m.rid = tpx__get64(in + 16);
         used = 24;
+        break;
+    case TPX_CTRL_REPAIR:
+        m.cut_seq = tpx__get64(in + 16);
+        m.cut_chunk = tpx__get32(in + 24);
+        m.chan = in[28];
+        used = 29;
+        if (m.chan >= 32) /* TPX_MAX_CHANNELS */
+            return TPX_ERR_PROTOCOL;
+        break;
+    case TPX_CTRL_RECV_DONE:
+        m.ndone = in[16];
+        if (m.ndone == 0 || m.ndone > TPX_CTRL_DONE_MAX || !tpx__all_zero(in + 17, 7))
+            return TPX_ERR_PROTOCOL;
+        for (int i = 0; i < m.ndone; i++)
+            m.done[i] = tpx__get64(in + 24 + 8 * i);
+        used = 24 + 8 * (size_t)m.ndone;
+        break;
+    case TPX_CTRL_REPAIR_ACK:
+        m.chan = in[16];
+        used = 17;
+        if (m.chan >= 32)
+            return TPX_ERR_PROTOCOL;
         break;
     case TPX_CTRL_NOTIF:
         m.notif_total = tpx__get16(in + 16);

@@ -38,6 +38,21 @@
  *   NOTIF     16 u16 total  18 u16 off  20 u8 part_len  21 u8 flags  22..24 0
  *             24 part[40]
  *   BYE       nothing
+ *   REPAIR    16 u64 cut_seq  24 u32 cut_chunk  28 u8 chan  29..32 0
+ *             (from the receiver of a direction: its data channel `chan` is lost;
+ *             of the stream announced by message cut_seq, the chunks the channel
+ *             carries from cut_chunk on are missing, and of every later stream all
+ *             it carries; the earlier ones arrived)
+ *   REPAIR_ACK 16 u8 chan  17..24 0
+ *             (the sender's answer: the missing chunks are dealt again over the
+ *             live channels from here, in stream order; the streams announced
+ *             after it skip `chan`. It takes its turn among the messages with
+ *             data, so that both sides queue the chunks dealt again at the same
+ *             place: peer_repair.c)
+ *   RECV_DONE 16 u8 n (1..5)  17..24 0  24 u64 seq[n]  (the streams of two-sided
+ *             messages, or of READs' data on the data channels, announced by messages
+ *             seq[], arrived whole: their sender, which may have to deal them again
+ *             until then, may end them)
  *
  * seq counts every control message of one direction (BYE included); the
  * receiver checks it, so a lost or reordered message is a protocol error.
@@ -65,6 +80,7 @@
 #define TPX_CTRL_BODY_MAX (4096 + 1024) /* an inline list of ~48 entries + 4 KiB of data */
 #define TPX_CTRL_SLOT (TPX_CTRL_SIZE + TPX_CTRL_BODY_MAX) /* a control receive's size */
 #define TPX_CTRL_NOTIF_PART 40
+#define TPX_CTRL_DONE_MAX 5 /* streams one RECV_DONE confirms */
 #define TPX_WIRE_NOTIF_MAX 1024 /* = TPX_NOTIF_MAX */
 
 enum {
@@ -74,6 +90,9 @@ enum {
     TPX_CTRL_RMA_RESP = 4,
     TPX_CTRL_NOTIF = 5,
     TPX_CTRL_RMA_CANCEL = 6,
+    TPX_CTRL_REPAIR = 7,
+    TPX_CTRL_REPAIR_ACK = 8,
+    TPX_CTRL_RECV_DONE = 9,
 };
 enum { TPX_WIRE_OP_READ = 1, TPX_WIRE_OP_WRITE = 2 };
 #define TPX_CTRL_REQ_NOTIF 1u  /* RMA_REQ flags: the HELD notification just before is its */
@@ -102,6 +121,11 @@ typedef struct {
     uint16_t notif_total, notif_off; /* NOTIF; notif_total also RMA_REQ's notif_len */
     uint8_t part_len;
     unsigned char part[TPX_CTRL_NOTIF_PART];
+    uint8_t chan;       /* REPAIR, REPAIR_ACK: the data channel lost */
+    uint64_t cut_seq;   /* REPAIR: the first stream with chunks missing */
+    uint32_t cut_chunk; /* REPAIR: ... its first chunk missing */
+    uint8_t ndone;      /* RECV_DONE: the streams received whole: how many, */
+    uint64_t done[TPX_CTRL_DONE_MAX]; /* ... and their announcing messages */
 } tpx_ctrl_t;
 
 void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE]);

@@ -89,28 +89,53 @@ void tpx__stream_cursor_move(const tpx_peer_t *p, int *cursor, const tpx_stream_
 {
     if (st->nchunks == 1 && bytes <= TPX_STICKY_BYTES)
         return;
-    *cursor = (int)(((uint32_t)*cursor + tpx__stream_blocks(st)) % (uint32_t)p->nchan);
+    /* a cursor counts live channels of its direction (both sides drop a
+     * lost one at the same point of the stream order: peer_repair.c) */
+    uint32_t live = cursor == &p->send_cursor ? p->send_live : p->recv_live;
+    uint32_t n = (uint32_t)__builtin_popcount(live);
+    *cursor = (int)(((uint32_t)*cursor + tpx__stream_blocks(st)) % n);
+}
+
+void tpx__lane_push(tpx_comm_t *c, tpx_xfer_t *x, int li, uint32_t j0)
+{
+    x->lane[li] = (tpx_lane_t){.next = NULL, .next_chunk = j0, .seg = 0, .queued = 1};
+    if (c->q_tail) {
+        c->q_tail->lane[c->q_tail_li].next = x;
+        c->q_tail->lane[c->q_tail_li].next_li = (uint8_t)li;
+    } else {
+        c->q_head = x;
+        c->q_li = (uint8_t)li;
+    }
+    c->q_tail = x;
+    c->q_tail_li = (uint8_t)li;
+}
+
+uint32_t tpx__stream_lane_start(const tpx_stream_t *st, int k)
+{
+    if (st->nlive == 0 || !(st->live >> k & 1u))
+        return UINT32_MAX;
+    uint32_t i = (uint32_t)__builtin_popcount(st->live & ((1u << k) - 1u)); /* k's place */
+    uint32_t run = st->run > 1 ? st->run : 1;
+    uint64_t j0 = (uint64_t)((i + st->nlive - (uint32_t)st->first_chan) % st->nlive) * run;
+    return j0 >= st->nchunks ? UINT32_MAX : (uint32_t)j0;
 }
 
 /* Queue stream st of x on the send (or receive) comms: block b (chunks
- * [b * run, (b + 1) * run); run 1: chunk b) goes to channel
+ * [b * run, (b + 1) * run); run 1: chunk b) goes to the live channel of
+ * place (first_chan + b) % nlive -- with every channel live, channel
  * (first_chan + b) % nchan. */
 void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send)
 {
     tpx_peer_t *p = x->peer;
     tpx_comm_t **comms = is_send ? p->send : p->recv;
-    uint32_t run = st->run > 1 ? st->run : 1;
+    st->live = is_send ? p->send_live : p->recv_live;
+    st->nlive = (uint32_t)__builtin_popcount(st->live);
+    /* the message that announced it: just sent, or being started */
+    st->seq = is_send ? p->send_seq - 1 : p->start_seq;
     for (int k = 0; k < p->nchan; k++) {
-        uint32_t j0 = (uint32_t)((k - st->first_chan + p->nchan) % p->nchan) * run;
-        if (j0 >= st->nchunks)
-            continue;
-        tpx_comm_t *c = comms[k];
-        x->lane[c->lane] = (tpx_lane_t){.next = NULL, .next_chunk = j0, .seg = 0, .queued = 1};
-        if (c->q_tail)
-            c->q_tail->lane[c->lane].next = x;
-        else
-            c->q_head = x;
-        c->q_tail = x;
+        uint32_t j0 = tpx__stream_lane_start(st, k);
+        if (j0 != UINT32_MAX)
+            tpx__lane_push(comms[k], x, comms[k]->lane, j0);
     }
 }
 

@@ -52,6 +52,8 @@ typedef struct {
     uint32_t next_chunk; /* next chunk of this transfer for that channel */
     uint32_t seg;        /* segment of the last payload chunk posted (a cursor) */
     uint8_t queued;
+    uint8_t next_li;     /* the lane of `next` that is queued there (its comm's own, or a
+                            dead channel's lane moved there: peer_repair.c) */
 } tpx_lane_t;
 
 /* Where payload bytes live: payload chunk k lies in the segment with the
@@ -81,7 +83,12 @@ typedef struct {
 typedef struct {
     uint32_t nchunks, nlist, gate;
     uint32_t run;
-    int first_chan;
+    int first_chan;  /* index among the live channels, not a channel number */
+    uint32_t live;   /* the channels it is dealt to (bit k: channel k), fixed when queued:
+                        the direction's live channels then (peer.h send_live/recv_live) */
+    uint32_t nlive;  /* ... how many (0: never queued) */
+    uint64_t seq;    /* the sender's control sequence number of the message that announced
+                        it: the stream's name in a repair (peer_repair.c) */
 } tpx_stream_t;
 
 /* Chunks per block of a stream of `nchunks` chunks with peer p: up to
@@ -166,6 +173,9 @@ struct tpx_xfer {
     uint32_t nchunks, chunks_done; /* over both streams */
     int hdr_pending;         /* the control message it owns (send header, RMA_REQ) has
                                 not left yet (peer's ctrl_send_owner) */
+    int confirm_pending;     /* XK_SEND, XK_TREAD: its out-stream's receiver has not said
+                                it arrived whole (RECV_DONE): a lost channel may still
+                                need its chunks dealt again (peer_repair.c) */
     int canceled, released;  /* read and written under the engine lock only */
     int unseen;              /* DONE, not yet reported by poll/wait (counted in e->nunseen) */
     atomic_int settled;      /* 0 while it runs; 1 once DONE (stored after `status`) or
@@ -201,8 +211,14 @@ void tpx__xfer_free(tpx_xfer_t *x);
  * it is (tpx__xfer_unseen_drop). Lock held. */
 void tpx__xfer_unseen_add(tpx_engine_t *e, tpx_xfer_t *x);
 void tpx__xfer_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x);
-/* Queue stream st of x on the send (or receive) comms' lanes. */
+/* Queue stream st of x on the send (or receive) comms' lanes, dealt over
+ * the direction's live channels (st->live, st->nlive, st->seq set here). */
 void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
+/* Put lane li of x (its chunks from j0) at the tail of comm c's queue. */
+void tpx__lane_push(tpx_comm_t *c, tpx_xfer_t *x, int li, uint32_t j0);
+/* The first chunk of stream st dealt to channel k (>= nchunks: none, or k
+ * is not one of its channels). */
+uint32_t tpx__stream_lane_start(const tpx_stream_t *st, int k);
 
 /* ---- peer_fail.c: the end of a transfer ---- */
 /* x ends with st (once): off the lists, regions released, its kind's

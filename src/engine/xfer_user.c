@@ -43,6 +43,8 @@ static tpx_status_t send_post(tpx_peer_t *p, tpx_xfer_t *x)
     x->out = (tpx_stream_t){.nchunks = x->nchunks, .gate = UINT32_MAX,
                             .run = tpx__stream_run(p, x->nchunks), .first_chan = p->send_cursor};
     x->hdr_pending = 1;
+    /* until the receiver's RECV_DONE (peer_pass.c), which may be needed again */
+    x->confirm_pending = p->e->cfg.failover && x->nchunks > 0;
     tpx_status_t st =
         tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_SEND_HDR, .len = x->len}, x);
     if (st != TPX_OK)

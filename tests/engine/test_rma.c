@@ -1929,6 +1929,77 @@ static int t_heldorder(void)
     TEST_DONE();
 }
 
+/* Two-sided: `len` bytes of a at aoff to b at boff, checked. */
+static int two_checked(side_t *a, tpx_peer_t *pa, side_t *b, tpx_peer_t *pb, size_t aoff,
+                       size_t boff, size_t len)
+{
+    tpx_xfer_t *xs = NULL, *xr = NULL;
+    size_t sent = 0, got = 0;
+    tpx_status_t ss = tpx_recv(pb, b->r, boff, len, &xr);
+    tpx_status_t rs = ss;
+    if (ss == TPX_OK)
+        ss = tpx_send(pa, a->r, aoff, len, &xs);
+    if (ss == TPX_OK)
+        ss = tpx_xfer_wait(xs, 60000, &sent);
+    if (rs == TPX_OK)
+        rs = tpx_xfer_wait(xr, 60000, &got);
+    int bad = ss != TPX_OK || rs != TPX_OK || got != len ||
+              memcmp(a->mem + aoff, b->mem + boff, len) != 0;
+    if (bad)
+        fprintf(stderr, "send of %zu bytes: send %s, recv %s (%zu bytes), data %s\n", len,
+                tpx_status_string(ss), tpx_status_string(rs), got,
+                memcmp(a->mem + aoff, b->mem + boff, len) ? "WRONG" : "ok");
+    tpx_xfer_release(xs);
+    tpx_xfer_release(xr);
+    return bad ? -1 : 0;
+}
+
+/* A data channel lost mid-transfer while the peer lives (run with
+ * TPX_FAULT_CHANNEL_DIE: channel 1 of every peer stops completing in both
+ * directions after its first message, as a NIC whose link went down):
+ * WRITEs, READs and two-sided sends in flight on it complete with every
+ * byte right, their missing chunks dealt again over the other channels, and
+ * later transfers go over those (both sides deal them alike: the bytes say
+ * so). Both directions of both connections lose the channel. */
+static int t_failover(void)
+{
+    side_t a, b;
+    EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 64u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    EXPECT(rm != NULL);
+    tpx_peer_t *pa = NULL, *pb = NULL;
+    EXPECT(tpx_peer_connect(a.e, "127.0.0.1", tpx_engine_port(b.e), 5000, &pa) == TPX_OK);
+    EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
+    if (test_failed())
+        return 1;
+    blk_t blk[16];
+    for (int round = 0; round < 6 && !test_failed(); round++) {
+        make_blocks(blk, 16, a.size, 3u << 20);
+        fill(a.mem, a.size, rnd());
+        fill(b.mem, b.size, rnd());
+        EXPECT(run_checked(&a, &b, rm, TPX_OP_WRITE, blk, 16, "failover") == 0);
+        make_blocks(blk, 16, a.size, 3u << 20);
+        EXPECT(run_checked(&a, &b, rm, TPX_OP_READ, blk, 16, "failover") == 0);
+        EXPECT(two_checked(&a, pa, &b, pb, 0, 32u << 20, 24u << 20) == 0);
+        EXPECT(two_checked(&b, pb, &a, pa, 1u << 20, 33u << 20, 20u << 20) == 0);
+    }
+    tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
+    EXPECT(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
+    /* each side lost channel 1 as a receiver on each of its two peers */
+    EXPECT(ca.chan_lost == 2 && cb.chan_lost == 2);
+    EXPECT(ca.chunks_resent > 0 && cb.chunks_resent > 0);
+    fprintf(stderr, "channels lost %llu + %llu, chunks resent %llu + %llu\n",
+            (unsigned long long)ca.chan_lost, (unsigned long long)cb.chan_lost,
+            (unsigned long long)ca.chunks_resent, (unsigned long long)cb.chunks_resent);
+    tpx_peer_close(pa);
+    tpx_peer_close(pb);
+    tpx_remote_release(rm);
+    side_close(&a);
+    side_close(&b);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1943,13 +2014,14 @@ int main(int argc, char **argv)
                  {"pollloop", t_pollloop}, {"pack", t_pack}, {"packmany", t_packmany},
                  {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree},
                  {"inline", t_inline}, {"heldorder", t_heldorder},
-                 {"unexport", t_unexport}, {"packsize", t_packsize}};
+                 {"unexport", t_unexport}, {"packsize", t_packsize},
+                 {"failover", t_failover}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
                     "overflow|metadata|bell|cancel|hostile|holds|failclose|abi|pollloop|pack|"
-                    "packmany|packfail|packgpu|relfree|inline|heldorder\n");
+                    "packmany|packfail|packgpu|relfree|inline|heldorder|failover\n");
     return 2;
 }

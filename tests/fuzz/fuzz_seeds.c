@@ -384,6 +384,41 @@ static void seeds_wire(void)
                             .flags = TPX_CTRL_RESP_NOTIFIED},
               "ctrl_rma_resp_notified");
     seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RMA_CANCEL, .seq = 17, .rid = 5}, "ctrl_rma_cancel");
+    /* a lost data channel: the receiver's cut, the sender's answer, a confirmation */
+    {
+        tpx_ctrl_t rp = {.type = TPX_CTRL_REPAIR, .seq = 18, .chan = 3, .cut_seq = 12,
+                         .cut_chunk = 7};
+        seed_ctrl(&rp, "ctrl_repair");
+        seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_REPAIR_ACK, .seq = 19, .chan = 3},
+                  "ctrl_repair_ack");
+        seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_RECV_DONE, .seq = 20, .ndone = 2,
+                                .done = {11, 9}},
+                  "ctrl_recv_done");
+        unsigned char m[TPX_CTRL_SIZE];
+        tpx_ctrl_t back;
+        tpx__ctrl_encode(&rp, m);
+        must(tpx__ctrl_decode(m, &back) == TPX_OK && back.chan == 3 && back.cut_seq == 12 &&
+                 back.cut_chunk == 7,
+             "ctrl: REPAIR round trip");
+        rp.chan = 32;
+        tpx__ctrl_encode(&rp, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a REPAIR of channel 32");
+        tpx__ctrl_encode(&(tpx_ctrl_t){.type = TPX_CTRL_REPAIR_ACK, .chan = 1}, m);
+        m[20] = 1;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a REPAIR_ACK with a stray byte");
+        tpx_ctrl_t d = {.type = TPX_CTRL_RECV_DONE, .ndone = 5, .done = {1, 2, 3, 4, 5}};
+        tpx__ctrl_encode(&d, m);
+        must(tpx__ctrl_decode(m, &back) == TPX_OK && back.ndone == 5 && back.done[4] == 5,
+             "ctrl: RECV_DONE of 5 round trip");
+        m[16] = 6;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: RECV_DONE of 6");
+        m[16] = 0;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: RECV_DONE of none");
+        d.ndone = 2;
+        tpx__ctrl_encode(&d, m);
+        m[40] = 1;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: RECV_DONE with a stray third seq");
+    }
 
     /* request lists: 2-byte chunk selector (fuzz_wire.c), then the list */
     static const struct {

@@ -42,20 +42,27 @@ int main(void)
     EXPECT(tpx__window_look(&c, t0 + 30 * MS) == TPX_CHAN_STILL);
     EXPECT(c.live.still_ns == t0 + 20 * MS);
 
-    /* all done: idle, which is not stillness */
+    /* all done: idle, which is not stillness; but it moved */
     c.win.done = 2;
     EXPECT(tpx__window_look(&c, t0 + 40 * MS) == TPX_CHAN_IDLE);
+    EXPECT(c.live.moved_ns == t0 + 40 * MS);
     EXPECT(tpx__window_look(&c, t0 + 50 * MS) == TPX_CHAN_IDLE);
     EXPECT(c.live.still_ns == t0 + 50 * MS);
 
+    /* work that began and ended between two looks moved it (the stall
+     * verdict counts such a sibling) */
+    c.win.posted = c.win.done = 5;
+    EXPECT(tpx__window_look(&c, t0 + 55 * MS) == TPX_CHAN_IDLE);
+    EXPECT(c.live.moved_ns == t0 + 55 * MS);
+
     /* busy again after idling: still from the last idle look */
-    c.win.posted = 3;
+    c.win.posted = 6;
     EXPECT(tpx__window_look(&c, t0 + 60 * MS) == TPX_CHAN_STILL);
-    EXPECT(c.live.still_ns == t0 + 50 * MS);
+    EXPECT(c.live.still_ns == t0 + 55 * MS);
 
     /* a verdict sticks */
     c.live.state = TPX_CHAN_DEAD;
-    c.win.done = 3;
+    c.win.done = 6;
     EXPECT(tpx__window_look(&c, t0 + 70 * MS) == TPX_CHAN_DEAD);
     TEST_DONE();
 }

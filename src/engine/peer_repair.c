@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * peer_repair.c - a data channel lost while its peer lives: the chunks it
+ * lost are dealt again over the peer's other channels, and later streams
+ * are dealt without it, on both sides in the same order.
+ *
+ * Each direction is repaired by itself, led by its receiver, which alone
+ * knows what arrived (a completed send only means the plugin took the
+ * bytes). A comm completes its requests in FIFO order and its chunks are
+ * posted in stream order, so what a lost receive channel lacks is one cut:
+ * of the stream at its window's head (or queue's head), the chunks the
+ * channel carries from the head's chunk on; of every later stream, all the
+ * channel carries; of the earlier ones, nothing. A stream is named by the
+ * sender's control sequence number of the message that announced it.
+ *
+ *  receiver  declares the channel lost (its comm failed, or the stall
+ *            verdict of TPX_CHANNEL_STALL_MS), drops its plugin comm (no
+ *            late byte lands in memory the user has back) and sends
+ *            REPAIR(chan, cut stream, cut chunk). Streams it starts meanwhile
+ *            are dealt as before; their chunks on the lost channel wait.
+ *  sender    on REPAIR: drops its comm of that channel, counts what the cut
+ *            says arrived, queues each affected stream's missing lane -- the
+ *            chunks of the lost channel from the cut on -- behind what its
+ *            live comms hold, on the live channel of place seq % live (a
+ *            lane keeps its message boundaries: both sides cut runs alike),
+ *            stops dealing new streams to the channel, and answers
+ *            REPAIR_ACK on its control stream.
+ *  receiver  takes the ACK in its turn among the messages with data: every
+ *            stream announced before it has started, exactly the set the
+ *            sender had, so it queues the same lanes in the same order and
+ *            place, and deals later streams without the channel. FIFO
+ *            plugins (TCPX ignores tags) pair every buffer.
+ *
+ * The sender must still have what it resends: a completed send only means
+ * that the kernel took the bytes, and a link that dies holds a socket
+ * buffer's worth of them. A WRITE's requester keeps its transfer until the
+ * owner's answer, which comes after the data; a two-sided send and a served
+ * READ keep theirs until the receiver's RECV_DONE (peer_pass.c), which it
+ * sends as the stream's last chunk arrives. That is the healthy path's
+ * cost: one 64-byte control message back per two-sided message or READ
+ * with data on the channels, and the sender's completion (a two-sided
+ * send's; a served READ's is internal) one control message later than its
+ * last send. Not repaired (the peer fails, as before): a lost control
+ * stream, the last channel, a second loss in a direction while the first
+ * one's moved chunks may still be moving.
+ *
+ * Between the peer's pass (peer_pass.c) and sweep (peer_sweep.c), which
+ * call it, and the control stream (peer_ctrl.c), transfers (xfer.c, the
+ * end in peer_fail.c) and windows (window.c), which it calls.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine.h"
+#include "mem.h"
+#include "pack.h"
+#include "peer.h"
+#include "window.h"
+#include "xfer.h"
+
+/* The live channel of place seq % n: where a stream's moved lane goes
+ * (both sides compute it from the stream's name alone). */
+static int live_pick(uint32_t live, uint64_t seq)
+{
+    uint32_t i = (uint32_t)(seq % (uint64_t)__builtin_popcount(live));
+    for (int k = 0;; k++)
+        if ((live >> k & 1u) && i-- == 0)
+            return k;
+}
+
+/* Chunks of stream st in [a, b) that channel k carries. */
+static uint32_t lane_count(const tpx_stream_t *st, int k, uint32_t a, uint32_t b)
+{
+    uint32_t j0 = tpx__stream_lane_start(st, k), n = 0;
+    uint64_t run = st->run > 1 ? st->run : 1, end = TPX_MIN(b, st->nchunks);
+    for (uint64_t blk = j0; j0 != UINT32_MAX && blk < end; blk += run * st->nlive) {
+        uint64_t lo = TPX_MAX(blk, (uint64_t)a), hi = TPX_MIN(blk + run, end);
+        if (hi > lo)
+            n += (uint32_t)(hi - lo);
+    }
+    return n;
+}
+
+/* A lost comm lets go: staging chunks of its slots back, the window
+ * emptied, its queue cleared (the lanes are moved by their owners), its
+ * plugin comm closed so that its threads touch no user memory again. */
+static void comm_drop(tpx_comm_t *c)
+{
+    tpx_engine_t *e = c->peer->e;
+    tpx_window_t *w = &c->win;
+    for (uint64_t n = w->done; n < w->posted; n++) {
+        tpx_slot_t *s = &w->slots[n % (uint64_t)w->cap];
+        if (s->kind == SLOT_DATA && s->shared && !s->vec)
+            tpx__pack_stage_put(c, s->stage);
+    }
+    w->done = w->posted;
+    c->q_head = c->q_tail = NULL;
+    c->dead = 1;
+    c->live.state = TPX_CHAN_DEAD;
+    tpx__comm_unpack_fini(e, c);
+    if (c->comm != NULL) {
+        int gtok = tpx__engine_gpu_enter(e);
+        tpx__regions_forget_comm(e, c);
+        if (c->is_send)
+            tpx__net_close_send(e->net, c->comm);
+        else
+            tpx__net_close_recv(e->net, c->comm);
+        c->comm = NULL;
+        tpx__engine_gpu_leave(gtok);
+    }
+}
+
+/* A stream whose lane on channel k lost chunks: from `from` on. */
+typedef struct {
+    tpx_xfer_t *x;
+    uint64_t seq;
+    uint32_t from;
+} moved_t;
+
+static int moved_cmp(const void *a, const void *b)
+{
+    const moved_t *m = a, *n = b;
+    return m->seq < n->seq ? -1 : m->seq > n->seq;
+}
+
+/* The streams of one direction (is_send: p's out-streams, else its
+ * in-streams) that lost chunks on channel k by the cut (cut_seq, cut_chunk),
+ * in stream order, into *out (malloc'd; NULL and 0 when none). -1: no
+ * memory. */
+static int moved_collect(tpx_peer_t *p, int is_send, int k, uint64_t cut_seq, uint32_t cut_chunk,
+                         moved_t **out)
+{
+    int n = 0, cap = 0;
+    moved_t *v = NULL;
+    for (tpx_xfer_t *x = p->active; x != NULL; x = x->next) {
+        const tpx_stream_t *st = is_send ? &x->out : &x->in;
+        if (x->state != XF_ACTIVE || st->nlive == 0 || st->seq < cut_seq)
+            continue;
+        uint32_t j0 = tpx__stream_lane_start(st, k);
+        if (j0 == UINT32_MAX)
+            continue;
+        uint32_t from = st->seq == cut_seq ? TPX_MAX(j0, cut_chunk) : j0;
+        if (from >= st->nchunks)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            moved_t *nv = realloc(v, (size_t)cap * sizeof(*v));
+            if (nv == NULL) {
+                free(v);
+                return -1;
+            }
+            v = nv;
+        }
+        v[n++] = (moved_t){.x = x, .seq = st->seq, .from = from};
+    }
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof(*v), moved_cmp);
+    *out = v;
+    return n;
+}
+
+/* Queue the moved lanes on the direction's live channels (lane index li:
+ * the lost channel's, which only they use from now on). */
+static void moved_queue(tpx_peer_t *p, int is_send, int li, uint32_t live, const moved_t *v,
+                        int n)
+{
+    tpx_comm_t **comms = is_send ? p->send : p->recv;
+    for (int i = 0; i < n; i++)
+        tpx__lane_push(comms[live_pick(live, v[i].seq)], v[i].x, li, v[i].from);
+}
+
+void tpx__peer_chan_lost(tpx_peer_t *p, tpx_comm_t *c, const char *why)
+{
+    tpx_engine_t *e = p->e;
+    uint32_t bit = 1u << c->chan;
+    if (p->state != PEER_READY || c->dead)
+        return;
+    if (c->is_send) {
+        /* Only the receiver knows what arrived: its REPAIR says, or its
+         * failure (every other case) ends the peer here too. */
+        if (e->cfg.failover && (p->send_live & bit) && (p->send_live & ~bit) != 0) {
+            c->dead = 1;
+            TPX_WARN("peer %s: %s; waiting for the peer to say what it lacks", p->name, why);
+            return;
+        }
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return;
+    }
+    const char *no = NULL;
+    if (!e->cfg.failover)
+        no = "TPX_CHANNEL_FAILOVER=0";
+    else if (p->remote_closed)
+        no = "the peer is closing";
+    else if (!(p->recv_live & bit) || (p->recv_live & ~bit) == 0)
+        no = "no other channel is left";
+    else if (p->rx_lost >= 0)
+        no = "another channel's repair is under way";
+    for (tpx_xfer_t *x = p->active; no == NULL && x != NULL; x = x->next)
+        if (x->state == XF_ACTIVE && x->in.nlive > 0 && x->in.seq < p->rx_repaired_seq)
+            no = "chunks moved for an earlier loss are still on their way";
+    if (no != NULL) {
+        char msg[320];
+        snprintf(msg, sizeof(msg), "%s; not repaired: %s", why, no);
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, msg);
+        return;
+    }
+    /* The cut: the oldest receive posted and not completed, else the next
+     * chunk queued, else the next stream to start (queued messages with
+     * data start in order: the first of them, or the next to arrive). */
+    tpx_window_t *w = &c->win;
+    uint64_t cut_seq;
+    uint32_t cut_chunk = 0;
+    if (w->done < w->posted) {
+        const tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
+        cut_seq = s->x->in.seq;
+        cut_chunk = s->chunk;
+    } else if (c->q_head != NULL) {
+        cut_seq = c->q_head->in.seq;
+        cut_chunk = c->q_head->lane[c->q_li].next_chunk;
+    } else if (p->unexpected_n > 0) {
+        tpx_ctrl_t m;
+        (void)tpx__ctrl_decode(p->unexpected[p->unexpected_head], &m); /* checked on arrival */
+        cut_seq = m.seq;
+    } else {
+        cut_seq = p->recv_seq;
+    }
+    comm_drop(c);
+    p->rx_lost = c->chan;
+    p->rx_cut_seq = cut_seq;
+    p->rx_cut_chunk = cut_chunk;
+    e->ctr.chan_lost++;
+    TPX_WARN("peer %s: %s; its missing chunks are dealt again over the other %d channel(s)",
+             p->name, why, __builtin_popcount(p->recv_live & ~bit));
+    tpx_ctrl_t m = {.type = TPX_CTRL_REPAIR, .chan = (uint8_t)c->chan, .cut_seq = cut_seq,
+                    .cut_chunk = cut_chunk};
+    if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+        return;
+    }
+    tpx__peer_ctrl_flush(p);
+    tpx__peer_ring(p);
+}
+
+void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    tpx_engine_t *e = p->e;
+    int k = m->chan;
+    uint32_t bit = 1u << k;
+    if (k >= p->nchan || !(p->send_live & bit)) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a repair of a data channel not in use");
+        return;
+    }
+    char why[200];
+    if ((p->send_live & ~bit) == 0) {
+        snprintf(why, sizeof(why), "the peer lost data channel %d, its last", k);
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return;
+    }
+    tpx_comm_t *c = p->send[k];
+    int li = c->lane;
+    /* Every send in flight on it counts as done; the cut says which of them
+     * (and of those completed before) go again, and those are taken back. */
+    tpx_xfer_t *touched[TPX_WINDOW_MAX];
+    int nt = 0;
+    tpx_window_t *w = &c->win;
+    for (uint64_t n = w->done; n < w->posted; n++) {
+        tpx_slot_t *s = &w->slots[n % (uint64_t)w->cap];
+        if (s->kind != SLOT_DATA)
+            continue;
+        s->x->chunks_done += s->nrun > 1 ? s->nrun : 1;
+        int i = 0;
+        while (i < nt && touched[i] != s->x)
+            i++;
+        if (i == nt)
+            touched[nt++] = s->x;
+    }
+    moved_t *v = NULL;
+    int n = moved_collect(p, 1, k, m->cut_seq, m->cut_chunk, &v);
+    if (n < 0) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a channel's repair");
+        return;
+    }
+    uint64_t resent = 0;
+    for (int i = 0; i < n; i++) {
+        tpx_xfer_t *x = v[i].x;
+        const tpx_lane_t *l = &x->lane[li];
+        uint32_t posted_end = l->queued ? l->next_chunk : x->out.nchunks;
+        x->chunks_done -= lane_count(&x->out, k, v[i].from, posted_end);
+        resent += lane_count(&x->out, k, v[i].from, UINT32_MAX);
+    }
+    comm_drop(c);
+    p->send_live &= ~bit;
+    p->send_cursor %= __builtin_popcount(p->send_live);
+    moved_queue(p, 1, li, p->send_live, v, n);
+    free(v);
+    e->ctr.chunks_resent += resent;
+    TPX_WARN("peer %s: it lost data channel %d: %llu chunk(s) of %d transfer(s) dealt again over "
+             "the other %d channel(s)", p->name, k, (unsigned long long)resent, n,
+             __builtin_popcount(p->send_live));
+    if (tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_REPAIR_ACK, .chan = (uint8_t)k},
+                            NULL) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+        return;
+    }
+    /* transfers whose last sends were on the lost channel and arrived */
+    for (int i = 0; i < nt && p->state == PEER_READY; i++)
+        tpx__xfer_maybe_done(touched[i]);
+    e->last_move_ns = tpx__now_ns();
+}
+
+void tpx__peer_repair_acked(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    int k = m->chan;
+    if (k != p->rx_lost) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "an answer to a repair never asked for");
+        return;
+    }
+    tpx_comm_t *c = p->recv[k];
+    c->q_head = c->q_tail = NULL; /* streams started since the loss: moved below */
+    moved_t *v = NULL;
+    int n = moved_collect(p, 0, k, p->rx_cut_seq, p->rx_cut_chunk, &v);
+    if (n < 0) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a channel's repair");
+        return;
+    }
+    p->recv_live &= ~(1u << k);
+    p->recv_cursor %= __builtin_popcount(p->recv_live);
+    moved_queue(p, 0, c->lane, p->recv_live, v, n);
+    free(v);
+    p->rx_lost = -1;
+    p->rx_repaired_seq = m->seq;
+    TPX_INFO("peer %s: data channel %d repaired: %d transfer(s) take their missing chunks over "
+             "the other %d channel(s)", p->name, k, n, __builtin_popcount(p->recv_live));
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# netns.failover: with one NIC per channel (TPX_NIC_FUSE=0: channel k on
+# eth(k+1); the control stream shares eth1 with channel 0), host B's data
+# links eth2, eth3 and eth4 go down in turn, each for 2 s and then up, 3 s
+# apart, in the middle of verified transfers B -> A (64 MiB, tpx-perf
+# --verify). Each lost channel costs bandwidth, not transfers
+# (TPX_CHANNEL_FAILOVER): A declares the channel lost after
+# TPX_CHANNEL_STALL_MS, B deals its missing chunks again over the live ones,
+# and both sides must end verified: 0 failed transfers, 0 wrong bytes. Run
+# plain and in strict TCPX mode (TPX_SOCK_TCPX=1: FIFO pairing of the chunks
+# dealt again, proven by the bytes).
+# Prints RESULT failover[.tcpx]: <outcome> after S s (channels lost ...).
+. "$(dirname "$0")/lib.sh"
+
+export TPX_NIC_FUSE=0 TPX_CHANNEL_STALL_MS=500
+TMO=30
+
+# run_case NAME: sets OUTCOME
+run_case() {
+    local name=$1 t0 hung=0 srv cli lost nic
+    start_server --size 64M --iters 300 --warmup 1 --verify --timeout $TMO
+    start_client
+    wait_tx B eth2 100000000 60 || { show_logs; fail "$name: transfer did not start"; }
+    t0=$(now_ms)
+    for nic in eth2 eth3 eth4; do
+        kill -0 "$CLIENT" 2>/dev/null || break
+        "$TESTBED" link B "$nic" down || fail "testbed link B $nic down failed"
+        sleep 2
+        "$TESTBED" link B "$nic" up || fail "testbed link B $nic up failed"
+        echo "$name: $nic was down for 2 s"
+        sleep 3
+    done
+    wait_pair 150 "$t0" || hung=1
+    show_logs
+    [ "$hung" = 0 ] || fail "$name: hang after a data link went down"
+    srv=$(perf_outcome "$WORK/server.log" "$SERVER_RC")
+    cli=$(perf_outcome "$WORK/client.log" "$CLIENT_RC")
+    lost=$(grep -c 'its missing chunks are dealt again' "$WORK/server.log")
+    result "$name: server $srv, client $cli after $(secs "$SERVER_MS") s (channels lost at A: $lost; B/eth2, eth3, eth4 down 2 s each, 64 MiB transfers)"
+    [ "$srv" = verified ] && [ "$cli" = verified ] ||
+        fail "$name: a transfer failed although the peer lived and a channel was left"
+    [ "$lost" -ge 1 ] || fail "$name: no channel was declared lost (the test proved nothing)"
+}
+
+run_case failover
+TPX_SOCK_TCPX=1 run_case failover.tcpx
+echo PASS
