@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "perf_failover.h"
 #include "perf_rma.h"
 #include "tpx/gpu.h"
 #include "tpx/tpx.h"
@@ -924,6 +925,8 @@ static int pr_loopback(const pr_opts_t *o)
     rc = pr_requester(&c);
     tpx_remote_release(c.rm);
 out:
+    pf_print_failover(req.e, "requester");
+    pf_print_failover(own.e, "owner");
     pr_side_free(&req);
     pr_side_free(&own);
     tpx_engine_destroy(req.e);
@@ -963,6 +966,7 @@ static int pr_client(const pr_opts_t *o)
     tpx_remote_release(c.rm);
     (void)pr_send(c.ctl, PRM_BYE, 0, 0, 0, NULL, 0);
 out:
+    pf_print_failover(req.e, "requester");
     close(c.ctl);
     pr_side_free(&req);
     tpx_engine_destroy(req.e);
@@ -1051,6 +1055,7 @@ static int pr_server(const pr_opts_t *o)
                (unsigned long long)ctr.rma_bytes_out, (unsigned long long)ctr.rma_bytes_in);
     rc = 0;
 out:
+    pf_print_failover(own.e, "owner");
     close(fd);
     pr_side_free(&own);
     tpx_engine_destroy(own.e);

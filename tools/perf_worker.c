@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "perf.h"
+#include "perf_failover.h"
 
 const char *const pf_msg_names[] = {"?", "HELLO", "PARAMS", "PORT", "GO", "RES", "ERROR"};
 const bench_proto_t pf_proto = {PF_MAGIC, PF_VERSION, PF_MSG_ERROR, pf_msg_names,
@@ -633,6 +634,7 @@ int pf_worker(pf_worker_t *w)
         if (pf_run_size(w, i, p->sizes[i]) != 0)
             goto out;
 out:
+    pf_print_failover(w->e, w->is_server ? "server" : "client");
     if (w->peer != NULL)
         tpx_peer_close(w->peer);
     tpx_engine_destroy(w->e);
