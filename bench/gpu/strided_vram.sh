@@ -9,13 +9,16 @@
 #   4. bench/rma_sizes.sh: one-sided READ/WRITE of 1000 blocks of 4K..2M against
 #      two-sided 256 MiB, host memory
 # WHEEL_DIR holds the NIXL wheels (bench/gpu/repack_nixl.sh); nothing is fetched.
-# Environment: GPU=0  ITERS=5  ROUNDS=2  OUT=DIR (logs and JSON kept there)
+# Environment: GPU=0  ITERS=5  ROUNDS=2  STEPS="1 2 3 4" (which of the above)
+#   OUT=DIR (logs and JSON kept there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W=$(cd "$1" && pwd)
 GPU=${GPU:-0}
 ITERS=${ITERS:-5}
 ROUNDS=${ROUNDS:-2}
+STEPS=" ${STEPS:-1 2 3 4} "
+step() { case $STEPS in *" $1 "*) return 0 ;; esac; return 1; }
 OUT=${OUT:-$(mktemp -d /tmp/strided-vram.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -24,18 +27,26 @@ gpu_host_line
 gpu_build test_strided test_rma
 gpu_pyenv "$W"
 
+if step 1; then
 echo "== 1. strided entries on the real GPU"
 (cd build/release && ./bin/test_strided gpu 2>&1 | tail -3)
 (cd build/release && TPX_SOCK_TCPX=1 TPX_UNPACK=d2d ./bin/test_strided gpu 2>&1 | tail -3)
 (cd build/release && ./bin/test_rma packsize 2>&1 | grep -E 'packsize:|^ok|FAIL')
+fi
 
+if step 2; then
 echo "== 2. strided_bench --mem vram"
 python3 bench/strided_bench.py --mem vram --gpu "$GPU" --iters "$ITERS" \
     --json "$OUT/strided_vram.json" 2>&1 | tee "$OUT/strided_vram.log"
+fi
 
+if step 3; then
 echo "== 3. strided_bench --mem dram"
 python3 bench/strided_bench.py --mem dram --iters "$ITERS" \
     --json "$OUT/strided_dram.json" 2>&1 | tee "$OUT/strided_dram.log"
+fi
 
+if step 4; then
 echo "== 4. one-sided block sizes against two-sided, host memory"
 ROUNDS=$ROUNDS OUT=$OUT bench/rma_sizes.sh build/release/bin 2>&1 | tee "$OUT/rma_sizes.log"
+fi
