@@ -44,6 +44,14 @@
  * stream, the last channel, a second loss in a direction while the first
  * one's moved chunks may still be moving.
  *
+ * A lost channel comes back (peer.c, rejoin): once its repair is done,
+ * its receiver listens again and the sender connects (with backoff); the
+ * sender announces REJOIN on its control stream and deals the streams after
+ * it to the channel, and the receiver does so from REJOIN's turn among the
+ * messages with data -- the same point of the stream order, as for
+ * REPAIR_ACK. The rejoined comm starts a new window (numbered from 0, as a
+ * devmem plugin numbers its requests) and may be lost and repaired again.
+ *
  * Between the peer's pass (peer_pass.c) and sweep (peer_sweep.c), which
  * call it, and the control stream (peer_ctrl.c), transfers (xfer.c, the
  * end in peer_fail.c) and windows (window.c), which it calls.
