@@ -197,7 +197,7 @@ TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "costs bandwidth, not transfers: the receiver says which chunks it lacks, the "
              "sender deals them again over the peer's other channels, and both sides deal later "
              "chunks without the lost channel (counters `chan_lost`, `chunks_resent`); the "
-             "lost channel is connected again in the background (retried every 10 ms to 1 s) "
+             "lost channel is connected again in the background (retried every 10 ms to 250 ms) "
              "and dealt to again once it works (counter `chan_rejoined`). A "
              "two-sided send and a served READ end when their receiver confirms them (one "
              "control message back each, sent in either setting; with 0 they end when their "

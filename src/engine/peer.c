@@ -1153,8 +1153,8 @@ void tpx__peer_chan_drive(tpx_peer_t *p)
  * Once a receive channel's repair is done (peer_repair.c), its receiver
  * listens on the channel's device again and sends the handle (TPX_MSG_REJOIN);
  * the sender connects, and a connect that fails (the NIC still down) is
- * tried again from the same handle after a wait that doubles up to 1 s, so
- * a NIC that comes back carries traffic within about a second. A connect
+ * tried again from the same handle after a wait that doubles up to 250 ms, so
+ * a NIC that comes back carries traffic within a second. A connect
  * that fails is no failure of the peer. Once connected, the sender
  * announces REJOIN on its control stream and deals to the channel from the
  * next stream on; the receiver does the same from REJOIN's turn among the
@@ -1163,7 +1163,7 @@ void tpx__peer_chan_drive(tpx_peer_t *p)
  * wait on its queue until it has. */
 
 #define REJOIN_BACKOFF_MIN_MS 10u
-#define REJOIN_BACKOFF_MAX_MS 1000u
+#define REJOIN_BACKOFF_MAX_MS 250u
 
 static void rejoin_later(tpx_comm_t *c, uint64_t now)
 {
