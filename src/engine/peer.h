@@ -214,8 +214,9 @@ int tpx__engine_bells(tpx_engine_t *e);
  * once they are open. Lock held, inside a pass (the pass's GPU context). */
 void tpx__peer_chan_drive(tpx_peer_t *p);
 
-/* Connect the peer's lost data channels again (its sweep): the receiver's
- * listen and accept, the sender's connect (retried with backoff). Lock held. */
+/* Connect the peer's lost data channels again (the engine's sweep, after
+ * the peer's): the receiver's listen and accept, the sender's connect
+ * (retried with backoff); no-op unless the peer is ready. Lock held. */
 void tpx__peer_rejoin_drive(tpx_peer_t *p, uint64_t now);
 
 /* ---- peer_sweep.c: bootstrap frames of a ready peer (lock held) ---- */

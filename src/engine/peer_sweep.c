@@ -134,9 +134,6 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
         if (p->state != PEER_READY)
             return;
     }
-    tpx__peer_rejoin_drive(p, now);
-    if (p->state != PEER_READY)
-        return;
     for (uint32_t i = 0; i < p->recv_pending_n;) {
         tpx_xfer_t *x = p->recv_pending[i];
         if (now >= x->deadline_ns) {
