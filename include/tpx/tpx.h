@@ -561,6 +561,8 @@ typedef struct {
     /* Data channels lost while their peer lived (TPX_CHANNEL_FAILOVER). */
     uint64_t chan_lost;        /* this side's receive channels declared lost and repaired */
     uint64_t chunks_resent;    /* chunks this side dealt again over other channels */
+    uint64_t chan_rejoined;    /* this side's lost receive channels connected again and
+                                  dealt to again */
 } tpx_engine_counters_t;
 
 /* Fills the first out->size bytes (out->size itself is left as is). */

@@ -115,7 +115,8 @@ class _Counters(ctypes.Structure):
         "rma_served", "rma_rejected", "rma_bytes_out", "rma_bytes_in", "notifs_received",
         "notifs_dropped", "peers_connected", "rma_refused", "rma_done", "rma_ns_answer",
         "rma_ns_data", "rma_ns_total", "rma_served_ns", "rma_check_ns", "rma_msgs",
-        "rma_msgs_packed", "rma_msg_ns", "rma_bytes_staged", "rma_stage_ns")]
+        "rma_msgs_packed", "rma_msg_ns", "rma_bytes_staged", "rma_stage_ns", "chan_lost",
+        "chunks_resent", "chan_rejoined")]
 
 
 class _Info(ctypes.Structure):  # tpx_engine_info_t (tpx/tpx.h)

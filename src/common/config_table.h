@@ -196,7 +196,9 @@ TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "1: a data channel of a live peer that fails or stalls (`TPX_CHANNEL_STALL_MS`) "
              "costs bandwidth, not transfers: the receiver says which chunks it lacks, the "
              "sender deals them again over the peer's other channels, and both sides deal later "
-             "chunks without the lost channel (counters `chan_lost`, `chunks_resent`). A "
+             "chunks without the lost channel (counters `chan_lost`, `chunks_resent`); the "
+             "lost channel is connected again in the background (retried every 10 ms to 250 ms) "
+             "and dealt to again once it works (counter `chan_rejoined`). A "
              "two-sided send and a served READ end when their receiver confirms them (one "
              "control message back each, sent in either setting; with 0 they end when their "
              "sends complete, a control message's latency sooner). Not repaired, and the peer "
@@ -403,7 +405,8 @@ TPX_CONFIG_X(FAULT_CHANNEL_STALL, INT, "0", 0, 32,
 TPX_CONFIG_X(FAULT_CHANNEL_DIE, INT, "0", 0, 32,
              "Testing only: data channel N-1 of every peer never completes again, in either "
              "direction, once its comm has completed a message, as a connection whose link "
-             "went down (its sends stay in flight too); 0: off.")
+             "went down (its sends stay in flight too); the channel connected again after "
+             "its loss works, as a link that came back; 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

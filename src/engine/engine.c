@@ -99,9 +99,11 @@ static void engine_sweep(tpx_engine_t *e)
     e->sweep_ns = now;
     if (e->reap != NULL && !e->bs_started)
         tpx__engine_reap(e);
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         if (p->state == PEER_READY)
             tpx__peer_sweep(p, now);
+        tpx__peer_rejoin_drive(p, now); /* lost channels connected again (peer.c) */
+    }
 }
 
 /* One pass: every ready peer's comms (peer_pass.c tpx__peer_pass: plugin

@@ -189,6 +189,9 @@
                                                wakes an idle owner (peer.c) */
 #define TPX_MSG_CHAN (TPX_BS_TYPE_USER + 5) /* bootstrap frame: the sender's listen handles of
                                                its data channels, once per peer (peer.c) */
+#define TPX_MSG_REJOIN (TPX_BS_TYPE_USER + 6) /* bootstrap frame: u8 channel, then the
+                                                 receiver's listen handle of that lost
+                                                 channel, to connect it again (peer.c) */
 #define TPX_MAX_UNEXPECTED 1024   /* early send headers held before flow control stops the peer */
 #define TPX_MAX_ANSWERS_QUEUED 4096 /* answers to a peer's requests waiting to be sent, ditto */
 

@@ -20,7 +20,8 @@ typedef struct {
     int stall_chan;    /* TPX_FAULT_CHANNEL_STALL: receive data channel N-1 stops
                           completing after its first message (window.c; 0: none) */
     int die_chan;      /* TPX_FAULT_CHANNEL_DIE: data channel N-1 stops completing, send
-                          and receive, after its first message (window.c; 0: none) */
+                          and receive, after its first message; once connected again
+                          it works (window.c; 0: none) */
 } tpx_faults_t;
 
 extern tpx_faults_t tpx__faults;

@@ -986,6 +986,11 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
 {
     if (c == NULL)
         return;
+    if (c->rj_listen != NULL)
+        tpx__net_close_listen(e->net, c->rj_listen);
+    c->rj_listen = NULL;
+    if (c->rj_got)
+        comm_abandon_connect(e, c, c->rj_their);
     tpx__comm_unpack_fini(e, c);
     if (c->comm != NULL) {
         int gtok = tpx__engine_gpu_enter(e); /* the plugin frees the comm's GPU memory */
@@ -1141,6 +1146,141 @@ void tpx__peer_chan_drive(tpx_peer_t *p)
     chan_open_free(p);
     p->chan_state = CHAN_OPEN;
     TPX_INFO("peer %s: %d data channel(s) open", p->name, p->nchan);
+}
+
+/* ---- a lost data channel, connected again ----------------------------------------------
+ *
+ * Once a receive channel's repair is done (peer_repair.c), its receiver
+ * listens on the channel's device again and sends the handle (TPX_MSG_REJOIN);
+ * the sender connects, and a connect that fails (the NIC still down) is
+ * tried again from the same handle after a wait that doubles up to 250 ms, so
+ * a NIC that comes back carries traffic within a second. A connect
+ * that fails is no failure of the peer. Once connected, the sender
+ * announces REJOIN on its control stream and deals to the channel from the
+ * next stream on; the receiver does the same from REJOIN's turn among the
+ * messages with data (peer_repair.c), so FIFO plugins pair every buffer.
+ * The receiver's accept may finish after that turn: the channel's chunks
+ * wait on its queue until it has. */
+
+#define REJOIN_BACKOFF_MIN_MS 10u
+#define REJOIN_BACKOFF_MAX_MS 250u
+
+static void rejoin_later(tpx_comm_t *c, uint64_t now)
+{
+    c->rj_next_ns = now + (uint64_t)c->rj_backoff_ms * 1000000ull;
+    c->rj_backoff_ms = TPX_MIN(2 * c->rj_backoff_ms, REJOIN_BACKOFF_MAX_MS);
+}
+
+/* The receiver of channel k's direction: listen and send the handle, then
+ * accept. */
+static void rejoin_recv_drive(tpx_peer_t *p, int k, uint64_t now)
+{
+    tpx_engine_t *e = p->e;
+    tpx_comm_t *c = p->recv[k];
+    if (c->rj_listen != NULL) {
+        if (c->comm != NULL)
+            return;
+        tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)c->devh;
+        tpx_status_t st = tpx__net_accept(e->net, c->rj_listen, &c->comm, &dh);
+        if (st == TPX_OK && c->comm == NULL)
+            return;
+        tpx__net_close_listen(e->net, c->rj_listen);
+        c->rj_listen = NULL;
+        if (st == TPX_OK)
+            st = tpx__comm_unpack_load(c);
+        if (st != TPX_OK) {
+            /* Its stream may already be dealt to it: the peer cannot go on. */
+            char why[160];
+            snprintf(why, sizeof(why), "accepting lost data channel %d again failed (%s)", k,
+                     tpx_status_string(st));
+            tpx__peer_fail(p, st, why);
+            return;
+        }
+        e->last_move_ns = now;
+        return;
+    }
+    uint32_t bit = 1u << k;
+    if (!c->dead || c->comm != NULL || (p->recv_live & bit) || p->rx_lost == k ||
+        p->remote_closed || now < c->rj_next_ns)
+        return;
+    unsigned char frame[1 + TPX_BS_HANDLE_SIZE];
+    memset(frame, 0, sizeof(frame));
+    frame[0] = (unsigned char)k;
+    if (c->rj_backoff_ms == 0)
+        c->rj_backoff_ms = REJOIN_BACKOFF_MIN_MS;
+    if (tpx__net_listen(e->net, c->dev, frame + 1, &c->rj_listen) != TPX_OK) {
+        c->rj_listen = NULL;
+        rejoin_later(c, now);
+        return;
+    }
+    if (tpx__bs_send(p->bs, TPX_MSG_REJOIN, frame, sizeof(frame)) != TPX_OK) {
+        tpx__net_close_listen(e->net, c->rj_listen);
+        c->rj_listen = NULL;
+        rejoin_later(c, now);
+        return;
+    }
+    TPX_INFO("peer %s: connecting lost data channel %d again", p->name, k);
+}
+
+/* The sender of channel k's direction: connect to the peer's handle. */
+static void rejoin_send_drive(tpx_peer_t *p, int k, uint64_t now)
+{
+    tpx_engine_t *e = p->e;
+    tpx_comm_t *c = p->send[k];
+    if (!c->rj_got || now < c->rj_next_ns)
+        return;
+    if (!c->rj_checked) {
+        if (handles_check(p, p->inbound, &c->rj_their0, 1) != TPX_OK) {
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL, "its lost data channel's new handle was refused");
+            return;
+        }
+        c->rj_checked = 1;
+    }
+    if (!c->connecting) {
+        memcpy(c->rj_their, c->rj_their0, TPX_BS_HANDLE_SIZE); /* a connect writes its state there */
+        memset(c->devh, 0, sizeof(c->devh));
+    }
+    tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)c->devh;
+    c->connecting = 1;
+    tpx_status_t st = tpx__net_connect_socks(e->net, c->dev, c->rj_their, &c->comm, &dh,
+                                             e->cfg.chan_socks);
+    if (st == TPX_OK && c->comm == NULL)
+        return;
+    c->connecting = 0;
+    if (st != TPX_OK) {
+        c->comm = NULL;
+        if (c->rj_backoff_ms == 0)
+            c->rj_backoff_ms = REJOIN_BACKOFF_MIN_MS;
+        TPX_DEBUG("peer %s: connecting lost data channel %d again failed (%s); again in %u ms",
+                  p->name, k, tpx_status_string(st), c->rj_backoff_ms);
+        rejoin_later(c, now);
+        return;
+    }
+    c->rj_got = 0;
+    c->rj_checked = 0;
+    c->rj_backoff_ms = 0;
+    tpx__peer_rejoin_send(p, c);
+    e->last_move_ns = now;
+}
+
+void tpx__peer_rejoin_drive(tpx_peer_t *p, uint64_t now)
+{
+    if (p->state != PEER_READY || p->chan_state != CHAN_OPEN || !p->e->cfg.failover ||
+        p->bs == NULL || p->bs_eof_ns != 0)
+        return;
+    uint32_t all = (uint32_t)(((uint64_t)1 << p->nchan) - 1);
+    int busy = p->recv_live != all;
+    for (int k = 0; k < p->nchan && !busy; k++)
+        busy = p->recv[k]->rj_listen != NULL || p->send[k]->rj_got;
+    if (!busy)
+        return; /* the common case: nothing lost, or nothing to do about it */
+    int gtok = tpx__engine_gpu_enter(p->e);
+    for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
+        rejoin_recv_drive(p, k, now);
+        if (p->state == PEER_READY)
+            rejoin_send_drive(p, k, now);
+    }
+    tpx__engine_gpu_leave(gtok);
 }
 
 void tpx__engine_close_failed(tpx_engine_t *e)

@@ -214,6 +214,11 @@ int tpx__engine_bells(tpx_engine_t *e);
  * once they are open. Lock held, inside a pass (the pass's GPU context). */
 void tpx__peer_chan_drive(tpx_peer_t *p);
 
+/* Connect the peer's lost data channels again (the engine's sweep, after
+ * the peer's): the receiver's listen and accept, the sender's connect
+ * (retried with backoff); no-op unless the peer is ready. Lock held. */
+void tpx__peer_rejoin_drive(tpx_peer_t *p, uint64_t now);
+
 /* ---- peer_sweep.c: bootstrap frames of a ready peer (lock held) ---- */
 /* Frames read from a ready peer's bootstrap connection are at most this
  * long (MSG_CHAN: a handle per channel). */
@@ -234,6 +239,12 @@ void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m);
 /* The peer's REPAIR_ACK started, in its turn among the messages with
  * data: the same chunks queued for receiving. */
 void tpx__peer_repair_acked(tpx_peer_t *p, const tpx_ctrl_t *m);
+/* Lost send comm c has a plugin comm again (peer.c): REJOIN announced, and
+ * the streams after it dealt to c. */
+void tpx__peer_rejoin_send(tpx_peer_t *p, tpx_comm_t *c);
+/* The peer's REJOIN started, in its turn among the messages with data: the
+ * streams after it are dealt to the channel again. */
+void tpx__peer_rejoin_started(tpx_peer_t *p, const tpx_ctrl_t *m);
 
 /* ---- peer_pass.c: the peer's pass, its incoming control stream (lock held) ---- */
 /* One pass over a ready peer's comms (no-op otherwise): control receives

@@ -439,9 +439,10 @@ void tpx__peer_pass(tpx_peer_t *p)
      * chunks wait on the lanes in the order both sides derive, and are
      * dealt from there once the channels exist. */
     for (int k = 0; p->chan_state == CHAN_OPEN && k < p->nchan && p->state == PEER_READY; k++) {
+        /* (a rejoined receive comm waits for its accept: peer.c, rejoin) */
         if (!p->send[k]->dead)
             (void)tpx__comm_pass(p->send[k]);
-        if (!p->recv[k]->dead && p->state == PEER_READY)
+        if (!p->recv[k]->dead && p->recv[k]->comm != NULL && p->state == PEER_READY)
             (void)tpx__comm_pass(p->recv[k]);
     }
     /* Streams that arrived whole are confirmed to their sender, which
@@ -492,6 +493,7 @@ static int ctrl_has_data(const tpx_ctrl_t *m)
     /* An INLINE request brings everything the owner receives in its body:
      * nothing of it is on the data channels, it starts at once. */
     return m->type == TPX_CTRL_SEND_HDR || m->type == TPX_CTRL_REPAIR_ACK ||
+           m->type == TPX_CTRL_REJOIN ||
            (m->type == TPX_CTRL_RMA_REQ && !(m->flags & TPX_CTRL_REQ_INLINE)) ||
            (m->type == TPX_CTRL_RMA_RESP && m->nchunks > 0);
 }
@@ -505,6 +507,9 @@ static int peer_start_data(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned ch
     switch (m->type) {
     case TPX_CTRL_REPAIR_ACK:
         tpx__peer_repair_acked(p, m);
+        return 1;
+    case TPX_CTRL_REJOIN:
+        tpx__peer_rejoin_started(p, m);
         return 1;
     case TPX_CTRL_SEND_HDR: {
         if (p->recv_pending_n == 0)

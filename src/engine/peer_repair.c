@@ -44,6 +44,14 @@
  * stream, the last channel, a second loss in a direction while the first
  * one's moved chunks may still be moving.
  *
+ * A lost channel comes back (peer.c, rejoin): once its repair is done,
+ * its receiver listens again and the sender connects (with backoff); the
+ * sender announces REJOIN on its control stream and deals the streams after
+ * it to the channel, and the receiver does so from REJOIN's turn among the
+ * messages with data -- the same point of the stream order, as for
+ * REPAIR_ACK. The rejoined comm starts a new window (numbered from 0, as a
+ * devmem plugin numbers its requests) and may be lost and repaired again.
+ *
  * Between the peer's pass (peer_pass.c) and sweep (peer_sweep.c), which
  * call it, and the control stream (peer_ctrl.c), transfers (xfer.c, the
  * end in peer_fail.c) and windows (window.c), which it calls.
@@ -96,6 +104,9 @@ static void comm_drop(tpx_comm_t *c)
     w->done = w->posted;
     c->q_head = c->q_tail = NULL;
     c->dead = 1;
+    c->wake_set = 0;      /* a comm connected again (peer.c, rejoin) is new: */
+    c->unpack_loaded = 0; /* its wake-up and unpack handle are its own */
+    c->meta_host = NULL;
     c->live.state = TPX_CHAN_DEAD;
     tpx__comm_unpack_fini(e, c);
     if (c->comm != NULL) {
@@ -331,4 +342,49 @@ void tpx__peer_repair_acked(tpx_peer_t *p, const tpx_ctrl_t *m)
     p->rx_repaired_seq = m->seq;
     TPX_INFO("peer %s: data channel %d repaired: %d transfer(s) take their missing chunks over "
              "the other %d channel(s)", p->name, k, n, __builtin_popcount(p->recv_live));
+}
+
+/* A comm that rejoins: as a new one, its window numbered from 0 again (a
+ * devmem plugin's fragment queue is indexed by the request's place in its
+ * comm, as the window's slots are; comm_drop left the window empty). */
+static void comm_revive(tpx_comm_t *c)
+{
+    c->win.posted = c->win.done = 0;
+    c->dead = 0;
+    c->live = (tpx_chan_live_t){0};
+    c->rc2_since_ns = 0;
+    c->gen++;
+}
+
+void tpx__peer_rejoin_send(tpx_peer_t *p, tpx_comm_t *c)
+{
+    uint32_t bit = 1u << c->chan;
+    comm_revive(c);
+    if (tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_REJOIN, .chan = (uint8_t)c->chan},
+                            NULL) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
+        return;
+    }
+    /* streams announced from here on (after REJOIN) are dealt to it */
+    p->send_live |= bit;
+    tpx__peer_ctrl_flush(p);
+    tpx__peer_ring(p);
+    TPX_INFO("peer %s: data channel %d connected again: it carries new transfers", p->name,
+             c->chan);
+}
+
+void tpx__peer_rejoin_started(tpx_peer_t *p, const tpx_ctrl_t *m)
+{
+    int k = m->chan;
+    uint32_t bit = 1u << k;
+    if (k >= p->nchan || (p->recv_live & bit) || p->rx_lost == k ||
+        (p->recv[k]->comm == NULL && p->recv[k]->rj_listen == NULL)) {
+        tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a rejoin of a data channel never lost or offered");
+        return;
+    }
+    comm_revive(p->recv[k]);
+    p->recv_live |= bit;
+    p->e->ctr.chan_rejoined++;
+    TPX_INFO("peer %s: data channel %d rejoined: new transfers are dealt to it again", p->name,
+             k);
 }

@@ -62,6 +62,22 @@ int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, u
 {
     if (type == TPX_MSG_BELL)
         return 1;
+    if (type == TPX_MSG_REJOIN) {
+        /* the receiver of a lost channel's direction listens again (peer.c) */
+        int k = len == 1 + TPX_BS_HANDLE_SIZE ? buf[0] : -1;
+        tpx_comm_t *c = k >= 0 && k < p->nchan ? p->send[k] : NULL;
+        if (c == NULL || !c->dead || c->comm != NULL || c->connecting ||
+            (p->send_live & (1u << k))) {
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL, "it offered a data channel never lost");
+            return 0;
+        }
+        memcpy(c->rj_their0, buf + 1, TPX_BS_HANDLE_SIZE);
+        c->rj_got = 1;
+        c->rj_checked = 0;
+        c->rj_next_ns = 0;
+        c->rj_backoff_ms = 0;
+        return 0;
+    }
     if (type != TPX_MSG_CHAN)
         return 0;
     if (p->chan_state == CHAN_OPEN || (p->chan != NULL && p->chan->got) ||

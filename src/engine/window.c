@@ -364,11 +364,11 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
     if (TPX_UNLIKELY(tpx__faults.stall_chan > 0 || tpx__faults.die_chan > 0) && !c->is_ctrl &&
-        w->done > 0 &&
+        w->done > 0 && c->gen == 0 &&
         ((!c->is_send && c->chan == tpx__faults.stall_chan - 1) ||
          c->chan == tpx__faults.die_chan - 1))
         return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL,
-                                 _DIE) */
+                                 _DIE); the channel connected again works */
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
     tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);

@@ -92,6 +92,17 @@ struct tpx_comm {
     int dead;            /* data channel lost: never tested or posted again; its plugin comm
                             closes once both sides agree on what it lost (peer_repair.c) */
     uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
+    /* A lost data channel connected again (peer.c, rejoin): the receiver
+     * listens and sends its handle (TPX_MSG_REJOIN), the sender connects,
+     * retrying with backoff, and announces REJOIN (peer_repair.c). */
+    void *rj_listen;     /* receive comm: the listen its new plugin comm is accepted from */
+    int rj_got;          /* send comm: the peer's handle came (rj_their0), connect pending */
+    int rj_checked;      /* ... and passed the steering check */
+    uint64_t rj_next_ns; /* next attempt (listen or connect) not before this */
+    uint32_t rj_backoff_ms; /* ... the wait after the next failure */
+    uint32_t gen;        /* plugin comms this comm had before its current one (rejoins) */
+    unsigned char rj_their0[TPX_BS_HANDLE_SIZE]; /* the handle as it came */
+    unsigned char rj_their[TPX_BS_HANDLE_SIZE];  /* ... the copy the connect in progress uses */
     void *unpack_ev[TPX_WINDOW_MAX]; /* CUevent per slot for GPU unpacks (lazy) */
     /* Devmem plugins: the device handle's {meta, bounce_buf, head}, copied
      * to the host once (the plugin's copy is device memory: never read on

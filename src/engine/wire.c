@@ -67,6 +67,7 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         out[28] = m->chan;
         break;
     case TPX_CTRL_REPAIR_ACK:
+    case TPX_CTRL_REJOIN:
         out[16] = m->chan;
         break;
     case TPX_CTRL_RECV_DONE:
@@ -193,6 +194,7 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
         used = 24 + 8 * (size_t)m.ndone;
         break;
     case TPX_CTRL_REPAIR_ACK:
+    case TPX_CTRL_REJOIN:
         m.chan = in[16];
         used = 17;
         if (m.chan >= 32)

@@ -43,6 +43,12 @@
  *             of the stream announced by message cut_seq, the chunks the channel
  *             carries from cut_chunk on are missing, and of every later stream all
  *             it carries; the earlier ones arrived)
+ *   REJOIN    16 u8 chan  17..24 0
+ *             (from the sender of a direction: its data channel `chan`, lost and
+ *             repaired, is connected again; the streams announced after it are dealt
+ *             to it again. It takes its turn among the messages with data, as
+ *             REPAIR_ACK. Sent only to a peer that asked for it (bootstrap frame
+ *             TPX_MSG_REJOIN): an older peer never sees it)
  *   REPAIR_ACK 16 u8 chan  17..24 0
  *             (the sender's answer: the missing chunks are dealt again over the
  *             live channels from here, in stream order; the streams announced
@@ -93,6 +99,7 @@ enum {
     TPX_CTRL_REPAIR = 7,
     TPX_CTRL_REPAIR_ACK = 8,
     TPX_CTRL_RECV_DONE = 9,
+    TPX_CTRL_REJOIN = 10,
 };
 enum { TPX_WIRE_OP_READ = 1, TPX_WIRE_OP_WRITE = 2 };
 #define TPX_CTRL_REQ_NOTIF 1u  /* RMA_REQ flags: the HELD notification just before is its */
@@ -121,7 +128,7 @@ typedef struct {
     uint16_t notif_total, notif_off; /* NOTIF; notif_total also RMA_REQ's notif_len */
     uint8_t part_len;
     unsigned char part[TPX_CTRL_NOTIF_PART];
-    uint8_t chan;       /* REPAIR, REPAIR_ACK: the data channel lost */
+    uint8_t chan;       /* REPAIR, REPAIR_ACK: the data channel lost; REJOIN: back */
     uint64_t cut_seq;   /* REPAIR: the first stream with chunks missing */
     uint32_t cut_chunk; /* REPAIR: ... its first chunk missing */
     uint8_t ndone;      /* RECV_DONE: the streams received whole: how many, */

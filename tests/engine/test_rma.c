@@ -1954,13 +1954,43 @@ static int two_checked(side_t *a, tpx_peer_t *pa, side_t *b, tpx_peer_t *pb, siz
     return bad ? -1 : 0;
 }
 
+/* Data channel 1 of p in both directions: plugin comms it had before its
+ * current one (rejoins), and the requests its receive comm completed. */
+static void chan1_look(tpx_engine_t *e, tpx_peer_t *p, uint32_t *gen_s, uint32_t *gen_r,
+                       uint64_t *done_r)
+{
+    pthread_mutex_lock(&e->lock);
+    *gen_s = p->send[1]->gen;
+    *gen_r = p->recv[1]->gen;
+    *done_r = p->recv[1]->win.done;
+    pthread_mutex_unlock(&e->lock);
+}
+
+static int failover_round(side_t *a, side_t *b, tpx_remote_t *rm, tpx_peer_t *pa, tpx_peer_t *pb)
+{
+    blk_t blk[16];
+    int bad = 0;
+    make_blocks(blk, 16, a->size, 3u << 20);
+    fill(a->mem, a->size, rnd());
+    fill(b->mem, b->size, rnd());
+    bad |= run_checked(a, b, rm, TPX_OP_WRITE, blk, 16, "failover") != 0;
+    make_blocks(blk, 16, a->size, 3u << 20);
+    bad |= run_checked(a, b, rm, TPX_OP_READ, blk, 16, "failover") != 0;
+    bad |= two_checked(a, pa, b, pb, 0, 32u << 20, 24u << 20) != 0;
+    bad |= two_checked(b, pb, a, pa, 1u << 20, 33u << 20, 20u << 20) != 0;
+    return bad ? -1 : 0;
+}
+
 /* A data channel lost mid-transfer while the peer lives (run with
  * TPX_FAULT_CHANNEL_DIE: channel 1 of every peer stops completing in both
  * directions after its first message, as a NIC whose link went down):
  * WRITEs, READs and two-sided sends in flight on it complete with every
  * byte right, their missing chunks dealt again over the other channels, and
  * later transfers go over those (both sides deal them alike: the bytes say
- * so). Both directions of both connections lose the channel. */
+ * so). Both directions of both connections lose the channel. The lost
+ * channel is then connected again (the fault spares its new connection, as
+ * a NIC that came back) and rejoins the dealing: the rounds after that move
+ * bytes over it again, every byte checked. */
 static int t_failover(void)
 {
     side_t a, b;
@@ -1973,25 +2003,42 @@ static int t_failover(void)
     EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
     if (test_failed())
         return 1;
-    blk_t blk[16];
-    for (int round = 0; round < 6 && !test_failed(); round++) {
-        make_blocks(blk, 16, a.size, 3u << 20);
-        fill(a.mem, a.size, rnd());
-        fill(b.mem, b.size, rnd());
-        EXPECT(run_checked(&a, &b, rm, TPX_OP_WRITE, blk, 16, "failover") == 0);
-        make_blocks(blk, 16, a.size, 3u << 20);
-        EXPECT(run_checked(&a, &b, rm, TPX_OP_READ, blk, 16, "failover") == 0);
-        EXPECT(two_checked(&a, pa, &b, pb, 0, 32u << 20, 24u << 20) == 0);
-        EXPECT(two_checked(&b, pb, &a, pa, 1u << 20, 33u << 20, 20u << 20) == 0);
-    }
     tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
-    EXPECT(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
-    /* each side lost channel 1 as a receiver on each of its two peers */
+    /* Rounds until channel 1 has rejoined in all four directions (each side,
+     * as a receiver, on each of its two peers: the transfers' own progress
+     * drives the reconnects), at most 40. */
+    int rounds = 0;
+    for (; rounds < 40 && !test_failed(); rounds++) {
+        EXPECT(failover_round(&a, &b, rm, pa, pb) == 0);
+        EXPECT(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
+        if (rounds >= 2 && ca.chan_rejoined == 2 && cb.chan_rejoined == 2)
+            break;
+    }
+    EXPECT(ca.chan_rejoined == 2 && cb.chan_rejoined == 2);
+    /* each side lost channel 1 as a receiver on each of its two peers, once */
     EXPECT(ca.chan_lost == 2 && cb.chan_lost == 2);
     EXPECT(ca.chunks_resent > 0 && cb.chunks_resent > 0);
-    fprintf(stderr, "channels lost %llu + %llu, chunks resent %llu + %llu\n",
+    uint32_t gs[4], gr[4];
+    uint64_t d0[4], d1[4];
+    chan1_look(a.e, pa, &gs[0], &gr[0], &d0[0]);
+    chan1_look(b.e, pb, &gs[1], &gr[1], &d0[1]);
+    /* the rejoined channel carries data again, in both directions, bytes right */
+    for (int round = 0; round < 3 && !test_failed(); round++)
+        EXPECT(failover_round(&a, &b, rm, pa, pb) == 0);
+    chan1_look(a.e, pa, &gs[2], &gr[2], &d1[0]);
+    chan1_look(b.e, pb, &gs[3], &gr[3], &d1[1]);
+    for (int i = 0; i < 4; i++)
+        EXPECT(gs[i] == 1 && gr[i] == 1);
+    EXPECT(d1[0] > d0[0] && d1[1] > d0[1]);
+    EXPECT(tpx_engine_counters(a.e, &ca) == TPX_OK && tpx_engine_counters(b.e, &cb) == TPX_OK);
+    EXPECT(ca.chan_lost == 2 && cb.chan_lost == 2);
+    fprintf(stderr, "channels lost %llu + %llu, rejoined %llu + %llu after %d round(s), "
+            "chunks resent %llu + %llu, channel 1 received %llu + %llu after\n",
             (unsigned long long)ca.chan_lost, (unsigned long long)cb.chan_lost,
-            (unsigned long long)ca.chunks_resent, (unsigned long long)cb.chunks_resent);
+            (unsigned long long)ca.chan_rejoined, (unsigned long long)cb.chan_rejoined,
+            rounds + 1, (unsigned long long)ca.chunks_resent,
+            (unsigned long long)cb.chunks_resent, (unsigned long long)(d1[0] - d0[0]),
+            (unsigned long long)(d1[1] - d0[1]));
     tpx_peer_close(pa);
     tpx_peer_close(pb);
     tpx_remote_release(rm);

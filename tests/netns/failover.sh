@@ -7,7 +7,10 @@
 # --verify). Each lost channel costs bandwidth, not transfers
 # (TPX_CHANNEL_FAILOVER): A declares the channel lost after
 # TPX_CHANNEL_STALL_MS, B deals its missing chunks again over the live ones,
-# and both sides must end verified: 0 failed transfers, 0 wrong bytes. Run
+# and both sides must end verified: 0 failed transfers, 0 wrong bytes. A
+# link that comes back carries traffic again: the lost channel is connected
+# again in the background and rejoins the dealing, so B's NIC sends at least
+# 20 MB of the transfers within 3 s of its link coming up. Run
 # plain and in strict TCPX mode (TPX_SOCK_TCPX=1: FIFO pairing of the chunks
 # dealt again, proven by the bytes).
 # Prints RESULT failover[.tcpx]: <outcome> after S s (channels lost ...).
@@ -18,7 +21,7 @@ TMO=30
 
 # run_case NAME: sets OUTCOME
 run_case() {
-    local name=$1 t0 hung=0 srv cli lost nic
+    local name=$1 t0 t1 hung=0 srv cli lost nic downs=0 back=0
     start_server --size 64M --iters 300 --warmup 1 --verify --timeout $TMO
     start_client
     wait_tx B eth2 100000000 60 || { show_logs; fail "$name: transfer did not start"; }
@@ -28,8 +31,14 @@ run_case() {
         "$TESTBED" link B "$nic" down || fail "testbed link B $nic down failed"
         sleep 2
         "$TESTBED" link B "$nic" up || fail "testbed link B $nic up failed"
+        downs=$((downs + 1))
         echo "$name: $nic was down for 2 s"
-        sleep 3
+        t1=$(now_ms)
+        if wait_tx B "$nic" 20000000 3; then
+            back=$((back + 1))
+            echo "$name: $nic carries transfers again $(secs $(($(now_ms) - t1))) s after its link came up"
+        fi
+        sleep 2
     done
     wait_pair 150 "$t0" || hung=1
     show_logs
@@ -37,10 +46,13 @@ run_case() {
     srv=$(perf_outcome "$WORK/server.log" "$SERVER_RC")
     cli=$(perf_outcome "$WORK/client.log" "$CLIENT_RC")
     lost=$(grep -c 'its missing chunks are dealt again' "$WORK/server.log")
-    result "$name: server $srv, client $cli after $(secs "$SERVER_MS") s (channels lost at A: $lost; B/eth2, eth3, eth4 down 2 s each, 64 MiB transfers)"
+    grep -h '^# data channels:' "$WORK/server.log" "$WORK/client.log" || true
+    result "$name: server $srv, client $cli after $(secs "$SERVER_MS") s (channels lost at A: $lost; B/eth2, eth3, eth4 down 2 s each, 64 MiB transfers; links back carrying transfers: $back of $downs)"
     [ "$srv" = verified ] && [ "$cli" = verified ] ||
         fail "$name: a transfer failed although the peer lived and a channel was left"
     [ "$lost" -ge 1 ] || fail "$name: no channel was declared lost (the test proved nothing)"
+    [ "$downs" -ge 1 ] && [ "$back" = "$downs" ] ||
+        fail "$name: a link that came back carried no transfers again ($back of $downs)"
 }
 
 run_case failover
