@@ -637,16 +637,6 @@ out:
     pf_print_failover(w->e, w->is_server ? "server" : "client");
     if (w->peer != NULL)
         tpx_peer_close(w->peer);
-    {
-        /* Data channels lost and connected again while the peer lived
-         * (TPX_CHANNEL_FAILOVER): said on stderr, beside the lines that
-         * told of each loss, only when there were any. */
-        tpx_engine_counters_t c = {.size = sizeof(c)};
-        if (tpx_engine_counters(w->e, &c) == TPX_OK && (c.chan_lost > 0 || c.chunks_resent > 0))
-            fprintf(stderr, "# data channels: %" PRIu64 " lost, %" PRIu64 " rejoined (receive "
-                    "side), %" PRIu64 " chunk(s) resent\n", c.chan_lost, c.chan_rejoined,
-                    c.chunks_resent);
-    }
     tpx_engine_destroy(w->e);
     return w->side.failed ? -1 : 0;
 }

@@ -46,7 +46,7 @@ run_case() {
     srv=$(perf_outcome "$WORK/server.log" "$SERVER_RC")
     cli=$(perf_outcome "$WORK/client.log" "$CLIENT_RC")
     lost=$(grep -c 'its missing chunks are dealt again' "$WORK/server.log")
-    grep -h '^# data channels:' "$WORK/server.log" "$WORK/client.log" || true
+    grep -h '^# data channels' "$WORK/server.log" "$WORK/client.log" || true
     result "$name: server $srv, client $cli after $(secs "$SERVER_MS") s (channels lost at A: $lost; B/eth2, eth3, eth4 down 2 s each, 64 MiB transfers; links back carrying transfers: $back of $downs)"
     [ "$srv" = verified ] && [ "$cli" = verified ] ||
         fail "$name: a transfer failed although the peer lived and a channel was left"
