@@ -92,7 +92,7 @@ run() {
 printf '%-6s %-10s %-10s %8s %8s %7s %14s %14s\n' nics load fault GB/s x_up failed \
     "thr/fd early" "thr/fd end"
 for mode in $MODES; do
-    if [ "$mode" = fused ]; then export TPX_NIC_FUSE=auto; else export TPX_NIC_FUSE=0; fi
+    if [ "$mode" = fused ]; then export TPX_NIC_FUSE=auto TPX_SOCK_FAILOVER=-1; else export TPX_NIC_FUSE=0 TPX_SOCK_FAILOVER=0; fi
     for load in $LOADS; do
         # the all-up run sets the iterations of SECS seconds
         probe=$([ "$load" = read ] && echo 20 || echo 10)

@@ -113,7 +113,7 @@ TPX_CONFIG_X(SOCK_DIRECT_BYTES, INT, "-1", -1, 16777216,
              "it, so no worker wake-up lies on a request/response exchange. -1: 64K with 8 CPUs "
              "or more, else 1M (on a 2-core host the workers' wake-ups queued behind three "
              "spinning threads). 0: workers move everything. Not in strict TCPX mode.")
-TPX_CONFIG_X(SOCK_FAILOVER, INT, "-1", -1, 1,
+TPX_CONFIG_X(SOCK_FAILOVER, INT, "0", -1, 1,
              "Built-in transport: comms that outlive a failed data connection. The receiver "
              "acknowledges the pieces each connection brought, a send completes once the "
              "receiver holds all of it (not once the kernel took it), and when a connection "
@@ -123,13 +123,18 @@ TPX_CONFIG_X(SOCK_FAILOVER, INT, "-1", -1, 1,
              "`TPX_NIC_FUSE`); 1: every comm of more than one data connection; 0: none. The "
              "sender decides and tells the receiver. Never in strict TCPX mode. Cost on the "
              "healthy path: an 8-byte acknowledgement per receiving turn, and a send's "
-             "completion one acknowledgement later (docs/performance.md).")
+             "completion one acknowledgement later (docs/performance.md). Off by default "
+             "because its black-hole detector (`TPX_SOCK_STALL_MS`) also ends the connections "
+             "of a receiver that reads nothing for that long.")
 TPX_CONFIG_X(SOCK_STALL_MS, INT, "2000", 0, 3600000,
              "Built-in transport, comms that fail over (`TPX_SOCK_FAILOVER`): a data connection "
              "whose sent bytes stay unacknowledged by the peer's TCP this long fails "
              "(TCP_USER_TIMEOUT: a NIC down or a black hole), and its pieces go to the other "
-             "connections. A receiver that posts nothing does not trip it (TCP's window probes "
-             "are answered). 0: the kernel's retransmission limits (many minutes).")
+             "connections. A receiver that reads nothing for this long trips it too: Linux ends a "
+             "connection whose peer's zero window outlasts TCP_USER_TIMEOUT although its window "
+             "probes are answered (a receive posted 3 s after its send, with 2000), so set it "
+             "above the longest a receiver may lag. 0: the kernel's retransmission limits (many "
+             "minutes); resets still fail over at once.")
 TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "-1", -1, 1073741824,
              "Socket buffers of the built-in transport's data connections. -1: a 512 KiB send "
              "buffer (SO_SNDBUF) on connections whose two ends are on this host (loopback, or "

@@ -19,7 +19,7 @@
 # Prints RESULT lines with the time each run took.
 . "$(dirname "$0")/lib.sh"
 
-export TPX_CHANNELS=1 TPX_SOCK_STALL_MS=1000
+export TPX_CHANNELS=1 TPX_SOCK_STALL_MS=1000 TPX_SOCK_FAILOVER=-1
 TMO=10
 
 # run_case NAME FAULT_FN SENDER CLIENT_ARGS SERVER_ARGS...: a verified run

@@ -3,8 +3,10 @@
  * sock_failover.c - a comm that survives the failure of some of its data
  * connections (a NIC of a virtual device going down or black-holing).
  *
- * A comm fails over when its data connections span several NICs
- * (TPX_SOCK_FAILOVER; never in strict TCPX mode, whose semantics are
+ * A comm fails over when its data connections span several NICs and
+ * TPX_SOCK_FAILOVER asks for it (off by default: TCP_USER_TIMEOUT, its
+ * black-hole detector, also ends the connections of a receiver that reads
+ * nothing that long; never in strict TCPX mode, whose semantics are
  * Google's plugin's): the sender tells the receiver in its hellos
  * (TPX_SOCK_HELLO_ACKS), and from then on:
  *
@@ -28,7 +30,9 @@
  *  - A connection fails on a socket error (EPIPE, ECONNRESET, and
  *    ETIMEDOUT: TCP_USER_TIMEOUT = TPX_SOCK_STALL_MS on the data
  *    connections, so a black hole ends the connection once bytes sent on
- *    it stay unacknowledged by the peer's TCP that long). Its
+ *    it stay unacknowledged by the peer's TCP that long -- and, as Linux
+ *    counts it, once the peer's zero window outlasts it: a receiver that
+ *    reads nothing that long looks dead too). Its
  *    unacknowledged pieces go to the comm's resend queue, which every
  *    other connection takes from before it cuts new pieces; the
  *    connection is aborted (an RST, its queues dropped: no byte of it
