@@ -991,17 +991,7 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
     c->rj_listen = NULL;
     if (c->rj_got)
         comm_abandon_connect(e, c, c->rj_their);
-    tpx__comm_unpack_fini(e, c);
-    if (c->comm != NULL) {
-        int gtok = tpx__engine_gpu_enter(e); /* the plugin frees the comm's GPU memory */
-        tpx__regions_forget_comm(e, c);
-        if (c->is_send)
-            tpx__net_close_send(e->net, c->comm);
-        else
-            tpx__net_close_recv(e->net, c->comm);
-        c->comm = NULL;
-        tpx__engine_gpu_leave(gtok);
-    }
+    tpx__comm_close_plugin(e, c);
     tpx__pack_comm_fini(c);
     free(c);
 }

@@ -108,17 +108,7 @@ static void comm_drop(tpx_comm_t *c)
     c->unpack_loaded = 0; /* its wake-up and unpack handle are its own */
     c->meta_host = NULL;
     c->live.state = TPX_CHAN_DEAD;
-    tpx__comm_unpack_fini(e, c);
-    if (c->comm != NULL) {
-        int gtok = tpx__engine_gpu_enter(e);
-        tpx__regions_forget_comm(e, c);
-        if (c->is_send)
-            tpx__net_close_send(e->net, c->comm);
-        else
-            tpx__net_close_recv(e->net, c->comm);
-        c->comm = NULL;
-        tpx__engine_gpu_leave(gtok);
-    }
+    tpx__comm_close_plugin(e, c);
 }
 
 /* A stream whose lane on channel k lost chunks: from `from` on. */

@@ -27,6 +27,7 @@
 #include "faults.h"
 #include "peer.h" /* the comm's peer: its name, in log lines */
 #include "common/trace.h"
+#include "mem.h"
 #include "window.h"
 #include "gpu/cuda.h"
 #include "unpack/unpack_gpu.h"
@@ -69,6 +70,21 @@ void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c)
             tpx__cuda_event_destroy(e->unpack_dev, (CUevent)c->unpack_ev[i]);
             c->unpack_ev[i] = NULL;
         }
+}
+
+void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c)
+{
+    tpx__comm_unpack_fini(e, c);
+    if (c->comm == NULL)
+        return;
+    int gtok = tpx__engine_gpu_enter(e); /* the plugin frees the comm's GPU memory */
+    tpx__regions_forget_comm(e, c);
+    if (c->is_send)
+        tpx__net_close_send(e->net, c->comm);
+    else
+        tpx__net_close_recv(e->net, c->comm);
+    c->comm = NULL;
+    tpx__engine_gpu_leave(gtok);
 }
 
 int tpx__engine_gpu_enter(tpx_engine_t *e)

@@ -178,6 +178,10 @@ static inline int tpx__window_full(const tpx_comm_t *c)
  * says why, once). */
 tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c);
 void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c);
+/* Close c's plugin comm (its unpack events, the regions' handles on it,
+ * then the comm itself, in the engine's GPU context: the plugin frees the
+ * comm's GPU memory); c->comm is NULL after. The tpx_comm_t stays. */
+void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c);
 /* Log why a receive into GPU memory cannot go over comm c, which has no
  * bounce buffer (the plugin's rxmem skip state), naming `fn`, and what to
  * fix on the host; returns TPX_ERR_UNSUPPORTED. */
