@@ -28,7 +28,7 @@ for cpus in all 0,1; do
     for op in read write; do
         echo "# cpus $cpus"
         "${run[@]}" build/release/bin/tpx-perf --op "$op" --latency --blocks 1 --block 4K \
-            --iters "$LAT_ITERS" 2>&1 | grep -E '^#|^(read|write)'
+            --iters "$LAT_ITERS" 2>&1 | grep -E "^#|^ *(read|write)"
     done
 done | tee "$OUT/perf_lat.log"
 

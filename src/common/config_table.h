@@ -297,6 +297,14 @@ TPX_CONFIG_X(RMA_PACK_CHUNK, INT, "0", 0, 4194304,
              "`TPX_RMA_PACK_BYTES`); smaller ones let the gathering of one overlap the sending of "
              "the last, and the receiver scatter each as it lands. 0: `TPX_CHUNK_BYTES`. The "
              "requester's value governs a transfer (it travels with the request).")
+TPX_CONFIG_X(RMA_PACK_ASYNC, INT, "1", 0, 1,
+             "One-sided transfers with GPU blocks: the GPU copies of shared chunks (the gather "
+             "before a send, the scatter after a receive) run on the engine's pack stream while "
+             "the engine goes on, up to 8 chunks at once, each with a device scratch chunk of its "
+             "own; and with `TPX_RMA_PACK_BYTES=-1` GPU blocks of up to a whole chunk are packed. "
+             "0: the engine waits for each chunk's copy, and GPU blocks above 64K travel in "
+             "messages of their own (staged by the transport). The requester's packing bound "
+             "governs a transfer; each side's own setting decides whether it waits.")
 TPX_CONFIG_X(RMA_IOV, INT, "1", 0, 1,
              "One-sided transfers over the built-in transport: a shared chunk of packed small "
              "host blocks is sent from and received into the blocks themselves (one vectored "

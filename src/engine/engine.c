@@ -475,7 +475,8 @@ static void *progress_main(void *arg)
             tpx__engine_cond_wait(e, 200 * 1000ull);
             continue;
         }
-        if (n == 0 && e->nmoves == before && e->cfg.bulk_waits && data_in_flight(e) >= BULK_SLOTS)
+        if (n == 0 && e->nmoves == before && e->cfg.bulk_waits && data_in_flight(e) >= BULK_SLOTS &&
+            e->pack_op_next == e->pack_op_done) /* a GPU copy's end wakes no one */
             progress_wait_bulk(e);
         else
             progress_pause(e, n == 0); /* share the core with the plugin's threads; no sleep */
@@ -551,6 +552,7 @@ static tpx_status_t cfg_settings(tpx_engine_cfg_t *c, const tpx_engine_params_t 
                                              : (uint32_t)tpx__config_int(TPX_CFG_NOTIF_QUEUE);
     c->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
     c->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
+    c->pack_async = tpx__config_int(TPX_CFG_RMA_PACK_ASYNC) != 0;
     c->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
     c->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
     c->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;

@@ -168,6 +168,9 @@
 
 #define TPX_MAX_CHANNELS 32
 #define TPX_WINDOW_MAX 32
+/* GPU copies of shared chunks on the pack stream at once (pack.c): each op
+ * slot has its device scratch chunk, fragment lists and event. */
+#define TPX_PACK_OPS 8
 #define TPX_RMA_PACK_AUTO UINT32_MAX /* TPX_RMA_PACK_BYTES=-1 (rma.c pack_bound) */
 /* Chunks when TPX_CHUNK_BYTES is 0: on tpx's own transport 1 MiB (its CUDA
  * staging copies a message in fewer, larger blocks; docs/design.md), on
@@ -233,6 +236,7 @@ typedef struct {
     uint64_t wait_spin_ns;     /* TPX_WAIT_SPIN_US: tpx_xfer_wait watches this long first */
     int chan_socks;            /* TPX_CHANNEL_SOCKS: data connections per channel (own transport) */
     int unpack_mode;           /* TPX_UNPACK: TPX_UNPACK_KERNEL .. NONE */
+    int pack_async;            /* TPX_RMA_PACK_ASYNC: GPU copies of shared chunks overlap (pack.c) */
     /* ---- the plugin's capabilities ---- */
     int gpu_passes;            /* the plugin may place memory on the current GPU in any call
                                   (all but a plugin whose extension table says it names its
@@ -343,8 +347,12 @@ struct tpx_engine {
     void *pack_stream;         /* CUstream */
     void *pack_frags;          /* pinned, mapped: fragments of the launches in flight */
     uint64_t pack_frags_d;     /* ... their device address */
-    void *pack_scratch;        /* kernel mode: one chunk of device memory (a
-                                  tpx__cuda_mem_t, pack.c) */
+    void *pack_scratch;        /* kernel mode: TPX_PACK_OPS chunks of device memory, one
+                                  per op slot (a tpx__cuda_mem_t, pack.c) */
+    void *pack_ev[TPX_PACK_OPS]; /* CUevent per op slot: its copies finished (lazy) */
+    uint64_t pack_op_next;     /* ops queued on the pack stream so far */
+    uint64_t pack_op_done;     /* ... of which the first pack_op_done are known finished
+                                  (one stream: they finish in order) */
 };
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };

@@ -21,6 +21,17 @@
  * and block on the pack stream, still one sync per chunk. Blocks on a GPU
  * other than the engine's pack device (the first one seen) take a
  * synchronous copy each.
+ *
+ * The GPU work of a chunk is an op on the engine's one pack stream, in one
+ * of TPX_PACK_OPS slots, each with its own device scratch chunk, fragment
+ * lists and event; ops finish in the order queued. A run whose blocks all
+ * sit on the pack device can be asynchronous (tpx__pack_gather_async,
+ * _scatter_async, TPX_RMA_PACK_ASYNC): the engine goes on while the copy
+ * runs and asks tpx__pack_op_test later, so the copies of several chunks
+ * overlap one another, the sockets and the engine's own work -- waiting for
+ * each chunk's copy capped a GPU READ of 16 KiB blocks at half the speed of
+ * host blocks. Other runs (host or other GPUs' blocks beside) wait for
+ * their op before the CPU copies the rest.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +43,10 @@
 #include "peer.h"
 #include "unpack/unpack_gpu.h"
 
-/* Fragment descriptors one pack launch may carry (pinned, mapped). */
-#define PACK_FRAGS 8192
+/* Fragment descriptors of one op slot (pinned, mapped): a chunk of more
+ * blocks than this waits for the stream midway. */
+#define PACK_FRAGS_OP 2048
+#define PACK_FRAGS (PACK_FRAGS_OP * TPX_PACK_OPS)
 
 int tpx__pack_run_dev(const tpx_xfer_t *x, uint32_t first, uint32_t last)
 {
@@ -66,7 +79,8 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
                      tpx__unpack_gpu_init(dev) == TPX_OK;
     if (e->pack_kernel) {
         tpx__cuda_mem_t *m = calloc(1, sizeof(*m));
-        if (m == NULL || tpx__cuda_mem_alloc(dev, e->cfg.chunk, m) != TPX_OK) {
+        if (m == NULL ||
+            tpx__cuda_mem_alloc(dev, (size_t)e->cfg.chunk * TPX_PACK_OPS, m) != TPX_OK) {
             free(m);
             tpx__unpack_gpu_fini(dev);
             e->pack_kernel = 0;
@@ -95,10 +109,11 @@ void tpx__pack_engine_fini(tpx_engine_t *e)
 {
     if (e->pack_dev < 0)
         return;
-    int pushed = 0;
-    if (tpx__cuda_ctx_enter(e->pack_dev, &pushed) == TPX_OK) {
-        (void)TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream);
-        tpx__cuda_ctx_leave(pushed);
+    (void)tpx__pack_ops_wait(e);
+    for (int i = 0; i < TPX_PACK_OPS; i++) {
+        if (e->pack_ev[i] != NULL)
+            tpx__cuda_event_destroy(e->pack_dev, (CUevent)e->pack_ev[i]);
+        e->pack_ev[i] = NULL;
     }
     tpx__cuda_stream_destroy(e->pack_dev, (CUstream)e->pack_stream);
     tpx__cuda_host_free(e->pack_dev, e->pack_frags);
@@ -227,6 +242,12 @@ int tpx__pack_iov(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t l
 
 void tpx__pack_comm_fini(tpx_comm_t *c)
 {
+    /* an op may still copy to or from its staging chunks */
+    if (c->gstage != NULL)
+        (void)tpx__pack_ops_wait(c->peer->e);
+    free(c->pw);
+    c->pw = NULL;
+    c->pw_head = c->pw_n = 0;
     for (int i = 0; c->vec != NULL && i < c->win.cap; i++)
         free(c->vec[i].v); /* the plugin comm is closed: nothing reads them */
     free(c->vec);
@@ -265,12 +286,66 @@ static tpx_status_t copy_other_dev(int dev, int to_stage, char *host, uint64_t d
     return st;
 }
 
-/* A kernel launch under construction: inline jobs over the engine's
- * fragment buffer. */
+/* ---- ops on the pack stream ------------------------------------------------------------ */
+
+tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e)
+{
+    if (e->pack_dev < 0 || e->pack_op_done == e->pack_op_next)
+        return TPX_OK;
+    int pushed = 0;
+    tpx_status_t st = tpx__cuda_ctx_enter(e->pack_dev, &pushed);
+    if (st == TPX_OK) {
+        st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream);
+        tpx__cuda_ctx_leave(pushed);
+    }
+    e->pack_op_done = e->pack_op_next; /* finished, or failed for good */
+    return st;
+}
+
+tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op)
+{
+    if (op < e->pack_op_done)
+        return TPX_OK;
+    int pushed = 0;
+    tpx_status_t st = tpx__cuda_ctx_enter(e->pack_dev, &pushed);
+    while (st == TPX_OK && e->pack_op_done <= op) {
+        st = tpx__cuda_event_query((CUevent)e->pack_ev[e->pack_op_done % TPX_PACK_OPS]);
+        if (st == TPX_OK)
+            e->pack_op_done++;
+    }
+    tpx__cuda_ctx_leave(pushed);
+    return st; /* TPX_INPROGRESS: still copying */
+}
+
+/* The next op slot, free: the oldest op is waited for when all are busy.
+ * In the pack device's context. */
+static tpx_status_t op_slot(tpx_engine_t *e, uint32_t *slot)
+{
+    tpx_status_t st;
+    if (e->pack_op_next - e->pack_op_done == TPX_PACK_OPS) {
+        if ((st = tpx__cuda_event_sync((CUevent)e->pack_ev[e->pack_op_done % TPX_PACK_OPS])) !=
+            TPX_OK)
+            return st;
+        e->pack_op_done++;
+    }
+    uint32_t k = (uint32_t)(e->pack_op_next % TPX_PACK_OPS);
+    if (e->pack_ev[k] == NULL) {
+        CUevent ev;
+        if ((st = tpx__cuda_event_create(e->pack_dev, 0, &ev)) != TPX_OK)
+            return st;
+        e->pack_ev[k] = ev;
+    }
+    *slot = k;
+    return TPX_OK;
+}
+
+/* A kernel launch under construction: inline jobs over one op slot's
+ * fragment lists. */
 typedef struct {
     tpx_engine_t *e;
     tpx_unpack_job_t jobs[TPX__UNPACK_GPU_INLINE_JOBS];
-    uint32_t njobs, nfrags, max_frags, used; /* used: fragments since the last sync */
+    uint32_t njobs, max_frags;
+    uint32_t frag0, used;                    /* the slot's first fragment; used since a sync */
     const tpx_region_t *key_region;          /* gather: the open job's region window */
     uint64_t key_win;
 } launch_t;
@@ -288,14 +363,14 @@ static tpx_status_t launch_flush(launch_t *l)
 }
 
 /* Room for one more fragment in a job whose base is `base` (new_job: it
- * must start a job of its own). Flushes (and syncs, when the fragment
- * buffer is full) as needed; the fragment's slot in the buffer. */
+ * must start a job of its own). Flushes (and syncs, when the slot's
+ * fragment lists are full) as needed; the fragment's slot in the buffer. */
 static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, char *dst,
                                 tpx_nccl_load_meta_t **fr)
 {
     tpx_engine_t *e = l->e;
     tpx_status_t st;
-    if (l->used == PACK_FRAGS) {
+    if (l->used == PACK_FRAGS_OP) {
         if ((st = launch_flush(l)) != TPX_OK ||
             (st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream)) != TPX_OK)
             return st;
@@ -306,20 +381,26 @@ static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, ch
         if (l->njobs == TPX__UNPACK_GPU_INLINE_JOBS && (st = launch_flush(l)) != TPX_OK)
             return st;
         tpx_nccl_load_meta_t *base_d =
-            (tpx_nccl_load_meta_t *)(uintptr_t)e->pack_frags_d + l->used;
+            (tpx_nccl_load_meta_t *)(uintptr_t)e->pack_frags_d + l->frag0 + l->used;
         l->jobs[l->njobs++] = (tpx_unpack_job_t){.frags = base_d, .bounce = bounce, .dst = dst};
     }
     tpx_unpack_job_t *j = &l->jobs[l->njobs - 1];
     j->nfrags++;
     l->max_frags = TPX_MAX(l->max_frags, j->nfrags);
-    *fr = (tpx_nccl_load_meta_t *)e->pack_frags + l->used++;
+    *fr = (tpx_nccl_load_meta_t *)e->pack_frags + l->frag0 + l->used++;
     return TPX_OK;
 }
 
+static int on_pack_dev(const tpx_engine_t *e, const tpx_seg_t *g)
+{
+    return g->region != NULL && g->region->type == TPX_MEM_CUDA &&
+           g->region->cuda_dev == e->pack_dev;
+}
+
 /* The GPU blocks of a run on the pack device, to or from the stage at
- * `buf`; then (gather) the blocks of other GPUs. */
+ * `buf`: queued on the pack stream as one op, *op. */
 static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
-                            char *buf, int to_stage)
+                            char *buf, int to_stage, uint64_t *op)
 {
     tpx_engine_t *e = c->peer->e;
     tpx_status_t st = pack_gpu_ready(e, tpx__pack_run_dev(x, first, last));
@@ -328,29 +409,33 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
     int pushed = 0;
     if ((st = tpx__cuda_ctx_enter(e->pack_dev, &pushed)) != TPX_OK)
         return st;
+    uint32_t k = 0;
+    if ((st = op_slot(e, &k)) != TPX_OK) {
+        tpx__cuda_ctx_leave(pushed);
+        return st;
+    }
     CUstream stream = (CUstream)e->pack_stream;
     /* the span of the pack device's blocks in the chunk, and their lowest address */
     uint64_t span_lo = UINT64_MAX, span_hi = 0, lo = UINT64_MAX;
     for (uint32_t i = first; i <= last; i++) {
         const tpx_seg_t *g = &x->segs[i];
-        if (g->region == NULL || g->region->type != TPX_MEM_CUDA ||
-            g->region->cuda_dev != e->pack_dev)
+        if (!on_pack_dev(e, g))
             continue;
         span_lo = TPX_MIN(span_lo, (uint64_t)g->pack_off);
         span_hi = TPX_MAX(span_hi, g->pack_off + g->len);
         lo = TPX_MIN(lo, (uint64_t)g->region->base + g->off);
     }
     char *scratch = e->pack_kernel
-                        ? (char *)(uintptr_t)((tpx__cuda_mem_t *)e->pack_scratch)->ptr
+                        ? (char *)(uintptr_t)((tpx__cuda_mem_t *)e->pack_scratch)->ptr +
+                              (size_t)k * e->cfg.chunk
                         : NULL;
     if (e->pack_kernel && !to_stage && span_lo < span_hi)
         st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)(scratch + span_lo), buf + span_lo,
                     span_hi - span_lo, stream);
-    launch_t l = {.e = e};
+    launch_t l = {.e = e, .frag0 = k * PACK_FRAGS_OP};
     for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
         const tpx_seg_t *g = &x->segs[i];
-        if (g->region == NULL || g->region->type != TPX_MEM_CUDA ||
-            g->region->cuda_dev != e->pack_dev)
+        if (!on_pack_dev(e, g))
             continue;
         uint64_t addr = (uint64_t)g->region->base + g->off;
         if (!e->pack_kernel) {
@@ -387,26 +472,37 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
         st = TPX_CU(cuMemcpyDtoHAsync, buf + span_lo, (CUdeviceptr)(uintptr_t)(scratch + span_lo),
                     span_hi - span_lo, stream);
     if (st == TPX_OK)
-        st = TPX_CU(cuStreamSynchronize, stream);
+        st = tpx__cuda_event_record((CUevent)e->pack_ev[k], stream);
+    if (st == TPX_OK)
+        *op = e->pack_op_next++;
     tpx__cuda_ctx_leave(pushed);
-    /* blocks of other GPUs: after the span copy, which covers their bytes too */
-    for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
-        const tpx_seg_t *g = &x->segs[i];
-        if (g->region != NULL && g->region->type == TPX_MEM_CUDA &&
-            g->region->cuda_dev != e->pack_dev)
-            st = copy_other_dev(g->region->cuda_dev, to_stage, buf + g->pack_off,
-                                (uint64_t)g->region->base + g->off, g->len);
-    }
     return st;
 }
 
 static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
                              char *buf, int to_stage)
 {
+    tpx_engine_t *e = c->peer->e;
+    tpx_status_t st = TPX_OK;
     /* GPU blocks first: a gather's span copy also writes the host blocks' bytes */
-    tpx_status_t st = tpx__pack_run_dev(x, first, last) >= 0
-                          ? gpu_run(c, x, first, last, buf, to_stage)
-                          : TPX_OK;
+    if (tpx__pack_run_dev(x, first, last) >= 0) {
+        uint64_t op = 0;
+        if ((st = gpu_run(c, x, first, last, buf, to_stage, &op)) == TPX_OK) {
+            int pushed = 0;
+            if ((st = tpx__cuda_ctx_enter(e->pack_dev, &pushed)) == TPX_OK) {
+                st = tpx__cuda_event_sync((CUevent)e->pack_ev[op % TPX_PACK_OPS]);
+                tpx__cuda_ctx_leave(pushed);
+            }
+        }
+        /* blocks of other GPUs: after the span copy, which covers their bytes too */
+        for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
+            const tpx_seg_t *g = &x->segs[i];
+            if (g->region != NULL && g->region->type == TPX_MEM_CUDA &&
+                g->region->cuda_dev != e->pack_dev)
+                st = copy_other_dev(g->region->cuda_dev, to_stage, buf + g->pack_off,
+                                    (uint64_t)g->region->base + g->off, g->len);
+        }
+    }
     for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
         const tpx_seg_t *g = &x->segs[i];
         if (g->region == NULL || g->region->type == TPX_MEM_CUDA)
@@ -418,6 +514,23 @@ static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
             memcpy(mem, buf + g->pack_off, g->len);
     }
     return st;
+}
+
+int tpx__pack_async_ok(const tpx_engine_t *e, const tpx_xfer_t *x, uint32_t first,
+                       uint32_t last)
+{
+    if (!e->cfg.pack_async)
+        return 0;
+    int dev = -1;
+    for (uint32_t i = first; i <= last; i++) {
+        const tpx_seg_t *g = &x->segs[i];
+        if (g->region == NULL)
+            continue; /* a receive's discarded block: nothing to copy */
+        if (g->region->type != TPX_MEM_CUDA || (dev >= 0 && g->region->cuda_dev != dev))
+            return 0;
+        dev = g->region->cuda_dev;
+    }
+    return dev >= 0 && (e->pack_dev < 0 || e->pack_dev == dev);
 }
 
 /* The phase counters of one staged chunk's copies (one clock pair per chunk). */
@@ -447,5 +560,23 @@ tpx_status_t tpx__pack_scatter(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t firs
     tpx_status_t st = run_copy(c, x, first, last, (char *)buf, 0);
     uint64_t ns = stage_count(c, x, last, t0);
     TPX_TL(TPX_TR_SCATTERED, ns);
+    return st;
+}
+
+tpx_status_t tpx__pack_gather_async(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
+                                    uint32_t last, char *buf, uint64_t *op)
+{
+    uint64_t t0 = tpx__now_ns();
+    tpx_status_t st = gpu_run(c, x, first, last, buf, 1, op);
+    (void)stage_count(c, x, last, t0); /* the time to queue it: the copy overlaps */
+    return st;
+}
+
+tpx_status_t tpx__pack_scatter_async(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
+                                     uint32_t last, const char *buf, uint64_t *op)
+{
+    uint64_t t0 = tpx__now_ns();
+    tpx_status_t st = gpu_run(c, x, first, last, (char *)buf, 0, op);
+    (void)stage_count(c, x, last, t0);
     return st;
 }

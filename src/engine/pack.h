@@ -72,6 +72,24 @@ tpx_status_t tpx__pack_gather(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first
 tpx_status_t tpx__pack_scatter(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
                                uint32_t last, const char *buf);
 
+/* The same copies without waiting (the run's blocks all in the pack
+ * device's memory: tpx__pack_async_ok): queued on the pack stream as op
+ * *op, which tpx__pack_op_test says has finished. buf is the caller's
+ * until then: a gather's bytes are not there yet, a scatter still reads
+ * them. */
+int tpx__pack_async_ok(const tpx_engine_t *e, const tpx_xfer_t *x, uint32_t first,
+                       uint32_t last);
+tpx_status_t tpx__pack_gather_async(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
+                                    uint32_t last, char *buf, uint64_t *op);
+tpx_status_t tpx__pack_scatter_async(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
+                                     uint32_t last, const char *buf, uint64_t *op);
+/* TPX_OK: op (and every op before it) has finished; TPX_INPROGRESS: not
+ * yet; else the copy failed. Never blocks. */
+tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op);
+/* Wait until every op queued has finished (a comm or peer ends: no copy
+ * may touch its staging or a transfer's memory after). */
+tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e);
+
 void tpx__pack_comm_fini(tpx_comm_t *c);
 void tpx__pack_engine_fini(tpx_engine_t *e);
 

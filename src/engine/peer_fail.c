@@ -16,6 +16,7 @@
 #include "common/trace.h"
 #include "engine.h"
 #include "mem.h"
+#include "pack.h"
 #include "peer.h"
 #include "window.h"
 #include "xfer.h"
@@ -74,6 +75,23 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, "the peer closed the connection");
 }
 
+tpx_status_t tpx__comm_pw_settle(tpx_comm_t *c)
+{
+    if (c->pw_n == 0)
+        return TPX_OK;
+    tpx_status_t st = tpx__pack_ops_wait(c->peer->e);
+    while (c->pw_n > 0) {
+        tpx_slot_t s = c->pw[c->pw_head].slot;
+        c->pw_head = (c->pw_head + 1) % TPX_WINDOW_MAX;
+        c->pw_n--;
+        tpx__pack_stage_put(c, s.stage);
+        s.x->chunks_done += s.nrun > 1 ? s.nrun : 1;
+        if (!c->is_send && st == TPX_OK && c->peer->state == PEER_READY)
+            tpx__xfer_maybe_done(s.x);
+    }
+    return st;
+}
+
 void tpx__xfer_maybe_done(tpx_xfer_t *x)
 {
     if (x->state == XF_ACTIVE && x->chunks_done == x->nchunks && !x->hdr_pending &&
@@ -87,6 +105,10 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
         return;
     p->state = PEER_FAILED;
     p->error = st;
+    /* no GPU copy of a shared chunk may write a transfer's memory after
+     * the transfer ended (pack.h) */
+    if (p->e->pack_op_next != p->e->pack_op_done)
+        (void)tpx__pack_ops_wait(p->e);
     p->failed_ns = tpx__now_ns();
     p->e->failed_open = 1; /* its comms close at the end of this progress pass */
     /* the transfers below end (released ones are freed): forget them */

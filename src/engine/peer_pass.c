@@ -56,6 +56,92 @@ static uint32_t shared_run(const tpx_xfer_t *x, uint32_t last, uint32_t k)
     return first;
 }
 
+/* ---- shared chunks whose GPU copy runs (window.h tpx_packwait_t) ------------------- */
+
+static tpx_packwait_t *pw_push(tpx_comm_t *c)
+{
+    if (c->pw == NULL && (c->pw = calloc(TPX_WINDOW_MAX, sizeof(*c->pw))) == NULL)
+        return NULL;
+    /* each holds a staging chunk, of which the comm has its window's capacity */
+    tpx_packwait_t *w = &c->pw[(c->pw_head + c->pw_n) % TPX_WINDOW_MAX];
+    c->pw_n++;
+    return w;
+}
+
+static void pw_pop(tpx_comm_t *c)
+{
+    c->pw_head = (c->pw_head + 1) % TPX_WINDOW_MAX;
+    c->pw_n--;
+}
+
+/* A chunk is done: its staging chunk free again, its transfer one chunk
+ * (or run) further. */
+static void chunk_count(tpx_comm_t *c, const tpx_slot_t *s)
+{
+    tpx_xfer_t *x = s->x;
+    if (s->shared && !s->vec)
+        tpx__pack_stage_put(c, s->stage);
+    x->chunks_done += s->nrun > 1 ? s->nrun : 1;
+    if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD)) {
+        x->ops->list_chunk_done(x);
+        if (c->peer->state != PEER_READY)
+            return; /* the list failed the peer: x is done, and freed */
+    }
+    tpx__xfer_maybe_done(x);
+}
+
+/* Receive comm: count the chunks whose scatter finished, in order. The
+ * number counted, or -1 if the peer failed. */
+static int pw_reap(tpx_comm_t *c)
+{
+    tpx_peer_t *p = c->peer;
+    int n = 0;
+    while (c->pw_n > 0 && p->state == PEER_READY) {
+        tpx_packwait_t *w = &c->pw[c->pw_head];
+        tpx_status_t st = tpx__pack_op_test(p->e, w->op);
+        if (st == TPX_INPROGRESS)
+            break;
+        if (st != TPX_OK) {
+            tpx__peer_fail(p, st, "scattering a packed chunk failed");
+            return -1;
+        }
+        tpx_slot_t s = w->slot;
+        pw_pop(c);
+        chunk_count(c, &s);
+        n++;
+    }
+    return p->state == PEER_READY ? n : -1;
+}
+
+/* Send comm: post the head gathered chunk once its copy finished. 1
+ * posted, 0 not finished (or the plugin is busy), -1 the peer failed. */
+static int pw_post(tpx_comm_t *c)
+{
+    tpx_peer_t *p = c->peer;
+    tpx_packwait_t *w = &c->pw[c->pw_head];
+    tpx_status_t st = tpx__pack_op_test(p->e, w->op);
+    if (st == TPX_INPROGRESS)
+        return 0;
+    if (st != TPX_OK) {
+        tpx__peer_fail(p, st, "gathering a packed chunk failed");
+        return -1;
+    }
+    void *mh;
+    if (w->slot.t_post_ns != 0)
+        w->slot.t_post_ns = tpx__now_ns();
+    st = tpx__region_mh(w->region, c, w->roff, &mh);
+    if (st == TPX_OK)
+        st = tpx__window_post(c, w->buf, w->slot.len, mh, &w->slot);
+    if (st == TPX_INPROGRESS)
+        return 0;
+    if (st != TPX_OK) {
+        tpx__peer_fail(p, st, "posting a send failed");
+        return -1;
+    }
+    pw_pop(c);
+    return 1;
+}
+
 void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
 {
     tpx_xfer_t *x = s->x;
@@ -80,21 +166,28 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
             else
                 hi = mid;
         }
-        tpx_status_t st = tpx__pack_scatter(c, x, shared_run(x, lo, k), lo, s->dst);
+        uint32_t first = shared_run(x, lo, k);
+        tpx_status_t st;
+        if (tpx__pack_async_ok(x->e, x, first, lo)) {
+            /* counted when the copy has finished (pw_reap) */
+            uint64_t op = 0;
+            tpx_packwait_t *w;
+            st = tpx__pack_scatter_async(c, x, first, lo, s->dst, &op);
+            if (st == TPX_OK && (w = pw_push(c)) != NULL) {
+                *w = (tpx_packwait_t){.slot = *s, .op = op};
+                return;
+            }
+            if (st == TPX_OK)
+                st = TPX_ERR_NO_MEMORY;
+        } else {
+            st = tpx__pack_scatter(c, x, first, lo, s->dst);
+        }
         if (st != TPX_OK) {
             tpx__peer_fail(c->peer, st, "scattering a packed chunk failed");
             return;
         }
     }
-    if (s->shared && !s->vec)
-        tpx__pack_stage_put(c, s->stage);
-    x->chunks_done += s->nrun > 1 ? s->nrun : 1;
-    if (!c->is_send && s->chunk < x->in.nlist && (x->kind == XK_TWRITE || x->kind == XK_TREAD)) {
-        x->ops->list_chunk_done(x);
-        if (c->peer->state != PEER_READY)
-            return; /* the list failed the peer: x is done, and freed */
-    }
-    tpx__xfer_maybe_done(x);
+    chunk_count(c, s);
 }
 
 static void lane_pop(tpx_comm_t *c)
@@ -164,6 +257,11 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
 static int post_data(tpx_comm_t *c)
 {
     tpx_peer_t *p = c->peer;
+    if (c->pw_n > 0 && c->is_send) {
+        int r = pw_post(c);
+        if (r != 0)
+            return r;
+    }
     tpx_xfer_t *x = c->q_head;
     if (x == NULL)
         return 0;
@@ -174,6 +272,9 @@ static int post_data(tpx_comm_t *c)
         return 0; /* the owner has not checked the request list yet */
     chunk_at_t at = {0};
     chunk_locate(x, stm, l, j, &at);
+    int async = at.shared && tpx__pack_async_ok(p->e, x, at.seg_first, at.seg_last);
+    if (c->is_send && c->pw_n > 0 && !async)
+        return 0; /* behind the gathered chunks still copying: messages go in order */
     uint32_t nrun = 1;
     if (stm->run > 1 && j >= stm->nlist && !at.shared) {
         /* a run: the chunks of j's block that lie in j's segment, contiguous
@@ -215,11 +316,31 @@ static int post_data(tpx_comm_t *c)
             goto posted;
         }
         /* small blocks packed into a free chunk of the comm's staging
-         * buffer, the slot's until it is done (pack.c) */
+         * buffer, the slot's until it is done (pack.c); none is free while
+         * the copies of chunks that hold them run */
+        if (c->stage_nfree == 0 ||
+            (async && c->win.posted - c->win.done + c->pw_n >= (uint64_t)c->win.cap))
+            return 0;
         tpx_status_t st = tpx__pack_stage(c, tpx__pack_run_dev(x, at.seg_first, at.seg_last),
                                           &stage, &buf, &r, &roff);
-        if (st == TPX_OK && c->is_send)
+        if (st == TPX_OK && c->is_send && async) {
+            /* posted once the copy has finished (pw_post), in order */
+            uint64_t op = 0;
+            tpx_packwait_t *w;
+            st = tpx__pack_gather_async(c, x, at.seg_first, at.seg_last, buf, &op);
+            if (st == TPX_OK && (w = pw_push(c)) != NULL) {
+                *w = (tpx_packwait_t){
+                    .slot = {.kind = SLOT_DATA, .x = x, .chunk = j, .len = at.len, .shared = 1,
+                             .stage = stage, .dst_dev = -1, .dst = buf, .t_post_ns = t_post},
+                    .buf = buf, .region = r, .roff = roff, .op = op};
+                tpx__pack_stage_take(c);
+                goto posted;
+            }
+            if (st == TPX_OK)
+                st = TPX_ERR_NO_MEMORY;
+        } else if (st == TPX_OK && c->is_send) {
             st = tpx__pack_gather(c, x, at.seg_first, at.seg_last, buf);
+        }
         if (st != TPX_OK) {
             tpx__peer_fail(p, st, c->is_send ? "gathering a packed chunk failed"
                                              : "no staging buffer for a packed chunk");
@@ -344,6 +465,8 @@ int tpx__comm_pass(tpx_comm_t *c)
 {
     tpx_peer_t *p = c->peer;
     int completed = 0;
+    if (c->pw_n > 0 && !c->is_send && (completed = pw_reap(c)) < 0)
+        return 0;
     for (;;) {
         /* plugin window, then completion: the head, while it finishes */
         for (;;) {

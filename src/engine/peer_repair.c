@@ -205,6 +205,13 @@ void tpx__peer_chan_lost(tpx_peer_t *p, tpx_comm_t *c, const char *why)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, msg);
         return;
     }
+    /* Chunks that arrived and whose scatter still runs have arrived. */
+    tpx_status_t sst = tpx__comm_pw_settle(c);
+    if (sst != TPX_OK || p->state != PEER_READY) {
+        tpx__peer_fail(p, sst != TPX_OK ? sst : TPX_ERR_CONN_RESET,
+                       "scattering a packed chunk failed");
+        return;
+    }
     /* The cut: the oldest receive posted and not completed, else the next
      * chunk queued, else the next stream to start (queued messages with
      * data start in order: the first of them, or the next to arrive). */
@@ -259,6 +266,12 @@ void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m)
     }
     tpx_comm_t *c = p->send[k];
     int li = c->lane;
+    /* gathered chunks not yet posted count as sent, as those in flight do */
+    tpx_status_t sst = tpx__comm_pw_settle(c);
+    if (sst != TPX_OK) {
+        tpx__peer_fail(p, sst, "gathering a packed chunk failed");
+        return;
+    }
     /* Every send in flight on it counts as done; the cut says which of them
      * (and of those completed before) go again, and those are taken back. */
     tpx_xfer_t *touched[TPX_WINDOW_MAX];

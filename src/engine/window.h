@@ -47,6 +47,19 @@ typedef struct {
 
 #define TPX_SLOT_GOT_UNKNOWN UINT32_MAX
 
+/* A shared chunk whose GPU copy runs on the pack stream (pack.h, async).
+ * Send comm: gathered into its staging chunk, posted as `slot` once the
+ * copy finished, in the order queued (FIFO plugins pair messages by
+ * order). Receive comm: arrived, counted done once its scatter finished.
+ * peer_pass.c owns them; a comm that ends waits for its copies first. */
+typedef struct {
+    tpx_slot_t slot;
+    char *buf;             /* send: the staging chunk, its region and offset */
+    tpx_region_t *region;
+    uint64_t roff;
+    uint64_t op;           /* the pack op (pack.h tpx__pack_op_test) */
+} tpx_packwait_t;
+
 /* A per-comm FIFO of requests in flight: posted >= done, slot = n % cap. */
 typedef struct {
     tpx_slot_t slots[TPX_WINDOW_MAX];
@@ -124,6 +137,9 @@ struct tpx_comm {
     int gstage_dev;        /* the device it was allocated on */
     struct tpx_vecslot *vec; /* vectored shared chunks: one iovec array per window
                                 slot, grown on demand (pack.h) */
+    tpx_packwait_t *pw;    /* shared chunks whose GPU copy runs (TPX_WINDOW_MAX, on first
+                              use): a FIFO of pw_n from pw_head */
+    uint32_t pw_head, pw_n;
     int wake_set; /* the plugin wakes the engine on its completions (tpx__net_set_wake) */
     tpx_chan_live_t live; /* whether its window moves (tpx__window_look, by the sweep) */
     _Alignas(64) unsigned char devh[TPX_DEVH_STORAGE];

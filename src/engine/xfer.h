@@ -227,6 +227,12 @@ uint32_t tpx__stream_lane_start(const tpx_stream_t *st, int k);
 void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st);
 /* Complete x if every chunk is done and nothing else is awaited. */
 void tpx__xfer_maybe_done(tpx_xfer_t *x);
+/* The shared chunks of c whose GPU copy runs (window.h tpx_packwait_t),
+ * settled now, as a lost channel's repair needs (peer_repair.c): their
+ * copies waited for, and each counted done -- a receive comm's arrived (its
+ * transfer may end), a send comm's as if sent (the repair takes back what
+ * the receiver lacks). The copies' status. */
+tpx_status_t tpx__comm_pw_settle(tpx_comm_t *c);
 /* A receive that has not started leaves its peer's queue and ends canceled. */
 void tpx__xfer_unqueue(tpx_xfer_t *x);
 
