@@ -128,13 +128,15 @@ TPX_CONFIG_X(SOCK_FAILOVER, INT, "0", -1, 1,
              "of a receiver that reads nothing for that long.")
 TPX_CONFIG_X(SOCK_STALL_MS, INT, "2000", 0, 3600000,
              "Built-in transport, comms that fail over (`TPX_SOCK_FAILOVER`): a data connection "
-             "whose sent bytes stay unacknowledged by the peer's TCP this long fails "
-             "(TCP_USER_TIMEOUT: a NIC down or a black hole), and its pieces go to the other "
-             "connections. A receiver that reads nothing for this long trips it too: Linux ends a "
-             "connection whose peer's zero window outlasts TCP_USER_TIMEOUT although its window "
-             "probes are answered (a receive posted 3 s after its send, with 2000), so set it "
-             "above the longest a receiver may lag. 0: the kernel's retransmission limits (many "
-             "minutes); resets still fail over at once.")
+             "whose peer's TCP answers nothing this long although it owes an answer (data in "
+             "flight in an open window never acknowledged, or two window probes in a row "
+             "unanswered: a NIC down, a black hole) is aborted, and its pieces go to the other "
+             "connections; found within 1.25x this. A receiver that only reads slowly is never "
+             "one: its zero window's probes are answered, however long it lags (no "
+             "TCP_USER_TIMEOUT, which Linux trips on such a window). Each I/O worker looks 4 "
+             "times per period, and asks the kernel (tcp_info) only about a connection that "
+             "owes something and moved nothing since its last look. 0: no detector (the kernel's "
+             "retransmission limits, many minutes); resets still fail over at once.")
 TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "-1", -1, 1073741824,
              "Socket buffers of the built-in transport's data connections. -1: a 512 KiB send "
              "buffer (SO_SNDBUF) on connections whose two ends are on this host (loopback, or "
