@@ -113,19 +113,19 @@ TPX_CONFIG_X(SOCK_DIRECT_BYTES, INT, "-1", -1, 16777216,
              "it, so no worker wake-up lies on a request/response exchange. -1: 64K with 8 CPUs "
              "or more, else 1M (on a 2-core host the workers' wake-ups queued behind three "
              "spinning threads). 0: workers move everything. Not in strict TCPX mode.")
-TPX_CONFIG_X(SOCK_FAILOVER, INT, "0", -1, 1,
+TPX_CONFIG_X(SOCK_FAILOVER, INT, "-1", -1, 1,
              "Built-in transport: comms that outlive a failed data connection. The receiver "
              "acknowledges the pieces each connection brought, a send completes once the "
              "receiver holds all of it (not once the kernel took it), and when a connection "
-             "fails (reset, timed out: `TPX_SOCK_STALL_MS`) its unacknowledged pieces are sent "
-             "again on the comm's other connections; the comm fails only when every one did. "
-             "-1: comms whose data connections span several NICs (a virtual device, "
-             "`TPX_NIC_FUSE`); 1: every comm of more than one data connection; 0: none. The "
-             "sender decides and tells the receiver. Never in strict TCPX mode. Cost on the "
-             "healthy path: an 8-byte acknowledgement per receiving turn, and a send's "
-             "completion one acknowledgement later (docs/performance.md). Off by default "
-             "because its black-hole detector (`TPX_SOCK_STALL_MS`) also ends the connections "
-             "of a receiver that reads nothing for that long.")
+             "fails (reset, or its peer's TCP silent: `TPX_SOCK_STALL_MS`) its unacknowledged "
+             "pieces are sent again on the comm's other connections; the comm fails only when "
+             "every one did. -1: comms whose data connections span several NICs (a virtual "
+             "device, `TPX_NIC_FUSE`), so that a comm fused over a GPU's NICs loses a NIC's "
+             "bandwidth, not its transfers; 1: every comm of more than one data connection; 0: "
+             "none. The sender decides and tells the receiver. Never in strict TCPX mode. Cost "
+             "on the healthy path: an 8-byte acknowledgement per receiving turn, and a send's "
+             "completion one acknowledgement later (docs/performance.md); a receiver that reads "
+             "late only delays its sends, it is never taken for a dead path.")
 TPX_CONFIG_X(SOCK_STALL_MS, INT, "2000", 0, 3600000,
              "Built-in transport, comms that fail over (`TPX_SOCK_FAILOVER`): a data connection "
              "whose peer's TCP answers nothing this long although it owes an answer (data in "
