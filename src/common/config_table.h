@@ -198,7 +198,11 @@ TPX_CONFIG_X(CHANNEL_STALL_MS, INT, "5000", 0, 86400000,
              "channels (`TPX_CHANNEL_FAILOVER`), or the peer fails with `TPX_ERR_CONN_RESET`. "
              "A receive is posted only once its sender has committed to it, so a "
              "slow peer application draws no verdict; with one channel, or when every channel "
-             "stops at once, the transfer deadline applies. 0: off.")
+             "stops at once, the transfer deadline applies. Over the built-in transport's fused "
+             "NICs keep it above 1.25 x `TPX_SOCK_STALL_MS` and a resend (the default 5000 is, "
+             "against 2000): a NIC's loss stalls every fused channel at once, the transport's "
+             "own failover saves them all, and a verdict before it takes two channels for lost, "
+             "which fails the peer. 0: off.")
 TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "1: a data channel of a live peer that fails or stalls (`TPX_CHANNEL_STALL_MS`) "
              "costs bandwidth, not transfers: the receiver says which chunks it lacks, the "
