@@ -67,7 +67,9 @@ run() {
     fi
     start_server "${args[@]}" --verify --timeout 20
     if [ "$load" = read ]; then start_client --op read --verify; else start_client; fi
-    sleep 2
+    # the first fault once data flows (the sender's eth1 carried 50 MB), not while the
+    # channels still connect: a fault during the connect is not what this measures
+    wait_tx "$([ "$load" = read ] && echo A || echo B)" eth1 50000000 60 || true
     pid=$(pgrep -n -f "tpx-perf client $TPXTB_A_ETH0" || true)
     T0=$( [ -n "$pid" ] && counts "$pid" || echo "- -")
     T1=$T0
