@@ -113,28 +113,30 @@ TPX_CONFIG_X(SOCK_DIRECT_BYTES, INT, "-1", -1, 16777216,
              "it, so no worker wake-up lies on a request/response exchange. -1: 64K with 8 CPUs "
              "or more, else 1M (on a 2-core host the workers' wake-ups queued behind three "
              "spinning threads). 0: workers move everything. Not in strict TCPX mode.")
-TPX_CONFIG_X(SOCK_FAILOVER, INT, "0", -1, 1,
+TPX_CONFIG_X(SOCK_FAILOVER, INT, "-1", -1, 1,
              "Built-in transport: comms that outlive a failed data connection. The receiver "
              "acknowledges the pieces each connection brought, a send completes once the "
              "receiver holds all of it (not once the kernel took it), and when a connection "
-             "fails (reset, timed out: `TPX_SOCK_STALL_MS`) its unacknowledged pieces are sent "
-             "again on the comm's other connections; the comm fails only when every one did. "
-             "-1: comms whose data connections span several NICs (a virtual device, "
-             "`TPX_NIC_FUSE`); 1: every comm of more than one data connection; 0: none. The "
-             "sender decides and tells the receiver. Never in strict TCPX mode. Cost on the "
-             "healthy path: an 8-byte acknowledgement per receiving turn, and a send's "
-             "completion one acknowledgement later (docs/performance.md). Off by default "
-             "because its black-hole detector (`TPX_SOCK_STALL_MS`) also ends the connections "
-             "of a receiver that reads nothing for that long.")
+             "fails (reset, or its peer's TCP silent: `TPX_SOCK_STALL_MS`) its unacknowledged "
+             "pieces are sent again on the comm's other connections; the comm fails only when "
+             "every one did. -1: comms whose data connections span several NICs (a virtual "
+             "device, `TPX_NIC_FUSE`), so that a comm fused over a GPU's NICs loses a NIC's "
+             "bandwidth, not its transfers; 1: every comm of more than one data connection; 0: "
+             "none. The sender decides and tells the receiver. Never in strict TCPX mode. Cost "
+             "on the healthy path: an 8-byte acknowledgement per receiving turn, and a send's "
+             "completion one acknowledgement later (docs/performance.md); a receiver that reads "
+             "late only delays its sends, it is never taken for a dead path.")
 TPX_CONFIG_X(SOCK_STALL_MS, INT, "2000", 0, 3600000,
              "Built-in transport, comms that fail over (`TPX_SOCK_FAILOVER`): a data connection "
-             "whose sent bytes stay unacknowledged by the peer's TCP this long fails "
-             "(TCP_USER_TIMEOUT: a NIC down or a black hole), and its pieces go to the other "
-             "connections. A receiver that reads nothing for this long trips it too: Linux ends a "
-             "connection whose peer's zero window outlasts TCP_USER_TIMEOUT although its window "
-             "probes are answered (a receive posted 3 s after its send, with 2000), so set it "
-             "above the longest a receiver may lag. 0: the kernel's retransmission limits (many "
-             "minutes); resets still fail over at once.")
+             "whose peer's TCP answers nothing this long although it owes an answer (data in "
+             "flight in an open window never acknowledged, or two window probes in a row "
+             "unanswered: a NIC down, a black hole) is aborted, and its pieces go to the other "
+             "connections; found within 1.25x this. A receiver that only reads slowly is never "
+             "one: its zero window's probes are answered, however long it lags (no "
+             "TCP_USER_TIMEOUT, which Linux trips on such a window). Each I/O worker looks 4 "
+             "times per period, and asks the kernel (tcp_info) only about a connection that "
+             "owes something and moved nothing since its last look. 0: no detector (the kernel's "
+             "retransmission limits, many minutes); resets still fail over at once.")
 TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "-1", -1, 1073741824,
              "Socket buffers of the built-in transport's data connections. -1: a 512 KiB send "
              "buffer (SO_SNDBUF) on connections whose two ends are on this host (loopback, or "
@@ -196,7 +198,11 @@ TPX_CONFIG_X(CHANNEL_STALL_MS, INT, "5000", 0, 86400000,
              "channels (`TPX_CHANNEL_FAILOVER`), or the peer fails with `TPX_ERR_CONN_RESET`. "
              "A receive is posted only once its sender has committed to it, so a "
              "slow peer application draws no verdict; with one channel, or when every channel "
-             "stops at once, the transfer deadline applies. 0: off.")
+             "stops at once, the transfer deadline applies. Over the built-in transport's fused "
+             "NICs keep it above 1.25 x `TPX_SOCK_STALL_MS` and a resend (the default 5000 is, "
+             "against 2000): a NIC's loss stalls every fused channel at once, the transport's "
+             "own failover saves them all, and a verdict before it takes two channels for lost, "
+             "which fails the peer. 0: off.")
 TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "1: a data channel of a live peer that fails or stalls (`TPX_CHANNEL_STALL_MS`) "
              "costs bandwidth, not transfers: the receiver says which chunks it lacks, the "

@@ -984,3 +984,73 @@ int failover_stream_recv(role_t *r) { return fo_recv(r, FO_STREAM, 1, 0); }
 int failover_stream_send(role_t *r) { return fo_send(r, FO_STREAM, 0); }
 int failover_all_recv(role_t *r) { return fo_recv(r, FO_SIZE, 0, 1); }
 int failover_all_send(role_t *r) { return fo_send(r, FO_SIZE, 1); }
+
+/* ---- scenario: failover_slowread -------------------------------------------------- */
+/*
+ * A comm that fails over whose receiver reads nothing for a while (a
+ * decode rank that posts its receive late): the sender's connections sit
+ * in a zero window, their window probes answered. That is no black hole:
+ * with TPX_SOCK_STALL_MS=500 (CMake) the receive is posted only after
+ * three times that, and the 64 MiB message and one after it must arrive
+ * whole with no data connection lost (the plugin warns when one is).
+ * A detector that takes a long zero window for a dead path (Linux's
+ * TCP_USER_TIMEOUT does) ends every connection, and the comm fails.
+ */
+#define SR_STALLS 3
+
+static int sr_stall_ms(void)
+{
+    const char *e = getenv("TPX_SOCK_STALL_MS");
+    return e != NULL && atoi(e) > 0 ? atoi(e) : 500;
+}
+
+int failover_slowread_recv(role_t *r)
+{
+    void *lc, *rc, *req = NULL;
+    TRY(tt_role_init(r));
+    TRY(tt_recv_open(r, 1, &lc, &rc));
+    unsigned char *buf = nt_alloc(FO_SIZE);
+    CHECK(buf != NULL, "out of memory");
+    TRY(tt_sync_put(r, 'p'));
+    TRY(tt_sync_get(r, 's', IO_MS)); /* the send is posted */
+    usleep((useconds_t)(SR_STALLS * sr_stall_ms()) * 1000u);
+    CHECK_RC(nt_irecv1(&r->nt, rc, buf, FO_SIZE, 1, NULL, &req));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+    CHECK(w.rc == 0 && w.done == 1 && w.size == (int)FO_SIZE,
+          "a %d MiB receive posted %d ms after its send: rc %d done %d size %d (expected rc 0, "
+          "done, all bytes)",
+          (int)(FO_SIZE / MiB), SR_STALLS * sr_stall_ms(), w.rc, w.done, w.size);
+    size_t bad = nt_verify(buf, FO_SIZE, tt_seed(41, 0, 0));
+    CHECK(bad == NT_VERIFY_OK, "first wrong byte at %zu of %zu", bad, (size_t)FO_SIZE);
+    TRY(tt_recv_one(r, rc, buf, FO_AFTER, FO_AFTER, 2, NULL, tt_seed(41, 1, 0)));
+    test_say("a receive posted %d ms (%d x TPX_SOCK_STALL_MS) after its send: %zu MiB whole, "
+             "and %zu MiB after it",
+             SR_STALLS * sr_stall_ms(), SR_STALLS, (size_t)(FO_SIZE / MiB),
+             (size_t)(FO_AFTER / MiB));
+    TRY(tt_sync_put(r, 'd'));
+    CHECK_RC(nt_close_recv(&r->nt, rc));
+    CHECK_RC(nt_close_listen(&r->nt, lc));
+    nt_free(buf, FO_SIZE);
+    return tt_expect_no_warnings();
+}
+
+int failover_slowread_send(role_t *r)
+{
+    void *sc, *req = NULL;
+    TRY(tt_send_open(r, 1, &sc));
+    TRY(tt_sync_get(r, 'p', IO_MS));
+    unsigned char *buf = nt_alloc(FO_SIZE);
+    CHECK(buf != NULL, "out of memory");
+    nt_fill(buf, FO_SIZE, tt_seed(41, 0, 0));
+    CHECK_RC(nt_isend(&r->nt, sc, buf, FO_SIZE, 1, NULL, &req));
+    TRY(tt_sync_put(r, 's'));
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+    CHECK(w.rc == 0 && w.done == 1, "the send of a %d MiB message received %d ms late: rc %d "
+                                    "done %d (expected rc 0, done)",
+          (int)(FO_SIZE / MiB), SR_STALLS * sr_stall_ms(), w.rc, w.done);
+    TRY(tt_send_one(r, sc, buf, FO_AFTER, 2, NULL, tt_seed(41, 1, 0)));
+    TRY(tt_sync_get(r, 'd', IO_MS));
+    CHECK_RC(nt_close_send(&r->nt, sc));
+    nt_free(buf, FO_SIZE);
+    return tt_expect_no_warnings();
+}

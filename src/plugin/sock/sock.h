@@ -123,7 +123,7 @@ typedef struct {
                             (TPX_SOCK_TCPX_CHUNK) */
     int failover; /* TPX_SOCK_FAILOVER: -1 comms over several NICs, 1 every comm of more
                      than one data connection, 0 none (sock_failover.c) */
-    int stall_ms; /* TPX_SOCK_STALL_MS: TCP_USER_TIMEOUT of those comms' data connections */
+    int stall_ms; /* TPX_SOCK_STALL_MS: those comms' black-hole detector (sock_stall.c) */
 } tpx_sock_params_t;
 
 /* Strict TCPX mode: limits of Google's plugin. */
@@ -321,6 +321,15 @@ typedef struct tpx_sock_chan {
     uint64_t fo_seq, fo_off;
     uint32_t fo_len;
     _Atomic int fo_busy;
+    /* Stalls (sock_worker.c, a comm that fails over, TPX_SOCK_STALL_MS >
+     * 0): the worker's list of such connections (its own), and, the
+     * owner's: the progress seen at the last look (bytes moved plus
+     * pieces acknowledged), and the time without an answer from the
+     * peer's TCP (ms) when the detector (sock_stall.c) ended it: not 0,
+     * the failure is that (the reset it caused is not reported). */
+    struct tpx_sock_chan *stall_next;
+    uint64_t stall_seen;
+    uint32_t stall_dead_ms;
 } tpx_sock_chan_t;
 #define SOCK_CHAN_OPEN UINT64_MAX
 #define SOCK_CHAN_ENDED (UINT64_MAX - 1)
@@ -519,6 +528,24 @@ void tpx__sock_rate_update(tpx_sock_chan_t *ch, uint64_t now_ns);
 /* The rate estimate (bytes/s, 0: none yet) after TCP's delivery-rate
  * sample r (0: none), which the kernel flagged app_limited or not. */
 uint64_t tpx__sock_rate_next(uint64_t prev, uint64_t r, int app_limited);
+
+/* sock_stall.c, data connections of a comm that fails over: what tcp_info
+ * said of a connection's peer, and whether that is a black hole (1) or
+ * not (0): nothing heard from the peer's TCP for `stall_ms` while it owes
+ * an acknowledgement of data in flight in an open window, or the answers
+ * to two window probes in a row. A zero window whose probes are answered
+ * (a receiver that does not read) is never one. */
+typedef struct {
+    uint32_t state;            /* tcpi_state */
+    uint32_t probes;           /* tcpi_probes: window probes unanswered in a row */
+    uint32_t unacked;          /* tcpi_unacked: segments in flight */
+    uint32_t snd_wnd;          /* tcpi_snd_wnd: the peer's last advertised window */
+    uint32_t last_ack_recv_ms; /* tcpi_last_ack_recv: since the peer's TCP last answered */
+} tpx_sock_tcp_seen_t;
+int tpx__sock_stall_rule(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms);
+/* The rule on the connection's tcp_info now (one getsockopt; *seen filled
+ * when it could be read). By the connection's owner. */
+int tpx__sock_stall_verdict(int fd, uint32_t stall_ms, tpx_sock_tcp_seen_t *seen);
 
 /* The stretch [off, off + len) of r's message as iovecs in `out` (at most
  * max: a longer stretch is cut short, the caller moves the rest later);

@@ -633,16 +633,12 @@ static int room_for_one(const listen_comm_t *l)
     return pend && grp;
 }
 
-/* A comm that fails over (sock_failover.c): its data connections end once
- * bytes sent on them stay unacknowledged by the peer's TCP for
- * TPX_SOCK_STALL_MS (a black hole, a NIC down), as a reset would. */
-static void comm_set_failover(tpx_sock_comm_t *c)
-{
-    c->failover = 1;
-    unsigned int ms = (unsigned int)tpx__sock_params.stall_ms;
-    for (int i = 0; i < c->nsocks && ms > 0; i++)
-        (void)setsockopt(c->chans[i].fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
-}
+/* A comm that fails over (sock_failover.c). Its data connections get no
+ * TCP_USER_TIMEOUT: Linux counts a peer's zero window against it, so it
+ * would also end the connections of a receiver that reads nothing that
+ * long; the I/O workers' stall detector finds black holes instead
+ * (sock_worker.c, "Stalls"). */
+static void comm_set_failover(tpx_sock_comm_t *c) { c->failover = 1; }
 
 static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t **out)
 {

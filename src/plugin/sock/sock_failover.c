@@ -4,11 +4,9 @@
  * connections (a NIC of a virtual device going down or black-holing).
  *
  * A comm fails over when its data connections span several NICs and
- * TPX_SOCK_FAILOVER asks for it (off by default: TCP_USER_TIMEOUT, its
- * black-hole detector, also ends the connections of a receiver that reads
- * nothing that long; never in strict TCPX mode, whose semantics are
- * Google's plugin's): the sender tells the receiver in its hellos
- * (TPX_SOCK_HELLO_ACKS), and from then on:
+ * TPX_SOCK_FAILOVER asks for it (never in strict TCPX mode, whose
+ * semantics are Google's plugin's): the sender tells the receiver in its
+ * hellos (TPX_SOCK_HELLO_ACKS), and from then on:
  *
  *  - The receiver acknowledges, on each data connection, how many pieces
  *    it has read off that connection into memory it delivers them from
@@ -27,19 +25,20 @@
  *    copy kept for a resend. CUDA pieces sent again go through staging
  *    again.
  *
- *  - A connection fails on a socket error (EPIPE, ECONNRESET, and
- *    ETIMEDOUT: TCP_USER_TIMEOUT = TPX_SOCK_STALL_MS on the data
- *    connections, so a black hole ends the connection once bytes sent on
- *    it stay unacknowledged by the peer's TCP that long -- and, as Linux
- *    counts it, once the peer's zero window outlasts it: a receiver that
- *    reads nothing that long looks dead too). Its
+ *  - A connection fails on a socket error (EPIPE, ECONNRESET), or when
+ *    its I/O worker's stall detector finds its path dead: the peer's TCP
+ *    answered nothing for TPX_SOCK_STALL_MS although it owes an answer
+ *    (sock_stall.c; a receiver that only reads slowly answers its window
+ *    probes, and is never one). Its
  *    unacknowledged pieces go to the comm's resend queue, which every
  *    other connection takes from before it cuts new pieces; the
  *    connection is aborted (an RST, its queues dropped: no byte of it
  *    may reach the receiver later) and never used again: a comm does not
  *    reconnect (the engine's channels do). The comm fails as before only
- *    when every data connection has. Detection is the kernel's alone: no
- *    timer of ours, no cost while healthy.
+ *    when every data connection has. The detector costs nothing on the
+ *    data path: the worker looks a few times per TPX_SOCK_STALL_MS, and
+ *    asks the kernel only about a connection that owes something and
+ *    moved nothing since its last look (sock_worker.c, "Stalls").
  *
  *  - The receiver places pieces by offset, so a piece received twice is
  *    harmless to the bytes; it must not count twice. A piece sent again
@@ -175,6 +174,15 @@ int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
 {
     if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
         return CH_IDLE;
+    char stalled[96];
+    if (ch->stall_dead_ms != 0) {
+        /* The stall detector aborted it (sock_worker.c): that is why, not
+         * the reset the abort left on the socket. */
+        snprintf(stalled, sizeof(stalled), "no answer from the peer's TCP for %u ms",
+                 ch->stall_dead_ms);
+        err = ETIMEDOUT;
+        what = stalled;
+    }
     atomic_store(&ch->fo_dead, 1);
     atomic_store(&ch->idle, 0); /* no direct write picks it */
     /* Abort it (an RST, its queues dropped): whatever the error was (an

@@ -152,6 +152,11 @@ typedef struct tpx_sock_worker {
     tpx_sock_chan_t *run_head, *run_tail;
     uint64_t cu_wait_since; /* monotonic ns since only CUDA waits are queued; 0: not */
     int cu_wait_stream;     /* ...all of streams (TPX_SOCK_CUDA_SPIN_US=-1: nap at once) */
+    /* Stalls (worker only, sock_worker.c): its connections of comms that
+     * fail over, looked at every TPX_SOCK_STALL_MS / SOCK_STALL_LOOKS, and
+     * when it looks next (monotonic ns). */
+    tpx_sock_chan_t *stall_list;
+    uint64_t stall_next_ns;
 } tpx_sock_worker_t;
 
 static inline uint64_t tpx__sock_mono_ns(void)

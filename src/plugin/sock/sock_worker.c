@@ -12,6 +12,18 @@
  * SOCK_TURN_BYTES per connection per turn. A worker left with only
  * connections that wait for CUDA copies polls, then naps (sock_io.h).
  * Close detaches a comm from every worker that serves it.
+ *
+ * Stalls: a worker also watches its connections of comms that fail over
+ * (sock_failover.c) for a dead path. A black hole raises no error a turn
+ * would see (a send just blocks, a read gets nothing), so every
+ * TPX_SOCK_STALL_MS / SOCK_STALL_LOOKS the worker looks at each such
+ * connection that owes something (send: pieces the receiver has not
+ * acknowledged; recv: its comm has receives posted) and moved nothing
+ * since its last look, and asks the kernel whether the peer's TCP still
+ * answers (sock_stall.c: one getsockopt). One that does not is aborted
+ * (an RST, as a failed connection is), and its next turn fails it over.
+ * Nothing of this is on the data path: the look is a timer of the worker,
+ * and a connection that moves is never asked.
  */
 #include <errno.h>
 #include <sched.h>
@@ -22,6 +34,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -45,6 +58,10 @@
  * napping at once (0 / 25) moved 1 MiB at 19.2 but made that READ 244 us. */
 #define SOCK_CU_NAP_MIN_NS 25000   /* shortest sleep while a copy runs */
 #define SOCK_CU_NAP_MAX_NS 1000000 /* longest sleep while a copy runs */
+/* Looks per TPX_SOCK_STALL_MS at the connections of comms that fail over:
+ * a black hole is found between STALL_MS and STALL_MS + STALL_MS / this
+ * after the peer's TCP last answered. */
+#define SOCK_STALL_LOOKS 4
 
 static struct {
     pthread_mutex_t lock;
@@ -127,6 +144,11 @@ static void take_kicks(tpx_sock_worker_t *w)
                 tpx__sock_comm_fail(ch->comm, tpx__status_from_errno(errno), why);
             } else {
                 ch->registered = 1;
+                if (ch->comm->failover && tpx__sock_params.stall_ms > 0) {
+                    ch->stall_seen = UINT64_MAX; /* the first look sees it move */
+                    ch->stall_next = w->stall_list;
+                    w->stall_list = ch;
+                }
             }
         }
         if (ch->registered)
@@ -240,6 +262,69 @@ static void detach_comm(tpx_sock_worker_t *w, tpx_sock_comm_t *c)
             k->registered = 0;
         }
     }
+    for (tpx_sock_chan_t **pp = &w->stall_list; *pp != NULL;) {
+        if ((*pp)->comm == c)
+            *pp = (*pp)->stall_next;
+        else
+            pp = &(*pp)->stall_next;
+    }
+}
+
+/* ---- stalls ------------------------------------------------------------------------ */
+
+/* What ch owes its peer or awaits from it (its owner): send, pieces the
+ * receiver has not acknowledged; recv, receives posted and not complete. */
+static int stall_owes(const tpx_sock_chan_t *ch)
+{
+    const tpx_sock_comm_t *c = ch->comm;
+    if (c->kind == SOCK_COMM_SEND)
+        return ch->fo_head != ch->fo_tail;
+    return atomic_load_explicit(&c->posted, memory_order_relaxed) !=
+           atomic_load_explicit(&c->finished, memory_order_relaxed);
+}
+
+/* One look at each of w's connections of comms that fail over (see the
+ * top: "Stalls"). A connection another thread moves right now (isend's
+ * direct write, a direct read) is moving: not looked at. */
+static void stall_look(tpx_sock_worker_t *w)
+{
+    const uint32_t stall_ms = (uint32_t)tpx__sock_params.stall_ms;
+    for (tpx_sock_chan_t *ch = w->stall_list; ch != NULL; ch = ch->stall_next) {
+        tpx_sock_comm_t *c = ch->comm;
+        if (atomic_load(&c->closing) || atomic_load_explicit(&c->error, memory_order_relaxed) ||
+            atomic_load_explicit(&ch->fo_dead, memory_order_relaxed) || !tpx__sock_chan_own(ch))
+            continue;
+        uint64_t seen = ch->bytes + ch->fo_tail;
+        int quiet = seen == ch->stall_seen && !ch->eof && ch->stall_dead_ms == 0 &&
+                    !atomic_load_explicit(&ch->fo_dead, memory_order_relaxed) && stall_owes(ch);
+        ch->stall_seen = seen;
+        tpx_sock_tcp_seen_t ti;
+        if (quiet && tpx__sock_stall_verdict(ch->fd, stall_ms, &ti)) {
+            /* A black hole: abort it (an RST, its queues dropped). Its
+             * socket's error wakes its turn (epoll), which fails it over,
+             * reported as this (sock_failover.c). */
+            ch->stall_dead_ms = ti.last_ack_recv_ms > 0 ? ti.last_ack_recv_ms : 1;
+            struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+            (void)connect(ch->fd, &unspec, sizeof(unspec));
+        }
+        tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
+    }
+}
+
+/* The stall look, when due; returns the longest the worker may sleep
+ * before the next one (UINT64_MAX: no connection to look at). */
+static uint64_t stall_tick(tpx_sock_worker_t *w)
+{
+    if (w->stall_list == NULL)
+        return UINT64_MAX;
+    uint64_t now = tpx__sock_mono_ns();
+    if (now >= w->stall_next_ns) {
+        stall_look(w);
+        w->stall_next_ns =
+            now + (uint64_t)tpx__sock_params.stall_ms * 1000000u / SOCK_STALL_LOOKS;
+    }
+    /* Whole milliseconds (a plain epoll_wait), at least one. */
+    return ((w->stall_next_ns - now) / 1000000u + 1) * 1000000u;
 }
 
 static void worker_commands(tpx_sock_worker_t *w)
@@ -319,7 +404,7 @@ static void *worker_main(void *arg)
         take_kicks(w);
         if (w->run_tail != tail) /* kicked connections are queued: no nap */
             w->cu_wait_since = 0;
-        uint64_t nap = worker_nap_ns(w);
+        uint64_t nap = TPX_MIN(worker_nap_ns(w), stall_tick(w));
         if (nap > 0) {
             /* Sleep. Announce it first, then look again (Dekker with
              * tpx__sock_chan_kick and the closer). */
