@@ -16,7 +16,7 @@ gpu_build() {
     echo "== build"
     cmake --preset release >/dev/null
     cmake --build --preset release -j "$(nproc)" \
-        --target tpx plugin_TPX tpx-perf nccl-net-tpx "$@" >/dev/null
+        --target tpx plugin_TPX tpx-perf tpx-netbench nccl-net-tpx "$@" >/dev/null
 }
 
 # gpu_pyenv WHEEL_DIR: exports PYTHONPATH (the wheels, then tpx with this build's

@@ -368,25 +368,22 @@ typedef struct {
  * costs no copy of ours, and every message costs the same whatever its
  * size, so blocks just over a smaller bound would each pay a message of
  * their own -- 1000 x 128 KiB READs moved slower than 1000 x 64 KiB.
- * So is a chunk when every block is GPU memory on both sides and the GPU
- * copies overlap (TPX_RMA_PACK_ASYNC, pack.h): one kernel gathers a
- * chunk's blocks and one DMA copy moves it, where a block in a message of
- * its own costs the transport's staging a copy and a message (READs of
- * 1000 x 128 KiB GPU blocks moved at 0.4x host blocks that way).
- * Otherwise (strict TCPX, other plugins, host and GPU mixed) a shared
- * chunk is copied through staging, worth it only for small blocks: 64 KiB. */
+ * Otherwise (GPU blocks, strict TCPX, other plugins) a shared chunk is
+ * copied through staging, worth it only for small blocks: 64 KiB. GPU
+ * blocks above it go in messages of their own even with the GPU copies
+ * overlapped (TPX_RMA_PACK_ASYNC): the unpack kernel gives each fragment
+ * one warp, so a chunk of two 512 KiB blocks gathered at 4 GB/s where the
+ * transport's staging moves such blocks at 21 (H100 host, 1000 x 512 KiB
+ * READ), and 128 KiB ones came out no faster packed. */
 #define PACK_BYTES_STAGED (64u * 1024)
 static uint32_t pack_bound(const tpx_engine_t *e, const centry_t *ce, size_t m)
 {
     if (e->cfg.rma_pack_bytes != TPX_RMA_PACK_AUTO)
         return e->cfg.rma_pack_bytes;
     int vec = e->cfg.rma_iov && tpx__net_has_vec(e->net);
-    int gpu = e->cfg.pack_async;
-    for (size_t i = 0; i < m && (vec || gpu); i++) {
-        vec = vec && ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
-        gpu = gpu && !ce[i].remote_host && ce[i].r->type == TPX_MEM_CUDA;
-    }
-    if (!vec && !gpu)
+    for (size_t i = 0; i < m && vec; i++)
+        vec = ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
+    if (!vec)
         return PACK_BYTES_STAGED;
     return e->cfg.rma_pack_chunk > 0 ? e->cfg.rma_pack_chunk : UINT32_MAX;
 }
