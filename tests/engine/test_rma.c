@@ -1995,16 +1995,17 @@ static int failover_round(side_t *a, side_t *b, tpx_remote_t *rm, tpx_peer_t *pa
  * With TPX_FAULT_CHANNEL_DIE_ALSO a second channel dies with it (two losses
  * repaired at once: the second REPAIR leaves before the first is answered);
  * with TPX_FAULT_CHANNEL_DIE_NEXT a second one dies as the first repair
- * starts, holding chunks the first repair dealt to it. Both are lost,
- * repaired and rejoined in every direction, bytes right. */
+ * starts, holding chunks the first repair dealt to it; with both, a third
+ * dies as the first two are repaired, leaving one channel. Every one is
+ * lost, repaired and rejoined in every direction, bytes right. */
 static int t_failover(void)
 {
-    int lost[2] = {1, -1}, nlost = 1;
+    int lost[3] = {1, -1, -1}, nlost = 1;
     const char *also = getenv("TPX_FAULT_CHANNEL_DIE_ALSO");
     const char *next = getenv("TPX_FAULT_CHANNEL_DIE_NEXT");
     if (also != NULL && atoi(also) > 0)
         lost[nlost++] = atoi(also) - 1;
-    else if (next != NULL && atoi(next) > 0)
+    if (next != NULL && atoi(next) > 0)
         lost[nlost++] = atoi(next) - 1;
     side_t a, b;
     EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
@@ -2035,8 +2036,8 @@ static int t_failover(void)
     EXPECT(ca.chunks_resent > 0 && cb.chunks_resent > 0);
     if (test_failed()) /* a peer that failed has no comms to look at */
         TEST_DONE();
-    uint32_t gs[2][4], gr[2][4];
-    uint64_t d0[2][2], d1[2][2];
+    uint32_t gs[3][4], gr[3][4];
+    uint64_t d0[3][2], d1[3][2];
     for (int i = 0; i < nlost; i++) {
         chan_look(a.e, pa, lost[i], &gs[i][0], &gr[i][0], &d0[i][0]);
         chan_look(b.e, pb, lost[i], &gs[i][1], &gr[i][1], &d0[i][1]);
