@@ -191,7 +191,8 @@ TPX_CONFIG_X(TIMEOUT_MS, INT, "60000", 1, 86400000,
              "Deadline of a transfer: it fails with `timed out` if not complete by then.")
 TPX_CONFIG_X(CHANNEL_STALL_MS, INT, "5000", 0, 86400000,
              "A receive data channel of a peer that has receives in flight and completes none "
-             "for this long, while another channel of that peer completed receives meanwhile, is "
+             "for this long, while another channel of that peer completed receives meanwhile "
+             "(or, none of them waiting for any, the peer sent a control message), is "
              "taken as lost (its connection died or stalled; Google's TCPX plugin reports "
              "neither, its `test()` just never ends), with a line naming the channel, long "
              "before `TPX_TIMEOUT_MS`: its missing chunks are dealt again over the peer's other "
@@ -212,10 +213,11 @@ TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "and dealt to again once it works (counter `chan_rejoined`). A "
              "two-sided send and a served READ end when their receiver confirms them (one "
              "control message back each, sent in either setting; with 0 they end when their "
-             "sends complete, a control message's latency sooner). Not repaired, and the peer "
-             "fails as with 0: a control stream that fails, the last channel, a second loss "
-             "while the first one's chunks are still moving. 0: any data channel failure fails "
-             "the peer with `TPX_ERR_CONN_RESET`.")
+             "sends complete, a control message's latency sooner). Losses may overlap: a "
+             "second channel lost while the first one's chunks are still moving, some of them "
+             "on it, is repaired too, as long as one channel lives. Not repaired, and the peer "
+             "fails as with 0: a control stream that fails, the last channel. 0: any data "
+             "channel failure fails the peer with `TPX_ERR_CONN_RESET`.")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")
@@ -424,6 +426,15 @@ TPX_CONFIG_X(FAULT_CHANNEL_DIE, INT, "0", 0, 32,
              "direction, once its comm has completed a message, as a connection whose link "
              "went down (its sends stay in flight too); the channel connected again after "
              "its loss works, as a link that came back; 0: off.")
+TPX_CONFIG_X(FAULT_CHANNEL_DIE_ALSO, INT, "0", 0, 32,
+             "Testing only: data channel N-1 of every peer dies as `TPX_FAULT_CHANNEL_DIE`'s "
+             "does, at the same time: two links down at once; 0: off.")
+TPX_CONFIG_X(FAULT_CHANNEL_DIE_NEXT, INT, "0", 0, 32,
+             "Testing only: data channel N-1 of every peer never completes again, in either "
+             "direction, from the moment its peer repairs another data channel (the receiver "
+             "asks, or the sender is asked): a second link that goes down while the first "
+             "one's chunks are dealt again, some of them onto it; the channel connected again "
+             "after its loss works; 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

@@ -19,6 +19,8 @@ static void faults_load_once(void)
     tpx__faults.recv_pass = tpx__config_int(TPX_CFG_FAULT_RECV_PASS);
     tpx__faults.stall_chan = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_STALL);
     tpx__faults.die_chan = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_DIE);
+    tpx__faults.die_also = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_DIE_ALSO);
+    tpx__faults.die_next = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_DIE_NEXT);
 }
 
 void tpx__faults_load(void) { pthread_once(&faults_once, faults_load_once); }

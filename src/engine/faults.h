@@ -22,6 +22,11 @@ typedef struct {
     int die_chan;      /* TPX_FAULT_CHANNEL_DIE: data channel N-1 stops completing, send
                           and receive, after its first message; once connected again
                           it works (window.c; 0: none) */
+    int die_also;      /* TPX_FAULT_CHANNEL_DIE_ALSO: data channel N-1 dies as die_chan does
+                          (window.c; 0: none) */
+    int die_next;      /* TPX_FAULT_CHANNEL_DIE_NEXT: data channel N-1 stops completing, send
+                          and receive, once its peer repaired another channel; once
+                          connected again it works (window.c; 0: none) */
 } tpx_faults_t;
 
 extern tpx_faults_t tpx__faults;

@@ -681,7 +681,6 @@ static tpx_status_t setup_info(tpx_peer_t *p, setup_t *s)
     /* Both sides compute the same agreement. */
     p->nchan = TPX_MIN(e->cfg.nchan, info.nhandles - 1);
     p->send_live = p->recv_live = (uint32_t)(((uint64_t)1 << p->nchan) - 1);
-    p->rx_lost = -1;
     p->chunk = TPX_MIN(e->cfg.chunk, info.chunk_bytes);
     /* Runs (xfer.h: two-sided transfers, READs) of up to 4 MiB per message; not on TCPX, whose
      * devmem receives are unpacked per request (the name says so on both
@@ -1190,7 +1189,7 @@ static void rejoin_recv_drive(tpx_peer_t *p, int k, uint64_t now)
         return;
     }
     uint32_t bit = 1u << k;
-    if (!c->dead || c->comm != NULL || (p->recv_live & bit) || p->rx_lost == k ||
+    if (!c->dead || c->comm != NULL || (p->recv_live & bit) || (p->rx_lost & bit) ||
         p->remote_closed || now < c->rj_next_ns)
         return;
     unsigned char frame[1 + TPX_BS_HANDLE_SIZE];

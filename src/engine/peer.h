@@ -63,6 +63,16 @@ typedef struct {
     int answer; /* an RMA_RESP: caused by the peer (counted in outbox_answers) */
 } tpx_ctrl_out_t;
 
+/* Where a lost receive channel's FIFO stopped (peer_repair.c, wire.h
+ * REPAIR): the lane at its head -- queued at point `at` of the control
+ * order, of the stream announced by message `seq`, dealt to channel `lane`
+ * -- and that lane's first chunk missing. */
+typedef struct {
+    uint64_t at, seq;
+    uint32_t chunk;
+    uint8_t lane;
+} tpx_cut_t;
+
 struct tpx_peer {
     tpx_engine_t *e;
     tpx_peer_t *next;     /* engine's list */
@@ -148,12 +158,10 @@ struct tpx_peer {
                                       to (bit k: channel k); all at set-up */
     uint64_t start_seq;   /* the peer's control sequence number of the message with data
                              being started (its receive stream's name) */
-    int rx_lost;          /* a receive channel declared lost whose REPAIR_ACK is awaited
-                             (-1: none) */
-    uint64_t rx_cut_seq;  /* ... what its REPAIR said */
-    uint32_t rx_cut_chunk;
-    uint64_t rx_repaired_seq; /* receive streams up to this one (exclusive) may have lanes
-                                 moved: a second loss among them is not repaired */
+    uint32_t rx_lost;     /* receive channels declared lost whose REPAIR_ACK is awaited
+                             (bit k: channel k) */
+    tpx_cut_t rx_cut[TPX_MAX_CHANNELS]; /* ... what the REPAIR of each said */
+    uint32_t repairs;     /* data channel repairs asked (as the receiver) or answered */
     uint64_t *confirm_q;  /* receive streams of two-sided messages and READs that arrived
                              whole, to confirm (RECV_DONE) in this pass (peer_pass.c) */
     uint32_t confirm_n, confirm_cap;

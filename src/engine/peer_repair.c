@@ -6,30 +6,41 @@
  *
  * Each direction is repaired by itself, led by its receiver, which alone
  * knows what arrived (a completed send only means the plugin took the
- * bytes). A comm completes its requests in FIFO order and its chunks are
- * posted in stream order, so what a lost receive channel lacks is one cut:
- * of the stream at its window's head (or queue's head), the chunks the
- * channel carries from the head's chunk on; of every later stream, all the
- * channel carries; of the earlier ones, nothing. A stream is named by the
- * sender's control sequence number of the message that announced it.
+ * bytes). A comm carries lanes -- a stream's chunks dealt to one channel --
+ * one after the other, each from the point of the control order where it
+ * was queued there: its stream's message (a stream is named by the
+ * sender's control sequence number of the message that announced it), or
+ * the REPAIR_ACK that moved it there from a lost channel. Both sides queue
+ * the same lanes at the same points, so a comm carries them in the order of
+ * (point, stream, lane) on both sides, and completes its requests in FIFO
+ * order: what a lost receive channel lacks is one cut in that order, the
+ * lane at its window's head (or queue's head) from the head's chunk on and
+ * every lane after it; of the lanes before it, nothing. Each lane keeps
+ * where it was queued last (xfer.h: channel, point, first chunk there), so
+ * losses may overlap: a channel lost before an earlier loss's ACK, or
+ * holding lanes an earlier repair moved to it, is cut the same way.
  *
  *  receiver  declares the channel lost (its comm failed, or the stall
  *            verdict of TPX_CHANNEL_STALL_MS), drops its plugin comm (no
  *            late byte lands in memory the user has back) and sends
- *            REPAIR(chan, cut stream, cut chunk). Streams it starts meanwhile
- *            are dealt as before; their chunks on the lost channel wait.
+ *            REPAIR(chan, cut point, stream, lane, chunk), keeping the cut
+ *            until the ACK. Lanes queued on the channel meanwhile (streams
+ *            it starts, lanes earlier losses' ACKs move there) come after
+ *            the cut and wait.
  *  sender    on REPAIR: drops its comm of that channel, counts what the cut
- *            says arrived, queues each affected stream's missing lane -- the
- *            chunks of the lost channel from the cut on -- behind what its
- *            live comms hold, on the live channel of place seq % live (a
- *            lane keeps its message boundaries: both sides cut runs alike),
- *            stops dealing new streams to the channel, and answers
- *            REPAIR_ACK on its control stream.
+ *            says arrived, queues every lane last queued on the channel
+ *            from the cut on -- its missing chunks -- behind what its live
+ *            comms hold, lane l of stream s on the live channel of place
+ *            (s + l) % live (a lane keeps its message boundaries: both
+ *            sides cut runs alike), stops dealing new streams to the
+ *            channel, and answers REPAIR_ACK on its control stream; the
+ *            lanes moved are queued at the ACK's point.
  *  receiver  takes the ACK in its turn among the messages with data: every
- *            stream announced before it has started, exactly the set the
- *            sender had, so it queues the same lanes in the same order and
- *            place, and deals later streams without the channel. FIFO
- *            plugins (TCPX ignores tags) pair every buffer.
+ *            stream announced before it has started and every earlier ACK
+ *            has moved its lanes, exactly the state the sender had, so it
+ *            queues the same lanes in the same order and place, and deals
+ *            later streams without the channel. FIFO plugins (TCPX ignores
+ *            tags) pair every buffer.
  *
  * The sender must still have what it resends: a completed send only means
  * that the kernel took the bytes, and a link that dies holds a socket
@@ -41,8 +52,7 @@
  * with data on the channels, and the sender's completion (a two-sided
  * send's; a served READ's is internal) one control message later than its
  * last send. Not repaired (the peer fails, as before): a lost control
- * stream, the last channel, a second loss in a direction while the first
- * one's moved chunks may still be moving.
+ * stream, the last channel.
  *
  * A lost channel comes back (peer.c, rejoin): once its repair is done,
  * its receiver listens again and the sender connects (with backoff); the
@@ -111,48 +121,78 @@ static void comm_drop(tpx_comm_t *c)
     tpx__comm_close_plugin(e, c);
 }
 
-/* A stream whose lane on channel k lost chunks: from `from` on. */
+/* The channel whose lane chunk j of stream st is: block j / run went to
+ * the live channel of place (first_chan + block) % nlive. */
+static int chunk_lane(const tpx_stream_t *st, uint32_t j)
+{
+    uint32_t run = st->run > 1 ? st->run : 1;
+    uint32_t i = (uint32_t)(((uint64_t)j / run + (uint64_t)st->first_chan) % st->nlive);
+    for (int k = 0;; k++)
+        if ((st->live >> k & 1u) && i-- == 0)
+            return k;
+}
+
+/* A lane's place in its comm's order against a cut: < 0 before it (it
+ * arrived), 0 the cut's own lane, > 0 after it. */
+static int cut_cmp(uint64_t at, uint64_t seq, int lane, const tpx_cut_t *cut)
+{
+    if (at != cut->at)
+        return at < cut->at ? -1 : 1;
+    if (seq != cut->seq)
+        return seq < cut->seq ? -1 : 1;
+    return lane < cut->lane ? -1 : lane > cut->lane;
+}
+
+/* A lane of a stream that lost chunks on a lost channel: from `from` on. */
 typedef struct {
     tpx_xfer_t *x;
     uint64_t seq;
+    int lane;
     uint32_t from;
 } moved_t;
 
 static int moved_cmp(const void *a, const void *b)
 {
     const moved_t *m = a, *n = b;
-    return m->seq < n->seq ? -1 : m->seq > n->seq;
+    if (m->seq != n->seq)
+        return m->seq < n->seq ? -1 : 1;
+    return m->lane < n->lane ? -1 : m->lane > n->lane;
 }
 
-/* The streams of one direction (is_send: p's out-streams, else its
- * in-streams) that lost chunks on channel k by the cut (cut_seq, cut_chunk),
- * in stream order, into *out (malloc'd; NULL and 0 when none). -1: no
+/* The lanes of one direction (is_send: p's out-streams, else its
+ * in-streams) last queued on channel k that lost chunks by the cut --
+ * its own lanes and those moved there by earlier repairs alike -- in
+ * (stream, lane) order, into *out (malloc'd; NULL and 0 when none). -1: no
  * memory. */
-static int moved_collect(tpx_peer_t *p, int is_send, int k, uint64_t cut_seq, uint32_t cut_chunk,
-                         moved_t **out)
+static int moved_collect(tpx_peer_t *p, int is_send, int k, const tpx_cut_t *cut, moved_t **out)
 {
-    int n = 0, cap = 0;
+    int n = 0, cap = 0, base = is_send ? 0 : p->nchan;
     moved_t *v = NULL;
     for (tpx_xfer_t *x = p->active; x != NULL; x = x->next) {
         const tpx_stream_t *st = is_send ? &x->out : &x->in;
-        if (x->state != XF_ACTIVE || st->nlive == 0 || st->seq < cut_seq)
+        if (x->state != XF_ACTIVE || st->nlive == 0)
             continue;
-        uint32_t j0 = tpx__stream_lane_start(st, k);
-        if (j0 == UINT32_MAX)
-            continue;
-        uint32_t from = st->seq == cut_seq ? TPX_MAX(j0, cut_chunk) : j0;
-        if (from >= st->nchunks)
-            continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            moved_t *nv = realloc(v, (size_t)cap * sizeof(*v));
-            if (nv == NULL) {
-                free(v);
-                return -1;
+        for (int ch = 0; ch < p->nchan; ch++) {
+            const tpx_lane_t *l = &x->lane[base + ch];
+            if (l->on != k + 1)
+                continue;
+            int r = cut_cmp(l->at, st->seq, ch, cut);
+            if (r < 0)
+                continue;
+            uint32_t from = r == 0 ? TPX_MAX(l->first, cut->chunk) : l->first;
+            if (from >= st->nchunks)
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                moved_t *nv = realloc(v, (size_t)cap * sizeof(*v));
+                if (nv == NULL) {
+                    free(v);
+                    return -1;
+                }
+                v = nv;
             }
-            v = nv;
+            v[n++] = (moved_t){.x = x, .seq = st->seq, .lane = ch, .from = from};
         }
-        v[n++] = (moved_t){.x = x, .seq = st->seq, .from = from};
     }
     if (n > 1)
         qsort(v, (size_t)n, sizeof(*v), moved_cmp);
@@ -160,14 +200,18 @@ static int moved_collect(tpx_peer_t *p, int is_send, int k, uint64_t cut_seq, ui
     return n;
 }
 
-/* Queue the moved lanes on the direction's live channels (lane index li:
- * the lost channel's, which only they use from now on). */
-static void moved_queue(tpx_peer_t *p, int is_send, int li, uint32_t live, const moved_t *v,
-                        int n)
+/* Queue the moved lanes on the direction's live channels, at point `at` of
+ * the control order (the REPAIR_ACK's): lane ch of stream seq on the live
+ * channel of place (seq + ch) % live, so that the lanes of one stream that
+ * two losses moved spread. */
+static void moved_queue(tpx_peer_t *p, int is_send, uint32_t live, const moved_t *v, int n,
+                        uint64_t at)
 {
     tpx_comm_t **comms = is_send ? p->send : p->recv;
+    int base = is_send ? 0 : p->nchan;
     for (int i = 0; i < n; i++)
-        tpx__lane_push(comms[live_pick(live, v[i].seq)], v[i].x, li, v[i].from);
+        tpx__lane_push(comms[live_pick(live, v[i].seq + (uint64_t)v[i].lane)], v[i].x,
+                       base + v[i].lane, v[i].from, at);
 }
 
 void tpx__peer_chan_lost(tpx_peer_t *p, tpx_comm_t *c, const char *why)
@@ -192,13 +236,8 @@ void tpx__peer_chan_lost(tpx_peer_t *p, tpx_comm_t *c, const char *why)
         no = "TPX_CHANNEL_FAILOVER=0";
     else if (p->remote_closed)
         no = "the peer is closing";
-    else if (!(p->recv_live & bit) || (p->recv_live & ~bit) == 0)
+    else if (!(p->recv_live & bit) || (p->recv_live & ~p->rx_lost & ~bit) == 0)
         no = "no other channel is left";
-    else if (p->rx_lost >= 0)
-        no = "another channel's repair is under way";
-    for (tpx_xfer_t *x = p->active; no == NULL && x != NULL; x = x->next)
-        if (x->state == XF_ACTIVE && x->in.nlive > 0 && x->in.seq < p->rx_repaired_seq)
-            no = "chunks moved for an earlier loss are still on their way";
     if (no != NULL) {
         char msg[320];
         snprintf(msg, sizeof(msg), "%s; not repaired: %s", why, no);
@@ -212,35 +251,39 @@ void tpx__peer_chan_lost(tpx_peer_t *p, tpx_comm_t *c, const char *why)
                        "scattering a packed chunk failed");
         return;
     }
-    /* The cut: the oldest receive posted and not completed, else the next
-     * chunk queued, else the next stream to start (queued messages with
-     * data start in order: the first of them, or the next to arrive). */
+    /* The cut: the lane of the oldest receive posted and not completed,
+     * else the lane at the queue's head, else every lane queued from the
+     * next message with data to start on (queued messages with data start
+     * in order: the first of them, or the next to arrive). Lanes queued
+     * here later (streams started, lanes moved by earlier losses' answers)
+     * come after it in the channel's order: they are missing too. */
     tpx_window_t *w = &c->win;
-    uint64_t cut_seq;
-    uint32_t cut_chunk = 0;
+    tpx_cut_t cut = {0};
     if (w->done < w->posted) {
         const tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
-        cut_seq = s->x->in.seq;
-        cut_chunk = s->chunk;
+        int ch = chunk_lane(&s->x->in, s->chunk);
+        cut = (tpx_cut_t){.at = s->x->lane[p->nchan + ch].at, .seq = s->x->in.seq,
+                          .chunk = s->chunk, .lane = (uint8_t)ch};
     } else if (c->q_head != NULL) {
-        cut_seq = c->q_head->in.seq;
-        cut_chunk = c->q_head->lane[c->q_li].next_chunk;
+        const tpx_lane_t *l = &c->q_head->lane[c->q_li];
+        cut = (tpx_cut_t){.at = l->at, .seq = c->q_head->in.seq, .chunk = l->next_chunk,
+                          .lane = (uint8_t)(c->q_li - p->nchan)};
     } else if (p->unexpected_n > 0) {
         tpx_ctrl_t m;
         (void)tpx__ctrl_decode(p->unexpected[p->unexpected_head], &m); /* checked on arrival */
-        cut_seq = m.seq;
+        cut.at = m.seq;
     } else {
-        cut_seq = p->recv_seq;
+        cut.at = p->recv_seq;
     }
     comm_drop(c);
-    p->rx_lost = c->chan;
-    p->rx_cut_seq = cut_seq;
-    p->rx_cut_chunk = cut_chunk;
+    p->rx_lost |= bit;
+    p->rx_cut[c->chan] = cut;
+    p->repairs++;
     e->ctr.chan_lost++;
     TPX_WARN("peer %s: %s; its missing chunks are dealt again over the other %d channel(s)",
-             p->name, why, __builtin_popcount(p->recv_live & ~bit));
-    tpx_ctrl_t m = {.type = TPX_CTRL_REPAIR, .chan = (uint8_t)c->chan, .cut_seq = cut_seq,
-                    .cut_chunk = cut_chunk};
+             p->name, why, __builtin_popcount(p->recv_live & ~p->rx_lost));
+    tpx_ctrl_t m = {.type = TPX_CTRL_REPAIR, .chan = (uint8_t)c->chan, .cut_seq = cut.seq,
+                    .cut_chunk = cut.chunk, .cut_lane = cut.lane, .cut_at = cut.at};
     if (tpx__peer_ctrl_send(p, &m, NULL) != TPX_OK) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
         return;
@@ -254,7 +297,7 @@ void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m)
     tpx_engine_t *e = p->e;
     int k = m->chan;
     uint32_t bit = 1u << k;
-    if (k >= p->nchan || !(p->send_live & bit)) {
+    if (k >= p->nchan || m->cut_lane >= p->nchan || !(p->send_live & bit)) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a repair of a data channel not in use");
         return;
     }
@@ -265,7 +308,6 @@ void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m)
         return;
     }
     tpx_comm_t *c = p->send[k];
-    int li = c->lane;
     /* gathered chunks not yet posted count as sent, as those in flight do */
     tpx_status_t sst = tpx__comm_pw_settle(c);
     if (sst != TPX_OK) {
@@ -288,29 +330,35 @@ void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m)
         if (i == nt)
             touched[nt++] = s->x;
     }
+    tpx_cut_t cut = {.at = m->cut_at, .seq = m->cut_seq, .chunk = m->cut_chunk,
+                     .lane = m->cut_lane};
     moved_t *v = NULL;
-    int n = moved_collect(p, 1, k, m->cut_seq, m->cut_chunk, &v);
+    int n = moved_collect(p, 1, k, &cut, &v);
     if (n < 0) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a channel's repair");
         return;
     }
     uint64_t resent = 0;
+    int again = 0; /* lanes an earlier loss had moved there */
     for (int i = 0; i < n; i++) {
         tpx_xfer_t *x = v[i].x;
-        const tpx_lane_t *l = &x->lane[li];
+        again += v[i].lane != k;
+        const tpx_lane_t *l = &x->lane[v[i].lane];
         uint32_t posted_end = l->queued ? l->next_chunk : x->out.nchunks;
-        x->chunks_done -= lane_count(&x->out, k, v[i].from, posted_end);
-        resent += lane_count(&x->out, k, v[i].from, UINT32_MAX);
+        x->chunks_done -= lane_count(&x->out, v[i].lane, v[i].from, posted_end);
+        resent += lane_count(&x->out, v[i].lane, v[i].from, UINT32_MAX);
     }
     comm_drop(c);
     p->send_live &= ~bit;
     p->send_cursor %= __builtin_popcount(p->send_live);
-    moved_queue(p, 1, li, p->send_live, v, n);
+    /* the lanes are queued at the REPAIR_ACK's point of the control order */
+    moved_queue(p, 1, p->send_live, v, n, p->send_seq);
     free(v);
+    p->repairs++;
     e->ctr.chunks_resent += resent;
-    TPX_WARN("peer %s: it lost data channel %d: %llu chunk(s) of %d transfer(s) dealt again over "
-             "the other %d channel(s)", p->name, k, (unsigned long long)resent, n,
-             __builtin_popcount(p->send_live));
+    TPX_WARN("peer %s: it lost data channel %d: %llu chunk(s) of %d lane(s) (%d of them moved "
+             "there by an earlier loss) dealt again over the other %d channel(s)", p->name, k,
+             (unsigned long long)resent, n, again, __builtin_popcount(p->send_live));
     if (tpx__peer_ctrl_send(p, &(tpx_ctrl_t){.type = TPX_CTRL_REPAIR_ACK, .chan = (uint8_t)k},
                             NULL) != TPX_OK) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a control message");
@@ -325,25 +373,25 @@ void tpx__peer_repair_received(tpx_peer_t *p, const tpx_ctrl_t *m)
 void tpx__peer_repair_acked(tpx_peer_t *p, const tpx_ctrl_t *m)
 {
     int k = m->chan;
-    if (k != p->rx_lost) {
+    uint32_t bit = 1u << k;
+    if (!(p->rx_lost & bit)) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "an answer to a repair never asked for");
         return;
     }
     tpx_comm_t *c = p->recv[k];
-    c->q_head = c->q_tail = NULL; /* streams started since the loss: moved below */
+    c->q_head = c->q_tail = NULL; /* lanes queued since the loss: moved below */
     moved_t *v = NULL;
-    int n = moved_collect(p, 0, k, p->rx_cut_seq, p->rx_cut_chunk, &v);
+    int n = moved_collect(p, 0, k, &p->rx_cut[k], &v);
     if (n < 0) {
         tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory for a channel's repair");
         return;
     }
-    p->recv_live &= ~(1u << k);
+    p->recv_live &= ~bit;
     p->recv_cursor %= __builtin_popcount(p->recv_live);
-    moved_queue(p, 0, c->lane, p->recv_live, v, n);
+    moved_queue(p, 0, p->recv_live, v, n, m->seq);
     free(v);
-    p->rx_lost = -1;
-    p->rx_repaired_seq = m->seq;
-    TPX_INFO("peer %s: data channel %d repaired: %d transfer(s) take their missing chunks over "
+    p->rx_lost &= ~bit;
+    TPX_INFO("peer %s: data channel %d repaired: %d lane(s) take their missing chunks over "
              "the other %d channel(s)", p->name, k, n, __builtin_popcount(p->recv_live));
 }
 
@@ -380,7 +428,7 @@ void tpx__peer_rejoin_started(tpx_peer_t *p, const tpx_ctrl_t *m)
 {
     int k = m->chan;
     uint32_t bit = 1u << k;
-    if (k >= p->nchan || (p->recv_live & bit) || p->rx_lost == k ||
+    if (k >= p->nchan || (p->recv_live & bit) || (p->rx_lost & bit) ||
         (p->recv[k]->comm == NULL && p->recv[k]->rj_listen == NULL)) {
         tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a rejoin of a data channel never lost or offered");
         return;

@@ -18,7 +18,12 @@
 /* The verdict on p's data channels (TPX_CHANNEL_STALL_MS): a receive
  * channel whose window has had receives in flight and completed none for
  * that long, while a sibling completed some since it stopped (or in the
- * sweep interval in which it stopped), is dead.
+ * sweep interval in which it stopped) -- or, while no sibling has receives
+ * in flight, the peer's control stream brought a message since -- is dead.
+ * (The control stream counts because the work a repair moves may be all
+ * that is left: a second channel that dies with the lanes a REPAIR_ACK
+ * just moved onto it has no sibling that could move after it, and the ACK
+ * itself shows the peer alive.)
  * Google's plugin reports neither a data connection that died nor one that
  * stalls (its test() says "not done" forever) while the peer's bootstrap
  * connection and control comm stay healthy: without this only the
@@ -47,7 +52,15 @@ static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
             continue;
         /* a sibling moved no earlier than this one last did (at the sweep's
          * 10 ms grain: a transfer that ends on the siblings within the
-         * look in which this channel stopped counts) */
+         * look in which this channel stopped counts); or, with no sibling
+         * that has receives in flight, the peer spoke since */
+        int busy = 0;
+        for (int s = 0; s < p->nchan; s++)
+            busy |= s != k && !p->recv[s]->dead && p->recv[s]->live.state != TPX_CHAN_IDLE;
+        if (!busy && p->active_ns >= l->still_ns) {
+            l->state = TPX_CHAN_DEAD;
+            return p->recv[k];
+        }
         for (int s = 0; s < p->nchan; s++) {
             if (s != k && p->recv[s]->live.moved_ns >= l->still_ns) {
                 l->state = TPX_CHAN_DEAD;

@@ -373,18 +373,29 @@ int tpx__window_look(tpx_comm_t *c, uint64_t now)
     return l->state;
 }
 
+/* Testing: is c's connection dead by a TPX_FAULT_CHANNEL_* hook? */
+static int fault_dead(const tpx_comm_t *c)
+{
+    if (c->is_ctrl || c->gen != 0)
+        return 0;
+    if (c->win.done > 0 && ((!c->is_send && c->chan == tpx__faults.stall_chan - 1) ||
+                            c->chan == tpx__faults.die_chan - 1 ||
+                            (tpx__faults.die_chan > 0 && c->chan == tpx__faults.die_also - 1)))
+        return 1;
+    return c->chan == tpx__faults.die_next - 1 && c->peer->repairs > 0;
+}
+
 int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
 {
     tpx_engine_t *e = c->peer->e;
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
-    if (TPX_UNLIKELY(tpx__faults.stall_chan > 0 || tpx__faults.die_chan > 0) && !c->is_ctrl &&
-        w->done > 0 && c->gen == 0 &&
-        ((!c->is_send && c->chan == tpx__faults.stall_chan - 1) ||
-         c->chan == tpx__faults.die_chan - 1))
+    if (TPX_UNLIKELY(tpx__faults.stall_chan > 0 || tpx__faults.die_chan > 0 ||
+                     tpx__faults.die_next > 0) && fault_dead(c))
         return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL,
-                                 _DIE); the channel connected again works */
+                                 _DIE, _DIE_ALSO, _DIE_NEXT); the channel connected again
+                                 works */
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
     tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);

@@ -9,14 +9,16 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 9 /* 3: a WRITE's notification travels with it; 4: request lists v2
+#define CTRL_VERSION 10 /* 3: a WRITE's notification travels with it; 4: request lists v2
                           (the packing bound travels with the list); 5: bodies (INLINE);
                           6: two-sided transfers move in runs of chunks (xfer.h); 7: a
                           lone small chunk leaves the channel cursor (tpx__stream_cursor_move);
                           8: a WRITE's list (and notification) in the RMA_REQ (flag LIST);
                           9: a lost data channel is repaired (REPAIR, REPAIR_ACK), and the
                           receiver of a two-sided message or a READ's data confirms it
-                          (RECV_DONE) */
+                          (RECV_DONE); 10: a REPAIR names its cut by lane and by the point
+                          of the control order where that lane was queued (cut_lane,
+                          cut_at), so losses may overlap */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
 #define LIST_VERSION 2 /* 2: pack_max; 3 (TPX_LIST_VERSION_STRIDED): strided entries, only
                           in lists that have one */
@@ -65,6 +67,8 @@ void tpx__ctrl_encode(const tpx_ctrl_t *m, unsigned char out[TPX_CTRL_SIZE])
         tpx__put64(out + 16, m->cut_seq);
         tpx__put32(out + 24, m->cut_chunk);
         out[28] = m->chan;
+        out[29] = m->cut_lane;
+        tpx__put64(out + 32, m->cut_at);
         break;
     case TPX_CTRL_REPAIR_ACK:
     case TPX_CTRL_REJOIN:
@@ -181,8 +185,10 @@ tpx_status_t tpx__ctrl_decode(const unsigned char in[TPX_CTRL_SIZE], tpx_ctrl_t 
         m.cut_seq = tpx__get64(in + 16);
         m.cut_chunk = tpx__get32(in + 24);
         m.chan = in[28];
-        used = 29;
-        if (m.chan >= 32) /* TPX_MAX_CHANNELS */
+        m.cut_lane = in[29];
+        m.cut_at = tpx__get64(in + 32);
+        used = 40;
+        if (m.chan >= 32 || m.cut_lane >= 32 || !tpx__all_zero(in + 30, 2)) /* TPX_MAX_CHANNELS */
             return TPX_ERR_PROTOCOL;
         break;
     case TPX_CTRL_RECV_DONE:

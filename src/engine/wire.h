@@ -38,11 +38,18 @@
  *   NOTIF     16 u16 total  18 u16 off  20 u8 part_len  21 u8 flags  22..24 0
  *             24 part[40]
  *   BYE       nothing
- *   REPAIR    16 u64 cut_seq  24 u32 cut_chunk  28 u8 chan  29..32 0
- *             (from the receiver of a direction: its data channel `chan` is lost;
- *             of the stream announced by message cut_seq, the chunks the channel
- *             carries from cut_chunk on are missing, and of every later stream all
- *             it carries; the earlier ones arrived)
+ *   REPAIR    16 u64 cut_seq  24 u32 cut_chunk  28 u8 chan  29 u8 cut_lane  30..32 0
+ *             32 u64 cut_at
+ *             (from the receiver of a direction: its data channel `chan` is lost.
+ *             The channel carried lanes (a stream's chunks dealt to one channel,
+ *             lane cut_lane of the stream announced by message cut_seq), each
+ *             queued on it at a point of the control order (at: its stream's
+ *             message, or the REPAIR_ACK that moved it there); it carried them in
+ *             the order of (at, stream, lane). Of the lane (cut_at, cut_seq,
+ *             cut_lane) the chunks it carries there from cut_chunk on are missing,
+ *             of every lane after it all it carries there; the earlier ones
+ *             arrived. cut_seq = cut_lane = cut_chunk = 0: every lane queued from
+ *             point cut_at on is missing)
  *   REJOIN    16 u8 chan  17..24 0
  *             (from the sender of a direction: its data channel `chan`, lost and
  *             repaired, is connected again; the streams announced after it are dealt
@@ -129,8 +136,10 @@ typedef struct {
     uint8_t part_len;
     unsigned char part[TPX_CTRL_NOTIF_PART];
     uint8_t chan;       /* REPAIR, REPAIR_ACK: the data channel lost; REJOIN: back */
-    uint64_t cut_seq;   /* REPAIR: the first stream with chunks missing */
+    uint64_t cut_seq;   /* REPAIR: the stream of the first lane with chunks missing */
     uint32_t cut_chunk; /* REPAIR: ... its first chunk missing */
+    uint8_t cut_lane;   /* REPAIR: ... of that stream's lane (the channel it was dealt to) */
+    uint64_t cut_at;    /* REPAIR: ... queued on `chan` at this point of the control order */
     uint8_t ndone;      /* RECV_DONE: the streams received whole: how many, */
     uint64_t done[TPX_CTRL_DONE_MAX]; /* ... and their announcing messages */
 } tpx_ctrl_t;

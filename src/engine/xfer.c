@@ -96,9 +96,10 @@ void tpx__stream_cursor_move(const tpx_peer_t *p, int *cursor, const tpx_stream_
     *cursor = (int)(((uint32_t)*cursor + tpx__stream_blocks(st)) % n);
 }
 
-void tpx__lane_push(tpx_comm_t *c, tpx_xfer_t *x, int li, uint32_t j0)
+void tpx__lane_push(tpx_comm_t *c, tpx_xfer_t *x, int li, uint32_t j0, uint64_t at)
 {
-    x->lane[li] = (tpx_lane_t){.next = NULL, .next_chunk = j0, .seg = 0, .queued = 1};
+    x->lane[li] = (tpx_lane_t){.next = NULL, .next_chunk = j0, .seg = 0, .queued = 1,
+                               .at = at, .first = j0, .on = (uint8_t)(c->chan + 1)};
     if (c->q_tail) {
         c->q_tail->lane[c->q_tail_li].next = x;
         c->q_tail->lane[c->q_tail_li].next_li = (uint8_t)li;
@@ -135,7 +136,7 @@ void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send)
     for (int k = 0; k < p->nchan; k++) {
         uint32_t j0 = tpx__stream_lane_start(st, k);
         if (j0 != UINT32_MAX)
-            tpx__lane_push(comms[k], x, comms[k]->lane, j0);
+            tpx__lane_push(comms[k], x, comms[k]->lane, j0, st->seq);
     }
 }
 

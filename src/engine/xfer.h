@@ -46,14 +46,22 @@ typedef struct tpx_xfer_ops {
     int (*canceled)(tpx_xfer_t *x);
 } tpx_xfer_ops_t;
 
-/* A transfer's place in one comm's queue of lanes (schedule phase). */
+/* A transfer's place in one comm's queue of lanes (schedule phase). Lane
+ * li of a stream is the chunks its dealing gave channel li; a lost
+ * channel's lanes move to other comms (peer_repair.c), so `on`, `at` and
+ * `first` say where it went last: a comm carries its lanes in the order of
+ * (at, stream, lane), on both sides. */
 typedef struct {
     tpx_xfer_t *next;    /* next transfer in the comm's queue */
     uint32_t next_chunk; /* next chunk of this transfer for that channel */
     uint32_t seg;        /* segment of the last payload chunk posted (a cursor) */
+    uint64_t at;         /* the point of the control order where it was queued there: its
+                            stream's message, or the REPAIR_ACK that moved it */
+    uint32_t first;      /* its first chunk there */
     uint8_t queued;
     uint8_t next_li;     /* the lane of `next` that is queued there (its comm's own, or a
                             dead channel's lane moved there: peer_repair.c) */
+    uint8_t on;          /* the channel of the comm it was queued on last, plus 1 (0: never) */
 } tpx_lane_t;
 
 /* Where payload bytes live: payload chunk k lies in the segment with the
@@ -214,8 +222,9 @@ void tpx__xfer_unseen_drop(tpx_engine_t *e, tpx_xfer_t *x);
 /* Queue stream st of x on the send (or receive) comms' lanes, dealt over
  * the direction's live channels (st->live, st->nlive, st->seq set here). */
 void tpx__stream_enqueue(tpx_xfer_t *x, tpx_stream_t *st, int is_send);
-/* Put lane li of x (its chunks from j0) at the tail of comm c's queue. */
-void tpx__lane_push(tpx_comm_t *c, tpx_xfer_t *x, int li, uint32_t j0);
+/* Put lane li of x (its chunks from j0) at the tail of comm c's queue, at
+ * point `at` of the control order (tpx_lane_t). */
+void tpx__lane_push(tpx_comm_t *c, tpx_xfer_t *x, int li, uint32_t j0, uint64_t at);
 /* The first chunk of stream st dealt to channel k (>= nchunks: none, or k
  * is not one of its channels). */
 uint32_t tpx__stream_lane_start(const tpx_stream_t *st, int k);

@@ -387,7 +387,7 @@ static void seeds_wire(void)
     /* a lost data channel: the receiver's cut, the sender's answer, a confirmation */
     {
         tpx_ctrl_t rp = {.type = TPX_CTRL_REPAIR, .seq = 18, .chan = 3, .cut_seq = 12,
-                         .cut_chunk = 7};
+                         .cut_chunk = 7, .cut_lane = 2, .cut_at = 15};
         seed_ctrl(&rp, "ctrl_repair");
         seed_ctrl(&(tpx_ctrl_t){.type = TPX_CTRL_REPAIR_ACK, .seq = 19, .chan = 3},
                   "ctrl_repair_ack");
@@ -398,8 +398,14 @@ static void seeds_wire(void)
         tpx_ctrl_t back;
         tpx__ctrl_encode(&rp, m);
         must(tpx__ctrl_decode(m, &back) == TPX_OK && back.chan == 3 && back.cut_seq == 12 &&
-                 back.cut_chunk == 7,
+                 back.cut_chunk == 7 && back.cut_lane == 2 && back.cut_at == 15,
              "ctrl: REPAIR round trip");
+        m[30] = 1;
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a REPAIR with a stray byte");
+        rp.cut_lane = 32;
+        tpx__ctrl_encode(&rp, m);
+        must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a REPAIR cut in lane 32");
+        rp.cut_lane = 2;
         rp.chan = 32;
         tpx__ctrl_encode(&rp, m);
         must(tpx__ctrl_decode(m, &back) != TPX_OK, "ctrl: a REPAIR of channel 32");
