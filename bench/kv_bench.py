@@ -288,7 +288,7 @@ def main():
     except Exception:
         plugin_dir, version = "/nonexistent-tpx-plugin-dir", None
     envs = {"tpx": env, "NIXL+TPX": dict(env, NIXL_PLUGIN_DIR=plugin_dir),
-            "NIXL+UCX": dict(env, UCX_TLS="tcp,cuda_copy" if args.mem == "vram" else "tcp")}
+            "NIXL+UCX": dict(env, UCX_TLS=P.ucx_tls_default(args.mem))}
     procs = {p: P.Proc(p, envs[p], [sys.executable, os.path.abspath(__file__), "--worker", p,
                                     "--mem", args.mem, "--gpu", str(args.gpu)]) for p in peers}
     netbench = find_tool("tpx-netbench", args.tpx_netbench)

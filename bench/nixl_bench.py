@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # bench/peers.py's memory (host or GPU, MEM says which) and size words
-from peers import MEM, Buf, human, parse_size  # noqa: E402
+from peers import MEM, Buf, human, parse_size, ucx_tls_default  # noqa: E402
 
 
 def nixl_api():
@@ -156,7 +156,7 @@ def main():
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ucx_tls is None:
-        args.ucx_tls = "tcp,cuda_copy" if args.mem == "vram" else "tcp"
+        args.ucx_tls = ucx_tls_default(args.mem)
     if args.worker:
         return worker(args)
 

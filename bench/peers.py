@@ -6,7 +6,8 @@ Peers (each in its own process, both of its endpoints in that process, loopback)
   tpx-C      tpx-perf --op (the C API; a verified pass, then the timed one without checks)
   tpx-py     the tpx Python package (tpx.Engine, Remote.prepare, Prep.post)
   NIXL+TPX   NIXL agents with backend "TPX" (NIXL_PLUGIN_DIR = the tpx wheel's plugin folder)
-  NIXL+UCX   NIXL agents with backend "UCX", UCX_TLS=tcp (with --mem vram: tcp,cuda_copy)
+  NIXL+UCX   NIXL agents with backend "UCX", UCX_TLS=tcp (with --mem vram, or on a host with
+             a GPU: tcp,cuda_copy, which UCX's CUDA build needs there even for host memory)
   Mooncake   Mooncake Transfer Engine, protocol tcp, P2P handshake (host memory only)
 
 Rows: READ and WRITE of N blocks of B bytes (1000 x 4 KiB, 16 KiB, 128 KiB; 100 x 2 MiB by
@@ -43,6 +44,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = ["tpx-C", "tpx-py", "NIXL+TPX", "NIXL+UCX", "Mooncake"]
 TCP_PEERS = ["NIXL+UCX", "Mooncake"]
 MEM = {"kind": "dram", "gpu": 0}
+
+
+def ucx_tls_default(mem):
+    """NIXL+UCX's transports: TCP, and for GPU memory cuda_copy to stage it. On a host
+    with a GPU the CUDA build of UCX (nixl-cu12/cu13) needs cuda_copy even for host
+    memory (with tcp alone every host-memory transfer failed, NIXL_ERR_BACKEND, on the
+    H100 host); cuda_copy moves no host bytes, so the rows stay TCP against TCP."""
+    gpu = mem == "vram" or os.path.exists("/dev/nvidiactl")
+    return "tcp,cuda_copy" if gpu else "tcp"
 
 
 def parse_size(s):
@@ -421,7 +431,7 @@ def main():
                     help="vram: GPU memory (torch tensors on --gpu; tpx-perf --mem cuda)")
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--ucx-tls", default=None,
-                    help="UCX_TLS of NIXL+UCX (default tcp; --mem vram: tcp,cuda_copy)")
+                    help="UCX_TLS of NIXL+UCX (default tcp; --mem vram or a GPU on the host: tcp,cuda_copy)")
     ap.add_argument("--tpx-perf", help="the tpx-perf binary (default build/release/bin, PATH)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds a row may take per peer")
     ap.add_argument("--json", help="also write every round's numbers here")
@@ -432,7 +442,7 @@ def main():
     if args.worker:
         return worker(args)
     if args.ucx_tls is None:
-        args.ucx_tls = "tcp,cuda_copy" if args.mem == "vram" else "tcp"
+        args.ucx_tls = ucx_tls_default(args.mem)
     peers = [p for p in args.peers.split(",") if p]
     for p in peers:
         if p not in PEERS:
