@@ -483,17 +483,19 @@ static tpx_status_t prep_encode(tpx_prep_t *pp, const centry_t *ce, size_t m)
          * expands it (wire.h) */
         tpx_sdesc_t ls = centry_side(&ce[i], 0);
         uint64_t nel = centry_nelem(&ce[i]);
-        for (uint64_t j = 0; j < nel; j++) {
+        tpx_sdesc_walk_t wk;
+        tpx__sdesc_walk_init(&ls, &wk);
+        for (uint64_t j = 0; j < nel; j++, tpx__sdesc_walk_next(&ls, &wk)) {
             uint64_t c0;
             uint32_t po;
             int shared;
             tpx__chunker_add(&ck, ce[i].len, &c0, &po, &shared);
             pp->segs[pp->nsegs++] = (tpx_seg_t){
-                .region = ce[i].r, .off = ce[i].ndims ? tpx__sdesc_elem(&ls, j) : ce[i].loff,
+                .region = ce[i].r, .off = ce[i].ndims ? wk.off : ce[i].loff,
                 .len = ce[i].len, .chunk0 = (uint32_t)c0, .pack_off = po,
                 .shared = (uint8_t)shared};
-            pp->total += ce[i].len;
         }
+        pp->total += nel * ce[i].len;
         if (ck.nchunks > UINT32_MAX) {
             TPX_ERROR("tpx_xfer_prepare: the transfer has more than 2^32 chunks");
             free(keyv);
@@ -1255,8 +1257,10 @@ static void target_check_list(tpx_xfer_t *x)
                 bad = i;
             }
         }
-        for (uint64_t j = 0; j < nel; j++, nseg++) {
-            uint64_t off = d.ndims > 0 ? tpx__sdesc_elem(&d, j) : d.off, len = d.elem;
+        tpx_sdesc_walk_t wk;
+        tpx__sdesc_walk_init(&d, &wk);
+        for (uint64_t j = 0; j < nel; j++, nseg++, tpx__sdesc_walk_next(&d, &wk)) {
+            uint64_t off = wk.off, len = d.elem;
             if (verdict == TPX_OK && (off > ex->len || len > ex->len - off)) {
                 why = "range outside the export"; /* cannot be: inside the span */
                 verdict = TPX_ERR_ACCESS;

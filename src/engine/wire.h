@@ -238,6 +238,34 @@ static inline uint64_t tpx__sdesc_elem(const tpx_sdesc_t *d, uint64_t i)
     return off;
 }
 
+/* The same offsets in the same order, walked: an add per element instead
+ * of a division per dimension (a KV slice of 1.3 million 1 KiB elements
+ * took 50 ms to number with tpx__sdesc_elem, on both sides of every
+ * request). Start with walk_init at element 0; walk_next moves to the
+ * next (the last dimension fastest). Offsets wrap as tpx__sdesc_elem's. */
+typedef struct {
+    uint64_t off;
+    uint64_t idx[TPX_LIST_MAX_DIMS];
+} tpx_sdesc_walk_t;
+
+static inline void tpx__sdesc_walk_init(const tpx_sdesc_t *d, tpx_sdesc_walk_t *w)
+{
+    w->off = d->off;
+    for (uint32_t k = 0; k < TPX_LIST_MAX_DIMS; k++)
+        w->idx[k] = 0;
+}
+
+static inline void tpx__sdesc_walk_next(const tpx_sdesc_t *d, tpx_sdesc_walk_t *w)
+{
+    for (uint32_t k = d->ndims; k-- > 0;) {
+        w->off += d->stride[k];
+        if (++w->idx[k] < d->count[k])
+            return;
+        w->off -= d->count[k] * d->stride[k];
+        w->idx[k] = 0;
+    }
+}
+
 /*
  * How a list is cut into chunks, identically on both sides. Each entry, in
  * list order, gets chunks of at most `chunk` bytes of its own -- unless it

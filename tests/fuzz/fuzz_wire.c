@@ -63,11 +63,14 @@ static void fuzz_list3(const unsigned char *in, size_t size, uint32_t chunk,
                        "list3: bad entry accepted");
         TPX_FUZZ_CHECK(at + TPX_LIST3_ENTRY(d.ndims) <= size, "list3: entry past the end");
         at += tpx__list_put_entry3(out, at, k, &d);
-        for (uint64_t j = 0; j < n; j++) {
+        tpx_sdesc_walk_t wk;
+        tpx__sdesc_walk_init(&d, &wk);
+        for (uint64_t j = 0; j < n; j++, tpx__sdesc_walk_next(&d, &wk)) {
             uint64_t off = tpx__sdesc_elem(&d, j), c0;
             uint32_t po;
             int shared;
             TPX_FUZZ_CHECK(off >= d.off && off - d.off + d.elem <= span, "list3: element");
+            TPX_FUZZ_CHECK(wk.off == off, "list3: the walk and the numbering disagree");
             tpx__chunker_add(&ck, d.elem, &c0, &po, &shared);
         }
         sum += n * d.elem;
