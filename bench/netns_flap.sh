@@ -13,12 +13,14 @@
 #   two        B's eth2 and eth4 down, then up.
 # Both ways the NICs meet tpx: fused (TPX_NIC_FUSE=auto: every channel's connections
 # over all four NICs, the transport fails over) and split (TPX_NIC_FUSE=0: a channel
-# a NIC, the engine deals a lost channel's chunks again and connects it again).
+# a NIC, the engine deals a lost channel's chunks again and connects it again); and
+# tcpx: split, in strict TCPX mode (TPX_SOCK_TCPX=1: FIFO pairing, tags ignored, so
+# every byte verified proves both sides dealt the lost chunks in the same order).
 # Prints one row per run: GB/s, the ratio to the same workload with all NICs up,
 # failed transfers (0: both sides verified every byte), threads and fds of the
 # client at the end against its first seconds.
 # Environment: SECS=60 (the run's length, set by its iterations from the all-up
-# rate)  MODES="fused split"  FAULTS="flap blackhole two"  LOADS="two-sided read"
+# rate)  MODES="fused split tcpx"  FAULTS="flap blackhole two"  LOADS="two-sided read"
 # TPX_SOCK_STALL_MS=1000  TPX_CHANNEL_STALL_MS (1000 split, 3 x TPX_SOCK_STALL_MS fused)
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +31,7 @@ fi
 set -- "$TOOLS" "$here/scripts/testbed"
 . "$here/tests/netns/lib.sh"
 SECS=${SECS:-60}
-MODES=${MODES:-"fused split"}
+MODES=${MODES:-"fused split tcpx"}
 FAULTS=${FAULTS:-"flap blackhole two"}
 LOADS=${LOADS:-"two-sided read"}
 export TPX_SOCK_STALL_MS=${TPX_SOCK_STALL_MS:-1000}
@@ -106,6 +108,7 @@ for mode in $MODES; do
     else
         export TPX_NIC_FUSE=0 TPX_SOCK_FAILOVER=0 TPX_CHANNEL_STALL_MS=$CHAN_STALL_SPLIT
     fi
+    if [ "$mode" = tcpx ]; then export TPX_SOCK_TCPX=1; else unset TPX_SOCK_TCPX; fi
     for load in $LOADS; do
         # the all-up run sets the iterations of SECS seconds
         probe=$([ "$load" = read ] && echo 20 || echo 10)
