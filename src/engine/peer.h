@@ -319,6 +319,9 @@ void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
 /* The peer received our control messages up to seq (exclusive): what was
  * kept for a move goes. */
 void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq);
+/* When the oldest control message the peer has not said it received was
+ * posted (0: none kept). */
+uint64_t tpx__peer_ctrl_unseen_ns(const tpx_peer_t *p);
 /* Free what the control stream kept (the peer's end). */
 void tpx__peer_ctrl_kept_free(tpx_peer_t *p);
 /* Control send slot idx is free again: its owner's message has left. */

@@ -73,6 +73,12 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
  *            (in order) as TPX_MSG_CTRL frames, and from then on the
  *            outbox goes there (nothing is kept any more: TCP delivers or
  *            the peer fails).
+ *            A control comm that stalls without an error (TCPX never
+ *            reports one) is found by its sender: a message posted
+ *            TPX_CHANNEL_STALL_MS ago and still not seen (peer_sweep.c).
+ *            A receiver that held its reads back that long (flow control)
+ *            draws the same verdict: a move it did not need, which costs
+ *            nothing but the comm.
  *  receiver  its control receive comm fails: it closes it and sends
  *            TPX_MSG_CTRL_SEEN with `move`; the sender moves as above,
  *            from that number on. A receiver takes TPX_MSG_CTRL frames at
@@ -88,6 +94,7 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
  * while control messages arrive. */
 struct tpx_ctrl_kept {
     uint64_t seq;
+    uint64_t t_ns;                      /* when it was posted */
     uint32_t len;                       /* header + body */
     unsigned char hdr[TPX_CTRL_MSG_SIZE];
     unsigned char *body;                /* len > header: owned */
@@ -117,6 +124,7 @@ static tpx_status_t kept_add(tpx_peer_t *p, const unsigned char *buf, uint32_t l
     }
     memcpy(k->hdr, buf, TPX_CTRL_MSG_SIZE);
     k->seq = tpx__get64(buf + 8);
+    k->t_ns = tpx__now_ns();
     k->len = len;
     p->kept_n++;
     return TPX_OK;
@@ -132,6 +140,11 @@ void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq)
         p->kept_head = (p->kept_head + 1) % p->kept_cap;
         p->kept_n--;
     }
+}
+
+uint64_t tpx__peer_ctrl_unseen_ns(const tpx_peer_t *p)
+{
+    return p->kept_n > 0 ? p->ctrl_kept[p->kept_head].t_ns : 0;
 }
 
 void tpx__peer_ctrl_kept_free(tpx_peer_t *p)

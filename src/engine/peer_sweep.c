@@ -139,8 +139,9 @@ int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, u
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
 {
     /* The bootstrap connection stays open for the peer's life: EOF on it
-     * means the peer process is gone, whatever the plugin reports. */
-    if (p->bs != NULL && p->bs_eof_ns == 0) {
+     * means the peer process is gone, whatever the plugin reports. (Once
+     * the control stream moved there, it is read under its flow control.) */
+    if (p->bs != NULL && p->bs_eof_ns == 0 && (!p->ctrl_bs_rx || tpx__peer_ctrl_may_read(p))) {
         uint16_t type;
         unsigned char buf[TPX_PEER_FRAME_MAX];
         uint32_t len;
@@ -167,6 +168,19 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
         tpx__put64(f, p->recv_seq);
         if (tpx__bs_send(p->bs, TPX_MSG_CTRL_SEEN, f, sizeof(f)) == TPX_OK)
             p->seen_sent = p->recv_seq;
+    }
+    /* A control send comm whose message the peer has not seen for
+     * TPX_CHANNEL_STALL_MS stalled (TCPX reports no failure): the control
+     * stream moves to the bootstrap connection (peer_ctrl.c) */
+    uint64_t unseen = tpx__peer_ctrl_unseen_ns(p);
+    if (unseen != 0 && !p->ctrl_bs_tx && p->e->cfg.chan_stall_ms > 0 &&
+        now - unseen >= (uint64_t)p->e->cfg.chan_stall_ms * 1000000ull) {
+        char why[160];
+        snprintf(why, sizeof(why), "control send comm: a message it sent %d ms ago has not "
+                 "arrived (TPX_CHANNEL_STALL_MS)", p->e->cfg.chan_stall_ms);
+        tpx__peer_ctrl_move(p, UINT64_MAX, why);
+        if (p->state != PEER_READY)
+            return;
     }
     tpx_comm_t *dead = chan_verdict(p, now);
     if (dead != NULL) {

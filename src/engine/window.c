@@ -396,6 +396,9 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
         return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL,
                                  _DIE, _DIE_ALSO, _DIE_NEXT); the channel connected again
                                  works */
+    if (TPX_UNLIKELY(tpx__faults.ctrl_stall > 0) && c->is_ctrl &&
+        w->done >= (uint64_t)tpx__faults.ctrl_stall)
+        return TPX_WIN_EMPTY; /* testing: TPX_FAULT_CTRL_STALL */
     if (TPX_UNLIKELY(tpx__faults.ctrl_fail > 0) && c->is_ctrl &&
         w->done >= (uint64_t)tpx__faults.ctrl_fail * (c->is_send ? 1 : 2)) {
         err->st = TPX_ERR_IO; /* testing: TPX_FAULT_CTRL_FAIL */
