@@ -215,9 +215,11 @@ TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "control message back each, sent in either setting; with 0 they end when their "
              "sends complete, a control message's latency sooner). Losses may overlap: a "
              "second channel lost while the first one's chunks are still moving, some of them "
-             "on it, is repaired too, as long as one channel lives. Not repaired, and the peer "
-             "fails as with 0: a control stream that fails, the last channel. 0: any data "
-             "channel failure fails the peer with `TPX_ERR_CONN_RESET`.")
+             "on it, is repaired too, as long as one channel lives; a control comm that fails, "
+             "or whose messages are not confirmed for `TPX_CHANNEL_STALL_MS`, moves the control "
+             "stream to the bootstrap connection. Not repaired, and the peer fails as with 0: "
+             "the last channel, the bootstrap connection. 0: any data or control channel "
+             "failure fails the peer with `TPX_ERR_CONN_RESET`.")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")
@@ -435,6 +437,17 @@ TPX_CONFIG_X(FAULT_CHANNEL_DIE_NEXT, INT, "0", 0, 32,
              "asks, or the sender is asked): a second link that goes down while the first "
              "one's chunks are dealt again, some of them onto it; the channel connected again "
              "after its loss works; 0: off.")
+TPX_CONFIG_X(FAULT_CTRL_FAIL, INT, "0", 0, 1000000,
+             "Testing only: the control send comms of every peer fail (their `test()` reports "
+             "an error) once they have completed N messages, the receive comms once they have "
+             "completed 2N, as connections whose NIC went down with the bootstrap connection "
+             "still up: the control stream moves to the bootstrap connection, some messages "
+             "arriving both ways (`TPX_CHANNEL_FAILOVER`); 0: off.")
+TPX_CONFIG_X(FAULT_CTRL_STALL, INT, "0", 0, 1000000,
+             "Testing only: the control comms of every peer never complete again once they "
+             "have completed N messages, as connections that black-holed without a word (TCPX "
+             "reports none): the sender finds it (`TPX_CHANNEL_STALL_MS`) and the control "
+             "stream moves to the bootstrap connection; 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

@@ -125,6 +125,7 @@ int tpx__engine_progress(tpx_engine_t *e)
     /* An idle engine with no peer makes no plugin call: no context to enter. */
     int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter_pass(e) : 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        tpx__peer_frames_pass(p); /* its control stream moved there (peer_ctrl.c) */
         tpx__peer_chan_drive(p);
         tpx__peer_pass(p);
         if (p->chan_state != CHAN_OPEN) /* a request just received may need them */

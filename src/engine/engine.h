@@ -198,6 +198,14 @@
 #define TPX_MSG_REJOIN (TPX_BS_TYPE_USER + 6) /* bootstrap frame: u8 channel, then the
                                                  receiver's listen handle of that lost
                                                  channel, to connect it again (peer.c) */
+#define TPX_MSG_CTRL (TPX_BS_TYPE_USER + 7) /* bootstrap frame: one control message (header
+                                               and body), once its sender's control comm
+                                               failed (peer_ctrl.c) */
+#define TPX_MSG_CTRL_SEEN (TPX_BS_TYPE_USER + 8) /* bootstrap frame: u64 the next control
+                                                    sequence number expected (all before it
+                                                    arrived), u8 move: 1 = this side's control
+                                                    receive comm failed, send over bootstrap
+                                                    (peer_ctrl.c) */
 #define TPX_MAX_UNEXPECTED 1024   /* early send headers held before flow control stops the peer */
 #define TPX_MAX_ANSWERS_QUEUED 4096 /* answers to a peer's requests waiting to be sent, ditto */
 

@@ -21,6 +21,8 @@ static void faults_load_once(void)
     tpx__faults.die_chan = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_DIE);
     tpx__faults.die_also = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_DIE_ALSO);
     tpx__faults.die_next = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_DIE_NEXT);
+    tpx__faults.ctrl_fail = tpx__config_int(TPX_CFG_FAULT_CTRL_FAIL);
+    tpx__faults.ctrl_stall = tpx__config_int(TPX_CFG_FAULT_CTRL_STALL);
 }
 
 void tpx__faults_load(void) { pthread_once(&faults_once, faults_load_once); }

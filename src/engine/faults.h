@@ -27,6 +27,10 @@ typedef struct {
     int die_next;      /* TPX_FAULT_CHANNEL_DIE_NEXT: data channel N-1 stops completing, send
                           and receive, once its peer repaired another channel; once
                           connected again it works (window.c; 0: none) */
+    int64_t ctrl_fail; /* TPX_FAULT_CTRL_FAIL: control send comms report an error once
+                          they completed N messages, receive comms 2N (window.c; 0: none) */
+    int64_t ctrl_stall; /* TPX_FAULT_CTRL_STALL: control comms stop completing once they
+                           completed N messages (window.c; 0: none) */
 } tpx_faults_t;
 
 extern tpx_faults_t tpx__faults;

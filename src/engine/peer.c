@@ -1063,6 +1063,9 @@ static int peer_frames(tpx_peer_t *p, uint64_t now)
         uint16_t type;
         uint32_t len;
         unsigned char b[TPX_PEER_FRAME_MAX];
+        /* the control stream over it (peer_ctrl.c) obeys flow control */
+        if (p->ctrl_bs_rx && !tpx__peer_ctrl_may_read(p))
+            break;
         tpx_status_t st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
         if (st == TPX_INPROGRESS)
             break;
@@ -1071,6 +1074,8 @@ static int peer_frames(tpx_peer_t *p, uint64_t now)
             break;
         }
         rung += tpx__peer_bs_frame(p, type, b, len);
+        if (type == TPX_MSG_CTRL || type == TPX_MSG_CTRL_SEEN)
+            continue; /* the control stream, not a doorbell */
         if (++p->bell_count > BELLS_PER_SECOND) {
             /* A requester rings at most once per 50 ms of quiet. */
             tpx__peer_fail(p, TPX_ERR_PROTOCOL,
@@ -1079,6 +1084,15 @@ static int peer_frames(tpx_peer_t *p, uint64_t now)
         }
     }
     return rung;
+}
+
+void tpx__peer_frames_pass(tpx_peer_t *p)
+{
+    if (TPX_UNLIKELY(p->ctrl_bs_rx || p->ctrl_bs_tx) && p->state == PEER_READY &&
+        p->bs != NULL && p->bs_eof_ns == 0) {
+        (void)tpx__bs_flush(p->bs);
+        p->e->nbells += (uint64_t)peer_frames(p, tpx__now_ns());
+    }
 }
 
 void tpx__peer_chan_drive(tpx_peer_t *p)
@@ -1390,6 +1404,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
     if (p->setup != NULL)
         comm_abandon_connect(e, p->ctrl_send, ((setup_t *)p->setup)->their[0]);
     chan_open_free(p);
+    tpx__peer_ctrl_kept_free(p);
     /* Closing a comm first drops every region's handles on it (the
      * internal regions' included), then the internal regions go. */
     comm_close_at(e, &p->ctrl_send);

@@ -109,6 +109,14 @@ struct tpx_peer {
     uint32_t outbox_head, outbox_n, outbox_cap;
     uint32_t outbox_answers;         /* ... of which answers to its requests (flow control) */
     tpx_xfer_t *ctrl_send_owner[TPX_WINDOW_MAX]; /* transfer of each posted message */
+    /* The control stream over the bootstrap connection (peer_ctrl.c): the
+     * messages posted on the control comm that the peer has not said it
+     * received (TPX_MSG_CTRL_SEEN), to send again there if the comm fails. */
+    struct tpx_ctrl_kept *ctrl_kept; /* a ring, oldest first */
+    uint32_t kept_head, kept_n, kept_cap;
+    uint64_t seen_sent;   /* the last recv_seq told to the peer (TPX_MSG_CTRL_SEEN) */
+    int ctrl_bs_tx;       /* our control messages go over the bootstrap connection */
+    int ctrl_bs_rx;       /* the peer's come over it (our control receive comm is closed) */
     /* discard buffer for drained (truncated) receives: run_max chunks
      * (virtual memory: untouched pages until a receive is drained) */
     void *scratch;
@@ -222,6 +230,11 @@ int tpx__engine_bells(tpx_engine_t *e);
  * once they are open. Lock held, inside a pass (the pass's GPU context). */
 void tpx__peer_chan_drive(tpx_peer_t *p);
 
+/* A peer whose control stream moved to the bootstrap connection
+ * (peer_ctrl.c) reads its frames in every pass, not only after a nap:
+ * its control messages are among them. Lock held. */
+void tpx__peer_frames_pass(tpx_peer_t *p);
+
 /* Connect the peer's lost data channels again (the engine's sweep, after
  * the peer's): the receiver's listen and accept, the sender's connect
  * (retried with backoff); no-op unless the peer is ready. Lock held. */
@@ -229,11 +242,16 @@ void tpx__peer_rejoin_drive(tpx_peer_t *p, uint64_t now);
 
 /* ---- peer_sweep.c: bootstrap frames of a ready peer (lock held) ---- */
 /* Frames read from a ready peer's bootstrap connection are at most this
- * long (MSG_CHAN: a handle per channel). */
-#define TPX_PEER_FRAME_MAX (TPX_MAX_CHANNELS * TPX_BS_HANDLE_SIZE)
+ * long (MSG_CHAN: a handle per channel; TPX_MSG_CTRL: a control message
+ * with its body). */
+#define TPX_PEER_FRAME_MAX                                                                     \
+    (TPX_MAX_CHANNELS * TPX_BS_HANDLE_SIZE > TPX_CTRL_BUF_SLOT                                  \
+         ? TPX_MAX_CHANNELS * TPX_BS_HANDLE_SIZE                                                \
+         : TPX_CTRL_BUF_SLOT)
 /* One frame: 1 for a doorbell; MSG_CHAN keeps the handles for
  * tpx__peer_chan_drive (a second one, or one of the wrong size, fails the
- * peer); other types are ignored. */
+ * peer); TPX_MSG_CTRL and TPX_MSG_CTRL_SEEN carry the control stream
+ * (peer_ctrl.c); other types are ignored. */
 int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, uint32_t len);
 
 /* ---- peer_repair.c: a data channel lost while the peer lives (lock held) ---- */
@@ -262,6 +280,9 @@ void tpx__peer_pass(tpx_peer_t *p);
  * requests finish, then schedule one more request and test again, until
  * the window is full or nothing is left to post. Completions counted. */
 int tpx__comm_pass(tpx_comm_t *c);
+/* May the peer's next control messages be read now (flow control)? The
+ * bootstrap path (peer.c) reads its frames only then. */
+int tpx__peer_ctrl_may_read(const tpx_peer_t *p);
 /* A control message of `got` bytes arrived in msg (header + body). */
 void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t got);
 /* Start the early headers queued on p while receives wait for them. */
@@ -281,8 +302,28 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
  * (no test, no completion: safe inside another comm's pass). */
 void tpx__peer_ctrl_flush(tpx_peer_t *p);
 /* Post the next message of the outbox on control send comm c: 1 posted,
- * 0 nothing to post or the plugin is busy, -1 the peer failed. */
+ * 0 nothing to post or the plugin is busy, -1 the peer failed. Once the
+ * control stream moved to the bootstrap connection, the outbox goes there
+ * (as many as it takes now). */
 int tpx__comm_post_ctrl(tpx_comm_t *c);
+/* The control send comm failed (why), or the peer said its receive comm
+ * did (from_seq: the next message it expects; UINT64_MAX: unknown): our
+ * control messages go over the bootstrap connection from now on, those
+ * the peer may not have first. Fails the peer when that cannot be. */
+void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why);
+/* The control receive comm failed (why): it closes, the peer is told
+ * (TPX_MSG_CTRL_SEEN with move) and its messages come over the bootstrap
+ * connection; also on the first such message. Fails the peer when that
+ * cannot be. */
+void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
+/* The peer received our control messages up to seq (exclusive): what was
+ * kept for a move goes. */
+void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq);
+/* When the oldest control message the peer has not said it received was
+ * posted (0: none kept). */
+uint64_t tpx__peer_ctrl_unseen_ns(const tpx_peer_t *p);
+/* Free what the control stream kept (the peer's end). */
+void tpx__peer_ctrl_kept_free(tpx_peer_t *p);
 /* Control send slot idx is free again: its owner's message has left. */
 void tpx__peer_ctrl_sent(tpx_peer_t *p, uint16_t idx);
 /* Ring the peer's doorbell (a frame on the bootstrap connection) if it

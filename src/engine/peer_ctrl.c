@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bytes.h"
 #include "engine.h"
 #include "mem.h"
 #include "peer.h"
@@ -56,10 +57,218 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
     return st;
 }
 
+/* ---- the control stream over the bootstrap connection ----------------------------------
+ *
+ * The control comms sit on channel 0's device; when that NIC goes, the
+ * data channels are repaired over the others (peer_repair.c), and the
+ * control stream moves to the bootstrap connection, a plain TCP socket
+ * that stays up while the peer lives. A completed send only means the
+ * plugin took the bytes, so each message posted on the control comm is
+ * kept until the peer says it arrived: every 10 ms while messages come
+ * in, the receiver sends the next sequence number it expects
+ * (TPX_MSG_CTRL_SEEN, peer_sweep.c), and the sender drops what is before
+ * it. The move, from either side:
+ *
+ *  sender    its control send comm fails: it closes it, sends what it kept
+ *            (in order) as TPX_MSG_CTRL frames, and from then on the
+ *            outbox goes there (nothing is kept any more: TCP delivers or
+ *            the peer fails).
+ *            A control comm that stalls without an error (TCPX never
+ *            reports one) is found by its sender: a message posted
+ *            TPX_CHANNEL_STALL_MS ago and still not seen (peer_sweep.c).
+ *            A receiver that held its reads back that long (flow control)
+ *            draws the same verdict: a move it did not need, which costs
+ *            nothing but the comm.
+ *  receiver  its control receive comm fails: it closes it and sends
+ *            TPX_MSG_CTRL_SEEN with `move`; the sender moves as above,
+ *            from that number on. A receiver takes TPX_MSG_CTRL frames at
+ *            any time, closing its control receive comm at the first, and
+ *            drops those it already has (a message is taken once, by its
+ *            sequence number, from whichever path brings it first: each
+ *            path is in order, the bootstrap one starts at or before the
+ *            receiver's next).
+ *
+ * Cost on the healthy path (TPX_CHANNEL_FAILOVER): a copy of each control
+ * message's header (and body) as it is posted, freed when the peer's next
+ * TPX_MSG_CTRL_SEEN comes; one 21-byte bootstrap frame per 10 ms per peer
+ * while control messages arrive. */
+struct tpx_ctrl_kept {
+    uint64_t seq;
+    uint64_t t_ns;                      /* when it was posted */
+    uint32_t len;                       /* header + body */
+    unsigned char hdr[TPX_CTRL_MSG_SIZE];
+    unsigned char *body;                /* len > header: owned */
+};
+
+static tpx_status_t kept_add(tpx_peer_t *p, const unsigned char *buf, uint32_t len)
+{
+    if (p->kept_n == p->kept_cap) {
+        uint32_t cap = p->kept_cap ? p->kept_cap * 2 : 64;
+        struct tpx_ctrl_kept *nb = malloc(cap * sizeof(*nb));
+        if (nb == NULL)
+            return TPX_ERR_NO_MEMORY;
+        for (uint32_t i = 0; i < p->kept_n; i++)
+            nb[i] = p->ctrl_kept[(p->kept_head + i) % p->kept_cap];
+        free(p->ctrl_kept);
+        p->ctrl_kept = nb;
+        p->kept_cap = cap;
+        p->kept_head = 0;
+    }
+    struct tpx_ctrl_kept *k = &p->ctrl_kept[(p->kept_head + p->kept_n) % p->kept_cap];
+    k->body = NULL;
+    if (len > TPX_CTRL_MSG_SIZE) {
+        k->body = malloc(len - TPX_CTRL_MSG_SIZE);
+        if (k->body == NULL)
+            return TPX_ERR_NO_MEMORY;
+        memcpy(k->body, buf + TPX_CTRL_MSG_SIZE, len - TPX_CTRL_MSG_SIZE);
+    }
+    memcpy(k->hdr, buf, TPX_CTRL_MSG_SIZE);
+    k->seq = tpx__get64(buf + 8);
+    k->t_ns = tpx__now_ns();
+    k->len = len;
+    p->kept_n++;
+    return TPX_OK;
+}
+
+void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq)
+{
+    while (p->kept_n > 0) {
+        struct tpx_ctrl_kept *k = &p->ctrl_kept[p->kept_head];
+        if (k->seq >= seq)
+            break;
+        free(k->body);
+        p->kept_head = (p->kept_head + 1) % p->kept_cap;
+        p->kept_n--;
+    }
+}
+
+uint64_t tpx__peer_ctrl_unseen_ns(const tpx_peer_t *p)
+{
+    return p->kept_n > 0 ? p->ctrl_kept[p->kept_head].t_ns : 0;
+}
+
+void tpx__peer_ctrl_kept_free(tpx_peer_t *p)
+{
+    tpx__peer_ctrl_seen(p, UINT64_MAX);
+    free(p->ctrl_kept);
+    p->ctrl_kept = NULL;
+    p->kept_cap = p->kept_head = 0;
+}
+
+/* The outbox's next message as a bootstrap frame: 1 sent, 0 nothing to
+ * send or the connection's queue is full, -1 the peer failed. */
+static int bs_post(tpx_peer_t *p)
+{
+    if (p->outbox_n == 0)
+        return 0;
+    tpx_ctrl_out_t *o = &p->outbox[p->outbox_head];
+    unsigned char buf[TPX_CTRL_BUF_SLOT];
+    memcpy(buf, o->msg, TPX_CTRL_MSG_SIZE);
+    tpx_status_t st = TPX_OK;
+    if (o->body_len > 0)
+        st = o->owner->ops->body_fill(o->owner, (char *)buf + TPX_CTRL_MSG_SIZE, o->body_len);
+    if (st == TPX_OK)
+        st = tpx__bs_send(p->bs, TPX_MSG_CTRL, buf, TPX_CTRL_MSG_SIZE + o->body_len);
+    if (st == TPX_ERR_NO_RESOURCE)
+        return 0; /* a megabyte unsent already: later (tpx__bs_flush) */
+    if (st != TPX_OK) {
+        tpx__peer_fail(p, st, "sending a control message over the bootstrap connection failed");
+        return -1;
+    }
+    tpx_xfer_t *owner = o->owner;
+    p->outbox_answers -= o->answer != 0;
+    p->outbox_head = (p->outbox_head + 1) % p->outbox_cap;
+    p->outbox_n--;
+    if (owner != NULL) {
+        owner->hdr_pending = 0;
+        tpx__xfer_maybe_done(owner);
+    }
+    return p->state == PEER_READY ? 1 : -1;
+}
+
+void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why)
+{
+    tpx_engine_t *e = p->e;
+    if (p->state != PEER_READY || p->ctrl_bs_tx)
+        return;
+    if (!e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return;
+    }
+    /* The comm's messages in flight count as sent: they go again below,
+     * with those that completed and were not seen. */
+    tpx_comm_t *c = p->ctrl_send;
+    uint16_t idx[TPX_WINDOW_MAX];
+    int n = 0;
+    for (uint64_t i = c->win.done; i < c->win.posted; i++)
+        idx[n++] = c->win.slots[i % (uint64_t)c->win.cap].ctrl;
+    c->win.done = c->win.posted;
+    tpx__comm_close_plugin(e, c);
+    p->ctrl_bs_tx = 1;
+    uint32_t again = 0;
+    tpx_status_t st = TPX_OK;
+    for (uint32_t i = 0; i < p->kept_n && st == TPX_OK; i++) {
+        struct tpx_ctrl_kept *k = &p->ctrl_kept[(p->kept_head + i) % p->kept_cap];
+        if (from_seq != UINT64_MAX && k->seq < from_seq)
+            continue;
+        unsigned char buf[TPX_CTRL_BUF_SLOT];
+        memcpy(buf, k->hdr, TPX_CTRL_MSG_SIZE);
+        if (k->len > TPX_CTRL_MSG_SIZE)
+            memcpy(buf + TPX_CTRL_MSG_SIZE, k->body, k->len - TPX_CTRL_MSG_SIZE);
+        st = tpx__bs_send(p->bs, TPX_MSG_CTRL, buf, k->len);
+        again++;
+    }
+    tpx__peer_ctrl_kept_free(p); /* nothing is kept on the bootstrap connection */
+    if (st != TPX_OK) {
+        tpx__peer_fail(p, st, "moving the control stream to the bootstrap connection failed");
+        return;
+    }
+    TPX_WARN("peer %s: %s; its control messages go over the bootstrap connection from now on "
+             "(%u sent again)", p->name, why, again);
+    for (int i = 0; i < n && p->state == PEER_READY; i++)
+        tpx__peer_ctrl_sent(p, idx[i]);
+    while (p->state == PEER_READY && bs_post(p) > 0)
+        ;
+    e->last_move_ns = tpx__now_ns();
+}
+
+void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why)
+{
+    tpx_engine_t *e = p->e;
+    if (p->state != PEER_READY || p->ctrl_bs_rx)
+        return;
+    if (!e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return;
+    }
+    /* no late message lands in a buffer: what it held comes again */
+    tpx_comm_t *c = p->ctrl_recv;
+    for (uint64_t i = c->win.done; i < c->win.posted; i++)
+        p->ctrl_idle[p->ctrl_nidle++] = c->win.slots[i % (uint64_t)c->win.cap].ctrl;
+    c->win.done = c->win.posted;
+    tpx__comm_close_plugin(e, c);
+    p->ctrl_bs_rx = 1;
+    unsigned char f[9];
+    tpx__put64(f, p->recv_seq);
+    f[8] = 1;
+    if (tpx__bs_send(p->bs, TPX_MSG_CTRL_SEEN, f, sizeof(f)) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return;
+    }
+    p->seen_sent = p->recv_seq;
+    TPX_WARN("peer %s: %s; its control messages come over the bootstrap connection from now on",
+             p->name, why);
+    e->last_move_ns = tpx__now_ns();
+}
+
 int tpx__comm_post_ctrl(tpx_comm_t *c)
 {
     tpx_peer_t *p = c->peer;
     tpx_engine_t *e = p->e;
+    if (p->ctrl_bs_tx) {
+        (void)tpx__bs_flush(p->bs); /* a broken connection: the sweep sees its EOF */
+        return bs_post(p);
+    }
     if (p->outbox_n == 0 || p->ctrl_send_nfree == 0)
         return 0;
     uint32_t idx = p->ctrl_send_free[p->ctrl_send_nfree - 1];
@@ -78,6 +287,11 @@ int tpx__comm_post_ctrl(tpx_comm_t *c)
         return 0;
     if (st != TPX_OK) {
         tpx__peer_fail(p, st, "posting a control message failed");
+        return -1;
+    }
+    /* kept until the peer says it arrived (a move sends it again) */
+    if (e->cfg.failover && kept_add(p, buf, TPX_CTRL_MSG_SIZE + o->body_len) != TPX_OK) {
+        tpx__peer_fail(p, TPX_ERR_NO_MEMORY, "no memory to keep a control message");
         return -1;
     }
     p->ctrl_send_nfree--;

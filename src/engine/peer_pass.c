@@ -395,6 +395,17 @@ static int ctrl_may_read(const tpx_peer_t *p)
            p->rma_ntargets < 2 * (uint64_t)tpx__config_int(TPX_CFG_RMA_PEER_REQUESTS);
 }
 
+int tpx__peer_ctrl_may_read(const tpx_peer_t *p) { return ctrl_may_read(p); }
+
+/* The control receive comm ended: the peer's end (it said BYE, or cannot
+ * have moved its control stream to the bootstrap connection), or a move
+ * (peer_ctrl.c: a peer that closes says BYE first; one that died without
+ * it ends its bootstrap connection too, and the sweep fails it). */
+static int ctrl_ended_for_good(const tpx_peer_t *p)
+{
+    return p->remote_closed || !p->e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0;
+}
+
 /* Post control receives on the idle buffers. -1 if the peer failed or its
  * control stream ended. */
 static int ctrl_repost(tpx_peer_t *p)
@@ -411,7 +422,10 @@ static int ctrl_repost(tpx_peer_t *p)
         if (st == TPX_INPROGRESS)
             return 0; /* plugin busy: retried by the next post or pass */
         if (st == TPX_ERR_CONN_RESET) {
-            tpx__peer_remote_closed(p, "the peer's control stream ended");
+            if (ctrl_ended_for_good(p))
+                tpx__peer_remote_closed(p, "the peer's control stream ended");
+            else
+                tpx__peer_ctrl_rx_move(p, "control receive comm: the peer closed it");
             return -1;
         }
         if (st != TPX_OK) {
@@ -478,7 +492,7 @@ int tpx__comm_pass(tpx_comm_t *c)
             if (r == TPX_WIN_HOLD)
                 return completed;
             if (r == TPX_WIN_ERR) {
-                if (err.closed && c->is_ctrl && !c->is_send) {
+                if (err.closed && c->is_ctrl && !c->is_send && ctrl_ended_for_good(p)) {
                     /* The control stream ended: no new message will come,
                      * data already announced may still arrive. */
                     tpx__peer_remote_closed(p, "the peer's control stream ended");
@@ -489,7 +503,17 @@ int tpx__comm_pass(tpx_comm_t *c)
                              c->is_send ? "send" : "receive", err.why);
                     tpx__peer_chan_lost(p, c, why);
                 } else {
-                    tpx__peer_fail(p, err.st, err.why);
+                    /* the control stream: over the bootstrap connection if the
+                     * peer lives (peer_ctrl.c); a peer that closes says BYE
+                     * first, so one that ends without it may have moved it
+                     * there (a process that died: its bootstrap EOF follows) */
+                    char why[160];
+                    snprintf(why, sizeof(why), "control %s comm: %s",
+                             c->is_send ? "send" : "receive", err.why);
+                    if (c->is_send)
+                        tpx__peer_ctrl_move(p, UINT64_MAX, why);
+                    else
+                        tpx__peer_ctrl_rx_move(p, why);
                 }
                 return completed;
             }
@@ -549,12 +573,12 @@ void tpx__peer_pass(tpx_peer_t *p)
 {
     if (p->state != PEER_READY)
         return;
-    if (!p->remote_closed) {
+    if (!p->remote_closed && !p->ctrl_bs_rx) {
         /* control receives back on idle buffers (flow control) */
         if (p->ctrl_nidle > 0 && ctrl_may_read(p) && ctrl_repost(p) < 0 &&
             p->state != PEER_READY)
             return;
-        if (!p->remote_closed)
+        if (!p->remote_closed && !p->ctrl_bs_rx)
             (void)tpx__comm_pass(p->ctrl_recv);
     }
     (void)tpx__comm_pass(p->ctrl_send);
@@ -580,7 +604,8 @@ void tpx__peer_pass(tpx_peer_t *p)
     /* Buffers held back above whose reason this pass removed (answers sent,
      * requests done): read on now, not at the next pass, which an idle
      * engine takes only after its nap. */
-    if (p->state == PEER_READY && !p->remote_closed && p->ctrl_nidle > 0 && ctrl_may_read(p))
+    if (p->state == PEER_READY && !p->remote_closed && !p->ctrl_bs_rx && p->ctrl_nidle > 0 &&
+        ctrl_may_read(p))
         (void)ctrl_repost(p);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bytes.h"
 #include "engine.h"
 #include "peer.h"
 #include "window.h"
@@ -75,6 +76,31 @@ int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, u
 {
     if (type == TPX_MSG_BELL)
         return 1;
+    if (type == TPX_MSG_CTRL) {
+        /* the peer's control stream, moved (peer_ctrl.c): each message
+         * once, from whichever path brings it first */
+        if (len < TPX_CTRL_MSG_SIZE || len > TPX_CTRL_BUF_SLOT) {
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a control message frame of a wrong size");
+            return 0;
+        }
+        tpx__peer_ctrl_rx_move(p, "the peer moved its control messages to the bootstrap "
+                                  "connection");
+        if (p->state == PEER_READY && tpx__get64(buf + 8) >= p->recv_seq)
+            tpx__peer_ctrl_received(p, buf, len);
+        p->e->last_move_ns = tpx__now_ns();
+        return 0;
+    }
+    if (type == TPX_MSG_CTRL_SEEN) {
+        uint64_t seq = len == 9 ? tpx__get64(buf) : UINT64_MAX;
+        if (seq > p->send_seq || buf[8] > 1) {
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a confirmation of control messages never sent");
+            return 0;
+        }
+        if (buf[8])
+            tpx__peer_ctrl_move(p, seq, "the peer's control receive comm failed");
+        tpx__peer_ctrl_seen(p, seq);
+        return 0;
+    }
     if (type == TPX_MSG_REJOIN) {
         /* the receiver of a lost channel's direction listens again (peer.c) */
         int k = len == 1 + TPX_BS_HANDLE_SIZE ? buf[0] : -1;
@@ -113,8 +139,9 @@ int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, u
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
 {
     /* The bootstrap connection stays open for the peer's life: EOF on it
-     * means the peer process is gone, whatever the plugin reports. */
-    if (p->bs != NULL && p->bs_eof_ns == 0) {
+     * means the peer process is gone, whatever the plugin reports. (Once
+     * the control stream moved there, it is read under its flow control.) */
+    if (p->bs != NULL && p->bs_eof_ns == 0 && (!p->ctrl_bs_rx || tpx__peer_ctrl_may_read(p))) {
         uint16_t type;
         unsigned char buf[TPX_PEER_FRAME_MAX];
         uint32_t len;
@@ -132,6 +159,28 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET,
                        "the peer's bootstrap connection closed without a goodbye (process gone?)");
         return;
+    }
+    /* The control messages that arrived, told to their sender, which
+     * keeps them until then (peer_ctrl.c; whatever our TPX_CHANNEL_FAILOVER:
+     * the peer's decides whether it keeps them) */
+    if (p->recv_seq != p->seen_sent && !p->ctrl_bs_rx && p->bs != NULL && p->bs_eof_ns == 0) {
+        unsigned char f[9] = {0};
+        tpx__put64(f, p->recv_seq);
+        if (tpx__bs_send(p->bs, TPX_MSG_CTRL_SEEN, f, sizeof(f)) == TPX_OK)
+            p->seen_sent = p->recv_seq;
+    }
+    /* A control send comm whose message the peer has not seen for
+     * TPX_CHANNEL_STALL_MS stalled (TCPX reports no failure): the control
+     * stream moves to the bootstrap connection (peer_ctrl.c) */
+    uint64_t unseen = tpx__peer_ctrl_unseen_ns(p);
+    if (unseen != 0 && !p->ctrl_bs_tx && p->e->cfg.chan_stall_ms > 0 &&
+        now - unseen >= (uint64_t)p->e->cfg.chan_stall_ms * 1000000ull) {
+        char why[160];
+        snprintf(why, sizeof(why), "control send comm: a message it sent %d ms ago has not "
+                 "arrived (TPX_CHANNEL_STALL_MS)", p->e->cfg.chan_stall_ms);
+        tpx__peer_ctrl_move(p, UINT64_MAX, why);
+        if (p->state != PEER_READY)
+            return;
     }
     tpx_comm_t *dead = chan_verdict(p, now);
     if (dead != NULL) {

@@ -396,6 +396,16 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
         return TPX_WIN_EMPTY; /* testing: a dead connection's comm (TPX_FAULT_CHANNEL_STALL,
                                  _DIE, _DIE_ALSO, _DIE_NEXT); the channel connected again
                                  works */
+    if (TPX_UNLIKELY(tpx__faults.ctrl_stall > 0) && c->is_ctrl &&
+        w->done >= (uint64_t)tpx__faults.ctrl_stall)
+        return TPX_WIN_EMPTY; /* testing: TPX_FAULT_CTRL_STALL */
+    if (TPX_UNLIKELY(tpx__faults.ctrl_fail > 0) && c->is_ctrl &&
+        w->done >= (uint64_t)tpx__faults.ctrl_fail * (c->is_send ? 1 : 2)) {
+        err->st = TPX_ERR_IO; /* testing: TPX_FAULT_CTRL_FAIL */
+        err->closed = 0;
+        snprintf(err->why, sizeof(err->why), "injected failure (TPX_FAULT_CTRL_FAIL)");
+        return TPX_WIN_ERR;
+    }
     tpx_slot_t *s = &w->slots[w->done % (uint64_t)w->cap];
     int done = s->tested, size = -1, rc = 0; /* TCPX never reports a size */
     tpx_status_t st = done ? TPX_OK : tpx__net_test(e->net, s->req, &done, &size, &rc);

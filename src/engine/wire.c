@@ -9,7 +9,7 @@
 #include "wire.h"
 
 #define CTRL_MAGIC 0x54505843u /* "TPXC" */
-#define CTRL_VERSION 10 /* 3: a WRITE's notification travels with it; 4: request lists v2
+#define CTRL_VERSION 11 /* 3: a WRITE's notification travels with it; 4: request lists v2
                           (the packing bound travels with the list); 5: bodies (INLINE);
                           6: two-sided transfers move in runs of chunks (xfer.h); 7: a
                           lone small chunk leaves the channel cursor (tpx__stream_cursor_move);
@@ -18,7 +18,8 @@
                           receiver of a two-sided message or a READ's data confirms it
                           (RECV_DONE); 10: a REPAIR names its cut by lane and by the point
                           of the control order where that lane was queued (cut_lane,
-                          cut_at), so losses may overlap */
+                          cut_at), so losses may overlap; 11: the control stream may move
+                          to the bootstrap connection (TPX_MSG_CTRL, TPX_MSG_CTRL_SEEN) */
 #define LIST_MAGIC 0x5450584cu /* "TPXL" */
 #define LIST_VERSION 2 /* 2: pack_max; 3 (TPX_LIST_VERSION_STRIDED): strided entries, only
                           in lists that have one */

@@ -2078,6 +2078,46 @@ static int t_failover(void)
     TEST_DONE();
 }
 
+/* The control stream moves to the bootstrap connection (run with
+ * TPX_FAULT_CTRL_FAIL: every peer's control comms fail after a few
+ * messages, as a connection whose NIC went down while the peer and its
+ * bootstrap connection live): WRITEs, READs and two-sided sends go on with
+ * every byte right, no control message lost or taken twice (the control
+ * sequence check would fail the peer), on both connections, both ways. */
+static int t_ctrlmove(void)
+{
+    side_t a, b;
+    EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 64u << 20, 0) == 0);
+    tpx_remote_t *rm = load(&a, &b);
+    EXPECT(rm != NULL);
+    tpx_peer_t *pa = NULL, *pb = NULL;
+    EXPECT(tpx_peer_connect(a.e, "127.0.0.1", tpx_engine_port(b.e), 5000, &pa) == TPX_OK);
+    EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
+    if (test_failed())
+        return 1;
+    for (int round = 0; round < 4 && !test_failed(); round++)
+        EXPECT(failover_round(&a, &b, rm, pa, pb) == 0);
+    /* every peer of both engines moved both ways */
+    side_t *sides[2] = {&a, &b};
+    int peers = 0;
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_lock(&sides[i]->e->lock);
+        for (tpx_peer_t *p = sides[i]->e->peers; p != NULL; p = p->next) {
+            EXPECT(p->state == PEER_READY && p->ctrl_bs_tx && p->ctrl_bs_rx);
+            peers++;
+        }
+        pthread_mutex_unlock(&sides[i]->e->lock);
+    }
+    EXPECT_EQ(peers, 4);
+    tpx_peer_close(pa);
+    tpx_peer_close(pb);
+    tpx_remote_release(rm);
+    side_close(&a);
+    side_close(&b);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -2093,13 +2133,13 @@ int main(int argc, char **argv)
                  {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree},
                  {"inline", t_inline}, {"heldorder", t_heldorder},
                  {"unexport", t_unexport}, {"packsize", t_packsize},
-                 {"failover", t_failover}};
+                 {"failover", t_failover}, {"ctrlmove", t_ctrlmove}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
                     "overflow|metadata|bell|cancel|hostile|holds|failclose|abi|pollloop|pack|"
-                    "packmany|packfail|packgpu|relfree|inline|heldorder|failover\n");
+                    "packmany|packfail|packgpu|relfree|inline|heldorder|failover|ctrlmove\n");
     return 2;
 }

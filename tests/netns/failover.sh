@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # netns.failover: with one NIC per channel (TPX_NIC_FUSE=0: channel k on
 # eth(k+1); the control stream shares eth1 with channel 0), host B's data
-# links eth2, eth3 and eth4 go down in turn, each for 2 s and then up, 3 s
+# links eth1 to eth4 go down in turn, each for 2 s and then up, 3 s
 # apart, in the middle of verified transfers B -> A (64 MiB, tpx-perf
 # --verify). Each lost channel costs bandwidth, not transfers
 # (TPX_CHANNEL_FAILOVER): A declares the channel lost after
 # TPX_CHANNEL_STALL_MS, B deals its missing chunks again over the live ones,
-# and both sides must end verified: 0 failed transfers, 0 wrong bytes. A
+# and both sides must end verified: 0 failed transfers, 0 wrong bytes. The
+# control stream, stalled with eth1, moves to the bootstrap connection (eth0)
+# and stays there. A
 # link that comes back carries traffic again: the lost channel is connected
 # again in the background and rejoins the dealing, so B's NIC sends at least
 # 20 MB of the transfers within 3 s of its link coming up. Run
@@ -21,12 +23,12 @@ TMO=30
 
 # run_case NAME: sets OUTCOME
 run_case() {
-    local name=$1 t0 t1 hung=0 srv cli lost nic downs=0 back=0
+    local name=$1 t0 t1 hung=0 srv cli lost moved nic downs=0 back=0
     start_server --size 64M --iters 300 --warmup 1 --verify --timeout $TMO
     start_client
     wait_tx B eth2 100000000 60 || { show_logs; fail "$name: transfer did not start"; }
     t0=$(now_ms)
-    for nic in eth2 eth3 eth4; do
+    for nic in eth1 eth2 eth3 eth4; do
         kill -0 "$CLIENT" 2>/dev/null || break
         "$TESTBED" link B "$nic" down || fail "testbed link B $nic down failed"
         sleep 2
@@ -46,11 +48,14 @@ run_case() {
     srv=$(perf_outcome "$WORK/server.log" "$SERVER_RC")
     cli=$(perf_outcome "$WORK/client.log" "$CLIENT_RC")
     lost=$(grep -c 'its missing chunks are dealt again' "$WORK/server.log")
+    moved=$(cat "$WORK/server.log" "$WORK/client.log" |
+            grep -c 'control messages go over the bootstrap connection')
     grep -h '^# data channels' "$WORK/server.log" "$WORK/client.log" || true
-    result "$name: server $srv, client $cli after $(secs "$SERVER_MS") s (channels lost at A: $lost; B/eth2, eth3, eth4 down 2 s each, 64 MiB transfers; links back carrying transfers: $back of $downs)"
+    result "$name: server $srv, client $cli after $(secs "$SERVER_MS") s (channels lost at A: $lost; control streams moved: $moved; B/eth1..eth4 down 2 s each, 64 MiB transfers; links back carrying transfers: $back of $downs)"
     [ "$srv" = verified ] && [ "$cli" = verified ] ||
         fail "$name: a transfer failed although the peer lived and a channel was left"
     [ "$lost" -ge 1 ] || fail "$name: no channel was declared lost (the test proved nothing)"
+    [ "$moved" -ge 1 ] || fail "$name: eth1 went down and no control stream moved"
     [ "$downs" -ge 1 ] && [ "$back" = "$downs" ] ||
         fail "$name: a link that came back carried no transfers again ($back of $downs)"
 }
