@@ -171,9 +171,6 @@
 /* GPU copies of shared chunks on the pack stream at once (pack.c): each op
  * slot has its device scratch chunk, fragment lists and event. */
 #define TPX_PACK_OPS 8
-/* ... on this many streams, so that one op's kernel runs while another's
- * DMA copy does. */
-#define TPX_PACK_STREAMS 2
 #define TPX_RMA_PACK_AUTO UINT32_MAX /* TPX_RMA_PACK_BYTES=-1 (rma.c pack_bound) */
 /* Chunks when TPX_CHUNK_BYTES is 0: on tpx's own transport 1 MiB (its CUDA
  * staging copies a message in fewer, larger blocks; docs/design.md), on
@@ -355,7 +352,7 @@ struct tpx_engine {
     /* ---- shared chunks of GPU blocks (pack.c) ---- */
     int pack_dev;              /* device of the pack stream and kernel; -1: not set up */
     int pack_kernel;           /* the unpack kernel gathers/scatters (else async copies) */
-    void *pack_streams[TPX_PACK_STREAMS]; /* CUstream: op slot k uses k % TPX_PACK_STREAMS */
+    void *pack_stream;         /* CUstream */
     void *pack_frags;          /* pinned, mapped: fragments of the launches in flight */
     uint64_t pack_frags_d;     /* ... their device address */
     void *pack_scratch;        /* kernel mode: TPX_PACK_OPS chunks of device memory, one

@@ -67,12 +67,11 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
     tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
     if (st != TPX_OK)
         return st;
-    CUstream s[TPX_PACK_STREAMS] = {0};
+    CUstream s = NULL;
     void *frags = NULL;
     CUdeviceptr frags_d = 0;
-    for (int i = 0; i < TPX_PACK_STREAMS; i++)
-        if ((st = tpx__cuda_stream_create(dev, &s[i])) != TPX_OK)
-            goto err_stream;
+    if ((st = tpx__cuda_stream_create(dev, &s)) != TPX_OK)
+        goto err_ctx;
     if ((st = tpx__cuda_host_alloc(dev, PACK_FRAGS * sizeof(tpx_nccl_load_meta_t), &frags,
                                    &frags_d)) != TPX_OK)
         goto err_stream;
@@ -94,16 +93,14 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
                             : "one async copy per block (no kernel: built without it, "
                               "TPX_UNPACK other than kernel, or the driver refused it)");
     e->pack_dev = dev;
-    for (int i = 0; i < TPX_PACK_STREAMS; i++)
-        e->pack_streams[i] = s[i];
+    e->pack_stream = s;
     e->pack_frags = frags;
     e->pack_frags_d = (uint64_t)frags_d;
     return TPX_OK;
 
 err_stream:
-    for (int i = 0; i < TPX_PACK_STREAMS; i++)
-        if (s[i] != NULL)
-            tpx__cuda_stream_destroy(dev, s[i]);
+    tpx__cuda_stream_destroy(dev, s);
+err_ctx:
     tpx__cuda_ctx_release(dev);
     return st;
 }
@@ -118,8 +115,7 @@ void tpx__pack_engine_fini(tpx_engine_t *e)
             tpx__cuda_event_destroy(e->pack_dev, (CUevent)e->pack_ev[i]);
         e->pack_ev[i] = NULL;
     }
-    for (int i = 0; i < TPX_PACK_STREAMS; i++)
-        tpx__cuda_stream_destroy(e->pack_dev, (CUstream)e->pack_streams[i]);
+    tpx__cuda_stream_destroy(e->pack_dev, (CUstream)e->pack_stream);
     tpx__cuda_host_free(e->pack_dev, e->pack_frags);
     if (e->pack_kernel) {
         tpx__unpack_gpu_fini(e->pack_dev);
@@ -129,9 +125,7 @@ void tpx__pack_engine_fini(tpx_engine_t *e)
     }
     tpx__cuda_ctx_release(e->pack_dev);
     e->pack_dev = -1;
-    for (int i = 0; i < TPX_PACK_STREAMS; i++)
-        e->pack_streams[i] = NULL;
-    e->pack_frags = NULL;
+    e->pack_stream = e->pack_frags = NULL;
     e->pack_kernel = 0;
 }
 
@@ -301,11 +295,7 @@ tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e)
     int pushed = 0;
     tpx_status_t st = tpx__cuda_ctx_enter(e->pack_dev, &pushed);
     if (st == TPX_OK) {
-        for (int i = 0; i < TPX_PACK_STREAMS; i++) {
-            tpx_status_t si = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_streams[i]);
-            if (st == TPX_OK)
-                st = si;
-        }
+        st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream);
         tpx__cuda_ctx_leave(pushed);
     }
     e->pack_op_done = e->pack_op_next; /* finished, or failed for good */
@@ -353,7 +343,6 @@ static tpx_status_t op_slot(tpx_engine_t *e, uint32_t *slot)
  * fragment lists. */
 typedef struct {
     tpx_engine_t *e;
-    CUstream stream;
     tpx_unpack_job_t jobs[TPX__UNPACK_GPU_INLINE_JOBS];
     uint32_t njobs, max_frags;
     uint32_t frag0, used;                    /* the slot's first fragment; used since a sync */
@@ -367,7 +356,7 @@ static tpx_status_t launch_flush(launch_t *l)
         return TPX_OK;
     tpx_engine_t *e = l->e;
     tpx_status_t st = tpx__unpack_gpu_launch_inline(e->pack_dev, l->jobs, l->njobs,
-                                                    l->max_frags, l->stream);
+                                                    l->max_frags, e->pack_stream);
     l->njobs = l->max_frags = 0;
     l->key_region = NULL;
     return st;
@@ -383,7 +372,7 @@ static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, ch
     tpx_status_t st;
     if (l->used == PACK_FRAGS_OP) {
         if ((st = launch_flush(l)) != TPX_OK ||
-            (st = TPX_CU(cuStreamSynchronize, l->stream)) != TPX_OK)
+            (st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream)) != TPX_OK)
             return st;
         l->used = 0;
         new_job = 1;
@@ -425,7 +414,7 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
         tpx__cuda_ctx_leave(pushed);
         return st;
     }
-    CUstream stream = (CUstream)e->pack_streams[k % TPX_PACK_STREAMS];
+    CUstream stream = (CUstream)e->pack_stream;
     /* the span of the pack device's blocks in the chunk, and their lowest address */
     uint64_t span_lo = UINT64_MAX, span_hi = 0, lo = UINT64_MAX;
     for (uint32_t i = first; i <= last; i++) {
@@ -443,7 +432,7 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
     if (e->pack_kernel && !to_stage && span_lo < span_hi)
         st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)(scratch + span_lo), buf + span_lo,
                     span_hi - span_lo, stream);
-    launch_t l = {.e = e, .stream = stream, .frag0 = k * PACK_FRAGS_OP};
+    launch_t l = {.e = e, .frag0 = k * PACK_FRAGS_OP};
     for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
         const tpx_seg_t *g = &x->segs[i];
         if (!on_pack_dev(e, g))
