@@ -285,7 +285,9 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
     int n = 0, max = e->nap_cap > 0 ? e->nap_cap : 1;
     pf[n++] = (struct pollfd){.fd = e->wake_efd, .events = POLLIN};
     for (tpx_peer_t *p = e->peers; p != NULL && n < max; p = p->next)
-        if (p->state == PEER_READY && p->bs != NULL && p->bs_eof_ns == 0)
+        if (p->state == PEER_READY && p->bs != NULL && p->bs_eof_ns == 0 &&
+            (!p->ctrl_bs_rx || tpx__peer_ctrl_may_read(p))) /* (its control stream there is
+                                                              held back: flow control) */
             pf[n++] = (struct pollfd){.fd = tpx__bs_fd(p->bs), .events = POLLIN};
     e->sleeping = 1;
     pthread_mutex_unlock(&e->lock);

@@ -1304,6 +1304,7 @@ void tpx__peer_close_comms(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
     chan_open_free(p);
+    tpx__peer_ctrl_kept_free(p);
     comm_close_at(e, &p->ctrl_send);
     comm_close_at(e, &p->ctrl_recv);
     for (int k = 0; k < p->nchan; k++) {
