@@ -547,6 +547,38 @@ int tpx__sock_stall_rule(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms);
  * when it could be read). By the connection's owner. */
 int tpx__sock_stall_verdict(int fd, uint32_t stall_ms, tpx_sock_tcp_seen_t *seen);
 
+/* sock_rejoin.c, comms that fail over: a failed data connection replaced
+ * once its NIC works again. Attempt k of a connection waits
+ * tpx__sock_rejoin_delay_ms(k) after the one before (SOCK_REJOIN_FIRST_MS
+ * doubling to SOCK_REJOIN_MAX_MS). */
+#define SOCK_REJOIN_FIRST_MS 10u
+#define SOCK_REJOIN_MAX_MS 250u
+uint32_t tpx__sock_rejoin_delay_ms(uint32_t attempt);
+/* What a rejoin acceptor knows of a comm accepted from its listener. */
+typedef struct {
+    uint64_t conn_id; /* the comm's (its hellos') */
+    uint16_t nsocks;  /* its data connections */
+    uint16_t flags;   /* its first hellos' TPX_SOCK_HELLO_* */
+    int failed;       /* its sticky error is set: it takes no rejoin */
+    uint32_t taking;  /* bit i: a new connection i is being taken */
+} tpx_sock_rejoin_key_t;
+/* Why a rejoin hello is refused (SOCK_RJ_OK: taken). */
+enum {
+    SOCK_RJ_OK = 0,
+    SOCK_RJ_MALFORMED,     /* not a rejoin hello, or not with ACKS and REJOIN */
+    SOCK_RJ_NONCE,         /* not this listener's nonce */
+    SOCK_RJ_NO_COMM,       /* no live comm of this listener has its conn_id */
+    SOCK_RJ_NOT_REJOINING, /* the comm was made without TPX_SOCK_HELLO_REJOIN */
+    SOCK_RJ_CONFLICT,      /* nsocks not the comm's, or index out of range */
+    SOCK_RJ_FAILED,        /* the comm failed: final */
+    SOCK_RJ_BUSY,          /* a new connection of that index is being taken */
+};
+/* The admission rule of a rejoin hello `h` at a listener of nonce `nonce`
+ * whose live comms are comms[0..ncomms): SOCK_RJ_OK and the comm's index
+ * in *which (set only then), or why not. */
+int tpx__sock_rejoin_admit(const tpx_sock_hello_t *h, uint64_t nonce,
+                           const tpx_sock_rejoin_key_t *comms, int ncomms, int *which);
+
 /* The stretch [off, off + len) of r's message as iovecs in `out` (at most
  * max: a longer stretch is cut short, the caller moves the rest later);
  * returns the count. */

@@ -486,6 +486,8 @@ static void hello_take(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer,
         why = REJ_MALFORMED;
     else if (h.nonce != l->nonce)
         why = REJ_NONCE; /* a handle of another listener, or a guess */
+    else if (h.kind == TPX_SOCK_HELLO_REJOIN_DATA)
+        why = REJ_MALFORMED; /* this handle promised no rejoins (no CAP_REJOIN) */
     else
         why = group_add(l, &h, fd, peer, now);
     if (why != 0)
