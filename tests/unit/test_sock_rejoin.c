@@ -24,7 +24,7 @@ static int fails;
     } while (0)
 
 #define NONCE 0x1122334455667788ull
-#define BOTH (TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN)
+#define BOTH  (TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN)
 
 /* The hello goes through the wire and back, as a listener reads it. */
 static int admit(tpx_sock_hello_t h, const tpx_sock_rejoin_key_t *keys, int n, int *which)
@@ -51,8 +51,12 @@ int main(void)
         {.conn_id = 0xb, .nsocks = 4, .flags = TPX_SOCK_HELLO_ACKS}, /* an older connector */
         {.conn_id = 0xc, .nsocks = 4, .flags = BOTH},
     };
-    tpx_sock_hello_t h = {.kind = TPX_SOCK_HELLO_REJOIN_DATA, .index = 2, .nsocks = 4,
-                          .flags = BOTH, .nonce = NONCE, .conn_id = 0xc};
+    tpx_sock_hello_t h = {.kind = TPX_SOCK_HELLO_REJOIN_DATA,
+                          .index = 2,
+                          .nsocks = 4,
+                          .flags = BOTH,
+                          .nonce = NONCE,
+                          .conn_id = 0xc};
     int which = -1;
     EXPECT(admit(h, keys, 3, &which) == SOCK_RJ_OK && which == 2);
 

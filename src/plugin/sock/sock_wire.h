@@ -10,6 +10,9 @@
  * Connection set-up (sender = connector, receiver = listener):
  *   sender -> receiver, on the control socket:  hello{kind=CTRL, nsocks}
  *   sender -> receiver, on each data socket:    hello{kind=DATA, index}
+ *   later, replacing failed data socket `index` (sock_rejoin.c):
+ *   sender -> receiver, on the new socket:      hello{kind=REJOIN_DATA, index}
+ *   receiver -> sender:                          u64 0 (the welcome)
  * Data sockets then carry pieces: piece header + `len` payload bytes. A
  * message (one isend) is one or more pieces, possibly on different data
  * sockets; a zero-byte message is one piece with len 0.
