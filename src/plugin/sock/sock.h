@@ -439,6 +439,7 @@ typedef struct tpx_sock_comm {
     tpx_sock_addr_t rj_local[TPX_SOCK_MAX_SOCKS], rj_remote[TPX_SOCK_MAX_SOCKS];
     struct tpx_sock_rj_acc *rj_acc;
     struct tpx_sock_comm *rj_next;
+    uint64_t rj_gen; /* the rejoin lists' fork() generation when it joined them */
     _Atomic uint64_t fo_rejoined; /* data connections replaced (stats) */
     struct tpx_sock_fo_ent *fo_resend;
     uint64_t fo_rs_head, fo_rs_tail;

@@ -13,14 +13,13 @@
  * Who reconnects: the sender (the connector), which knows the listener's
  * addresses from the handle. The comm keeps, per data connection, the
  * local member address it was bound to and the listener address it went
- * to (the handle's j-th NIC, sock_conn.c) and the handle's nonce. The I/O
- * worker that owns the failed connection drives the attempts from its
- * timer, as it drives the stall looks (sock_worker.c): no thread more, and
- * only the connection's owner ever touches its state. Attempt k starts
+ * to (the handle's j-th NIC, sock_conn.c) and the handle's nonce. The
+ * process's rejoin thread (below, "Threads") drives the attempts; only
+ * the connection's owner touches the connection's state. Attempt k starts
  * tpx__sock_rejoin_delay_ms(k) after the previous one (10 ms doubling to
  * 250 ms, as the engine's channel rejoin): a non-blocking connect bound to
  * the same member address, so that it takes the same NIC. An attempt still
- * unanswered when the next is due is closed and replaced (a black hole
+ * unanswered after SOCK_REJOIN_MAX_MS is closed and replaced (a black hole
  * swallows SYNs; a fresh one is answered as soon as the path is back); an
  * unreachable network fails it at once. There is no attempt limit: a NIC
  * may come back much later, and a dead connection costs one SYN per
@@ -32,12 +31,12 @@
  * after its accept): closeListen hands them to a rejoin acceptor that
  * lives while a comm accepted from that listener with the REJOIN flag
  * lives (a count of such comms; the last one's destroy closes the
- * sockets). The acceptor's sockets sit in the epoll set of the I/O worker
- * of its first comm's first data connection, and its half-open
- * connections have the listener's bounds (TPX_SOCK_MAX_PENDING, the
- * per-source share, TPX_SOCK_HELLO_TIMEOUT_MS: SECURITY.md). While the
+ * sockets). The rejoin thread accepts on them, holding at most
+ * SOCK_RJ_PENDING half-open connections (a new one evicts the oldest) for
+ * at most TPX_SOCK_HELLO_TIMEOUT_MS each (SECURITY.md). While the
  * listen comm is still open its accept() hands rejoin hellos to the same
- * acceptor. The cost is the listener's descriptors (one per member NIC)
+ * acceptor (ncclNet's users close it after their accept: NCCL, the
+ * engine). The cost is the listener's descriptors (one per member NIC)
  * and ports held while its comms live: bounded by the comms, no growth
  * over time. Rejected: one rejoin port per process (an older handle has
  * no field for it, and the same port number cannot be promised on every
@@ -106,10 +105,11 @@
  * guards the lists and the attempt state; a comm leaves them first thing
  * in its destroy, so the thread never touches a comm being destroyed.
  *
- * Not yet: a connection that used CUDA staging is not replaced (its
- * staging ring may hold blocks of the failed connection's pieces); the
- * acceptor's half-open connections are bounded in count
- * (SOCK_RJ_PENDING, the oldest evicted) and time, not per source.
+ * Not replaced: a connection that used CUDA staging (its staging ring may
+ * hold blocks of the failed connection's pieces; the sender leaves it
+ * failed, a receiver closes the new socket and the sender tries again).
+ * The acceptor's half-open connections are bounded in count and time, not
+ * per source as the listener's are.
  */
 #include <errno.h>
 #include <netinet/tcp.h>
@@ -173,6 +173,7 @@ struct tpx_sock_rj_acc {
     int fds[TPX_SOCK_MAX_MEMBERS];
     int nfds;
     int listen_open;        /* the listener's still: its accept() reads the hellos */
+    uint64_t gen;           /* rj.gen when made: one from before a fork() is left alone */
     int refs;               /* the listener while open, and each comm */
     tpx_sock_comm_t *comms; /* via rj_next */
     struct {
@@ -195,14 +196,39 @@ static struct {
     int efd;
     tpx_sock_comm_t *sends; /* via rj_next */
     tpx_sock_rj_acc_t *accs;
+    uint64_t gen; /* fork()s seen in this process */
 } rj = {.life = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1};
 
 void tpx__sock_rejoin_wake(void)
 {
-    int efd = rj.efd;
+    /* Under the lock: the thread's stop closes the eventfd. Rare (a
+     * connection failed, joined, or was offered). */
     uint64_t one = 1;
-    if (efd >= 0)
-        (void)!write(efd, &one, sizeof(one));
+    pthread_mutex_lock(&rj.lock);
+    if (rj.efd >= 0)
+        (void)!write(rj.efd, &one, sizeof(one));
+    pthread_mutex_unlock(&rj.lock);
+}
+
+/* A child of fork() has no rejoin thread: what the parent's lists hold is
+ * left alone (its comms are of another generation: forget skips them),
+ * and the first comm of the child starts a thread of its own. */
+static void rj_atfork_child(void)
+{
+    pthread_mutex_init(&rj.lock, NULL);
+    pthread_mutex_init(&rj.life, NULL);
+    rj.gen++;
+    rj.users = 0;
+    rj.started = 0;
+    rj.stop = 0;
+    rj.efd = -1; /* the parent's, inherited: not ours to use (left open) */
+    rj.sends = NULL;
+    rj.accs = NULL;
+}
+static pthread_once_t rj_atfork_once = PTHREAD_ONCE_INIT;
+static void rj_atfork_register(void)
+{
+    (void)pthread_atfork(NULL, NULL, rj_atfork_child);
 }
 
 /* ---- lists ------------------------------------------------------------------------ */
@@ -212,14 +238,20 @@ static void *rj_main(void *arg);
 /* A user more (rj.life held): the thread runs. */
 static int rj_use(void)
 {
+    pthread_once(&rj_atfork_once, rj_atfork_register);
     if (!rj.started) {
-        rj.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (rj.efd < 0)
+        int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (efd < 0)
             return -1;
+        pthread_mutex_lock(&rj.lock);
+        rj.efd = efd;
         rj.stop = 0;
+        pthread_mutex_unlock(&rj.lock);
         if (pthread_create(&rj.thr, NULL, rj_main, NULL) != 0) {
-            close(rj.efd);
+            pthread_mutex_lock(&rj.lock);
             rj.efd = -1;
+            pthread_mutex_unlock(&rj.lock);
+            close(efd);
             return -1;
         }
         rj.started = 1;
@@ -238,8 +270,10 @@ static void rj_unuse(void)
     pthread_mutex_unlock(&rj.lock);
     tpx__sock_rejoin_wake();
     pthread_join(rj.thr, NULL);
+    pthread_mutex_lock(&rj.lock);
     close(rj.efd);
     rj.efd = -1;
+    pthread_mutex_unlock(&rj.lock);
     rj.started = 0;
 }
 
@@ -269,6 +303,7 @@ tpx_sock_rj_acc_t *tpx__sock_rejoin_acc_new(uint64_t nonce, const int *fds, int 
     a->listen_open = 1;
     a->refs = 1;
     pthread_mutex_lock(&rj.life);
+    a->gen = rj.gen;
     if (rj_use() != 0) {
         pthread_mutex_unlock(&rj.life);
         free(a);
@@ -285,6 +320,7 @@ tpx_sock_rj_acc_t *tpx__sock_rejoin_acc_new(uint64_t nonce, const int *fds, int 
 void tpx__sock_rejoin_acc_add(tpx_sock_rj_acc_t *a, tpx_sock_comm_t *c)
 {
     pthread_mutex_lock(&rj.lock);
+    c->rj_gen = rj.gen;
     c->rj_acc = a;
     a->refs++;
     c->rj_next = a->comms;
@@ -307,6 +343,12 @@ static void acc_unref(tpx_sock_rj_acc_t *a)
 void tpx__sock_rejoin_acc_listen_closed(tpx_sock_rj_acc_t *a)
 {
     pthread_mutex_lock(&rj.life);
+    if (a->gen != rj.gen) { /* made before a fork(): the parent's */
+        pthread_mutex_unlock(&rj.life);
+        for (int i = 0; i < a->nfds; i++)
+            close(a->fds[i]);
+        return;
+    }
     pthread_mutex_lock(&rj.lock);
     a->listen_open = 0;
     pthread_mutex_unlock(&rj.lock);
@@ -324,6 +366,7 @@ void tpx__sock_rejoin_watch(tpx_sock_comm_t *c)
         return;
     }
     pthread_mutex_lock(&rj.lock);
+    c->rj_gen = rj.gen;
     c->rj_next = rj.sends;
     rj.sends = c;
     pthread_mutex_unlock(&rj.lock);
@@ -335,6 +378,10 @@ void tpx__sock_rejoin_forget(tpx_sock_comm_t *c)
     if (!c->rejoin)
         return;
     pthread_mutex_lock(&rj.life);
+    if (c->rj_gen != rj.gen) { /* made before a fork(): in the parent's lists */
+        pthread_mutex_unlock(&rj.life);
+        return;
+    }
     pthread_mutex_lock(&rj.lock);
     int watched = 0;
     tpx_sock_comm_t **head = c->kind == SOCK_COMM_SEND ? &rj.sends
