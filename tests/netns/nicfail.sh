@@ -15,7 +15,9 @@
 #              for good;
 #   two        64 MiB transfers; B's eth2 and eth4 go down for good.
 # Each must end in byte-verified success on both sides (exit 0 with
-# --verify), and the NICs left must have carried the bytes after the fault.
+# --verify), and the NICs left must have carried the bytes after the fault;
+# in the flaps, eth2 carries bytes again soon after each time it comes back
+# (carries_again).
 # Prints RESULT lines with the time each run took.
 . "$(dirname "$0")/lib.sh"
 
@@ -45,13 +47,48 @@ run_case() {
     result "$name: verified after $(secs "$((SERVER_MS > CLIENT_MS ? SERVER_MS : CLIENT_MS))") s from the fault (tpx-perf $*, one fused channel over eth1..eth4)"
 }
 
+# io_bytes HOST IF: bytes sent and received by HOST's interface
+io_bytes() {
+    "$TESTBED" exec "$1" sh -c "echo \$((\$(cat /sys/class/net/$2/statistics/tx_bytes) + \$(cat /sys/class/net/$2/statistics/rx_bytes)))"
+}
+
+# After a NIC comes back, the comm replaces the connection it lost over it
+# (sock_rejoin.c) and the NIC carries the transfer's bytes again: B's eth2
+# moves CARRY_BYTES (far above ARP and the replacement's handshake) within
+# CARRY_MS of the link coming up. The issue's bound is 1 s; measured here
+# (2-core host, the transfers verified) 0.1-0.3 s, so 3 s leaves room for a
+# loaded machine. A flap during which the run ends (its last transfers
+# done) proves nothing and is not counted; the flap case must count one
+# (its run spans the three flaps; readflap's READs of 128 KiB blocks may
+# end within the first, and are measured when they do not).
+CARRY_BYTES=1048576 CARRY_MS=3000 CARRY_WORST=0 CARRY_SEEN=0
+running() { kill -0 "$CLIENT" 2>/dev/null && kill -0 "$SERVER" 2>/dev/null; }
+carries_again() {
+    local t0=$1 start waited
+    start=$(io_bytes B eth2)
+    while :; do
+        waited=$(($(now_ms) - t0))
+        [ $(($(io_bytes B eth2) - start)) -ge $CARRY_BYTES ] && break
+        running || { echo "the run ended $waited ms after eth2 came back"; return 0; }
+        [ "$waited" -lt $CARRY_MS ] ||
+            fail "B's eth2 carried under $CARRY_BYTES bytes in $CARRY_MS ms after it came back (no connection replaced over it?)"
+        sleep 0.02
+    done
+    [ "$waited" -gt "$CARRY_WORST" ] && CARRY_WORST=$waited
+    CARRY_SEEN=$((CARRY_SEEN + 1))
+    echo "B's eth2 carries again $waited ms after it came back"
+}
+
 flap() {
-    local k
+    local k up
     for k in 1 2 3; do
         "$TESTBED" link B eth2 down || fail "testbed link B eth2 down failed"
         sleep 2
         "$TESTBED" link B eth2 up || fail "testbed link B eth2 up failed"
-        sleep 3
+        up=$(now_ms)
+        running || { sleep 3; continue; }
+        carries_again "$up"
+        sleep "$(awk -v ms=$((3000 - ($(now_ms) - up))) 'BEGIN { printf "%.2f", (ms > 0 ? ms / 1000 : 0) }')"
     done
 }
 blackhole() {
@@ -65,10 +102,15 @@ two() {
 
 XFER=(--size 64M --iters 200 --warmup 1)
 run_case flap flap B "" "${XFER[@]}"
+[ "$CARRY_SEEN" -gt 0 ] || fail "flap: the run ended before eth2 came back"
+result "flap: B's eth2 carried again at most $CARRY_WORST ms after it came back ($CARRY_SEEN flaps)"
 "$TESTBED" link B eth2 up
 # One-sided READ of 1000 x 128 KiB blocks: the owner (A) sends.
+CARRY_WORST=0 CARRY_SEEN=0
 run_case readflap flap A "--op read --verify" --op read --block 128K --blocks 1000 --iters 100 \
     --warmup 1 --no-raw
+[ "$CARRY_SEEN" -gt 0 ] &&
+    result "readflap: B's eth2 carried again at most $CARRY_WORST ms after it came back ($CARRY_SEEN flaps)"
 "$TESTBED" link B eth2 up
 if command -v nft >/dev/null 2>&1; then
     run_case blackhole blackhole B "" --size 64M --iters 100 --warmup 1

@@ -74,10 +74,29 @@ int main(void)
     tpx__sock_hello_encode(&he, hb);
     EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
     EXPECT(ho.flags == TPX_SOCK_HELLO_ACKS);
-    he.flags = 0x0002; /* unknown */
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN; /* ...and rejoins: known */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
+    EXPECT(ho.flags == (TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN));
+    he.flags = TPX_SOCK_HELLO_REJOIN; /* rejoining without failing over */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.flags = 0x0004; /* unknown */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    /* a rejoin: only of a comm that fails over and rejoins */
+    he.kind = TPX_SOCK_HELLO_REJOIN_DATA;
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN;
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
+    EXPECT(ho.kind == TPX_SOCK_HELLO_REJOIN_DATA && ho.index == 3 && ho.conn_id == 99);
+    he.flags = TPX_SOCK_HELLO_ACKS;
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
     he.flags = 0;
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.kind = TPX_SOCK_HELLO_DATA;
     he.index = 4; /* index >= nsocks */
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);

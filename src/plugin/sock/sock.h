@@ -27,7 +27,8 @@
  *  - except, on a comm that fails over (several NICs, TPX_SOCK_FAILOVER,
  *    sock_failover.c), the failure of some of its data connections: their
  *    unacknowledged pieces go to the others, and a send completes only
- *    once the receiver acknowledged all of it.
+ *    once the receiver acknowledged all of it; a new connection replaces
+ *    a failed one once its NIC works again (sock_rejoin.c).
  *
  * Threading: the calls on one comm (isend/irecv/test/close) must come from
  * one thread at a time, as NCCL's proxy does; different comms are
@@ -330,7 +331,25 @@ typedef struct tpx_sock_chan {
     struct tpx_sock_chan *stall_next;
     uint64_t stall_seen;
     uint32_t stall_dead_ms;
+    /* Rejoin (a comm with `rejoin` set, sock_rejoin.c). rj_phase: where
+     * its replacement stands (SOCK_RJ_PHASE_*; the owner and the rejoin
+     * thread hand it to each other). rj_fd: a new connected socket handed
+     * to the owner, who takes it in place of `fd` (-1: none). rj_joining
+     * (send, owner): taken, the receiver's welcome not read yet. The
+     * rejoin thread's own, under its lock: the attempt's socket, stage,
+     * count and when the next is due; rj_since_ns (owner): when it
+     * failed. */
+    _Atomic int rj_phase;
+    _Atomic int rj_fd;
+    int rj_joining;
+    int rj_afd, rj_astage;
+    uint32_t rj_attempt;
+    uint64_t rj_next_ns, rj_since_ns;
 } tpx_sock_chan_t;
+#define SOCK_RJ_PHASE_LIVE 0   /* carrying pieces (or not failed) */
+#define SOCK_RJ_PHASE_DEAD 1   /* failed: the rejoin thread tries to replace it */
+#define SOCK_RJ_PHASE_HANDED 2 /* send: a new socket is the owner's (rj_fd, then joining) */
+#define SOCK_RJ_PHASE_NEVER 3  /* send: not replaced (CUDA staging, sock_rejoin.c) */
 #define SOCK_CHAN_OPEN UINT64_MAX
 #define SOCK_CHAN_ENDED (UINT64_MAX - 1)
 #define SOCK_CHAN_WAITS (UINT64_MAX - 2)
@@ -409,6 +428,19 @@ typedef struct tpx_sock_comm {
      * pieces sent again (stats). recv: fo_lock orders the connections'
      * fo_live claims (a spin lock, held for a scan of nsocks entries). */
     int failover;
+    /* Rejoin (sock_rejoin.c): set at connect/accept for a comm that fails
+     * over, whose hellos carried TPX_SOCK_HELLO_REJOIN. send: where data
+     * connection i went (bound to rj_local[i] if rj_bind, connected to
+     * rj_remote[i]) and the handle's nonce; recv: the rejoin acceptor of
+     * its listener. rj_next: the rejoin thread's list (its lock). */
+    int rejoin;
+    int rj_bind;
+    uint64_t rj_nonce;
+    tpx_sock_addr_t rj_local[TPX_SOCK_MAX_SOCKS], rj_remote[TPX_SOCK_MAX_SOCKS];
+    struct tpx_sock_rj_acc *rj_acc;
+    struct tpx_sock_comm *rj_next;
+    uint64_t rj_gen; /* the rejoin lists' fork() generation when it joined them */
+    _Atomic uint64_t fo_rejoined; /* data connections replaced (stats) */
     struct tpx_sock_fo_ent *fo_resend;
     uint64_t fo_rs_head, fo_rs_tail;
     _Atomic int fo_dead_chans;
@@ -508,6 +540,8 @@ int tpx__sock_pool_size(void);
  * comm (-1: none): for tests and diagnostics. */
 int tpx__sock_chan_worker(const tpx_sock_comm_t *c, int i);
 
+/* sock_opts.c: the same host (address, not port)? */
+int tpx__sock_same_host(const tpx_sock_addr_t *a, const tpx_sock_addr_t *b);
 /* Socket options common to every data/control connection. */
 void tpx__sock_setopts(int fd, int data);
 /* A data socket once connected: with TPX_SOCK_BUF_BYTES=-1 (auto), a send
@@ -546,6 +580,72 @@ int tpx__sock_stall_rule(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms);
 /* The rule on the connection's tcp_info now (one getsockopt; *seen filled
  * when it could be read). By the connection's owner. */
 int tpx__sock_stall_verdict(int fd, uint32_t stall_ms, tpx_sock_tcp_seen_t *seen);
+
+/* sock_rejoin.c, comms that fail over: a failed data connection replaced
+ * once its NIC works again. Attempt k of a connection waits
+ * tpx__sock_rejoin_delay_ms(k) after the one before (SOCK_REJOIN_FIRST_MS
+ * doubling to SOCK_REJOIN_MAX_MS). */
+#define SOCK_REJOIN_FIRST_MS 10u
+#define SOCK_REJOIN_MAX_MS 250u
+uint32_t tpx__sock_rejoin_delay_ms(uint32_t attempt);
+/* What a rejoin acceptor knows of a comm accepted from its listener. */
+typedef struct {
+    uint64_t conn_id; /* the comm's (its hellos') */
+    uint16_t nsocks;  /* its data connections */
+    uint16_t flags;   /* its first hellos' TPX_SOCK_HELLO_* */
+    int failed;       /* its sticky error is set: it takes no rejoin */
+    uint32_t taking;  /* bit i: a new connection i is being taken */
+} tpx_sock_rejoin_key_t;
+/* Why a rejoin hello is refused (SOCK_RJ_OK: taken). */
+enum {
+    SOCK_RJ_OK = 0,
+    SOCK_RJ_MALFORMED,     /* not a rejoin hello, or not with ACKS and REJOIN */
+    SOCK_RJ_NONCE,         /* not this listener's nonce */
+    SOCK_RJ_NO_COMM,       /* no live comm of this listener has its conn_id */
+    SOCK_RJ_NOT_REJOINING, /* the comm was made without TPX_SOCK_HELLO_REJOIN */
+    SOCK_RJ_CONFLICT,      /* nsocks not the comm's, or index out of range */
+    SOCK_RJ_FAILED,        /* the comm failed: final */
+    SOCK_RJ_BUSY,          /* a new connection of that index is being taken */
+};
+/* The admission rule of a rejoin hello `h` at a listener of nonce `nonce`
+ * whose live comms are comms[0..ncomms): SOCK_RJ_OK and the comm's index
+ * in *which (set only then), or why not. */
+int tpx__sock_rejoin_admit(const tpx_sock_hello_t *h, uint64_t nonce,
+                           const tpx_sock_rejoin_key_t *comms, int ncomms, int *which);
+struct tpx_sock_comm;
+struct tpx_sock_chan;
+/* A listener's rejoin acceptor: its listening sockets, kept past
+ * closeListen while a comm accepted from it may rejoin. */
+typedef struct tpx_sock_rj_acc tpx_sock_rj_acc_t;
+/* The acceptor of a listener (nonce, its listening sockets, still the
+ * listener's until tpx__sock_rejoin_acc_listen_closed) with its first
+ * comm; NULL if out of memory (the comm then does not rejoin). */
+tpx_sock_rj_acc_t *tpx__sock_rejoin_acc_new(uint64_t nonce, const int *fds, int nfds);
+/* A comm accepted with TPX_SOCK_HELLO_REJOIN joins acceptor `a` (started
+ * comm). */
+void tpx__sock_rejoin_acc_add(tpx_sock_rj_acc_t *a, struct tpx_sock_comm *c);
+/* closeListen: the sockets are the acceptor's now (closed with it). */
+void tpx__sock_rejoin_acc_listen_closed(tpx_sock_rj_acc_t *a);
+/* A rejoin hello read by the open listener: 0 (fd taken) or a SOCK_RJ_*
+ * reason (the caller closes fd). */
+int tpx__sock_rejoin_offer(tpx_sock_rj_acc_t *a, int fd, const tpx_sock_hello_t *h);
+/* A started send comm that rejoins: its failed connections are replaced. */
+void tpx__sock_rejoin_watch(struct tpx_sock_comm *c);
+/* Comm destroy, first: nothing of the rejoin thread touches c after. */
+void tpx__sock_rejoin_forget(struct tpx_sock_comm *c);
+/* A connection of a comm that rejoins failed (its owner, phase set). */
+void tpx__sock_rejoin_wake(void);
+/* The owner's turn on a connection with rj_fd set or joining: 1 if it is
+ * live again (go on with a normal turn), 0 if not (end the turn). */
+int tpx__sock_rejoin_turn(struct tpx_sock_comm *c, struct tpx_sock_chan *ch);
+/* Worker (sock_worker.c): ch (its owner, the worker's) takes socket fd
+ * in place of its own, which is closed. TPX_OK, or an epoll error. */
+tpx_status_t tpx__sock_chan_swap_fd(struct tpx_sock_chan *ch, int fd);
+/* sock_comm.c: ch (its owner, failed) reads no copy of a piece any more. */
+void tpx__sock_fo_forget_live(struct tpx_sock_comm *c, struct tpx_sock_chan *ch);
+/* sock_closed.c: a receiving connection that ended is open again (its
+ * owner; undoes what its end counted). */
+void tpx__sock_chan_reopen(struct tpx_sock_comm *c, struct tpx_sock_chan *ch);
 
 /* The stretch [off, off + len) of r's message as iovecs in `out` (at most
  * max: a longer stretch is cut short, the caller moves the rest later);

@@ -31,6 +31,16 @@ static void chan_set_gone(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, uint64_t gone
         atomic_fetch_sub(&c->gone_chans, 1);
 }
 
+void tpx__sock_chan_reopen(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    if (ch->eof) {
+        ch->eof = 0;
+        atomic_fetch_sub(&c->eof_chans, 1);
+    }
+    ch->hup = 0;
+    chan_set_gone(c, ch, SOCK_CHAN_OPEN);
+}
+
 /* Every data connection ended or holds only a message not posted yet: the
  * receives posted and not complete can never complete. Fail the comm as
  * the peer's close (test(): rc 2, done 0), as when every connection ended;

@@ -45,6 +45,8 @@ tpx_sock_comm_t *tpx__sock_comm_alloc(tpx_sock_comm_kind_t kind, int dev, int ns
         c->chans[i].comm = c;
         c->chans[i].lowat = TPX_SOCK_VDEV_LOWAT_MAX;
         atomic_init(&c->chans[i].gone, SOCK_CHAN_OPEN);
+        atomic_init(&c->chans[i].rj_fd, -1);
+        c->chans[i].rj_afd = -1;
     }
     return c;
 }
@@ -154,6 +156,13 @@ static void fo_lock(tpx_sock_comm_t *c)
 }
 
 static void fo_unlock(tpx_sock_comm_t *c) { atomic_store_explicit(&c->fo_lock, 0, memory_order_release); }
+
+void tpx__sock_fo_forget_live(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    fo_lock(c);
+    ch->fo_live = 0;
+    fo_unlock(c);
+}
 
 static int fo_same(const tpx_sock_chan_t *k, const tpx_sock_piece_t *p)
 {

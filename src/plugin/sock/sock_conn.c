@@ -114,6 +114,7 @@ enum {
     REJ_GROUP_REFUSED,
     REJ_GROUP_EXPIRED,
     REJ_ACCEPT,
+    REJ_REJOIN,
     REJ__COUNT
 };
 static const char *const rej_what[REJ__COUNT] = {
@@ -129,6 +130,7 @@ static const char *const rej_what[REJ__COUNT] = {
     [REJ_GROUP_REFUSED] = "no room for another comm",
     [REJ_GROUP_EXPIRED] = "incomplete comm expired",
     [REJ_ACCEPT] = "accept() failed",
+    [REJ_REJOIN] = "rejoin refused (no such comm, or not now)",
 };
 
 typedef struct {
@@ -154,51 +156,10 @@ typedef struct {
     uint64_t rej_log_at;   /* no summary before this time */
     int rej_last;          /* the latest one's reason and peer */
     char rej_last_peer[96];
+    /* Made with its first comm that rejoins (sock_rejoin.c): it keeps the
+     * listening sockets once this closes. */
+    tpx_sock_rj_acc_t *acc;
 } listen_comm_t;
-
-void tpx__sock_setopts(int fd, int data)
-{
-    int one = 1;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (data && tpx__sock_params.sock_buf > 0) {
-        int sz = tpx__sock_params.sock_buf;
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-    }
-}
-
-static int addr_is_loopback(const tpx_sock_addr_t *a)
-{
-    if (a->sa.sa_family == AF_INET)
-        return (ntohl(a->sin.sin_addr.s_addr) >> 24) == 127;
-    if (a->sa.sa_family != AF_INET6)
-        return 0;
-    const struct in6_addr *x = &a->sin6.sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(x) || (IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127);
-}
-
-static int same_host(const tpx_sock_addr_t *a, const tpx_sock_addr_t *b);
-
-/* Whether connected socket fd joins two ends on this host: a loopback
- * peer, or the peer's address is the socket's own. */
-static int ends_on_this_host(int fd)
-{
-    tpx_sock_addr_t a, b;
-    socklen_t la = sizeof(a), lb = sizeof(b);
-    memset(&a, 0, sizeof(a));
-    memset(&b, 0, sizeof(b));
-    if (getsockname(fd, &a.sa, &la) != 0 || getpeername(fd, &b.sa, &lb) != 0)
-        return 0;
-    return addr_is_loopback(&b) || same_host(&a, &b);
-}
-
-void tpx__sock_setopts_connected(int fd)
-{
-    if (tpx__sock_params.sock_buf < 0 && ends_on_this_host(fd)) {
-        int sz = TPX_SOCK_LOCAL_SNDBUF;
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-    }
-}
 
 static uint64_t deadline_after_ms(int ms) { return tpx__now_ns() + (uint64_t)ms * 1000000ull; }
 
@@ -313,7 +274,7 @@ tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
     TPX_CHECK_GOTO(tpx__random_bytes(&l->nonce, sizeof(l->nonce)), st, err_close);
     h.nonce = l->nonce;
     if (!tpx__sock_params.tcpx) /* strict TCPX: never fails over (sock_failover.c) */
-        h.caps = TPX_SOCK_HANDLE_CAP_ACKS;
+        h.caps = TPX_SOCK_HANDLE_CAP_ACKS | TPX_SOCK_HANDLE_CAP_REJOIN;
     tpx__sock_handle_encode(&h, handle);
     SOCK_DEBUG("listening on %s (%s%s)", d->name, tpx__sock_addr_str(&l->addrs[0], a, sizeof(a)),
                l->nfds > 1 ? " and the other members" : "");
@@ -344,24 +305,17 @@ tpx_status_t tpx__sock_close_listen(void *listen_comm)
             if (l->groups[g].data_fds[i] >= 0)
                 close(l->groups[g].data_fds[i]);
     }
-    for (int i = 0; i < l->nfds; i++)
-        close(l->fds[i]);
+    if (l->acc != NULL)
+        tpx__sock_rejoin_acc_listen_closed(l->acc); /* its sockets live on */
+    else
+        for (int i = 0; i < l->nfds; i++)
+            close(l->fds[i]);
     l->magic = 0;
     free(l);
     return TPX_OK;
 }
 
 /* ---- accept ------------------------------------------------------------------ */
-
-/* The same host (address, not port)? Sources are counted by host. */
-static int same_host(const tpx_sock_addr_t *a, const tpx_sock_addr_t *b)
-{
-    if (a->sa.sa_family != b->sa.sa_family)
-        return 0;
-    if (a->sa.sa_family == AF_INET)
-        return a->sin.sin_addr.s_addr == b->sin.sin_addr.s_addr;
-    return memcmp(&a->sin6.sin6_addr, &b->sin6.sin6_addr, sizeof(a->sin6.sin6_addr)) == 0;
-}
 
 static void group_close(group_t *g)
 {
@@ -405,7 +359,7 @@ static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, uint
     int mine = 0, stalest = -1;
     for (int i = 0; i < l->ngroups; i++) {
         const group_t *g = &l->groups[i];
-        if (!same_host(&g->src, src) || group_complete(g))
+        if (!tpx__sock_same_host(&g->src, src) || group_complete(g))
             continue; /* complete comms wait for accept(): not in the share */
         mine++;
         if (g->gen != l->gen &&
@@ -424,7 +378,7 @@ static int group_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, uint
             continue;
         int n = 0;
         for (int j = 0; j < l->ngroups; j++)
-            n += same_host(&l->groups[j].src, &g->src);
+            n += tpx__sock_same_host(&l->groups[j].src, &g->src);
         if (n > best_n || (n == best_n && g->progress_ns < l->groups[best].progress_ns)) {
             best = i;
             best_n = n;
@@ -486,6 +440,10 @@ static void hello_take(listen_comm_t *l, int fd, const tpx_sock_addr_t *peer,
         why = REJ_MALFORMED;
     else if (h.nonce != l->nonce)
         why = REJ_NONCE; /* a handle of another listener, or a guess */
+    else if (h.kind == TPX_SOCK_HELLO_REJOIN_DATA)
+        why = l->acc != NULL && tpx__sock_rejoin_offer(l->acc, fd, &h) == SOCK_RJ_OK
+                  ? 0
+                  : REJ_REJOIN;
     else
         why = group_add(l, &h, fd, peer, now);
     if (why != 0)
@@ -547,7 +505,7 @@ static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, ui
 {
     int mine = 0, oldest = -1;
     for (int i = 0; i < l->npend; i++) {
-        if (!same_host(&l->pend[i].peer, src))
+        if (!tpx__sock_same_host(&l->pend[i].peer, src))
             continue;
         mine++;
         if (l->pend[i].gen != l->gen &&
@@ -567,7 +525,7 @@ static int pending_victim(const listen_comm_t *l, const tpx_sock_addr_t *src, ui
             continue;
         int n = 0;
         for (int j = 0; j < l->npend; j++)
-            n += same_host(&l->pend[j].peer, &l->pend[i].peer);
+            n += tpx__sock_same_host(&l->pend[j].peer, &l->pend[i].peer);
         if (n > best_n || (n == best_n && l->pend[i].since_ns < l->pend[best].since_ns)) {
             best = i;
             best_n = n;
@@ -656,11 +614,18 @@ static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t 
      * plugin's semantics, where a failed connection fails the comm. */
     if ((g->flags & TPX_SOCK_HELLO_ACKS) && !tpx__sock_params.tcpx)
         comm_set_failover(c);
+    /* The sender replaces failed connections (sock_rejoin.c): keep the
+     * listening sockets for it. Without memory for that, it cannot. */
+    if (c->failover && (g->flags & TPX_SOCK_HELLO_REJOIN) && l->acc == NULL)
+        l->acc = tpx__sock_rejoin_acc_new(l->nonce, l->fds, l->nfds);
+    c->rejoin = c->failover && (g->flags & TPX_SOCK_HELLO_REJOIN) && l->acc != NULL;
     tpx_status_t st = tpx__sock_comm_start(c);
     if (st != TPX_OK) {
         tpx__sock_comm_destroy(c);
         return st;
     }
+    if (c->rejoin)
+        tpx__sock_rejoin_acc_add(l->acc, c);
     *out = c;
     return TPX_OK;
 }
@@ -1008,7 +973,10 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
             .kind = i == 0 ? TPX_SOCK_HELLO_CTRL : TPX_SOCK_HELLO_DATA,
             .index = (uint16_t)(i == 0 ? 0 : i - 1),
             .nsocks = (uint16_t)s->nsocks,
-            .flags = s->comm->failover ? TPX_SOCK_HELLO_ACKS : 0,
+            .flags = (uint16_t)(!s->comm->failover ? 0
+                                : (s->h.caps & TPX_SOCK_HANDLE_CAP_REJOIN)
+                                    ? TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN
+                                    : TPX_SOCK_HELLO_ACKS),
             .nonce = s->h.nonce,
             .conn_id = s->comm->conn_id,
         };
@@ -1016,7 +984,14 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
         /* Member j of ours talks to NIC j of theirs: the links pair up. */
         s->socks[i].local = i == 0 ? 0 : (i - 1) % s->nlocal;
         s->socks[i].remote = s->socks[i].local % s->h.naddrs;
+        if (i > 0) { /* where a replacement goes (sock_rejoin.c) */
+            s->comm->rj_local[i - 1] = s->local[s->socks[i].local];
+            s->comm->rj_remote[i - 1] = *tpx__sock_handle_addr(&s->h, s->socks[i].remote);
+        }
     }
+    s->comm->rejoin = s->comm->failover && (s->h.caps & TPX_SOCK_HANDLE_CAP_REJOIN);
+    s->comm->rj_bind = s->bind_local;
+    s->comm->rj_nonce = s->h.nonce;
     s->deadline_ns = deadline_after_ms(tpx__sock_params.connect_timeout_ms);
     *out = s;
     return TPX_OK;
@@ -1071,6 +1046,8 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm, int nsoc
             tpx__sock_comm_destroy(c);
             return st;
         }
+        if (c->rejoin)
+            tpx__sock_rejoin_watch(c);
         *send_comm = c;
         return TPX_OK;
     }

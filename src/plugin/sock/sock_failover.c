@@ -33,8 +33,9 @@
  *    unacknowledged pieces go to the comm's resend queue, which every
  *    other connection takes from before it cuts new pieces; the
  *    connection is aborted (an RST, its queues dropped: no byte of it
- *    may reach the receiver later) and never used again: a comm does not
- *    reconnect (the engine's channels do). The comm fails as before only
+ *    may reach the receiver later) and never used again; a new
+ *    connection replaces it once its NIC works (sock_rejoin.c), if both
+ *    ends can. The comm fails as before only
  *    when every data connection has. The detector costs nothing on the
  *    data path: the worker looks a few times per TPX_SOCK_STALL_MS, and
  *    asks the kernel only about a connection that owes something and
@@ -208,6 +209,12 @@ int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
         ch->ahead_req = NULL;
     }
     int dead = atomic_fetch_add(&c->fo_dead_chans, 1) + 1;
+    if (c->rejoin && c->kind == SOCK_COMM_SEND && dead < c->nsocks) {
+        /* The rejoin thread replaces it once its NIC works (sock_rejoin.c). */
+        ch->rj_since_ns = tpx__sock_mono_ns();
+        atomic_store(&ch->rj_phase, SOCK_RJ_PHASE_DEAD);
+        tpx__sock_rejoin_wake();
+    }
     if (c->kind == SOCK_COMM_SEND && dead < c->nsocks &&
         dead + atomic_load(&c->eof_chans) >= c->nsocks) {
         /* The others were closed by the receiver: it is gone (its close

@@ -118,10 +118,17 @@ tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
         .nonce = tpx__get64(p + 16),
         .conn_id = tpx__get64(p + 24),
     };
-    if (h.kind != TPX_SOCK_HELLO_CTRL && h.kind != TPX_SOCK_HELLO_DATA)
+    const uint16_t both = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN;
+    if (h.kind != TPX_SOCK_HELLO_CTRL && h.kind != TPX_SOCK_HELLO_DATA &&
+        h.kind != TPX_SOCK_HELLO_REJOIN_DATA)
         return TPX_ERR_PROTOCOL;
     if (h.nsocks < 1 || h.nsocks > TPX_SOCK_MAX_SOCKS || h.index >= h.nsocks ||
-        (h.flags & ~TPX_SOCK_HELLO_ACKS) != 0)
+        (h.flags & ~both) != 0)
+        return TPX_ERR_PROTOCOL;
+    /* Rejoining is part of failing over; a rejoin names a comm that does. */
+    if ((h.flags & TPX_SOCK_HELLO_REJOIN) && !(h.flags & TPX_SOCK_HELLO_ACKS))
+        return TPX_ERR_PROTOCOL;
+    if (h.kind == TPX_SOCK_HELLO_REJOIN_DATA && h.flags != both)
         return TPX_ERR_PROTOCOL;
     *out = h;
     return TPX_OK;

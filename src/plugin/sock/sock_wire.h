@@ -10,6 +10,9 @@
  * Connection set-up (sender = connector, receiver = listener):
  *   sender -> receiver, on the control socket:  hello{kind=CTRL, nsocks}
  *   sender -> receiver, on each data socket:    hello{kind=DATA, index}
+ *   later, replacing failed data socket `index` (sock_rejoin.c):
+ *   sender -> receiver, on the new socket:      hello{kind=REJOIN_DATA, index}
+ *   receiver -> sender:                          u64 0 (the welcome)
  * Data sockets then carry pieces: piece header + `len` payload bytes. A
  * message (one isend) is one or more pieces, possibly on different data
  * sockets; a zero-byte message is one piece with len 0.
@@ -55,6 +58,11 @@ typedef struct {
  * fails over only to a listener that says so (builds without it left the
  * field zero and read the hellos' flags as an error). */
 #define TPX_SOCK_HANDLE_CAP_ACKS 0x00000001u
+/* The listener takes rejoins (TPX_SOCK_HELLO_REJOIN, sock_rejoin.c): a
+ * connector replaces a failed data connection of a comm only where the
+ * handle says so; a listener without it (an older build) never sees a
+ * rejoin, and its comms fail over as before. */
+#define TPX_SOCK_HANDLE_CAP_REJOIN 0x00000002u
 
 /*
  * Handle layout (128 bytes, caller memory):
@@ -94,6 +102,10 @@ tpx_status_t tpx__sock_handle_decode(const void *buf128, tpx_sock_handle_t *out)
 typedef enum {
     TPX_SOCK_HELLO_CTRL = 1,
     TPX_SOCK_HELLO_DATA = 2,
+    /* A new connection for data connection `index` of an established comm
+     * that failed it (sock_rejoin.c): nonce and conn_id are the comm's,
+     * nsocks and flags those of its first hellos (ACKS and REJOIN set). */
+    TPX_SOCK_HELLO_REJOIN_DATA = 3,
 } tpx_sock_hello_kind_t;
 
 /* First bytes on every connection, sender to receiver. */
@@ -113,9 +125,14 @@ typedef struct {
  * pieces are acknowledged and sends the unacknowledged pieces of a failed
  * connection again on the others. */
 #define TPX_SOCK_HELLO_ACKS 0x0001u
+/* The comm replaces a failed data connection (sock_rejoin.c): the sender
+ * sends it only with ACKS, to a listener whose handle has
+ * TPX_SOCK_HANDLE_CAP_REJOIN (older listeners refuse unknown flags). */
+#define TPX_SOCK_HELLO_REJOIN 0x0002u
 #define TPX_SOCK_HELLO_WIRE_SIZE 32
 void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf);
-/* Checks magic, version, kind, index < nsocks <= 16, no unknown flag. */
+/* Checks magic, version, kind, index < nsocks <= 16, no unknown flag,
+ * REJOIN only with ACKS, and a REJOIN_DATA hello with both. */
 tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out);
 
 /* Header of one piece of a message on a data socket. */

@@ -171,7 +171,12 @@ static int chan_run(tpx_sock_chan_t *ch)
         atomic_load_explicit(&c->error, memory_order_relaxed) == 0 &&
         !atomic_load_explicit(&c->hung, memory_order_relaxed) && !atomic_load(&c->peer_gone) &&
         tpx__sock_chan_own(ch)) { /* not owned: isend/a direct read moves it, kicks us after */
-        if (ch->eof || (send && atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))) {
+        int live = 1;
+        if (c->rejoin && (ch->rj_joining || atomic_load(&ch->rj_fd) >= 0))
+            live = tpx__sock_rejoin_turn(c, ch); /* a new connection in its place */
+        if (!live) {
+            tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
+        } else if (ch->eof || (send && atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))) {
             /* Its close was taken (by us, or by a direct read: read only
              * while owning, as the reader wrote it), or it failed and the
              * comm fails over: nothing more moves on it. */
@@ -672,7 +677,13 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
 {
     if (c == NULL)
         return;
+    tpx__sock_rejoin_forget(c); /* before the workers drop it: no kick after */
     atomic_store(&c->closing, 1);
+    if (atomic_load(&c->fo_rejoined) > 0)
+        SOCK_INFO("%s comm %p (conn %016llx): %llu data connection(s) replaced after they "
+                  "failed", c->kind == SOCK_COMM_SEND ? "send" : "recv", (void *)c,
+                  (unsigned long long)c->conn_id,
+                  (unsigned long long)atomic_load(&c->fo_rejoined));
     if (atomic_load(&c->fo_dead_chans) > 0)
         SOCK_INFO("%s comm %p (conn %016llx): %d of %d data connection(s) failed, %llu "
                   "piece(s) sent again", c->kind == SOCK_COMM_SEND ? "send" : "recv", (void *)c,
@@ -720,6 +731,8 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *c)
         free(c->chans[i].eager);
         if (c->chans[i].fd >= 0)
             close(c->chans[i].fd);
+        if (atomic_load(&c->chans[i].rj_fd) >= 0)
+            close(atomic_load(&c->chans[i].rj_fd));
     }
     if (c->ctrl_fd >= 0)
         close(c->ctrl_fd);
