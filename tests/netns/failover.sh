@@ -12,7 +12,9 @@
 # and stays there. A
 # link that comes back carries traffic again: the lost channel is connected
 # again in the background and rejoins the dealing, so B's NIC sends at least
-# 20 MB of the transfers within 3 s of its link coming up. Run
+# 20 MB of the transfers within 5 s of its link coming up (measured 0.2-0.4 s,
+# up to 1.4 s beside two busy loops; a CI run's load once stretched it past
+# 3 s, and the transfers run long enough to cover every window). Run
 # plain and in strict TCPX mode (TPX_SOCK_TCPX=1: FIFO pairing of the chunks
 # dealt again, proven by the bytes).
 # Prints RESULT failover[.tcpx]: <outcome> after S s (channels lost ...).
@@ -24,7 +26,7 @@ TMO=30
 # run_case NAME: sets OUTCOME
 run_case() {
     local name=$1 t0 t1 hung=0 srv cli lost moved nic downs=0 back=0
-    start_server --size 64M --iters 300 --warmup 1 --verify --timeout $TMO
+    start_server --size 64M --iters 450 --warmup 1 --verify --timeout $TMO
     start_client
     wait_tx B eth2 100000000 60 || { show_logs; fail "$name: transfer did not start"; }
     t0=$(now_ms)
@@ -36,7 +38,7 @@ run_case() {
         downs=$((downs + 1))
         echo "$name: $nic was down for 2 s"
         t1=$(now_ms)
-        if wait_tx B "$nic" 20000000 3; then
+        if wait_tx B "$nic" 20000000 5; then
             back=$((back + 1))
             echo "$name: $nic carries transfers again $(secs $(($(now_ms) - t1))) s after its link came up"
         fi
