@@ -73,8 +73,6 @@
 
 /* Doorbells (frames on a ready peer's bootstrap connection): read per peer
  * and pass, and allowed per peer and second before the peer is dropped. */
-#define BELLS_PER_PASS   16
-#define BELLS_PER_SECOND 1000
 
 enum { ST_HANDSHAKE = 0, ST_INFO, ST_IDENT, ST_CONNECT, ST_READY_WAIT, ST_DONE };
 
@@ -1051,47 +1049,12 @@ static tpx_status_t chan_listen(tpx_peer_t *p, tpx_chan_open_t *c)
 }
 
 /* Read p's pending bootstrap frames (bounded); the doorbells among them. */
-static int peer_frames(tpx_peer_t *p, uint64_t now)
-{
-    int rung = 0;
-    if (now - p->bell_window_ns >= 1000000000ull) {
-        p->bell_window_ns = now;
-        p->bell_count = 0;
-    }
-    /* Bounded work per peer and pass (under the engine lock). */
-    for (int k = 0; k < BELLS_PER_PASS && p->state == PEER_READY; k++) {
-        uint16_t type;
-        uint32_t len;
-        unsigned char b[TPX_PEER_FRAME_MAX];
-        /* the control stream over it (peer_ctrl.c) obeys flow control */
-        if (p->ctrl_bs_rx && !tpx__peer_ctrl_may_read(p))
-            break;
-        tpx_status_t st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
-        if (st == TPX_INPROGRESS)
-            break;
-        if (st != TPX_OK) {
-            p->bs_eof_ns = tpx__now_ns(); /* judged by the sweep */
-            break;
-        }
-        rung += tpx__peer_bs_frame(p, type, b, len);
-        if (type == TPX_MSG_CTRL || type == TPX_MSG_CTRL_SEEN)
-            continue; /* the control stream, not a doorbell */
-        if (++p->bell_count > BELLS_PER_SECOND) {
-            /* A requester rings at most once per 50 ms of quiet. */
-            tpx__peer_fail(p, TPX_ERR_PROTOCOL,
-                           "it sent more than 1000 doorbells in a second (a flood): dropped");
-            break;
-        }
-    }
-    return rung;
-}
-
 void tpx__peer_frames_pass(tpx_peer_t *p)
 {
     if (TPX_UNLIKELY(p->ctrl_bs_rx || p->ctrl_bs_tx) && p->state == PEER_READY &&
         p->bs != NULL && p->bs_eof_ns == 0) {
         (void)tpx__bs_flush(p->bs);
-        p->e->nbells += (uint64_t)peer_frames(p, tpx__now_ns());
+        p->e->nbells += (uint64_t)tpx__peer_frames(p, tpx__now_ns());
     }
 }
 
@@ -1119,7 +1082,7 @@ void tpx__peer_chan_drive(tpx_peer_t *p)
      * naps: they wake it on the bootstrap fd (tpx__engine_bells), and a
      * peer that does not need its channels yet costs no CPU. */
     if (!c->got && p->bs != NULL && p->bs_eof_ns == 0)
-        (void)peer_frames(p, tpx__now_ns());
+        (void)tpx__peer_frames(p, tpx__now_ns());
     if (!c->got || p->state != PEER_READY)
         return;
     e->last_move_ns = tpx__now_ns(); /* both sides connect now: poll hot */
@@ -1449,7 +1412,7 @@ int tpx__engine_bells(tpx_engine_t *e)
     uint64_t now = tpx__now_ns();
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
         if (p->state == PEER_READY && p->bs != NULL && p->bs_eof_ns == 0)
-            rung += peer_frames(p, now);
+            rung += tpx__peer_frames(p, now);
     e->nbells += (uint64_t)rung;
     return rung;
 }

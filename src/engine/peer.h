@@ -114,6 +114,7 @@ struct tpx_peer {
      * received (TPX_MSG_CTRL_SEEN), to send again there if the comm fails. */
     struct tpx_ctrl_kept *ctrl_kept; /* a ring, oldest first */
     uint32_t kept_head, kept_n, kept_cap;
+    uint64_t seen_adv_ns; /* when the peer last confirmed one of them more (the stall clock) */
     uint64_t seen_sent;   /* the last recv_seq told to the peer (TPX_MSG_CTRL_SEEN) */
     int ctrl_bs_tx;       /* our control messages go over the bootstrap connection */
     int ctrl_bs_rx;       /* the peer's come over it (our control receive comm is closed) */
@@ -253,6 +254,9 @@ void tpx__peer_rejoin_drive(tpx_peer_t *p, uint64_t now);
  * peer); TPX_MSG_CTRL and TPX_MSG_CTRL_SEEN carry the control stream
  * (peer_ctrl.c); other types are ignored. */
 int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, uint32_t len);
+/* The bootstrap frames that arrived (at most 16 per call; flow control of
+ * a moved control stream obeyed): the doorbells rung among them. */
+int tpx__peer_frames(tpx_peer_t *p, uint64_t now);
 
 /* ---- peer_repair.c: a data channel lost while the peer lives (lock held) ---- */
 /* Data comm c of p failed or stalled (why: the line that says so). A
@@ -319,8 +323,9 @@ void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
 /* The peer received our control messages up to seq (exclusive): what was
  * kept for a move goes. */
 void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq);
-/* When the oldest control message the peer has not said it received was
- * posted (0: none kept). */
+/* Where the stall clock of the control send comm starts: when the oldest
+ * control message the peer has not said it received was posted, or when
+ * the peer last confirmed more, the later (0: none kept). */
 uint64_t tpx__peer_ctrl_unseen_ns(const tpx_peer_t *p);
 /* Free what the control stream kept (the peer's end). */
 void tpx__peer_ctrl_kept_free(tpx_peer_t *p);

@@ -74,8 +74,8 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
  *            outbox goes there (nothing is kept any more: TCP delivers or
  *            the peer fails).
  *            A control comm that stalls without an error (TCPX never
- *            reports one) is found by its sender: a message posted
- *            TPX_CHANNEL_STALL_MS ago and still not seen (peer_sweep.c).
+ *            reports one) is found by its sender: messages unseen, and
+ *            none confirmed for TPX_CHANNEL_STALL_MS (peer_sweep.c).
  *            A receiver that held its reads back that long (flow control)
  *            draws the same verdict: a move it did not need, which costs
  *            nothing but the comm.
@@ -132,6 +132,7 @@ static tpx_status_t kept_add(tpx_peer_t *p, const unsigned char *buf, uint32_t l
 
 void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq)
 {
+    int moved = 0;
     while (p->kept_n > 0) {
         struct tpx_ctrl_kept *k = &p->ctrl_kept[p->kept_head];
         if (k->seq >= seq)
@@ -139,12 +140,23 @@ void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq)
         free(k->body);
         p->kept_head = (p->kept_head + 1) % p->kept_cap;
         p->kept_n--;
+        moved = 1;
     }
+    if (moved)
+        p->seen_adv_ns = tpx__now_ns();
 }
 
+/* The stall clock: since the oldest message still unseen was posted, or
+ * since the peer last confirmed more, whichever is later. A control comm
+ * that moves slowly is not stalled: under a heavy load (strict TCPX, data
+ * comms busy) a message waited 1.2 s on loopback while its predecessors
+ * arrived in runs, and only a comm that moves nothing at all is lost. */
 uint64_t tpx__peer_ctrl_unseen_ns(const tpx_peer_t *p)
 {
-    return p->kept_n > 0 ? p->ctrl_kept[p->kept_head].t_ns : 0;
+    if (p->kept_n == 0)
+        return 0;
+    uint64_t t = p->ctrl_kept[p->kept_head].t_ns;
+    return TPX_MAX(t, p->seen_adv_ns);
 }
 
 void tpx__peer_ctrl_kept_free(tpx_peer_t *p)

@@ -136,20 +136,55 @@ int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, u
     return 0;
 }
 
+/* A requester rings at most once per 50 ms of quiet; a flood is dropped. */
+#define BELLS_PER_PASS   16
+#define BELLS_PER_SECOND 1000
+
+int tpx__peer_frames(tpx_peer_t *p, uint64_t now)
+{
+    int rung = 0;
+    if (now - p->bell_window_ns >= 1000000000ull) {
+        p->bell_window_ns = now;
+        p->bell_count = 0;
+    }
+    /* Bounded work per peer and pass (under the engine lock). */
+    for (int k = 0; k < BELLS_PER_PASS && p->state == PEER_READY; k++) {
+        uint16_t type;
+        uint32_t len;
+        unsigned char b[TPX_PEER_FRAME_MAX];
+        /* the control stream over it (peer_ctrl.c) obeys flow control */
+        if (p->ctrl_bs_rx && !tpx__peer_ctrl_may_read(p))
+            break;
+        tpx_status_t st = tpx__bs_recv(p->bs, &type, b, sizeof(b), &len);
+        if (st == TPX_INPROGRESS)
+            break;
+        if (st != TPX_OK) {
+            p->bs_eof_ns = tpx__now_ns(); /* judged by the sweep */
+            break;
+        }
+        rung += tpx__peer_bs_frame(p, type, b, len);
+        if (type == TPX_MSG_CTRL || type == TPX_MSG_CTRL_SEEN)
+            continue; /* the control stream, not a doorbell */
+        if (++p->bell_count > BELLS_PER_SECOND) {
+            /* A requester rings at most once per 50 ms of quiet. */
+            tpx__peer_fail(p, TPX_ERR_PROTOCOL,
+                           "it sent more than 1000 doorbells in a second (a flood): dropped");
+            break;
+        }
+    }
+    return rung;
+}
+
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
 {
     /* The bootstrap connection stays open for the peer's life: EOF on it
      * means the peer process is gone, whatever the plugin reports. (Once
      * the control stream moved there, it is read under its flow control.) */
-    if (p->bs != NULL && p->bs_eof_ns == 0 && (!p->ctrl_bs_rx || tpx__peer_ctrl_may_read(p))) {
-        uint16_t type;
-        unsigned char buf[TPX_PEER_FRAME_MAX];
-        uint32_t len;
-        tpx_status_t st = tpx__bs_recv(p->bs, &type, buf, sizeof(buf), &len);
-        if (st != TPX_INPROGRESS && st != TPX_OK)
-            p->bs_eof_ns = now;
-        else if (st == TPX_OK && tpx__peer_bs_frame(p, type, buf, len) > 0)
-            p->e->nbells++; /* rung while we were awake anyway */
+    if (p->bs != NULL && p->bs_eof_ns == 0) {
+        /* all that came, not one frame per sweep: the peer confirms control
+         * messages every 10 ms, and a reader slower than that fell behind
+         * until its kept messages looked unseen (a spurious move) */
+        p->e->nbells += (uint64_t)tpx__peer_frames(p, now); /* rung while awake anyway */
         if (p->state != PEER_READY)
             return;
     }
@@ -169,15 +204,16 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
         if (tpx__bs_send(p->bs, TPX_MSG_CTRL_SEEN, f, sizeof(f)) == TPX_OK)
             p->seen_sent = p->recv_seq;
     }
-    /* A control send comm whose message the peer has not seen for
-     * TPX_CHANNEL_STALL_MS stalled (TCPX reports no failure): the control
-     * stream moves to the bootstrap connection (peer_ctrl.c) */
+    /* A control send comm with messages unseen, of which the peer has
+     * confirmed none for TPX_CHANNEL_STALL_MS, stalled (TCPX reports no
+     * failure): the control stream moves to the bootstrap connection
+     * (peer_ctrl.c) */
     uint64_t unseen = tpx__peer_ctrl_unseen_ns(p);
     if (unseen != 0 && !p->ctrl_bs_tx && p->e->cfg.chan_stall_ms > 0 &&
-        now - unseen >= (uint64_t)p->e->cfg.chan_stall_ms * 1000000ull) {
+        now >= unseen + (uint64_t)p->e->cfg.chan_stall_ms * 1000000ull) {
         char why[160];
-        snprintf(why, sizeof(why), "control send comm: a message it sent %d ms ago has not "
-                 "arrived (TPX_CHANNEL_STALL_MS)", p->e->cfg.chan_stall_ms);
+        snprintf(why, sizeof(why), "control send comm: the peer has confirmed none of its "
+                 "messages for %d ms (TPX_CHANNEL_STALL_MS)", p->e->cfg.chan_stall_ms);
         tpx__peer_ctrl_move(p, UINT64_MAX, why);
         if (p->state != PEER_READY)
             return;
