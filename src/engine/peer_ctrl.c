@@ -194,15 +194,26 @@ static int bs_post(tpx_peer_t *p)
     return p->state == PEER_READY ? 1 : -1;
 }
 
+/* Whether one direction of p's control stream moves to the bootstrap
+ * connection now: not if the peer is no longer ready or that direction
+ * moved already (`moved`); a peer that cannot move it (failover off, the
+ * bootstrap connection gone, or the peer said goodbye) fails, for `why`. */
+static int ctrl_may_move(tpx_peer_t *p, int moved, const char *why)
+{
+    if (p->state != PEER_READY || moved)
+        return 0;
+    if (!p->e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return 0;
+    }
+    return 1;
+}
+
 void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why)
 {
     tpx_engine_t *e = p->e;
-    if (p->state != PEER_READY || p->ctrl_bs_tx)
+    if (!ctrl_may_move(p, p->ctrl_bs_tx, why))
         return;
-    if (!e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
-        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
-        return;
-    }
     /* The comm's messages in flight count as sent: they go again below,
      * with those that completed and were not seen. */
     tpx_comm_t *c = p->ctrl_send;
@@ -243,12 +254,8 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why)
 void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why)
 {
     tpx_engine_t *e = p->e;
-    if (p->state != PEER_READY || p->ctrl_bs_rx)
+    if (!ctrl_may_move(p, p->ctrl_bs_rx, why))
         return;
-    if (!e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
-        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
-        return;
-    }
     /* no late message lands in a buffer: what it held comes again */
     tpx_comm_t *c = p->ctrl_recv;
     for (uint64_t i = c->win.done; i < c->win.posted; i++)
