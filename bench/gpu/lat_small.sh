@@ -10,16 +10,11 @@
 # Environment: LAT_ITERS=2000  ROUNDS=3  OUT=DIR (logs and JSON kept there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-W=$(cd "$1" && pwd)
 LAT_ITERS=${LAT_ITERS:-2000}
 ROUNDS=${ROUNDS:-3}
-OUT=${OUT:-$(mktemp -d /tmp/lat-small.XXXXXX)}
-mkdir -p "$OUT"
 
 . bench/gpu/lib.sh
-gpu_host_line
-gpu_build
-gpu_pyenv "$W"
+gpu_setup "$1"
 
 echo "== 1. tpx-perf latency, all cores and CPUs 0-1"
 for cpus in all 0,1; do

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench/gpu/lib.sh - sourced by the GPU-host scripts that run Python peers
-# (nixl_vram.sh, strided_vram.sh, peers_gpu.sh): the host line, the build, and
-# a Python path holding the carried NIXL wheels and this tree's tpx package.
+# (nixl_vram.sh, strided_vram.sh, peers_gpu.sh, lat_small.sh, pack_async.sh): the
+# output folder, the host line, the build, and a Python path holding the carried
+# NIXL wheels and this tree's tpx package.
 # A GPU host reaches no index: every wheel travels in WHEEL_DIR
 # (bench/gpu/repack_nixl.sh). The path is not under OUT: only results come back.
 
@@ -31,4 +32,20 @@ gpu_pyenv() {
     cp build/release/lib/nixl/libplugin_TPX.so "$py/tpx/_lib/nixl/"
     export PYTHONPATH=$py TPX_SOCKET_IFNAME=lo TPX_BIND_ADDR=127.0.0.1 TPX_LOG_LEVEL=error
     export NIXL_LOG_LEVEL=WARN
+}
+
+# gpu_setup WHEEL_DIR [TARGET ...]: what every script here does first, from the tree's
+# root (WHEEL_DIR is relative to it): sets OUT, unless given, to a new
+# /tmp/<script name, - for _>.XXXXXX and makes it, then gpu_host_line,
+# gpu_build TARGET ... and gpu_pyenv WHEEL_DIR
+gpu_setup() {
+    local wheels name
+    wheels=$(cd "$1" && pwd)
+    shift
+    name=$(basename "$0" .sh)
+    OUT=${OUT:-$(mktemp -d "/tmp/${name//_/-}.XXXXXX")}
+    mkdir -p "$OUT"
+    gpu_host_line
+    gpu_build "$@"
+    gpu_pyenv "$wheels"
 }

@@ -14,16 +14,11 @@
 # Environment: GPU=0  ITERS=20  OUT=DIR (logs and JSON kept there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-W=$(cd "$1" && pwd)
 GPU=${GPU:-0}
 ITERS=${ITERS:-20}
-OUT=${OUT:-$(mktemp -d /tmp/nixl-vram.XXXXXX)}
-mkdir -p "$OUT"
 
 . bench/gpu/lib.sh
-gpu_host_line
-gpu_build
-gpu_pyenv "$W"
+gpu_setup "$1"
 python3 -c 'import torch, nixl._api, tpx; print("torch", torch.__version__, "tpx", tpx.version())'
 
 echo "== 1. python -m tpx.nixl_check --mem vram"

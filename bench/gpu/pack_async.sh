@@ -15,18 +15,13 @@
 # Environment: GPU=0  ROUNDS=2  STEPS="1 2 3"  OUT=DIR (logs and JSON kept there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-W=$(cd "$1" && pwd)
 GPU=${GPU:-0}
 ROUNDS=${ROUNDS:-2}
 STEPS=" ${STEPS:-1 2 3} "
 step() { case $STEPS in *" $1 "*) return 0 ;; esac; return 1; }
-OUT=${OUT:-$(mktemp -d /tmp/pack-async.XXXXXX)}
-mkdir -p "$OUT"
 
 . bench/gpu/lib.sh
-gpu_host_line
-gpu_build
-gpu_pyenv "$W"
+gpu_setup "$1"
 B=build/release/bin
 
 if step 1; then

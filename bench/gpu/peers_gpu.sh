@@ -10,19 +10,14 @@
 # Environment: GPU=0  ROUNDS=2  ITERS=5  LAT_ITERS=500  OUT=DIR (logs and JSON kept there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-W=$(cd "$1" && pwd)
 MC=${2:-}
 GPU=${GPU:-0}
 ROUNDS=${ROUNDS:-2}
 ITERS=${ITERS:-5}
 LAT_ITERS=${LAT_ITERS:-500}
-OUT=${OUT:-$(mktemp -d /tmp/peers-gpu.XXXXXX)}
-mkdir -p "$OUT"
 
 . bench/gpu/lib.sh
-gpu_host_line
-gpu_build
-gpu_pyenv "$W"
+gpu_setup "$1"
 if [ -n "$MC" ]; then
     mc=$(mktemp -d /tmp/tpx-mooncake.XXXXXX)
     tar -xJf "$MC" -C "$mc"

@@ -13,19 +13,14 @@
 #   OUT=DIR (logs and JSON kept there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-W=$(cd "$1" && pwd)
 GPU=${GPU:-0}
 ITERS=${ITERS:-5}
 ROUNDS=${ROUNDS:-2}
 STEPS=" ${STEPS:-1 2 3 4} "
 step() { case $STEPS in *" $1 "*) return 0 ;; esac; return 1; }
-OUT=${OUT:-$(mktemp -d /tmp/strided-vram.XXXXXX)}
-mkdir -p "$OUT"
 
 . bench/gpu/lib.sh
-gpu_host_line
-gpu_build test_strided test_rma
-gpu_pyenv "$W"
+gpu_setup "$1" test_strided test_rma
 
 if step 1; then
 echo "== 1. strided entries on the real GPU"

@@ -19,20 +19,33 @@
 #include "window.h"
 #include "xfer.h"
 
+/* A full ring of `n` elements of `size` bytes, the first at *head, in a
+ * new array of twice *cap (64 at first), in order from its slot 0: the new
+ * array (the old one freed, *cap and *head set), or NULL with nothing
+ * changed when there is no memory. */
+static void *ring_grow(void *ring, size_t size, uint32_t n, uint32_t *cap, uint32_t *head)
+{
+    uint32_t ncap = *cap ? *cap * 2 : 64;
+    unsigned char *nb = malloc(ncap * size);
+    if (nb == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(nb + i * size, (unsigned char *)ring + ((*head + i) % *cap) * size, size);
+    free(ring);
+    *cap = ncap;
+    *head = 0;
+    return nb;
+}
+
 tpx_status_t tpx__peer_ctrl_post(tpx_peer_t *p, const unsigned char msg[TPX_CTRL_MSG_SIZE],
                                  tpx_xfer_t *owner, uint32_t body_len, int answer)
 {
     if (p->outbox_n == p->outbox_cap) {
-        uint32_t cap = p->outbox_cap ? p->outbox_cap * 2 : 64;
-        tpx_ctrl_out_t *nb = malloc(cap * sizeof(*nb));
+        tpx_ctrl_out_t *nb =
+            ring_grow(p->outbox, sizeof(*nb), p->outbox_n, &p->outbox_cap, &p->outbox_head);
         if (nb == NULL)
             return TPX_ERR_NO_MEMORY;
-        for (uint32_t i = 0; i < p->outbox_n; i++)
-            nb[i] = p->outbox[(p->outbox_head + i) % p->outbox_cap];
-        free(p->outbox);
         p->outbox = nb;
-        p->outbox_cap = cap;
-        p->outbox_head = 0;
     }
     tpx_ctrl_out_t *o = &p->outbox[(p->outbox_head + p->outbox_n) % p->outbox_cap];
     memcpy(o->msg, msg, TPX_CTRL_MSG_SIZE);
@@ -103,16 +116,11 @@ struct tpx_ctrl_kept {
 static tpx_status_t kept_add(tpx_peer_t *p, const unsigned char *buf, uint32_t len)
 {
     if (p->kept_n == p->kept_cap) {
-        uint32_t cap = p->kept_cap ? p->kept_cap * 2 : 64;
-        struct tpx_ctrl_kept *nb = malloc(cap * sizeof(*nb));
+        struct tpx_ctrl_kept *nb =
+            ring_grow(p->ctrl_kept, sizeof(*nb), p->kept_n, &p->kept_cap, &p->kept_head);
         if (nb == NULL)
             return TPX_ERR_NO_MEMORY;
-        for (uint32_t i = 0; i < p->kept_n; i++)
-            nb[i] = p->ctrl_kept[(p->kept_head + i) % p->kept_cap];
-        free(p->ctrl_kept);
         p->ctrl_kept = nb;
-        p->kept_cap = cap;
-        p->kept_head = 0;
     }
     struct tpx_ctrl_kept *k = &p->ctrl_kept[(p->kept_head + p->kept_n) % p->kept_cap];
     k->body = NULL;
@@ -198,15 +206,26 @@ static int bs_post(tpx_peer_t *p)
     return p->state == PEER_READY ? 1 : -1;
 }
 
+/* Whether one direction of p's control stream moves to the bootstrap
+ * connection now: not if the peer is no longer ready or that direction
+ * moved already (`moved`); a peer that cannot move it (failover off, the
+ * bootstrap connection gone, or the peer said goodbye) fails, for `why`. */
+static int ctrl_may_move(tpx_peer_t *p, int moved, const char *why)
+{
+    if (p->state != PEER_READY || moved)
+        return 0;
+    if (!p->e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        return 0;
+    }
+    return 1;
+}
+
 void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why)
 {
     tpx_engine_t *e = p->e;
-    if (p->state != PEER_READY || p->ctrl_bs_tx)
+    if (!ctrl_may_move(p, p->ctrl_bs_tx, why))
         return;
-    if (!e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
-        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
-        return;
-    }
     /* The comm's messages in flight count as sent: they go again below,
      * with those that completed and were not seen. */
     tpx_comm_t *c = p->ctrl_send;
@@ -247,12 +266,8 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why)
 void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why)
 {
     tpx_engine_t *e = p->e;
-    if (p->state != PEER_READY || p->ctrl_bs_rx)
+    if (!ctrl_may_move(p, p->ctrl_bs_rx, why))
         return;
-    if (!e->cfg.failover || p->bs == NULL || p->bs_eof_ns != 0 || p->remote_closed) {
-        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
-        return;
-    }
     /* no late message lands in a buffer: what it held comes again */
     tpx_comm_t *c = p->ctrl_recv;
     for (uint64_t i = c->win.done; i < c->win.posted; i++)

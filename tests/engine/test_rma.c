@@ -1974,6 +1974,30 @@ static void chan_look(tpx_engine_t *e, tpx_peer_t *p, int k, uint32_t *gen_s, ui
     pthread_mutex_unlock(&e->lock);
 }
 
+/* The pair the failover tests run on: sides a and b of 64 MiB, b's
+ * metadata loaded by a (rm), and a peer on each (a connects: pa, b
+ * accepts: pb). Nonzero when a check failed. */
+static int pair_open(side_t *a, side_t *b, tpx_remote_t **rm, tpx_peer_t **pa, tpx_peer_t **pb)
+{
+    EXPECT(side_open(a, "A", 64u << 20, 0) == 0);
+    EXPECT(side_open(b, "B", 64u << 20, 0) == 0);
+    *rm = load(a, b);
+    EXPECT(*rm != NULL);
+    *pa = *pb = NULL;
+    EXPECT(tpx_peer_connect(a->e, "127.0.0.1", tpx_engine_port(b->e), 5000, pa) == TPX_OK);
+    EXPECT(tpx_peer_accept(b->e, 5000, pb) == TPX_OK);
+    return test_failed() ? -1 : 0;
+}
+
+static void pair_close(side_t *a, side_t *b, tpx_remote_t *rm, tpx_peer_t *pa, tpx_peer_t *pb)
+{
+    tpx_peer_close(pa);
+    tpx_peer_close(pb);
+    tpx_remote_release(rm);
+    side_close(a);
+    side_close(b);
+}
+
 static int failover_round(side_t *a, side_t *b, tpx_remote_t *rm, tpx_peer_t *pa, tpx_peer_t *pb)
 {
     blk_t blk[16];
@@ -2016,14 +2040,9 @@ static int t_failover(void)
     if (next != NULL && atoi(next) > 0)
         lost[nlost++] = atoi(next) - 1;
     side_t a, b;
-    EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
-    EXPECT(side_open(&b, "B", 64u << 20, 0) == 0);
-    tpx_remote_t *rm = load(&a, &b);
-    EXPECT(rm != NULL);
-    tpx_peer_t *pa = NULL, *pb = NULL;
-    EXPECT(tpx_peer_connect(a.e, "127.0.0.1", tpx_engine_port(b.e), 5000, &pa) == TPX_OK);
-    EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
-    if (test_failed())
+    tpx_remote_t *rm;
+    tpx_peer_t *pa, *pb;
+    if (pair_open(&a, &b, &rm, &pa, &pb) != 0)
         return 1;
     tpx_engine_counters_t ca = {.size = sizeof(ca)}, cb = {.size = sizeof(cb)};
     /* each side loses each dying channel as a receiver on each of its two
@@ -2070,11 +2089,7 @@ static int t_failover(void)
             (unsigned long long)cb.chunks_resent, lost[nlost - 1],
             (unsigned long long)(d1[nlost - 1][0] - d0[nlost - 1][0]),
             (unsigned long long)(d1[nlost - 1][1] - d0[nlost - 1][1]));
-    tpx_peer_close(pa);
-    tpx_peer_close(pb);
-    tpx_remote_release(rm);
-    side_close(&a);
-    side_close(&b);
+    pair_close(&a, &b, rm, pa, pb);
     TEST_DONE();
 }
 
@@ -2087,14 +2102,9 @@ static int t_failover(void)
 static int t_ctrlmove(void)
 {
     side_t a, b;
-    EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
-    EXPECT(side_open(&b, "B", 64u << 20, 0) == 0);
-    tpx_remote_t *rm = load(&a, &b);
-    EXPECT(rm != NULL);
-    tpx_peer_t *pa = NULL, *pb = NULL;
-    EXPECT(tpx_peer_connect(a.e, "127.0.0.1", tpx_engine_port(b.e), 5000, &pa) == TPX_OK);
-    EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
-    if (test_failed())
+    tpx_remote_t *rm;
+    tpx_peer_t *pa, *pb;
+    if (pair_open(&a, &b, &rm, &pa, &pb) != 0)
         return 1;
     for (int round = 0; round < 4 && !test_failed(); round++)
         EXPECT(failover_round(&a, &b, rm, pa, pb) == 0);
@@ -2110,11 +2120,7 @@ static int t_ctrlmove(void)
         pthread_mutex_unlock(&sides[i]->e->lock);
     }
     EXPECT_EQ(peers, 4);
-    tpx_peer_close(pa);
-    tpx_peer_close(pb);
-    tpx_remote_release(rm);
-    side_close(&a);
-    side_close(&b);
+    pair_close(&a, &b, rm, pa, pb);
     TEST_DONE();
 }
 

@@ -950,15 +950,27 @@ static int fo_recv(role_t *r, size_t size, int post_first, int all)
     return 0;
 }
 
+/* Every failover sender's start: its comm opened, the receiver ready
+ * ('p'), and the first message, `size` bytes of tt_seed(series, 0, 0)
+ * with tag 1, posted from a new buffer (*buf, its request *req). */
+static int fo_send_first(role_t *r, size_t size, unsigned series, void **sc, unsigned char **buf,
+                         void **req)
+{
+    *req = NULL;
+    TRY(tt_send_open(r, 1, sc));
+    TRY(tt_sync_get(r, 'p', IO_MS));
+    *buf = nt_alloc(size);
+    CHECK(*buf != NULL, "out of memory");
+    nt_fill(*buf, size, tt_seed(series, 0, 0));
+    CHECK_RC(nt_isend(&r->nt, *sc, *buf, size, 1, NULL, req));
+    return 0;
+}
+
 static int fo_send(role_t *r, size_t size, int all)
 {
-    void *sc, *req = NULL;
-    TRY(tt_send_open(r, 1, &sc));
-    TRY(tt_sync_get(r, 'p', IO_MS));
-    unsigned char *buf = nt_alloc(size);
-    CHECK(buf != NULL, "out of memory");
-    nt_fill(buf, size, tt_seed(40, 0, 0));
-    CHECK_RC(nt_isend(&r->nt, sc, buf, size, 1, NULL, &req));
+    void *sc, *req;
+    unsigned char *buf;
+    TRY(fo_send_first(r, size, 40, &sc, &buf, &req));
     int kill = all ? FO_NSOCKS : 1;
     CHECK(tt_reset_busy(all ? FO_NSOCKS : 2, kill) == kill,
           "found no %d data connections with bytes queued to reset", all ? FO_NSOCKS : 2);
@@ -1057,13 +1069,9 @@ int failover_rejoin_recv(role_t *r)
 
 int failover_rejoin_send(role_t *r)
 {
-    void *sc, *req = NULL;
-    TRY(tt_send_open(r, 1, &sc));
-    TRY(tt_sync_get(r, 'p', IO_MS));
-    unsigned char *buf = nt_alloc(FO_SIZE);
-    CHECK(buf != NULL, "out of memory");
-    nt_fill(buf, FO_SIZE, tt_seed(41, 0, 0));
-    CHECK_RC(nt_isend(&r->nt, sc, buf, FO_SIZE, 1, NULL, &req));
+    void *sc, *req;
+    unsigned char *buf;
+    TRY(fo_send_first(r, FO_SIZE, 41, &sc, &buf, &req));
     CHECK(tt_reset_busy(2, 1) == 1, "found no 2 data connections with bytes queued to reset");
     uint64_t t0 = test_now_ns();
     nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
@@ -1149,13 +1157,9 @@ int failover_slowread_recv(role_t *r)
 
 int failover_slowread_send(role_t *r)
 {
-    void *sc, *req = NULL;
-    TRY(tt_send_open(r, 1, &sc));
-    TRY(tt_sync_get(r, 'p', IO_MS));
-    unsigned char *buf = nt_alloc(FO_SIZE);
-    CHECK(buf != NULL, "out of memory");
-    nt_fill(buf, FO_SIZE, tt_seed(41, 0, 0));
-    CHECK_RC(nt_isend(&r->nt, sc, buf, FO_SIZE, 1, NULL, &req));
+    void *sc, *req;
+    unsigned char *buf;
+    TRY(fo_send_first(r, FO_SIZE, 41, &sc, &buf, &req));
     TRY(tt_sync_put(r, 's'));
     nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
     CHECK(w.rc == 0 && w.done == 1, "the send of a %d MiB message received %d ms late: rc %d "
