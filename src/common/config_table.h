@@ -418,6 +418,10 @@ TPX_CONFIG_X(FAULT_DIRECT_DRY_US, INT, "0", 0, 1000000,
              "waits this long before it looks whether the connection's I/O worker tried to take "
              "the connection meanwhile, so that bytes arriving in that window meet the hand-off "
              "(transport.vec.directrace); 0: off.")
+TPX_CONFIG_X(FAULT_SOCK_CONNECT_DOWN, INT, "0", 0, 16,
+             "Testing only: the built-in transport's connect finds data connection N-1 of every "
+             "comm unreachable (`ENETUNREACH`), as one whose NIC is down; the connections that "
+             "replace it later are not touched (a NIC that came back); 0: off.")
 TPX_CONFIG_X(FAULT_CHANNEL_STALL, INT, "0", 0, 32,
              "Testing only: receive data channel N-1 of every peer never completes again once "
              "it has completed a message, as a plugin comm whose connection died without a "
