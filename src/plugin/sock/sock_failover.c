@@ -52,6 +52,10 @@
  *    middle of a piece) ends like one the sender closed; what it held
  *    safe (acknowledged) is still delivered.
  *
+ * A data connection that could not be made at connect (sock_conn.c,
+ * "Members down at connect") is, from the start, one that failed with
+ * nothing to move (tpx__sock_fo_start_missing).
+ *
  * A comm that does not fail over pays nothing: none of this runs, and its
  * sends complete when the kernel took the bytes, as ever.
  */
