@@ -377,6 +377,9 @@ void tpx__sock_rejoin_watch(tpx_sock_comm_t *c)
     rj.sends = c;
     pthread_mutex_unlock(&rj.lock);
     pthread_mutex_unlock(&rj.life);
+    /* It may have connections failed already (ones it started without):
+     * the thread may be asleep with no step due. */
+    tpx__sock_rejoin_wake();
 }
 
 void tpx__sock_rejoin_forget(tpx_sock_comm_t *c)
