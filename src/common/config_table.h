@@ -119,7 +119,10 @@ TPX_CONFIG_X(SOCK_FAILOVER, INT, "-1", -1, 1,
              "receiver holds all of it (not once the kernel took it), and when a connection "
              "fails (reset, or its peer's TCP silent: `TPX_SOCK_STALL_MS`) its unacknowledged "
              "pieces are sent again on the comm's other connections; the comm fails only when "
-             "every one did. -1: comms whose data connections span several NICs (a virtual "
+             "every one did; a failed connection is replaced once its NIC works again. Such a "
+             "comm also connects while some of its NICs are down (a connection that cannot be "
+             "made, or is unanswered 1 s after another got through, counts as failed from the "
+             "start). -1: comms whose data connections span several NICs (a virtual "
              "device, `TPX_NIC_FUSE`), so that a comm fused over a GPU's NICs loses a NIC's "
              "bandwidth, not its transfers; 1: every comm of more than one data connection; 0: "
              "none. The sender decides and tells the receiver. Never in strict TCPX mode. Cost "
@@ -418,6 +421,10 @@ TPX_CONFIG_X(FAULT_DIRECT_DRY_US, INT, "0", 0, 1000000,
              "waits this long before it looks whether the connection's I/O worker tried to take "
              "the connection meanwhile, so that bytes arriving in that window meet the hand-off "
              "(transport.vec.directrace); 0: off.")
+TPX_CONFIG_X(FAULT_SOCK_CONNECT_DOWN, INT, "0", 0, 16,
+             "Testing only: the built-in transport's connect finds data connection N-1 of every "
+             "comm unreachable (`ENETUNREACH`), as one whose NIC is down; the connections that "
+             "replace it later are not touched (a NIC that came back); 0: off.")
 TPX_CONFIG_X(FAULT_CHANNEL_STALL, INT, "0", 0, 32,
              "Testing only: receive data channel N-1 of every peer never completes again once "
              "it has completed a message, as a plugin comm whose connection died without a "

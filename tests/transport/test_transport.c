@@ -951,6 +951,7 @@ static const scenario_t scenarios[] = {
     {"failover_all", failover_all_recv, failover_all_send, 0, 0},
     {"failover_slowread", failover_slowread_recv, failover_slowread_send, 0, 0},
     {"failover_rejoin", failover_rejoin_recv, failover_rejoin_send, 0, 0},
+    {"failover_partial", failover_partial_recv, failover_partial_send, 0, 0},
     {"props", props_role, NULL, 0, 0},
     {"contexts", contexts_role, NULL, 0, 0},
     /* strict TCPX mode (TPX_SOCK_TCPX=1), test_tcpx.c */

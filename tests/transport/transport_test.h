@@ -120,6 +120,8 @@ int failover_slowread_recv(role_t *r);
 int failover_slowread_send(role_t *r);
 int failover_rejoin_recv(role_t *r);
 int failover_rejoin_send(role_t *r);
+int failover_partial_recv(role_t *r);
+int failover_partial_send(role_t *r);
 
 /* ---- the strict-TCPX scenarios (test_tcpx.c, TPX_SOCK_TCPX=1) ------------------- */
 

@@ -96,6 +96,33 @@ int main(void)
     he.flags = 0;
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    /* `missing`: a control hello of a comm that rejoins names the data
+     * connections it starts without (bytes 14..15, 0 in older builds) */
+    he.kind = TPX_SOCK_HELLO_CTRL;
+    he.index = 0;
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN;
+    he.missing = 0x2;
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(hb[14] == 0 && hb[15] == 0x2);
+    EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
+    EXPECT(ho.missing == 0x2);
+    he.missing = 0xf; /* every one: no comm */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.missing = 0x10; /* beyond nsocks */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.missing = 0x2;
+    he.flags = TPX_SOCK_HELLO_ACKS; /* cannot join later */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN;
+    he.kind = TPX_SOCK_HELLO_DATA; /* only a control hello says it */
+    he.index = 1;
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.missing = 0;
+    he.flags = 0;
     he.kind = TPX_SOCK_HELLO_DATA;
     he.index = 4; /* index >= nsocks */
     tpx__sock_hello_encode(&he, hb);

@@ -113,6 +113,7 @@ typedef struct {
     int cuda_spin_auto;    /* ...-1: not while the comms of all of them stream */
     uint64_t direct_bytes; /* TPX_SOCK_DIRECT_BYTES: isend/irecv/test move this much themselves */
     uint64_t fault_dry_ns; /* TPX_FAULT_DIRECT_DRY_US (testing only) */
+    int fault_connect_down; /* TPX_FAULT_SOCK_CONNECT_DOWN (testing only) */
     int sock_buf;
     int connect_timeout_ms;
     int tcpx; /* strict GPUDirect-TCPX emulation (TPX_SOCK_TCPX) */
@@ -641,6 +642,12 @@ int tpx__sock_rejoin_turn(struct tpx_sock_comm *c, struct tpx_sock_chan *ch);
 /* Worker (sock_worker.c): ch (its owner, the worker's) takes socket fd
  * in place of its own, which is closed. TPX_OK, or an epoll error. */
 tpx_status_t tpx__sock_chan_swap_fd(struct tpx_sock_chan *ch, int fd);
+/* sock_failover.c: data connection i of comm c (not started yet) is one it
+ * starts without (its NIC did not work at connect, sock_conn.c): counted
+ * as failed, and ended on a receiver, from the start; a sender's rejoin
+ * thread makes it once the NIC works. Its fd: a socket that never
+ * connects, held until the rejoin's takes its place. */
+void tpx__sock_fo_start_missing(struct tpx_sock_comm *c, int i);
 /* sock_comm.c: ch (its owner, failed) reads no copy of a piece any more. */
 void tpx__sock_fo_forget_live(struct tpx_sock_comm *c, struct tpx_sock_chan *ch);
 /* sock_closed.c: a receiving connection that ended is open again (its

@@ -47,6 +47,25 @@
  * connections of a comm are spread evenly over the links. The piece
  * scheduler (sock_send.c) then gives a slow link fewer pieces.
  *
+ * Members down at connect: on a comm that fails over and rejoins, a
+ * data connection whose NIC does not work (the connect fails: unreachable,
+ * no route, an address gone; or it is still unanswered SOCK_PARTIAL_GRACE_MS
+ * after another data connection of the comm got through: a black hole)
+ * does not fail the connect. The comm starts without it, as if it had
+ * failed at once (sock_failover.c: the others carry its pieces, nothing
+ * waits for it), and the rejoin thread makes it once its NIC works, as it
+ * replaces a failed one (sock_rejoin.c). The control connection goes over
+ * the next member when member 0's fails. Both ends must agree on what the
+ * comm starts with: the control hello goes last, once every data
+ * connection either sent its hello or was given up, and its `missing`
+ * names those given up, so the listener completes the comm with the
+ * others and keeps the missing ones' places for their rejoins. A listener
+ * says it can (TPX_SOCK_HANDLE_CAP_PARTIAL); to an older one, and where
+ * the comm does not fail over or cannot rejoin, a data connection that
+ * fails fails the connect, as before. Every data connection given up fails
+ * it too. The grace is well under the listener's TPX_SOCK_HELLO_TIMEOUT_MS
+ * (3 s), during which it holds the comm's connections that came.
+ *
  * The connector keeps its progress in a process-local table; the handle's
  * private bytes hold the id of the entry (NCCL requires connect to be
  * polled with the same handle buffer), never a pointer, so a stale or
@@ -77,6 +96,11 @@
 #define SOCK_LISTEN_BACKLOG 1024
 #define SOCK_REJECT_LOG_NS 1000000000ull /* one rejection summary a second */
 #define SOCK_REFUSED_RETRY_MS 2000 /* retry ECONNREFUSED this long */
+/* A data or control connection still unanswered this long after another
+ * data connection of its comm got through is given up (its NIC's path is
+ * taken for dead: a black hole). A SYN lost on a healthy link is resent
+ * after 1 s: such a connection then joins as a rejoin does. */
+#define SOCK_PARTIAL_GRACE_MS 1000
 
 typedef struct {
     int fd;
@@ -91,6 +115,7 @@ typedef struct {
     uint64_t conn_id;
     int nsocks; /* 0 until a hello told us */
     uint16_t flags; /* the hellos' TPX_SOCK_HELLO_* (the same on each) */
+    uint16_t missing; /* the control hello's: data connections that join later */
     int ctrl_fd;
     int data_fds[TPX_SOCK_MAX_SOCKS];
     int ndata;
@@ -274,7 +299,8 @@ tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
     TPX_CHECK_GOTO(tpx__random_bytes(&l->nonce, sizeof(l->nonce)), st, err_close);
     h.nonce = l->nonce;
     if (!tpx__sock_params.tcpx) /* strict TCPX: never fails over (sock_failover.c) */
-        h.caps = TPX_SOCK_HANDLE_CAP_ACKS | TPX_SOCK_HANDLE_CAP_REJOIN;
+        h.caps = TPX_SOCK_HANDLE_CAP_ACKS | TPX_SOCK_HANDLE_CAP_REJOIN |
+                 TPX_SOCK_HANDLE_CAP_PARTIAL;
     tpx__sock_handle_encode(&h, handle);
     SOCK_DEBUG("listening on %s (%s%s)", d->name, tpx__sock_addr_str(&l->addrs[0], a, sizeof(a)),
                l->nfds > 1 ? " and the other members" : "");
@@ -333,7 +359,8 @@ static void group_remove(listen_comm_t *l, int gi)
 
 static int group_complete(const group_t *g)
 {
-    return g->nsocks > 0 && g->ctrl_fd >= 0 && g->ndata == g->nsocks;
+    return g->nsocks > 0 && g->ctrl_fd >= 0 &&
+           g->ndata + __builtin_popcount(g->missing) == g->nsocks;
 }
 
 static void group_drop(listen_comm_t *l, int gi, int why, uint64_t now)
@@ -417,6 +444,18 @@ static int group_add(listen_comm_t *l, const tpx_sock_hello_t *h, int fd,
         return REJ_CONFLICT;
     if (h->kind == TPX_SOCK_HELLO_CTRL ? g->ctrl_fd >= 0 : g->data_fds[h->index] >= 0)
         return REJ_CONFLICT; /* a duplicate */
+    /* A data connection the control hello said would not come, or a
+     * control hello saying so of one that came. */
+    if (h->kind == TPX_SOCK_HELLO_CTRL) {
+        if (h->missing != 0 && tpx__sock_params.tcpx)
+            return REJ_CONFLICT; /* strict TCPX never said it could */
+        for (int i = 0; i < TPX_SOCK_MAX_SOCKS; i++)
+            if ((h->missing & (1u << i)) && g->data_fds[i] >= 0)
+                return REJ_CONFLICT;
+        g->missing = h->missing;
+    } else if (g->missing & (1u << h->index)) {
+        return REJ_CONFLICT;
+    }
     g->nsocks = h->nsocks;
     g->flags = h->flags;
     if (h->kind == TPX_SOCK_HELLO_CTRL) {
@@ -609,6 +648,16 @@ static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t 
     for (int i = 0; i < g->nsocks; i++) {
         c->chans[i].fd = g->data_fds[i];
         g->data_fds[i] = -1;
+        /* One the comm starts without holds a socket that never connects
+         * until its rejoin takes its place (the workers need one). */
+        if ((g->missing & (1u << i)) &&
+            (c->chans[i].fd = socket(l->addrs[0].sa.sa_family,
+                                     SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+            tpx_status_t st = tpx__status_from_errno(errno);
+            SOCK_WARN("accept: socket: %s", strerror(errno));
+            tpx__sock_comm_destroy(c);
+            return st;
+        }
     }
     /* The sender chose (sock_failover.c); strict TCPX mode keeps Google's
      * plugin's semantics, where a failed connection fails the comm. */
@@ -619,6 +668,14 @@ static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t 
     if (c->failover && (g->flags & TPX_SOCK_HELLO_REJOIN) && l->acc == NULL)
         l->acc = tpx__sock_rejoin_acc_new(l->nonce, l->fds, l->nfds);
     c->rejoin = c->failover && (g->flags & TPX_SOCK_HELLO_REJOIN) && l->acc != NULL;
+    if (g->missing != 0 && c->failover) {
+        for (int i = 0; i < g->nsocks; i++)
+            if (g->missing & (1u << i))
+                tpx__sock_fo_start_missing(c, i);
+        SOCK_INFO("recv comm %p (conn %016llx): starts without data connection(s) 0x%x of %d "
+                  "(their NICs did not work at the sender's connect); they join when they do",
+                  (void *)c, (unsigned long long)c->conn_id, g->missing, g->nsocks);
+    }
     tpx_status_t st = tpx__sock_comm_start(c);
     if (st != TPX_OK) {
         tpx__sock_comm_destroy(c);
@@ -713,6 +770,10 @@ typedef struct {
     int remote; /* which of the handle's addresses it connects to */
     uint32_t sent;
     uint64_t retry_at_ns; /* CS_NEW: not before this time (after a refusal) */
+    uint64_t since_ns;    /* its connect() (the control one's latest) */
+    int err;              /* why its connect failed (errno), once it did */
+    int missing;          /* data: given up, the comm starts without it (see the top) */
+    int tries;            /* control: members it tried */
     unsigned char hello[TPX_SOCK_HELLO_WIRE_SIZE];
 } csock_t;
 
@@ -729,6 +790,9 @@ typedef struct connecting {
     uint64_t deadline_ns;
     uint64_t first_refused_ns; /* 0 until a connection was refused */
     int polls;                 /* connect() calls so far */
+    int partial;               /* may start without data connections (see the top) */
+    uint64_t first_done_ns;    /* a data connection sent its hello first (0: none yet) */
+    tpx_sock_hello_t ctrl_hello; /* sent last, with `missing` */
 } connecting_t;
 
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -820,10 +884,13 @@ static int self_connected(int fd)
     return memcmp(&a, &b, la) == 0;
 }
 
-/* Advance one socket. Returns TPX_OK (maybe not finished), or an error. */
+static int data_decided(const connecting_t *s);
+
+/* Advance one socket. Returns TPX_OK (maybe not finished), or an error;
+ * k->err: the errno of a failed connect or hello, not logged (the caller
+ * decides what it means: csock_lost). */
 static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
 {
-    char a[96];
     const tpx_sock_addr_t *remote = tpx__sock_handle_addr(&s->h, k->remote);
     for (;;) {
         switch (k->stage) {
@@ -852,6 +919,12 @@ static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
                 bind(k->fd, &s->local[k->local].sa, tpx__sock_addr_len(&s->local[k->local])) != 0)
                 SOCK_DEBUG("connect: bind to device address failed (%s); using routing",
                            strerror(errno));
+            k->since_ns = now;
+            if (TPX_UNLIKELY(tpx__sock_params.fault_connect_down > 0) &&
+                k - s->socks == tpx__sock_params.fault_connect_down) {
+                errno = ENETUNREACH; /* TPX_FAULT_SOCK_CONNECT_DOWN (tests) */
+                goto failed;
+            }
             if (connect(k->fd, &remote->sa, tpx__sock_addr_len(remote)) == 0) {
                 if (self_connected(k->fd)) {
                     errno = ECONNREFUSED;
@@ -887,6 +960,14 @@ static tpx_status_t csock_advance(connecting_t *s, csock_t *k, uint64_t now)
             goto failed;
         }
         case CS_HELLO: {
+            if (k == &s->socks[0]) {
+                /* The control hello goes last: it says which data
+                 * connections the comm starts without. */
+                if (!data_decided(s))
+                    return TPX_OK;
+                if (k->sent == 0)
+                    tpx__sock_hello_encode(&s->ctrl_hello, k->hello);
+            }
             ssize_t n = send(k->fd, k->hello + k->sent, sizeof(k->hello) - k->sent,
                              MSG_DONTWAIT | MSG_NOSIGNAL);
             if (n < 0) {
@@ -916,8 +997,91 @@ failed:
             return TPX_OK;
         }
     }
-    SOCK_WARN("connect to %s: %s", tpx__sock_addr_str(remote, a, sizeof(a)), strerror(errno));
+    k->err = errno;
     return tpx__status_from_errno(errno);
+}
+
+/* Every data connection sent its hello or was given up: what the control
+ * hello says. */
+static int data_decided(const connecting_t *s)
+{
+    for (int i = 1; i <= s->nsocks; i++)
+        if (s->socks[i].stage != CS_DONE && !s->socks[i].missing)
+            return 0;
+    return 1;
+}
+
+/* Socket k's path is lost (k->err says why): a data connection is given
+ * up (the comm starts without it), the control connection moves to the
+ * next member. 0 if it cannot be: the connect fails (said here). */
+static int csock_lost(connecting_t *s, csock_t *k)
+{
+    char a[96], b[96];
+    const int idx = (int)(k - s->socks);
+    const tpx_sock_addr_t *remote = tpx__sock_handle_addr(&s->h, k->remote);
+    tpx__sock_addr_str(&s->local[k->local], b, sizeof(b));
+    tpx__sock_addr_str(remote, a, sizeof(a));
+    if (!s->partial || k->err == ECONNREFUSED) {
+        const char *hint = s->comm->failover && !s->partial && k->err != ECONNREFUSED
+                               ? " (the listener's build cannot start a comm without one of "
+                                 "its connections)"
+                               : "";
+        SOCK_WARN("connect %s -> %s: %s%s", b, a, strerror(k->err), hint);
+        return 0;
+    }
+    if (idx == 0) {
+        if (++k->tries >= s->nlocal) {
+            SOCK_WARN("connect %s -> %s: %s; the control connection found no working NIC "
+                      "(tried %d)", b, a, strerror(k->err), k->tries);
+            return 0;
+        }
+        SOCK_INFO("connect %s -> %s: %s; the control connection tries the next NIC", b, a,
+                  strerror(k->err));
+        close(k->fd);
+        k->fd = -1;
+        k->stage = CS_NEW;
+        k->retry_at_ns = 0;
+        k->local = (k->local + 1) % s->nlocal;
+        k->remote = k->local % s->h.naddrs;
+        return 1;
+    }
+    /* Its socket stays, unconnected, as the placeholder the workers hold
+     * until the rejoin's takes its place. */
+    struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+    if (k->fd >= 0)
+        (void)connect(k->fd, &unspec, sizeof(unspec));
+    else
+        k->fd = socket(remote->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (k->fd < 0) {
+        SOCK_WARN("connect: socket: %s", strerror(errno));
+        return 0;
+    }
+    k->missing = 1;
+    int left = 0;
+    for (int i = 1; i <= s->nsocks; i++)
+        left += !s->socks[i].missing;
+    if (left == 0) {
+        SOCK_WARN("connect to %s: no data connection could be made over any of the %d NIC(s) "
+                  "(the last: %s -> %s: %s)", a, s->nlocal, b, a, strerror(k->err));
+        return 0;
+    }
+    s->ctrl_hello.missing |= (uint16_t)(1u << (idx - 1));
+    SOCK_WARN("connect %s -> %s: %s; the comm starts without data connection %d (the %d "
+              "others carry its share), which joins once its NIC works",
+              b, a, strerror(k->err), idx - 1, left);
+    return 1;
+}
+
+/* Sockets unanswered SOCK_PARTIAL_GRACE_MS after a data connection got
+ * through: their paths are taken for dead (a black hole). */
+static void csock_graced(connecting_t *s, csock_t *k, uint64_t now)
+{
+    const uint64_t grace = (uint64_t)SOCK_PARTIAL_GRACE_MS * 1000000ull;
+    if (!s->partial || s->first_done_ns == 0 || k->missing || k->stage != CS_CONNECTING)
+        return;
+    uint64_t from = k->since_ns > s->first_done_ns ? k->since_ns : s->first_done_ns;
+    if (now >= from + grace)
+        k->err = ETIMEDOUT;
 }
 
 static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecting_t **out)
@@ -981,6 +1145,8 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
             .conn_id = s->comm->conn_id,
         };
         tpx__sock_hello_encode(&hello, s->socks[i].hello);
+        if (i == 0)
+            s->ctrl_hello = hello; /* encoded again, with `missing`, when it goes */
         /* Member j of ours talks to NIC j of theirs: the links pair up. */
         s->socks[i].local = i == 0 ? 0 : (i - 1) % s->nlocal;
         s->socks[i].remote = s->socks[i].local % s->h.naddrs;
@@ -990,6 +1156,7 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
         }
     }
     s->comm->rejoin = s->comm->failover && (s->h.caps & TPX_SOCK_HANDLE_CAP_REJOIN);
+    s->partial = s->comm->rejoin && (s->h.caps & TPX_SOCK_HANDLE_CAP_PARTIAL);
     s->comm->rj_bind = s->bind_local;
     s->comm->rj_nonce = s->h.nonce;
     s->deadline_ns = deadline_after_ms(tpx__sock_params.connect_timeout_ms);
@@ -1025,10 +1192,26 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm, int nsoc
 
     uint64_t now = tpx__now_ns();
     int done = !tpx__sock_params.tcpx || ++s->polls > SOCK_TCPX_NULL_POLLS;
-    for (int i = 0; i <= s->nsocks; i++) {
-        TPX_CHECK_GOTO(csock_advance(s, &s->socks[i], now), st, err_conn);
-        done &= s->socks[i].stage == CS_DONE;
+    /* The data connections first, the control one last (its hello waits
+     * for theirs, see CS_HELLO). */
+    for (int j = 1; j <= s->nsocks + 1; j++) {
+        csock_t *k = &s->socks[j % (s->nsocks + 1)];
+        if (k->missing)
+            continue;
+        k->err = 0;
+        st = csock_advance(s, k, now);
+        if (st == TPX_OK && k != &s->socks[0] && k->stage == CS_DONE && s->first_done_ns == 0)
+            s->first_done_ns = now;
+        if (st == TPX_OK)
+            csock_graced(s, k, now);
+        if (k->err != 0 && !csock_lost(s, k))
+            st = st != TPX_OK ? st : TPX_ERR_TIMED_OUT;
+        else if (k->err != 0)
+            st = TPX_OK;
+        if (st != TPX_OK)
+            goto err_conn;
     }
+    done &= s->socks[0].stage == CS_DONE && data_decided(s);
     if (done) {
         tpx_sock_comm_t *c = s->comm;
         c->ctrl_fd = s->socks[0].fd;
@@ -1038,6 +1221,9 @@ tpx_status_t tpx__sock_connect(int dev, void *handle, void **send_comm, int nsoc
             s->socks[i].fd = -1;
         if (c->failover)
             comm_set_failover(c);
+        for (int i = 0; i < s->nsocks; i++)
+            if (s->socks[i + 1].missing)
+                tpx__sock_fo_start_missing(c, i);
         s->comm = NULL;
         conn_free(s);
         handle_stage_set(handle, 0);

@@ -52,6 +52,10 @@
  *    middle of a piece) ends like one the sender closed; what it held
  *    safe (acknowledged) is still delivered.
  *
+ * A data connection that could not be made at connect (sock_conn.c,
+ * "Members down at connect") is, from the start, one that failed with
+ * nothing to move (tpx__sock_fo_start_missing).
+ *
  * A comm that does not fail over pays nothing: none of this runs, and its
  * sends complete when the kernel took the bytes, as ever.
  */
@@ -108,6 +112,23 @@ void tpx__sock_fo_free(tpx_sock_comm_t *c)
     }
     free(c->fo_resend);
     c->fo_resend = NULL;
+}
+
+void tpx__sock_fo_start_missing(tpx_sock_comm_t *c, int i)
+{
+    tpx_sock_chan_t *ch = &c->chans[i];
+    atomic_store(&ch->fo_dead, 1);
+    atomic_fetch_add(&c->fo_dead_chans, 1);
+    if (c->kind == SOCK_COMM_RECV) {
+        /* As one the sender closed: its rejoin reopens it (sock_rejoin_turn.c). */
+        ch->eof = 1;
+        atomic_fetch_add(&c->eof_chans, 1);
+        atomic_store(&ch->gone, SOCK_CHAN_ENDED);
+        atomic_fetch_add(&c->gone_chans, 1);
+    } else if (c->rejoin) {
+        ch->rj_since_ns = tpx__sock_mono_ns();
+        atomic_store(&ch->rj_phase, SOCK_RJ_PHASE_DEAD);
+    }
 }
 
 int tpx__sock_fo_resend_take(tpx_sock_comm_t *c, tpx_sock_piece_t *piece, tpx_sock_req_t **req)

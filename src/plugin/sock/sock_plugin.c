@@ -92,6 +92,7 @@ static tpx_status_t sock_init(tpx_nccl_logger_t logger, int repeat_ok)
             .poll_ns = (uint64_t)tpx__config_int(TPX_CFG_SOCK_POLL_US) * 1000u,
             .direct_bytes = (uint64_t)tpx__config_int(TPX_CFG_SOCK_DIRECT_BYTES),
             .fault_dry_ns = (uint64_t)tpx__config_int(TPX_CFG_FAULT_DIRECT_DRY_US) * 1000u,
+            .fault_connect_down = (int)tpx__config_int(TPX_CFG_FAULT_SOCK_CONNECT_DOWN),
             .sock_buf = (int)tpx__config_int(TPX_CFG_SOCK_BUF_BYTES),
             .connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS),
             .tcpx = TPX_MAX((int)tpx__config_int(TPX_CFG_SOCK_TCPX), atomic_load(&force_tcpx)),

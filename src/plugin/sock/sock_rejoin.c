@@ -88,6 +88,12 @@
  * after it checked the comm's error, so a comm never comes back from a
  * failure it reported.
  *
+ * A connection the comm started without (its NIC did not work at connect,
+ * sock_conn.c "Members down at connect") is one that failed before it
+ * carried anything: both ends start it as failed (tpx__sock_fo_start_missing,
+ * a socket that never connects in its place), and it joins by this same
+ * path, its first attempt 10 ms after the comm started.
+ *
  * Older peers: a connector sets TPX_SOCK_HELLO_REJOIN only to a listener
  * with TPX_SOCK_HANDLE_CAP_REJOIN (older listeners refuse unknown flags),
  * and a listener keeps its sockets only for comms whose hellos carry it,
@@ -371,6 +377,9 @@ void tpx__sock_rejoin_watch(tpx_sock_comm_t *c)
     rj.sends = c;
     pthread_mutex_unlock(&rj.lock);
     pthread_mutex_unlock(&rj.life);
+    /* It may have connections failed already (ones it started without):
+     * the thread may be asleep with no step due. */
+    tpx__sock_rejoin_wake();
 }
 
 void tpx__sock_rejoin_forget(tpx_sock_comm_t *c)

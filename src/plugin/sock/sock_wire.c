@@ -100,7 +100,7 @@ void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf)
     tpx__put16(p + 8, h->index);
     tpx__put16(p + 10, h->nsocks);
     tpx__put16(p + 12, h->flags);
-    tpx__put16(p + 14, 0);
+    tpx__put16(p + 14, h->missing);
     tpx__put64(p + 16, h->nonce);
     tpx__put64(p + 24, h->conn_id);
 }
@@ -115,6 +115,7 @@ tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
         .index = tpx__get16(p + 8),
         .nsocks = tpx__get16(p + 10),
         .flags = tpx__get16(p + 12),
+        .missing = tpx__get16(p + 14),
         .nonce = tpx__get64(p + 16),
         .conn_id = tpx__get64(p + 24),
     };
@@ -129,6 +130,12 @@ tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
     if ((h.flags & TPX_SOCK_HELLO_REJOIN) && !(h.flags & TPX_SOCK_HELLO_ACKS))
         return TPX_ERR_PROTOCOL;
     if (h.kind == TPX_SOCK_HELLO_REJOIN_DATA && h.flags != both)
+        return TPX_ERR_PROTOCOL;
+    /* A comm may start without some data connections only if they can
+     * join later, and with at least one. */
+    if (h.missing != 0 &&
+        (h.kind != TPX_SOCK_HELLO_CTRL || h.flags != both ||
+         h.missing >= (1u << h.nsocks) || h.missing == (1u << h.nsocks) - 1))
         return TPX_ERR_PROTOCOL;
     *out = h;
     return TPX_OK;

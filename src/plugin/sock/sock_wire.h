@@ -8,8 +8,10 @@
  * TPX_ERR_PROTOCOL / TPX_ERR_INVALID_ARG and leave outputs untouched.
  *
  * Connection set-up (sender = connector, receiver = listener):
- *   sender -> receiver, on the control socket:  hello{kind=CTRL, nsocks}
  *   sender -> receiver, on each data socket:    hello{kind=DATA, index}
+ *   sender -> receiver, on the control socket:  hello{kind=CTRL, nsocks, missing}
+ *   (the control hello, last, says which data sockets do not come: their
+ *   NICs did not work at connect; each comes later as a REJOIN_DATA)
  *   later, replacing failed data socket `index` (sock_rejoin.c):
  *   sender -> receiver, on the new socket:      hello{kind=REJOIN_DATA, index}
  *   receiver -> sender:                          u64 0 (the welcome)
@@ -63,6 +65,13 @@ typedef struct {
  * handle says so; a listener without it (an older build) never sees a
  * rejoin, and its comms fail over as before. */
 #define TPX_SOCK_HANDLE_CAP_REJOIN 0x00000002u
+/* The listener takes a comm that starts without some of its data
+ * connections (a control hello's `missing`, sock_conn.c "Members down at
+ * connect"); they join later as replacements do. Only with REJOIN. A
+ * connector whose data connection cannot be made fails its whole connect
+ * to a listener without it (an older build would wait for the missing
+ * connection until its deadline). */
+#define TPX_SOCK_HANDLE_CAP_PARTIAL 0x00000004u
 
 /*
  * Handle layout (128 bytes, caller memory):
@@ -114,6 +123,12 @@ typedef struct {
     uint16_t index;   /* DATA: which data socket, < nsocks */
     uint16_t nsocks;  /* data sockets of this comm, 1..16 */
     uint16_t flags;   /* TPX_SOCK_HELLO_* bits, the same on every connection of a comm */
+    /* CTRL: bit i set: data connection i does not come with the others
+     * (its NIC did not work at connect); it comes later as a REJOIN_DATA.
+     * Only with ACKS and REJOIN set, to a listener with
+     * TPX_SOCK_HANDLE_CAP_PARTIAL, never every connection; 0 in every other
+     * hello (bytes 14..15, which builds before it wrote 0 and never read). */
+    uint16_t missing;
     uint64_t nonce;   /* the listener's nonce from the handle */
     uint64_t conn_id; /* random per connect; groups the sockets of one comm */
 } tpx_sock_hello_t;
@@ -132,7 +147,8 @@ typedef struct {
 #define TPX_SOCK_HELLO_WIRE_SIZE 32
 void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf);
 /* Checks magic, version, kind, index < nsocks <= 16, no unknown flag,
- * REJOIN only with ACKS, and a REJOIN_DATA hello with both. */
+ * REJOIN only with ACKS, a REJOIN_DATA hello with both, and `missing`
+ * as its field says. */
 tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out);
 
 /* Header of one piece of a message on a data socket. */

@@ -664,7 +664,8 @@ tpx_status_t tpx__sock_comm_start(tpx_sock_comm_t *c)
         ch->worker = pool_pick(numa, chan_kind(c));
         atomic_fetch_add(&ch->worker->nchans, 1);
         atomic_fetch_add(&ch->worker->nkind[chan_kind(c)], 1);
-        atomic_store(&ch->idle, c->kind == SOCK_COMM_SEND);
+        /* One the comm starts without takes no piece (sock_conn.c). */
+        atomic_store(&ch->idle, c->kind == SOCK_COMM_SEND && !atomic_load(&ch->fo_dead));
     }
     pthread_mutex_unlock(&pool.lock);
     /* The first kick registers each connection with its worker. */
