@@ -336,19 +336,101 @@ static int cf_role(role_t *r, int is_recv)
 int cudafail_recv(role_t *r) { return cf_role(r, 1); }
 int cudafail_send(role_t *r) { return cf_role(r, 0); }
 
-/* ---- scenario: cudafailover ---------------------------------------------------- */
+/* ---- scenario: cudafailover, cudarejoin ------------------------------------------ */
 /* TPX_SOCK_FAILOVER=1, 4 data connections: a 32 MiB message from (fake)
  * device memory to device memory loses a data connection in the middle
  * (the sender resets it while the receive is not posted yet, so the
  * message cannot have completed); the pieces it carried go through the
- * other connections' staging again and every byte arrives. */
+ * other connections' staging again and every byte arrives.
+ * cudarejoin, then: 4 MiB CUDA messages one after the other until the
+ * sender's process again has 4 TCP connections that carry data (the reset
+ * one is closed: only its replacement, sock_rejoin.c, with staging rings
+ * of its own at both ends, makes the fourth), then one more 32 MiB
+ * message over all four. Every message verified. */
 
-#define CFO_LEN (32 * MiB)
+#define CFO_LEN   (32 * MiB)
+#define CRJ_MSG   (4 * MiB)
+#define CRJ_TRIES 1000
+#define CFO_SOCKS 4
 
-static int cfo_role(role_t *r, int is_recv)
+/* Device memory d: `len` bytes of nt_fill(seed) (via scratch). */
+static int cfo_put(CUdeviceptr d, unsigned char *scratch, size_t len, uint64_t seed)
+{
+    nt_fill(scratch, len, seed);
+    CHECK(TPX_CU(cuMemcpyHtoD, d, scratch, len) == TPX_OK &&
+              TPX_CU(cuCtxSynchronize) == TPX_OK,
+          "cuMemcpyHtoD failed");
+    return 0;
+}
+
+/* One message of `len` bytes from d (send) or into d, checked (receive). */
+static int cfo_msg(role_t *r, void *comm, void *mh, CUdeviceptr d, unsigned char *scratch,
+                   int is_recv, size_t len, uint64_t seed, const char *what)
+{
+    void *req = NULL;
+    if (is_recv) {
+        CHECK(TPX_CU(cuMemsetD8, d, CS_FILL, len) == TPX_OK &&
+                  TPX_CU(cuCtxSynchronize) == TPX_OK,
+              "cuMemsetD8 failed");
+        CHECK_RC(nt_irecv1(&r->nt, comm, (void *)(uintptr_t)d, len, 1, mh, &req));
+    } else {
+        TRY(cfo_put(d, scratch, len, seed));
+        CHECK_RC(nt_isend(&r->nt, comm, (void *)(uintptr_t)d, len, 1, mh, &req));
+    }
+    nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
+    CHECK(w.rc == 0 && w.done == 1, "%s (%zu bytes of CUDA memory): rc %d done %d", what, len,
+          w.rc, w.done);
+    if (!is_recv)
+        return 0;
+    CHECK(w.size == (int)len, "%s: %d bytes reported, %zu sent", what, w.size, len);
+    CHECK(TPX_CU(cuMemcpyDtoH, scratch, d, len) == TPX_OK, "cuMemcpyDtoH failed");
+    size_t bad = nt_verify(scratch, len, seed);
+    CHECK(bad == NT_VERIFY_OK, "%s: first wrong byte at %zu", what, bad);
+    return 0;
+}
+
+/* cudarejoin after the first message: CRJ_MSG messages until the
+ * replacement carries, then one more of CFO_LEN. */
+static int crj_rest(role_t *r, void *comm, void *mh, CUdeviceptr d, unsigned char *scratch,
+                    int is_recv, uint64_t t0)
+{
+    char more = 'm';
+    int carrying = 0, i;
+    uint64_t t1 = 0;
+    for (i = 1; i <= CRJ_TRIES && more == 'm'; i++) {
+        TRY(cfo_msg(r, comm, mh, d, scratch, is_recv, CRJ_MSG, tt_seed(54, (uint64_t)i, 0),
+                    "a message after the reset"));
+        if (is_recv) {
+            TRY(tt_link_get(r, &more, 1, IO_MS));
+            continue;
+        }
+        carrying = tt_tcp_carrying(MiB);
+        if (carrying >= CFO_SOCKS) {
+            t1 = test_now_ns();
+            more = 'e';
+        } else if (i == CRJ_TRIES) {
+            more = 'x';
+        }
+        TRY(tt_sync_put(r, more));
+    }
+    CHECK(more == 'e' || !is_recv, "the sender gave up: the reset connection was not replaced");
+    CHECK(more == 'e', "after %d messages of %d MiB, %d TCP connections carry data (expected "
+                       "%d: the reset one's replacement made)",
+          i - 1, (int)(CRJ_MSG / MiB), carrying, CFO_SOCKS);
+    if (!is_recv)
+        test_say("%d connections carry data %.1f ms after the reset (%d CUDA messages of %d "
+                 "MiB)", carrying, (double)(t1 - t0) / 1e6, i - 1, (int)(CRJ_MSG / MiB));
+    TRY(cfo_msg(r, comm, mh, d, scratch, is_recv, CFO_LEN, tt_seed(54, 1u << 20, 0),
+                "the last message, over the replaced connection too"));
+    if (is_recv)
+        test_say("every CUDA message arrived whole, over the replaced connection too");
+    return 0;
+}
+
+static int cfo_role(role_t *r, int is_recv, int rejoin)
 {
     cs_t x = {.r = r, .is_recv = is_recv};
-    void *lc = NULL, *comm = NULL, *mh = NULL, *req = NULL;
+    void *lc = NULL, *comm = NULL, *mh = NULL;
     if (is_recv)
         TRY(tt_role_init(r));
     TRY(cs_gpu0());
@@ -359,44 +441,45 @@ static int cfo_role(role_t *r, int is_recv)
     CUdeviceptr d = x.dev.ptr;
     if (is_recv) {
         TRY(tt_recv_open(r, 1, &lc, &comm));
-        CHECK(TPX_CU(cuMemsetD8, d, CS_FILL, CFO_LEN) == TPX_OK &&
-                  TPX_CU(cuCtxSynchronize) == TPX_OK,
-              "cuMemsetD8 failed");
+        if (rejoin) { /* as NCCL and the engine do: its sockets go on for rejoins */
+            CHECK_RC(nt_close_listen(&r->nt, lc));
+            lc = NULL;
+        }
     } else {
         TRY(tt_send_open(r, 1, &comm));
-        nt_fill(x.scratch, CFO_LEN, tt_seed(53, 0, 0));
-        CHECK(TPX_CU(cuMemcpyHtoD, d, x.scratch, CFO_LEN) == TPX_OK &&
-                  TPX_CU(cuCtxSynchronize) == TPX_OK,
-              "cuMemcpyHtoD failed");
     }
     CHECK_RC(nt_regmr(&r->nt, comm, (void *)(uintptr_t)d, CFO_LEN, TPX_NCCL_PTR_CUDA, &mh));
+    uint64_t t0 = 0;
     if (is_recv) {
         TRY(tt_sync_put(r, 'p'));
         TRY(tt_sync_get(r, 'x', IO_MS)); /* a data connection was reset */
-        CHECK_RC(nt_irecv1(&r->nt, comm, (void *)(uintptr_t)d, CFO_LEN, 1, mh, &req));
-        nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
-        CHECK(w.rc == 0 && w.done == 1 && w.size == (int)CFO_LEN,
-              "the CUDA receive whose data connection was reset: rc %d done %d size %d", w.rc,
-              w.done, w.size);
-        CHECK(TPX_CU(cuMemcpyDtoH, x.scratch, d, CFO_LEN) == TPX_OK, "cuMemcpyDtoH failed");
-        size_t bad = nt_verify(x.scratch, CFO_LEN, tt_seed(53, 0, 0));
-        CHECK(bad == NT_VERIFY_OK, "first wrong byte at %zu", bad);
+        TRY(cfo_msg(r, comm, mh, d, x.scratch, 1, CFO_LEN, tt_seed(53, 0, 0),
+                    "the CUDA receive whose data connection was reset"));
         test_say("32 MiB of CUDA memory arrived whole over the connections left");
-        TRY(tt_sync_put(r, 'd'));
     } else {
+        TRY(cfo_put(d, x.scratch, CFO_LEN, tt_seed(53, 0, 0)));
         TRY(tt_sync_get(r, 'p', IO_MS));
+        void *req = NULL;
         CHECK_RC(nt_isend(&r->nt, comm, (void *)(uintptr_t)d, CFO_LEN, 1, mh, &req));
         CHECK(tt_reset_busy(2, 1) == 1, "found no 2 data connections with bytes queued");
+        t0 = test_now_ns();
         TRY(tt_sync_put(r, 'x'));
         nt_result_t w = nt_wait(&r->nt, req, test_deadline_ms(IO_MS));
         CHECK(w.rc == 0 && w.done == 1, "the CUDA send whose data connection was reset: rc %d "
                                         "done %d",
               w.rc, w.done);
-        TRY(tt_sync_get(r, 'd', IO_MS));
     }
-    CHECK_RC(nt_deregmr(&r->nt, comm, mh));
+    if (rejoin)
+        TRY(crj_rest(r, comm, mh, d, x.scratch, is_recv, t0));
     if (is_recv)
+        TRY(tt_sync_put(r, 'd'));
+    else
+        TRY(tt_sync_get(r, 'd', IO_MS));
+    CHECK_RC(nt_deregmr(&r->nt, comm, mh));
+    if (is_recv && lc != NULL)
         TRY(tt_recv_close(r, 1, &lc, &comm));
+    else if (is_recv)
+        CHECK_RC(nt_close_recv(&r->nt, comm));
     else
         CHECK_RC(nt_close_send(&r->nt, comm));
     tpx__cuda_mem_free(&x.dev);
@@ -404,5 +487,7 @@ static int cfo_role(role_t *r, int is_recv)
     return 0;
 }
 
-int cudafailover_recv(role_t *r) { return cfo_role(r, 1); }
-int cudafailover_send(role_t *r) { return cfo_role(r, 0); }
+int cudafailover_recv(role_t *r) { return cfo_role(r, 1, 0); }
+int cudafailover_send(role_t *r) { return cfo_role(r, 0, 0); }
+int cudarejoin_recv(role_t *r) { return cfo_role(r, 1, 1); }
+int cudarejoin_send(role_t *r) { return cfo_role(r, 0, 1); }

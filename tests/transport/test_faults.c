@@ -1017,9 +1017,7 @@ int failover_all_send(role_t *r) { return fo_send(r, FO_SIZE, 1); }
 #define REJ_TRIES 2000 /* 8 GB of 4 MiB messages, seconds on loopback */
 #define REJ_CARRY (1 * MiB)
 
-/* Established TCP sockets of this process with at least `min` bytes
- * acknowledged by their peers. */
-static int rej_carrying(uint64_t min)
+int tt_tcp_carrying(uint64_t min)
 {
     DIR *d = opendir("/proc/self/fd");
     if (d == NULL)
@@ -1085,7 +1083,7 @@ static int rej_send_rest(role_t *r, void *sc, unsigned char *buf, void *req, uns
     for (i = 1; i <= REJ_TRIES; i++) {
         nt_fill(buf, REJ_MSG, tt_seed(series, (uint64_t)i, 0));
         TRY(tt_send_one(r, sc, buf, REJ_MSG, 2, NULL, tt_seed(series, (uint64_t)i, 0)));
-        carrying = rej_carrying(REJ_CARRY);
+        carrying = tt_tcp_carrying(REJ_CARRY);
         if (carrying >= FO_NSOCKS) {
             t1 = test_now_ns();
             break;

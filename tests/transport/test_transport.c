@@ -991,6 +991,7 @@ static const scenario_t scenarios[] = {
     {"cudazero", cudazero_recv, cudazero_send, 0, 0},
     {"cudafail", cudafail_recv, cudafail_send, 0, 0},
     {"cudafailover", cudafailover_recv, cudafailover_send, 0, 0},
+    {"cudarejoin", cudarejoin_recv, cudarejoin_send, 0, 0},
 };
 
 /* Fork a role on `fd` (its end of the socketpair); `other` is closed in it. */

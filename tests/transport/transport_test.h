@@ -91,6 +91,9 @@ int tt_wait_all(role_t *r, slot_t *s, int n, uint64_t deadline, const char *what
  * `kill` of them (connect(AF_UNSPEC): an RST to the peer); returns how many
  * were reset, 0 if there were not `want` within IO_MS. */
 int tt_reset_busy(int want, int kill);
+/* Established TCP sockets of this process with at least `min` bytes
+ * acknowledged by their peers (connections that carry data). */
+int tt_tcp_carrying(uint64_t min);
 
 int tagmismatch_recv(role_t *r);
 int tagmismatch_send(role_t *r);
@@ -196,5 +199,7 @@ int cudafail_recv(role_t *r);
 int cudafail_send(role_t *r);
 int cudafailover_recv(role_t *r);
 int cudafailover_send(role_t *r);
+int cudarejoin_recv(role_t *r);
+int cudarejoin_send(role_t *r);
 
 #endif

@@ -350,7 +350,6 @@ typedef struct tpx_sock_chan {
 #define SOCK_RJ_PHASE_LIVE 0   /* carrying pieces (or not failed) */
 #define SOCK_RJ_PHASE_DEAD 1   /* failed: the rejoin thread tries to replace it */
 #define SOCK_RJ_PHASE_HANDED 2 /* send: a new socket is the owner's (rj_fd, then joining) */
-#define SOCK_RJ_PHASE_NEVER 3  /* send: not replaced (CUDA staging, sock_rejoin.c) */
 #define SOCK_CHAN_OPEN UINT64_MAX
 #define SOCK_CHAN_ENDED (UINT64_MAX - 1)
 #define SOCK_CHAN_WAITS (UINT64_MAX - 2)

@@ -111,9 +111,12 @@
  * guards the lists and the attempt state; a comm leaves them first thing
  * in its destroy, so the thread never touches a comm being destroyed.
  *
- * Not replaced: a connection that used CUDA staging (its staging ring may
- * hold blocks of the failed connection's pieces; the sender leaves it
- * failed, a receiver closes the new socket and the sender tries again).
+ * CUDA staging: the receiver's owner takes the new socket once the pieces
+ * the failed connection read into its staging ring were delivered (their
+ * copies to the GPU ended; they were acknowledged, so nothing resends
+ * them), and frees the ring; the sender's owner frees its ring at the swap
+ * (the pieces staged there went to the resend queue at the failure). The
+ * new connection makes a new ring with its first CUDA piece.
  * The acceptor's half-open connections are bounded in count and time, not
  * per source as the listener's are.
  */

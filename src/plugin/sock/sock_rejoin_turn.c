@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sock.h"
+#include "sock_cuda.h"
 #include "sock_io.h"
 
 tpx_status_t tpx__sock_chan_swap_fd(tpx_sock_chan_t *ch, int fd)
@@ -49,11 +50,6 @@ int tpx__sock_rejoin_turn(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
          * delivered (the rejoin thread kicks us again). */
         if (ch->eager_held || ch->eager_fill || atomic_load(&ch->eager_state) != SOCK_EAGER_NONE)
             return 1;
-        if (ch->cu != NULL) { /* CUDA staging: not replaced (see the top) */
-            atomic_store(&ch->rj_fd, -1);
-            close(fd);
-            return 1;
-        }
         if (!atomic_load(&ch->fo_dead)) {
             /* The sender aborted it: ours may not know yet (a black hole). */
             if (tpx__sock_fo_recv_dead(c, ch, ECONNRESET, "replaced by a new connection") ==
@@ -63,6 +59,19 @@ int tpx__sock_rejoin_turn(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         }
         if (atomic_load(&c->error) != 0 || !ch->eof)
             return 0;
+        if (ch->cu != NULL) {
+            /* Its staging: the pieces it read are delivered when their
+             * copies to the GPU end (they were acknowledged: safe); then a
+             * new ring is made with the new connection's first CUDA piece. */
+            int progress = 0, left = tpx__sock_cuda_reap(ch, &progress);
+            if (left < 0) {
+                tpx__sock_comm_fail(c, TPX_ERR_CUDA, "a CUDA copy out of staging failed");
+                return 0;
+            }
+            if (left > 0)
+                return 1; /* the rejoin thread kicks us again */
+            tpx__sock_cuda_chan_free(ch);
+        }
         tpx__sock_fo_forget_live(c, ch);
         atomic_store(&ch->rj_fd, -1);
         tpx_status_t st = tpx__sock_chan_swap_fd(ch, fd);
@@ -95,11 +104,12 @@ int tpx__sock_rejoin_turn(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 
     int fd = atomic_exchange(&ch->rj_fd, -1);
     if (fd >= 0) {
-        if (ch->cu != NULL) { /* CUDA staging: not replaced (see the top) */
-            close(fd);
-            atomic_store(&ch->rj_phase, SOCK_RJ_PHASE_NEVER);
-            return 0;
-        }
+        /* Its staging goes (its pieces went to the resend queue when it
+         * failed, long before: their copies ended); a new ring is made with
+         * the new connection's first CUDA piece. */
+        tpx__sock_cuda_chan_free(ch);
+        ch->copy_done = ch->ahead_copy_done = 0;
+        ch->blk0 = ch->ahead_blk0 = 0;
         tpx_status_t st = tpx__sock_chan_swap_fd(ch, fd);
         if (st != TPX_OK) {
             tpx__sock_comm_fail(c, st, "epoll_ctl of a new data connection failed");
