@@ -223,6 +223,13 @@ TPX_CONFIG_X(CHANNEL_FAILOVER, INT, "1", 0, 1,
              "stream to the bootstrap connection. Not repaired, and the peer fails as with 0: "
              "the last channel, the bootstrap connection. 0: any data or control channel "
              "failure fails the peer with `TPX_ERR_CONN_RESET`.")
+TPX_CONFIG_X(CTRL_BOOTSTRAP, INT, "1", 0, 1,
+             "1: each engine sends its control messages (requests, answers, send headers, "
+             "confirmations) to a peer over the bootstrap connection from the start, a TCP "
+             "socket the engine reads itself, instead of over the plugin's control comms: a "
+             "lone request and its answer wake no transport thread. The peer needs no setting "
+             "(it takes them from either path). 0: the plugin's control comms, moved to the "
+             "bootstrap connection only when they fail (`TPX_CHANNEL_FAILOVER`).")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")

@@ -522,6 +522,7 @@ static tpx_status_t cfg_settings(tpx_engine_cfg_t *c, const tpx_engine_params_t 
     c->close_grace_ms = (int)tpx__config_int(TPX_CFG_CLOSE_GRACE_MS);
     c->chan_stall_ms = (int)tpx__config_int(TPX_CFG_CHANNEL_STALL_MS);
     c->failover = (int)tpx__config_int(TPX_CFG_CHANNEL_FAILOVER);
+    c->ctrl_bootstrap = (int)tpx__config_int(TPX_CFG_CTRL_BOOTSTRAP);
     c->wait_spin_ns = (uint64_t)tpx__config_int(TPX_CFG_WAIT_SPIN_US) * 1000ull;
     c->chan_socks = (int)tpx__config_int(TPX_CFG_CHANNEL_SOCKS);
     c->connect_timeout_ms = (int)tpx__config_int(TPX_CFG_CONNECT_TIMEOUT_MS);

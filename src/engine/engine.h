@@ -226,6 +226,8 @@ typedef struct {
                                   sibling moved is dead (peer_sweep.c tpx__peer_sweep); 0 off */
     int failover;              /* TPX_CHANNEL_FAILOVER: a lost data channel is repaired
                                   (peer_repair.c) */
+    int ctrl_bootstrap;        /* TPX_CTRL_BOOTSTRAP: our control stream goes over the
+                                  bootstrap connection from the start (peer_ctrl.c) */
     int connect_timeout_ms;    /* TPX_CONNECT_TIMEOUT_MS */
     char auth_token[256];      /* params.auth_token, TPX_AUTH_TOKEN */
     char bind_addr[64];        /* params.bind_addr, TPX_BIND_ADDR ("" none) */

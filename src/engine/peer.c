@@ -794,6 +794,10 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     }
     p->state = PEER_READY;
     p->active_ns = tpx__now_ns();
+    /* Our control stream over the bootstrap connection from the start
+     * (peer_ctrl.c): the control send comm stays open and idle, so that the
+     * peer's receive comm sees no close it would take for the peer's. */
+    p->ctrl_bs_tx = e->cfg.ctrl_bootstrap;
 out:
     return st;
 }

@@ -318,7 +318,8 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why);
 /* The control receive comm failed (why): it closes, the peer is told
  * (TPX_MSG_CTRL_SEEN with move) and its messages come over the bootstrap
  * connection; also on the first such message. Fails the peer when that
- * cannot be. */
+ * cannot be. why NULL: the peer sends its stream that way from the start
+ * (TPX_CTRL_BOOTSTRAP), whatever our TPX_CHANNEL_FAILOVER. */
 void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
 /* The peer received our control messages up to seq (exclusive): what was
  * kept for a move goes. */

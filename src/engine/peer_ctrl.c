@@ -266,7 +266,8 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why)
 void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why)
 {
     tpx_engine_t *e = p->e;
-    if (!ctrl_may_move(p, p->ctrl_bs_rx, why))
+    if (why == NULL ? p->state != PEER_READY || p->ctrl_bs_rx
+                    : !ctrl_may_move(p, p->ctrl_bs_rx, why))
         return;
     /* no late message lands in a buffer: what it held comes again */
     tpx_comm_t *c = p->ctrl_recv;
@@ -279,12 +280,17 @@ void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why)
     tpx__put64(f, p->recv_seq);
     f[8] = 1;
     if (tpx__bs_send(p->bs, TPX_MSG_CTRL_SEEN, f, sizeof(f)) != TPX_OK) {
-        tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
+        tpx__peer_fail(p, TPX_ERR_CONN_RESET,
+                       why ? why : "its bootstrap connection failed as its control stream began");
         return;
     }
     p->seen_sent = p->recv_seq;
-    TPX_WARN("peer %s: %s; its control messages come over the bootstrap connection from now on",
-             p->name, why);
+    if (why == NULL)
+        TPX_INFO("peer %s: its control messages come over the bootstrap connection "
+                 "(TPX_CTRL_BOOTSTRAP)", p->name);
+    else
+        TPX_WARN("peer %s: %s; its control messages come over the bootstrap connection from "
+                 "now on", p->name, why);
     e->last_move_ns = tpx__now_ns();
 }
 

@@ -460,7 +460,6 @@ static int comm_complete(tpx_comm_t *c, tpx_slot_t *s)
         tpx__peer_ctrl_sent(p, s->ctrl);
     } else {
         const unsigned char *msg = p->ctrl_buf + (size_t)s->ctrl * TPX_CTRL_BUF_SLOT;
-        TPX_TL(TPX_TR_CTRL_IN, msg[7]);
         tpx__peer_ctrl_received(p, msg, s->got);
         if (p->state != PEER_READY)
             return 0;
@@ -737,6 +736,7 @@ static tpx_status_t peer_queue(tpx_peer_t *p, const unsigned char *msg, uint32_t
 void tpx__peer_ctrl_received(tpx_peer_t *p, const unsigned char *msg, uint32_t got)
 {
     tpx_ctrl_t m;
+    TPX_TL(TPX_TR_CTRL_IN, msg[7]); /* from either path (peer_ctrl.c) */
     p->active_ns = tpx__now_ns(); /* not idle: keeps its slot (peer.c, peer_admit) */
     tpx_status_t dst = tpx__ctrl_decode(msg, &m);
     if (dst == TPX_OK && got != TPX_SLOT_GOT_UNKNOWN && got != TPX_CTRL_MSG_SIZE + m.body_len) {

@@ -83,8 +83,11 @@ int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, u
             tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a control message frame of a wrong size");
             return 0;
         }
-        tpx__peer_ctrl_rx_move(p, "the peer moved its control messages to the bootstrap "
-                                  "connection");
+        /* Its first message ever: the peer chose that path (TPX_CTRL_BOOTSTRAP) */
+        int chosen = !p->ctrl_bs_rx && p->recv_seq == 0 && tpx__get64(buf + 8) == 0;
+        tpx__peer_ctrl_rx_move(p, chosen ? NULL
+                                         : "the peer moved its control messages to the "
+                                           "bootstrap connection");
         if (p->state == PEER_READY && tpx__get64(buf + 8) >= p->recv_seq)
             tpx__peer_ctrl_received(p, buf, len);
         p->e->last_move_ns = tpx__now_ns();

@@ -1011,7 +1011,15 @@ static int flood_open(flood_t *f)
     EXPECT(tpx__remote_peer_locked(f->rm, 10000, &f->p) == TPX_OK);
     if (test_failed())
         return -1;
-    f->p->remote_closed = 1; /* its control receives are never posted again */
+    /* A peer that never takes V's answers off its control path: */
+    if (f->a.e->cfg.ctrl_bootstrap) {
+        /* the bootstrap connection (TPX_CTRL_BOOTSTRAP): read under flow
+         * control, which this stops for good (A sends no answers) */
+        f->p->ctrl_bs_rx = 1;
+        f->p->outbox_answers = TPX_MAX_ANSWERS_QUEUED;
+    } else {
+        f->p->remote_closed = 1; /* its control receives are never posted again */
+    }
     f->carrier = tpx__xfer_alloc(f->p, XK_READ);
     f->list_len = f->pp->list_len;
     f->npayload = f->pp->npayload;
