@@ -54,7 +54,10 @@
  * by FIFO order); and not while a loss is repaired, nor for a channel
  * still since before the receive dealing last changed (a loss, a
  * REPAIR_ACK's lanes, a rejoin). A wrong verdict costs a repair and a
- * reconnect, not a transfer.
+ * reconnect, not a transfer. Not over fused NICs either: there a NIC's
+ * loss is the plugin's to fail over (the built-in transport's, within
+ * 1.25 x TPX_SOCK_STALL_MS), and a quarter of a TPX_CHANNEL_STALL_MS set
+ * above that came first, repairing channels the transport saves anyway.
  * Returns the dead channel's comm, or NULL. */
 #define CHAN_QUICK_MIN_NS 250000000ull
 static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
@@ -70,8 +73,8 @@ static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
         if (p->recv[k]->dead || l->state != TPX_CHAN_STILL || now - l->still_ns < quick_ns)
             continue;
         if (now - l->still_ns < stall) {
-            if (p->rx_lost != 0 || l->still_ns < p->rx_dealt_ns)
-                continue; /* a repair's stillness: see above */
+            if (p->e->devs_fused || p->rx_lost != 0 || l->still_ns < p->rx_dealt_ns)
+                continue; /* fused NICs; a repair's stillness: see above */
             int sibs = 0;
             for (int s = 0; s < p->nchan; s++) {
                 const tpx_comm_t *o = p->recv[s];

@@ -582,11 +582,15 @@ typedef struct {
     uint32_t snd_wnd;          /* tcpi_snd_wnd: the peer's last advertised window */
     uint32_t last_ack_recv_ms; /* tcpi_last_ack_recv: since the peer's TCP last answered */
     uint32_t retransmits;      /* tcpi_retransmits: timeouts since an acknowledgement */
+    uint32_t rto_ms;           /* tcpi_rto: the retransmission timeout */
+    uint32_t notsent;          /* tcpi_notsent_bytes: queued, never sent */
 } tpx_sock_tcp_seen_t;
 int tpx__sock_stall_rule(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms);
 /* The same verdict reached sooner on a sibling's word (sock_stall.c): a
  * send connection whose data in flight in an open window has gone
- * unacknowledged through a retransmission timeout and for stall_ms / 4,
+ * unacknowledged through a retransmission timeout (one counted, or twice
+ * its length), or that holds bytes this host does not send (nothing in
+ * flight, an open window), for stall_ms / 4,
  * while the receiver acknowledged pieces of another connection of the
  * comm after this one's peer last answered: sib_ms ago (UINT32_MAX: no
  * such connection). */

@@ -37,7 +37,12 @@
  * should end). A comm's other connections tell them apart sooner: a send
  * connection whose data in flight in an open window stayed
  * unacknowledged through a retransmission timeout (tcpi_retransmits:
- * a live path answers the retransmission within a round trip) and for
+ * a live path answers the retransmission within a round trip; or twice
+ * tcpi_rto: a retransmission dropped on this host is retried without
+ * being counted) -- or that holds bytes this host does not send at all
+ * (nothing in flight, an open window, bytes queued: every transmission
+ * dropped on this host, as by a netdev egress rule or a NIC without
+ * carrier; TCP counts none of them in flight) -- for
  * TPX_SOCK_STALL_MS / 4, while the receiver acknowledged pieces of
  * another connection of the comm after this one's peer last answered, has
  * a dead path to a live peer, and ends then (found 0.25-0.5 of
@@ -77,8 +82,11 @@ int tpx__sock_stall_rule(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms)
 
 int tpx__sock_stall_rule_sib(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms, uint32_t sib_ms)
 {
-    if (s->state != SOCK_TCP_ESTABLISHED || sib_ms == UINT32_MAX || s->unacked == 0 ||
-        s->snd_wnd == 0 || s->retransmits == 0 || s->last_ack_recv_ms < stall_ms / 4)
+    if (s->state != SOCK_TCP_ESTABLISHED || sib_ms == UINT32_MAX || s->snd_wnd == 0 ||
+        s->last_ack_recv_ms < stall_ms / 4)
+        return 0;
+    if (s->unacked == 0 ? s->notsent == 0
+                        : s->retransmits == 0 && s->last_ack_recv_ms < 2 * (uint64_t)s->rto_ms)
         return 0;
     /* the sibling's acknowledgement came after this peer's last answer
      * (tcpi_last_ack_recv counts in jiffies: a margin of a few) */
@@ -99,6 +107,11 @@ int tpx__sock_stall_verdict(int fd, uint32_t stall_ms, uint32_t sib_ms, tpx_sock
         .snd_wnd = ti.tcpi_snd_wnd,
         .last_ack_recv_ms = ti.tcpi_last_ack_recv,
         .retransmits = ti.tcpi_retransmits,
+        .rto_ms = ti.tcpi_rto / 1000,
+        .notsent = len >= offsetof(struct tcp_info, tcpi_notsent_bytes) +
+                               sizeof(ti.tcpi_notsent_bytes)
+                       ? ti.tcpi_notsent_bytes
+                       : 0,
     };
     if (tpx__sock_stall_rule(seen, stall_ms))
         return 1;
