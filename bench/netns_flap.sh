@@ -68,7 +68,8 @@ run() {
         args=(--size 256M --iters "$iters" --warmup 1)
     fi
     start_server "${args[@]}" --verify --timeout 20
-    if [ "$load" = read ]; then start_client --op read --verify; else start_client; fi
+    # READ: the requester (the client) reads, so the block list is its own options
+    if [ "$load" = read ]; then start_client "${args[@]}" --verify; else start_client; fi
     # the first fault once data flows (the sender's eth1 carried 50 MB), not while the
     # channels still connect: a fault during the connect is not what this measures
     wait_tx "$([ "$load" = read ] && echo A || echo B)" eth1 50000000 60 || true

@@ -285,6 +285,8 @@ struct tpx_engine {
     int gpu_fixed;             /* 1: gpu and devs no longer change (lock) */
     int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
     int ndevs;
+    int devs_fused;            /* devs are virtual devices of several NICs (TPX_NIC_FUSE):
+                                  a NIC's loss is the plugin's to fail over (peer_sweep.c) */
     uint64_t id;               /* engine id: derived from ident_pk (KEY mode) or random */
     int ident_keys;            /* KEY mode (ident.h): ident_pk/ident_sk are this engine's */
     unsigned char ident_pk[32], ident_sk[64];

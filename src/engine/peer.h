@@ -171,6 +171,8 @@ struct tpx_peer {
                              (bit k: channel k) */
     tpx_cut_t rx_cut[TPX_MAX_CHANNELS]; /* ... what the REPAIR of each said */
     uint32_t repairs;     /* data channel repairs asked (as the receiver) or answered */
+    uint64_t rx_dealt_ns; /* when the receive channels' dealing last changed (a loss, a
+                             REPAIR_ACK's lanes moved, a rejoin; peer_sweep.c) */
     uint64_t *confirm_q;  /* receive streams of two-sided messages and READs that arrived
                              whole, to confirm (RECV_DONE) in this pass (peer_pass.c) */
     uint32_t confirm_n, confirm_cap;

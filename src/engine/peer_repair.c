@@ -277,6 +277,7 @@ void tpx__peer_chan_lost(tpx_peer_t *p, tpx_comm_t *c, const char *why)
     }
     comm_drop(c);
     p->rx_lost |= bit;
+    p->rx_dealt_ns = tpx__now_ns();
     p->rx_cut[c->chan] = cut;
     p->repairs++;
     e->ctr.chan_lost++;
@@ -391,6 +392,7 @@ void tpx__peer_repair_acked(tpx_peer_t *p, const tpx_ctrl_t *m)
     moved_queue(p, 0, p->recv_live, v, n, m->seq);
     free(v);
     p->rx_lost &= ~bit;
+    p->rx_dealt_ns = tpx__now_ns();
     TPX_INFO("peer %s: data channel %d repaired: %d lane(s) take their missing chunks over "
              "the other %d channel(s)", p->name, k, n, __builtin_popcount(p->recv_live));
 }
@@ -435,6 +437,7 @@ void tpx__peer_rejoin_started(tpx_peer_t *p, const tpx_ctrl_t *m)
     }
     comm_revive(p->recv[k]);
     p->recv_live |= bit;
+    p->rx_dealt_ns = tpx__now_ns();
     p->e->ctr.chan_rejoined++;
     TPX_INFO("peer %s: data channel %d rejoined: new transfers are dealt to it again", p->name,
              k);

@@ -39,18 +39,58 @@
  * transfers flow on the other channels). The sender learns of the verdict
  * from this side's failure (its bootstrap connection ends). Every data
  * channel is looked at, so each has its record for a later move of a dead
- * channel's work onto the others. Returns the dead channel's comm, or NULL. */
+ * channel's work onto the others.
+ *
+ * Sooner, on the siblings' word: a quarter of that (at least 250 ms), when
+ * every other live receive channel moved since this one stopped and has
+ * nothing left in flight: it alone holds the transfers back. A channel
+ * whose connection died holds its transfers until the verdict: with
+ * 1000 ms, each loss of a NIC every 5 s cost a stream of 128 MiB READs a
+ * quarter to a third of its rate (bench/netns_flap.sh, split: 0.66-0.72
+ * of the all-up rate), the same every 5 s for a FIFO plugin. Stillness
+ * beside siblings that still move is no such word: healthy channels of a
+ * loaded host sat still 75-260 ms while the others moved (strict TCPX,
+ * loopback, 2 cores, beside a repair: a sender held behind a lost channel
+ * by FIFO order); and not while a loss is repaired, nor for a channel
+ * still since before the receive dealing last changed (a loss, a
+ * REPAIR_ACK's lanes, a rejoin). A wrong verdict costs a repair and a
+ * reconnect, not a transfer. Not over fused NICs either: there a NIC's
+ * loss is the plugin's to fail over (the built-in transport's, within
+ * 1.25 x TPX_SOCK_STALL_MS), and a quarter of a TPX_CHANNEL_STALL_MS set
+ * above that came first, repairing channels the transport saves anyway.
+ * Returns the dead channel's comm, or NULL. */
+#define CHAN_QUICK_MIN_NS 250000000ull
 static tpx_comm_t *chan_verdict(tpx_peer_t *p, uint64_t now)
 {
     const uint64_t stall = (uint64_t)p->e->cfg.chan_stall_ms * 1000000ull;
+    const uint64_t quick_ns = TPX_MIN(stall, TPX_MAX(stall / 4, CHAN_QUICK_MIN_NS));
     for (int k = 0; k < p->nchan; k++) {
         (void)tpx__window_look(p->send[k], now);
         (void)tpx__window_look(p->recv[k], now);
     }
     for (int k = 0; stall > 0 && k < p->nchan; k++) {
         tpx_chan_live_t *l = &p->recv[k]->live;
-        if (p->recv[k]->dead || l->state != TPX_CHAN_STILL || now - l->still_ns < stall)
+        if (p->recv[k]->dead || l->state != TPX_CHAN_STILL || now - l->still_ns < quick_ns)
             continue;
+        if (now - l->still_ns < stall) {
+            if (p->e->devs_fused || p->rx_lost != 0 || l->still_ns < p->rx_dealt_ns)
+                continue; /* fused NICs; a repair's stillness: see above */
+            int sibs = 0;
+            for (int s = 0; s < p->nchan; s++) {
+                const tpx_comm_t *o = p->recv[s];
+                if (s == k || o->dead)
+                    continue;
+                if (o->live.state != TPX_CHAN_IDLE || o->live.moved_ns < l->still_ns) {
+                    sibs = -1;
+                    break;
+                }
+                sibs++;
+            }
+            if (sibs <= 0)
+                continue;
+            l->state = TPX_CHAN_DEAD;
+            return p->recv[k];
+        }
         /* a sibling moved no earlier than this one last did (at the sweep's
          * 10 ms grain: a transfer that ends on the siblings within the
          * look in which this channel stopped counts); or, with no sibling
@@ -225,12 +265,13 @@ void tpx__peer_sweep(tpx_peer_t *p, uint64_t now)
     if (dead != NULL) {
         /* Its chunks are dealt again over the other channels, or the peer
          * fails as a whole (peer_repair.c). */
-        char why[200];
+        char why[240];
         snprintf(why, sizeof(why),
-                 "data channel %d (%s, plugin device %d) completed nothing for %d ms while the "
+                 "data channel %d (%s, plugin device %d) completed nothing for %llu ms while the "
                  "peer's other channels did: its connection died or stalled "
-                 "(TPX_CHANNEL_STALL_MS)", dead->chan, dead->is_send ? "send" : "receive",
-                 dead->dev, p->e->cfg.chan_stall_ms);
+                 "(TPX_CHANNEL_STALL_MS %d)", dead->chan, dead->is_send ? "send" : "receive",
+                 dead->dev, (unsigned long long)((now - dead->live.still_ns) / 1000000u),
+                 p->e->cfg.chan_stall_ms);
         tpx__peer_chan_lost(p, dead, why);
         if (p->state != PEER_READY)
             return;

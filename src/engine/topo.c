@@ -216,6 +216,7 @@ static tpx_status_t topo_fuse(tpx_engine_t *e, int required)
         e->devs[g] = vdevs[g];
     }
     e->ndevs = ngroups;
+    e->devs_fused = 1;
     return TPX_OK;
 }
 
@@ -224,6 +225,7 @@ tpx_status_t tpx__topo_devs(tpx_engine_t *e)
     int mode = fuse_mode();
     if (mode == -2)
         return TPX_ERR_CONFIG;
+    e->devs_fused = 0;
     tpx_status_t st = topo_nics(e);
     if (st != TPX_OK || mode == 0)
         return st;

@@ -332,6 +332,12 @@ typedef struct tpx_sock_chan {
     struct tpx_sock_chan *stall_next;
     uint64_t stall_seen;
     uint32_t stall_dead_ms;
+    /* send: when the receiver last acknowledged pieces of it (monotonic
+     * ns, 0: never; the owner writes it, the looks at the comm's other
+     * connections read it: sock_stall.c, "A sibling's word"); stall_sib:
+     * the detector ended it on that word. */
+    _Atomic uint64_t stall_ack_ns;
+    int stall_sib;
     /* Rejoin (a comm with `rejoin` set, sock_rejoin.c). rj_phase: where
      * its replacement stands (SOCK_RJ_PHASE_*; the owner and the rejoin
      * thread hand it to each other). rj_fd: a new connected socket handed
@@ -575,11 +581,26 @@ typedef struct {
     uint32_t unacked;          /* tcpi_unacked: segments in flight */
     uint32_t snd_wnd;          /* tcpi_snd_wnd: the peer's last advertised window */
     uint32_t last_ack_recv_ms; /* tcpi_last_ack_recv: since the peer's TCP last answered */
+    uint32_t retransmits;      /* tcpi_retransmits: timeouts since an acknowledgement */
+    uint32_t rto_ms;           /* tcpi_rto: the retransmission timeout */
+    uint32_t notsent;          /* tcpi_notsent_bytes: queued, never sent */
 } tpx_sock_tcp_seen_t;
 int tpx__sock_stall_rule(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms);
-/* The rule on the connection's tcp_info now (one getsockopt; *seen filled
- * when it could be read). By the connection's owner. */
-int tpx__sock_stall_verdict(int fd, uint32_t stall_ms, tpx_sock_tcp_seen_t *seen);
+/* The same verdict reached sooner on a sibling's word (sock_stall.c): a
+ * send connection whose data in flight in an open window has gone
+ * unacknowledged through a retransmission timeout (one counted, or twice
+ * its length), or that holds bytes this host does not send (nothing in
+ * flight, an open window), for stall_ms / 4,
+ * while the receiver acknowledged pieces of another connection of the
+ * comm after this one's peer last answered: sib_ms ago (UINT32_MAX: no
+ * such connection). */
+int tpx__sock_stall_rule_sib(const tpx_sock_tcp_seen_t *s, uint32_t stall_ms, uint32_t sib_ms);
+/* The rules on the connection's tcp_info now (one getsockopt; *seen
+ * filled when it could be read; sib_ms as above, UINT32_MAX: the sibling
+ * rule is not asked): 0 no verdict, 1 a black hole, 2 one on a sibling's
+ * word. By the connection's owner. */
+int tpx__sock_stall_verdict(int fd, uint32_t stall_ms, uint32_t sib_ms,
+                            tpx_sock_tcp_seen_t *seen);
 
 /* sock_rejoin.c, comms that fail over: a failed data connection replaced
  * once its NIC works again. Attempt k of a connection waits

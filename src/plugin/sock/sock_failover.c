@@ -151,10 +151,17 @@ static int fo_acked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, uint64_t acked)
                             "the receiver acknowledged pieces that were never sent");
         return CH_ERROR;
     }
+    if (acked == ch->fo_tail)
+        return CH_IDLE;
     while (ch->fo_tail < acked) {
         const tpx_sock_fo_ent_t *e = &ch->fo_log[ch->fo_tail++ % SOCK_FO_LOG];
         sock_piece_done(c, e->req, e->piece.len ? e->piece.len : 1, e->piece.total);
     }
+    /* the receiver lives and reads: the stall looks at the other
+     * connections take its word (sock_stall.c; a clock read per
+     * acknowledgement, one per receiving turn of the peer) */
+    if (tpx__sock_params.stall_ms > 0)
+        atomic_store_explicit(&ch->stall_ack_ns, tpx__sock_mono_ns(), memory_order_relaxed);
     return CH_IDLE;
 }
 
@@ -196,12 +203,13 @@ int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
 {
     if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
         return CH_IDLE;
-    char stalled[96];
+    char stalled[128];
     if (ch->stall_dead_ms != 0) {
         /* The stall detector aborted it (sock_worker.c): that is why, not
          * the reset the abort left on the socket. */
-        snprintf(stalled, sizeof(stalled), "no answer from the peer's TCP for %u ms",
-                 ch->stall_dead_ms);
+        snprintf(stalled, sizeof(stalled), "no answer from the peer's TCP for %u ms%s",
+                 ch->stall_dead_ms,
+                 ch->stall_sib ? ", while it acknowledged the others' pieces" : "");
         err = ETIMEDOUT;
         what = stalled;
     }
@@ -244,7 +252,7 @@ int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
         return CH_ERROR;
     }
     if (dead == c->nsocks) {
-        char why[160];
+        char why[256];
         snprintf(why, sizeof(why), "every data connection failed (the last: %s: %s)", what,
                  strerror(err));
         tpx__sock_comm_fail(c, TPX_ERR_CONN_RESET, why);

@@ -124,6 +124,7 @@ int tpx__sock_rejoin_turn(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         ch->fo_head = ch->fo_tail = 0;
         ch->ack_len = 0;
         ch->stall_dead_ms = 0;
+        ch->stall_sib = 0;
         ch->stall_seen = UINT64_MAX;
         atomic_store(&ch->rate, 0);
         ch->rate_ns = 0;

@@ -288,12 +288,34 @@ static int stall_owes(const tpx_sock_chan_t *ch)
            atomic_load_explicit(&c->finished, memory_order_relaxed);
 }
 
+/* How long before now_ns ch's comm last had pieces of another live
+ * connection acknowledged, in ms (UINT32_MAX: never, or ch's comm does
+ * not rejoin: no sibling's word, sock_stall.c). Each connection's owner
+ * stamps its own (sock_failover.c); read across workers. */
+static uint32_t stall_sib_ms(const tpx_sock_chan_t *ch, uint64_t now_ns)
+{
+    const tpx_sock_comm_t *c = ch->comm;
+    uint64_t last = 0;
+    if (c->kind != SOCK_COMM_SEND || !c->rejoin)
+        return UINT32_MAX;
+    for (int i = 0; i < c->nsocks; i++) {
+        const tpx_sock_chan_t *o = &c->chans[i];
+        uint64_t t = atomic_load_explicit(&o->stall_ack_ns, memory_order_relaxed);
+        if (o != ch && t > last && !atomic_load_explicit(&o->fo_dead, memory_order_relaxed))
+            last = t;
+    }
+    if (last == 0)
+        return UINT32_MAX;
+    return now_ns > last ? (uint32_t)TPX_MIN((now_ns - last) / 1000000u, UINT32_MAX - 1) : 0;
+}
+
 /* One look at each of w's connections of comms that fail over (see the
  * top: "Stalls"). A connection another thread moves right now (isend's
  * direct write, a direct read) is moving: not looked at. */
 static void stall_look(tpx_sock_worker_t *w)
 {
     const uint32_t stall_ms = (uint32_t)tpx__sock_params.stall_ms;
+    const uint64_t now = tpx__sock_mono_ns();
     for (tpx_sock_chan_t *ch = w->stall_list; ch != NULL; ch = ch->stall_next) {
         tpx_sock_comm_t *c = ch->comm;
         if (atomic_load(&c->closing) || atomic_load_explicit(&c->error, memory_order_relaxed) ||
@@ -304,11 +326,14 @@ static void stall_look(tpx_sock_worker_t *w)
                     !atomic_load_explicit(&ch->fo_dead, memory_order_relaxed) && stall_owes(ch);
         ch->stall_seen = seen;
         tpx_sock_tcp_seen_t ti;
-        if (quiet && tpx__sock_stall_verdict(ch->fd, stall_ms, &ti)) {
+        int verdict = quiet ? tpx__sock_stall_verdict(ch->fd, stall_ms, stall_sib_ms(ch, now), &ti)
+                            : 0;
+        if (verdict) {
             /* A black hole: abort it (an RST, its queues dropped). Its
              * socket's error wakes its turn (epoll), which fails it over,
              * reported as this (sock_failover.c). */
             ch->stall_dead_ms = ti.last_ack_recv_ms > 0 ? ti.last_ack_recv_ms : 1;
+            ch->stall_sib = verdict == 2;
             struct sockaddr unspec = {.sa_family = AF_UNSPEC};
             (void)connect(ch->fd, &unspec, sizeof(unspec));
         }
