@@ -16,8 +16,10 @@
 # link that comes back carries traffic again: the lost channel is connected
 # again in the background and rejoins the dealing, so B's NIC sends at least
 # 20 MB of the transfers within 5 s of its link coming up (measured 0.2-0.4 s,
-# up to 1.4 s beside two busy loops; a CI run's load once stretched it past
-# 3 s, and the transfers run long enough to cover every window). Run
+# up to 1.4 s beside two busy loops). A link whose window the transfers did
+# not outlast is not judged (a run that recovers fast ends sooner: at 450
+# transfers one ended while the last link was down, its NIC "never back"),
+# and at least three of the four must be. Run
 # plain and in strict TCPX mode (TPX_SOCK_TCPX=1: FIFO pairing of the chunks
 # dealt again, proven by the bytes).
 # Prints RESULT failover[.ctrlcomm|.tcpx]: <outcome> after S s (channels lost ...).
@@ -29,7 +31,7 @@ TMO=30
 # run_case NAME: sets OUTCOME
 run_case() {
     local name=$1 t0 t1 hung=0 srv cli lost moved nic downs=0 back=0
-    start_server --size 64M --iters 450 --warmup 1 --verify --timeout $TMO
+    start_server --size 64M --iters 700 --warmup 1 --verify --timeout $TMO
     start_client
     wait_tx B eth2 100000000 60 || { show_logs; fail "$name: transfer did not start"; }
     t0=$(now_ms)
@@ -44,6 +46,10 @@ run_case() {
         if wait_tx B "$nic" 20000000 5; then
             back=$((back + 1))
             echo "$name: $nic carries transfers again $(secs $(($(now_ms) - t1))) s after its link came up"
+        elif ! kill -0 "$CLIENT" 2>/dev/null; then
+            # the transfers ended before the link's return could be judged
+            downs=$((downs - 1))
+            echo "$name: the transfers ended within 5 s of $nic coming back: not judged"
         fi
         sleep 2
     done
@@ -65,8 +71,8 @@ run_case() {
     else
         [ "$moved" = 0 ] || fail "$name: a control stream on the bootstrap connection moved"
     fi
-    [ "$downs" -ge 1 ] && [ "$back" = "$downs" ] ||
-        fail "$name: a link that came back carried no transfers again ($back of $downs)"
+    [ "$downs" -ge 3 ] && [ "$back" = "$downs" ] ||
+        fail "$name: a link that came back carried no transfers again ($back of $downs judged)"
 }
 
 run_case failover
