@@ -337,6 +337,12 @@ int tpx__comm_post_ctrl(tpx_comm_t *c)
 
 void tpx__peer_ctrl_flush(tpx_peer_t *p)
 {
+    /* Over the bootstrap connection a post is a send that completes at
+     * once, and with it the transfer that waited for it: its callers (a
+     * request being served) still use that transfer, so the outbox goes
+     * there in the pass (comm_schedule), not here. */
+    if (p->ctrl_bs_tx)
+        return;
     while (p->state == PEER_READY && !tpx__window_full(p->ctrl_send) &&
            tpx__comm_post_ctrl(p->ctrl_send) > 0)
         ;
