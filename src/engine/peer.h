@@ -323,6 +323,10 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why);
  * cannot be. why NULL: the peer sends its stream that way from the start
  * (TPX_CTRL_BOOTSTRAP), whatever our TPX_CHANNEL_FAILOVER. */
 void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
+/* Our control stream over the bootstrap connection: send what the outbox
+ * holds (as the pass does). Never from under a transfer in use: a send
+ * may complete, and free, the transfer that waited for it. */
+void tpx__peer_ctrl_bs_drain(tpx_peer_t *p);
 /* The peer received our control messages up to seq (exclusive): what was
  * kept for a move goes. */
 void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq);

@@ -335,6 +335,12 @@ int tpx__comm_post_ctrl(tpx_comm_t *c)
     return 1;
 }
 
+void tpx__peer_ctrl_bs_drain(tpx_peer_t *p)
+{
+    while (p->ctrl_bs_tx && p->state == PEER_READY && bs_post(p) > 0)
+        ;
+}
+
 void tpx__peer_ctrl_flush(tpx_peer_t *p)
 {
     /* Over the bootstrap connection a post is a send that completes at

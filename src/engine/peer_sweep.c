@@ -215,6 +215,9 @@ int tpx__peer_frames(tpx_peer_t *p, uint64_t now)
             break;
         }
     }
+    /* what the frames made us answer leaves now: the caller may nap before
+     * its next pass (the sweep, a nap's doorbells) */
+    tpx__peer_ctrl_bs_drain(p);
     return rung;
 }
 
