@@ -46,6 +46,34 @@ void tpx__peer_remote_closed(tpx_peer_t *p, const char *why)
         tpx__peer_fail(p, TPX_ERR_CONN_RESET, why);
 }
 
+/* The last segment at or after `from` whose first payload chunk is at or
+ * before k (segments lie in chunk order, and `from` is at or before it): a
+ * gallop, then a bisection. A lane posts every n-th chunk, so walking its
+ * cursor a segment at a time cost it every segment of the transfer: 1.3
+ * million 1 KiB elements of a strided READ cost the pass 40 ms a post. */
+static uint32_t seg_at(const tpx_xfer_t *x, uint32_t from, uint32_t k)
+{
+    uint32_t lo = from;
+    uint64_t hi = x->nsegs, step = 1;
+    for (;;) { /* segs[lo].chunk0 <= k, or lo == from */
+        uint64_t probe = (uint64_t)lo + step;
+        if (probe >= x->nsegs || x->segs[probe].chunk0 > k) {
+            hi = TPX_MIN(probe, (uint64_t)x->nsegs);
+            break;
+        }
+        lo = (uint32_t)probe;
+        step *= 2;
+    }
+    while (hi - lo > 1) { /* segs[hi].chunk0 > k, or hi == nsegs */
+        uint32_t mid = (uint32_t)(lo + (hi - lo) / 2);
+        if (x->segs[mid].chunk0 <= k)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The run of segments sharing payload chunk k, found from the segment a
  * lane's cursor points at (the run's last one). */
 static uint32_t shared_run(const tpx_xfer_t *x, uint32_t last, uint32_t k)
@@ -158,14 +186,7 @@ void tpx__xfer_chunk_done(tpx_comm_t *c, tpx_slot_t *s)
     if (s->shared && !s->vec && !c->is_send) {
         /* scatter the received shared chunk into its blocks */
         uint32_t k = s->chunk - stm->nlist;
-        uint32_t lo = 0, hi = x->nsegs; /* the last segment with chunk0 <= k */
-        while (hi - lo > 1) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (x->segs[mid].chunk0 <= k)
-                lo = mid;
-            else
-                hi = mid;
-        }
+        uint32_t lo = seg_at(x, 0, k);
         uint32_t first = shared_run(x, lo, k);
         tpx_status_t st;
         if (tpx__pack_async_ok(x->e, x, first, lo)) {
@@ -235,8 +256,7 @@ static void chunk_locate(tpx_xfer_t *x, const tpx_stream_t *st, tpx_lane_t *l, u
         return;
     }
     uint32_t k = j - st->nlist;
-    while (l->seg + 1 < x->nsegs && x->segs[l->seg + 1].chunk0 <= k)
-        l->seg++;
+    l->seg = seg_at(x, l->seg, k);
     const tpx_seg_t *g = &x->segs[l->seg];
     out->shared = g->shared;
     if (g->shared) {

@@ -507,6 +507,11 @@ static tpx_status_t prep_encode(tpx_prep_t *pp, const centry_t *ce, size_t m)
     pp->remote_host = 1;
     for (size_t i = 0; i < m; i++)
         pp->remote_host &= ce[i].remote_host;
+    /* what every post asks of the blocks, decided once: a post must not
+     * walk a million elements' segments */
+    pp->host = segs_host(pp->segs, pp->nsegs);
+    for (uint64_t i = 0; i < pp->nsegs && !pp->cuda_direct; i++)
+        pp->cuda_direct = !pp->segs[i].shared && pp->segs[i].region->cuda_dev >= 0;
     pp->nent = (uint32_t)m;
     pp->npayload = (uint32_t)ck.nchunks;
     pp->list_len = pp->strided ? TPX_LIST_SIZE(nkeys, 0) + list_len : TPX_LIST_SIZE(nkeys, m);
@@ -755,11 +760,9 @@ tpx_status_t tpx__rma_post(tpx_prep_t *pp, tpx_peer_t *p, const void *notif, siz
     }
     if ((st = tpx__peer_usable(p, "tpx_xfer_post")) != TPX_OK)
         return st;
-    int cuda = 0; /* a READ receives into its local blocks; packed ones land in host
-                     staging (pack.c) and need no bounce buffer */
-    for (uint32_t i = 0; pp->op == TPX_OP_READ && i < pp->nsegs; i++)
-        cuda |= !pp->segs[i].shared && pp->segs[i].region != NULL &&
-                pp->segs[i].region->cuda_dev >= 0;
+    /* a READ receives into its local blocks; packed ones land in host
+     * staging (pack.c) and need no bounce buffer */
+    int cuda = pp->op == TPX_OP_READ && pp->cuda_direct;
     if ((st = tpx__peer_rxmem_check(p, cuda, "tpx_xfer_post (READ)")) != TPX_OK)
         return st;
     if (p->chunk != pp->chunk) {
@@ -802,7 +805,7 @@ tpx_status_t tpx__rma_post(tpx_prep_t *pp, tpx_peer_t *p, const void *notif, siz
      * and posts the data's receives when the request arrives, instead of
      * first receiving the list as a chunk of its own. */
     uint32_t inl = e->cfg.rma_inline_bytes;
-    int host = segs_host(pp->segs, pp->nsegs);
+    int host = pp->host;
     if (pp->op == TPX_OP_WRITE) {
         x->req.inline_req = inl > 0 && host && pp->remote_host && pp->total <= inl &&
                             pp->list_len + pp->total <= TPX_CTRL_BODY_MAX;

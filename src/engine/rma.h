@@ -32,6 +32,9 @@ struct tpx_prep {
     int strided;            /* the list has strided entries: version 3 (wire.h) */
     uint32_t npayload;      /* payload chunks */
     int remote_host;        /* every remote block is host memory (its descriptor says) */
+    int host;               /* every local block is host memory */
+    int cuda_direct;        /* a local GPU block goes alone in its chunk: a READ receives
+                               straight into GPU memory (no shared staging) */
     uint64_t total;
     unsigned char *list;    /* the encoded request list */
     size_t list_len;
