@@ -26,7 +26,7 @@ TMO_MS=10000
 CARRY_BYTES=1048576 CARRY_MS=3000
 # Rounds go on for several seconds after the NIC is up (well past the carry
 # bound, and the connections checked after it).
-ROUNDS=800 SIZE=4194304
+ROUNDS=1000 SIZE=4194304
 ALL="server client"
 
 io_bytes() {
@@ -65,8 +65,8 @@ down_before() {
     done
     kill -0 "$CLIENT" 2>/dev/null || { show_peer_logs $ALL; fail "the run ended before $nic came back"; }
     start=$(io_bytes "$host" $nic)
+    up=$(now_ms) # before the command: its own time counts too
     "$TESTBED" link "$host" $nic up || fail "testbed link $host $nic up failed"
-    up=$(now_ms)
     while :; do
         waited=$(($(now_ms) - up))
         [ $(($(io_bytes "$host" $nic) - start)) -ge $CARRY_BYTES ] && break
