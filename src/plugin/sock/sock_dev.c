@@ -162,7 +162,8 @@ tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev)
                   d->down_at_init ? " (administratively down)" : "");
         if (d->down_at_init)
             SOCK_WARN("%s (%s) is administratively down: it stays a device, its connections "
-                      "start without it and join once it is up", d->name, a);
+                      "start without it and join once it is up",
+                      d->name, a);
     }
     if (n == 0) {
         SOCK_WARN("no usable network interface (TPX_SOCKET_IFNAME=%s%s); name one, e.g. "
