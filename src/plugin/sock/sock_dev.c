@@ -21,9 +21,11 @@
  * comm starts without that connection (sock_conn.c, "Members down at
  * connect"); once the NIC is up the rejoin thread makes it (sock_rejoin.c).
  * Elsewhere (strict TCPX, TPX_SOCK_FAILOVER=0) such a NIC could only fail
- * every connect over it, and stays out. A NIC with no address at all (IPv6
- * addresses are dropped when a NIC goes down, unless keep_addr_on_down)
- * has nothing to bind or to name in a handle: it is no device.
+ * every connect over it, and stays out; so it does in libnccl-net-tpx.so,
+ * whose caller, NCCL, picks a NIC per GPU and fuses none. A NIC with no
+ * address at all (IPv6 addresses are dropped when a NIC goes down, unless
+ * keep_addr_on_down) has nothing to bind or to name in a handle: it is no
+ * device.
  *
  * Virtual devices (makeVDevice) are appended after the physical ones under
  * a lock and published by one atomic store of the count, so readers never
@@ -85,6 +87,10 @@ static int dev_cmp(const void *a, const void *b)
 
 /* Pass 1 takes IPv4 addresses (unless IPv6 is forced), pass 2 IPv6, so an
  * interface with both is used over IPv4. */
+/* Defined by the NCCL plugin's own file (sock_export.c) only: hidden, so a
+ * libtpx in the same process never sees it. */
+extern const int tpx__sock_nccl_build __attribute__((weak));
+
 static void take_addrs(struct ifaddrs *ifa_list, const char *list, int family, int keep_down,
                        tpx_sock_dev_t *devs, int max, int *n)
 {
@@ -133,8 +139,12 @@ tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev)
         return tpx__status_from_errno(errno);
     }
     /* A NIC that is down is kept where comms can start without it (see the
-     * top). */
-    int keep_down = !tpx__sock_params.tcpx && tpx__sock_params.failover != 0;
+     * top), and where a caller fuses NICs: in libtpx, for the engine's
+     * virtual devices. NCCL, the caller of libnccl-net-tpx.so, picks each
+     * GPU's NIC by itself; a NIC it cannot reach would fail its connects
+     * where, left out, another NIC serves. */
+    int keep_down = !tpx__sock_params.tcpx && tpx__sock_params.failover != 0 &&
+                    &tpx__sock_nccl_build == NULL;
     int n = 0;
     if (family != AF_INET6)
         take_addrs(ifa_list, list, AF_INET, keep_down, devs, max, &n);
