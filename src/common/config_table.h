@@ -21,7 +21,10 @@ TPX_CONFIG_X(TRACE_FILE, STR, "", 0, 0,
 TPX_CONFIG_X(SOCKET_IFNAME, STR, "", 0, 0,
              "Interfaces the built-in transport uses: comma list of prefixes, `^` excludes, "
              "`=` matches exactly (e.g. `eth1,eth2`, `^docker`, `=lo`). Default: every interface "
-             "that is up except loopback and docker/virtual bridges; `lo` only when named.")
+             "with an address except loopback and docker/virtual bridges; `lo` only when named. "
+             "One administratively down is kept where comms fail over (`TPX_SOCK_FAILOVER`, "
+             "not strict TCPX): its connections join once it is up; name the NICs to leave "
+             "one out (both sides, which pair NICs by their order).")
 TPX_CONFIG_X(SOCKET_FAMILY, STR, "", 0, 0,
              "Address family of the built-in transport: `4`, `6`, or empty for IPv4 first.")
 TPX_CONFIG_X(SOCKET_SPEED_MBPS, INT, "100000", 1, 100000000,

@@ -95,6 +95,7 @@ typedef struct {
     int numa_node; /* -1 if unknown */
     int nmembers;  /* 1 for a physical device */
     int members[TPX_SOCK_MAX_MEMBERS]; /* physical device indices; [0] = itself if physical */
+    int down_at_init; /* physical: not IFF_UP when found (sock_dev.c); for the log only */
 } tpx_sock_dev_t;
 
 /* Settings read once at init. */

@@ -64,7 +64,10 @@
  * the comm does not fail over or cannot rejoin, a data connection that
  * fails fails the connect, as before. Every data connection given up fails
  * it too. The grace is well under the listener's TPX_SOCK_HELLO_TIMEOUT_MS
- * (3 s), during which it holds the comm's connections that came.
+ * (3 s), during which it holds the comm's connections that came. A NIC
+ * administratively down when the process started is a member too
+ * (sock_dev.c): its connections fail at once (no route) and start missing,
+ * and the members of both sides keep pairing by index.
  *
  * The connector keeps its progress in a process-local table; the handle's
  * private bytes hold the id of the entry (NCCL requires connect to be

@@ -2,11 +2,30 @@
 /*
  * sock_dev.c - which interfaces the transport uses, and their properties.
  *
- * Devices are found once, at init: every interface that is up, has an
- * address of the chosen family and is selected by TPX_SOCKET_IFNAME
- * (default: all but loopback and docker/virtual bridges). Properties come
- * from sysfs; a link that reports no speed (lo, veth) gets
+ * Devices are found once, at init: every interface that has an address of
+ * the chosen family and is selected by TPX_SOCKET_IFNAME (default: all but
+ * loopback and docker/virtual bridges). Properties come from sysfs; a link
+ * that reports no speed (lo, veth, a NIC that is down) gets
  * TPX_SOCKET_SPEED_MBPS.
+ *
+ * An interface administratively down (not IFF_UP) is a device too, as one
+ * up without carrier is, wherever a comm can start without one of its
+ * NICs (comms that fail over: TPX_SOCK_FAILOVER not 0, not strict TCPX).
+ * Members of virtual devices pair with the peer's by index (sock_conn.c),
+ * so a NIC dropped from one side's list would shift every later member:
+ * its connections would go to the peer's next NIC, routed from the wrong
+ * address, for the life of the process. Kept, its address stays assigned
+ * (Linux keeps IPv4 addresses and their local routes on a NIC that is down),
+ * so a listener binds and listens on it as on any member; only its subnet's
+ * routes are gone, so a connect over it fails at once (unreachable) and the
+ * comm starts without that connection (sock_conn.c, "Members down at
+ * connect"); once the NIC is up the rejoin thread makes it (sock_rejoin.c).
+ * Elsewhere (strict TCPX, TPX_SOCK_FAILOVER=0) such a NIC could only fail
+ * every connect over it, and stays out; so it does in libnccl-net-tpx.so,
+ * whose caller, NCCL, picks a NIC per GPU and fuses none. A NIC with no
+ * address at all (IPv6 addresses are dropped when a NIC goes down, unless
+ * keep_addr_on_down) has nothing to bind or to name in a handle: it is no
+ * device.
  *
  * Virtual devices (makeVDevice) are appended after the physical ones under
  * a lock and published by one atomic store of the count, so readers never
@@ -68,11 +87,15 @@ static int dev_cmp(const void *a, const void *b)
 
 /* Pass 1 takes IPv4 addresses (unless IPv6 is forced), pass 2 IPv6, so an
  * interface with both is used over IPv4. */
-static void take_addrs(struct ifaddrs *ifa_list, const char *list, int family,
+/* Defined by the NCCL plugin's own file (sock_export.c) only: hidden, so a
+ * libtpx in the same process never sees it. */
+extern const int tpx__sock_nccl_build __attribute__((weak));
+
+static void take_addrs(struct ifaddrs *ifa_list, const char *list, int family, int keep_down,
                        tpx_sock_dev_t *devs, int max, int *n)
 {
     for (struct ifaddrs *ifa = ifa_list; ifa != NULL; ifa = ifa->ifa_next) {
-        if (!(ifa->ifa_flags & IFF_UP) || !addr_usable(ifa->ifa_addr, family))
+        if ((!keep_down && !(ifa->ifa_flags & IFF_UP)) || !addr_usable(ifa->ifa_addr, family))
             continue;
         if (!tpx__sock_ifname_match(list, ifa->ifa_name))
             continue;
@@ -86,6 +109,7 @@ static void take_addrs(struct ifaddrs *ifa_list, const char *list, int family,
         tpx_sock_dev_t *d = &devs[(*n)++];
         memset(d, 0, sizeof(*d));
         snprintf(d->name, sizeof(d->name), "%s", ifa->ifa_name);
+        d->down_at_init = !(ifa->ifa_flags & IFF_UP);
         memcpy(&d->addr, ifa->ifa_addr,
                ifa->ifa_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                     : sizeof(struct sockaddr_in));
@@ -114,11 +138,18 @@ tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev)
         SOCK_WARN("getifaddrs failed: %s", strerror(errno));
         return tpx__status_from_errno(errno);
     }
+    /* A NIC that is down is kept where comms can start without it (see the
+     * top), and where a caller fuses NICs: in libtpx, for the engine's
+     * virtual devices. NCCL, the caller of libnccl-net-tpx.so, picks each
+     * GPU's NIC by itself; a NIC it cannot reach would fail its connects
+     * where, left out, another NIC serves. */
+    int keep_down = !tpx__sock_params.tcpx && tpx__sock_params.failover != 0 &&
+                    &tpx__sock_nccl_build == NULL;
     int n = 0;
     if (family != AF_INET6)
-        take_addrs(ifa_list, list, AF_INET, devs, max, &n);
+        take_addrs(ifa_list, list, AF_INET, keep_down, devs, max, &n);
     if (family != AF_INET)
-        take_addrs(ifa_list, list, AF_INET6, devs, max, &n);
+        take_addrs(ifa_list, list, AF_INET6, keep_down, devs, max, &n);
     freeifaddrs(ifa_list);
 
     qsort(devs, (size_t)n, sizeof(devs[0]), dev_cmp);
@@ -135,9 +166,14 @@ tpx_status_t tpx__sock_dev_discover(tpx_sock_dev_t *devs, int max, int *ndev)
         d->nmembers = 1;
         d->members[0] = i;
         char a[96];
-        SOCK_INFO("device %d: %s %s speed %d Mb/s pci %s numa %d", i, d->name,
+        SOCK_INFO("device %d: %s %s speed %d Mb/s pci %s numa %d%s", i, d->name,
                   tpx__sock_addr_str(&d->addr, a, sizeof(a)), d->speed_mbps,
-                  d->pci_path ? d->pci_path : "(none)", d->numa_node);
+                  d->pci_path ? d->pci_path : "(none)", d->numa_node,
+                  d->down_at_init ? " (administratively down)" : "");
+        if (d->down_at_init)
+            SOCK_WARN("%s (%s) is administratively down: it stays a device, its connections "
+                      "start without it and join once it is up",
+                      d->name, a);
     }
     if (n == 0) {
         SOCK_WARN("no usable network interface (TPX_SOCKET_IFNAME=%s%s); name one, e.g. "

@@ -8,6 +8,10 @@
 
 #define TPX_EXPORT __attribute__((visibility("default")))
 
+/* This library is NCCL's plugin: its caller picks NICs itself (sock_dev.c). */
+extern const int tpx__sock_nccl_build;
+const int tpx__sock_nccl_build = 1;
+
 TPX_EXPORT const tpx_ncclnet_v7_t ncclNetPlugin_v7 = TPX_SOCK_NET_V7_INIT;
 TPX_EXPORT const tpx_ncclnet_v8_t ncclNetPlugin_v8 = TPX_SOCK_NET_V8_INIT;
 TPX_EXPORT const tpx_ncclnet_v9_t ncclNetPlugin_v9 = TPX_SOCK_NET_V9_INIT;
