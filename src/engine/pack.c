@@ -348,7 +348,24 @@ typedef struct {
     uint32_t frag0, used;                    /* the slot's first fragment; used since a sync */
     const tpx_region_t *key_region;          /* gather: the open job's region window */
     uint64_t key_win;
+    tpx_nccl_load_meta_t *last;              /* the open job's last fragment, or NULL */
+    const tpx_region_t *last_region;         /* its block's region */
+    uint64_t last_base;                      /* the address its region offsets count from */
 } launch_t;
+
+/* Grow fragment f by the next block's len bytes when they follow f's on
+ * both sides (src_off: where its bytes are read, dst_off: written), within
+ * one job: a decode rank's half of the heads lands in 16-token runs, so its
+ * scatter is a fragment per run instead of one per 1 KiB element (the
+ * kernel gives each fragment a warp; its descriptor is a PCIe read). */
+static int frag_extend(tpx_nccl_load_meta_t *f, uint64_t src_off, uint64_t dst_off, uint64_t len)
+{
+    if ((uint64_t)f->f.src_off + f->f.len != src_off || f->f.dst_off + f->f.len != dst_off ||
+        (uint64_t)f->f.len + len > UINT32_MAX)
+        return 0;
+    f->f.len += (uint32_t)len;
+    return 1;
+}
 
 static tpx_status_t launch_flush(launch_t *l)
 {
@@ -359,6 +376,7 @@ static tpx_status_t launch_flush(launch_t *l)
                                                     l->max_frags, e->pack_stream);
     l->njobs = l->max_frags = 0;
     l->key_region = NULL;
+    l->last = NULL;
     return st;
 }
 
@@ -446,10 +464,14 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
             continue;
         }
         tpx_nccl_load_meta_t *fr;
+        /* gather: src_off counts from the block's 2 GiB window of its region */
+        uint64_t win = g->off >> 31;
+        int fresh = to_stage && (l.key_region != g->region || l.key_win != win);
+        if (!fresh && l.last != NULL && l.last_region == g->region &&
+            frag_extend(l.last, to_stage ? addr - l.last_base : g->pack_off,
+                        to_stage ? g->pack_off : addr - l.last_base, g->len))
+            continue;
         if (to_stage) {
-            /* gather: src_off counts from the block's 2 GiB window of its region */
-            uint64_t win = g->off >> 31;
-            int fresh = l.key_region != g->region || l.key_win != win;
             const char *base = (const char *)(uintptr_t)(g->region->base + (win << 31));
             if ((st = launch_room(&l, fresh, base, scratch, &fr)) != TPX_OK)
                 break;
@@ -458,13 +480,17 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
             fr->f.src_off = (uint32_t)(addr - (uint64_t)(uintptr_t)base);
             fr->f.len = (uint32_t)g->len;
             fr->f.dst_off = g->pack_off;
+            l.last_base = (uint64_t)(uintptr_t)base;
         } else {
             if ((st = launch_room(&l, 0, scratch, (char *)(uintptr_t)lo, &fr)) != TPX_OK)
                 break;
             fr->f.src_off = g->pack_off;
             fr->f.len = (uint32_t)g->len;
             fr->f.dst_off = addr - lo;
+            l.last_base = lo;
         }
+        l.last = fr;
+        l.last_region = g->region;
     }
     if (st == TPX_OK)
         st = launch_flush(&l);
