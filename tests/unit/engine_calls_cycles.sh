@@ -3,7 +3,8 @@
 #
 # unit.engine_calls_cycles: scripts/engine-calls finds call cycles between
 # files of src/ however long, in src/engine as anywhere, through public
-# (TPX_API) functions too, and fails --strict on each, on a public
+# (TPX_API) functions, functions that return a struct, the inline functions
+# of headers and functions' addresses too, and fails --strict on each, on a public
 # function below the engine's top layer, and on a write of the engine's
 # settings (e->cfg) outside engine.c. Runs it on small trees made here.
 #
@@ -55,6 +56,37 @@ printf 'TPX_API int tpx_b(void)\n{\n    return tpx__a();\n}\nint tpx__b(void)\n{
     > "$tmp/src/common/b.c"
 if run; then fail "a cycle through a TPX_API function passed --strict"; fi
 grep -q "common/b.c -> plugin/a.c  tpx__a" "$tmp/out" || fail "the public function's call is not listed"
+
+# a function that returns a struct is attributed to its file like any other
+tree
+def plugin/a.c a b
+printf 'struct s *tpx__b(void)\n{\n    tpx__a();\n    return 0;\n}\n' > "$tmp/src/common/b.c"
+if run; then fail "a cycle through a function returning a struct passed --strict"; fi
+grep -q "2 files: common/b.c plugin/a.c" "$tmp/out" || fail "the struct function's cycle is not named"
+
+# a static inline function of a header counts as the calls it makes
+tree
+def plugin/a.c a h
+printf 'static inline int tpx__h(void)\n{\n    return tpx__b();\n}\n' > "$tmp/src/common/h.h"
+def common/b.c b a
+if run; then fail "a cycle through a header's inline function passed --strict"; fi
+grep -q "plugin/a.c -> common/b.c  tpx__b" "$tmp/out" || fail "the inline function's call is not listed"
+
+# a function's address stored in a table is a call made later
+tree
+def plugin/a.c a b
+printf 'int tpx__a(void);\nint (*const tpx__b_tab[])(void) = {tpx__a};\nint tpx__b(void)\n{\n    return 0;\n}\n' \
+    > "$tmp/src/common/b.c"
+if run; then fail "a cycle through a function's address passed --strict"; fi
+grep -q "common/b.c -> plugin/a.c  tpx__a" "$tmp/out" || fail "the address taken is not listed"
+
+# inside src/engine, a call up a layer through a header's inline function fails
+tree
+printf 'static inline int tpx__up(void)\n{\n    return tpx__engine_x();\n}\n' > "$tmp/src/engine/up.h"
+printf 'int tpx__wire_y(void)\n{\n    return tpx__up();\n}\n' >> "$tmp/src/engine/wire.c"
+printf 'int tpx__engine_x(void)\n{\n    return 0;\n}\n' > "$tmp/src/engine/engine.c"
+if run; then fail "a call up a layer through an inline function passed --strict"; fi
+grep -q "wire.c    -> engine.c  tpx__engine_x" "$tmp/out" || fail "the inline call up is not named"
 
 # a public function below the top layer of src/engine fails too
 tree
