@@ -141,13 +141,13 @@
  *
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
- *   wire, ident, topo, faults < mem, export < window, pack < xfer
- *   < peer_fail < peer_ctrl < rma < peer_repair < peer_pass, peer_sweep,
- *   xfer_user < peer < remote < engine, wait < api_engine, api_mem, api_peer,
+ *   wire, ident, topo, faults < export < mem < window, pack < xfer
+ *   < peer_fail < peer_ctrl < rma < peer_repair < peer_pass < peer_sweep,
+ *   xfer_user < peer < remote < engine < wait < api_engine, api_mem, api_peer,
  *   api_remote, api_rma, api_xfer, info, kv (the public entry points: they
  *   check their arguments, take the lock and call one internal function).
- * A file calls only files of its own or lower layers, and no two files
- * call each other. window.c calls only the plugin and the CUDA wrappers.
+ * A file calls only files of lower layers (none of its own), so no two
+ * files call each other. window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
  * peer) or a call through a table set from above: a transfer's kind's ops
  * (xfer.h, set by rma.c).

@@ -6,7 +6,9 @@
 # (TPX_API) functions, functions that return a struct, the inline functions
 # of headers and functions' addresses too, and fails --strict on each, on a public
 # function below the engine's top layer, and on a write of the engine's
-# settings (e->cfg) outside engine.c. Runs it on small trees made here.
+# settings (e->cfg) outside engine.c, on calls between files of one row, and
+# on a picture of the layers (--design) that draws them otherwise. Runs it
+# on small trees made here.
 #
 #   engine_calls_cycles.sh SOURCE_DIR
 set -euo pipefail
@@ -87,6 +89,29 @@ printf 'int tpx__wire_y(void)\n{\n    return tpx__up();\n}\n' >> "$tmp/src/engin
 printf 'int tpx__engine_x(void)\n{\n    return 0;\n}\n' > "$tmp/src/engine/engine.c"
 if run; then fail "a call up a layer through an inline function passed --strict"; fi
 grep -q "wire.c    -> engine.c  tpx__engine_x" "$tmp/out" || fail "the inline call up is not named"
+
+# files of one row of src/engine do not call each other, even one way
+tree
+printf 'int tpx__ident_z(void)\n{\n    return tpx__wire_x();\n}\n' > "$tmp/src/engine/ident.c"
+if run; then fail "a call between files of one row passed --strict"; fi
+grep -q "ident.c   -> wire.c    tpx__wire_x" "$tmp/out" || fail "the call inside a row is not named"
+
+# the design document draws the layers as the checker has them
+tree
+printf 'int tpx__engine_x(void)\n{\n    return tpx__wire_x();\n}\n' > "$tmp/src/engine/engine.c"
+printf '# d\n### Layers of the engine\n\n```\n wire.c   formats\n engine.c the engine\n```\n' \
+    > "$tmp/design.md"
+if python3 "$script" --strict --src "$tmp/src" --design "$tmp/design.md" "$tmp/src/engine" \
+    > "$tmp/out" 2>&1; then fail "a picture with the layers upside down passed --strict"; fi
+grep -q "wire.c is drawn above engine.c" "$tmp/out" || fail "the picture's wrong order is not named"
+printf '# d\n### Layers of the engine\n\n```\n engine.c the engine\n  wire.c formats\n```\n' \
+    > "$tmp/design.md"
+python3 "$script" --strict --src "$tmp/src" --design "$tmp/design.md" "$tmp/src/engine" \
+    > "$tmp/out" 2>&1 || fail "a picture that matches failed --strict"
+printf '# d\n### Layers of the engine\n\n```\n engine.c the engine\n```\n' > "$tmp/design.md"
+if python3 "$script" --strict --src "$tmp/src" --design "$tmp/design.md" "$tmp/src/engine" \
+    > "$tmp/out" 2>&1; then fail "a picture without wire.c passed --strict"; fi
+grep -q "wire.c is not drawn" "$tmp/out" || fail "the file missing from the picture is not named"
 
 # a public function below the top layer of src/engine fails too
 tree
