@@ -445,6 +445,14 @@ void tpx__engine_unpack_fini(tpx_engine_t *e);
 /* ---- ident.c: the engine's id, and its key pair where libsodium allows (logs the
  * mode). topo.c: the plugin devices of the engine's GPU, and its NUMA-local CPU. ---- */
 tpx_status_t tpx__ident_engine_init(tpx_engine_t *e);
+/* The engine's name (shown to peers, the key it is published under).
+ * Immutable after create: no lock. */
+const char *tpx__ident_name(const tpx_engine_t *e);
+/* KEY mode: 1, and the engine's key pair in *pk, *sk (TPX_IDENT_PK,
+ * TPX_IDENT_SK bytes, the engine's: valid while it lives); DIAL mode: 0,
+ * nothing written. Immutable after create: no lock. */
+int tpx__ident_engine_keys(const tpx_engine_t *e, const unsigned char **pk,
+                           const unsigned char **sk);
 tpx_status_t tpx__topo_devs(tpx_engine_t *e);
 int tpx__topo_local_cpu(tpx_engine_t *e);
 /* Bind the engine to GPU `gpu` for reason `from` (tpx_gpu_from_t) and
