@@ -6,7 +6,8 @@
 # (TPX_API) functions, functions that return a struct, the inline functions
 # of headers and functions' addresses too, and fails --strict on each, on a public
 # function below the engine's top layer, and on a write of the engine's
-# settings (e->cfg) outside engine.c, on calls between files of one row, and
+# settings (e->cfg) outside engine.c, on calls between files of one row, on a
+# one-sided kind or field named below rma.c, and
 # on a picture of the layers (--design) that draws them otherwise. Runs it
 # on small trees made here.
 #
@@ -112,6 +113,20 @@ printf '# d\n### Layers of the engine\n\n```\n engine.c the engine\n```\n' > "$t
 if python3 "$script" --strict --src "$tmp/src" --design "$tmp/design.md" "$tmp/src/engine" \
     > "$tmp/out" 2>&1; then fail "a picture without wire.c passed --strict"; fi
 grep -q "wire.c is not drawn" "$tmp/out" || fail "the file missing from the picture is not named"
+
+# a file below rma.c that names a one-sided kind or field fails
+tree
+printf 'int tpx__wire_k(struct tpx_xfer *x)\n{\n    return x->kind == XK_READ;\n}\n' \
+    >> "$tmp/src/engine/wire.c"
+if run; then fail "a one-sided kind named in wire.c passed --strict"; fi
+grep -q "wire.c:7: return x->kind == XK_READ;" "$tmp/out" || fail "the one-sided name is not listed"
+tree
+printf 'void tpx__wire_n(struct tpx_xfer *x)\n{\n    free(x->rma.notif);\n}\n' >> "$tmp/src/engine/wire.c"
+if run; then fail "a one-sided field named in wire.c passed --strict"; fi
+tree
+printf 'int tpx__rma_k(struct tpx_xfer *x)\n{\n    return x->kind == XK_READ && x->req.n;\n}\n' \
+    > "$tmp/src/engine/rma.c"
+run || fail "rma.c naming its own kinds failed --strict"
 
 # a public function below the top layer of src/engine fails too
 tree
