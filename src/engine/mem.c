@@ -145,7 +145,7 @@ static tpx_status_t region_gpu_admit(tpx_engine_t *e, void *addr, int dev)
 {
     if (!e->gpu_fixed && e->gpu_from != TPX_GPU_FROM_MEMORY) {
         if (dev == e->gpu) {
-            e->gpu_from = TPX_GPU_FROM_MEMORY;
+            tpx__engine_gpu_because(e, TPX_GPU_FROM_MEMORY);
             return TPX_OK;
         }
         return tpx__engine_gpu_bind(e, dev, TPX_GPU_FROM_MEMORY);

@@ -7,7 +7,8 @@
 # of headers and functions' addresses too, and fails --strict on each, on a public
 # function below the engine's top layer, and on a write of the engine's
 # settings (e->cfg) outside engine.c, on calls between files of one row, on a
-# one-sided kind or field named below rma.c, and
+# one-sided kind or field named below rma.c, on a field of the engine written
+# outside its owner, and
 # on a picture of the layers (--design) that draws them otherwise. Runs it
 # on small trees made here.
 #
@@ -127,6 +128,20 @@ tree
 printf 'int tpx__rma_k(struct tpx_xfer *x)\n{\n    return x->kind == XK_READ && x->req.n;\n}\n' \
     > "$tmp/src/engine/rma.c"
 run || fail "rma.c naming its own kinds failed --strict"
+
+# a field of struct tpx_engine is written by its owner (and engine.c) only
+tree
+printf 'struct tpx_engine {\n    int lock;\n    void *regions; /* mem.c */\n};\n' > "$tmp/src/engine/engine.h"
+printf 'void tpx__region_x(struct tpx_engine *e)\n{\n    e->regions = 0;\n}\n' > "$tmp/src/engine/mem.c"
+run || fail "a write of e->regions in mem.c failed --strict"
+printf 'void tpx__wire_r(struct tpx_engine *e)\n{\n    e->regions = 0;\n}\n' >> "$tmp/src/engine/wire.c"
+if run; then fail "a write of e->regions in wire.c passed --strict"; fi
+grep -q "wire.c:7: e->regions = 0;" "$tmp/out" || fail "the write of another file's field is not named"
+tree
+printf 'struct tpx_engine {\n    int zork;\n};\n' > "$tmp/src/engine/engine.h"
+if run; then fail "a field no one owns passed --strict"; fi
+grep -q "zork: a field of struct tpx_engine that FIELD_WRITERS does not list" "$tmp/out" ||
+    fail "the field without owner is not named"
 
 # a public function below the top layer of src/engine fails too
 tree
