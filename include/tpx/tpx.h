@@ -19,6 +19,10 @@
  *   release                a handle the library gave out: a transfer
  *                          (tpx_xfer_release), a preparation
  *                          (tpx_prep_release), a remote (tpx_remote_release)
+ * and in the other headers, by the same rule:
+ *   open    -> close       a registry client (tpx/registry.h)
+ *   publish -> unpublish   an engine offered in a registry (as export -> unexport)
+ *   alloc   -> free        GPU memory of the tools' helpers (tpx/gpu.h)
  */
 #ifndef TPX_TPX_H
 #define TPX_TPX_H

@@ -141,13 +141,13 @@
  *
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
- *   wire, ident, topo, faults < mem, export < window, pack < xfer
- *   < peer_fail < peer_ctrl < rma < peer_repair < peer_pass, peer_sweep,
- *   xfer_user < peer < remote < engine, wait < api_engine, api_mem, api_peer,
+ *   wire, ident, topo, faults < export < mem < window, pack < xfer
+ *   < peer_fail < peer_ctrl < rma < peer_repair < peer_pass < peer_sweep,
+ *   xfer_user < peer < remote < engine < wait < api_engine, api_mem, api_peer,
  *   api_remote, api_rma, api_xfer, info, kv (the public entry points: they
  *   check their arguments, take the lock and call one internal function).
- * A file calls only files of its own or lower layers, and no two files
- * call each other. window.c calls only the plugin and the CUDA wrappers.
+ * A file calls only files of lower layers (none of its own), so no two
+ * files call each other. window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
  * peer) or a call through a table set from above: a transfer's kind's ops
  * (xfer.h, set by rma.c).
@@ -264,13 +264,17 @@ typedef struct {
  * `net`, the identity (id .. name: ident.c), the fds efd and wake_efd,
  * bs_fd and bs_port, the progress thread's fields once it runs; the GPU
  * and NICs once gpu_fixed. Every other field is live state guarded by
- * `lock` unless its comment says otherwise, owned by the file its section
- * names (written elsewhere only through that file's functions). */
+ * `lock` unless its comment says otherwise. Each field is written only by
+ * the file its section names, and by engine.c, which gives every field its
+ * first value and frees what is left; a field written by several files
+ * names them. scripts/engine-calls (FIELD_WRITERS) fails on a write
+ * anywhere else. */
 struct tpx_engine {
     pthread_mutex_t lock;
     pthread_cond_t cond;       /* completions, new peers, progress-thread work */
     tpx_engine_cfg_t cfg;      /* the settings, resolved once (above) */
-    /* ---- the plugin, GPU, NICs and identity (immutable; but see gpu_fixed) ---- */
+    /* ---- the plugin, GPU, NICs (topo.c) and identity (ident.c); immutable, but see
+     * gpu_fixed ---- */
     tpx_net_t *net;
     tpx_net_props_t props;     /* of devs[0] */
     /* The GPU the engine serves and the NICs its channels use (devs, ndevs,
@@ -282,7 +286,8 @@ struct tpx_engine {
     int gpu;
     int gpu_from;              /* tpx_gpu_from_t: why `gpu` */
     int nics_from;             /* tpx_nics_from_t: why `devs` */
-    int gpu_fixed;             /* 1: gpu and devs no longer change (lock) */
+    int gpu_fixed;             /* 1: gpu and devs no longer change (lock; set by the first
+                                  peer's set-up, peer.c) */
     int devs[TPX_MAX_CHANNELS]; /* plugin devices used by this engine, in channel order */
     int ndevs;
     int devs_fused;            /* devs are virtual devices of several NICs (TPX_NIC_FUSE):
@@ -316,22 +321,27 @@ struct tpx_engine {
     tpx_region_t *regions;     /* every region (mem.h), internal ones included */
     int next_comm_id;
     /* ---- counters of the loop (engine.c; a transfer's start and end: xfer.c,
-     * peer_fail.c) ---- */
+     * peer_fail.c; each other writer named below) ---- */
     uint64_t inflight;         /* transfers ACTIVE or QUEUED on a comm */
     uint64_t ncompleted;       /* transfers completed, ever */
     uint64_t nreported;        /* of which tpx_progress() has reported */
     uint64_t nunseen;          /* user transfers DONE that no poll/wait has reported */
-    uint64_t nmoves;           /* plugin requests completed, ever (progress-thread backoff) */
-    uint64_t nbells;           /* doorbells heard, ever (tests) */
-    uint64_t last_move_ns;     /* progress thread: last completion or post */
+    uint64_t nmoves;           /* plugin requests completed, ever (progress-thread backoff;
+                                  window.c) */
+    uint64_t nbells;           /* doorbells heard, ever (tests; peer.c, peer_sweep.c) */
+    uint64_t last_move_ns;     /* progress thread: last completion or post (written by every
+                                  file that moves data or control: scripts/engine-calls
+                                  lists them) */
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
-    int failed_open;           /* a peer failed since tpx__engine_close_failed() last ran */
+    int failed_open;           /* a peer failed (peer_fail.c) since tpx__engine_close_failed()
+                                  last ran (peer.c) */
     /* ---- progress thread (its fields are immutable once it runs; engine.c) ---- */
     int progress_cpu;          /* params.progress_cpu; NUMA-local: the NICs' node's, chosen
                                   at create and again when the GPU rebinds (topo.c; lock) */
     pthread_t progress_tid;
     int progress_started;
-    /* ---- bootstrap listener (owned by the bootstrap thread) ---- */
+    /* ---- bootstrap listener (made by engine.c; its thread started and stopped by
+     * peer.c) ---- */
     int bs_fd, bs_port;        /* immutable once created */
     int bs_wake;               /* eventfd to wake the bootstrap thread */
     pthread_t bs_tid;
@@ -345,7 +355,8 @@ struct tpx_engine {
     void **notifs;             /* ring of received notifications (rma.c) */
     uint32_t notif_head, notif_n, notif_cap;
     int notif_overflow;        /* dropped since the last tpx_engine_get_notifs() */
-    tpx_engine_counters_t ctr;
+    tpx_engine_counters_t ctr; /* each counter written by the file that counts it (rma.c,
+                                  pack.c, peer.c, peer_pass.c, peer_repair.c) */
     tpx_prep_t *prep_zombies;  /* released preparations a failed peer's comm may still read */
     /* ---- GPU unpack of devmem receives (window.c) ---- */
     int unpack_dev;            /* device the module/stream live on; -1: not set up */
@@ -445,12 +456,23 @@ void tpx__engine_unpack_fini(tpx_engine_t *e);
 /* ---- ident.c: the engine's id, and its key pair where libsodium allows (logs the
  * mode). topo.c: the plugin devices of the engine's GPU, and its NUMA-local CPU. ---- */
 tpx_status_t tpx__ident_engine_init(tpx_engine_t *e);
+/* The engine's name (shown to peers, the key it is published under).
+ * Immutable after create: no lock. */
+const char *tpx__ident_name(const tpx_engine_t *e);
+/* KEY mode: 1, and the engine's key pair in *pk, *sk (TPX_IDENT_PK,
+ * TPX_IDENT_SK bytes, the engine's: valid while it lives); DIAL mode: 0,
+ * nothing written. Immutable after create: no lock. */
+int tpx__ident_engine_keys(const tpx_engine_t *e, const unsigned char **pk,
+                           const unsigned char **sk);
 tpx_status_t tpx__topo_devs(tpx_engine_t *e);
 int tpx__topo_local_cpu(tpx_engine_t *e);
 /* Bind the engine to GPU `gpu` for reason `from` (tpx_gpu_from_t) and
  * choose its NICs again; lock held, no peer set up yet (!gpu_fixed). On
  * failure nothing changes. */
 tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from);
+/* The engine keeps its GPU, bound now for reason `from` (tpx_gpu_from_t);
+ * lock held, !gpu_fixed. */
+void tpx__engine_gpu_because(tpx_engine_t *e, int from);
 /* One info line: the engine's GPU and NICs, and why. */
 void tpx__topo_log(tpx_engine_t *e);
 

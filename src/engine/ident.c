@@ -189,6 +189,21 @@ static void dial_warn_once(void)
              "network path, can pose as it (set TPX_AUTH_TOKEN, or install libsodium)");
 }
 
+const char *tpx__ident_name(const tpx_engine_t *e)
+{
+    return e->name;
+}
+
+int tpx__ident_engine_keys(const tpx_engine_t *e, const unsigned char **pk,
+                           const unsigned char **sk)
+{
+    if (!e->ident_keys)
+        return 0;
+    *pk = e->ident_pk;
+    *sk = e->ident_sk;
+    return 1;
+}
+
 tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
 {
     tpx_status_t st = tpx__random_bytes(e->inst_secret, sizeof(e->inst_secret));

@@ -18,9 +18,7 @@
 
 #include "engine.h"
 #include "mem.h"
-#include "peer.h"
 #include "window.h"
-#include "xfer.h"
 #include "gpu/cuda.h"
 
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
@@ -60,9 +58,14 @@ tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void *
         void **nb = realloc(r->mh, (size_t)n * (size_t)r->npieces * sizeof(*nb));
         if (nb == NULL)
             return TPX_ERR_NO_MEMORY;
+        r->mh = nb; /* larger than nmh says until both grew: harmless */
+        void **nc = realloc(r->mh_comm, (size_t)n * sizeof(*nc));
+        if (nc == NULL)
+            return TPX_ERR_NO_MEMORY;
+        r->mh_comm = nc;
         memset(nb + (size_t)r->nmh * (size_t)r->npieces, 0,
                (size_t)(n - r->nmh) * (size_t)r->npieces * sizeof(*nb));
-        r->mh = nb;
+        memset(nc + r->nmh, 0, (size_t)(n - r->nmh) * sizeof(*nc));
         r->nmh = n;
     }
     int type = r->type == TPX_MEM_CUDA ? TPX_NCCL_PTR_CUDA : TPX_NCCL_PTR_HOST;
@@ -76,40 +79,40 @@ tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void *
         return st;
     }
     r->mh[k] = h;
+    r->mh_comm[c->id] = c->comm;
     *mh = h;
     return TPX_OK;
 }
 
-/* Deregister r's handles on comm c, if any. */
-static void region_drop_comm(tpx_region_t *r, tpx_comm_t *c)
+/* Deregister r's handles on the comm of id `id`, if any. */
+static void region_drop_id(tpx_region_t *r, int id)
 {
-    if (c->id >= r->nmh)
+    if (id >= r->nmh || r->mh_comm[id] == NULL)
         return;
     for (int i = 0; i < r->npieces; i++) {
-        void **h = &r->mh[(size_t)c->id * (size_t)r->npieces + (size_t)i];
+        void **h = &r->mh[(size_t)id * (size_t)r->npieces + (size_t)i];
         if (*h != NULL) {
-            (void)tpx__net_deregmr(r->e->net, c->comm, *h);
+            (void)tpx__net_deregmr(r->e->net, r->mh_comm[id], *h);
             *h = NULL;
         }
     }
+    r->mh_comm[id] = NULL;
 }
 
 void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c)
 {
     for (tpx_region_t *r = e->regions; r != NULL; r = r->next)
-        region_drop_comm(r, c);
+        region_drop_id(r, c->id);
 }
 
 void tpx__region_release(tpx_region_t *r)
 {
     tpx_engine_t *e = r->e;
     tpx__region_exports_drop(r);
-    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
-        tpx_comm_t *cs[2 + 2 * TPX_MAX_CHANNELS];
-        int n = tpx__peer_comms(p, cs);
-        for (int i = 0; i < n; i++)
-            region_drop_comm(r, cs[i]);
-    }
+    /* every comm it holds handles on is still open: a closing comm drops
+     * its handles first (tpx__regions_forget_comm) */
+    for (int id = 0; id < r->nmh; id++)
+        region_drop_id(r, id);
     for (tpx_region_t **pp = &e->regions; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == r) {
             *pp = r->next;
@@ -117,6 +120,7 @@ void tpx__region_release(tpx_region_t *r)
         }
     }
     free(r->mh);
+    free(r->mh_comm);
     free(r);
 }
 
@@ -141,7 +145,7 @@ static tpx_status_t region_gpu_admit(tpx_engine_t *e, void *addr, int dev)
 {
     if (!e->gpu_fixed && e->gpu_from != TPX_GPU_FROM_MEMORY) {
         if (dev == e->gpu) {
-            e->gpu_from = TPX_GPU_FROM_MEMORY;
+            tpx__engine_gpu_because(e, TPX_GPU_FROM_MEMORY);
             return TPX_OK;
         }
         return tpx__engine_gpu_bind(e, dev, TPX_GPU_FROM_MEMORY);

@@ -35,8 +35,10 @@ struct tpx_region {
     int guard;           /* being deregistered: not released from under the caller */
     int internal;        /* engine-owned (control, scratch) */
     int npieces;         /* registrations per comm (v7 plugins: <= 1 GiB each) */
-    int nmh;             /* comm ids with room in mh */
+    int nmh;             /* comm ids with room in mh and mh_comm */
     void **mh;           /* [comm id * npieces + piece]: plugin handle (NULL: not yet) */
+    void **mh_comm;      /* [comm id]: the plugin comm that id's handles were made on (NULL:
+                            none), so that the region drops its handles alone */
 };
 
 /* An exported range of a region (export.c): owned by the region's list and

@@ -997,8 +997,8 @@ static void comm_close(tpx_engine_t *e, tpx_comm_t *c)
     free(c);
 }
 
-/* Close *cp and clear it first: a region released on the way looks at
- * the peer's other comms. */
+/* Close *cp and clear it first: nothing that runs on the way (a region
+ * released by the close) finds the peer holding a comm half closed. */
 static void comm_close_at(tpx_engine_t *e, tpx_comm_t **cp)
 {
     tpx_comm_t *c = *cp;

@@ -47,7 +47,7 @@ void tpx__xfer_complete(tpx_xfer_t *x, tpx_status_t st)
     }
     x->nregions = 0;
     x->two.region = NULL;
-    if ((x->kind == XK_RECV || x->kind == XK_READ) && x->in.nlive > 0 &&
+    if ((x->kind == XK_RECV || (x->ops != NULL && x->ops->confirms_in(x))) && x->in.nlive > 0 &&
         x->chunks_done == x->nchunks && p->state == PEER_READY) {
         /* every byte of its stream arrived: its sender may end it (its pass
          * sends the RECV_DONE: peer_pass.c) */
@@ -95,7 +95,7 @@ tpx_status_t tpx__comm_pw_settle(tpx_comm_t *c)
 void tpx__xfer_maybe_done(tpx_xfer_t *x)
 {
     if (x->state == XF_ACTIVE && x->chunks_done == x->nchunks && !x->hdr_pending &&
-        !x->req.resp_pending && !x->confirm_pending)
+        !x->confirm_pending && !(x->ops != NULL && x->ops->answer_pending(x)))
         tpx__xfer_complete(x, x->two.drain ? TPX_ERR_TRUNCATED : x->err);
 }
 

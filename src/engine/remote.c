@@ -158,6 +158,20 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
     return st;
 }
 
+tpx_remote_t *tpx__remote_moved(tpx_engine_t *e, const char *name, uint64_t engine_id)
+{
+    tpx_remote_t *rm;
+    pthread_mutex_lock(&e->lock);
+    for (rm = e->remotes; rm != NULL; rm = rm->next)
+        if (rm->resolver != NULL && rm->refs > 0 && strcmp(rm->md.name, name) == 0 &&
+            rm->md.engine_id != engine_id)
+            break;
+    if (rm != NULL)
+        rm->refs++;
+    pthread_mutex_unlock(&e->lock);
+    return rm;
+}
+
 void tpx__remote_set_resolver(tpx_remote_t *rm, tpx__resolver_t *r)
 {
     pthread_mutex_lock(&rm->conn_lock);

@@ -57,6 +57,11 @@ void tpx__remote_release(tpx_remote_t *rm);
 /* Give the remote a resolver (it takes ownership; one that already has
  * one keeps it and destroys `r`). */
 void tpx__remote_set_resolver(tpx_remote_t *rm, tpx__resolver_t *r);
+/* A remote of e loaded by `name` with a resolver (tpx_registry_load_remote)
+ * and still referenced, whose engine is not engine_id (it restarted): it,
+ * with one more reference (tpx__remote_release drops it); NULL if none.
+ * Takes the lock. */
+tpx_remote_t *tpx__remote_moved(tpx_engine_t *e, const char *name, uint64_t engine_id);
 /* Ask the resolver now: if it names another engine (the old one
  * restarted), the remote moves to it and drops its connection to the old
  * one; the next use connects anew. */

@@ -51,6 +51,25 @@ _Static_assert(TPX_NOTIF_MAX == TPX_WIRE_NOTIF_MAX, "notification size");
 _Static_assert(TPX_RMA_MAX_IOVS == TPX_LIST_MAX_ENTRIES, "list entries");
 _Static_assert(TPX_CTRL_MSG_SIZE == TPX_CTRL_SIZE, "control message size");
 
+/* A one-sided transfer's own allocation: its copy of a notification. */
+static void rma_freed(tpx_xfer_t *x)
+{
+    free(x->rma.notif);
+}
+
+/* A requester waits for the owner's RMA_RESP after its last chunk. */
+static int rma_answer_pending(const tpx_xfer_t *x)
+{
+    return x->req.resp_pending;
+}
+
+/* A READ's data comes from the owner's XK_TREAD, which waits for this
+ * side's confirmation as a send waits for its receive's. */
+static int rma_confirms_in(const tpx_xfer_t *x)
+{
+    return x->kind == XK_READ;
+}
+
 /* One-sided transfers, either role, as the files below this one see them
  * (xfer.h): they call none of these functions by name. */
 static const tpx_xfer_ops_t rma_ops = {
@@ -58,6 +77,9 @@ static const tpx_xfer_ops_t rma_ops = {
     .body_fill = tpx__rma_body_fill,
     .list_chunk_done = tpx__rma_list_chunk_done,
     .canceled = tpx__rma_canceled,
+    .freed = rma_freed,
+    .answer_pending = rma_answer_pending,
+    .confirms_in = rma_confirms_in,
 };
 
 static void rma_kinds_set(void)

@@ -66,7 +66,8 @@ void tpx__xfer_free(tpx_xfer_t *x)
         free(x->segs);
         free(x->regions);
     }
-    free(x->rma.notif);
+    if (x->ops != NULL)
+        x->ops->freed(x);
     free(x);
 }
 

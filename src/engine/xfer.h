@@ -44,6 +44,13 @@ typedef struct tpx_xfer_ops {
     void (*list_chunk_done)(tpx_xfer_t *x);
     /* the application canceled x: 1 when a control message was queued */
     int (*canceled)(tpx_xfer_t *x);
+    /* x is being freed (tpx__xfer_free): free what the kind allocated for it */
+    void (*freed)(tpx_xfer_t *x);
+    /* 1 while x, all of its chunks done, still waits for the peer's answer */
+    int (*answer_pending)(const tpx_xfer_t *x);
+    /* 1 when x's sender waits for this side to confirm that every byte of
+     * x's incoming stream arrived (RECV_DONE, as a receive does) */
+    int (*confirms_in)(const tpx_xfer_t *x);
 } tpx_xfer_ops_t;
 
 /* A transfer's place in one comm's queue of lanes (schedule phase). Lane

@@ -602,10 +602,11 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
             return TPX_ERR_INVALID_ARG;
         }
     }
-    if (!name_ok(e->name)) {
+    const char *ename = tpx__ident_name(e);
+    if (!name_ok(ename)) {
         TPX_ERROR("tpx_registry_publish: engine name '%s' cannot be a registry key (1..63 "
                   "printable bytes, no '/' or space)",
-                  e->name);
+                  ename);
         return TPX_ERR_INVALID_ARG;
     }
     int ttl = ttl_s > 0 ? ttl_s : (int)tpx__config_int(TPX_CFG_METADATA_TTL);
@@ -616,7 +617,9 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
         return st;
     /* Signed by the engine's identity key (its metadata names it) and by
      * TPX_METADATA_SIGN_KEY: readers trust one of them (trust.c). */
-    size_t nsigs = (size_t)(e->ident_keys != 0) + (size_t)r->sec->sign;
+    const unsigned char *epk = NULL, *esk = NULL;
+    int ekeys = tpx__ident_engine_keys(e, &epk, &esk);
+    size_t nsigs = (size_t)(ekeys != 0) + (size_t)r->sec->sign;
     reg_pub_t *p = calloc(1, sizeof(*p));
     size_t cap = TPX_REG_VALUE_HDR + md_len + ndescs * TPX_RDESC_SIZE + nsigs * TPX_REG_SIG_SIZE;
     if (p == NULL || (p->val = malloc(cap)) == NULL) {
@@ -625,12 +628,12 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
     }
     p->e = e;
     p->ttl = ttl;
-    snprintf(p->name, sizeof(p->name), "%s", e->name);
+    snprintf(p->name, sizeof(p->name), "%s", ename);
     reg_key(r, p->name, p->key, sizeof(p->key));
     tpx__reg_value_encode(md, md_len, descs, ndescs, nsigs, p->val, cap, &p->val_len);
     size_t sig = 0;
-    if (e->ident_keys)
-        st = tpx__reg_value_sign(p->key, p->val, p->val_len, sig++, e->ident_pk, e->ident_sk);
+    if (ekeys)
+        st = tpx__reg_value_sign(p->key, p->val, p->val_len, sig++, epk, esk);
     if (st == TPX_OK && r->sec->sign)
         st = tpx__reg_value_sign(p->key, p->val, p->val_len, sig++, r->sec->sign_pk,
                                  r->sec->sign_sk);
@@ -711,9 +714,9 @@ TPX_API tpx_status_t tpx_registry_publish(tpx_registry_t *r, tpx_engine_t *e,
     char signer[2 * TPX_REG_PK + 1] = "", by[2 * TPX_REG_PK + 40];
     if (r->sec->sign)
         tpx__reg_key_hex(r->sec->sign_pk, signer);
-    snprintf(by, sizeof(by), "%s%s%s", e->ident_keys ? "its identity key" : "",
-             e->ident_keys && signer[0] ? " and key " : signer[0] ? "key " : "",
-             signer[0] ? signer : e->ident_keys ? "" : "no key");
+    snprintf(by, sizeof(by), "%s%s%s", ekeys ? "its identity key" : "",
+             ekeys && signer[0] ? " and key " : signer[0] ? "key " : "",
+             signer[0] ? signer : ekeys ? "" : "no key");
     TPX_INFO("registry: engine %s published at %s%s (lease %llu, TTL %d s, %zu descriptors, "
              "signed by %s)",
              name, r->url, key, (unsigned long long)lease, ttl, ndescs, by);
@@ -736,7 +739,8 @@ TPX_API tpx_status_t tpx_registry_unpublish(tpx_registry_t *r, tpx_engine_t *e)
         }
     pthread_mutex_unlock(&r->pub_lock);
     if (p == NULL) {
-        TPX_ERROR("tpx_registry_unpublish: engine %s is not published by this registry", e->name);
+        TPX_ERROR("tpx_registry_unpublish: engine %s is not published by this registry",
+                  tpx__ident_name(e));
         return TPX_ERR_NOT_FOUND;
     }
     pthread_mutex_lock(&r->lock);
@@ -1172,14 +1176,7 @@ TPX_API tpx_status_t tpx_registry_load_remote(tpx_registry_t *r, tpx_engine_t *e
     if (st == TPX_OK) {
         /* A remote loaded by this name before, whose engine restarted:
          * the same remote, moved to the new engine. */
-        pthread_mutex_lock(&e->lock);
-        for (rm = e->remotes; rm != NULL; rm = rm->next)
-            if (rm->resolver != NULL && rm->refs > 0 && strcmp(rm->md.name, name) == 0 &&
-                rm->md.engine_id != md.engine_id)
-                break;
-        if (rm != NULL)
-            rm->refs++;
-        pthread_mutex_unlock(&e->lock);
+        rm = tpx__remote_moved(e, name, md.engine_id);
         if (rm != NULL) {
             st = tpx__remote_refresh(rm);
             if (st != TPX_OK) {

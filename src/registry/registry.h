@@ -226,7 +226,8 @@ tpx_status_t tpx__reg_parse_watch(const char *msg, size_t len, tpx__reg_event_t 
  *   0 u32 magic "TPXR"  4 u16 version  6 u16 ndescs  8 u32 md_len
  *   12 u16 nsigs  14 u16 0
  *   16 the metadata blob, then ndescs descriptors, then nsigs signatures,
- *   each pk[32] sig[64]: an Ed25519 signature by pk of tpx__reg_sig_message().
+ *   each pk[32] sig[64]: an Ed25519 signature by pk of the domain, the etcd key
+ *   and the value before its signatures (trust.c, sig_message).
  * Version 1 has no signatures (a publisher without keys writes it, and
  * readers of before signatures take it); version 2 has 1..TPX_REG_MAX_SIGS.
  * Everything is checked on decode. */

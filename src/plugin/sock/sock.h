@@ -178,9 +178,9 @@ typedef struct {
     struct tpx_sock_comm *comm;
     _Atomic uint64_t seq; /* message number */
     char *buf;
-    /* A vectored request (tpx__sock_isendv/irecvv, host memory only): the
-     * message is these pieces of memory back to back (the caller's array,
-     * read until the request is done); NULL: `buf`. */
+    /* A vectored request (the extension table's isendv/irecvv, net_ext.h;
+     * host memory only): the message is these pieces of memory back to back
+     * (the caller's array, read until the request is done); NULL: `buf`. */
     const struct iovec *iov;
     int iovcnt;
     uint64_t size;        /* posted size (send: message size; recv: capacity) */
