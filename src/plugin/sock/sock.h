@@ -212,6 +212,20 @@ typedef struct {
     } runs[SOCK_CLAIM_RUNS];
 } tpx_sock_req_t;
 
+/* Where the last stretch of a vectored message started: r->iov[i] begins at
+ * the message's byte `base`. A connection's next stretch of the same message
+ * starts at or after it, so the walk resumes there instead of at the first
+ * piece (1024 pieces of 1 KiB a message, 64 a call: the walk from the start
+ * cost each call ~500 steps). Valid only for the message it names (the
+ * request, its message number and piece array). */
+typedef struct {
+    const tpx_sock_req_t *r;
+    uint64_t seq;
+    const struct iovec *iov;
+    int i;
+    uint64_t base;
+} tpx_sock_iov_at_t;
+
 struct tpx_sock_worker; /* sock_io.h: one thread of the process-wide I/O pool */
 
 /* Per data connection progress. Everything but the atomics and the fields
@@ -240,6 +254,7 @@ typedef struct tpx_sock_chan {
     _Atomic uint64_t gone;
     tpx_sock_piece_t piece;
     unsigned char hdr[TPX_SOCK_PIECE_WIRE_SIZE];
+    tpx_sock_iov_at_t iov_at; /* the walk of a vectored message's pieces (sock_iov.c) */
     uint32_t hdr_done;     /* header bytes moved */
     uint32_t data_done;    /* payload bytes moved */
     tpx_sock_req_t *req;
@@ -679,7 +694,7 @@ void tpx__sock_chan_reopen(struct tpx_sock_comm *c, struct tpx_sock_chan *ch);
  * max: a longer stretch is cut short, the caller moves the rest later);
  * returns the count. */
 int tpx__sock_req_iov(const tpx_sock_req_t *r, uint64_t off, uint64_t len, struct iovec *out,
-                      int max);
+                      int max, tpx_sock_iov_at_t *at);
 #define SOCK_IOV_BATCH 64 /* iovecs per sendmsg/recvmsg of a vectored request */
 
 /* ---- sock_req.c: the request API ---------------------------------------- */

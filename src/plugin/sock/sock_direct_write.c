@@ -85,7 +85,7 @@ int tpx__sock_send_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq)
         struct iovec iov[1 + SOCK_IOV_BATCH] = {{ch->hdr, TPX_SOCK_PIECE_WIRE_SIZE}};
         int n_iov = 1;
         if (r->size > 0)
-            n_iov += tpx__sock_req_iov(r, 0, r->size, iov + 1, SOCK_IOV_BATCH);
+            n_iov += tpx__sock_req_iov(r, 0, r->size, iov + 1, SOCK_IOV_BATCH, NULL);
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
         tpx__tsan_send_begin(ch->fd);
         ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);

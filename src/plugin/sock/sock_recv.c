@@ -130,7 +130,7 @@ int tpx__sock_chan_recv(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int api, uint64
         } else if (!ch->req->bounce) {
             msg.msg_iovlen = (size_t)tpx__sock_req_iov(ch->req, ch->piece.offset + ch->data_done,
                                                        ch->piece.len - ch->data_done, iov,
-                                                       SOCK_IOV_BATCH);
+                                                       SOCK_IOV_BATCH, &ch->iov_at);
         } else { /* devmem-style: into the (emulated) bounce pages of the slot */
             uint32_t slot = (uint32_t)(ch->piece.seq % (uint64_t)c->max_reqs);
             msg.msg_iovlen = (size_t)tpx__sock_tcpx_iov(c, slot, ch->piece.offset + ch->data_done,

@@ -216,7 +216,7 @@ int tpx__sock_chan_send(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         if (ch->data_done < ch->piece.len && ch->req->cuda_dev < 0)
             n_iov += tpx__sock_req_iov(ch->req, ch->piece.offset + ch->data_done,
                                        ch->piece.len - ch->data_done, iov + n_iov,
-                                       SOCK_IOV_BATCH);
+                                       SOCK_IOV_BATCH, &ch->iov_at);
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
         tpx__tsan_send_begin(ch->fd); /* common/tsan.h: the bytes order us before the receiver */
         ssize_t n = sendmsg(ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
