@@ -479,7 +479,7 @@ static void *progress_main(void *arg)
             continue;
         }
         if (n == 0 && e->nmoves == before && e->cfg.bulk_waits && data_in_flight(e) >= BULK_SLOTS &&
-            e->pack_op_next == e->pack_op_done) /* a GPU copy's end wakes no one */
+            tpx__pack_idle(e)) /* a GPU copy's end wakes no one */
             progress_wait_bulk(e);
         else
             progress_pause(e, n == 0); /* share the core with the plugin's threads; no sleep */
@@ -648,9 +648,6 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         pthread_condattr_destroy(&ca);
     }
     e->efd = e->wake_efd = e->bs_fd = e->bs_wake = -1;
-    e->unpack_dev = -1;
-    e->pack_dev = -1;
-    e->gpu_ctx_dev = -1;
     e->bs_port = -1;
     /* The engine's GPU (tpx.h "The engine's GPU"): the application's, else
      * the context current here; the first GPU memory registered before any
@@ -671,6 +668,9 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         host[sizeof(host) - 1] = '\0';
         snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
     }
+    TPX_CHECK_GOTO(tpx__pack_engine_init(e), st, err_free);
+    TPX_CHECK_GOTO(tpx__rma_engine_init(e), st, err_free);
+    TPX_CHECK_GOTO(tpx__window_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_open(params->plugin, e->id, &e->net), st, err_free);
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
@@ -753,7 +753,7 @@ void tpx__engine_destroy(tpx_engine_t *e)
     tpx__remotes_fini(e);
     while (e->regions != NULL)
         tpx__region_release(e->regions);
-    tpx__engine_rma_fini(e);
+    tpx__rma_engine_fini(e);
     if (e->net != NULL) {
         /* Last of the plugin calls: every comm and registration is gone. */
         int ntok = tpx__engine_gpu_enter(e);

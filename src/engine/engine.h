@@ -207,6 +207,11 @@
 #define TPX_MAX_ANSWERS_QUEUED 4096 /* answers to a peer's requests waiting to be sent, ditto */
 
 typedef struct tpx_comm tpx_comm_t; /* window.h */
+/* The engine's parts owned by one file each (struct tpx_engine below): their
+ * types are defined in their owner's .c file alone. */
+typedef struct tpx_rma_state tpx_rma_state_t;       /* rma.c */
+typedef struct tpx_window_state tpx_window_state_t; /* window.c */
+typedef struct tpx_pack_state tpx_pack_state_t;     /* pack.c */
 
 /* The engine's settings: the application's params, the environment
  * (config_table.h) and the plugin's capabilities, resolved once by
@@ -352,30 +357,18 @@ struct tpx_engine {
     void *xtab;                /* export table (export.c) */
     uint32_t nexports;
     tpx_remote_t *remotes;     /* loaded remotes (remote.h) */
-    void **notifs;             /* ring of received notifications (rma.c) */
-    uint32_t notif_head, notif_n, notif_cap;
-    int notif_overflow;        /* dropped since the last tpx_engine_get_notifs() */
     tpx_engine_counters_t ctr; /* each counter written by the file that counts it (rma.c,
                                   pack.c, peer.c, peer_pass.c, peer_repair.c) */
-    tpx_prep_t *prep_zombies;  /* released preparations a failed peer's comm may still read */
-    /* ---- GPU unpack of devmem receives (window.c) ---- */
-    int unpack_dev;            /* device the module/stream live on; -1: not set up */
-    void *unpack_stream;       /* CUstream */
-    void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
-    int gpu_ctx_dev;           /* device whose primary context the engine holds
-                                  (window.c tpx__engine_gpu_enter); -1: none */
-    /* ---- shared chunks of GPU blocks (pack.c) ---- */
-    int pack_dev;              /* device of the pack stream and kernel; -1: not set up */
-    int pack_kernel;           /* the unpack kernel gathers/scatters (else async copies) */
-    void *pack_stream;         /* CUstream */
-    void *pack_frags;          /* pinned, mapped: fragments of the launches in flight */
-    uint64_t pack_frags_d;     /* ... their device address */
-    void *pack_scratch;        /* kernel mode: TPX_PACK_OPS chunks of device memory, one
-                                  per op slot (a tpx__cuda_mem_t, pack.c) */
-    void *pack_ev[TPX_PACK_OPS]; /* CUevent per op slot: its copies finished (lazy) */
-    uint64_t pack_op_next;     /* ops queued on the pack stream so far */
-    uint64_t pack_op_done;     /* ... of which the first pack_op_done are known finished
-                                  (one stream: they finish in order) */
+    /* ---- the state of one file each: a type that file alone defines (opaque
+     * here: only its owner reads or writes inside; the others call its
+     * functions), made and freed by its owner's init/fini, which engine.c
+     * calls at create and destroy ---- */
+    tpx_rma_state_t *rma;      /* rma.c: the notification queue, the preparations kept for
+                                  failed peers' comms */
+    tpx_window_state_t *window; /* window.c: GPU unpack of devmem receives, the engine's
+                                  GPU context */
+    tpx_pack_state_t *pack;    /* pack.c: the pack stream, kernel, scratch and op slots of
+                                  shared chunks of GPU blocks */
 };
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };
@@ -451,6 +444,9 @@ static inline int tpx__engine_gpu_enter_pass(tpx_engine_t *e)
     return e->cfg.gpu_passes ? tpx__engine_gpu_enter(e) : 0;
 }
 void tpx__engine_gpu_leave(int token);
+/* window.c's part of the engine (e->window): made with the engine, freed
+ * (its GPU unpack stream and context released) by unpack_fini. */
+tpx_status_t tpx__window_engine_init(tpx_engine_t *e);
 void tpx__engine_unpack_fini(tpx_engine_t *e);
 
 /* ---- ident.c: the engine's id, and its key pair where libsodium allows (logs the

@@ -1258,7 +1258,7 @@ void tpx__engine_close_failed(tpx_engine_t *e)
     /* A failed peer's transfers have ended and their users may free the
      * memory at once: the plugin must stop touching it, so its comms close
      * now (not from inside their own progress, hence here). */
-    if (!e->failed_open && e->prep_zombies == NULL)
+    if (!e->failed_open && !tpx__prep_zombies_any(e))
         return; /* the common case, on every progress pass */
     e->failed_open = 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)

@@ -22,6 +22,7 @@
  * gives for the device address in the handle (tpx__cuda_host_view).
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "engine.h"
 #include "faults.h"
@@ -32,14 +33,36 @@
 #include "gpu/cuda.h"
 #include "unpack/unpack_gpu.h"
 
+/* The engine's GPU state of this file (e->window): its own alone; other
+ * files call tpx__engine_gpu_enter/leave and the unpack functions. Made
+ * with the engine (tpx__window_engine_init), freed by
+ * tpx__engine_unpack_fini. Under e->lock. */
+struct tpx_window_state {
+    int unpack_dev;            /* device the module/stream live on; -1: not set up */
+    void *unpack_stream;       /* CUstream */
+    void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
+    int gpu_ctx_dev;           /* device whose primary context the engine holds
+                                  (tpx__engine_gpu_enter); -1: none */
+};
+
+tpx_status_t tpx__window_engine_init(tpx_engine_t *e)
+{
+    e->window = calloc(1, sizeof(*e->window));
+    if (e->window == NULL)
+        return TPX_ERR_NO_MEMORY;
+    e->window->unpack_dev = -1;
+    e->window->gpu_ctx_dev = -1;
+    return TPX_OK;
+}
+
 /* Module and stream for GPU unpacks on `dev` (first use). */
 static tpx_status_t unpack_gpu_ready(tpx_engine_t *e, int dev)
 {
-    if (e->unpack_dev == dev)
+    if (e->window->unpack_dev == dev)
         return TPX_OK;
-    if (e->unpack_dev >= 0) {
+    if (e->window->unpack_dev >= 0) {
         TPX_ERROR("receives into two GPUs (%d, %d) on one engine are not supported",
-                  e->unpack_dev, dev);
+                  e->window->unpack_dev, dev);
         return TPX_ERR_UNSUPPORTED;
     }
     tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
@@ -58,8 +81,8 @@ static tpx_status_t unpack_gpu_ready(tpx_engine_t *e, int dev)
         tpx__cuda_ctx_release(dev);
         return st;
     }
-    e->unpack_stream = s;
-    e->unpack_dev = dev;
+    e->window->unpack_stream = s;
+    e->window->unpack_dev = dev;
     return TPX_OK;
 }
 
@@ -67,7 +90,7 @@ void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c)
 {
     for (int i = 0; i < TPX_WINDOW_MAX; i++)
         if (c->unpack_ev[i] != NULL) {
-            tpx__cuda_event_destroy(e->unpack_dev, (CUevent)c->unpack_ev[i]);
+            tpx__cuda_event_destroy(e->window->unpack_dev, (CUevent)c->unpack_ev[i]);
             c->unpack_ev[i] = NULL;
         }
 }
@@ -90,17 +113,17 @@ void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c)
 int tpx__engine_gpu_enter(tpx_engine_t *e)
 {
     int pushed = 0;
-    if (e->gpu < 0)
+    if (e->gpu < 0 || e->window == NULL) /* a host engine, or one whose create failed early */
         return 0;
-    if (e->gpu_ctx_dev != e->gpu) {
+    if (e->window->gpu_ctx_dev != e->gpu) {
         /* Held until the engine ends (no context churn per pass); a
          * rebinding before the first peer moves it. Lock held. */
         if (tpx__cuda_init() != TPX_OK || e->gpu >= tpx__cuda_device_count() ||
             tpx__cuda_ctx_retain(e->gpu, NULL) != TPX_OK)
             return 0;
-        if (e->gpu_ctx_dev >= 0)
-            tpx__cuda_ctx_release(e->gpu_ctx_dev);
-        e->gpu_ctx_dev = e->gpu;
+        if (e->window->gpu_ctx_dev >= 0)
+            tpx__cuda_ctx_release(e->window->gpu_ctx_dev);
+        e->window->gpu_ctx_dev = e->gpu;
     }
     return tpx__cuda_ctx_enter(e->gpu, &pushed) == TPX_OK ? pushed : 0;
 }
@@ -112,24 +135,27 @@ void tpx__engine_gpu_leave(int token)
 
 void tpx__engine_unpack_fini(tpx_engine_t *e)
 {
-    if (e->gpu_ctx_dev >= 0) {
-        tpx__cuda_ctx_release(e->gpu_ctx_dev);
-        e->gpu_ctx_dev = -1;
-    }
-    if (e->unpack_dev < 0)
+    if (e->window == NULL)
         return;
-    int pushed = 0;
-    if (tpx__cuda_ctx_enter(e->unpack_dev, &pushed) == TPX_OK) {
-        (void)TPX_CU(cuStreamSynchronize, (CUstream)e->unpack_stream);
-        tpx__cuda_ctx_leave(pushed);
+    if (e->window->gpu_ctx_dev >= 0) {
+        tpx__cuda_ctx_release(e->window->gpu_ctx_dev);
+        e->window->gpu_ctx_dev = -1;
     }
-    tpx__cuda_stream_destroy(e->unpack_dev, (CUstream)e->unpack_stream);
-    if (e->unpack_hstage != NULL)
-        tpx__cuda_host_free(e->unpack_dev, e->unpack_hstage);
-    if (e->cfg.unpack_mode == TPX_UNPACK_KERNEL)
-        tpx__unpack_gpu_fini(e->unpack_dev);
-    tpx__cuda_ctx_release(e->unpack_dev);
-    e->unpack_dev = -1;
+    if (e->window->unpack_dev >= 0) {
+        int pushed = 0;
+        if (tpx__cuda_ctx_enter(e->window->unpack_dev, &pushed) == TPX_OK) {
+            (void)TPX_CU(cuStreamSynchronize, (CUstream)e->window->unpack_stream);
+            tpx__cuda_ctx_leave(pushed);
+        }
+        tpx__cuda_stream_destroy(e->window->unpack_dev, (CUstream)e->window->unpack_stream);
+        if (e->window->unpack_hstage != NULL)
+            tpx__cuda_host_free(e->window->unpack_dev, e->window->unpack_hstage);
+        if (e->cfg.unpack_mode == TPX_UNPACK_KERNEL)
+            tpx__unpack_gpu_fini(e->window->unpack_dev);
+        tpx__cuda_ctx_release(e->window->unpack_dev);
+    }
+    free(e->window);
+    e->window = NULL;
 }
 
 /* Copy a devmem comm's unpack handle to the host, once, when the peer's
@@ -217,12 +243,12 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
         max_frags = TPX_MAX(max_frags, jobs[i].nfrags);
     }
     int pushed = 0;
-    if ((st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed)) != TPX_OK)
+    if ((st = tpx__cuda_ctx_enter(e->window->unpack_dev, &pushed)) != TPX_OK)
         return st;
-    CUstream stream = (CUstream)e->unpack_stream;
+    CUstream stream = (CUstream)e->window->unpack_stream;
     if (c->unpack_ev[wlast] == NULL) {
         CUevent ev;
-        if ((st = tpx__cuda_event_create(e->unpack_dev, 0, &ev)) != TPX_OK)
+        if ((st = tpx__cuda_event_create(e->window->unpack_dev, 0, &ev)) != TPX_OK)
             goto out;
         c->unpack_ev[wlast] = ev;
     }
@@ -233,24 +259,24 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
         switch (e->cfg.unpack_mode) {
         case TPX_UNPACK_KERNEL:
             if (i == 0) /* the whole batch, one launch */
-                st = tpx__unpack_gpu_launch_inline(e->unpack_dev, jobs, k, max_frags, stream);
+                st = tpx__unpack_gpu_launch_inline(e->window->unpack_dev, jobs, k, max_frags, stream);
             break;
         case TPX_UNPACK_D2D:
-            st = tpx__unpack_gpu_d2d(e->unpack_dev, s->dst, uh->bounce_buf, frags,
+            st = tpx__unpack_gpu_d2d(e->window->unpack_dev, s->dst, uh->bounce_buf, frags,
                                      jobs[i].nfrags, stream);
             break;
         case TPX_UNPACK_HOST:
-            if (e->unpack_hstage == NULL &&
-                (st = tpx__cuda_host_alloc(e->unpack_dev, TPX_NCCL_UNPACK_MAX_SLICE_SIZE,
-                                           &e->unpack_hstage, NULL)) != TPX_OK)
+            if (e->window->unpack_hstage == NULL &&
+                (st = tpx__cuda_host_alloc(e->window->unpack_dev, TPX_NCCL_UNPACK_MAX_SLICE_SIZE,
+                                           &e->window->unpack_hstage, NULL)) != TPX_OK)
                 break;
             /* the staging buffer is reused: finish the previous copy first */
             if ((st = TPX_CU(cuStreamSynchronize, stream)) != TPX_OK)
                 break;
-            if ((st = tpx__cuda_devmem_gather(e->unpack_hstage, uh->bounce_buf, frags,
+            if ((st = tpx__cuda_devmem_gather(e->window->unpack_hstage, uh->bounce_buf, frags,
                                               jobs[i].nfrags)) != TPX_OK)
                 break;
-            st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->unpack_hstage,
+            st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->window->unpack_hstage,
                         s->len, stream);
             break;
         default: /* none: ablation only, the data is not delivered */
@@ -332,7 +358,7 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
                 return st;
         }
         int pushed = 0;
-        st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed);
+        st = tpx__cuda_ctx_enter(e->window->unpack_dev, &pushed);
         if (st == TPX_OK)
             st = tpx__cuda_event_query((CUevent)c->unpack_ev[s->ev_wslot]);
         tpx__cuda_ctx_leave(pushed);
