@@ -273,7 +273,11 @@ typedef struct {
  * the file its section names, and by engine.c, which gives every field its
  * first value and frees what is left; a field written by several files
  * names them. scripts/engine-calls (FIELD_WRITERS) fails on a write
- * anywhere else. */
+ * anywhere else. A file's private state is not a field here but a part of
+ * its own (e->rma, e->window, e->pack: a type that only its owner's .c
+ * file defines, so no other file can read or write inside it; the others
+ * call its functions); scripts/engine-calls (STATE_OWNERS) fails on a
+ * file that reaches inside another's part or defines its type. */
 struct tpx_engine {
     pthread_mutex_t lock;
     pthread_cond_t cond;       /* completions, new peers, progress-thread work */
