@@ -97,8 +97,7 @@ static void engine_sweep(tpx_engine_t *e)
     if (now - e->sweep_ns < 10 * 1000000ull)
         return;
     e->sweep_ns = now;
-    if (e->reap != NULL && !e->bs_started)
-        tpx__engine_reap(e);
+    tpx__peer_reap_sweep(e);
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         if (p->state == PEER_READY)
             tpx__peer_sweep(p, now);
@@ -123,7 +122,7 @@ int tpx__engine_progress(tpx_engine_t *e)
     tpx__sigpipe_enter(&g, e->net->sigpipe);
     uint64_t before = e->ncompleted;
     /* An idle engine with no peer makes no plugin call: no context to enter. */
-    int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter_pass(e) : 0;
+    int gtok = e->peers != NULL || tpx__peer_reaping(e) ? tpx__engine_gpu_enter_pass(e) : 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         tpx__peer_frames_pass(p); /* its control stream moved there (peer_ctrl.c) */
         tpx__peer_chan_drive(p);
@@ -647,7 +646,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         pthread_cond_init(&e->cond, &ca);
         pthread_condattr_destroy(&ca);
     }
-    e->efd = e->wake_efd = e->bs_fd = e->bs_wake = -1;
+    e->efd = e->wake_efd = e->bs_fd = -1;
     e->bs_port = -1;
     /* The engine's GPU (tpx.h "The engine's GPU"): the application's, else
      * the context current here; the first GPU memory registered before any
@@ -668,6 +667,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         host[sizeof(host) - 1] = '\0';
         snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
     }
+    TPX_CHECK_GOTO(tpx__peer_listener_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__pack_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__rma_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__window_engine_init(e), st, err_free);
@@ -772,6 +772,7 @@ void tpx__engine_destroy(tpx_engine_t *e)
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     free(e->nap_fds);
+    tpx__peer_listener_fini(e);
     tpx__faults_forget(e); /* before its address can be another engine's */
     free(e);
     tpx__trace_flush();

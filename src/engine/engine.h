@@ -212,6 +212,7 @@ typedef struct tpx_comm tpx_comm_t; /* window.h */
 typedef struct tpx_rma_state tpx_rma_state_t;       /* rma.c */
 typedef struct tpx_window_state tpx_window_state_t; /* window.c */
 typedef struct tpx_pack_state tpx_pack_state_t;     /* pack.c */
+typedef struct tpx_listener_state tpx_listener_state_t; /* peer.c */
 
 /* The engine's settings: the application's params, the environment
  * (config_table.h) and the plugin's capabilities, resolved once by
@@ -274,7 +275,7 @@ typedef struct {
  * first value and frees what is left; a field written by several files
  * names them. scripts/engine-calls (FIELD_WRITERS) fails on a write
  * anywhere else. A file's private state is not a field here but a part of
- * its own (e->rma, e->window, e->pack: a type that only its owner's .c
+ * its own (e->rma, e->window, e->pack, e->listener: a type that only its owner's .c
  * file defines, so no other file can read or write inside it; the others
  * call its functions); scripts/engine-calls (STATE_OWNERS) fails on a
  * file that reaches inside another's part or defines its type. */
@@ -349,14 +350,10 @@ struct tpx_engine {
                                   at create and again when the GPU rebinds (topo.c; lock) */
     pthread_t progress_tid;
     int progress_started;
-    /* ---- bootstrap listener (made by engine.c; its thread started and stopped by
-     * peer.c) ---- */
+    /* ---- bootstrap listener (made by engine.c; its thread, in e->listener, started
+     * and stopped by peer.c) ---- */
     int bs_fd, bs_port;        /* immutable once created */
-    int bs_wake;               /* eventfd to wake the bootstrap thread */
-    pthread_t bs_tid;
-    int bs_started;
     _Atomic int stop;          /* destruction began: threads leave their loops */
-    void *reap;                /* abandoned connects still being driven (peer.c; lock) */
     /* ---- one-sided: exports, remotes, notifications, counters (rma.c, export.c) ---- */
     void *xtab;                /* export table (export.c) */
     uint32_t nexports;
@@ -373,6 +370,8 @@ struct tpx_engine {
                                   GPU context */
     tpx_pack_state_t *pack;    /* pack.c: the pack stream, kernel, scratch and op slots of
                                   shared chunks of GPU blocks */
+    tpx_listener_state_t *listener; /* peer.c: the bootstrap thread, the abandoned
+                                  connects it drives */
 };
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };

@@ -950,6 +950,44 @@ static void peer_link(tpx_peer_t *p)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* peer.c's part of the engine (e->listener): the bootstrap thread that
+ * accepts incoming peers, and the connects abandoned mid-way that must
+ * still be driven to their end. This file's alone: engine.c calls
+ * tpx__peer_listener_init, tpx__bs_thread_start/stop, tpx__engine_reap and
+ * tpx__peer_reaping. */
+struct tpx_listener_state {
+    int wake;                  /* eventfd to wake the bootstrap thread; -1: none */
+    pthread_t tid;
+    int started;
+    tpx_reap_t *reap;          /* abandoned connects still being driven (lock) */
+};
+
+tpx_status_t tpx__peer_listener_init(tpx_engine_t *e)
+{
+    e->listener = calloc(1, sizeof(*e->listener));
+    if (e->listener == NULL)
+        return TPX_ERR_NO_MEMORY;
+    e->listener->wake = -1;
+    return TPX_OK;
+}
+
+int tpx__peer_reaping(const tpx_engine_t *e)
+{
+    return e->listener->reap != NULL;
+}
+
+void tpx__peer_reap_sweep(tpx_engine_t *e)
+{
+    if (e->listener->reap != NULL && !e->listener->started)
+        tpx__engine_reap(e);
+}
+
+void tpx__peer_listener_fini(tpx_engine_t *e)
+{
+    free(e->listener); /* its thread stopped, its connects reaped (tpx__engine_destroy) */
+    e->listener = NULL;
+}
+
 /* Hand a comm whose connect() to `their` is in progress to the reaper. */
 static void comm_abandon_connect(tpx_engine_t *e, tpx_comm_t *c, const unsigned char *their)
 {
@@ -960,14 +998,16 @@ static void comm_abandon_connect(tpx_engine_t *e, tpx_comm_t *c, const unsigned 
         return;
     r->dev = c->dev;
     memcpy(r->handle, their, TPX_BS_HANDLE_SIZE);
-    r->next = e->reap;
-    e->reap = r;
+    r->next = e->listener->reap;
+    e->listener->reap = r;
 }
 
 /* Drive abandoned connects; engine lock held. */
 void tpx__engine_reap(tpx_engine_t *e)
 {
-    for (tpx_reap_t **pp = (tpx_reap_t **)&e->reap; *pp != NULL;) {
+    if (e->listener == NULL)
+        return; /* an engine whose create failed early */
+    for (tpx_reap_t **pp = &e->listener->reap; *pp != NULL;) {
         tpx_reap_t *r = *pp;
         void *comm = NULL;
         tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)r->devh;
@@ -1565,7 +1605,7 @@ static void *bs_main(void *arg)
     while (!atomic_load(&e->stop)) {
         struct pollfd pfd[2 + MAX_SETUPS];
         int np = 0, connecting = 0;
-        pfd[np++] = (struct pollfd){.fd = e->bs_wake, .events = POLLIN};
+        pfd[np++] = (struct pollfd){.fd = e->listener->wake, .events = POLLIN};
         pfd[np++] = (struct pollfd){.fd = e->bs_fd, .events = POLLIN};
         for (int i = 0; i < n; i++) {
             setup_t *s = setups[i]->setup;
@@ -1576,7 +1616,7 @@ static void *bs_main(void *arg)
         (void)poll(pfd, (nfds_t)np, connecting ? 1 : 50);
         if (pfd[0].revents & POLLIN) {
             uint64_t v;
-            ssize_t r = read(e->bs_wake, &v, sizeof(v));
+            ssize_t r = read(e->listener->wake, &v, sizeof(v));
             (void)r;
         }
         tpx__bs_loglimit_tick(&lim);
@@ -1683,7 +1723,7 @@ static void *bs_main(void *arg)
         pthread_mutex_unlock(&e->lock);
         if (stale != NULL)
             tpx__peer_destroy(stale);
-        if (e->reap != NULL) {
+        if (e->listener->reap != NULL) {
             pthread_mutex_lock(&e->lock);
             tpx__engine_reap(e);
             pthread_mutex_unlock(&e->lock);
@@ -1699,30 +1739,32 @@ static void *bs_main(void *arg)
 
 tpx_status_t tpx__bs_thread_start(tpx_engine_t *e)
 {
-    e->bs_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e->bs_wake < 0) {
+    e->listener->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->listener->wake < 0) {
         TPX_ERROR("eventfd: %s", strerror(errno));
         return tpx__status_from_errno(errno);
     }
-    int rc = pthread_create(&e->bs_tid, NULL, bs_main, e);
+    int rc = pthread_create(&e->listener->tid, NULL, bs_main, e);
     if (rc != 0) {
         TPX_ERROR("cannot start the bootstrap thread: %s", strerror(rc));
         return TPX_ERR_NO_RESOURCE;
     }
-    e->bs_started = 1;
+    e->listener->started = 1;
     return TPX_OK;
 }
 
 void tpx__bs_thread_stop(tpx_engine_t *e)
 {
-    if (e->bs_started) {
+    if (e->listener == NULL)
+        return;
+    if (e->listener->started) {
         uint64_t one = 1;
-        ssize_t r = write(e->bs_wake, &one, sizeof(one));
+        ssize_t r = write(e->listener->wake, &one, sizeof(one));
         (void)r;
-        pthread_join(e->bs_tid, NULL);
-        e->bs_started = 0;
+        pthread_join(e->listener->tid, NULL);
+        e->listener->started = 0;
     }
-    if (e->bs_wake >= 0)
-        close(e->bs_wake);
-    e->bs_wake = -1;
+    if (e->listener->wake >= 0)
+        close(e->listener->wake);
+    e->listener->wake = -1;
 }

@@ -191,6 +191,11 @@ void tpx__peer_nofile_raise(void);
 tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int port, int timeout_ms,
                                       const unsigned char *ticket_id, const unsigned char *ticket,
                                       tpx_peer_t **out);
+/* peer.c's part of the engine (e->listener, struct tpx_listener_state:
+ * peer.c's alone): the bootstrap thread and the abandoned connects. Made
+ * with the engine, before anything else can fail; freed last. */
+tpx_status_t tpx__peer_listener_init(tpx_engine_t *e);
+void tpx__peer_listener_fini(tpx_engine_t *e);
 tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
 void tpx__bs_thread_stop(tpx_engine_t *e);
 void tpx__peer_destroy(tpx_peer_t *p);
@@ -225,6 +230,10 @@ static inline int tpx__peer_comms(const tpx_peer_t *p, tpx_comm_t **out)
 void tpx__engine_close_failed(tpx_engine_t *e);
 /* Drive abandoned connects (lock held). */
 void tpx__engine_reap(tpx_engine_t *e);
+/* Abandoned connects wait to be driven (lock held). */
+int tpx__peer_reaping(const tpx_engine_t *e);
+/* The sweep drives them where no bootstrap thread does (lock held). */
+void tpx__peer_reap_sweep(tpx_engine_t *e);
 /* Read every pending bootstrap frame of every ready peer (notes an EOF).
  * The number of doorbells among them. Lock held. */
 int tpx__engine_bells(tpx_engine_t *e);
