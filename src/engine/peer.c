@@ -769,7 +769,7 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
         p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->cfg.window - 1 - i);
     tpx_comm_t *c = p->ctrl_recv;
     void *mh;
-    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, 0, &mh), st, out);
+    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c->id, c->comm, 0, &mh), st, out);
     for (int i = 0; i < e->cfg.window; i++) {
         unsigned char *buf = p->ctrl_buf + (size_t)i * TPX_CTRL_BUF_SLOT;
         st = tpx__window_post(c, buf, TPX_CTRL_BUF_SLOT, mh,

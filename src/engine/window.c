@@ -101,7 +101,7 @@ void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c)
     if (c->comm == NULL)
         return;
     int gtok = tpx__engine_gpu_enter(e); /* the plugin frees the comm's GPU memory */
-    tpx__regions_forget_comm(e, c);
+    tpx__regions_forget_comm(e, c->id);
     if (c->is_send)
         tpx__net_close_send(e->net, c->comm);
     else
