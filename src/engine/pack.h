@@ -12,7 +12,8 @@
  * are allocated on first use, registered as internal host regions, and
  * freed with the comm (tpx__pack_comm_fini). The engine's pack stream,
  * kernel, device scratch chunk and fragment buffer (e->pack, a struct
- * tpx_pack_state only pack.c sees inside) live until the engine ends. All under e->lock, on the thread that drives progress.
+ * tpx_pack_state only pack.c sees inside) live until the engine ends.
+ * All under e->lock, on the thread that drives progress.
  */
 #ifndef TPX_ENGINE_PACK_H
 #define TPX_ENGINE_PACK_H

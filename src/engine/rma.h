@@ -7,11 +7,13 @@
  * tpx_prep_release) and is referenced by each post running from it
  * (`refs`); the last reference frees it -- or, when a failed peer's comm may
  * still read its list (any failed peer's comms still open), hands it to
- * the engine's list of zombies (e->rma), freed once those comms are closed. It holds its local
- * regions (`holds`; the last hold may be all that keeps a deregistered
- * region's record, so freeing it may free a region: tpx_mem_deregister
- * guards its own) and owns its list and list region. The notification queue (e->rma, rma.c's) is the engine's; entries
- * are handed to the user by tpx_engine_get_notifs(). All under e->lock.
+ * the engine's list of zombies (e->rma), freed once those comms are
+ * closed. It holds its local regions (`holds`; the last hold may be all
+ * that keeps a deregistered region's record, so freeing it may free a
+ * region: tpx_mem_deregister guards its own) and owns its list and list
+ * region. The notification queue (e->rma, rma.c's) is the engine's;
+ * entries are handed to the user by tpx_engine_get_notifs(). All under
+ * e->lock.
  */
 #ifndef TPX_ENGINE_RMA_H
 #define TPX_ENGINE_RMA_H
