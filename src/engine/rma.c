@@ -1487,8 +1487,8 @@ static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
         e->ctr.notifs_dropped++;
         if (!e->rma->notif_overflow)
             TPX_WARN("notification queue full (%u, TPX_NOTIF_QUEUE): notifications from %s and "
-                     "others are dropped until tpx_engine_get_notifs() makes room", e->rma->notif_cap,
-                     p->remote_name);
+                     "others are dropped until tpx_engine_get_notifs() makes room",
+                     e->rma->notif_cap, p->remote_name);
         e->rma->notif_overflow = 1;
         return;
     }

@@ -259,7 +259,8 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
         switch (e->cfg.unpack_mode) {
         case TPX_UNPACK_KERNEL:
             if (i == 0) /* the whole batch, one launch */
-                st = tpx__unpack_gpu_launch_inline(e->window->unpack_dev, jobs, k, max_frags, stream);
+                st = tpx__unpack_gpu_launch_inline(e->window->unpack_dev, jobs, k, max_frags,
+                                                   stream);
             break;
         case TPX_UNPACK_D2D:
             st = tpx__unpack_gpu_d2d(e->window->unpack_dev, s->dst, uh->bounce_buf, frags,
