@@ -21,6 +21,7 @@
  *             the one-sided roles in rma.c, reached from below through
  *             the kind's ops)
  *   peer.h    struct tpx_peer: one connection: its failure (peer_fail.c),
+ *             what it is proven to be (peer_trust.c),
  *             outgoing control stream (peer_ctrl.c), pass and incoming
  *             control stream (peer_pass.c), liveness (peer_sweep.c), a
  *             data channel lost and repaired (peer_repair.c), set-up and
@@ -142,7 +143,7 @@
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
  *   wire, ident, topo, faults < export < mem < window, pack < xfer
- *   < peer_fail < peer_ctrl < rma < peer_repair < peer_pass < peer_sweep,
+ *   < peer_fail, peer_trust < peer_ctrl < rma < peer_repair < peer_pass < peer_sweep,
  *   xfer_user < peer < remote < engine < wait < api_engine, api_mem, api_peer,
  *   api_remote, api_rma, api_xfer, info, kv (the public entry points: they
  *   check their arguments, take the lock and call one internal function).

@@ -172,8 +172,6 @@ void tpx__ident_wrap(const char *token, const unsigned char transcript[TPX_IDENT
 /* ---- the engine's own identity ------------------------------------------------------------- */
 
 #include "engine.h"
-#include "peer.h"
-#include "remote.h"
 
 /* Once per process: what an engine without keys and without a token
  * trusts. A WARN, because it is weaker than what SECURITY.md recommends. */
@@ -231,48 +229,4 @@ tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
     if (e->cfg.auth_token[0] == '\0')
         dial_warn_once();
     return TPX_OK;
-}
-
-/* ---- peers proven to be remotes (lookups only: no calls out) ------------------------------- */
-
-/* Is p proven to be rm's engine? With keys here and in the blob: p signed
- * its handshake with the blob's key. Otherwise: p is a connection this
- * engine dialed (to an address of the blob, remote_dial), the engine there
- * said it is rm's, and -- once rm holds a ticket of the instance it first
- * reached -- it proved it is that instance; an inbound connection proves
- * nothing. */
-int tpx__remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p)
-{
-    if (p->remote_id != rm->md.engine_id)
-        return 0;
-    if (rm->e->ident_keys && rm->md.has_key)
-        return p->verified && memcmp(p->remote_pk, rm->md.key, sizeof(rm->md.key)) == 0;
-    return p->dialed && tpx__remote_same_instance(rm, p);
-}
-
-int tpx__remote_same_instance(const tpx_remote_t *rm, const tpx_peer_t *p)
-{
-    return !rm->has_ticket ||
-           (p->inst_proven && memcmp(p->inst_proven_id, rm->ticket_id, sizeof(rm->ticket_id)) == 0);
-}
-
-int tpx__remote_known(const tpx_peer_t *p)
-{
-    if (!p->verified)
-        return 0;
-    for (const tpx_remote_t *rm = p->e->remotes; rm != NULL; rm = rm->next)
-        if (rm->md.has_key && memcmp(rm->md.key, p->remote_pk, sizeof(rm->md.key)) == 0)
-            return 1;
-    return 0;
-}
-
-void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len)
-{
-    const tpx_engine_t *e = p->e;
-    int proven = p->verified || (p->remote != NULL && tpx__remote_served_by(p->remote, p));
-    /* A name that a loaded remote has belongs to that remote's engine. */
-    for (const tpx_remote_t *rm = e->remotes; rm != NULL && proven; rm = rm->next)
-        if (strcmp(rm->md.name, p->remote_name) == 0 && !tpx__remote_served_by(rm, p))
-            proven = 0;
-    snprintf(out, len, "%s%s", proven ? "" : "?", p->remote_name);
 }

@@ -244,7 +244,7 @@ static tpx_status_t peer_busy_received(tpx_peer_t *p)
  * loaded remote. Lock held. */
 static int peer_trusted(tpx_peer_t *q)
 {
-    return (q->bs != NULL && tpx__bs_authenticated(q->bs)) || tpx__remote_known(q);
+    return (q->bs != NULL && tpx__bs_authenticated(q->bs)) || tpx__peer_known(q);
 }
 
 /* May q give its slot to a newcomer? A ready peer that connected to us,
@@ -320,7 +320,7 @@ static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
         n += q->state == PEER_READY || q->state == PEER_SETUP ||
              (q->accepted && q->state == PEER_FAILED);
     if (identified && !trusted)
-        trusted = tpx__remote_known(p);
+        trusted = tpx__peer_known(p);
     int limit = trusted ? cap : cap - cap / 4;
     if (n < (identified ? limit : cap)) {
         pthread_mutex_unlock(&e->lock);
@@ -442,7 +442,7 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
 
 /* The client's side of the instance check: keep the ticket the server
  * offered and judge its answer to ours (the remote decides what a missing
- * or wrong answer means: tpx__remote_same_instance). */
+ * or wrong answer means: tpx__peer_same_instance). */
 static tpx_status_t ident_instance(tpx_peer_t *p, setup_t *s, const tpx_ident_msg_t *im)
 {
     if (!(im->flags & TPX_IDENT_F_OFFER) || (im->flags & TPX_IDENT_F_TICKET)) {

@@ -372,4 +372,21 @@ tpx_status_t tpx__peer_accept(tpx_engine_t *e, int timeout_ms, tpx_peer_t **out)
  * (the engine's sweep, every 10 ms). */
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now);
 
+/* ---- peer_trust.c: what a peer is proven to be (lookups, no calls out) ---- */
+
+/* Is p proven to be rm's engine (by its key, or a connection dialed for
+ * rm)? Engine lock held. */
+int tpx__peer_serves(const tpx_peer_t *p, const tpx_remote_t *rm);
+/* 1 unless rm holds a ticket that p did not prove (ident.h INSTANCE). Engine
+ * lock held. */
+int tpx__peer_same_instance(const tpx_peer_t *p, const tpx_remote_t *rm);
+/* The name a notification from p is reported with: the peer's own name when
+ * it is proven (signed with its key, or the connection we dialed for its
+ * remote) and no loaded remote of another engine has that name; else "?"
+ * and the name. Engine lock held. */
+void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len);
+/* 1 when p proved (by its key) to be the engine of a loaded remote. Engine
+ * lock held. */
+int tpx__peer_known(const tpx_peer_t *p);
+
 #endif

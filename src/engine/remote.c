@@ -106,7 +106,7 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
         if (st != TPX_OK)
             continue;
         pthread_mutex_lock(&e->lock);
-        int served = tpx__remote_served_by(rm, p);
+        int served = tpx__peer_serves(p, rm);
         int claims = !served && p->remote_id == rm->md.engine_id; /* its id, not its proof */
         int by_key = e->ident_keys && rm->md.has_key;
         if (served && !rm->has_ticket && p->inst_offered) {
@@ -277,7 +277,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     rm->peer = NULL;
     /* A connection the remote engine opened to us serves both directions. */
     for (p = e->peers; p != NULL; p = p->next)
-        if (p != old && peer_live(p) && !p->accepted && tpx__remote_served_by(rm, p))
+        if (p != old && peer_live(p) && !p->accepted && tpx__peer_serves(p, rm))
             break;
     if (p != NULL) {
         p->accepted = 1;
