@@ -148,7 +148,10 @@
  *   api_remote, api_rma, api_xfer, info, kv (the public entry points: they
  *   check their arguments, take the lock and call one internal function).
  * A file calls only files of lower layers (none of its own), so no two
- * files call each other. window.c calls only the plugin and the CUDA wrappers.
+ * files call each other. A file includes only the headers of its own row
+ * and below (this one is the bottom's); the few links up that remain are
+ * data, a lower object pointing to its owner (a comm's or transfer's peer,
+ * a peer's remote), each named in scripts/engine-calls (INCLUDE_UP). window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
  * peer) or a call through a table set from above: a transfer's kind's ops
  * (xfer.h, set by rma.c).

@@ -9,7 +9,8 @@
 # settings (e->cfg) outside engine.c, on calls between files of one row, on a
 # one-sided kind or field named below rma.c, on a field of the engine written
 # outside its owner, on a file reaching inside another file's part of the
-# engine (e->pack->dev outside pack.c), and
+# engine (e->pack->dev outside pack.c), on a header included from a lower
+# row than its own, and
 # on a picture of the layers (--design) that draws them otherwise. Runs it
 # on small trees made here.
 #
@@ -161,6 +162,22 @@ printf 'struct tpx_engine {\n    tpx_zork_state_t *zork;\n};\n' > "$tmp/src/engi
 if run; then fail "a part of the engine no file owns passed --strict"; fi
 grep -q "zork: a part of struct tpx_engine (tpx_zork_state_t) that STATE_OWNERS does not list" \
     "$tmp/out" || fail "the part without owner is not named"
+
+# a file includes headers of its own row or below: an upward include fails
+tree
+printf '#include "engine.h"\n#include "ident.h"\n' >> "$tmp/src/engine/wire.c"
+: > "$tmp/src/engine/engine.h"
+: > "$tmp/src/engine/ident.h"
+run || fail "wire.c including headers of the bottom row failed --strict"
+printf '#include "peer.h"\n' >> "$tmp/src/engine/wire.c"
+: > "$tmp/src/engine/peer.h"
+if run; then fail "wire.c including peer.h passed --strict"; fi
+grep -q 'wire.c:7: #include "peer.h"' "$tmp/out" || fail "the upward include is not named"
+tree
+: > "$tmp/src/engine/zork.h"
+if run; then fail "a header in no row passed --strict"; fi
+grep -q "zork.h: a header of src/engine that HEADER_ROW does not list" "$tmp/out" ||
+    fail "the header in no row is not named"
 
 # a public function below the top layer of src/engine fails too
 tree
