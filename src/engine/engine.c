@@ -122,7 +122,7 @@ int tpx__engine_progress(tpx_engine_t *e)
     tpx__sigpipe_enter(&g, e->net->sigpipe);
     uint64_t before = e->ncompleted;
     /* An idle engine with no peer makes no plugin call: no context to enter. */
-    int gtok = e->peers != NULL || tpx__peer_reaping(e) ? tpx__engine_gpu_enter_pass(e) : 0;
+    int gtok = e->peers != NULL || tpx__peer_reaping(e) ? tpx__window_gpu_enter_pass(e) : 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         tpx__peer_frames_pass(p); /* its control stream moved there (peer_ctrl.c) */
         tpx__peer_chan_drive(p);
@@ -132,15 +132,15 @@ int tpx__engine_progress(tpx_engine_t *e)
     }
     /* deadlines and liveness (every 10 ms), then the comms of failed peers */
     engine_sweep(e);
-    tpx__engine_close_failed(e);
-    tpx__engine_gpu_leave(gtok);
+    tpx__peer_close_failed(e);
+    tpx__window_gpu_leave(gtok);
     tpx__sigpipe_leave(&g);
     return (int)(e->ncompleted - before);
 }
 
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
-    int gtok = tpx__engine_gpu_enter_pass(e);
+    int gtok = tpx__window_gpu_enter_pass(e);
     tpx_sigpipe_guard_t g;
     tpx__sigpipe_enter(&g, e->net->sigpipe);
     tpx__peer_chan_drive(p);
@@ -152,8 +152,8 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
     /* A peer this pass failed has ended its transfers, whose callers may
      * free their memory as soon as the lock is free: its comms close before
      * (the I/O workers write vectored chunks straight into the blocks). */
-    tpx__engine_close_failed(e);
-    tpx__engine_gpu_leave(gtok);
+    tpx__peer_close_failed(e);
+    tpx__window_gpu_leave(gtok);
     tpx__sigpipe_leave(&g);
     tpx__progress_kick(e);
 }
@@ -303,7 +303,7 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
     }
     /* A doorbell: the request is right behind it (it may not even have
      * left the requester's plugin yet): poll hot from now on. */
-    if (r > 0 && tpx__engine_bells(e) > 0)
+    if (r > 0 && tpx__peer_bells(e) > 0)
         e->last_move_ns = tpx__now_ns();
 }
 
@@ -745,9 +745,9 @@ void tpx__engine_destroy(tpx_engine_t *e)
         tpx__peer_destroy(e->peers);
     pthread_mutex_lock(&e->lock);
     atomic_store(&e->stop, 1);
-    int gtok = tpx__engine_gpu_enter(e);
-    tpx__engine_reap(e); /* client-side abandoned connects: freed */
-    tpx__engine_gpu_leave(gtok);
+    int gtok = tpx__window_gpu_enter(e);
+    tpx__peer_reap(e); /* client-side abandoned connects: freed */
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     tpx__prep_zombies_free(e); /* before the regions: they own list regions */
     tpx__remotes_fini(e);
@@ -756,12 +756,12 @@ void tpx__engine_destroy(tpx_engine_t *e)
     tpx__rma_engine_fini(e);
     if (e->net != NULL) {
         /* Last of the plugin calls: every comm and registration is gone. */
-        int ntok = tpx__engine_gpu_enter(e);
+        int ntok = tpx__window_gpu_enter(e);
         tpx__net_close(e->net); /* v11+: the engine's context */
-        tpx__engine_gpu_leave(ntok);
+        tpx__window_gpu_leave(ntok);
         e->net = NULL;
     }
-    tpx__engine_unpack_fini(e);
+    tpx__window_engine_fini(e);
     tpx__pack_engine_fini(e);
     if (e->bs_fd >= 0)
         close(e->bs_fd);

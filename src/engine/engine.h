@@ -138,7 +138,7 @@
  *   sweep         engine.c engine_sweep, every 10 ms: abandoned connects,
  *                 deadlines, bootstrap liveness (peer_sweep.c tpx__peer_sweep);
  *                 then the comms of peers that failed in this pass close
- *                 (peer.c tpx__engine_close_failed)
+ *                 (peer.c tpx__peer_close_failed)
  *
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
@@ -347,7 +347,7 @@ struct tpx_engine {
                                   file that moves data or control: scripts/engine-calls
                                   lists them) */
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
-    int failed_open;           /* a peer failed (peer_fail.c) since tpx__engine_close_failed()
+    int failed_open;           /* a peer failed (peer_fail.c) since tpx__peer_close_failed()
                                   last ran (peer.c) */
     /* ---- progress thread (its fields are immutable once it runs; engine.c) ---- */
     int progress_cpu;          /* params.progress_cpu; NUMA-local: the NICs' node's, chosen
@@ -435,27 +435,6 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more);
  * TPX_POLL_LEASE_NS: a caller that polls in a loop drives, the progress
  * thread stands aside until the polls stop. No lock held; never blocks. */
 void tpx__engine_poll_drive(tpx_engine_t *e);
-/* ---- window.c: the engine's GPU current around every plugin call ---- */
-
-/* Around every call into the plugin (set-up, passes, closes), on whatever
- * thread makes it: make the engine's GPU current, as NCCL's proxy does
- * (Google's plugin puts a comm's buffers and unpack work on the GPU that
- * is current when it is made). Returns a token for leave(); a no-op for a
- * host engine or without CUDA; one driver query when the thread has that
- * GPU current already. */
-int tpx__engine_gpu_enter(tpx_engine_t *e);
-/* The same around a progress pass (the hot path): a no-op where the plugin
- * never uses the current GPU (gpu_passes 0). */
-static inline int tpx__engine_gpu_enter_pass(tpx_engine_t *e)
-{
-    return e->cfg.gpu_passes ? tpx__engine_gpu_enter(e) : 0;
-}
-void tpx__engine_gpu_leave(int token);
-/* window.c's part of the engine (e->window): made with the engine, freed
- * (its GPU unpack stream and context released) by unpack_fini. */
-tpx_status_t tpx__window_engine_init(tpx_engine_t *e);
-void tpx__engine_unpack_fini(tpx_engine_t *e);
-
 /* ---- ident.c: the engine's id, and its key pair where libsodium allows (logs the
  * mode). topo.c: the plugin devices of the engine's GPU, and its NUMA-local CPU. ---- */
 tpx_status_t tpx__ident_engine_init(tpx_engine_t *e);

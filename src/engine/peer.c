@@ -155,9 +155,9 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
      * its comms are made on them (tpx__engine_gpu_bind). */
     e->gpu_fixed = 1;
     info.gpu = e->gpu;
-    int gtok = tpx__engine_gpu_enter(e);
+    int gtok = tpx__window_gpu_enter(e);
     st = tpx__net_listen(e->net, chan_dev(e, 0), info.handles[0], &s->listen[0]);
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
         TPX_ERROR("peer %s: listen on plugin %s failed", p->name, e->net->name);
@@ -732,9 +732,9 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
     tpx_engine_t *e = p->e;
     int all = 1;
     pthread_mutex_lock(&e->lock);
-    int gtok = tpx__engine_gpu_enter(e);
+    int gtok = tpx__window_gpu_enter(e);
     tpx_status_t st = pair_connect(e, p->ctrl_send, p->ctrl_recv, 1, s->their[0], s->listen[0], &all);
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
         SETUP_ERR(p, "peer %s: establishing the plugin's connections failed (%s)", p->name,
@@ -887,9 +887,9 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
                 return TPX_ERR_PROTOCOL;
             }
             pthread_mutex_lock(&e->lock);
-            int gtok = tpx__engine_gpu_enter(e);
+            int gtok = tpx__window_gpu_enter(e);
             st = peer_go_live(p);
-            tpx__engine_gpu_leave(gtok);
+            tpx__window_gpu_leave(gtok);
             if (st == TPX_OK) {
                 /* A new peer's first one-sided request usually follows at
                  * once: poll hot, waking an idle owner from its nap, rather
@@ -953,7 +953,7 @@ static void peer_link(tpx_peer_t *p)
 /* peer.c's part of the engine (e->listener): the bootstrap thread that
  * accepts incoming peers, and the connects abandoned mid-way that must
  * still be driven to their end. This file's alone: engine.c calls
- * tpx__peer_listener_init, tpx__bs_thread_start/stop, tpx__engine_reap and
+ * tpx__peer_listener_init, tpx__bs_thread_start/stop, tpx__peer_reap and
  * tpx__peer_reaping. */
 struct tpx_listener_state {
     int wake;                  /* eventfd to wake the bootstrap thread; -1: none */
@@ -979,7 +979,7 @@ int tpx__peer_reaping(const tpx_engine_t *e)
 void tpx__peer_reap_sweep(tpx_engine_t *e)
 {
     if (e->listener->reap != NULL && !e->listener->started)
-        tpx__engine_reap(e);
+        tpx__peer_reap(e);
 }
 
 void tpx__peer_listener_fini(tpx_engine_t *e)
@@ -1003,7 +1003,7 @@ static void comm_abandon_connect(tpx_engine_t *e, tpx_comm_t *c, const unsigned 
 }
 
 /* Drive abandoned connects; engine lock held. */
-void tpx__engine_reap(tpx_engine_t *e)
+void tpx__peer_reap(tpx_engine_t *e)
 {
     if (e->listener == NULL)
         return; /* an engine whose create failed early */
@@ -1123,7 +1123,7 @@ void tpx__peer_chan_drive(tpx_peer_t *p)
         return;
     }
     /* Until the peer's handles come, an engine with a progress thread
-     * naps: they wake it on the bootstrap fd (tpx__engine_bells), and a
+     * naps: they wake it on the bootstrap fd (tpx__peer_bells), and a
      * peer that does not need its channels yet costs no CPU. */
     if (!c->got && p->bs != NULL && p->bs_eof_ns == 0)
         (void)tpx__peer_frames(p, tpx__now_ns());
@@ -1284,16 +1284,16 @@ void tpx__peer_rejoin_drive(tpx_peer_t *p, uint64_t now)
         busy = p->recv[k]->rj_listen != NULL || p->send[k]->rj_got;
     if (!busy)
         return; /* the common case: nothing lost, or nothing to do about it */
-    int gtok = tpx__engine_gpu_enter(p->e);
+    int gtok = tpx__window_gpu_enter(p->e);
     for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
         rejoin_recv_drive(p, k, now);
         if (p->state == PEER_READY)
             rejoin_send_drive(p, k, now);
     }
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
 }
 
-void tpx__engine_close_failed(tpx_engine_t *e)
+void tpx__peer_close_failed(tpx_engine_t *e)
 {
     /* A failed peer's transfers have ended and their users may free the
      * memory at once: the plugin must stop touching it, so its comms close
@@ -1363,7 +1363,7 @@ void tpx__region_deregister(tpx_region_t *r)
     }
     /* A failed peer's comms may still hold receives into (or sends from)
      * this memory that no transfer counts any more: close them first. */
-    tpx__engine_close_failed(e);
+    tpx__peer_close_failed(e);
     r->guard = 0;
     tpx__region_maybe_release(r);
 }
@@ -1372,7 +1372,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
     pthread_mutex_lock(&e->lock);
-    int gtok = tpx__engine_gpu_enter(e);
+    int gtok = tpx__window_gpu_enter(e);
     if (p->state == PEER_READY) {
         /* Tell the peer, best effort, bounded: a BYE that cannot leave
          * within 100 ms is dropped (the bootstrap EOF says it too). */
@@ -1383,7 +1383,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
                 if (p->state != PEER_READY) {
                     /* the pass failed it: close its comms before the lock
                      * goes (its transfers ended; their memory may go) */
-                    tpx__engine_close_failed(e);
+                    tpx__peer_close_failed(e);
                     break;
                 }
                 if (p->outbox_n > 0) {
@@ -1422,7 +1422,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         comm_close_at(e, &p->recv[k]);
     }
     tpx__peer_listbufs_free(p);
-    tpx__engine_close_failed(e); /* then preparations failed peers may still read go */
+    tpx__peer_close_failed(e); /* then preparations failed peers may still read go */
     if (p->ctrl_region)
         tpx__region_release(p->ctrl_region);
     if (p->scratch_region)
@@ -1432,7 +1432,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         tpx__secure_zero(p->setup, sizeof(setup_t)); /* a ticket */
         free(p->setup);
     }
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     tpx__bs_close(p->bs);
     free(p->ctrl_buf);
@@ -1450,7 +1450,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
 
 /* ---- doorbells -------------------------------------------------------------------- */
 
-int tpx__engine_bells(tpx_engine_t *e)
+int tpx__peer_bells(tpx_engine_t *e)
 {
     int rung = 0;
     uint64_t now = tpx__now_ns();
@@ -1725,14 +1725,14 @@ static void *bs_main(void *arg)
             tpx__peer_destroy(stale);
         if (e->listener->reap != NULL) {
             pthread_mutex_lock(&e->lock);
-            tpx__engine_reap(e);
+            tpx__peer_reap(e);
             pthread_mutex_unlock(&e->lock);
         }
     }
     for (int i = 0; i < n; i++)
         tpx__peer_destroy(setups[i]);
     pthread_mutex_lock(&e->lock);
-    tpx__engine_reap(e); /* with e->stop set: one last call each, then freed */
+    tpx__peer_reap(e); /* with e->stop set: one last call each, then freed */
     pthread_mutex_unlock(&e->lock);
     return NULL;
 }

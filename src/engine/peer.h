@@ -227,16 +227,16 @@ static inline int tpx__peer_comms(const tpx_peer_t *p, tpx_comm_t **out)
 }
 /* Close the plugin comms of every failed peer, then free the preparations
  * they may have read (not from inside a comm's pass). */
-void tpx__engine_close_failed(tpx_engine_t *e);
+void tpx__peer_close_failed(tpx_engine_t *e);
 /* Drive abandoned connects (lock held). */
-void tpx__engine_reap(tpx_engine_t *e);
+void tpx__peer_reap(tpx_engine_t *e);
 /* Abandoned connects wait to be driven (lock held). */
 int tpx__peer_reaping(const tpx_engine_t *e);
 /* The sweep drives them where no bootstrap thread does (lock held). */
 void tpx__peer_reap_sweep(tpx_engine_t *e);
 /* Read every pending bootstrap frame of every ready peer (notes an EOF).
  * The number of doorbells among them. Lock held. */
-int tpx__engine_bells(tpx_engine_t *e);
+int tpx__peer_bells(tpx_engine_t *e);
 /* Open p's data channels when a transfer has chunks queued on them or the
  * peer sent its handles (MSG_CHAN); drive their connects; returns at once
  * once they are open. Lock held, inside a pass (the pass's GPU context). */

@@ -34,15 +34,15 @@
 #include "unpack/unpack_gpu.h"
 
 /* The engine's GPU state of this file (e->window): its own alone; other
- * files call tpx__engine_gpu_enter/leave and the unpack functions. Made
+ * files call tpx__window_gpu_enter/leave and the unpack functions. Made
  * with the engine (tpx__window_engine_init), freed by
- * tpx__engine_unpack_fini. Under e->lock. */
+ * tpx__window_engine_fini. Under e->lock. */
 struct tpx_window_state {
     int unpack_dev;            /* device the module/stream live on; -1: not set up */
     void *unpack_stream;       /* CUstream */
     void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
     int gpu_ctx_dev;           /* device whose primary context the engine holds
-                                  (tpx__engine_gpu_enter); -1: none */
+                                  (tpx__window_gpu_enter); -1: none */
 };
 
 tpx_status_t tpx__window_engine_init(tpx_engine_t *e)
@@ -100,17 +100,17 @@ void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c)
     tpx__comm_unpack_fini(e, c);
     if (c->comm == NULL)
         return;
-    int gtok = tpx__engine_gpu_enter(e); /* the plugin frees the comm's GPU memory */
+    int gtok = tpx__window_gpu_enter(e); /* the plugin frees the comm's GPU memory */
     tpx__regions_forget_comm(e, c->id);
     if (c->is_send)
         tpx__net_close_send(e->net, c->comm);
     else
         tpx__net_close_recv(e->net, c->comm);
     c->comm = NULL;
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
 }
 
-int tpx__engine_gpu_enter(tpx_engine_t *e)
+int tpx__window_gpu_enter(tpx_engine_t *e)
 {
     int pushed = 0;
     if (e->gpu < 0 || e->window == NULL) /* a host engine, or one whose create failed early */
@@ -128,12 +128,12 @@ int tpx__engine_gpu_enter(tpx_engine_t *e)
     return tpx__cuda_ctx_enter(e->gpu, &pushed) == TPX_OK ? pushed : 0;
 }
 
-void tpx__engine_gpu_leave(int token)
+void tpx__window_gpu_leave(int token)
 {
     tpx__cuda_ctx_leave(token);
 }
 
-void tpx__engine_unpack_fini(tpx_engine_t *e)
+void tpx__window_engine_fini(tpx_engine_t *e)
 {
     if (e->window == NULL)
         return;

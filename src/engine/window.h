@@ -203,4 +203,25 @@ void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c);
  * fix on the host; returns TPX_ERR_UNSUPPORTED. */
 tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn);
 
+/* ---- window.c: the engine's GPU current around every plugin call ---- */
+
+/* Around every call into the plugin (set-up, passes, closes), on whatever
+ * thread makes it: make the engine's GPU current, as NCCL's proxy does
+ * (Google's plugin puts a comm's buffers and unpack work on the GPU that
+ * is current when it is made). Returns a token for leave(); a no-op for a
+ * host engine or without CUDA; one driver query when the thread has that
+ * GPU current already. */
+int tpx__window_gpu_enter(tpx_engine_t *e);
+/* The same around a progress pass (the hot path): a no-op where the plugin
+ * never uses the current GPU (gpu_passes 0). */
+static inline int tpx__window_gpu_enter_pass(tpx_engine_t *e)
+{
+    return e->cfg.gpu_passes ? tpx__window_gpu_enter(e) : 0;
+}
+void tpx__window_gpu_leave(int token);
+/* window.c's part of the engine (e->window): made with the engine, freed
+ * (its GPU unpack stream and context released) by fini. */
+tpx_status_t tpx__window_engine_init(tpx_engine_t *e);
+void tpx__window_engine_fini(tpx_engine_t *e);
+
 #endif
