@@ -124,6 +124,9 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     if (c == NULL)
         return NULL;
     c->peer = p;
+    c->e = p->e;
+    c->peer_name = p->name;
+    c->peer_repairs = &p->repairs;
     c->is_send = is_send;
     c->is_ctrl = is_ctrl;
     c->chan = chan;

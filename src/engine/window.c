@@ -26,7 +26,6 @@
 
 #include "engine.h"
 #include "faults.h"
-#include "peer.h" /* the comm's peer: its name, in log lines */
 #include "common/trace.h"
 #include "mem.h"
 #include "window.h"
@@ -162,14 +161,14 @@ void tpx__window_engine_fini(tpx_engine_t *e)
  * comms are set up: the plugin's copy is device memory. */
 tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     if (c->unpack_loaded || c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
         return TPX_OK;
     const tpx_ncclnet_dev_handle_t *dh = (const tpx_ncclnet_dev_handle_t *)c->devh;
     if (dh->netDeviceType != TPX_NCCL_NET_DEVICE_UNPACK || dh->handle == NULL ||
         dh->size < sizeof(tpx_nccl_unpack_handle_t)) {
         TPX_ERROR("peer %s: plugin %s announced devmem delivery but gave no unpack handle",
-                  c->peer->name, e->net->name);
+                  c->peer_name, e->net->name);
         return TPX_ERR_PLUGIN;
     }
     tpx_nccl_unpack_handle_t h;
@@ -187,7 +186,7 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
             meta = NULL;
         if (c->is_ctrl)
             TPX_INFO("peer %s: plugin %s hands out no bounce buffer (its rxmem skip state): "
-                     "receives into host memory only", c->peer->name, e->net->name);
+                     "receives into host memory only", c->peer_name, e->net->name);
         c->unpack = h;
         c->meta_host = meta;
         c->no_bounce = 1;
@@ -196,7 +195,7 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
     }
     if (h.meta == NULL || (st = tpx__cuda_host_view(h.meta, &meta)) != TPX_OK) {
         TPX_ERROR("peer %s: plugin %s: its unpack handle has no usable fragment queue or "
-                  "bounce buffer (meta %p, bounce %p)", c->peer->name, e->net->name,
+                  "bounce buffer (meta %p, bounce %p)", c->peer_name, e->net->name,
                   (void *)h.meta, h.bounce_buf);
         return TPX_ERR_PLUGIN;
     }
@@ -208,13 +207,13 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
 
 tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn)
 {
-    const tpx_engine_t *e = c->peer->e;
+    const tpx_engine_t *e = c->e;
     TPX_ERROR("%s: peer %s: a receive into GPU memory needs plugin %s's bounce buffer, and "
               "this comm has none: the plugin is in its \"rxmem skip\" state (RxDM exported "
               "no receive memory for this GPU). On this host, run RxDM (the receive-data-path "
               "manager) so that /tmp/nvdma-<GPU PCI address> exists for every GPU, and unset "
               "TCPX_RXMEM_IMPORT_SKIP_ODDS; `tpx-doctor` checks both. Receives into host "
-              "memory work meanwhile", fn, c->peer->name, e->net->name);
+              "memory work meanwhile", fn, c->peer_name, e->net->name);
     return TPX_ERR_UNSUPPORTED;
 }
 
@@ -224,7 +223,7 @@ tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn)
  * the fragment lists at their device address; the CPU at meta_host. */
 static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     tpx_window_t *w = &c->win;
     const tpx_nccl_unpack_handle_t *uh = &c->unpack;
     const tpx_nccl_unpack_meta_t *mh = c->meta_host;
@@ -301,7 +300,7 @@ out:
  * TPX_INPROGRESS until its event has completed. */
 static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     if (c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
         return TPX_OK;
     tpx_status_t st = tpx__comm_unpack_load(c); /* done at set-up: returns at once */
@@ -312,14 +311,14 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     if (c->no_bounce) { /* host receives only (refused at post otherwise) */
         if (nfrags > 0) {
             TPX_ERROR("peer %s: plugin %s published %llu fragments on a comm without a "
-                      "bounce buffer", c->peer->name, e->net->name, (unsigned long long)nfrags);
+                      "bounce buffer", c->peer_name, e->net->name, (unsigned long long)nfrags);
             return TPX_ERR_PLUGIN;
         }
         return tpx__net_consumed(e->net, c->comm, s->req);
     }
     if (nfrags > TPX_NCCL_UNPACK_MAX_PAGES) {
         TPX_ERROR("peer %s: plugin %s published %llu fragments for one receive (max %u)",
-                  c->peer->name, e->net->name, (unsigned long long)nfrags,
+                  c->peer_name, e->net->name, (unsigned long long)nfrags,
                   TPX_NCCL_UNPACK_MAX_PAGES);
         return TPX_ERR_PLUGIN;
     }
@@ -327,7 +326,7 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     for (uint64_t i = 0; i < nfrags; i++) {
         if ((uint64_t)frags[i].f.dst_off + frags[i].f.len > s->len) {
             TPX_ERROR("peer %s: plugin %s: fragment [%llu, +%u) outside the %u-byte receive",
-                      c->peer->name, e->net->name, (unsigned long long)frags[i].f.dst_off,
+                      c->peer_name, e->net->name, (unsigned long long)frags[i].f.dst_off,
                       frags[i].f.len, s->len);
             return TPX_ERR_PLUGIN;
         }
@@ -409,12 +408,12 @@ static int fault_dead(const tpx_comm_t *c)
                             c->chan == tpx__faults.die_chan - 1 ||
                             (tpx__faults.die_chan > 0 && c->chan == tpx__faults.die_also - 1)))
         return 1;
-    return c->chan == tpx__faults.die_next - 1 && c->peer->repairs > 0;
+    return c->chan == tpx__faults.die_next - 1 && *c->peer_repairs > 0;
 }
 
 int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
@@ -497,7 +496,7 @@ static tpx_status_t window_fill(tpx_comm_t *c, tpx_status_t st, void *req, uint3
 tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
                               const tpx_slot_t *what)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     void *req = NULL;
     if (c->no_bounce && what->dst_dev >= 0)
         return tpx__comm_rxmem_refuse(c, "irecv");
@@ -510,7 +509,7 @@ tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
 tpx_status_t tpx__window_postv(tpx_comm_t *c, const struct iovec *iov, int iovcnt, uint32_t len,
                                const tpx_slot_t *what)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     void *req = NULL;
     TPX_TL(TPX_TR_DATA_POST, (uint64_t)len * 2 + !c->is_send);
     tpx_status_t st = c->is_send ? tpx__net_isendv(e->net, c->comm, iov, iovcnt, &req)

@@ -88,7 +88,13 @@ typedef struct {
 } tpx_chan_live_t;
 
 struct tpx_comm {
-    tpx_peer_t *peer;    /* owner */
+    tpx_peer_t *peer;    /* owner (peer.h: the files above window.c read it) */
+    /* What window.c needs of its peer, set with the comm (peer.c comm_new),
+     * so that it reads no peer (a file below peer.h's) */
+    tpx_engine_t *e;     /* the peer's engine */
+    const char *peer_name; /* the peer's name, for log lines (the peer outlives its comms) */
+    const uint32_t *peer_repairs; /* the peer's channel repairs (a fault hook: faults.h
+                                     die_next) */
     void *comm;          /* plugin comm */
     int is_send;
     int is_ctrl;
