@@ -659,20 +659,21 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         e->gpu_from = e->gpu >= 0 ? TPX_GPU_FROM_CONTEXT : TPX_GPU_FROM_NONE;
     }
     e->progress_cpu = params->progress_cpu;
+    char name[64];
     if (params->name != NULL) {
-        snprintf(e->name, sizeof(e->name), "%s", params->name);
+        snprintf(name, sizeof(name), "%s", params->name);
     } else {
         char host[64] = "host";
         (void)gethostname(host, sizeof(host) - 1);
         host[sizeof(host) - 1] = '\0';
-        snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
+        snprintf(name, sizeof(name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
     }
     TPX_CHECK_GOTO(tpx__peer_listener_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__pack_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__rma_engine_init(e), st, err_free);
     TPX_CHECK_GOTO(tpx__window_engine_init(e), st, err_free);
-    TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
-    TPX_CHECK_GOTO(tpx__net_open(params->plugin, e->id, &e->net), st, err_free);
+    TPX_CHECK_GOTO(tpx__ident_engine_init(e, name), st, err_free);
+    TPX_CHECK_GOTO(tpx__net_open(params->plugin, tpx__ident_engine_id(e), &e->net), st, err_free);
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
     TPX_CHECK_GOTO(cfg_plugin(e), st, err_free);
@@ -717,7 +718,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
      * channel and direction); a hint they may ignore. */
     (void)tpx__net_set_flows(e->net, e->cfg.nchan);
     TPX_INFO("engine %016llx: plugin %s, %d channel(s) of %u-byte chunks, window %d, "
-             "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->cfg.nchan, e->cfg.chunk,
+             "bootstrap port %d", (unsigned long long)tpx__ident_engine_id(e), e->net->name, e->cfg.nchan, e->cfg.chunk,
              e->cfg.window, e->bs_port);
     tpx__topo_log(e);
     *out = e;
@@ -773,6 +774,7 @@ void tpx__engine_destroy(tpx_engine_t *e)
     pthread_mutex_destroy(&e->lock);
     free(e->nap_fds);
     tpx__peer_listener_fini(e);
+    tpx__ident_engine_fini(e);
     tpx__faults_forget(e); /* before its address can be another engine's */
     free(e);
     tpx__trace_flush();

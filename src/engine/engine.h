@@ -142,7 +142,7 @@
  *
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
- *   wire, ident, topo, faults < export < mem < window, pack < xfer
+ *   wire, ident, faults < topo < export < mem < window, pack < xfer
  *   < peer_fail, peer_trust < peer_ctrl < rma < peer_repair < peer_pass < peer_sweep,
  *   xfer_user < peer < remote < engine < wait < api_engine, api_mem, api_peer,
  *   api_remote, api_rma, api_xfer, info, kv (the public entry points: they
@@ -217,6 +217,7 @@ typedef struct tpx_rma_state tpx_rma_state_t;       /* rma.c */
 typedef struct tpx_window_state tpx_window_state_t; /* window.c */
 typedef struct tpx_pack_state tpx_pack_state_t;     /* pack.c */
 typedef struct tpx_listener_state tpx_listener_state_t; /* peer.c */
+typedef struct tpx_ident_state tpx_ident_state_t;   /* ident.c */
 
 /* The engine's settings: the application's params, the environment
  * (config_table.h) and the plugin's capabilities, resolved once by
@@ -271,7 +272,7 @@ typedef struct {
 /* The engine. Created and destroyed by the application (tpx_engine_create/
  * destroy); owns its peers, regions, remotes, exports and notifications.
  * Immutable after create, read without the lock: `cfg` (the settings),
- * `net`, the identity (id .. name: ident.c), the fds efd and wake_efd,
+ * `net`, the identity (e->ident: ident.c), the fds efd and wake_efd,
  * bs_fd and bs_port, the progress thread's fields once it runs; the GPU
  * and NICs once gpu_fixed. Every other field is live state guarded by
  * `lock` unless its comment says otherwise. Each field is written only by
@@ -306,11 +307,8 @@ struct tpx_engine {
     int ndevs;
     int devs_fused;            /* devs are virtual devices of several NICs (TPX_NIC_FUSE):
                                   a NIC's loss is the plugin's to fail over (peer_sweep.c) */
-    uint64_t id;               /* engine id: derived from ident_pk (KEY mode) or random */
-    int ident_keys;            /* KEY mode (ident.h): ident_pk/ident_sk are this engine's */
-    unsigned char ident_pk[32], ident_sk[64];
-    unsigned char inst_secret[32]; /* this instance's secret: its tickets (ident.h INSTANCE) */
-    char name[64];             /* shown to peers */
+    tpx_ident_state_t *ident;  /* ident.c: the engine's id, name, key pair and instance
+                                  secret (tpx__ident_engine_id, _name, _keys, _ticket) */
     /* ---- wake-ups (engine.c: the progress loop) ---- */
     int efd;                   /* eventfd (immutable fd): readable while nunseen > 0 */
     struct pollfd *nap_fds;    /* progress thread only: what a nap polls (wake_efd + one
@@ -437,7 +435,23 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more);
 void tpx__engine_poll_drive(tpx_engine_t *e);
 /* ---- ident.c: the engine's id, and its key pair where libsodium allows (logs the
  * mode). topo.c: the plugin devices of the engine's GPU, and its NUMA-local CPU. ---- */
-tpx_status_t tpx__ident_engine_init(tpx_engine_t *e);
+/* The engine's identity (e->ident, ident.c's alone), named `name`: made
+ * at create before any other thread starts, immutable after (read without
+ * the lock); fini wipes the secrets and frees it. */
+tpx_status_t tpx__ident_engine_init(tpx_engine_t *e, const char *name);
+void tpx__ident_engine_fini(tpx_engine_t *e);
+/* 1: KEY mode, the engine has a key pair (tpx__ident_engine_keys). No lock. */
+int tpx__ident_keyed(const tpx_engine_t *e);
+/* The engine's id (in its metadata, descriptors, INFO). No lock. */
+uint64_t tpx__ident_engine_id(const tpx_engine_t *e);
+/* A ticket of this engine's instance for ticket id `id` (ident.h
+ * INSTANCE: tpx__ident_ticket under the instance's secret). No lock. */
+void tpx__ident_engine_ticket(const tpx_engine_t *e, const unsigned char id[16],
+                              unsigned char ticket[32]);
+/* Tests only (tests/engine/test_sec*.c): the engine poses as another: its
+ * id (0: kept), its keys (0: it has none; -1: kept), its name (NULL:
+ * kept). Before it connects, or under e->lock. */
+void tpx__ident_pose(tpx_engine_t *e, uint64_t id, int keys, const char *name);
 /* The engine's name (shown to peers, the key it is published under).
  * Immutable after create: no lock. */
 const char *tpx__ident_name(const tpx_engine_t *e);

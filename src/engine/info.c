@@ -37,7 +37,7 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
     info->chunk_bytes = e->cfg.chunk;
     info->window = e->cfg.window;
     info->port = e->bs_port;
-    info->identity_keys = e->ident_keys;
+    info->identity_keys = tpx__ident_keyed(e);
     info->connect_timeout_ms = e->cfg.connect_timeout_ms;
     /* A virtual device (fused NICs) is listed as its physical members, so
      * per-NIC summaries see every link. */

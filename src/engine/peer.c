@@ -145,11 +145,11 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     tpx_engine_t *e = p->e;
     tpx_bs_info_t info;
     memset(&info, 0, sizeof(info));
-    info.engine_id = e->id;
+    info.engine_id = tpx__ident_engine_id(e);
     info.chunk_bytes = e->cfg.chunk;
     info.window = (uint16_t)e->cfg.window;
     snprintf(info.plugin, sizeof(info.plugin), "%s", e->net->name);
-    snprintf(info.name, sizeof(info.name), "%s", e->name);
+    snprintf(info.name, sizeof(info.name), "%s", tpx__ident_name(e));
     s->nlisten = 1; /* the data channels listen when first used */
     info.nhandles = (uint16_t)(1 + e->cfg.nchan); /* handles[1..]: zero, the channel count */
     tpx_status_t st = TPX_OK;
@@ -399,17 +399,18 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
     tpx_engine_t *e = p->e;
     tpx_ident_msg_t im;
     memset(&im, 0, sizeof(im));
-    if (e->ident_keys) {
+    const unsigned char *pk, *sk;
+    if (tpx__ident_engine_keys(e, &pk, &sk)) {
         unsigned char msg[TPX_IDENT_MSG_SIZE];
-        tpx_status_t st = ident_message(p, s, tpx__bs_is_client(p->bs), e->ident_pk, msg);
+        tpx_status_t st = ident_message(p, s, tpx__bs_is_client(p->bs), pk, msg);
         if (st == TPX_OK)
-            st = tpx__ident_sign(e->ident_sk, msg, sizeof(msg), im.sig);
+            st = tpx__ident_sign(sk, msg, sizeof(msg), im.sig);
         if (st != TPX_OK) {
             TPX_ERROR("peer %s: cannot sign the identity proof", p->name);
             return st;
         }
         im.flags |= TPX_IDENT_F_KEY;
-        memcpy(im.pk, e->ident_pk, sizeof(im.pk));
+        memcpy(im.pk, pk, sizeof(im.pk));
     }
     if (tpx__bs_is_client(p->bs)) {
         if (s->present) {
@@ -426,11 +427,11 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
             return st;
         unsigned char t[TPX_IDENT_TICKET];
         if (s->peer_asks) {
-            tpx__ident_ticket(e->inst_secret, s->peer_ticket_id, t);
+            tpx__ident_engine_ticket(e, s->peer_ticket_id, t);
             tpx__ident_proof(t, tr, cih, sih, im.proof);
             im.flags |= TPX_IDENT_F_PROOF;
         }
-        tpx__ident_ticket(e->inst_secret, im.offer_id, im.offer);
+        tpx__ident_engine_ticket(e, im.offer_id, im.offer);
         tpx__ident_wrap(wrap_token(p), tr, im.offer);
         im.flags |= TPX_IDENT_F_OFFER;
         tpx__secure_zero(t, sizeof(t));

@@ -27,7 +27,7 @@ int tpx__peer_serves(const tpx_peer_t *p, const tpx_remote_t *rm)
 {
     if (p->remote_id != rm->md.engine_id)
         return 0;
-    if (rm->e->ident_keys && rm->md.has_key)
+    if (tpx__ident_keyed(rm->e) && rm->md.has_key)
         return p->verified && memcmp(p->remote_pk, rm->md.key, sizeof(rm->md.key)) == 0;
     return p->dialed && tpx__peer_same_instance(p, rm);
 }

@@ -310,8 +310,9 @@ void tpx__topo_log(tpx_engine_t *e)
         int n = snprintf(nics + at, sizeof(nics) - at, "%s%s", at ? "," : "", p.name);
         at += n > 0 ? (size_t)n : 0;
     }
-    TPX_INFO("engine %016llx: GPU %d (%s), NICs %s (%s)", (unsigned long long)e->id, e->gpu,
-             gpu_why(e->gpu_from), nics, nics_why(e->nics_from));
+    TPX_INFO("engine %016llx: GPU %d (%s), NICs %s (%s)",
+             (unsigned long long)tpx__ident_engine_id(e), e->gpu, gpu_why(e->gpu_from), nics,
+             nics_why(e->nics_from));
 }
 
 void tpx__engine_gpu_because(tpx_engine_t *e, int from)
