@@ -650,7 +650,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
     e->bs_port = -1;
     /* The engine's GPU (tpx.h "The engine's GPU"): the application's, else
      * the context current here; the first GPU memory registered before any
-     * peer may still rebind the latter (tpx__engine_gpu_bind). */
+     * peer may still rebind the latter (tpx__topo_gpu_bind). */
     e->gpu = params->gpu;
     e->gpu_from = TPX_GPU_FROM_PARAMS;
     e->gpu_fixed = params->gpu >= 0;
@@ -698,7 +698,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         TPX_CHECK_GOTO(tpx__bs_listen(e->cfg.bind_addr[0] ? e->cfg.bind_addr : NULL, port, &e->bs_fd,
                                       &e->bs_port), st,
                        err_free);
-        TPX_CHECK_GOTO(tpx__bs_thread_start(e), st, err_free);
+        TPX_CHECK_GOTO(tpx__peer_listener_start(e), st, err_free);
     }
     if (e->progress_cpu == TPX_CPU_NUMA_LOCAL) {
         e->progress_cpu = tpx__topo_local_cpu(e);
@@ -732,7 +732,7 @@ err_free:
 void tpx__engine_destroy(tpx_engine_t *e)
 {
     atomic_store(&e->stop, 1);
-    tpx__bs_thread_stop(e);
+    tpx__peer_listener_stop(e);
     if (e->progress_started) {
         pthread_mutex_lock(&e->lock);
         pthread_cond_broadcast(&e->cond);

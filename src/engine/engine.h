@@ -296,7 +296,7 @@ struct tpx_engine {
      * props): fixed from params.gpu, else bound by the first CUDA memory
      * registered, else by the CUDA context current at create. Until the
      * first peer is set up (gpu_fixed) a registration may rebind them,
-     * under `lock` (topo.c tpx__engine_gpu_bind); after that they do not
+     * under `lock` (topo.c tpx__topo_gpu_bind); after that they do not
      * change and are read without the lock. */
     int gpu;
     int gpu_from;              /* tpx_gpu_from_t: why `gpu` */
@@ -465,10 +465,10 @@ int tpx__topo_local_cpu(tpx_engine_t *e);
 /* Bind the engine to GPU `gpu` for reason `from` (tpx_gpu_from_t) and
  * choose its NICs again; lock held, no peer set up yet (!gpu_fixed). On
  * failure nothing changes. */
-tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from);
+tpx_status_t tpx__topo_gpu_bind(tpx_engine_t *e, int gpu, int from);
 /* The engine keeps its GPU, bound now for reason `from` (tpx_gpu_from_t);
  * lock held, !gpu_fixed. */
-void tpx__engine_gpu_because(tpx_engine_t *e, int from);
+void tpx__topo_gpu_because(tpx_engine_t *e, int from);
 /* One info line: the engine's GPU and NICs, and why. */
 void tpx__topo_log(tpx_engine_t *e);
 

@@ -144,10 +144,10 @@ static tpx_status_t region_gpu_admit(tpx_engine_t *e, void *addr, int dev)
 {
     if (!e->gpu_fixed && e->gpu_from != TPX_GPU_FROM_MEMORY) {
         if (dev == e->gpu) {
-            tpx__engine_gpu_because(e, TPX_GPU_FROM_MEMORY);
+            tpx__topo_gpu_because(e, TPX_GPU_FROM_MEMORY);
             return TPX_OK;
         }
-        return tpx__engine_gpu_bind(e, dev, TPX_GPU_FROM_MEMORY);
+        return tpx__topo_gpu_bind(e, dev, TPX_GPU_FROM_MEMORY);
     }
     int devmem = e->net->is_tcpx || e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
     if (dev == e->gpu || !devmem)
@@ -187,7 +187,7 @@ tpx_status_t tpx__mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_mem_
         TPX_ERROR("tpx_mem_register: CUDA memory must be 4096-byte aligned (%p is not)", addr);
         return TPX_ERR_INVALID_ARG;
     }
-    pthread_mutex_lock(&e->lock); /* props: see tpx__engine_gpu_bind */
+    pthread_mutex_lock(&e->lock); /* props: see tpx__topo_gpu_bind */
     int takes_cuda = (e->props.ptr_support & TPX_NCCL_PTR_CUDA) != 0;
     pthread_mutex_unlock(&e->lock);
     if (type == TPX_MEM_CUDA && !takes_cuda) {

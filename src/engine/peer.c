@@ -155,7 +155,7 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&e->lock);
     /* From the first peer on, the engine's GPU and NICs stay as they are:
-     * its comms are made on them (tpx__engine_gpu_bind). */
+     * its comms are made on them (tpx__topo_gpu_bind). */
     e->gpu_fixed = 1;
     info.gpu = e->gpu;
     int gtok = tpx__window_gpu_enter(e);
@@ -957,7 +957,7 @@ static void peer_link(tpx_peer_t *p)
 /* peer.c's part of the engine (e->listener): the bootstrap thread that
  * accepts incoming peers, and the connects abandoned mid-way that must
  * still be driven to their end. This file's alone: engine.c calls
- * tpx__peer_listener_init, tpx__bs_thread_start/stop, tpx__peer_reap and
+ * tpx__peer_listener_init, tpx__peer_listener_start/stop, tpx__peer_reap and
  * tpx__peer_reaping. */
 struct tpx_listener_state {
     int wake;                  /* eventfd to wake the bootstrap thread; -1: none */
@@ -1741,7 +1741,7 @@ static void *bs_main(void *arg)
     return NULL;
 }
 
-tpx_status_t tpx__bs_thread_start(tpx_engine_t *e)
+tpx_status_t tpx__peer_listener_start(tpx_engine_t *e)
 {
     e->listener->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->listener->wake < 0) {
@@ -1757,7 +1757,7 @@ tpx_status_t tpx__bs_thread_start(tpx_engine_t *e)
     return TPX_OK;
 }
 
-void tpx__bs_thread_stop(tpx_engine_t *e)
+void tpx__peer_listener_stop(tpx_engine_t *e)
 {
     if (e->listener == NULL)
         return;

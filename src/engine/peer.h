@@ -196,8 +196,8 @@ tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int por
  * with the engine, before anything else can fail; freed last. */
 tpx_status_t tpx__peer_listener_init(tpx_engine_t *e);
 void tpx__peer_listener_fini(tpx_engine_t *e);
-tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
-void tpx__bs_thread_stop(tpx_engine_t *e);
+tpx_status_t tpx__peer_listener_start(tpx_engine_t *e);
+void tpx__peer_listener_stop(tpx_engine_t *e);
 void tpx__peer_destroy(tpx_peer_t *p);
 /* Close a failed peer's plugin comms now (their threads stop touching user
  * memory); the peer object stays until tpx_peer_close(). Lock held. */

@@ -347,7 +347,7 @@ void tpx__md_mine(tpx_engine_t *e, tpx_md_t *md)
     static tpx_md_t zero;
     *md = zero;
     md->engine_id = tpx__ident_engine_id(e);
-    pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__engine_gpu_bind */
+    pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__topo_gpu_bind */
     md->gpu = e->gpu;
     md->chunk = e->cfg.chunk;
     md->channels = (uint16_t)e->cfg.nchan;

@@ -315,12 +315,12 @@ void tpx__topo_log(tpx_engine_t *e)
              nics_why(e->nics_from));
 }
 
-void tpx__engine_gpu_because(tpx_engine_t *e, int from)
+void tpx__topo_gpu_because(tpx_engine_t *e, int from)
 {
     e->gpu_from = from;
 }
 
-tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from)
+tpx_status_t tpx__topo_gpu_bind(tpx_engine_t *e, int gpu, int from)
 {
     int old_gpu = e->gpu, old_from = e->gpu_from, old_nics_from = e->nics_from;
     int old_devs[TPX_MAX_CHANNELS], old_ndevs = e->ndevs;
