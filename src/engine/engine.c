@@ -718,8 +718,8 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
      * channel and direction); a hint they may ignore. */
     (void)tpx__net_set_flows(e->net, e->cfg.nchan);
     TPX_INFO("engine %016llx: plugin %s, %d channel(s) of %u-byte chunks, window %d, "
-             "bootstrap port %d", (unsigned long long)tpx__ident_engine_id(e), e->net->name, e->cfg.nchan, e->cfg.chunk,
-             e->cfg.window, e->bs_port);
+             "bootstrap port %d", (unsigned long long)tpx__ident_engine_id(e), e->net->name,
+             e->cfg.nchan, e->cfg.chunk, e->cfg.window, e->bs_port);
     tpx__topo_log(e);
     *out = e;
     return TPX_OK;

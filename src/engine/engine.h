@@ -151,7 +151,8 @@
  * files call each other. A file includes only the headers of its own row
  * and below (this one is the bottom's); the few links up that remain are
  * data, a lower object pointing to its owner (a comm's or transfer's peer,
- * a peer's remote), each named in scripts/engine-calls (INCLUDE_UP). window.c calls only the plugin and the CUDA wrappers.
+ * a peer's remote), each named in scripts/engine-calls (INCLUDE_UP).
+ * window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
  * peer) or a call through a table set from above: a transfer's kind's ops
  * (xfer.h, set by rma.c).
