@@ -75,7 +75,7 @@ TPX_API tpx_status_t tpx_region_unexport(tpx_region_t *r, const tpx_rdesc_t *des
     tpx_engine_t *e = r->e;
     pthread_mutex_lock(&e->lock);
     tpx_status_t st = TPX_ERR_INVALID_ARG;
-    if (f.engine_id != e->id)
+    if (f.engine_id != tpx__ident_engine_id(e))
         TPX_ERROR("tpx_region_unexport: the descriptor is another engine's");
     else
         st = tpx__export_drop(r, f.key);

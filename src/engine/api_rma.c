@@ -137,7 +137,7 @@ TPX_API tpx_status_t tpx_engine_get_notifs(tpx_engine_t *e, tpx_notif_t *out, si
     pthread_mutex_lock(&e->lock);
     if (!e->cfg.progress_thread)
         (void)tpx__engine_progress(e);
-    tpx_status_t st = tpx__engine_notifs_take(e, out, max, n);
+    tpx_status_t st = tpx__rma_notifs_take(e, out, max, n);
     pthread_mutex_unlock(&e->lock);
     return st;
 }

@@ -97,8 +97,7 @@ static void engine_sweep(tpx_engine_t *e)
     if (now - e->sweep_ns < 10 * 1000000ull)
         return;
     e->sweep_ns = now;
-    if (e->reap != NULL && !e->bs_started)
-        tpx__engine_reap(e);
+    tpx__peer_reap_sweep(e);
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         if (p->state == PEER_READY)
             tpx__peer_sweep(p, now);
@@ -123,7 +122,7 @@ int tpx__engine_progress(tpx_engine_t *e)
     tpx__sigpipe_enter(&g, e->net->sigpipe);
     uint64_t before = e->ncompleted;
     /* An idle engine with no peer makes no plugin call: no context to enter. */
-    int gtok = e->peers != NULL || e->reap != NULL ? tpx__engine_gpu_enter_pass(e) : 0;
+    int gtok = e->peers != NULL || tpx__peer_reaping(e) ? tpx__window_gpu_enter_pass(e) : 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
         tpx__peer_frames_pass(p); /* its control stream moved there (peer_ctrl.c) */
         tpx__peer_chan_drive(p);
@@ -133,15 +132,15 @@ int tpx__engine_progress(tpx_engine_t *e)
     }
     /* deadlines and liveness (every 10 ms), then the comms of failed peers */
     engine_sweep(e);
-    tpx__engine_close_failed(e);
-    tpx__engine_gpu_leave(gtok);
+    tpx__peer_close_failed(e);
+    tpx__window_gpu_leave(gtok);
     tpx__sigpipe_leave(&g);
     return (int)(e->ncompleted - before);
 }
 
 void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
 {
-    int gtok = tpx__engine_gpu_enter_pass(e);
+    int gtok = tpx__window_gpu_enter_pass(e);
     tpx_sigpipe_guard_t g;
     tpx__sigpipe_enter(&g, e->net->sigpipe);
     tpx__peer_chan_drive(p);
@@ -153,8 +152,8 @@ void tpx__engine_post_pass(tpx_engine_t *e, tpx_peer_t *p)
     /* A peer this pass failed has ended its transfers, whose callers may
      * free their memory as soon as the lock is free: its comms close before
      * (the I/O workers write vectored chunks straight into the blocks). */
-    tpx__engine_close_failed(e);
-    tpx__engine_gpu_leave(gtok);
+    tpx__peer_close_failed(e);
+    tpx__window_gpu_leave(gtok);
     tpx__sigpipe_leave(&g);
     tpx__progress_kick(e);
 }
@@ -304,7 +303,7 @@ static void progress_sleep(tpx_engine_t *e, long nap_ns)
     }
     /* A doorbell: the request is right behind it (it may not even have
      * left the requester's plugin yet): poll hot from now on. */
-    if (r > 0 && tpx__engine_bells(e) > 0)
+    if (r > 0 && tpx__peer_bells(e) > 0)
         e->last_move_ns = tpx__now_ns();
 }
 
@@ -479,7 +478,7 @@ static void *progress_main(void *arg)
             continue;
         }
         if (n == 0 && e->nmoves == before && e->cfg.bulk_waits && data_in_flight(e) >= BULK_SLOTS &&
-            e->pack_op_next == e->pack_op_done) /* a GPU copy's end wakes no one */
+            tpx__pack_idle(e)) /* a GPU copy's end wakes no one */
             progress_wait_bulk(e);
         else
             progress_pause(e, n == 0); /* share the core with the plugin's threads; no sleep */
@@ -647,14 +646,11 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         pthread_cond_init(&e->cond, &ca);
         pthread_condattr_destroy(&ca);
     }
-    e->efd = e->wake_efd = e->bs_fd = e->bs_wake = -1;
-    e->unpack_dev = -1;
-    e->pack_dev = -1;
-    e->gpu_ctx_dev = -1;
+    e->efd = e->wake_efd = e->bs_fd = -1;
     e->bs_port = -1;
     /* The engine's GPU (tpx.h "The engine's GPU"): the application's, else
      * the context current here; the first GPU memory registered before any
-     * peer may still rebind the latter (tpx__engine_gpu_bind). */
+     * peer may still rebind the latter (tpx__topo_gpu_bind). */
     e->gpu = params->gpu;
     e->gpu_from = TPX_GPU_FROM_PARAMS;
     e->gpu_fixed = params->gpu >= 0;
@@ -663,16 +659,21 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         e->gpu_from = e->gpu >= 0 ? TPX_GPU_FROM_CONTEXT : TPX_GPU_FROM_NONE;
     }
     e->progress_cpu = params->progress_cpu;
+    char name[64];
     if (params->name != NULL) {
-        snprintf(e->name, sizeof(e->name), "%s", params->name);
+        snprintf(name, sizeof(name), "%s", params->name);
     } else {
         char host[64] = "host";
         (void)gethostname(host, sizeof(host) - 1);
         host[sizeof(host) - 1] = '\0';
-        snprintf(e->name, sizeof(e->name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
+        snprintf(name, sizeof(name), "%.40s:%ld:%d", host, (long)getpid(), params->gpu);
     }
-    TPX_CHECK_GOTO(tpx__ident_engine_init(e), st, err_free);
-    TPX_CHECK_GOTO(tpx__net_open(params->plugin, e->id, &e->net), st, err_free);
+    TPX_CHECK_GOTO(tpx__peer_listener_init(e), st, err_free);
+    TPX_CHECK_GOTO(tpx__pack_engine_init(e), st, err_free);
+    TPX_CHECK_GOTO(tpx__rma_engine_init(e), st, err_free);
+    TPX_CHECK_GOTO(tpx__window_engine_init(e), st, err_free);
+    TPX_CHECK_GOTO(tpx__ident_engine_init(e, name), st, err_free);
+    TPX_CHECK_GOTO(tpx__net_open(params->plugin, tpx__ident_engine_id(e), &e->net), st, err_free);
     TPX_CHECK_GOTO(tpx__topo_devs(e), st, err_free);
     TPX_CHECK_GOTO(tpx__net_props(e->net, e->devs[0], &e->props), st, err_free);
     TPX_CHECK_GOTO(cfg_plugin(e), st, err_free);
@@ -697,7 +698,7 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
         TPX_CHECK_GOTO(tpx__bs_listen(e->cfg.bind_addr[0] ? e->cfg.bind_addr : NULL, port, &e->bs_fd,
                                       &e->bs_port), st,
                        err_free);
-        TPX_CHECK_GOTO(tpx__bs_thread_start(e), st, err_free);
+        TPX_CHECK_GOTO(tpx__peer_listener_start(e), st, err_free);
     }
     if (e->progress_cpu == TPX_CPU_NUMA_LOCAL) {
         e->progress_cpu = tpx__topo_local_cpu(e);
@@ -717,8 +718,8 @@ tpx_status_t tpx__engine_create(const tpx_engine_params_t *params, tpx_engine_t 
      * channel and direction); a hint they may ignore. */
     (void)tpx__net_set_flows(e->net, e->cfg.nchan);
     TPX_INFO("engine %016llx: plugin %s, %d channel(s) of %u-byte chunks, window %d, "
-             "bootstrap port %d", (unsigned long long)e->id, e->net->name, e->cfg.nchan, e->cfg.chunk,
-             e->cfg.window, e->bs_port);
+             "bootstrap port %d", (unsigned long long)tpx__ident_engine_id(e), e->net->name,
+             e->cfg.nchan, e->cfg.chunk, e->cfg.window, e->bs_port);
     tpx__topo_log(e);
     *out = e;
     return TPX_OK;
@@ -731,7 +732,7 @@ err_free:
 void tpx__engine_destroy(tpx_engine_t *e)
 {
     atomic_store(&e->stop, 1);
-    tpx__bs_thread_stop(e);
+    tpx__peer_listener_stop(e);
     if (e->progress_started) {
         pthread_mutex_lock(&e->lock);
         pthread_cond_broadcast(&e->cond);
@@ -745,23 +746,23 @@ void tpx__engine_destroy(tpx_engine_t *e)
         tpx__peer_destroy(e->peers);
     pthread_mutex_lock(&e->lock);
     atomic_store(&e->stop, 1);
-    int gtok = tpx__engine_gpu_enter(e);
-    tpx__engine_reap(e); /* client-side abandoned connects: freed */
-    tpx__engine_gpu_leave(gtok);
+    int gtok = tpx__window_gpu_enter(e);
+    tpx__peer_reap(e); /* client-side abandoned connects: freed */
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     tpx__prep_zombies_free(e); /* before the regions: they own list regions */
     tpx__remotes_fini(e);
     while (e->regions != NULL)
         tpx__region_release(e->regions);
-    tpx__engine_rma_fini(e);
+    tpx__rma_engine_fini(e);
     if (e->net != NULL) {
         /* Last of the plugin calls: every comm and registration is gone. */
-        int ntok = tpx__engine_gpu_enter(e);
+        int ntok = tpx__window_gpu_enter(e);
         tpx__net_close(e->net); /* v11+: the engine's context */
-        tpx__engine_gpu_leave(ntok);
+        tpx__window_gpu_leave(ntok);
         e->net = NULL;
     }
-    tpx__engine_unpack_fini(e);
+    tpx__window_engine_fini(e);
     tpx__pack_engine_fini(e);
     if (e->bs_fd >= 0)
         close(e->bs_fd);
@@ -772,6 +773,8 @@ void tpx__engine_destroy(tpx_engine_t *e)
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     free(e->nap_fds);
+    tpx__peer_listener_fini(e);
+    tpx__ident_engine_fini(e);
     tpx__faults_forget(e); /* before its address can be another engine's */
     free(e);
     tpx__trace_flush();

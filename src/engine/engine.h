@@ -21,6 +21,7 @@
  *             the one-sided roles in rma.c, reached from below through
  *             the kind's ops)
  *   peer.h    struct tpx_peer: one connection: its failure (peer_fail.c),
+ *             what it is proven to be (peer_trust.c),
  *             outgoing control stream (peer_ctrl.c), pass and incoming
  *             control stream (peer_pass.c), liveness (peer_sweep.c), a
  *             data channel lost and repaired (peer_repair.c), set-up and
@@ -137,17 +138,21 @@
  *   sweep         engine.c engine_sweep, every 10 ms: abandoned connects,
  *                 deadlines, bootstrap liveness (peer_sweep.c tpx__peer_sweep);
  *                 then the comms of peers that failed in this pass close
- *                 (peer.c tpx__engine_close_failed)
+ *                 (peer.c tpx__peer_close_failed)
  *
  * Layering of the calls between files (scripts/engine-calls checks it,
  * public functions included; docs/design.md draws it):
- *   wire, ident, topo, faults < export < mem < window, pack < xfer
- *   < peer_fail < peer_ctrl < rma < peer_repair < peer_pass < peer_sweep,
+ *   wire, ident, faults < topo < export < mem < window, pack < xfer
+ *   < peer_fail, peer_trust < peer_ctrl < rma < peer_repair < peer_pass < peer_sweep,
  *   xfer_user < peer < remote < engine < wait < api_engine, api_mem, api_peer,
  *   api_remote, api_rma, api_xfer, info, kv (the public entry points: they
  *   check their arguments, take the lock and call one internal function).
  * A file calls only files of lower layers (none of its own), so no two
- * files call each other. window.c calls only the plugin and the CUDA wrappers.
+ * files call each other. A file includes only the headers of its own row
+ * and below (this one is the bottom's); the few links up that remain are
+ * data, a lower object pointing to its owner (a comm's or transfer's peer,
+ * a peer's remote), each named in scripts/engine-calls (INCLUDE_UP).
+ * window.c calls only the plugin and the CUDA wrappers.
  * What goes up is a status (a lower layer reports, its caller fails the
  * peer) or a call through a table set from above: a transfer's kind's ops
  * (xfer.h, set by rma.c).
@@ -207,6 +212,13 @@
 #define TPX_MAX_ANSWERS_QUEUED 4096 /* answers to a peer's requests waiting to be sent, ditto */
 
 typedef struct tpx_comm tpx_comm_t; /* window.h */
+/* The engine's parts owned by one file each (struct tpx_engine below): their
+ * types are defined in their owner's .c file alone. */
+typedef struct tpx_rma_state tpx_rma_state_t;       /* rma.c */
+typedef struct tpx_window_state tpx_window_state_t; /* window.c */
+typedef struct tpx_pack_state tpx_pack_state_t;     /* pack.c */
+typedef struct tpx_listener_state tpx_listener_state_t; /* peer.c */
+typedef struct tpx_ident_state tpx_ident_state_t;   /* ident.c */
 
 /* The engine's settings: the application's params, the environment
  * (config_table.h) and the plugin's capabilities, resolved once by
@@ -261,14 +273,18 @@ typedef struct {
 /* The engine. Created and destroyed by the application (tpx_engine_create/
  * destroy); owns its peers, regions, remotes, exports and notifications.
  * Immutable after create, read without the lock: `cfg` (the settings),
- * `net`, the identity (id .. name: ident.c), the fds efd and wake_efd,
+ * `net`, the identity (e->ident: ident.c), the fds efd and wake_efd,
  * bs_fd and bs_port, the progress thread's fields once it runs; the GPU
  * and NICs once gpu_fixed. Every other field is live state guarded by
  * `lock` unless its comment says otherwise. Each field is written only by
  * the file its section names, and by engine.c, which gives every field its
  * first value and frees what is left; a field written by several files
  * names them. scripts/engine-calls (FIELD_WRITERS) fails on a write
- * anywhere else. */
+ * anywhere else. A file's private state is not a field here but a part of
+ * its own (e->rma, e->window, e->pack, e->listener: a type that only its owner's .c
+ * file defines, so no other file can read or write inside it; the others
+ * call its functions); scripts/engine-calls (STATE_OWNERS) fails on a
+ * file that reaches inside another's part or defines its type. */
 struct tpx_engine {
     pthread_mutex_t lock;
     pthread_cond_t cond;       /* completions, new peers, progress-thread work */
@@ -281,7 +297,7 @@ struct tpx_engine {
      * props): fixed from params.gpu, else bound by the first CUDA memory
      * registered, else by the CUDA context current at create. Until the
      * first peer is set up (gpu_fixed) a registration may rebind them,
-     * under `lock` (topo.c tpx__engine_gpu_bind); after that they do not
+     * under `lock` (topo.c tpx__topo_gpu_bind); after that they do not
      * change and are read without the lock. */
     int gpu;
     int gpu_from;              /* tpx_gpu_from_t: why `gpu` */
@@ -292,11 +308,8 @@ struct tpx_engine {
     int ndevs;
     int devs_fused;            /* devs are virtual devices of several NICs (TPX_NIC_FUSE):
                                   a NIC's loss is the plugin's to fail over (peer_sweep.c) */
-    uint64_t id;               /* engine id: derived from ident_pk (KEY mode) or random */
-    int ident_keys;            /* KEY mode (ident.h): ident_pk/ident_sk are this engine's */
-    unsigned char ident_pk[32], ident_sk[64];
-    unsigned char inst_secret[32]; /* this instance's secret: its tickets (ident.h INSTANCE) */
-    char name[64];             /* shown to peers */
+    tpx_ident_state_t *ident;  /* ident.c: the engine's id, name, key pair and instance
+                                  secret (tpx__ident_engine_id, _name, _keys, _ticket) */
     /* ---- wake-ups (engine.c: the progress loop) ---- */
     int efd;                   /* eventfd (immutable fd): readable while nunseen > 0 */
     struct pollfd *nap_fds;    /* progress thread only: what a nap polls (wake_efd + one
@@ -333,49 +346,35 @@ struct tpx_engine {
                                   file that moves data or control: scripts/engine-calls
                                   lists them) */
     uint64_t sweep_ns;         /* last deadline/liveness sweep */
-    int failed_open;           /* a peer failed (peer_fail.c) since tpx__engine_close_failed()
+    int failed_open;           /* a peer failed (peer_fail.c) since tpx__peer_close_failed()
                                   last ran (peer.c) */
     /* ---- progress thread (its fields are immutable once it runs; engine.c) ---- */
     int progress_cpu;          /* params.progress_cpu; NUMA-local: the NICs' node's, chosen
                                   at create and again when the GPU rebinds (topo.c; lock) */
     pthread_t progress_tid;
     int progress_started;
-    /* ---- bootstrap listener (made by engine.c; its thread started and stopped by
-     * peer.c) ---- */
+    /* ---- bootstrap listener (made by engine.c; its thread, in e->listener, started
+     * and stopped by peer.c) ---- */
     int bs_fd, bs_port;        /* immutable once created */
-    int bs_wake;               /* eventfd to wake the bootstrap thread */
-    pthread_t bs_tid;
-    int bs_started;
     _Atomic int stop;          /* destruction began: threads leave their loops */
-    void *reap;                /* abandoned connects still being driven (peer.c; lock) */
     /* ---- one-sided: exports, remotes, notifications, counters (rma.c, export.c) ---- */
     void *xtab;                /* export table (export.c) */
     uint32_t nexports;
     tpx_remote_t *remotes;     /* loaded remotes (remote.h) */
-    void **notifs;             /* ring of received notifications (rma.c) */
-    uint32_t notif_head, notif_n, notif_cap;
-    int notif_overflow;        /* dropped since the last tpx_engine_get_notifs() */
     tpx_engine_counters_t ctr; /* each counter written by the file that counts it (rma.c,
                                   pack.c, peer.c, peer_pass.c, peer_repair.c) */
-    tpx_prep_t *prep_zombies;  /* released preparations a failed peer's comm may still read */
-    /* ---- GPU unpack of devmem receives (window.c) ---- */
-    int unpack_dev;            /* device the module/stream live on; -1: not set up */
-    void *unpack_stream;       /* CUstream */
-    void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
-    int gpu_ctx_dev;           /* device whose primary context the engine holds
-                                  (window.c tpx__engine_gpu_enter); -1: none */
-    /* ---- shared chunks of GPU blocks (pack.c) ---- */
-    int pack_dev;              /* device of the pack stream and kernel; -1: not set up */
-    int pack_kernel;           /* the unpack kernel gathers/scatters (else async copies) */
-    void *pack_stream;         /* CUstream */
-    void *pack_frags;          /* pinned, mapped: fragments of the launches in flight */
-    uint64_t pack_frags_d;     /* ... their device address */
-    void *pack_scratch;        /* kernel mode: TPX_PACK_OPS chunks of device memory, one
-                                  per op slot (a tpx__cuda_mem_t, pack.c) */
-    void *pack_ev[TPX_PACK_OPS]; /* CUevent per op slot: its copies finished (lazy) */
-    uint64_t pack_op_next;     /* ops queued on the pack stream so far */
-    uint64_t pack_op_done;     /* ... of which the first pack_op_done are known finished
-                                  (one stream: they finish in order) */
+    /* ---- the state of one file each: a type that file alone defines (opaque
+     * here: only its owner reads or writes inside; the others call its
+     * functions), made and freed by its owner's init/fini, which engine.c
+     * calls at create and destroy ---- */
+    tpx_rma_state_t *rma;      /* rma.c: the notification queue, the preparations kept for
+                                  failed peers' comms */
+    tpx_window_state_t *window; /* window.c: GPU unpack of devmem receives, the engine's
+                                  GPU context */
+    tpx_pack_state_t *pack;    /* pack.c: the pack stream, kernel, scratch and op slots of
+                                  shared chunks of GPU blocks */
+    tpx_listener_state_t *listener; /* peer.c: the bootstrap thread, the abandoned
+                                  connects it drives */
 };
 
 enum { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D, TPX_UNPACK_HOST, TPX_UNPACK_NONE };
@@ -435,27 +434,25 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more);
  * TPX_POLL_LEASE_NS: a caller that polls in a loop drives, the progress
  * thread stands aside until the polls stop. No lock held; never blocks. */
 void tpx__engine_poll_drive(tpx_engine_t *e);
-/* ---- window.c: the engine's GPU current around every plugin call ---- */
-
-/* Around every call into the plugin (set-up, passes, closes), on whatever
- * thread makes it: make the engine's GPU current, as NCCL's proxy does
- * (Google's plugin puts a comm's buffers and unpack work on the GPU that
- * is current when it is made). Returns a token for leave(); a no-op for a
- * host engine or without CUDA; one driver query when the thread has that
- * GPU current already. */
-int tpx__engine_gpu_enter(tpx_engine_t *e);
-/* The same around a progress pass (the hot path): a no-op where the plugin
- * never uses the current GPU (gpu_passes 0). */
-static inline int tpx__engine_gpu_enter_pass(tpx_engine_t *e)
-{
-    return e->cfg.gpu_passes ? tpx__engine_gpu_enter(e) : 0;
-}
-void tpx__engine_gpu_leave(int token);
-void tpx__engine_unpack_fini(tpx_engine_t *e);
-
 /* ---- ident.c: the engine's id, and its key pair where libsodium allows (logs the
  * mode). topo.c: the plugin devices of the engine's GPU, and its NUMA-local CPU. ---- */
-tpx_status_t tpx__ident_engine_init(tpx_engine_t *e);
+/* The engine's identity (e->ident, ident.c's alone), named `name`: made
+ * at create before any other thread starts, immutable after (read without
+ * the lock); fini wipes the secrets and frees it. */
+tpx_status_t tpx__ident_engine_init(tpx_engine_t *e, const char *name);
+void tpx__ident_engine_fini(tpx_engine_t *e);
+/* 1: KEY mode, the engine has a key pair (tpx__ident_engine_keys). No lock. */
+int tpx__ident_keyed(const tpx_engine_t *e);
+/* The engine's id (in its metadata, descriptors, INFO). No lock. */
+uint64_t tpx__ident_engine_id(const tpx_engine_t *e);
+/* A ticket of this engine's instance for ticket id `id` (ident.h
+ * INSTANCE: tpx__ident_ticket under the instance's secret). No lock. */
+void tpx__ident_engine_ticket(const tpx_engine_t *e, const unsigned char id[16],
+                              unsigned char ticket[32]);
+/* Tests only (tests/engine/test_sec*.c): the engine poses as another: its
+ * id (0: kept), its keys (0: it has none; -1: kept), its name (NULL:
+ * kept). Before it connects, or under e->lock. */
+void tpx__ident_pose(tpx_engine_t *e, uint64_t id, int keys, const char *name);
 /* The engine's name (shown to peers, the key it is published under).
  * Immutable after create: no lock. */
 const char *tpx__ident_name(const tpx_engine_t *e);
@@ -469,10 +466,10 @@ int tpx__topo_local_cpu(tpx_engine_t *e);
 /* Bind the engine to GPU `gpu` for reason `from` (tpx_gpu_from_t) and
  * choose its NICs again; lock held, no peer set up yet (!gpu_fixed). On
  * failure nothing changes. */
-tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from);
+tpx_status_t tpx__topo_gpu_bind(tpx_engine_t *e, int gpu, int from);
 /* The engine keeps its GPU, bound now for reason `from` (tpx_gpu_from_t);
  * lock held, !gpu_fixed. */
-void tpx__engine_gpu_because(tpx_engine_t *e, int from);
+void tpx__topo_gpu_because(tpx_engine_t *e, int from);
 /* One info line: the engine's GPU and NICs, and why. */
 void tpx__topo_log(tpx_engine_t *e);
 

@@ -141,7 +141,8 @@ tpx_status_t tpx__export_new(tpx_region_t *r, size_t offset, size_t len, tpx_rde
         e->last_move_ns = tpx__now_ns();
         tpx__progress_kick(e);
     }
-    tpx_rdesc_fields_t f = {.mem_type = (uint8_t)r->type, .engine_id = e->id, .key = x->key,
+    tpx_rdesc_fields_t f = {.mem_type = (uint8_t)r->type, .engine_id = tpx__ident_engine_id(e),
+                            .key = x->key,
                             .addr = (uint64_t)(r->base + offset), .len = len,
                             .gpu = r->cuda_dev};
     tpx__rdesc_encode(&f, desc->bytes);

@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bootstrap/sha256.h"
@@ -172,8 +174,19 @@ void tpx__ident_wrap(const char *token, const unsigned char transcript[TPX_IDENT
 /* ---- the engine's own identity ------------------------------------------------------------- */
 
 #include "engine.h"
-#include "peer.h"
-#include "remote.h"
+
+/* ident.c's part of the engine (e->ident): who this engine is. Written by
+ * tpx__ident_engine_init before any other thread starts (and by a test
+ * that poses as another engine, tpx__ident_pose), then read without the
+ * lock; only this file sees inside: the others ask tpx__ident_*. */
+struct tpx_ident_state {
+    uint64_t id;               /* engine id: derived from pk (KEY mode) or random */
+    int keys;                  /* KEY mode (ident.h): pk/sk are this engine's */
+    unsigned char pk[TPX_IDENT_PK], sk[TPX_IDENT_SK];
+    unsigned char inst_secret[TPX_IDENT_SECRET]; /* this instance's secret: its tickets
+                                                    (ident.h INSTANCE) */
+    char name[64];             /* shown to peers */
+};
 
 /* Once per process: what an engine without keys and without a token
  * trusts. A WARN, because it is weaker than what SECURITY.md recommends. */
@@ -191,88 +204,83 @@ static void dial_warn_once(void)
 
 const char *tpx__ident_name(const tpx_engine_t *e)
 {
-    return e->name;
+    return e->ident->name;
 }
 
 int tpx__ident_engine_keys(const tpx_engine_t *e, const unsigned char **pk,
                            const unsigned char **sk)
 {
-    if (!e->ident_keys)
+    if (!e->ident->keys)
         return 0;
-    *pk = e->ident_pk;
-    *sk = e->ident_sk;
+    *pk = e->ident->pk;
+    *sk = e->ident->sk;
     return 1;
 }
 
-tpx_status_t tpx__ident_engine_init(tpx_engine_t *e)
+int tpx__ident_keyed(const tpx_engine_t *e)
 {
-    tpx_status_t st = tpx__random_bytes(e->inst_secret, sizeof(e->inst_secret));
+    return e->ident->keys;
+}
+
+uint64_t tpx__ident_engine_id(const tpx_engine_t *e)
+{
+    return e->ident->id;
+}
+
+void tpx__ident_engine_ticket(const tpx_engine_t *e, const unsigned char id[16],
+                              unsigned char ticket[32])
+{
+    tpx__ident_ticket(e->ident->inst_secret, id, ticket);
+}
+
+void tpx__ident_pose(tpx_engine_t *e, uint64_t id, int keys, const char *name)
+{
+    if (id != 0)
+        e->ident->id = id;
+    if (keys >= 0)
+        e->ident->keys = keys;
+    if (name != NULL)
+        snprintf(e->ident->name, sizeof(e->ident->name), "%s", name);
+}
+
+void tpx__ident_engine_fini(tpx_engine_t *e)
+{
+    if (e->ident == NULL)
+        return;
+    tpx__secure_zero(e->ident, sizeof(*e->ident));
+    free(e->ident);
+    e->ident = NULL;
+}
+
+tpx_status_t tpx__ident_engine_init(tpx_engine_t *e, const char *name)
+{
+    e->ident = calloc(1, sizeof(*e->ident));
+    if (e->ident == NULL)
+        return TPX_ERR_NO_MEMORY;
+    snprintf(e->ident->name, sizeof(e->ident->name), "%s", name);
+    tpx_status_t st = tpx__random_bytes(e->ident->inst_secret, sizeof(e->ident->inst_secret));
     if (st != TPX_OK)
         return st;
-    st = tpx__ident_keypair(e->ident_pk, e->ident_sk);
+    st = tpx__ident_keypair(e->ident->pk, e->ident->sk);
     if (st == TPX_OK) {
-        e->ident_keys = 1;
-        e->id = tpx__ident_id(e->ident_pk);
+        e->ident->keys = 1;
+        e->ident->id = tpx__ident_id(e->ident->pk);
         TPX_INFO("engine %016llx: identity proven by an Ed25519 key (libsodium)",
-                 (unsigned long long)e->id);
+                 (unsigned long long)e->ident->id);
         return TPX_OK;
     }
     if (st != TPX_ERR_UNSUPPORTED)
         return st;
-    e->ident_keys = 0;
+    e->ident->keys = 0;
     do {
-        if ((st = tpx__random_bytes(&e->id, sizeof(e->id))) != TPX_OK)
+        if ((st = tpx__random_bytes(&e->ident->id, sizeof(e->ident->id))) != TPX_OK)
             return st;
-    } while (e->id == 0);
+    } while (e->ident->id == 0);
     TPX_INFO("engine %016llx: identity by dialing (no keys: %s); a remote is served only by a "
              "connection dialed to its metadata's address whose engine proves it is the instance "
-             "first reached there", (unsigned long long)e->id,
+             "first reached there", (unsigned long long)e->ident->id,
              tpx__ident_available() ? "?" : "libsodium unavailable or TPX_IDENTITY=dial");
     if (e->cfg.auth_token[0] == '\0')
         dial_warn_once();
     return TPX_OK;
-}
-
-/* ---- peers proven to be remotes (lookups only: no calls out) ------------------------------- */
-
-/* Is p proven to be rm's engine? With keys here and in the blob: p signed
- * its handshake with the blob's key. Otherwise: p is a connection this
- * engine dialed (to an address of the blob, remote_dial), the engine there
- * said it is rm's, and -- once rm holds a ticket of the instance it first
- * reached -- it proved it is that instance; an inbound connection proves
- * nothing. */
-int tpx__remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p)
-{
-    if (p->remote_id != rm->md.engine_id)
-        return 0;
-    if (rm->e->ident_keys && rm->md.has_key)
-        return p->verified && memcmp(p->remote_pk, rm->md.key, sizeof(rm->md.key)) == 0;
-    return p->dialed && tpx__remote_same_instance(rm, p);
-}
-
-int tpx__remote_same_instance(const tpx_remote_t *rm, const tpx_peer_t *p)
-{
-    return !rm->has_ticket ||
-           (p->inst_proven && memcmp(p->inst_proven_id, rm->ticket_id, sizeof(rm->ticket_id)) == 0);
-}
-
-int tpx__remote_known(const tpx_peer_t *p)
-{
-    if (!p->verified)
-        return 0;
-    for (const tpx_remote_t *rm = p->e->remotes; rm != NULL; rm = rm->next)
-        if (rm->md.has_key && memcmp(rm->md.key, p->remote_pk, sizeof(rm->md.key)) == 0)
-            return 1;
-    return 0;
-}
-
-void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len)
-{
-    const tpx_engine_t *e = p->e;
-    int proven = p->verified || (p->remote != NULL && tpx__remote_served_by(p->remote, p));
-    /* A name that a loaded remote has belongs to that remote's engine. */
-    for (const tpx_remote_t *rm = e->remotes; rm != NULL && proven; rm = rm->next)
-        if (strcmp(rm->md.name, p->remote_name) == 0 && !tpx__remote_served_by(rm, p))
-            proven = 0;
-    snprintf(out, len, "%s%s", proven ? "" : "?", p->remote_name);
 }

@@ -18,7 +18,7 @@
  *        connection this engine itself dialed to the metadata's addresses.
  *
  * Either way a remote (tpx_remote_load) is served only by a
- * connection proven to be that engine (tpx__remote_served_by), and a
+ * connection proven to be that engine (tpx__peer_serves), and a
  * notification's `from` is the sender's name only when it is proven.
  *
  * INSTANCE  an id without a key is a claim anyone can make: once an owner

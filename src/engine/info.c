@@ -27,7 +27,7 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
     snprintf(info->plugin, sizeof(info->plugin), "%s", e->net->name);
     info->abi = e->net->abi;
     /* The GPU and NICs may still be rebound by a registration before the
-     * first peer (tpx__engine_gpu_bind): read them under the lock. */
+     * first peer (tpx__topo_gpu_bind): read them under the lock. */
     tpx_engine_t *me = (tpx_engine_t *)e;
     pthread_mutex_lock(&me->lock);
     info->gpu = e->gpu;
@@ -37,7 +37,7 @@ TPX_API tpx_status_t tpx_engine_info(const tpx_engine_t *e, tpx_engine_info_t *i
     info->chunk_bytes = e->cfg.chunk;
     info->window = e->cfg.window;
     info->port = e->bs_port;
-    info->identity_keys = e->ident_keys;
+    info->identity_keys = tpx__ident_keyed(e);
     info->connect_timeout_ms = e->cfg.connect_timeout_ms;
     /* A virtual device (fused NICs) is listed as its physical members, so
      * per-NIC summaries see every link. */

@@ -18,7 +18,6 @@
 
 #include "engine.h"
 #include "mem.h"
-#include "window.h"
 #include "gpu/cuda.h"
 
 tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem_type_t type,
@@ -44,17 +43,17 @@ tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem
     return TPX_OK;
 }
 
-tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void **mh)
+tpx_status_t tpx__region_mh(tpx_region_t *r, int comm_id, void *comm, uint64_t off, void **mh)
 {
     tpx_engine_t *e = r->e;
     int piece = r->npieces > 1 ? (int)TPX_MIN(off / PIECE_STRIDE, (uint64_t)r->npieces - 1) : 0;
-    size_t k = (size_t)c->id * (size_t)r->npieces + (size_t)piece;
-    if (c->id < r->nmh && r->mh[k] != NULL) {
+    size_t k = (size_t)comm_id * (size_t)r->npieces + (size_t)piece;
+    if (comm_id < r->nmh && r->mh[k] != NULL) {
         *mh = r->mh[k];
         return TPX_OK;
     }
-    if (c->id >= r->nmh) {
-        int n = TPX_MAX(c->id + 1, r->nmh * 2);
+    if (comm_id >= r->nmh) {
+        int n = TPX_MAX(comm_id + 1, r->nmh * 2);
         void **nb = realloc(r->mh, (size_t)n * (size_t)r->npieces * sizeof(*nb));
         if (nb == NULL)
             return TPX_ERR_NO_MEMORY;
@@ -72,14 +71,14 @@ tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void *
     uint64_t pstart = (uint64_t)piece * PIECE_STRIDE;
     uint64_t plen = r->npieces > 1 ? TPX_MIN(PIECE_MAX, r->len - pstart) : r->len;
     void *h = NULL;
-    tpx_status_t st = tpx__net_regmr(e->net, c->comm, (void *)(r->base + pstart), plen, type, &h);
+    tpx_status_t st = tpx__net_regmr(e->net, comm, (void *)(r->base + pstart), plen, type, &h);
     if (st != TPX_OK) {
         TPX_ERROR("registering %llu bytes at %p with plugin %s failed", (unsigned long long)plen,
                   (void *)(r->base + pstart), e->net->name);
         return st;
     }
     r->mh[k] = h;
-    r->mh_comm[c->id] = c->comm;
+    r->mh_comm[comm_id] = comm;
     *mh = h;
     return TPX_OK;
 }
@@ -99,10 +98,10 @@ static void region_drop_id(tpx_region_t *r, int id)
     r->mh_comm[id] = NULL;
 }
 
-void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c)
+void tpx__regions_forget_comm(tpx_engine_t *e, int comm_id)
 {
     for (tpx_region_t *r = e->regions; r != NULL; r = r->next)
-        region_drop_id(r, c->id);
+        region_drop_id(r, comm_id);
 }
 
 void tpx__region_release(tpx_region_t *r)
@@ -145,10 +144,10 @@ static tpx_status_t region_gpu_admit(tpx_engine_t *e, void *addr, int dev)
 {
     if (!e->gpu_fixed && e->gpu_from != TPX_GPU_FROM_MEMORY) {
         if (dev == e->gpu) {
-            tpx__engine_gpu_because(e, TPX_GPU_FROM_MEMORY);
+            tpx__topo_gpu_because(e, TPX_GPU_FROM_MEMORY);
             return TPX_OK;
         }
-        return tpx__engine_gpu_bind(e, dev, TPX_GPU_FROM_MEMORY);
+        return tpx__topo_gpu_bind(e, dev, TPX_GPU_FROM_MEMORY);
     }
     int devmem = e->net->is_tcpx || e->props.dev_type == TPX_NCCL_NET_DEVICE_UNPACK;
     if (dev == e->gpu || !devmem)
@@ -188,7 +187,7 @@ tpx_status_t tpx__mem_register(tpx_engine_t *e, void *addr, size_t len, tpx_mem_
         TPX_ERROR("tpx_mem_register: CUDA memory must be 4096-byte aligned (%p is not)", addr);
         return TPX_ERR_INVALID_ARG;
     }
-    pthread_mutex_lock(&e->lock); /* props: see tpx__engine_gpu_bind */
+    pthread_mutex_lock(&e->lock); /* props: see tpx__topo_gpu_bind */
     int takes_cuda = (e->props.ptr_support & TPX_NCCL_PTR_CUDA) != 0;
     pthread_mutex_unlock(&e->lock);
     if (type == TPX_MEM_CUDA && !takes_cuda) {

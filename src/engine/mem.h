@@ -60,11 +60,12 @@ tpx_status_t tpx__region_create(tpx_engine_t *e, void *addr, size_t len, tpx_mem
 void tpx__region_release(tpx_region_t *r);
 /* Free r once nothing needs it (deregistered, no transfer, no preparation). */
 void tpx__region_maybe_release(tpx_region_t *r);
-/* The plugin handle of r on comm c covering bytes from `off` (4 MiB fit);
- * registers on first use (allocates: not on the hot path after that). */
-tpx_status_t tpx__region_mh(tpx_region_t *r, tpx_comm_t *c, uint64_t off, void **mh);
-/* Comm c closes: deregister every region's handles on it. */
-void tpx__regions_forget_comm(tpx_engine_t *e, tpx_comm_t *c);
+/* The plugin handle of r on plugin comm `comm` (the engine's comm of id
+ * comm_id: window.h) covering bytes from `off` (4 MiB fit); registers on
+ * first use (allocates: not on the hot path after that). */
+tpx_status_t tpx__region_mh(tpx_region_t *r, int comm_id, void *comm, uint64_t off, void **mh);
+/* The comm of id comm_id closes: deregister every region's handles on it. */
+void tpx__regions_forget_comm(tpx_engine_t *e, int comm_id);
 
 /* ---- export.c ---- */
 struct tpx_export *tpx__export_find(tpx_engine_t *e, uint64_t key);

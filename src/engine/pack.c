@@ -48,6 +48,23 @@
 #define PACK_FRAGS_OP 2048
 #define PACK_FRAGS (PACK_FRAGS_OP * TPX_PACK_OPS)
 
+/* The engine's pack device (e->pack): its stream, kernel, device scratch
+ * chunks, fragment buffer and op slots. This file's alone: other files ask
+ * through tpx__pack_* (tpx__pack_idle, tpx__pack_ops_wait). Under e->lock. */
+struct tpx_pack_state {
+    int dev;               /* device of the pack stream and kernel; -1: not set up */
+    int kernel;            /* the unpack kernel gathers/scatters (else async copies) */
+    void *stream;          /* CUstream */
+    void *frags;           /* pinned, mapped: fragments of the launches in flight */
+    uint64_t frags_d;      /* ... their device address */
+    void *scratch;         /* kernel mode: TPX_PACK_OPS chunks of device memory, one per
+                              op slot (a tpx__cuda_mem_t) */
+    void *ev[TPX_PACK_OPS]; /* CUevent per op slot: its copies finished (lazy) */
+    uint64_t op_next;      /* ops queued on the pack stream so far */
+    uint64_t op_done;      /* ... of which the first op_done are known finished (one
+                              stream: they finish in order) */
+};
+
 int tpx__pack_run_dev(const tpx_xfer_t *x, uint32_t first, uint32_t last)
 {
     for (uint32_t i = first; i <= last; i++)
@@ -62,7 +79,7 @@ int tpx__pack_run_dev(const tpx_xfer_t *x, uint32_t first, uint32_t last)
  * loads) the kernel, on first use. */
 static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
 {
-    if (e->pack_dev >= 0)
+    if (e->pack->dev >= 0)
         return TPX_OK;
     tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
     if (st != TPX_OK)
@@ -75,27 +92,27 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
     if ((st = tpx__cuda_host_alloc(dev, PACK_FRAGS * sizeof(tpx_nccl_load_meta_t), &frags,
                                    &frags_d)) != TPX_OK)
         goto err_stream;
-    e->pack_kernel = e->cfg.unpack_mode == TPX_UNPACK_KERNEL && tpx__unpack_gpu_built() &&
+    e->pack->kernel = e->cfg.unpack_mode == TPX_UNPACK_KERNEL && tpx__unpack_gpu_built() &&
                      tpx__unpack_gpu_init(dev) == TPX_OK;
-    if (e->pack_kernel) {
+    if (e->pack->kernel) {
         tpx__cuda_mem_t *m = calloc(1, sizeof(*m));
         if (m == NULL ||
             tpx__cuda_mem_alloc(dev, (size_t)e->cfg.chunk * TPX_PACK_OPS, m) != TPX_OK) {
             free(m);
             tpx__unpack_gpu_fini(dev);
-            e->pack_kernel = 0;
+            e->pack->kernel = 0;
         } else {
-            e->pack_scratch = m;
+            e->pack->scratch = m;
         }
     }
     TPX_INFO("packed one-sided chunks of GPU %d memory: %s", dev,
-             e->pack_kernel ? "gathered and scattered by the unpack kernel"
+             e->pack->kernel ? "gathered and scattered by the unpack kernel"
                             : "one async copy per block (no kernel: built without it, "
                               "TPX_UNPACK other than kernel, or the driver refused it)");
-    e->pack_dev = dev;
-    e->pack_stream = s;
-    e->pack_frags = frags;
-    e->pack_frags_d = (uint64_t)frags_d;
+    e->pack->dev = dev;
+    e->pack->stream = s;
+    e->pack->frags = frags;
+    e->pack->frags_d = (uint64_t)frags_d;
     return TPX_OK;
 
 err_stream:
@@ -105,28 +122,47 @@ err_ctx:
     return st;
 }
 
+tpx_status_t tpx__pack_engine_init(tpx_engine_t *e)
+{
+    e->pack = calloc(1, sizeof(*e->pack));
+    if (e->pack == NULL)
+        return TPX_ERR_NO_MEMORY;
+    e->pack->dev = -1;
+    return TPX_OK;
+}
+
+int tpx__pack_idle(const tpx_engine_t *e)
+{
+    return e->pack == NULL || e->pack->op_next == e->pack->op_done;
+}
+
 void tpx__pack_engine_fini(tpx_engine_t *e)
 {
-    if (e->pack_dev < 0)
+    if (e->pack == NULL)
         return;
+    if (e->pack->dev < 0) {
+        free(e->pack);
+        e->pack = NULL;
+        return;
+    }
     (void)tpx__pack_ops_wait(e);
     for (int i = 0; i < TPX_PACK_OPS; i++) {
-        if (e->pack_ev[i] != NULL)
-            tpx__cuda_event_destroy(e->pack_dev, (CUevent)e->pack_ev[i]);
-        e->pack_ev[i] = NULL;
+        if (e->pack->ev[i] != NULL)
+            tpx__cuda_event_destroy(e->pack->dev, (CUevent)e->pack->ev[i]);
+        e->pack->ev[i] = NULL;
     }
-    tpx__cuda_stream_destroy(e->pack_dev, (CUstream)e->pack_stream);
-    tpx__cuda_host_free(e->pack_dev, e->pack_frags);
-    if (e->pack_kernel) {
-        tpx__unpack_gpu_fini(e->pack_dev);
-        tpx__cuda_mem_free((tpx__cuda_mem_t *)e->pack_scratch);
-        free(e->pack_scratch);
-        e->pack_scratch = NULL;
+    tpx__cuda_stream_destroy(e->pack->dev, (CUstream)e->pack->stream);
+    tpx__cuda_host_free(e->pack->dev, e->pack->frags);
+    if (e->pack->kernel) {
+        tpx__unpack_gpu_fini(e->pack->dev);
+        tpx__cuda_mem_free((tpx__cuda_mem_t *)e->pack->scratch);
+        free(e->pack->scratch);
+        e->pack->scratch = NULL;
     }
-    tpx__cuda_ctx_release(e->pack_dev);
-    e->pack_dev = -1;
-    e->pack_stream = e->pack_frags = NULL;
-    e->pack_kernel = 0;
+    tpx__cuda_ctx_release(e->pack->dev);
+    e->pack->dev = -1;
+    free(e->pack);
+    e->pack = NULL;
 }
 
 void tpx__pack_comm_init(tpx_comm_t *c)
@@ -181,14 +217,14 @@ tpx_status_t tpx__pack_stage(tpx_comm_t *c, int gpu_dev, uint8_t *idx, char **bu
         if ((st = pack_gpu_ready(e, gpu_dev)) != TPX_OK)
             return st;
         void *h = NULL;
-        if ((st = tpx__cuda_host_alloc(e->pack_dev, len, &h, NULL)) != TPX_OK)
+        if ((st = tpx__cuda_host_alloc(e->pack->dev, len, &h, NULL)) != TPX_OK)
             return st;
         if ((st = tpx__region_create(e, h, len, TPX_MEM_HOST, 1, &c->gstage_region)) != TPX_OK) {
-            tpx__cuda_host_free(e->pack_dev, h);
+            tpx__cuda_host_free(e->pack->dev, h);
             return st;
         }
         c->gstage = h;
-        c->gstage_dev = e->pack_dev;
+        c->gstage_dev = e->pack->dev;
     }
     *buf = (char *)c->gstage + at;
     *region = c->gstage_region;
@@ -290,28 +326,28 @@ static tpx_status_t copy_other_dev(int dev, int to_stage, char *host, uint64_t d
 
 tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e)
 {
-    if (e->pack_dev < 0 || e->pack_op_done == e->pack_op_next)
+    if (e->pack == NULL || e->pack->dev < 0 || e->pack->op_done == e->pack->op_next)
         return TPX_OK;
     int pushed = 0;
-    tpx_status_t st = tpx__cuda_ctx_enter(e->pack_dev, &pushed);
+    tpx_status_t st = tpx__cuda_ctx_enter(e->pack->dev, &pushed);
     if (st == TPX_OK) {
-        st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream);
+        st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack->stream);
         tpx__cuda_ctx_leave(pushed);
     }
-    e->pack_op_done = e->pack_op_next; /* finished, or failed for good */
+    e->pack->op_done = e->pack->op_next; /* finished, or failed for good */
     return st;
 }
 
 tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op)
 {
-    if (op < e->pack_op_done)
+    if (op < e->pack->op_done)
         return TPX_OK;
     int pushed = 0;
-    tpx_status_t st = tpx__cuda_ctx_enter(e->pack_dev, &pushed);
-    while (st == TPX_OK && e->pack_op_done <= op) {
-        st = tpx__cuda_event_query((CUevent)e->pack_ev[e->pack_op_done % TPX_PACK_OPS]);
+    tpx_status_t st = tpx__cuda_ctx_enter(e->pack->dev, &pushed);
+    while (st == TPX_OK && e->pack->op_done <= op) {
+        st = tpx__cuda_event_query((CUevent)e->pack->ev[e->pack->op_done % TPX_PACK_OPS]);
         if (st == TPX_OK)
-            e->pack_op_done++;
+            e->pack->op_done++;
     }
     tpx__cuda_ctx_leave(pushed);
     return st; /* TPX_INPROGRESS: still copying */
@@ -322,18 +358,18 @@ tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op)
 static tpx_status_t op_slot(tpx_engine_t *e, uint32_t *slot)
 {
     tpx_status_t st;
-    if (e->pack_op_next - e->pack_op_done == TPX_PACK_OPS) {
-        if ((st = tpx__cuda_event_sync((CUevent)e->pack_ev[e->pack_op_done % TPX_PACK_OPS])) !=
+    if (e->pack->op_next - e->pack->op_done == TPX_PACK_OPS) {
+        if ((st = tpx__cuda_event_sync((CUevent)e->pack->ev[e->pack->op_done % TPX_PACK_OPS])) !=
             TPX_OK)
             return st;
-        e->pack_op_done++;
+        e->pack->op_done++;
     }
-    uint32_t k = (uint32_t)(e->pack_op_next % TPX_PACK_OPS);
-    if (e->pack_ev[k] == NULL) {
+    uint32_t k = (uint32_t)(e->pack->op_next % TPX_PACK_OPS);
+    if (e->pack->ev[k] == NULL) {
         CUevent ev;
-        if ((st = tpx__cuda_event_create(e->pack_dev, 0, &ev)) != TPX_OK)
+        if ((st = tpx__cuda_event_create(e->pack->dev, 0, &ev)) != TPX_OK)
             return st;
-        e->pack_ev[k] = ev;
+        e->pack->ev[k] = ev;
     }
     *slot = k;
     return TPX_OK;
@@ -372,8 +408,8 @@ static tpx_status_t launch_flush(launch_t *l)
     if (l->njobs == 0)
         return TPX_OK;
     tpx_engine_t *e = l->e;
-    tpx_status_t st = tpx__unpack_gpu_launch_inline(e->pack_dev, l->jobs, l->njobs,
-                                                    l->max_frags, e->pack_stream);
+    tpx_status_t st = tpx__unpack_gpu_launch_inline(e->pack->dev, l->jobs, l->njobs,
+                                                    l->max_frags, e->pack->stream);
     l->njobs = l->max_frags = 0;
     l->key_region = NULL;
     l->last = NULL;
@@ -390,7 +426,7 @@ static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, ch
     tpx_status_t st;
     if (l->used == PACK_FRAGS_OP) {
         if ((st = launch_flush(l)) != TPX_OK ||
-            (st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack_stream)) != TPX_OK)
+            (st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack->stream)) != TPX_OK)
             return st;
         l->used = 0;
         new_job = 1;
@@ -399,20 +435,20 @@ static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, ch
         if (l->njobs == TPX__UNPACK_GPU_INLINE_JOBS && (st = launch_flush(l)) != TPX_OK)
             return st;
         tpx_nccl_load_meta_t *base_d =
-            (tpx_nccl_load_meta_t *)(uintptr_t)e->pack_frags_d + l->frag0 + l->used;
+            (tpx_nccl_load_meta_t *)(uintptr_t)e->pack->frags_d + l->frag0 + l->used;
         l->jobs[l->njobs++] = (tpx_unpack_job_t){.frags = base_d, .bounce = bounce, .dst = dst};
     }
     tpx_unpack_job_t *j = &l->jobs[l->njobs - 1];
     j->nfrags++;
     l->max_frags = TPX_MAX(l->max_frags, j->nfrags);
-    *fr = (tpx_nccl_load_meta_t *)e->pack_frags + l->frag0 + l->used++;
+    *fr = (tpx_nccl_load_meta_t *)e->pack->frags + l->frag0 + l->used++;
     return TPX_OK;
 }
 
 static int on_pack_dev(const tpx_engine_t *e, const tpx_seg_t *g)
 {
     return g->region != NULL && g->region->type == TPX_MEM_CUDA &&
-           g->region->cuda_dev == e->pack_dev;
+           g->region->cuda_dev == e->pack->dev;
 }
 
 /* The GPU blocks of a run on the pack device, to or from the stage at
@@ -425,14 +461,14 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
     if (st != TPX_OK)
         return st;
     int pushed = 0;
-    if ((st = tpx__cuda_ctx_enter(e->pack_dev, &pushed)) != TPX_OK)
+    if ((st = tpx__cuda_ctx_enter(e->pack->dev, &pushed)) != TPX_OK)
         return st;
     uint32_t k = 0;
     if ((st = op_slot(e, &k)) != TPX_OK) {
         tpx__cuda_ctx_leave(pushed);
         return st;
     }
-    CUstream stream = (CUstream)e->pack_stream;
+    CUstream stream = (CUstream)e->pack->stream;
     /* the span of the pack device's blocks in the chunk, and their lowest address */
     uint64_t span_lo = UINT64_MAX, span_hi = 0, lo = UINT64_MAX;
     for (uint32_t i = first; i <= last; i++) {
@@ -443,11 +479,11 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
         span_hi = TPX_MAX(span_hi, g->pack_off + g->len);
         lo = TPX_MIN(lo, (uint64_t)g->region->base + g->off);
     }
-    char *scratch = e->pack_kernel
-                        ? (char *)(uintptr_t)((tpx__cuda_mem_t *)e->pack_scratch)->ptr +
+    char *scratch = e->pack->kernel
+                        ? (char *)(uintptr_t)((tpx__cuda_mem_t *)e->pack->scratch)->ptr +
                               (size_t)k * e->cfg.chunk
                         : NULL;
-    if (e->pack_kernel && !to_stage && span_lo < span_hi)
+    if (e->pack->kernel && !to_stage && span_lo < span_hi)
         st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)(scratch + span_lo), buf + span_lo,
                     span_hi - span_lo, stream);
     launch_t l = {.e = e, .frag0 = k * PACK_FRAGS_OP};
@@ -456,7 +492,7 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
         if (!on_pack_dev(e, g))
             continue;
         uint64_t addr = (uint64_t)g->region->base + g->off;
-        if (!e->pack_kernel) {
+        if (!e->pack->kernel) {
             st = to_stage ? TPX_CU(cuMemcpyDtoHAsync, buf + g->pack_off, (CUdeviceptr)addr,
                                    g->len, stream)
                           : TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)addr, buf + g->pack_off,
@@ -494,13 +530,13 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
     }
     if (st == TPX_OK)
         st = launch_flush(&l);
-    if (st == TPX_OK && e->pack_kernel && to_stage && span_lo < span_hi)
+    if (st == TPX_OK && e->pack->kernel && to_stage && span_lo < span_hi)
         st = TPX_CU(cuMemcpyDtoHAsync, buf + span_lo, (CUdeviceptr)(uintptr_t)(scratch + span_lo),
                     span_hi - span_lo, stream);
     if (st == TPX_OK)
-        st = tpx__cuda_event_record((CUevent)e->pack_ev[k], stream);
+        st = tpx__cuda_event_record((CUevent)e->pack->ev[k], stream);
     if (st == TPX_OK)
-        *op = e->pack_op_next++;
+        *op = e->pack->op_next++;
     tpx__cuda_ctx_leave(pushed);
     return st;
 }
@@ -515,8 +551,8 @@ static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
         uint64_t op = 0;
         if ((st = gpu_run(c, x, first, last, buf, to_stage, &op)) == TPX_OK) {
             int pushed = 0;
-            if ((st = tpx__cuda_ctx_enter(e->pack_dev, &pushed)) == TPX_OK) {
-                st = tpx__cuda_event_sync((CUevent)e->pack_ev[op % TPX_PACK_OPS]);
+            if ((st = tpx__cuda_ctx_enter(e->pack->dev, &pushed)) == TPX_OK) {
+                st = tpx__cuda_event_sync((CUevent)e->pack->ev[op % TPX_PACK_OPS]);
                 tpx__cuda_ctx_leave(pushed);
             }
         }
@@ -524,7 +560,7 @@ static tpx_status_t run_copy(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
         for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
             const tpx_seg_t *g = &x->segs[i];
             if (g->region != NULL && g->region->type == TPX_MEM_CUDA &&
-                g->region->cuda_dev != e->pack_dev)
+                g->region->cuda_dev != e->pack->dev)
                 st = copy_other_dev(g->region->cuda_dev, to_stage, buf + g->pack_off,
                                     (uint64_t)g->region->base + g->off, g->len);
         }
@@ -556,7 +592,7 @@ int tpx__pack_async_ok(const tpx_engine_t *e, const tpx_xfer_t *x, uint32_t firs
             return 0;
         dev = g->region->cuda_dev;
     }
-    return dev >= 0 && (e->pack_dev < 0 || e->pack_dev == dev);
+    return dev >= 0 && (e->pack->dev < 0 || e->pack->dev == dev);
 }
 
 /* The phase counters of one staged chunk's copies (one clock pair per chunk). */

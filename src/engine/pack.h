@@ -11,8 +11,9 @@
  * per-message staging in the transport; the GPU reaches it by DMA). Both
  * are allocated on first use, registered as internal host regions, and
  * freed with the comm (tpx__pack_comm_fini). The engine's pack stream,
- * kernel, device scratch chunk and fragment buffer (pack_*) live until the
- * engine ends. All under e->lock, on the thread that drives progress.
+ * kernel, device scratch chunk and fragment buffer (e->pack, a struct
+ * tpx_pack_state only pack.c sees inside) live until the engine ends.
+ * All under e->lock, on the thread that drives progress.
  */
 #ifndef TPX_ENGINE_PACK_H
 #define TPX_ENGINE_PACK_H
@@ -91,6 +92,13 @@ tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op);
 tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e);
 
 void tpx__pack_comm_fini(tpx_comm_t *c);
+/* The engine's pack state (e->pack, struct tpx_pack_state: this file's
+ * alone): made with the engine, its device set up on first use, freed
+ * with the engine (waiting for its ops first). */
+tpx_status_t tpx__pack_engine_init(tpx_engine_t *e);
 void tpx__pack_engine_fini(tpx_engine_t *e);
+/* 1: no GPU copy is queued on the pack stream (nothing of pack.c's will
+ * finish and wake a sleeper). */
+int tpx__pack_idle(const tpx_engine_t *e);
 
 #endif

@@ -124,6 +124,9 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     if (c == NULL)
         return NULL;
     c->peer = p;
+    c->e = p->e;
+    c->peer_name = p->name;
+    c->peer_repairs = &p->repairs;
     c->is_send = is_send;
     c->is_ctrl = is_ctrl;
     c->chan = chan;
@@ -142,22 +145,22 @@ static tpx_status_t setup_begin(tpx_peer_t *p, setup_t *s)
     tpx_engine_t *e = p->e;
     tpx_bs_info_t info;
     memset(&info, 0, sizeof(info));
-    info.engine_id = e->id;
+    info.engine_id = tpx__ident_engine_id(e);
     info.chunk_bytes = e->cfg.chunk;
     info.window = (uint16_t)e->cfg.window;
     snprintf(info.plugin, sizeof(info.plugin), "%s", e->net->name);
-    snprintf(info.name, sizeof(info.name), "%s", e->name);
+    snprintf(info.name, sizeof(info.name), "%s", tpx__ident_name(e));
     s->nlisten = 1; /* the data channels listen when first used */
     info.nhandles = (uint16_t)(1 + e->cfg.nchan); /* handles[1..]: zero, the channel count */
     tpx_status_t st = TPX_OK;
     pthread_mutex_lock(&e->lock);
     /* From the first peer on, the engine's GPU and NICs stay as they are:
-     * its comms are made on them (tpx__engine_gpu_bind). */
+     * its comms are made on them (tpx__topo_gpu_bind). */
     e->gpu_fixed = 1;
     info.gpu = e->gpu;
-    int gtok = tpx__engine_gpu_enter(e);
+    int gtok = tpx__window_gpu_enter(e);
     st = tpx__net_listen(e->net, chan_dev(e, 0), info.handles[0], &s->listen[0]);
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
         TPX_ERROR("peer %s: listen on plugin %s failed", p->name, e->net->name);
@@ -244,7 +247,7 @@ static tpx_status_t peer_busy_received(tpx_peer_t *p)
  * loaded remote. Lock held. */
 static int peer_trusted(tpx_peer_t *q)
 {
-    return (q->bs != NULL && tpx__bs_authenticated(q->bs)) || tpx__remote_known(q);
+    return (q->bs != NULL && tpx__bs_authenticated(q->bs)) || tpx__peer_known(q);
 }
 
 /* May q give its slot to a newcomer? A ready peer that connected to us,
@@ -320,7 +323,7 @@ static tpx_status_t peer_admit(tpx_peer_t *p, int identified)
         n += q->state == PEER_READY || q->state == PEER_SETUP ||
              (q->accepted && q->state == PEER_FAILED);
     if (identified && !trusted)
-        trusted = tpx__remote_known(p);
+        trusted = tpx__peer_known(p);
     int limit = trusted ? cap : cap - cap / 4;
     if (n < (identified ? limit : cap)) {
         pthread_mutex_unlock(&e->lock);
@@ -396,17 +399,18 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
     tpx_engine_t *e = p->e;
     tpx_ident_msg_t im;
     memset(&im, 0, sizeof(im));
-    if (e->ident_keys) {
+    const unsigned char *pk, *sk;
+    if (tpx__ident_engine_keys(e, &pk, &sk)) {
         unsigned char msg[TPX_IDENT_MSG_SIZE];
-        tpx_status_t st = ident_message(p, s, tpx__bs_is_client(p->bs), e->ident_pk, msg);
+        tpx_status_t st = ident_message(p, s, tpx__bs_is_client(p->bs), pk, msg);
         if (st == TPX_OK)
-            st = tpx__ident_sign(e->ident_sk, msg, sizeof(msg), im.sig);
+            st = tpx__ident_sign(sk, msg, sizeof(msg), im.sig);
         if (st != TPX_OK) {
             TPX_ERROR("peer %s: cannot sign the identity proof", p->name);
             return st;
         }
         im.flags |= TPX_IDENT_F_KEY;
-        memcpy(im.pk, e->ident_pk, sizeof(im.pk));
+        memcpy(im.pk, pk, sizeof(im.pk));
     }
     if (tpx__bs_is_client(p->bs)) {
         if (s->present) {
@@ -423,11 +427,11 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
             return st;
         unsigned char t[TPX_IDENT_TICKET];
         if (s->peer_asks) {
-            tpx__ident_ticket(e->inst_secret, s->peer_ticket_id, t);
+            tpx__ident_engine_ticket(e, s->peer_ticket_id, t);
             tpx__ident_proof(t, tr, cih, sih, im.proof);
             im.flags |= TPX_IDENT_F_PROOF;
         }
-        tpx__ident_ticket(e->inst_secret, im.offer_id, im.offer);
+        tpx__ident_engine_ticket(e, im.offer_id, im.offer);
         tpx__ident_wrap(wrap_token(p), tr, im.offer);
         im.flags |= TPX_IDENT_F_OFFER;
         tpx__secure_zero(t, sizeof(t));
@@ -442,7 +446,7 @@ static tpx_status_t ident_send(tpx_peer_t *p, setup_t *s)
 
 /* The client's side of the instance check: keep the ticket the server
  * offered and judge its answer to ours (the remote decides what a missing
- * or wrong answer means: tpx__remote_same_instance). */
+ * or wrong answer means: tpx__peer_same_instance). */
 static tpx_status_t ident_instance(tpx_peer_t *p, setup_t *s, const tpx_ident_msg_t *im)
 {
     if (!(im->flags & TPX_IDENT_F_OFFER) || (im->flags & TPX_IDENT_F_TICKET)) {
@@ -732,9 +736,9 @@ static tpx_status_t setup_connect(tpx_peer_t *p, setup_t *s)
     tpx_engine_t *e = p->e;
     int all = 1;
     pthread_mutex_lock(&e->lock);
-    int gtok = tpx__engine_gpu_enter(e);
+    int gtok = tpx__window_gpu_enter(e);
     tpx_status_t st = pair_connect(e, p->ctrl_send, p->ctrl_recv, 1, s->their[0], s->listen[0], &all);
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     if (st != TPX_OK) {
         SETUP_ERR(p, "peer %s: establishing the plugin's connections failed (%s)", p->name,
@@ -769,7 +773,7 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
         p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->cfg.window - 1 - i);
     tpx_comm_t *c = p->ctrl_recv;
     void *mh;
-    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c, 0, &mh), st, out);
+    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c->id, c->comm, 0, &mh), st, out);
     for (int i = 0; i < e->cfg.window; i++) {
         unsigned char *buf = p->ctrl_buf + (size_t)i * TPX_CTRL_BUF_SLOT;
         st = tpx__window_post(c, buf, TPX_CTRL_BUF_SLOT, mh,
@@ -887,9 +891,9 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
                 return TPX_ERR_PROTOCOL;
             }
             pthread_mutex_lock(&e->lock);
-            int gtok = tpx__engine_gpu_enter(e);
+            int gtok = tpx__window_gpu_enter(e);
             st = peer_go_live(p);
-            tpx__engine_gpu_leave(gtok);
+            tpx__window_gpu_leave(gtok);
             if (st == TPX_OK) {
                 /* A new peer's first one-sided request usually follows at
                  * once: poll hot, waking an idle owner from its nap, rather
@@ -950,6 +954,44 @@ static void peer_link(tpx_peer_t *p)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* peer.c's part of the engine (e->listener): the bootstrap thread that
+ * accepts incoming peers, and the connects abandoned mid-way that must
+ * still be driven to their end. This file's alone: engine.c calls
+ * tpx__peer_listener_init, tpx__peer_listener_start/stop, tpx__peer_reap and
+ * tpx__peer_reaping. */
+struct tpx_listener_state {
+    int wake;                  /* eventfd to wake the bootstrap thread; -1: none */
+    pthread_t tid;
+    int started;
+    tpx_reap_t *reap;          /* abandoned connects still being driven (lock) */
+};
+
+tpx_status_t tpx__peer_listener_init(tpx_engine_t *e)
+{
+    e->listener = calloc(1, sizeof(*e->listener));
+    if (e->listener == NULL)
+        return TPX_ERR_NO_MEMORY;
+    e->listener->wake = -1;
+    return TPX_OK;
+}
+
+int tpx__peer_reaping(const tpx_engine_t *e)
+{
+    return e->listener->reap != NULL;
+}
+
+void tpx__peer_reap_sweep(tpx_engine_t *e)
+{
+    if (e->listener->reap != NULL && !e->listener->started)
+        tpx__peer_reap(e);
+}
+
+void tpx__peer_listener_fini(tpx_engine_t *e)
+{
+    free(e->listener); /* its thread stopped, its connects reaped (tpx__engine_destroy) */
+    e->listener = NULL;
+}
+
 /* Hand a comm whose connect() to `their` is in progress to the reaper. */
 static void comm_abandon_connect(tpx_engine_t *e, tpx_comm_t *c, const unsigned char *their)
 {
@@ -960,14 +1002,16 @@ static void comm_abandon_connect(tpx_engine_t *e, tpx_comm_t *c, const unsigned 
         return;
     r->dev = c->dev;
     memcpy(r->handle, their, TPX_BS_HANDLE_SIZE);
-    r->next = e->reap;
-    e->reap = r;
+    r->next = e->listener->reap;
+    e->listener->reap = r;
 }
 
 /* Drive abandoned connects; engine lock held. */
-void tpx__engine_reap(tpx_engine_t *e)
+void tpx__peer_reap(tpx_engine_t *e)
 {
-    for (tpx_reap_t **pp = (tpx_reap_t **)&e->reap; *pp != NULL;) {
+    if (e->listener == NULL)
+        return; /* an engine whose create failed early */
+    for (tpx_reap_t **pp = &e->listener->reap; *pp != NULL;) {
         tpx_reap_t *r = *pp;
         void *comm = NULL;
         tpx_ncclnet_dev_handle_t *dh = (tpx_ncclnet_dev_handle_t *)r->devh;
@@ -1083,7 +1127,7 @@ void tpx__peer_chan_drive(tpx_peer_t *p)
         return;
     }
     /* Until the peer's handles come, an engine with a progress thread
-     * naps: they wake it on the bootstrap fd (tpx__engine_bells), and a
+     * naps: they wake it on the bootstrap fd (tpx__peer_bells), and a
      * peer that does not need its channels yet costs no CPU. */
     if (!c->got && p->bs != NULL && p->bs_eof_ns == 0)
         (void)tpx__peer_frames(p, tpx__now_ns());
@@ -1244,21 +1288,21 @@ void tpx__peer_rejoin_drive(tpx_peer_t *p, uint64_t now)
         busy = p->recv[k]->rj_listen != NULL || p->send[k]->rj_got;
     if (!busy)
         return; /* the common case: nothing lost, or nothing to do about it */
-    int gtok = tpx__engine_gpu_enter(p->e);
+    int gtok = tpx__window_gpu_enter(p->e);
     for (int k = 0; k < p->nchan && p->state == PEER_READY; k++) {
         rejoin_recv_drive(p, k, now);
         if (p->state == PEER_READY)
             rejoin_send_drive(p, k, now);
     }
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
 }
 
-void tpx__engine_close_failed(tpx_engine_t *e)
+void tpx__peer_close_failed(tpx_engine_t *e)
 {
     /* A failed peer's transfers have ended and their users may free the
      * memory at once: the plugin must stop touching it, so its comms close
      * now (not from inside their own progress, hence here). */
-    if (!e->failed_open && e->prep_zombies == NULL)
+    if (!e->failed_open && !tpx__prep_zombies_any(e))
         return; /* the common case, on every progress pass */
     e->failed_open = 0;
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
@@ -1323,7 +1367,7 @@ void tpx__region_deregister(tpx_region_t *r)
     }
     /* A failed peer's comms may still hold receives into (or sends from)
      * this memory that no transfer counts any more: close them first. */
-    tpx__engine_close_failed(e);
+    tpx__peer_close_failed(e);
     r->guard = 0;
     tpx__region_maybe_release(r);
 }
@@ -1332,7 +1376,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
 {
     tpx_engine_t *e = p->e;
     pthread_mutex_lock(&e->lock);
-    int gtok = tpx__engine_gpu_enter(e);
+    int gtok = tpx__window_gpu_enter(e);
     if (p->state == PEER_READY) {
         /* Tell the peer, best effort, bounded: a BYE that cannot leave
          * within 100 ms is dropped (the bootstrap EOF says it too). */
@@ -1343,7 +1387,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
                 if (p->state != PEER_READY) {
                     /* the pass failed it: close its comms before the lock
                      * goes (its transfers ended; their memory may go) */
-                    tpx__engine_close_failed(e);
+                    tpx__peer_close_failed(e);
                     break;
                 }
                 if (p->outbox_n > 0) {
@@ -1382,7 +1426,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         comm_close_at(e, &p->recv[k]);
     }
     tpx__peer_listbufs_free(p);
-    tpx__engine_close_failed(e); /* then preparations failed peers may still read go */
+    tpx__peer_close_failed(e); /* then preparations failed peers may still read go */
     if (p->ctrl_region)
         tpx__region_release(p->ctrl_region);
     if (p->scratch_region)
@@ -1392,7 +1436,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
         tpx__secure_zero(p->setup, sizeof(setup_t)); /* a ticket */
         free(p->setup);
     }
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
     pthread_mutex_unlock(&e->lock);
     tpx__bs_close(p->bs);
     free(p->ctrl_buf);
@@ -1410,7 +1454,7 @@ void tpx__peer_destroy(tpx_peer_t *p)
 
 /* ---- doorbells -------------------------------------------------------------------- */
 
-int tpx__engine_bells(tpx_engine_t *e)
+int tpx__peer_bells(tpx_engine_t *e)
 {
     int rung = 0;
     uint64_t now = tpx__now_ns();
@@ -1565,7 +1609,7 @@ static void *bs_main(void *arg)
     while (!atomic_load(&e->stop)) {
         struct pollfd pfd[2 + MAX_SETUPS];
         int np = 0, connecting = 0;
-        pfd[np++] = (struct pollfd){.fd = e->bs_wake, .events = POLLIN};
+        pfd[np++] = (struct pollfd){.fd = e->listener->wake, .events = POLLIN};
         pfd[np++] = (struct pollfd){.fd = e->bs_fd, .events = POLLIN};
         for (int i = 0; i < n; i++) {
             setup_t *s = setups[i]->setup;
@@ -1576,7 +1620,7 @@ static void *bs_main(void *arg)
         (void)poll(pfd, (nfds_t)np, connecting ? 1 : 50);
         if (pfd[0].revents & POLLIN) {
             uint64_t v;
-            ssize_t r = read(e->bs_wake, &v, sizeof(v));
+            ssize_t r = read(e->listener->wake, &v, sizeof(v));
             (void)r;
         }
         tpx__bs_loglimit_tick(&lim);
@@ -1683,46 +1727,48 @@ static void *bs_main(void *arg)
         pthread_mutex_unlock(&e->lock);
         if (stale != NULL)
             tpx__peer_destroy(stale);
-        if (e->reap != NULL) {
+        if (e->listener->reap != NULL) {
             pthread_mutex_lock(&e->lock);
-            tpx__engine_reap(e);
+            tpx__peer_reap(e);
             pthread_mutex_unlock(&e->lock);
         }
     }
     for (int i = 0; i < n; i++)
         tpx__peer_destroy(setups[i]);
     pthread_mutex_lock(&e->lock);
-    tpx__engine_reap(e); /* with e->stop set: one last call each, then freed */
+    tpx__peer_reap(e); /* with e->stop set: one last call each, then freed */
     pthread_mutex_unlock(&e->lock);
     return NULL;
 }
 
-tpx_status_t tpx__bs_thread_start(tpx_engine_t *e)
+tpx_status_t tpx__peer_listener_start(tpx_engine_t *e)
 {
-    e->bs_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e->bs_wake < 0) {
+    e->listener->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->listener->wake < 0) {
         TPX_ERROR("eventfd: %s", strerror(errno));
         return tpx__status_from_errno(errno);
     }
-    int rc = pthread_create(&e->bs_tid, NULL, bs_main, e);
+    int rc = pthread_create(&e->listener->tid, NULL, bs_main, e);
     if (rc != 0) {
         TPX_ERROR("cannot start the bootstrap thread: %s", strerror(rc));
         return TPX_ERR_NO_RESOURCE;
     }
-    e->bs_started = 1;
+    e->listener->started = 1;
     return TPX_OK;
 }
 
-void tpx__bs_thread_stop(tpx_engine_t *e)
+void tpx__peer_listener_stop(tpx_engine_t *e)
 {
-    if (e->bs_started) {
+    if (e->listener == NULL)
+        return;
+    if (e->listener->started) {
         uint64_t one = 1;
-        ssize_t r = write(e->bs_wake, &one, sizeof(one));
+        ssize_t r = write(e->listener->wake, &one, sizeof(one));
         (void)r;
-        pthread_join(e->bs_tid, NULL);
-        e->bs_started = 0;
+        pthread_join(e->listener->tid, NULL);
+        e->listener->started = 0;
     }
-    if (e->bs_wake >= 0)
-        close(e->bs_wake);
-    e->bs_wake = -1;
+    if (e->listener->wake >= 0)
+        close(e->listener->wake);
+    e->listener->wake = -1;
 }

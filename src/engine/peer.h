@@ -191,8 +191,13 @@ void tpx__peer_nofile_raise(void);
 tpx_status_t tpx__peer_connect_ticket(tpx_engine_t *e, const char *host, int port, int timeout_ms,
                                       const unsigned char *ticket_id, const unsigned char *ticket,
                                       tpx_peer_t **out);
-tpx_status_t tpx__bs_thread_start(tpx_engine_t *e);
-void tpx__bs_thread_stop(tpx_engine_t *e);
+/* peer.c's part of the engine (e->listener, struct tpx_listener_state:
+ * peer.c's alone): the bootstrap thread and the abandoned connects. Made
+ * with the engine, before anything else can fail; freed last. */
+tpx_status_t tpx__peer_listener_init(tpx_engine_t *e);
+void tpx__peer_listener_fini(tpx_engine_t *e);
+tpx_status_t tpx__peer_listener_start(tpx_engine_t *e);
+void tpx__peer_listener_stop(tpx_engine_t *e);
 void tpx__peer_destroy(tpx_peer_t *p);
 /* Close a failed peer's plugin comms now (their threads stop touching user
  * memory); the peer object stays until tpx_peer_close(). Lock held. */
@@ -222,12 +227,16 @@ static inline int tpx__peer_comms(const tpx_peer_t *p, tpx_comm_t **out)
 }
 /* Close the plugin comms of every failed peer, then free the preparations
  * they may have read (not from inside a comm's pass). */
-void tpx__engine_close_failed(tpx_engine_t *e);
+void tpx__peer_close_failed(tpx_engine_t *e);
 /* Drive abandoned connects (lock held). */
-void tpx__engine_reap(tpx_engine_t *e);
+void tpx__peer_reap(tpx_engine_t *e);
+/* Abandoned connects wait to be driven (lock held). */
+int tpx__peer_reaping(const tpx_engine_t *e);
+/* The sweep drives them where no bootstrap thread does (lock held). */
+void tpx__peer_reap_sweep(tpx_engine_t *e);
 /* Read every pending bootstrap frame of every ready peer (notes an EOF).
  * The number of doorbells among them. Lock held. */
-int tpx__engine_bells(tpx_engine_t *e);
+int tpx__peer_bells(tpx_engine_t *e);
 /* Open p's data channels when a transfer has chunks queued on them or the
  * peer sent its handles (MSG_CHAN); drive their connects; returns at once
  * once they are open. Lock held, inside a pass (the pass's GPU context). */
@@ -362,5 +371,22 @@ tpx_status_t tpx__peer_accept(tpx_engine_t *e, int timeout_ms, tpx_peer_t **out)
 /* Deadlines of p's transfers and receives, and its bootstrap liveness
  * (the engine's sweep, every 10 ms). */
 void tpx__peer_sweep(tpx_peer_t *p, uint64_t now);
+
+/* ---- peer_trust.c: what a peer is proven to be (lookups, no calls out) ---- */
+
+/* Is p proven to be rm's engine (by its key, or a connection dialed for
+ * rm)? Engine lock held. */
+int tpx__peer_serves(const tpx_peer_t *p, const tpx_remote_t *rm);
+/* 1 unless rm holds a ticket that p did not prove (ident.h INSTANCE). Engine
+ * lock held. */
+int tpx__peer_same_instance(const tpx_peer_t *p, const tpx_remote_t *rm);
+/* The name a notification from p is reported with: the peer's own name when
+ * it is proven (signed with its key, or the connection we dialed for its
+ * remote) and no loaded remote of another engine has that name; else "?"
+ * and the name. Engine lock held. */
+void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len);
+/* 1 when p proved (by its key) to be the engine of a loaded remote. Engine
+ * lock held. */
+int tpx__peer_known(const tpx_peer_t *p);
 
 #endif

@@ -309,7 +309,7 @@ int tpx__comm_post_ctrl(tpx_comm_t *c)
     unsigned char *buf = p->ctrl_buf + (size_t)(e->cfg.window + idx) * TPX_CTRL_BUF_SLOT;
     memcpy(buf, o->msg, TPX_CTRL_MSG_SIZE);
     void *mh;
-    tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
+    tpx_status_t st = tpx__region_mh(p->ctrl_region, c->id, c->comm, 0, &mh);
     if (st == TPX_OK && o->body_len > 0)
         st = o->owner->ops->body_fill(o->owner, (char *)buf + TPX_CTRL_MSG_SIZE, o->body_len);
     if (st == TPX_OK)

@@ -107,8 +107,7 @@ void tpx__peer_fail(tpx_peer_t *p, tpx_status_t st, const char *why)
     p->error = st;
     /* no GPU copy of a shared chunk may write a transfer's memory after
      * the transfer ended (pack.h) */
-    if (p->e->pack_op_next != p->e->pack_op_done)
-        (void)tpx__pack_ops_wait(p->e);
+    (void)tpx__pack_ops_wait(p->e); /* returns at once when none is queued */
     p->failed_ns = tpx__now_ns();
     p->e->failed_open = 1; /* its comms close at the end of this progress pass */
     /* the transfers below end (released ones are freed): forget them */

@@ -157,7 +157,7 @@ static int pw_post(tpx_comm_t *c)
     void *mh;
     if (w->slot.t_post_ns != 0)
         w->slot.t_post_ns = tpx__now_ns();
-    st = tpx__region_mh(w->region, c, w->roff, &mh);
+    st = tpx__region_mh(w->region, c->id, c->comm, w->roff, &mh);
     if (st == TPX_OK)
         st = tpx__window_post(c, w->buf, w->slot.len, mh, &w->slot);
     if (st == TPX_INPROGRESS)
@@ -368,7 +368,7 @@ static int post_data(tpx_comm_t *c)
         }
     }
     void *mh;
-    tpx_status_t st = tpx__region_mh(r, c, roff, &mh);
+    tpx_status_t st = tpx__region_mh(r, c->id, c->comm, roff, &mh);
     if (st == TPX_OK)
         st = tpx__window_post(c, buf, at.len, mh,
                               &(tpx_slot_t){.kind = SLOT_DATA, .x = x, .chunk = j,
@@ -434,7 +434,7 @@ static int ctrl_repost(tpx_peer_t *p)
     while (p->ctrl_nidle > 0 && !tpx__window_full(c)) {
         uint16_t idx = p->ctrl_idle[p->ctrl_nidle - 1];
         void *mh, *buf = p->ctrl_buf + (size_t)idx * TPX_CTRL_BUF_SLOT;
-        tpx_status_t st = tpx__region_mh(p->ctrl_region, c, 0, &mh);
+        tpx_status_t st = tpx__region_mh(p->ctrl_region, c->id, c->comm, 0, &mh);
         if (st == TPX_OK)
             st = tpx__window_post(c, buf, TPX_CTRL_BUF_SLOT, mh,
                                   &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1, .dst = buf,

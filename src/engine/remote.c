@@ -106,9 +106,9 @@ static tpx_status_t remote_dial(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **o
         if (st != TPX_OK)
             continue;
         pthread_mutex_lock(&e->lock);
-        int served = tpx__remote_served_by(rm, p);
+        int served = tpx__peer_serves(p, rm);
         int claims = !served && p->remote_id == rm->md.engine_id; /* its id, not its proof */
-        int by_key = e->ident_keys && rm->md.has_key;
+        int by_key = tpx__ident_keyed(e) && rm->md.has_key;
         if (served && !rm->has_ticket && p->inst_offered) {
             rm->has_ticket = 1;
             memcpy(rm->ticket_id, p->inst_offer_id, sizeof(rm->ticket_id));
@@ -277,7 +277,7 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
     rm->peer = NULL;
     /* A connection the remote engine opened to us serves both directions. */
     for (p = e->peers; p != NULL; p = p->next)
-        if (p != old && peer_live(p) && !p->accepted && tpx__remote_served_by(rm, p))
+        if (p != old && peer_live(p) && !p->accepted && tpx__peer_serves(p, rm))
             break;
     if (p != NULL) {
         p->accepted = 1;
@@ -346,17 +346,18 @@ void tpx__md_mine(tpx_engine_t *e, tpx_md_t *md)
 {
     static tpx_md_t zero;
     *md = zero;
-    md->engine_id = e->id;
-    pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__engine_gpu_bind */
+    md->engine_id = tpx__ident_engine_id(e);
+    pthread_mutex_lock(&e->lock); /* gpu and devs: see tpx__topo_gpu_bind */
     md->gpu = e->gpu;
     md->chunk = e->cfg.chunk;
     md->channels = (uint16_t)e->cfg.nchan;
     md->port = (uint16_t)e->bs_port;
-    if (e->ident_keys) {
+    const unsigned char *pk, *sk;
+    if (tpx__ident_engine_keys(e, &pk, &sk)) {
         md->has_key = 1;
-        memcpy(md->key, e->ident_pk, sizeof(md->key));
+        memcpy(md->key, pk, sizeof(md->key));
     }
-    snprintf(md->name, sizeof(md->name), "%s", e->name);
+    snprintf(md->name, sizeof(md->name), "%s", tpx__ident_name(e));
     snprintf(md->plugin, sizeof(md->plugin), "%s", e->net->name);
     for (int i = 0; i < e->ndevs && md->nnics < TPX_MD_MAX_NICS; i++) {
         tpx_net_props_t props;
@@ -395,7 +396,7 @@ tpx_status_t tpx__remote_load(tpx_engine_t *e, const tpx_md_t *md, tpx_remote_t 
     pthread_mutex_unlock(&e->lock);
     TPX_INFO("remote %s (engine %016llx, %s port %u) loaded; %s", md->name,
              (unsigned long long)md->engine_id, md->addr[0], md->port,
-             e->ident_keys && md->has_key ? "served only by connections proven by its key"
+             tpx__ident_keyed(e) && md->has_key ? "served only by connections proven by its key"
                                           : "served only by connections dialed to its address");
     *out = r;
     return TPX_OK;
@@ -445,8 +446,6 @@ void tpx__remote_free(tpx_remote_t *rm)
 
 void tpx__remotes_fini(tpx_engine_t *e)
 {
-    tpx__secure_zero(e->ident_sk, sizeof(e->ident_sk));
-    tpx__secure_zero(e->inst_secret, sizeof(e->inst_secret));
     while (e->remotes != NULL) {
         tpx_remote_t *rm = e->remotes;
         e->remotes = rm->next;

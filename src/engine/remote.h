@@ -77,21 +77,6 @@ tpx_status_t tpx__remote_peer(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out
  * valid until the lock is released (another thread may replace a failed
  * connection and free it as soon as the lock is dropped). */
 tpx_status_t tpx__remote_peer_locked(tpx_remote_t *rm, int timeout_ms, tpx_peer_t **out);
-/* ident.c (identity lookups, no calls out): */
-/* Is p proven to be rm's engine (by its key, or a connection dialed for
- * rm)? Engine lock held. */
-int tpx__remote_served_by(const tpx_remote_t *rm, const tpx_peer_t *p);
-/* 1 unless rm holds a ticket that p did not prove (ident.h INSTANCE). Engine
- * lock held. */
-int tpx__remote_same_instance(const tpx_remote_t *rm, const tpx_peer_t *p);
-/* The name a notification from p is reported with: the peer's own name when
- * it is proven (signed with its key, or the connection we dialed for its
- * remote) and no loaded remote of another engine has that name; else "?"
- * and the name. Engine lock held. */
-void tpx__peer_proven_name(const tpx_peer_t *p, char *out, size_t len);
-/* 1 when p proved (by its key) to be the engine of a loaded remote. Engine
- * lock held. */
-int tpx__remote_known(const tpx_peer_t *p);
 /* Free a forgotten remote (refs 0, no preparation left). */
 void tpx__remote_free(tpx_remote_t *rm);
 /* Free every remote at engine destruction (peers already destroyed). */

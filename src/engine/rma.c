@@ -322,6 +322,26 @@ static void prep_free(tpx_prep_t *pp)
     free(pp);
 }
 
+/* The engine's one-sided state (e->rma): this file's alone; others ask
+ * through tpx__rma_* and tpx__prep_zombies_*. Under e->lock. */
+struct tpx_rma_state {
+    void **notifs;             /* ring of received notifications (notif_entry_t) */
+    uint32_t notif_head, notif_n, notif_cap;
+    int notif_overflow;        /* dropped since the last tpx_engine_get_notifs() */
+    tpx_prep_t *prep_zombies;  /* released preparations a failed peer's comm may still read */
+};
+
+tpx_status_t tpx__rma_engine_init(tpx_engine_t *e)
+{
+    e->rma = calloc(1, sizeof(*e->rma));
+    return e->rma != NULL ? TPX_OK : TPX_ERR_NO_MEMORY;
+}
+
+int tpx__prep_zombies_any(const tpx_engine_t *e)
+{
+    return e->rma->prep_zombies != NULL;
+}
+
 /* `inflight`: the last post may still have the list in a failed peer's
  * comm window; then it is freed once that comm is closed. So is a
  * preparation whose last reference goes while any failed peer's comms are
@@ -334,15 +354,15 @@ static void prep_unref(tpx_engine_t *e, tpx_prep_t *pp, int inflight)
         prep_free(pp);
         return;
     }
-    pp->next_zombie = e->prep_zombies;
-    e->prep_zombies = pp;
+    pp->next_zombie = e->rma->prep_zombies;
+    e->rma->prep_zombies = pp;
 }
 
 void tpx__prep_zombies_free(tpx_engine_t *e)
 {
-    while (e->prep_zombies != NULL) {
-        tpx_prep_t *pp = e->prep_zombies;
-        e->prep_zombies = pp->next_zombie;
+    while (e->rma != NULL && e->rma->prep_zombies != NULL) {
+        tpx_prep_t *pp = e->rma->prep_zombies;
+        e->rma->prep_zombies = pp->next_zombie;
         prep_free(pp);
     }
 }
@@ -1457,26 +1477,26 @@ static void notif_deliver(tpx_peer_t *p, const unsigned char *msg, uint32_t len)
 {
     tpx_engine_t *e = p->e;
     e->ctr.notifs_received++;
-    if (e->notif_cap == 0) {
-        e->notifs = calloc(e->cfg.notif_limit, sizeof(*e->notifs));
-        if (e->notifs != NULL)
-            e->notif_cap = e->cfg.notif_limit;
+    if (e->rma->notif_cap == 0) {
+        e->rma->notifs = calloc(e->cfg.notif_limit, sizeof(*e->rma->notifs));
+        if (e->rma->notifs != NULL)
+            e->rma->notif_cap = e->cfg.notif_limit;
     }
-    notif_entry_t *n = e->notif_n < e->notif_cap ? malloc(sizeof(*n) + len) : NULL;
+    notif_entry_t *n = e->rma->notif_n < e->rma->notif_cap ? malloc(sizeof(*n) + len) : NULL;
     if (n == NULL) {
         e->ctr.notifs_dropped++;
-        if (!e->notif_overflow)
+        if (!e->rma->notif_overflow)
             TPX_WARN("notification queue full (%u, TPX_NOTIF_QUEUE): notifications from %s and "
-                     "others are dropped until tpx_engine_get_notifs() makes room", e->notif_cap,
-                     p->remote_name);
-        e->notif_overflow = 1;
+                     "others are dropped until tpx_engine_get_notifs() makes room",
+                     e->rma->notif_cap, p->remote_name);
+        e->rma->notif_overflow = 1;
         return;
     }
     tpx__peer_proven_name(p, n->from, sizeof(n->from));
     n->len = len;
     memcpy(n->msg, msg, len);
-    e->notifs[(e->notif_head + e->notif_n) % e->notif_cap] = n;
-    e->notif_n++;
+    e->rma->notifs[(e->rma->notif_head + e->rma->notif_n) % e->rma->notif_cap] = n;
+    e->rma->notif_n++;
     pthread_cond_broadcast(&e->cond);
 }
 
@@ -1585,31 +1605,33 @@ tpx_status_t tpx__rma_notif_send(tpx_peer_t *p, const void *msg, size_t len)
     return st;
 }
 
-tpx_status_t tpx__engine_notifs_take(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n)
+tpx_status_t tpx__rma_notifs_take(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n)
 {
     size_t k = 0;
-    while (k < max && e->notif_n > 0) {
-        notif_entry_t *ne = e->notifs[e->notif_head];
-        e->notif_head = (e->notif_head + 1) % e->notif_cap;
-        e->notif_n--;
+    while (k < max && e->rma->notif_n > 0) {
+        notif_entry_t *ne = e->rma->notifs[e->rma->notif_head];
+        e->rma->notif_head = (e->rma->notif_head + 1) % e->rma->notif_cap;
+        e->rma->notif_n--;
         memcpy(out[k].from, ne->from, sizeof(out[k].from));
         out[k].len = ne->len;
         memcpy(out[k].msg, ne->msg, ne->len);
         free(ne);
         k++;
     }
-    tpx_status_t st = e->notif_overflow ? TPX_ERR_OVERFLOW : TPX_OK;
-    e->notif_overflow = 0;
+    tpx_status_t st = e->rma->notif_overflow ? TPX_ERR_OVERFLOW : TPX_OK;
+    e->rma->notif_overflow = 0;
     *n = k;
     return st;
 }
 
-void tpx__engine_rma_fini(tpx_engine_t *e)
+void tpx__rma_engine_fini(tpx_engine_t *e)
 {
-    for (uint32_t i = 0; i < e->notif_n; i++)
-        free(e->notifs[(e->notif_head + i) % e->notif_cap]);
-    free(e->notifs);
-    e->notifs = NULL;
-    e->notif_n = e->notif_cap = 0;
+    if (e->rma != NULL) {
+        for (uint32_t i = 0; i < e->rma->notif_n; i++)
+            free(e->rma->notifs[(e->rma->notif_head + i) % e->rma->notif_cap]);
+        free(e->rma->notifs);
+        free(e->rma);
+        e->rma = NULL;
+    }
     tpx__exports_fini(e);
 }

@@ -7,11 +7,13 @@
  * tpx_prep_release) and is referenced by each post running from it
  * (`refs`); the last reference frees it -- or, when a failed peer's comm may
  * still read its list (any failed peer's comms still open), hands it to
- * e->prep_zombies, freed once those comms are closed. It holds its local
- * regions (`holds`; the last hold may be all that keeps a deregistered
- * region's record, so freeing it may free a region: tpx_mem_deregister
- * guards its own) and owns its list and list region. The notification queue (e->notifs) is the engine's; entries
- * are handed to the user by tpx_engine_get_notifs(). All under e->lock.
+ * the engine's list of zombies (e->rma), freed once those comms are
+ * closed. It holds its local regions (`holds`; the last hold may be all
+ * that keeps a deregistered region's record, so freeing it may free a
+ * region: tpx_mem_deregister guards its own) and owns its list and list
+ * region. The notification queue (e->rma, rma.c's) is the engine's;
+ * entries are handed to the user by tpx_engine_get_notifs(). All under
+ * e->lock.
  */
 #ifndef TPX_ENGINE_RMA_H
 #define TPX_ENGINE_RMA_H
@@ -73,7 +75,6 @@ void tpx__rma_cancel_received(tpx_peer_t *p, const tpx_ctrl_t *m);
 int tpx__rma_canceled(tpx_xfer_t *x);
 /* Free the peer's list buffers and the notifications it holds. */
 void tpx__peer_listbufs_free(tpx_peer_t *p);
-void tpx__engine_rma_fini(tpx_engine_t *e);
 
 /* ---- what the API (api_rma.c) calls ---- */
 /* Build a preparation of n blocks (iov) or strided entries (sv) for rm
@@ -93,10 +94,19 @@ tpx_status_t tpx__rma_post(tpx_prep_t *pp, tpx_peer_t *p, const void *notif, siz
 tpx_status_t tpx__rma_notif_send(tpx_peer_t *p, const void *msg, size_t len);
 /* Take up to max notifications received (lock held): *n of them; TPX_ERR_OVERFLOW
  * once after some were dropped. */
-tpx_status_t tpx__engine_notifs_take(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n);
+tpx_status_t tpx__rma_notifs_take(tpx_engine_t *e, tpx_notif_t *out, size_t max, size_t *n);
 /* The one-sided kinds' ops (xfer.h, tpx_xfer_ops_t) in place: once per
  * process, before the first engine is created; idempotent. */
 void tpx__rma_kinds(void);
+/* The released preparations a failed peer's comm may still read: any
+ * (lock held), and freed (its comms are closed, or the engine ends). */
+int tpx__prep_zombies_any(const tpx_engine_t *e);
 void tpx__prep_zombies_free(tpx_engine_t *e);
+/* The engine's one-sided state (e->rma, struct tpx_rma_state: this
+ * file's alone): the notification queue and the preparations kept for
+ * failed peers' comms. Made with the engine; fini frees the notifications
+ * left, the exports (export.c) and the state. */
+tpx_status_t tpx__rma_engine_init(tpx_engine_t *e);
+void tpx__rma_engine_fini(tpx_engine_t *e);
 
 #endif

@@ -310,16 +310,17 @@ void tpx__topo_log(tpx_engine_t *e)
         int n = snprintf(nics + at, sizeof(nics) - at, "%s%s", at ? "," : "", p.name);
         at += n > 0 ? (size_t)n : 0;
     }
-    TPX_INFO("engine %016llx: GPU %d (%s), NICs %s (%s)", (unsigned long long)e->id, e->gpu,
-             gpu_why(e->gpu_from), nics, nics_why(e->nics_from));
+    TPX_INFO("engine %016llx: GPU %d (%s), NICs %s (%s)",
+             (unsigned long long)tpx__ident_engine_id(e), e->gpu, gpu_why(e->gpu_from), nics,
+             nics_why(e->nics_from));
 }
 
-void tpx__engine_gpu_because(tpx_engine_t *e, int from)
+void tpx__topo_gpu_because(tpx_engine_t *e, int from)
 {
     e->gpu_from = from;
 }
 
-tpx_status_t tpx__engine_gpu_bind(tpx_engine_t *e, int gpu, int from)
+tpx_status_t tpx__topo_gpu_bind(tpx_engine_t *e, int gpu, int from)
 {
     int old_gpu = e->gpu, old_from = e->gpu_from, old_nics_from = e->nics_from;
     int old_devs[TPX_MAX_CHANNELS], old_ndevs = e->ndevs;

@@ -22,24 +22,46 @@
  * gives for the device address in the handle (tpx__cuda_host_view).
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "engine.h"
 #include "faults.h"
-#include "peer.h" /* the comm's peer: its name, in log lines */
 #include "common/trace.h"
 #include "mem.h"
 #include "window.h"
 #include "gpu/cuda.h"
 #include "unpack/unpack_gpu.h"
 
+/* The engine's GPU state of this file (e->window): its own alone; other
+ * files call tpx__window_gpu_enter/leave and the unpack functions. Made
+ * with the engine (tpx__window_engine_init), freed by
+ * tpx__window_engine_fini. Under e->lock. */
+struct tpx_window_state {
+    int unpack_dev;            /* device the module/stream live on; -1: not set up */
+    void *unpack_stream;       /* CUstream */
+    void *unpack_hstage;       /* `host` mode: pinned gather buffer (4 MiB) */
+    int gpu_ctx_dev;           /* device whose primary context the engine holds
+                                  (tpx__window_gpu_enter); -1: none */
+};
+
+tpx_status_t tpx__window_engine_init(tpx_engine_t *e)
+{
+    e->window = calloc(1, sizeof(*e->window));
+    if (e->window == NULL)
+        return TPX_ERR_NO_MEMORY;
+    e->window->unpack_dev = -1;
+    e->window->gpu_ctx_dev = -1;
+    return TPX_OK;
+}
+
 /* Module and stream for GPU unpacks on `dev` (first use). */
 static tpx_status_t unpack_gpu_ready(tpx_engine_t *e, int dev)
 {
-    if (e->unpack_dev == dev)
+    if (e->window->unpack_dev == dev)
         return TPX_OK;
-    if (e->unpack_dev >= 0) {
+    if (e->window->unpack_dev >= 0) {
         TPX_ERROR("receives into two GPUs (%d, %d) on one engine are not supported",
-                  e->unpack_dev, dev);
+                  e->window->unpack_dev, dev);
         return TPX_ERR_UNSUPPORTED;
     }
     tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
@@ -58,8 +80,8 @@ static tpx_status_t unpack_gpu_ready(tpx_engine_t *e, int dev)
         tpx__cuda_ctx_release(dev);
         return st;
     }
-    e->unpack_stream = s;
-    e->unpack_dev = dev;
+    e->window->unpack_stream = s;
+    e->window->unpack_dev = dev;
     return TPX_OK;
 }
 
@@ -67,7 +89,7 @@ void tpx__comm_unpack_fini(tpx_engine_t *e, tpx_comm_t *c)
 {
     for (int i = 0; i < TPX_WINDOW_MAX; i++)
         if (c->unpack_ev[i] != NULL) {
-            tpx__cuda_event_destroy(e->unpack_dev, (CUevent)c->unpack_ev[i]);
+            tpx__cuda_event_destroy(e->window->unpack_dev, (CUevent)c->unpack_ev[i]);
             c->unpack_ev[i] = NULL;
         }
 }
@@ -77,73 +99,76 @@ void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c)
     tpx__comm_unpack_fini(e, c);
     if (c->comm == NULL)
         return;
-    int gtok = tpx__engine_gpu_enter(e); /* the plugin frees the comm's GPU memory */
-    tpx__regions_forget_comm(e, c);
+    int gtok = tpx__window_gpu_enter(e); /* the plugin frees the comm's GPU memory */
+    tpx__regions_forget_comm(e, c->id);
     if (c->is_send)
         tpx__net_close_send(e->net, c->comm);
     else
         tpx__net_close_recv(e->net, c->comm);
     c->comm = NULL;
-    tpx__engine_gpu_leave(gtok);
+    tpx__window_gpu_leave(gtok);
 }
 
-int tpx__engine_gpu_enter(tpx_engine_t *e)
+int tpx__window_gpu_enter(tpx_engine_t *e)
 {
     int pushed = 0;
-    if (e->gpu < 0)
+    if (e->gpu < 0 || e->window == NULL) /* a host engine, or one whose create failed early */
         return 0;
-    if (e->gpu_ctx_dev != e->gpu) {
+    if (e->window->gpu_ctx_dev != e->gpu) {
         /* Held until the engine ends (no context churn per pass); a
          * rebinding before the first peer moves it. Lock held. */
         if (tpx__cuda_init() != TPX_OK || e->gpu >= tpx__cuda_device_count() ||
             tpx__cuda_ctx_retain(e->gpu, NULL) != TPX_OK)
             return 0;
-        if (e->gpu_ctx_dev >= 0)
-            tpx__cuda_ctx_release(e->gpu_ctx_dev);
-        e->gpu_ctx_dev = e->gpu;
+        if (e->window->gpu_ctx_dev >= 0)
+            tpx__cuda_ctx_release(e->window->gpu_ctx_dev);
+        e->window->gpu_ctx_dev = e->gpu;
     }
     return tpx__cuda_ctx_enter(e->gpu, &pushed) == TPX_OK ? pushed : 0;
 }
 
-void tpx__engine_gpu_leave(int token)
+void tpx__window_gpu_leave(int token)
 {
     tpx__cuda_ctx_leave(token);
 }
 
-void tpx__engine_unpack_fini(tpx_engine_t *e)
+void tpx__window_engine_fini(tpx_engine_t *e)
 {
-    if (e->gpu_ctx_dev >= 0) {
-        tpx__cuda_ctx_release(e->gpu_ctx_dev);
-        e->gpu_ctx_dev = -1;
-    }
-    if (e->unpack_dev < 0)
+    if (e->window == NULL)
         return;
-    int pushed = 0;
-    if (tpx__cuda_ctx_enter(e->unpack_dev, &pushed) == TPX_OK) {
-        (void)TPX_CU(cuStreamSynchronize, (CUstream)e->unpack_stream);
-        tpx__cuda_ctx_leave(pushed);
+    if (e->window->gpu_ctx_dev >= 0) {
+        tpx__cuda_ctx_release(e->window->gpu_ctx_dev);
+        e->window->gpu_ctx_dev = -1;
     }
-    tpx__cuda_stream_destroy(e->unpack_dev, (CUstream)e->unpack_stream);
-    if (e->unpack_hstage != NULL)
-        tpx__cuda_host_free(e->unpack_dev, e->unpack_hstage);
-    if (e->cfg.unpack_mode == TPX_UNPACK_KERNEL)
-        tpx__unpack_gpu_fini(e->unpack_dev);
-    tpx__cuda_ctx_release(e->unpack_dev);
-    e->unpack_dev = -1;
+    if (e->window->unpack_dev >= 0) {
+        int pushed = 0;
+        if (tpx__cuda_ctx_enter(e->window->unpack_dev, &pushed) == TPX_OK) {
+            (void)TPX_CU(cuStreamSynchronize, (CUstream)e->window->unpack_stream);
+            tpx__cuda_ctx_leave(pushed);
+        }
+        tpx__cuda_stream_destroy(e->window->unpack_dev, (CUstream)e->window->unpack_stream);
+        if (e->window->unpack_hstage != NULL)
+            tpx__cuda_host_free(e->window->unpack_dev, e->window->unpack_hstage);
+        if (e->cfg.unpack_mode == TPX_UNPACK_KERNEL)
+            tpx__unpack_gpu_fini(e->window->unpack_dev);
+        tpx__cuda_ctx_release(e->window->unpack_dev);
+    }
+    free(e->window);
+    e->window = NULL;
 }
 
 /* Copy a devmem comm's unpack handle to the host, once, when the peer's
  * comms are set up: the plugin's copy is device memory. */
 tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     if (c->unpack_loaded || c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
         return TPX_OK;
     const tpx_ncclnet_dev_handle_t *dh = (const tpx_ncclnet_dev_handle_t *)c->devh;
     if (dh->netDeviceType != TPX_NCCL_NET_DEVICE_UNPACK || dh->handle == NULL ||
         dh->size < sizeof(tpx_nccl_unpack_handle_t)) {
         TPX_ERROR("peer %s: plugin %s announced devmem delivery but gave no unpack handle",
-                  c->peer->name, e->net->name);
+                  c->peer_name, e->net->name);
         return TPX_ERR_PLUGIN;
     }
     tpx_nccl_unpack_handle_t h;
@@ -161,7 +186,7 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
             meta = NULL;
         if (c->is_ctrl)
             TPX_INFO("peer %s: plugin %s hands out no bounce buffer (its rxmem skip state): "
-                     "receives into host memory only", c->peer->name, e->net->name);
+                     "receives into host memory only", c->peer_name, e->net->name);
         c->unpack = h;
         c->meta_host = meta;
         c->no_bounce = 1;
@@ -170,7 +195,7 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
     }
     if (h.meta == NULL || (st = tpx__cuda_host_view(h.meta, &meta)) != TPX_OK) {
         TPX_ERROR("peer %s: plugin %s: its unpack handle has no usable fragment queue or "
-                  "bounce buffer (meta %p, bounce %p)", c->peer->name, e->net->name,
+                  "bounce buffer (meta %p, bounce %p)", c->peer_name, e->net->name,
                   (void *)h.meta, h.bounce_buf);
         return TPX_ERR_PLUGIN;
     }
@@ -182,13 +207,13 @@ tpx_status_t tpx__comm_unpack_load(tpx_comm_t *c)
 
 tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn)
 {
-    const tpx_engine_t *e = c->peer->e;
+    const tpx_engine_t *e = c->e;
     TPX_ERROR("%s: peer %s: a receive into GPU memory needs plugin %s's bounce buffer, and "
               "this comm has none: the plugin is in its \"rxmem skip\" state (RxDM exported "
               "no receive memory for this GPU). On this host, run RxDM (the receive-data-path "
               "manager) so that /tmp/nvdma-<GPU PCI address> exists for every GPU, and unset "
               "TCPX_RXMEM_IMPORT_SKIP_ODDS; `tpx-doctor` checks both. Receives into host "
-              "memory work meanwhile", fn, c->peer->name, e->net->name);
+              "memory work meanwhile", fn, c->peer_name, e->net->name);
     return TPX_ERR_UNSUPPORTED;
 }
 
@@ -198,7 +223,7 @@ tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn)
  * the fragment lists at their device address; the CPU at meta_host. */
 static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     tpx_window_t *w = &c->win;
     const tpx_nccl_unpack_handle_t *uh = &c->unpack;
     const tpx_nccl_unpack_meta_t *mh = c->meta_host;
@@ -217,12 +242,12 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
         max_frags = TPX_MAX(max_frags, jobs[i].nfrags);
     }
     int pushed = 0;
-    if ((st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed)) != TPX_OK)
+    if ((st = tpx__cuda_ctx_enter(e->window->unpack_dev, &pushed)) != TPX_OK)
         return st;
-    CUstream stream = (CUstream)e->unpack_stream;
+    CUstream stream = (CUstream)e->window->unpack_stream;
     if (c->unpack_ev[wlast] == NULL) {
         CUevent ev;
-        if ((st = tpx__cuda_event_create(e->unpack_dev, 0, &ev)) != TPX_OK)
+        if ((st = tpx__cuda_event_create(e->window->unpack_dev, 0, &ev)) != TPX_OK)
             goto out;
         c->unpack_ev[wlast] = ev;
     }
@@ -233,24 +258,25 @@ static tpx_status_t unpack_gpu_batch(tpx_comm_t *c, uint64_t n0, uint32_t k)
         switch (e->cfg.unpack_mode) {
         case TPX_UNPACK_KERNEL:
             if (i == 0) /* the whole batch, one launch */
-                st = tpx__unpack_gpu_launch_inline(e->unpack_dev, jobs, k, max_frags, stream);
+                st = tpx__unpack_gpu_launch_inline(e->window->unpack_dev, jobs, k, max_frags,
+                                                   stream);
             break;
         case TPX_UNPACK_D2D:
-            st = tpx__unpack_gpu_d2d(e->unpack_dev, s->dst, uh->bounce_buf, frags,
+            st = tpx__unpack_gpu_d2d(e->window->unpack_dev, s->dst, uh->bounce_buf, frags,
                                      jobs[i].nfrags, stream);
             break;
         case TPX_UNPACK_HOST:
-            if (e->unpack_hstage == NULL &&
-                (st = tpx__cuda_host_alloc(e->unpack_dev, TPX_NCCL_UNPACK_MAX_SLICE_SIZE,
-                                           &e->unpack_hstage, NULL)) != TPX_OK)
+            if (e->window->unpack_hstage == NULL &&
+                (st = tpx__cuda_host_alloc(e->window->unpack_dev, TPX_NCCL_UNPACK_MAX_SLICE_SIZE,
+                                           &e->window->unpack_hstage, NULL)) != TPX_OK)
                 break;
             /* the staging buffer is reused: finish the previous copy first */
             if ((st = TPX_CU(cuStreamSynchronize, stream)) != TPX_OK)
                 break;
-            if ((st = tpx__cuda_devmem_gather(e->unpack_hstage, uh->bounce_buf, frags,
+            if ((st = tpx__cuda_devmem_gather(e->window->unpack_hstage, uh->bounce_buf, frags,
                                               jobs[i].nfrags)) != TPX_OK)
                 break;
-            st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->unpack_hstage,
+            st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)s->dst, e->window->unpack_hstage,
                         s->len, stream);
             break;
         default: /* none: ablation only, the data is not delivered */
@@ -274,7 +300,7 @@ out:
  * TPX_INPROGRESS until its event has completed. */
 static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     if (c->is_send || e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
         return TPX_OK;
     tpx_status_t st = tpx__comm_unpack_load(c); /* done at set-up: returns at once */
@@ -285,14 +311,14 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     if (c->no_bounce) { /* host receives only (refused at post otherwise) */
         if (nfrags > 0) {
             TPX_ERROR("peer %s: plugin %s published %llu fragments on a comm without a "
-                      "bounce buffer", c->peer->name, e->net->name, (unsigned long long)nfrags);
+                      "bounce buffer", c->peer_name, e->net->name, (unsigned long long)nfrags);
             return TPX_ERR_PLUGIN;
         }
         return tpx__net_consumed(e->net, c->comm, s->req);
     }
     if (nfrags > TPX_NCCL_UNPACK_MAX_PAGES) {
         TPX_ERROR("peer %s: plugin %s published %llu fragments for one receive (max %u)",
-                  c->peer->name, e->net->name, (unsigned long long)nfrags,
+                  c->peer_name, e->net->name, (unsigned long long)nfrags,
                   TPX_NCCL_UNPACK_MAX_PAGES);
         return TPX_ERR_PLUGIN;
     }
@@ -300,7 +326,7 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
     for (uint64_t i = 0; i < nfrags; i++) {
         if ((uint64_t)frags[i].f.dst_off + frags[i].f.len > s->len) {
             TPX_ERROR("peer %s: plugin %s: fragment [%llu, +%u) outside the %u-byte receive",
-                      c->peer->name, e->net->name, (unsigned long long)frags[i].f.dst_off,
+                      c->peer_name, e->net->name, (unsigned long long)frags[i].f.dst_off,
                       frags[i].f.len, s->len);
             return TPX_ERR_PLUGIN;
         }
@@ -332,7 +358,7 @@ static tpx_status_t slot_release(tpx_comm_t *c, tpx_slot_t *s, uint64_t n)
                 return st;
         }
         int pushed = 0;
-        st = tpx__cuda_ctx_enter(e->unpack_dev, &pushed);
+        st = tpx__cuda_ctx_enter(e->window->unpack_dev, &pushed);
         if (st == TPX_OK)
             st = tpx__cuda_event_query((CUevent)c->unpack_ev[s->ev_wslot]);
         tpx__cuda_ctx_leave(pushed);
@@ -382,12 +408,12 @@ static int fault_dead(const tpx_comm_t *c)
                             c->chan == tpx__faults.die_chan - 1 ||
                             (tpx__faults.die_chan > 0 && c->chan == tpx__faults.die_also - 1)))
         return 1;
-    return c->chan == tpx__faults.die_next - 1 && c->peer->repairs > 0;
+    return c->chan == tpx__faults.die_next - 1 && *c->peer_repairs > 0;
 }
 
 int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     tpx_window_t *w = &c->win;
     if (w->done == w->posted)
         return TPX_WIN_EMPTY;
@@ -470,7 +496,7 @@ static tpx_status_t window_fill(tpx_comm_t *c, tpx_status_t st, void *req, uint3
 tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
                               const tpx_slot_t *what)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     void *req = NULL;
     if (c->no_bounce && what->dst_dev >= 0)
         return tpx__comm_rxmem_refuse(c, "irecv");
@@ -483,7 +509,7 @@ tpx_status_t tpx__window_post(tpx_comm_t *c, void *buf, uint32_t len, void *mh,
 tpx_status_t tpx__window_postv(tpx_comm_t *c, const struct iovec *iov, int iovcnt, uint32_t len,
                                const tpx_slot_t *what)
 {
-    tpx_engine_t *e = c->peer->e;
+    tpx_engine_t *e = c->e;
     void *req = NULL;
     TPX_TL(TPX_TR_DATA_POST, (uint64_t)len * 2 + !c->is_send);
     tpx_status_t st = c->is_send ? tpx__net_isendv(e->net, c->comm, iov, iovcnt, &req)

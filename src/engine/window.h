@@ -88,7 +88,13 @@ typedef struct {
 } tpx_chan_live_t;
 
 struct tpx_comm {
-    tpx_peer_t *peer;    /* owner */
+    tpx_peer_t *peer;    /* owner (peer.h: the files above window.c read it) */
+    /* What window.c needs of its peer, set with the comm (peer.c comm_new),
+     * so that it reads no peer (a file below peer.h's) */
+    tpx_engine_t *e;     /* the peer's engine */
+    const char *peer_name; /* the peer's name, for log lines (the peer outlives its comms) */
+    const uint32_t *peer_repairs; /* the peer's channel repairs (a fault hook: faults.h
+                                     die_next) */
     void *comm;          /* plugin comm */
     int is_send;
     int is_ctrl;
@@ -202,5 +208,26 @@ void tpx__comm_close_plugin(tpx_engine_t *e, tpx_comm_t *c);
  * bounce buffer (the plugin's rxmem skip state), naming `fn`, and what to
  * fix on the host; returns TPX_ERR_UNSUPPORTED. */
 tpx_status_t tpx__comm_rxmem_refuse(const tpx_comm_t *c, const char *fn);
+
+/* ---- window.c: the engine's GPU current around every plugin call ---- */
+
+/* Around every call into the plugin (set-up, passes, closes), on whatever
+ * thread makes it: make the engine's GPU current, as NCCL's proxy does
+ * (Google's plugin puts a comm's buffers and unpack work on the GPU that
+ * is current when it is made). Returns a token for leave(); a no-op for a
+ * host engine or without CUDA; one driver query when the thread has that
+ * GPU current already. */
+int tpx__window_gpu_enter(tpx_engine_t *e);
+/* The same around a progress pass (the hot path): a no-op where the plugin
+ * never uses the current GPU (gpu_passes 0). */
+static inline int tpx__window_gpu_enter_pass(tpx_engine_t *e)
+{
+    return e->cfg.gpu_passes ? tpx__window_gpu_enter(e) : 0;
+}
+void tpx__window_gpu_leave(int token);
+/* window.c's part of the engine (e->window): made with the engine, freed
+ * (its GPU unpack stream and context released) by fini. */
+tpx_status_t tpx__window_engine_init(tpx_engine_t *e);
+void tpx__window_engine_fini(tpx_engine_t *e);
 
 #endif

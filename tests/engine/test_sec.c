@@ -116,11 +116,8 @@ static int impostor_round(int mode)
     EXPECT(side_open(&m, mode == 2 ? "O" : "M", 1u << 20, 0) == 0);
     if (test_failed())
         return 1;
-    if (mode < 2)
-        m.e->id = o.e->id; /* public: in O's metadata and in every rdesc of O */
-    if (mode == 0)
-        m.e->ident_keys = 0;
-    snprintf(m.e->name, sizeof(m.e->name), "O");
+    /* id: public, in O's metadata and in every rdesc of O */
+    tpx__ident_pose(m.e, mode < 2 ? tpx__ident_engine_id(o.e) : 0, mode == 0 ? 0 : -1, "O");
     tpx_engine_info_t info = {.size = sizeof(info)};
     EXPECT(tpx_engine_info(v.e, &info) == TPX_OK);
     EXPECT_EQ(info.identity_keys, !dial_mode());

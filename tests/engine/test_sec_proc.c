@@ -221,8 +221,9 @@ static int takeover_impostor(int in, int out)
     side_t m;
     CHECK(side_open_port(&m, "O", (int)port) == 0, "cannot bind the owner's port %u", port);
     pthread_mutex_lock(&m.e->lock);
-    m.e->id = id;          /* public: in the owner's metadata and descriptors */
-    m.e->ident_keys = 0;   /* it cannot sign as the owner: it offers no key */
+    /* id: public, in the owner's metadata and descriptors; no keys: it
+     * cannot sign as the owner, it offers no key */
+    tpx__ident_pose(m.e, id, 0, NULL);
     pthread_mutex_unlock(&m.e->lock);
     char c = 1;
     CHECK(put(out, &c, 1) == 0);

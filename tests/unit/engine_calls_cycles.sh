@@ -8,7 +8,9 @@
 # function below the engine's top layer, and on a write of the engine's
 # settings (e->cfg) outside engine.c, on calls between files of one row, on a
 # one-sided kind or field named below rma.c, on a field of the engine written
-# outside its owner, and
+# outside its owner, on a file reaching inside another file's part of the
+# engine (e->pack->dev outside pack.c), on a header included from a lower
+# row than its own, and
 # on a picture of the layers (--design) that draws them otherwise. Runs it
 # on small trees made here.
 #
@@ -142,6 +144,40 @@ printf 'struct tpx_engine {\n    int zork;\n};\n' > "$tmp/src/engine/engine.h"
 if run; then fail "a field no one owns passed --strict"; fi
 grep -q "zork: a field of struct tpx_engine that FIELD_WRITERS does not list" "$tmp/out" ||
     fail "the field without owner is not named"
+
+# a part of the engine owned by one file is reached inside by that file only
+tree
+printf 'struct tpx_pack_state {\n    int dev;\n};\nint tpx__pack_d(struct tpx_engine *e)\n{\n    return e->pack->dev;\n}\n' \
+    > "$tmp/src/engine/pack.c"
+run || fail "pack.c reaching inside its own e->pack failed --strict"
+printf 'int tpx__wire_d(struct tpx_engine *e)\n{\n    return e->pack->dev;\n}\n' >> "$tmp/src/engine/wire.c"
+if run; then fail "a read inside e->pack in wire.c passed --strict"; fi
+grep -q "wire.c:7: return e->pack->dev;" "$tmp/out" || fail "the read inside another file's part is not named"
+tree
+printf 'struct tpx_pack_state {\n    int dev;\n};\n' > "$tmp/src/engine/pack.h"
+if run; then fail "the type of pack.c's part defined in a header passed --strict"; fi
+grep -q "pack.h:1: struct tpx_pack_state {" "$tmp/out" || fail "the type defined outside its owner is not named"
+tree
+printf 'struct tpx_engine {\n    tpx_zork_state_t *zork;\n};\n' > "$tmp/src/engine/engine.h"
+if run; then fail "a part of the engine no file owns passed --strict"; fi
+grep -q "zork: a part of struct tpx_engine (tpx_zork_state_t) that STATE_OWNERS does not list" \
+    "$tmp/out" || fail "the part without owner is not named"
+
+# a file includes headers of its own row or below: an upward include fails
+tree
+printf '#include "engine.h"\n#include "ident.h"\n' >> "$tmp/src/engine/wire.c"
+: > "$tmp/src/engine/engine.h"
+: > "$tmp/src/engine/ident.h"
+run || fail "wire.c including headers of the bottom row failed --strict"
+printf '#include "peer.h"\n' >> "$tmp/src/engine/wire.c"
+: > "$tmp/src/engine/peer.h"
+if run; then fail "wire.c including peer.h passed --strict"; fi
+grep -q 'wire.c:7: #include "peer.h"' "$tmp/out" || fail "the upward include is not named"
+tree
+: > "$tmp/src/engine/zork.h"
+if run; then fail "a header in no row passed --strict"; fi
+grep -q "zork.h: a header of src/engine that HEADER_ROW does not list" "$tmp/out" ||
+    fail "the header in no row is not named"
 
 # a public function below the top layer of src/engine fails too
 tree
