@@ -118,6 +118,8 @@ struct tpx_peer {
     uint64_t seen_sent;   /* the last recv_seq told to the peer (TPX_MSG_CTRL_SEEN) */
     int ctrl_bs_tx;       /* our control messages go over the bootstrap connection */
     int ctrl_bs_rx;       /* the peer's come over it (our control receive comm is closed) */
+    tpx_ready_t ready;    /* the peer's READY (wire.h): CTRL_BS, or an engine that predates
+                             the flags and may send over the bootstrap connection unannounced */
     /* discard buffer for drained (truncated) receives: run_max chunks
      * (virtual memory: untouched pages until a receive is drained) */
     void *scratch;

@@ -286,8 +286,8 @@ void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why)
     }
     p->seen_sent = p->recv_seq;
     if (why == NULL)
-        TPX_INFO("peer %s: its control messages come over the bootstrap connection "
-                 "(TPX_CTRL_BOOTSTRAP)", p->name);
+        TPX_INFO("peer %s: its control messages come over the bootstrap connection, "
+                 "unannounced (an engine without the READY flags: TPX_CTRL_BOOTSTRAP)", p->name);
     else
         TPX_WARN("peer %s: %s; its control messages come over the bootstrap connection from "
                  "now on", p->name, why);
