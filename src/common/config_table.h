@@ -474,6 +474,15 @@ TPX_CONFIG_X(FAULT_CTRL_STALL, INT, "0", 0, 1000000,
              "have completed N messages, as connections that black-holed without a word (TCPX "
              "reports none): the sender finds it (`TPX_CHANNEL_STALL_MS`) and the control "
              "stream moves to the bootstrap connection; 0: off.")
+TPX_CONFIG_X(FAULT_CTRL_SLOW_MS, INT, "0", 0, 10000,
+             "Testing only: the control receive comms of every peer complete at most one "
+             "message per N ms, as a receiver that holds its reads back: the control stream "
+             "keeps moving, slowly, and its confirmations (`TPX_MSG_CTRL_SEEN`) lag behind "
+             "what was sent; 0: off.")
+TPX_CONFIG_X(FAULT_READY_OLD, INT, "0", 0, 1,
+             "Testing only: 1: every engine of the process ends its peers' set-up with a READY "
+             "that carries no flags, as an engine that predates them (whose control stream may "
+             "come over the bootstrap connection unannounced); 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

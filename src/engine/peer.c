@@ -47,6 +47,7 @@
 #include "common/tsan.h"
 #include "engine.h"
 #include "common/sigpipe.h"
+#include "faults.h"
 #include "mem.h"
 #include "pack.h"
 #include "peer.h"
@@ -882,7 +883,9 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
                 return st;
             unsigned char rf[TPX_READY_WIRE_SIZE];
             tpx__ready_encode(e->cfg.ctrl_bootstrap ? TPX_READY_CTRL_BS : 0, rf);
-            if ((st = tpx__bs_send(p->bs, MSG_READY, rf, sizeof(rf))) != TPX_OK)
+            /* (testing, TPX_FAULT_READY_OLD: an engine that predates the flags) */
+            if ((st = tpx__bs_send(p->bs, MSG_READY, rf,
+                                   tpx__faults.ready_old ? 0 : sizeof(rf))) != TPX_OK)
                 return st;
             s->stage = ST_READY_WAIT;
             continue;
