@@ -117,6 +117,9 @@ struct tpx_peer {
     uint64_t seen_adv_ns; /* when the peer last confirmed one of them more (the stall clock) */
     uint64_t seen_sent;   /* the last recv_seq told to the peer (TPX_MSG_CTRL_SEEN) */
     int ctrl_bs_tx;       /* our control messages go over the bootstrap connection */
+    uint16_t bs_sent[TPX_WINDOW_MAX]; /* ... the send slots (ctrl_send_owner) of those sent
+                                         there, completed in the pass (peer_ctrl.c bs_reap) */
+    uint32_t bs_sent_head, bs_sent_n;
     int ctrl_bs_rx;       /* the peer's come over it (our control receive comm is closed) */
     tpx_ready_t ready;    /* the peer's READY (wire.h): CTRL_BS, or an engine that predates
                              the flags and may send over the bootstrap connection unannounced */
@@ -329,6 +332,9 @@ void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
  * holds (as the pass does). Never from under a transfer in use: a send
  * may complete, and free, the transfer that waited for it. */
 void tpx__peer_ctrl_bs_drain(tpx_peer_t *p);
+/* The owners of the control messages sent over the bootstrap connection
+ * (tpx__peer_ctrl_flush included) complete: from the pass only. */
+void tpx__peer_ctrl_bs_reap(tpx_peer_t *p);
 /* The peer received our control messages up to seq (exclusive): what was
  * kept for a move goes. */
 void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq);
