@@ -239,9 +239,11 @@ TPX_CONFIG_X(CTRL_BOOTSTRAP, INT, "1", 0, 1,
              "1: each engine sends its control messages (requests, answers, send headers, "
              "confirmations) to a peer over the bootstrap connection from the start, a TCP "
              "socket the engine reads itself, instead of over the plugin's control comms: a "
-             "lone request and its answer wake no transport thread. The peer needs no setting "
-             "(it takes them from either path). 0: the plugin's control comms, moved to the "
-             "bootstrap connection only when they fail (`TPX_CHANNEL_FAILOVER`).")
+             "lone request and its answer wake no transport thread. Each side says which in its "
+             "set-up's READY; a direction over the bootstrap connection has no control comms "
+             "(an idle peer holds one socket), and the peer needs no setting (it takes either "
+             "path). 0: the plugin's control comms, moved to the bootstrap connection only "
+             "when they fail (`TPX_CHANNEL_FAILOVER`).")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")

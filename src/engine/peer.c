@@ -15,11 +15,14 @@
  *              ours until both control comms exist (TCPX may return NULL
  *              comms for a while; connect is re-called with the same
  *              handle buffer)
- *   READY      both say so; control receives are posted; the peer is live
+ *   READY      both say so, each with its flags (wire.h: whether its control
+ *              messages go over the bootstrap connection); control receives
+ *              are posted on the comms still used, the others closed; the
+ *              peer is live
  *
  * The data channels open when a transfer first has chunks for them
  * (tpx__peer_chan_drive), so an idle peer costs its bootstrap connection
- * and its two control comms only: each side listens on its channels and
+ * (and its control comms, where the control stream uses them) only: each side listens on its channels and
  * sends their handles in one bootstrap frame (MSG_CHAN) when it first needs
  * them or when the peer's came; both then connect and accept in channel
  * order as at set-up. A transfer's chunks wait on its lanes meanwhile and

@@ -326,7 +326,8 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why);
  * (TPX_MSG_CTRL_SEEN with move) and its messages come over the bootstrap
  * connection; also on the first such message. Fails the peer when that
  * cannot be. why NULL: the peer sends its stream that way from the start
- * (TPX_CTRL_BOOTSTRAP), whatever our TPX_CHANNEL_FAILOVER. */
+ * without having said so (an engine that predates READY's flags;
+ * TPX_CTRL_BOOTSTRAP), whatever our TPX_CHANNEL_FAILOVER. */
 void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
 /* Our control stream over the bootstrap connection: send what the outbox
  * holds (as the pass does). Never from under a transfer in use: a send

@@ -101,6 +101,12 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
  *            path is in order, the bootstrap one starts at or before the
  *            receiver's next).
  *
+ * A direction whose sender said in its READY that it sends there
+ * (TPX_CTRL_BOOTSTRAP, peer.c) starts there: no comm, nothing kept, no
+ * move to confirm. An engine that predates READY's flags may start there
+ * unannounced: its receiver takes the first frame, sequence number 0, for
+ * that choice (no warning) and answers it as a move.
+ *
  * Cost on the healthy path (TPX_CHANNEL_FAILOVER): a copy of each control
  * message's header (and body) as it is posted, freed when the peer's next
  * TPX_MSG_CTRL_SEEN comes; one 21-byte bootstrap frame per 10 ms per peer
