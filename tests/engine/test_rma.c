@@ -2136,6 +2136,17 @@ typedef struct {
 
 static int ctrl_check(tpx_engine_t *e, const char *what, ctrl_want_t w)
 {
+    /* The side that accepts a peer finishes its set-up a little after the
+     * side that connected returned: both peers ready first. */
+    for (int k = 0, ready = 0; k < 5000 && ready < 2; k++) {
+        ready = 0;
+        pthread_mutex_lock(&e->lock);
+        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+            ready += p->state == PEER_READY;
+        pthread_mutex_unlock(&e->lock);
+        if (ready < 2)
+            usleep(1000);
+    }
     int n = 0;
     pthread_mutex_lock(&e->lock);
     for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
