@@ -2198,10 +2198,12 @@ static int ctrl_ready_run(int mixed)
         a.e->cfg.ctrl_bootstrap = 0;
         pthread_mutex_unlock(&a.e->lock);
     }
+    /* (the remote's peer connects after pa/pb, as in pair_open) */
     rm = load(&a, &b);
-    EXPECT(rm != NULL && tpx_remote_connect(rm, 5000) == TPX_OK);
+    EXPECT(rm != NULL);
     EXPECT(tpx_peer_connect(a.e, "127.0.0.1", tpx_engine_port(b.e), 5000, &pa) == TPX_OK);
     EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
+    EXPECT(rm != NULL && tpx_remote_connect(rm, 5000) == TPX_OK);
     if (test_failed())
         return 1;
     for (int round = 0; round < 3 && !test_failed(); round++) {
