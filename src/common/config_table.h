@@ -239,9 +239,11 @@ TPX_CONFIG_X(CTRL_BOOTSTRAP, INT, "1", 0, 1,
              "1: each engine sends its control messages (requests, answers, send headers, "
              "confirmations) to a peer over the bootstrap connection from the start, a TCP "
              "socket the engine reads itself, instead of over the plugin's control comms: a "
-             "lone request and its answer wake no transport thread. The peer needs no setting "
-             "(it takes them from either path). 0: the plugin's control comms, moved to the "
-             "bootstrap connection only when they fail (`TPX_CHANNEL_FAILOVER`).")
+             "lone request and its answer wake no transport thread. Each side says which in its "
+             "set-up's READY; a direction over the bootstrap connection has no control comms "
+             "(an idle peer holds one socket), and the peer needs no setting (it takes either "
+             "path). 0: the plugin's control comms, moved to the bootstrap connection only "
+             "when they fail (`TPX_CHANNEL_FAILOVER`).")
 TPX_CONFIG_X(CLOSE_GRACE_MS, INT, "2000", 0, 600000,
              "How long a plugin may report `peer closed` (rc 2) without completing before the "
              "transfer fails.")
@@ -474,6 +476,15 @@ TPX_CONFIG_X(FAULT_CTRL_STALL, INT, "0", 0, 1000000,
              "have completed N messages, as connections that black-holed without a word (TCPX "
              "reports none): the sender finds it (`TPX_CHANNEL_STALL_MS`) and the control "
              "stream moves to the bootstrap connection; 0: off.")
+TPX_CONFIG_X(FAULT_CTRL_SLOW_MS, INT, "0", 0, 10000,
+             "Testing only: the control receive comms of every peer complete at most one "
+             "message per N ms, as a receiver that holds its reads back: the control stream "
+             "keeps moving, slowly, and its confirmations (`TPX_MSG_CTRL_SEEN`) lag behind "
+             "what was sent; 0: off.")
+TPX_CONFIG_X(FAULT_READY_OLD, INT, "0", 0, 1,
+             "Testing only: 1: every engine of the process ends its peers' set-up with a READY "
+             "that carries no flags, as an engine that predates them (whose control stream may "
+             "come over the bootstrap connection unannounced); 0: off.")
 TPX_CONFIG_X(FAULT_RECV_PASS, INT, "0", 0, 1000000,
              "Testing only: the Nth tpx_recv() of an engine fails its peer inside the call, as a "
              "broken connection found in that call's own pass would (`TPX_ERR_IO`); 0: off. For "

@@ -23,6 +23,8 @@ static void faults_load_once(void)
     tpx__faults.die_next = (int)tpx__config_int(TPX_CFG_FAULT_CHANNEL_DIE_NEXT);
     tpx__faults.ctrl_fail = tpx__config_int(TPX_CFG_FAULT_CTRL_FAIL);
     tpx__faults.ctrl_stall = tpx__config_int(TPX_CFG_FAULT_CTRL_STALL);
+    tpx__faults.ctrl_slow_ms = tpx__config_int(TPX_CFG_FAULT_CTRL_SLOW_MS);
+    tpx__faults.ready_old = (int)tpx__config_int(TPX_CFG_FAULT_READY_OLD);
 }
 
 void tpx__faults_load(void) { pthread_once(&faults_once, faults_load_once); }

@@ -31,6 +31,10 @@ typedef struct {
                           they completed N messages, receive comms 2N (window.c; 0: none) */
     int64_t ctrl_stall; /* TPX_FAULT_CTRL_STALL: control comms stop completing once they
                            completed N messages (window.c; 0: none) */
+    int64_t ctrl_slow_ms; /* TPX_FAULT_CTRL_SLOW_MS: control receive comms complete at most
+                             one message per N ms (window.c; 0: none) */
+    int ready_old;      /* TPX_FAULT_READY_OLD: READY goes out without flags, as from an
+                           engine that predates them (peer.c; 0: off) */
 } tpx_faults_t;
 
 extern tpx_faults_t tpx__faults;

@@ -15,11 +15,14 @@
  *              ours until both control comms exist (TCPX may return NULL
  *              comms for a while; connect is re-called with the same
  *              handle buffer)
- *   READY      both say so; control receives are posted; the peer is live
+ *   READY      both say so, each with its flags (wire.h: whether its control
+ *              messages go over the bootstrap connection); control receives
+ *              are posted on the comms still used, the others closed; the
+ *              peer is live
  *
  * The data channels open when a transfer first has chunks for them
  * (tpx__peer_chan_drive), so an idle peer costs its bootstrap connection
- * and its two control comms only: each side listens on its channels and
+ * (and its control comms, where the control stream uses them) only: each side listens on its channels and
  * sends their handles in one bootstrap frame (MSG_CHAN) when it first needs
  * them or when the peer's came; both then connect and accept in channel
  * order as at set-up. A transfer's chunks wait on its lanes meanwhile and
@@ -47,6 +50,7 @@
 #include "common/tsan.h"
 #include "engine.h"
 #include "common/sigpipe.h"
+#include "faults.h"
 #include "mem.h"
 #include "pack.h"
 #include "peer.h"
@@ -765,6 +769,20 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     /* Devmem plugins: the receive comm's unpack handle, copied down once
      * (the data channels' as they open). */
     TPX_CHECK_GOTO(tpx__comm_unpack_load(p->ctrl_recv), st, out);
+    /* Each direction of the control stream over the bootstrap connection
+     * from READY on, when its sender said so (wire.h READY): that stream
+     * never moves back to a comm, so the comm it would have used closes
+     * now, at both ends (with both directions there, an idle peer holds
+     * its bootstrap connection only). The peer's receive comm waits for
+     * nothing from our send comm only if it read our flags: an engine that
+     * predates them keeps its receive comm posted, and ours stays open,
+     * idle, so that it sees no close it would take for a failure. */
+    p->ctrl_bs_rx = (p->ready.flags & TPX_READY_CTRL_BS) != 0;
+    p->ctrl_bs_tx = e->cfg.ctrl_bootstrap;
+    if (p->ctrl_bs_tx && p->ready.known)
+        tpx__comm_close_plugin(e, p->ctrl_send);
+    if (p->ctrl_bs_rx)
+        tpx__comm_close_plugin(e, p->ctrl_recv); /* no receive is posted on it */
     TPX_CHECK_GOTO(tpx__region_create(e, p->ctrl_buf, nbuf * TPX_CTRL_BUF_SLOT, TPX_MEM_HOST, 1,
                                       &p->ctrl_region), st, out);
     TPX_CHECK_GOTO(tpx__region_create(e, p->scratch, scratch, TPX_MEM_HOST, 1,
@@ -772,9 +790,10 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     for (int i = 0; i < e->cfg.window; i++)
         p->ctrl_send_free[p->ctrl_send_nfree++] = (uint32_t)(e->cfg.window - 1 - i);
     tpx_comm_t *c = p->ctrl_recv;
-    void *mh;
-    TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c->id, c->comm, 0, &mh), st, out);
-    for (int i = 0; i < e->cfg.window; i++) {
+    void *mh = NULL;
+    if (!p->ctrl_bs_rx)
+        TPX_CHECK_GOTO(tpx__region_mh(p->ctrl_region, c->id, c->comm, 0, &mh), st, out);
+    for (int i = 0; i < e->cfg.window && !p->ctrl_bs_rx; i++) {
         unsigned char *buf = p->ctrl_buf + (size_t)i * TPX_CTRL_BUF_SLOT;
         st = tpx__window_post(c, buf, TPX_CTRL_BUF_SLOT, mh,
                               &(tpx_slot_t){.kind = SLOT_CTRL, .dst_dev = -1, .dst = buf,
@@ -798,10 +817,6 @@ static tpx_status_t peer_go_live(tpx_peer_t *p)
     }
     p->state = PEER_READY;
     p->active_ns = tpx__now_ns();
-    /* Our control stream over the bootstrap connection from the start
-     * (peer_ctrl.c): the control send comm stays open and idle, so that the
-     * peer's receive comm sees no close it would take for the peer's. */
-    p->ctrl_bs_tx = e->cfg.ctrl_bootstrap;
 out:
     return st;
 }
@@ -873,7 +888,11 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
             st = setup_connect(p, s);
             if (st != TPX_OK)
                 return st;
-            if ((st = tpx__bs_send(p->bs, MSG_READY, NULL, 0)) != TPX_OK)
+            unsigned char rf[TPX_READY_WIRE_SIZE];
+            tpx__ready_encode(e->cfg.ctrl_bootstrap ? TPX_READY_CTRL_BS : 0, rf);
+            /* (testing, TPX_FAULT_READY_OLD: an engine that predates the flags) */
+            if ((st = tpx__bs_send(p->bs, MSG_READY, rf,
+                                   tpx__faults.ready_old ? 0 : sizeof(rf))) != TPX_OK)
                 return st;
             s->stage = ST_READY_WAIT;
             continue;
@@ -888,6 +907,10 @@ static tpx_status_t setup_advance(tpx_peer_t *p)
                 return peer_busy_received(p);
             if (type != MSG_READY) {
                 SETUP_ERR(p, "peer %s: unexpected bootstrap message %u", p->name, type);
+                return TPX_ERR_PROTOCOL;
+            }
+            if (tpx__ready_decode(b, len, &p->ready) != TPX_OK) {
+                SETUP_ERR(p, "peer %s: malformed READY message (%u bytes)", p->name, len);
                 return TPX_ERR_PROTOCOL;
             }
             pthread_mutex_lock(&e->lock);

@@ -117,7 +117,12 @@ struct tpx_peer {
     uint64_t seen_adv_ns; /* when the peer last confirmed one of them more (the stall clock) */
     uint64_t seen_sent;   /* the last recv_seq told to the peer (TPX_MSG_CTRL_SEEN) */
     int ctrl_bs_tx;       /* our control messages go over the bootstrap connection */
+    uint16_t bs_sent[TPX_WINDOW_MAX]; /* ... the send slots (ctrl_send_owner) of those sent
+                                         there, completed in the pass (peer_ctrl.c bs_reap) */
+    uint32_t bs_sent_head, bs_sent_n;
     int ctrl_bs_rx;       /* the peer's come over it (our control receive comm is closed) */
+    tpx_ready_t ready;    /* the peer's READY (wire.h): CTRL_BS, or an engine that predates
+                             the flags and may send over the bootstrap connection unannounced */
     /* discard buffer for drained (truncated) receives: run_max chunks
      * (virtual memory: untouched pages until a receive is drained) */
     void *scratch;
@@ -330,12 +335,16 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why);
  * (TPX_MSG_CTRL_SEEN with move) and its messages come over the bootstrap
  * connection; also on the first such message. Fails the peer when that
  * cannot be. why NULL: the peer sends its stream that way from the start
- * (TPX_CTRL_BOOTSTRAP), whatever our TPX_CHANNEL_FAILOVER. */
+ * without having said so (an engine that predates READY's flags;
+ * TPX_CTRL_BOOTSTRAP), whatever our TPX_CHANNEL_FAILOVER. */
 void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why);
 /* Our control stream over the bootstrap connection: send what the outbox
  * holds (as the pass does). Never from under a transfer in use: a send
  * may complete, and free, the transfer that waited for it. */
 void tpx__peer_ctrl_bs_drain(tpx_peer_t *p);
+/* The owners of the control messages sent over the bootstrap connection
+ * (tpx__peer_ctrl_flush included) complete: from the pass only. */
+void tpx__peer_ctrl_bs_reap(tpx_peer_t *p);
 /* The peer received our control messages up to seq (exclusive): what was
  * kept for a move goes. */
 void tpx__peer_ctrl_seen(tpx_peer_t *p, uint64_t seq);

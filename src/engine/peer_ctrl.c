@@ -101,6 +101,12 @@ tpx_status_t tpx__peer_ctrl_send(tpx_peer_t *p, tpx_ctrl_t *m, tpx_xfer_t *owner
  *            path is in order, the bootstrap one starts at or before the
  *            receiver's next).
  *
+ * A direction whose sender said in its READY that it sends there
+ * (TPX_CTRL_BOOTSTRAP, peer.c) starts there: no comm, nothing kept, no
+ * move to confirm. An engine that predates READY's flags may start there
+ * unannounced: its receiver takes the first frame, sequence number 0, for
+ * that choice (no warning) and answers it as a move.
+ *
  * Cost on the healthy path (TPX_CHANNEL_FAILOVER): a copy of each control
  * message's header (and body) as it is posted, freed when the peer's next
  * TPX_MSG_CTRL_SEEN comes; one 21-byte bootstrap frame per 10 ms per peer
@@ -176,12 +182,21 @@ void tpx__peer_ctrl_kept_free(tpx_peer_t *p)
 }
 
 /* The outbox's next message as a bootstrap frame: 1 sent, 0 nothing to
- * send or the connection's queue is full, -1 the peer failed. */
+ * send, the connection's queue is full or no send slot is free, -1 the
+ * peer failed.
+ *
+ * A frame is sent once tpx__bs_send took it, but its owner (a transfer
+ * that waits for its header or answer to leave) is not completed here: it
+ * takes a send slot as on the control comm, and the slot completes in the
+ * pass (bs_reap), never inside tpx__peer_ctrl_flush, whose callers (a
+ * request being served, rma.c) still use that transfer. */
 static int bs_post(tpx_peer_t *p)
 {
     if (p->outbox_n == 0)
         return 0;
     tpx_ctrl_out_t *o = &p->outbox[p->outbox_head];
+    if (o->owner != NULL && p->ctrl_send_nfree == 0)
+        return 0; /* slots complete in the pass */
     unsigned char buf[TPX_CTRL_BUF_SLOT];
     memcpy(buf, o->msg, TPX_CTRL_MSG_SIZE);
     tpx_status_t st = TPX_OK;
@@ -195,16 +210,30 @@ static int bs_post(tpx_peer_t *p)
         tpx__peer_fail(p, st, "sending a control message over the bootstrap connection failed");
         return -1;
     }
-    tpx_xfer_t *owner = o->owner;
+    if (o->owner != NULL) {
+        uint32_t idx = p->ctrl_send_free[--p->ctrl_send_nfree];
+        p->ctrl_send_owner[idx] = o->owner;
+        p->bs_sent[(p->bs_sent_head + p->bs_sent_n++) % TPX_WINDOW_MAX] = (uint16_t)idx;
+    }
     p->outbox_answers -= o->answer != 0;
     p->outbox_head = (p->outbox_head + 1) % p->outbox_cap;
     p->outbox_n--;
-    if (owner != NULL) {
-        owner->hdr_pending = 0;
-        tpx__xfer_maybe_done(owner);
-    }
-    return p->state == PEER_READY ? 1 : -1;
+    return 1;
 }
+
+/* The slots of the frames bs_post sent complete, in order: their owners
+ * may end now (pass only). */
+static void bs_reap(tpx_peer_t *p)
+{
+    while (p->bs_sent_n > 0 && p->state == PEER_READY) {
+        uint16_t idx = p->bs_sent[p->bs_sent_head];
+        p->bs_sent_head = (p->bs_sent_head + 1) % TPX_WINDOW_MAX;
+        p->bs_sent_n--;
+        tpx__peer_ctrl_sent(p, idx);
+    }
+}
+
+void tpx__peer_ctrl_bs_reap(tpx_peer_t *p) { bs_reap(p); }
 
 /* Whether one direction of p's control stream moves to the bootstrap
  * connection now: not if the peer is no longer ready or that direction
@@ -259,7 +288,8 @@ void tpx__peer_ctrl_move(tpx_peer_t *p, uint64_t from_seq, const char *why)
     for (int i = 0; i < n && p->state == PEER_READY; i++)
         tpx__peer_ctrl_sent(p, idx[i]);
     while (p->state == PEER_READY && bs_post(p) > 0)
-        ;
+        bs_reap(p);
+    bs_reap(p);
     e->last_move_ns = tpx__now_ns();
 }
 
@@ -286,8 +316,8 @@ void tpx__peer_ctrl_rx_move(tpx_peer_t *p, const char *why)
     }
     p->seen_sent = p->recv_seq;
     if (why == NULL)
-        TPX_INFO("peer %s: its control messages come over the bootstrap connection "
-                 "(TPX_CTRL_BOOTSTRAP)", p->name);
+        TPX_INFO("peer %s: its control messages come over the bootstrap connection, "
+                 "unannounced (an engine without the READY flags: TPX_CTRL_BOOTSTRAP)", p->name);
     else
         TPX_WARN("peer %s: %s; its control messages come over the bootstrap connection from "
                  "now on", p->name, why);
@@ -300,7 +330,8 @@ int tpx__comm_post_ctrl(tpx_comm_t *c)
     tpx_engine_t *e = p->e;
     if (p->ctrl_bs_tx) {
         (void)tpx__bs_flush(p->bs); /* a broken connection: the sweep sees its EOF */
-        return bs_post(p);
+        bs_reap(p); /* (the pass: comm_schedule) */
+        return p->state == PEER_READY ? bs_post(p) : -1;
     }
     if (p->outbox_n == 0 || p->ctrl_send_nfree == 0)
         return 0;
@@ -338,17 +369,19 @@ int tpx__comm_post_ctrl(tpx_comm_t *c)
 void tpx__peer_ctrl_bs_drain(tpx_peer_t *p)
 {
     while (p->ctrl_bs_tx && p->state == PEER_READY && bs_post(p) > 0)
-        ;
+        bs_reap(p);
+    bs_reap(p);
 }
 
 void tpx__peer_ctrl_flush(tpx_peer_t *p)
 {
-    /* Over the bootstrap connection a post is a send that completes at
-     * once, and with it the transfer that waited for it: its callers (a
-     * request being served) still use that transfer, so the outbox goes
-     * there in the pass (comm_schedule), not here. */
-    if (p->ctrl_bs_tx)
+    /* Over the bootstrap connection the frames leave now and their owners
+     * complete in the pass (bs_post), as on the control comm. */
+    if (p->ctrl_bs_tx) {
+        while (p->state == PEER_READY && bs_post(p) > 0)
+            ;
         return;
+    }
     while (p->state == PEER_READY && !tpx__window_full(p->ctrl_send) &&
            tpx__comm_post_ctrl(p->ctrl_send) > 0)
         ;

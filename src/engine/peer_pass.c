@@ -620,6 +620,10 @@ void tpx__peer_pass(tpx_peer_t *p)
      * not after the next nap. */
     if (p->outbox_n > 0 && p->state == PEER_READY)
         (void)tpx__comm_pass(p->ctrl_send);
+    /* ... and the transfers whose messages a flush sent over the bootstrap
+     * connection in this pass may end (peer_ctrl.c) */
+    if (p->bs_sent_n > 0 && p->state == PEER_READY)
+        tpx__peer_ctrl_bs_reap(p);
     /* Buffers held back above whose reason this pass removed (answers sent,
      * requests done): read on now, not at the next pass, which an idle
      * engine takes only after its nap. */

@@ -123,8 +123,10 @@ int tpx__peer_bs_frame(tpx_peer_t *p, uint16_t type, const unsigned char *buf, u
             tpx__peer_fail(p, TPX_ERR_PROTOCOL, "a control message frame of a wrong size");
             return 0;
         }
-        /* Its first message ever: the peer chose that path (TPX_CTRL_BOOTSTRAP) */
-        int chosen = !p->ctrl_bs_rx && p->recv_seq == 0 && tpx__get64(buf + 8) == 0;
+        /* A peer that said so in its READY sends here from the start
+         * (ctrl_bs_rx already); one that predates the READY flags chose
+         * this path unannounced if this is its first message ever */
+        int chosen = !p->ready.known && p->recv_seq == 0 && tpx__get64(buf + 8) == 0;
         tpx__peer_ctrl_rx_move(p, chosen ? NULL
                                          : "the peer moved its control messages to the "
                                            "bootstrap connection");

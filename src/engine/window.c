@@ -425,6 +425,12 @@ int tpx__window_test(tpx_comm_t *c, tpx_slot_t *out, tpx_window_err_t *err)
     if (TPX_UNLIKELY(tpx__faults.ctrl_stall > 0) && c->is_ctrl &&
         w->done >= (uint64_t)tpx__faults.ctrl_stall)
         return TPX_WIN_EMPTY; /* testing: TPX_FAULT_CTRL_STALL */
+    if (TPX_UNLIKELY(tpx__faults.ctrl_slow_ms > 0) && c->is_ctrl && !c->is_send) {
+        uint64_t now = tpx__now_ns(); /* testing: TPX_FAULT_CTRL_SLOW_MS, one test per N ms */
+        if (now < c->fault_next_ns)
+            return TPX_WIN_EMPTY;
+        c->fault_next_ns = now + (uint64_t)tpx__faults.ctrl_slow_ms * 1000000ull;
+    }
     if (TPX_UNLIKELY(tpx__faults.ctrl_fail > 0) && c->is_ctrl &&
         w->done >= (uint64_t)tpx__faults.ctrl_fail * (c->is_send ? 1 : 2)) {
         err->st = TPX_ERR_IO; /* testing: TPX_FAULT_CTRL_FAIL */

@@ -111,6 +111,7 @@ struct tpx_comm {
     int dead;            /* data channel lost: never tested or posted again; its plugin comm
                             closes once both sides agree on what it lost (peer_repair.c) */
     uint64_t rc2_since_ns; /* test() reported "peer closed" without done */
+    uint64_t fault_next_ns; /* testing, TPX_FAULT_CTRL_SLOW_MS: no completion before this */
     /* A lost data channel connected again (peer.c, rejoin): the receiver
      * listens and sends its handle (TPX_MSG_REJOIN), the sender connects,
      * retrying with backoff, and announces REJOIN (peer_repair.c). */

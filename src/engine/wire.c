@@ -713,3 +713,19 @@ int tpx__ident_version(const unsigned char *in, size_t len)
         return -1;
     return tpx__get16(in + 4);
 }
+
+/* ---- READY ------------------------------------------------------------------------- */
+
+void tpx__ready_encode(uint32_t flags, unsigned char out[TPX_READY_WIRE_SIZE])
+{
+    tpx__put32(out, flags);
+}
+
+tpx_status_t tpx__ready_decode(const unsigned char *in, size_t len, tpx_ready_t *m)
+{
+    if (len != 0 && len != TPX_READY_WIRE_SIZE)
+        return TPX_ERR_PROTOCOL;
+    m->known = len != 0;
+    m->flags = len != 0 ? tpx__get32(in) : 0;
+    return TPX_OK;
+}

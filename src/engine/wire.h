@@ -2,9 +2,10 @@
 /*
  * wire.h - the engine's wire formats, as pure functions (no engine state,
  * no allocation, no logging): control messages, request lists, region
- * descriptors and metadata blobs. Every byte from the network goes through
- * one of the decoders here first; each checks magic, version, lengths and
- * ranges, and writes its output only on success. They are fuzzed
+ * descriptors, metadata blobs, identity proofs and the set-up's READY.
+ * Every byte from the network goes through one of the decoders here first;
+ * each checks magic, version, lengths and ranges, and writes its output
+ * only on success. They are fuzzed
  * (tests/fuzz) and must never crash on any input.
  *
  * All integers are big-endian.
@@ -401,6 +402,31 @@ tpx_status_t tpx__md_decode(const unsigned char *buf, size_t len, tpx_md_t *md);
  * the one this library writes and reads: to name the mismatch in errors. */
 unsigned tpx__md_version(const void *blob, size_t len);
 unsigned tpx__md_version_mine(void);
+
+/* ---- READY: the last frame of a peer's set-up, on its bootstrap connection (peer.c) ----
+ *
+ *   0 u32 flags   (4 bytes)
+ *
+ * flags: bit 0 CTRL_BS  the sender's control messages go over the bootstrap connection
+ *                       from READY on (TPX_CTRL_BOOTSTRAP=1), never over its control
+ *                       send comm; a stream there never moves back (peer_ctrl.c)
+ * An engine of control protocol 11 that predates the field sends READY empty (it reads
+ * only the frame's type, so a 4-byte READY reaches it unharmed): no flags, and it may
+ * send its control messages over the bootstrap connection all the same, unannounced.
+ * Bits this engine does not know are kept and not used: a capability only its sender
+ * has changes nothing here.
+ */
+#define TPX_READY_WIRE_SIZE 4
+#define TPX_READY_CTRL_BS 1u
+
+typedef struct {
+    int known;      /* the frame carried the flags (0: an engine that predates them) */
+    uint32_t flags; /* TPX_READY_*, as sent (0 when not known) */
+} tpx_ready_t;
+
+void tpx__ready_encode(uint32_t flags, unsigned char out[TPX_READY_WIRE_SIZE]);
+/* TPX_ERR_PROTOCOL unless len is 0 (an older engine) or TPX_READY_WIRE_SIZE. */
+tpx_status_t tpx__ready_decode(const unsigned char *in, size_t len, tpx_ready_t *m);
 
 /* ---- IDENT: an engine's proof of identity on a bootstrap connection (ident.h) --------
  *

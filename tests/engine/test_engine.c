@@ -18,9 +18,9 @@
  *                   the other has a progress thread and waits on the fd
  *   peers           one server, three clients at once, 16 MiB both ways each
  *   idlecpu         an idle engine with a progress thread costs (almost) no CPU
- *   idlefds CHANNELS MAXFDS  an idle peer holds its bootstrap connection and
- *                   control comms only (MAXFDS); its data channels open when
- *                   first used
+ *   idlefds CHANNELS MAXFDS  an idle peer holds its bootstrap connection (and
+ *                   its control comms, if used) only (MAXFDS); its data
+ *                   channels open when first used
  *   bw [CHANNELS]   10 x 256 MiB, GB/s reported (passes if the data verifies)
  */
 #include <errno.h>
@@ -563,9 +563,11 @@ int scen_idlecpu(int argc, char **argv)
 
 /* ==== idlefds =============================================================== */
 
-/* An idle peer holds its bootstrap connection and its two control comms
- * (MAXFDS in all: 1 + 2 x 2 sockets on the built-in transport, 1 + 2 x 3 in
- * its strict TCPX mode, where a comm also has its devmem socket); its
+/* An idle peer holds its bootstrap connection, and its two control comms
+ * unless both sides send their control messages over the bootstrap
+ * connection (MAXFDS in all: 1, or 1 + 2 x 2 sockets on the built-in
+ * transport, 1 + 2 x 3 in its strict TCPX mode, where a comm also has its
+ * devmem socket); its
  * data channels open when a transfer first needs them and stay open for the
  * next. Each side counts its descriptors (/proc/self/fd): the first peer
  * warms the transport up (its shared workers and wake-ups, made once per
@@ -617,7 +619,7 @@ static int idlefds_role(int is_srv)
     if (fds[1] - fds[0] > g_idle_max_fds)
         ht_dump_fds(); /* now, with the channels open: what they are */
     CHECK(fds[1] - fds[0] <= g_idle_max_fds,
-          "%s: an idle peer holds %d fds (at most its bootstrap connection and control comms: %d)",
+          "%s: an idle peer holds %d fds (at most its bootstrap connection and any control comms: %d)",
           me, fds[1] - fds[0], g_idle_max_fds);
     CHECK(fds[2] >= fds[1] + 2 * g_channels,
           "%s: %d fds after the first transfer, %d idle: its %d data channels did not open", me,

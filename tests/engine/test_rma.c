@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "common/config.h"
 #include "common/tsan.h"
 #include "engine/engine.h"
+#include "engine/faults.h" /* the ctrlready test, as engines that predate READY's flags */
 #include "engine/peer.h"   /* the hostile test sends control messages out of order */
 #include "engine/rma.h"    /* struct tpx_prep: the hostile test corrupts a list */
 #include "engine/remote.h"
@@ -2124,6 +2126,205 @@ static int t_ctrlmove(void)
     TEST_DONE();
 }
 
+/* The state of every peer of engine e: its control stream's two paths
+ * (ctrl_bs_tx, ctrl_bs_rx), whether its control comms are open, and
+ * whether its peer's READY carried flags; each as want says (-1: any).
+ * The number of peers. */
+typedef struct {
+    int tx, rx, send_open, recv_open, known;
+} ctrl_want_t;
+
+static int ctrl_check(tpx_engine_t *e, const char *what, ctrl_want_t w)
+{
+    /* The side that accepts a peer finishes its set-up a little after the
+     * side that connected returned: both peers ready first. */
+    for (int k = 0, ready = 0; k < 5000 && ready < 2; k++) {
+        ready = 0;
+        pthread_mutex_lock(&e->lock);
+        for (tpx_peer_t *p = e->peers; p != NULL; p = p->next)
+            ready += p->state == PEER_READY;
+        pthread_mutex_unlock(&e->lock);
+        if (ready < 2)
+            usleep(1000);
+    }
+    int n = 0;
+    pthread_mutex_lock(&e->lock);
+    for (tpx_peer_t *p = e->peers; p != NULL; p = p->next) {
+        ctrl_want_t got = {p->ctrl_bs_tx, p->ctrl_bs_rx, p->ctrl_send->comm != NULL,
+                           p->ctrl_recv->comm != NULL, p->ready.known};
+        if (p->state != PEER_READY || (w.tx >= 0 && got.tx != w.tx) ||
+            (w.rx >= 0 && got.rx != w.rx) || (w.send_open >= 0 && got.send_open != w.send_open) ||
+            (w.recv_open >= 0 && got.recv_open != w.recv_open) ||
+            (w.known >= 0 && got.known != w.known))
+            TEST_FAIL_(what, "peer %s: ready %d, to it over bootstrap %d, from it %d, control "
+                       "send comm open %d, receive comm open %d, its READY's flags known %d",
+                       p->name, p->state == PEER_READY, got.tx, got.rx, got.send_open,
+                       got.recv_open, got.known);
+        n++;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
+/* Each side says in its READY whether its control messages go over the
+ * bootstrap connection (TPX_CTRL_BOOTSTRAP); the other knows it from READY
+ * on, before any message came, and the comms of such a direction are
+ * closed at both ends from the set-up on (a stream there never moves
+ * back). Run as
+ *   ctrlready  both sides TPX_CTRL_BOOTSTRAP=1: no control comm left open;
+ *   ctrlmixed  A's engine set to 0 (the plugin's comms), B's 1: A -> B keeps
+ *              its comms, B -> A none;
+ *   ctrlold    TPX_FAULT_READY_OLD: READYs without flags, as from engines
+ *              that predate them: each side sends over the bootstrap
+ *              connection unannounced, keeps its send comm open (idle:
+ *              the peer's receive comm waits on it), and the receiver learns
+ *              the path at the first message (closing its receive comm).
+ * WRITEs, READs and two-sided sends both ways, every byte checked, and
+ * the state holds after them (nothing moved). */
+static int ctrl_ready_run(int mixed)
+{
+    side_t a, b;
+    tpx_remote_t *rm;
+    tpx_peer_t *pa, *pb;
+    EXPECT(side_open(&a, "A", 64u << 20, 0) == 0);
+    EXPECT(side_open(&b, "B", 64u << 20, 0) == 0);
+    if (test_failed())
+        return 1;
+    int old = tpx__faults.ready_old != 0; /* read with the first engine */
+    if (mixed) {
+        /* settings are the process's (read once): this engine's alone, set
+         * before it has any peer */
+        pthread_mutex_lock(&a.e->lock);
+        a.e->cfg.ctrl_bootstrap = 0;
+        pthread_mutex_unlock(&a.e->lock);
+    }
+    /* (the remote's peer connects after pa/pb, as in pair_open) */
+    rm = load(&a, &b);
+    EXPECT(rm != NULL);
+    EXPECT(tpx_peer_connect(a.e, "127.0.0.1", tpx_engine_port(b.e), 5000, &pa) == TPX_OK);
+    EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
+    EXPECT(rm != NULL && tpx_remote_connect(rm, 5000) == TPX_OK);
+    if (test_failed())
+        return 1;
+    for (int round = 0; round < 3 && !test_failed(); round++) {
+        const char *what = round == 0 ? "at READY" : "after transfers";
+        ctrl_want_t wa, wb;
+        if (old) /* the first message tells the receiver (round 0: none came yet) */
+            wa = wb = (ctrl_want_t){1, round == 0 ? 0 : 1, 1, round == 0, 0};
+        else if (mixed)
+            wa = (ctrl_want_t){0, 1, 1, 0, 1}, wb = (ctrl_want_t){1, 0, 0, 1, 1};
+        else
+            wa = wb = (ctrl_want_t){1, 1, 0, 0, 1};
+        EXPECT_EQ(ctrl_check(a.e, what, wa), 2);
+        EXPECT_EQ(ctrl_check(b.e, what, wb), 2);
+        if (round < 2 && !test_failed())
+            EXPECT(failover_round(&a, &b, rm, pa, pb) == 0);
+    }
+    pair_close(&a, &b, rm, pa, pb);
+    TEST_DONE();
+}
+
+static int t_ctrlready(void) { return ctrl_ready_run(0); }
+static int t_ctrlmixed(void) { return ctrl_ready_run(1); }
+
+/* The stall clock of a control send comm runs from the later of the
+ * oldest unseen message's post and the peer's last confirmation (run with
+ * TPX_CTRL_BOOTSTRAP=0, TPX_CHANNEL_STALL_MS=400 and
+ * TPX_FAULT_CTRL_SLOW_MS=30: each side's control receive comm completes one
+ * message per 30 ms). 100 small READs at once: their requests reach the
+ * owner in about 3 s, their answers come back as slowly, so the oldest
+ * message unseen waits far longer than 400 ms while the confirmations
+ * advance every 30-40 ms. A comm that moves slowly is not stalled: no
+ * control stream moves, every byte right. */
+#define SLOW_READS 100
+static int t_ctrlslow(void)
+{
+    side_t a, b;
+    tpx_remote_t *rm;
+    tpx_peer_t *pa, *pb;
+    if (pair_open(&a, &b, &rm, &pa, &pb) != 0)
+        return 1;
+    EXPECT(tpx_remote_connect(rm, 5000) == TPX_OK);
+    fill(a.mem, a.size, 11);
+    fill(b.mem, b.size, 12);
+    unsigned char *want = malloc(a.size);
+    memcpy(want, a.mem, a.size);
+    tpx_xfer_t *x[SLOW_READS];
+    uint64_t t0 = test_now_ns();
+    for (int i = 0; i < SLOW_READS; i++) {
+        size_t off = (size_t)i * 4096 + (size_t)i % 7;
+        tpx_iov_t v = {.local = a.r, .local_offset = off, .remote = &b.d,
+                       .remote_offset = off + 12345, .len = 64};
+        memcpy(want + off, b.mem + off + 12345, 64);
+        x[i] = NULL;
+        EXPECT(tpx_rma(rm, TPX_OP_READ, &v, 1, NULL, 0, &x[i]) == TPX_OK);
+    }
+    for (int i = 0; i < SLOW_READS; i++) {
+        if (x[i] != NULL)
+            EXPECT(tpx_xfer_wait(x[i], 60000, NULL) == TPX_OK);
+        tpx_xfer_release(x[i]);
+    }
+    fprintf(stderr, "%d READs of 64 bytes through slow control comms: %.2f s\n", SLOW_READS,
+            (double)(test_now_ns() - t0) / 1e9);
+    EXPECT(memcmp(a.mem, want, a.size) == 0);
+    free(want);
+    /* no control stream moved, in either direction, on any peer */
+    EXPECT_EQ(ctrl_check(a.e, "slow control comms", (ctrl_want_t){0, 0, 1, 1, -1}), 2);
+    EXPECT_EQ(ctrl_check(b.e, "slow control comms", (ctrl_want_t){0, 0, 1, 1, -1}), 2);
+    pair_close(&a, &b, rm, pa, pb);
+    TEST_DONE();
+}
+
+/* The sweep reads every bootstrap frame that came, up to 16, not one per
+ * sweep (the peer confirms control messages every 10 ms with one frame,
+ * and rings doorbells: a reader of one frame per 10 ms sweep fell behind
+ * until its kept messages looked unseen). B's engine has no progress
+ * thread and nobody drives it, so its frames are read only by the sweeps
+ * this test runs: A sends 20 doorbells; once they are all in B's socket,
+ * one sweep hears 16 (bounded work per peer and sweep), the next 4. */
+static int t_ctrldrain(void)
+{
+    side_t a, b;
+    tpx_peer_t *pa = NULL, *pb = NULL;
+    EXPECT(side_open(&a, "A", 1u << 20, 0) == 0);
+    EXPECT(side_open_ex(&b, "B", 1u << 20, 0, 0) == 0);
+    if (test_failed())
+        return 1;
+    EXPECT(tpx_peer_connect(a.e, "127.0.0.1", tpx_engine_port(b.e), 5000, &pa) == TPX_OK);
+    EXPECT(tpx_peer_accept(b.e, 5000, &pb) == TPX_OK);
+    if (test_failed())
+        return 1;
+    pthread_mutex_lock(&a.e->lock);
+    for (int i = 0; i < 20; i++)
+        EXPECT(tpx__bs_send(pa->bs, TPX_MSG_BELL, NULL, 0) == TPX_OK);
+    EXPECT(tpx__bs_flush(pa->bs) == TPX_OK);
+    pthread_mutex_unlock(&a.e->lock);
+    int fd = tpx__bs_fd(pb->bs), queued = 0;
+    for (int k = 0; k < 5000 && queued < 20 * TPX_BS_HDR_SIZE; k++) {
+        if (ioctl(fd, FIONREAD, &queued) != 0)
+            break;
+        if (queued < 20 * TPX_BS_HDR_SIZE)
+            usleep(1000);
+    }
+    EXPECT_EQ(queued, 20 * TPX_BS_HDR_SIZE);
+    pthread_mutex_lock(&b.e->lock);
+    uint64_t n0 = b.e->nbells;
+    tpx__peer_sweep(pb, tpx__now_ns());
+    uint64_t n1 = b.e->nbells;
+    tpx__peer_sweep(pb, tpx__now_ns());
+    uint64_t n2 = b.e->nbells;
+    int ready = pb->state == PEER_READY;
+    pthread_mutex_unlock(&b.e->lock);
+    EXPECT(ready);
+    EXPECT_EQ(n1 - n0, 16);
+    EXPECT_EQ(n2 - n1, 4);
+    tpx_peer_close(pa);
+    tpx_peer_close(pb);
+    side_close(&a);
+    side_close(&b);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -2139,13 +2340,16 @@ int main(int argc, char **argv)
                  {"packfail", t_packfail}, {"packgpu", t_packgpu}, {"relfree", t_relfree},
                  {"inline", t_inline}, {"heldorder", t_heldorder},
                  {"unexport", t_unexport}, {"packsize", t_packsize},
-                 {"failover", t_failover}, {"ctrlmove", t_ctrlmove}};
+                 {"failover", t_failover}, {"ctrlmove", t_ctrlmove},
+                 {"ctrlready", t_ctrlready}, {"ctrlmixed", t_ctrlmixed},
+                 {"ctrlslow", t_ctrlslow}, {"ctrldrain", t_ctrldrain}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
     fprintf(stderr, "usage: test_rma basic|notif|reject|badargs|dereg|twoway|prepost|coalesce|"
                     "overflow|metadata|bell|cancel|hostile|holds|failclose|abi|pollloop|pack|"
-                    "packmany|packfail|packgpu|relfree|inline|heldorder|failover|ctrlmove\n");
+                    "packmany|packfail|packgpu|relfree|inline|heldorder|failover|ctrlmove|ctrlready|"
+                    "ctrlmixed|ctrlslow|ctrldrain\n");
     return 2;
 }

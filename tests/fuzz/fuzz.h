@@ -34,7 +34,7 @@ enum {
 #define TPX_FUZZ_BS_AFTER          2 /* messages after a real handshake */
 #define TPX_FUZZ_BS_TOKEN          4 /* or'ed in: both sides hold a token */
 
-/* fuzz_wire: selector % 6. */
+/* fuzz_wire: selector % 8. */
 enum {
     TPX_FUZZ_WIRE_CTRL = 0,
     TPX_FUZZ_WIRE_LIST = 1, /* 2 bytes of chunk size, then the list */
@@ -43,6 +43,7 @@ enum {
     TPX_FUZZ_WIRE_MD = 4,
     TPX_FUZZ_WIRE_MD_SUM = 5, /* checksum fixed up before decoding */
     TPX_FUZZ_WIRE_IDENT = 6,
+    TPX_FUZZ_WIRE_READY = 7,
 };
 
 /* fuzz_sock: selector % 3. */

@@ -603,6 +603,13 @@ static void seeds_wire(void)
     seed_start(&s, TPX_FUZZ_WIRE_IDENT);
     seed_add(&s, ib, sizeof(ib));
     seed_write(&s, "wire", "ident_offer");
+    unsigned char rb[TPX_READY_WIRE_SIZE];
+    tpx__ready_encode(TPX_READY_CTRL_BS, rb);
+    seed_start(&s, TPX_FUZZ_WIRE_READY);
+    seed_add(&s, rb, sizeof(rb));
+    seed_write(&s, "wire", "ready");
+    seed_start(&s, TPX_FUZZ_WIRE_READY);
+    seed_write(&s, "wire", "ready_empty");
 }
 
 /* ---- the built-in transport's wire ------------------------------------------------- */

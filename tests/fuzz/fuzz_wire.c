@@ -2,7 +2,7 @@
 /*
  * fuzz_wire.c - libFuzzer target for the engine's wire formats
  * (src/engine/wire.h): control messages, request lists, region descriptors,
- * metadata blobs and identity messages.
+ * metadata blobs, identity messages and the set-up's READY.
  *
  * The first input byte picks the decoder, the rest is its input. Every
  * decoder must survive any input without reading outside it, and whatever
@@ -202,6 +202,20 @@ static void fuzz_ident(const uint8_t *data, size_t size)
     free(in);
 }
 
+static void fuzz_ready(const uint8_t *data, size_t size)
+{
+    unsigned char *in = tpx_fuzz_fixed(data, size, size);
+    tpx_ready_t m;
+    if (tpx__ready_decode(in, size, &m) == TPX_OK) {
+        unsigned char out[TPX_READY_WIRE_SIZE];
+        tpx__ready_encode(m.flags, out);
+        TPX_FUZZ_CHECK(m.known == (size != 0) &&
+                           (size == 0 ? m.flags == 0 : memcmp(out, in, size) == 0),
+                       "ready: decode . encode is not the identity");
+    }
+    free(in);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -209,7 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t sel = data[0];
     data++;
     size--;
-    switch (sel % 7) {
+    switch (sel % 8) {
     case TPX_FUZZ_WIRE_CTRL:
         fuzz_ctrl(data, size);
         break;
@@ -230,6 +244,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case TPX_FUZZ_WIRE_IDENT:
         fuzz_ident(data, size);
+        break;
+    case TPX_FUZZ_WIRE_READY:
+        fuzz_ready(data, size);
         break;
     }
     return 0;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../common/tpx_test.h"
+#include "engine/wire.h"
 #include "plugin/sock/sock_wire.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -160,6 +161,28 @@ int main(void)
     p = (tpx_sock_piece_t){.len = 0, .total = 10, .offset = 0}; /* empty piece of a non-empty msg */
     tpx__sock_piece_encode(&p, pb);
     EXPECT(tpx__sock_piece_decode(pb, &po) != TPX_OK);
+
+    /* READY's flags: 4 bytes, or none from an engine that predates them;
+     * any other length is refused; bits not known here are kept, unused */
+    unsigned char rb[TPX_READY_WIRE_SIZE + 1] = {0};
+    tpx_ready_t ro = {.known = 7, .flags = 7};
+    tpx__ready_encode(TPX_READY_CTRL_BS, rb);
+    EXPECT_EQ(rb[0] | rb[1] | rb[2], 0);
+    EXPECT_EQ(rb[3], 1); /* big-endian */
+    EXPECT_EQ(tpx__ready_decode(rb, TPX_READY_WIRE_SIZE, &ro), TPX_OK);
+    EXPECT(ro.known == 1 && ro.flags == TPX_READY_CTRL_BS);
+    EXPECT_EQ(tpx__ready_decode(rb, 0, &ro), TPX_OK);
+    EXPECT(ro.known == 0 && ro.flags == 0);
+    tpx__ready_encode(0x80000000u, rb);
+    EXPECT_EQ(tpx__ready_decode(rb, TPX_READY_WIRE_SIZE, &ro), TPX_OK);
+    EXPECT(ro.known == 1 && ro.flags == 0x80000000u && !(ro.flags & TPX_READY_CTRL_BS));
+    for (size_t n = 1; n <= TPX_READY_WIRE_SIZE + 1; n++) {
+        if (n == TPX_READY_WIRE_SIZE)
+            continue;
+        ro = (tpx_ready_t){.known = 7, .flags = 7};
+        EXPECT(tpx__ready_decode(rb, n, &ro) == TPX_ERR_PROTOCOL);
+        EXPECT(ro.known == 7 && ro.flags == 7); /* untouched on failure */
+    }
 
     /* Random bytes never decode into something out of bounds (and never crash). */
     for (int i = 0; i < 200000; i++) {
