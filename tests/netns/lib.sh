@@ -152,6 +152,29 @@ log_field() {
 }
 
 # need_peer: the peer program must have been given (third argument)
+# io_bytes HOST NIC: the bytes HOST's NIC has sent and received
+io_bytes() {
+    "$TESTBED" exec "$1" sh -c "echo \$((\$(cat /sys/class/net/$2/statistics/tx_bytes) + \$(cat /sys/class/net/$2/statistics/rx_bytes)))"
+}
+
+# wait_carry HOST NIC START UP: waits until HOST's NIC has moved CARRY_BYTES since
+# io_bytes read START, UP (now_ms) being when it came up; WAITED: the ms it took. Fails
+# when CARRY_MS pass first, or the client (CLIENT) ends before, with the logs of ALL.
+wait_carry() {
+    local host=$1 nic=$2 start=$3 up=$4
+    while :; do
+        WAITED=$(($(now_ms) - up))
+        [ $(($(io_bytes "$host" "$nic") - start)) -ge "$CARRY_BYTES" ] && return 0
+        kill -0 "$CLIENT" 2>/dev/null ||
+            { show_peer_logs $ALL; fail "the run ended $WAITED ms after $nic came back, before $nic carried data"; }
+        [ "$WAITED" -lt "$CARRY_MS" ] || {
+            show_peer_logs $ALL
+            fail "$host's $nic carried under $CARRY_BYTES bytes in $CARRY_MS ms after it came up (the connections it lacked never joined?)"
+        }
+        sleep 0.02
+    done
+}
+
 need_peer() { [ -n "$PEER" ] && [ -x "$PEER" ] || fail "no netns_peer program (third argument)"; }
 
 # start_peer NAME HOST ARGS...: $PEER ARGS in HOST, output in $WORK/NAME.log;

@@ -29,9 +29,6 @@ CARRY_BYTES=1048576 CARRY_MS=3000
 ROUNDS=1000 SIZE=4194304
 ALL="server client"
 
-io_bytes() {
-    "$TESTBED" exec "$1" sh -c "echo \$((\$(cat /sys/class/net/$2/statistics/tx_bytes) + \$(cat /sys/class/net/$2/statistics/rx_bytes)))"
-}
 
 # links_paired HOST: the established TCP connections of HOST between data
 # NICs (10.77.1-4.x), "L R" by their links (the third octets); fails on one
@@ -49,7 +46,7 @@ links_paired() {
 # down_before HOST ROLE NIC: HOST's NIC down before ROLE (server in B,
 # client in A) starts; up once the rounds run.
 down_before() {
-    local host=$1 role=$2 nic=$3 start up waited paired
+    local host=$1 role=$2 nic=$3 start up paired
     [ "$role" = server ] && "$TESTBED" link B $nic down
     start_peer server B server --port $PORT --size $SIZE --timeout-ms $TMO_MS --deadline 100
     SERVER=$PEER_PID
@@ -67,18 +64,8 @@ down_before() {
     start=$(io_bytes "$host" $nic)
     up=$(now_ms) # before the command: its own time counts too
     "$TESTBED" link "$host" $nic up || fail "testbed link $host $nic up failed"
-    while :; do
-        waited=$(($(now_ms) - up))
-        [ $(($(io_bytes "$host" $nic) - start)) -ge $CARRY_BYTES ] && break
-        kill -0 "$CLIENT" 2>/dev/null ||
-            { show_peer_logs $ALL; fail "the run ended $waited ms after $nic came back, before $nic carried data"; }
-        [ "$waited" -lt $CARRY_MS ] || {
-            show_peer_logs $ALL
-            fail "$host's $nic carried under $CARRY_BYTES bytes in $CARRY_MS ms after it came up (the connections it lacked never joined?)"
-        }
-        sleep 0.02
-    done
-    result "$host's $nic down before the $role started: it carries $waited ms after it came up"
+    wait_carry "$host" "$nic" "$start" "$up"
+    result "$host's $nic down before the $role started: it carries $WAITED ms after it came up"
     for h in A B; do
         paired=$(links_paired $h) || { show_peer_logs $ALL; echo "$paired"; fail "$host's $nic up again: connections across links"; }
     done

@@ -47,11 +47,6 @@ run_case() {
     result "$name: verified after $(secs "$((SERVER_MS > CLIENT_MS ? SERVER_MS : CLIENT_MS))") s from the fault (tpx-perf $*, one fused channel over eth1..eth4)"
 }
 
-# io_bytes HOST IF: bytes sent and received by HOST's interface
-io_bytes() {
-    "$TESTBED" exec "$1" sh -c "echo \$((\$(cat /sys/class/net/$2/statistics/tx_bytes) + \$(cat /sys/class/net/$2/statistics/rx_bytes)))"
-}
-
 # After a NIC comes back, the comm replaces the connection it lost over it
 # (sock_rejoin.c) and the NIC carries the transfer's bytes again: B's eth2
 # moves CARRY_BYTES (far above ARP and the replacement's handshake) within
