@@ -175,6 +175,19 @@ wait_carry() {
     done
 }
 
+# pair_verified UP WHAT: waits for the server and the client (wait_pair, from UP), then
+# requires both to exit 0 and no round to fail; their logs in $WORK/case.txt. WHAT names
+# the case in the failures.
+pair_verified() {
+    wait_pair 100 "$1" || { show_peer_logs $ALL; fail "hang with $2"; }
+    show_peer_logs $ALL >"$WORK/case.txt"
+    [ "$SERVER_RC" = 0 ] && [ "$CLIENT_RC" = 0 ] || {
+        cat "$WORK/case.txt"
+        fail "verified rounds with $2 failed (server rc $SERVER_RC, client rc $CLIENT_RC)"
+    }
+    ! grep -q '^FAULT' "$WORK/case.txt" || { cat "$WORK/case.txt"; fail "a round failed"; }
+}
+
 need_peer() { [ -n "$PEER" ] && [ -x "$PEER" ] || fail "no netns_peer program (third argument)"; }
 
 # start_peer NAME HOST ARGS...: $PEER ARGS in HOST, output in $WORK/NAME.log;
