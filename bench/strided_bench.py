@@ -186,11 +186,21 @@ def run_tpx(sl, row, iters):
         sl.dst.zero()
         post_all()
         sl.check(row)
+        c0, o0 = dec.counters(), pre.counters()
         times = timed(post_all, iters)
+        c1, o1 = dec.counters(), pre.counters()
         for p in preps:
             p.release()
+    n = max(c1["rma_done"] - c0["rma_done"], 1)
+
+    def ms(c0, c1, k):
+        return round((c1[k] - c0[k]) / n / 1e6, 2)
+    # where a transfer's time went (per transfer, ms): the requester's post -> answer ->
+    # last data; the owner's request in -> served, of which checking and expanding its list
+    phases = dict(answer=ms(c0, c1, "rma_ns_answer"), data=ms(c0, c1, "rma_ns_data"),
+                  served=ms(o0, o1, "rma_served_ns"), check=ms(o0, o1, "rma_check_ns"))
     return dict(prep_ms=prep_s * 1e3, parts=len(preps), entries=sum(len(e) for e in lists),
-                times=times)
+                times=times, phases_ms=phases)
 
 
 def run_nixl(sl, row, iters):

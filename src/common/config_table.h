@@ -337,6 +337,11 @@ TPX_CONFIG_X(RMA_PACK_ASYNC, INT, "1", 0, 1,
              "the engine goes on, up to 8 chunks at once, each with a device scratch chunk of its "
              "own (strided KV slices on an H100 host: 1.27x). 0: the engine waits for each "
              "chunk's copy before it goes on. Each side's own setting decides whether it waits.")
+TPX_CONFIG_X(RMA_PACK_STREAMS, INT, "8", 1, 8,
+             "One-sided transfers with GPU blocks: CUDA streams the GPU copies of shared chunks "
+             "are spread over (each chunk's gather or scatter kernel and its DMA copy; up to 8 "
+             "chunks at once). On one stream each chunk's kernel waited for the last chunk's "
+             "copy and the copies ran one at a time.")
 TPX_CONFIG_X(RMA_IOV, INT, "1", 0, 1,
              "One-sided transfers over the built-in transport: a shared chunk of packed small "
              "host blocks is sent from and received into the blocks themselves (one vectored "

@@ -556,6 +556,7 @@ static tpx_status_t cfg_settings(tpx_engine_cfg_t *c, const tpx_engine_params_t 
     c->rma_pack_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_BYTES);
     c->rma_pack_chunk = (uint32_t)tpx__config_int(TPX_CFG_RMA_PACK_CHUNK);
     c->pack_async = tpx__config_int(TPX_CFG_RMA_PACK_ASYNC) != 0;
+    c->pack_streams = (int)tpx__config_int(TPX_CFG_RMA_PACK_STREAMS);
     c->rma_iov = (int)tpx__config_int(TPX_CFG_RMA_IOV);
     c->rma_inline_bytes = (uint32_t)tpx__config_int(TPX_CFG_RMA_INLINE_BYTES);
     c->spin_ns = (uint64_t)tpx__config_int(TPX_CFG_SPIN_US) * 1000ull;

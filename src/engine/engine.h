@@ -259,6 +259,7 @@ typedef struct {
     int chan_socks;            /* TPX_CHANNEL_SOCKS: data connections per channel (own transport) */
     int unpack_mode;           /* TPX_UNPACK: TPX_UNPACK_KERNEL .. NONE */
     int pack_async;            /* TPX_RMA_PACK_ASYNC: GPU copies of shared chunks overlap (pack.c) */
+    int pack_streams;          /* TPX_RMA_PACK_STREAMS: CUDA streams of those copies (pack.c) */
     /* ---- the plugin's capabilities ---- */
     int gpu_passes;            /* the plugin may place memory on the current GPU in any call
                                   (all but a plugin whose extension table says it names its

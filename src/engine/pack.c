@@ -22,9 +22,13 @@
  * other than the engine's pack device (the first one seen) take a
  * synchronous copy each.
  *
- * The GPU work of a chunk is an op on the engine's one pack stream, in one
- * of TPX_PACK_OPS slots, each with its own device scratch chunk, fragment
- * lists and event; ops finish in the order queued. A run whose blocks all
+ * The GPU work of a chunk is an op in one of TPX_PACK_OPS slots, each with
+ * its own device scratch chunk, fragment lists and event, on one of the
+ * engine's pack streams (TPX_RMA_PACK_STREAMS, slot k on stream k mod n):
+ * on one stream each chunk's kernel waited for the last chunk's DMA copy
+ * and the copies ran one at a time, so ops of different slots now overlap
+ * and may finish in any order (each comm still takes its own in order). A
+ * run whose blocks all
  * sit on the pack device can be asynchronous (tpx__pack_gather_async,
  * _scatter_async, TPX_RMA_PACK_ASYNC): the engine goes on while the copy
  * runs and asks tpx__pack_op_test later, so the copies of several chunks
@@ -48,22 +52,28 @@
 #define PACK_FRAGS_OP 2048
 #define PACK_FRAGS (PACK_FRAGS_OP * TPX_PACK_OPS)
 
-/* The engine's pack device (e->pack): its stream, kernel, device scratch
+/* The engine's pack device (e->pack): its streams, kernel, device scratch
  * chunks, fragment buffer and op slots. This file's alone: other files ask
  * through tpx__pack_* (tpx__pack_idle, tpx__pack_ops_wait). Under e->lock. */
 struct tpx_pack_state {
-    int dev;               /* device of the pack stream and kernel; -1: not set up */
+    int dev;               /* device of the pack streams and kernel; -1: not set up */
     int kernel;            /* the unpack kernel gathers/scatters (else async copies) */
-    void *stream;          /* CUstream */
+    int nstreams;          /* streams made (TPX_RMA_PACK_STREAMS) */
+    void *stream[TPX_PACK_OPS]; /* CUstream; op slot k queues on stream[k % nstreams] */
     void *frags;           /* pinned, mapped: fragments of the launches in flight */
     uint64_t frags_d;      /* ... their device address */
     void *scratch;         /* kernel mode: TPX_PACK_OPS chunks of device memory, one per
                               op slot (a tpx__cuda_mem_t) */
     void *ev[TPX_PACK_OPS]; /* CUevent per op slot: its copies finished (lazy) */
-    uint64_t op_next;      /* ops queued on the pack stream so far */
-    uint64_t op_done;      /* ... of which the first op_done are known finished (one
-                              stream: they finish in order) */
+    uint64_t fin[TPX_PACK_OPS]; /* slot k: 1 + the last op of it known finished (0: none) */
+    uint64_t op_next;      /* ops queued so far; op n runs in slot n % TPX_PACK_OPS */
+    uint64_t op_done;      /* ... of which the first op_done are known finished */
 };
+
+static CUstream slot_stream(const tpx_engine_t *e, uint32_t k)
+{
+    return (CUstream)e->pack->stream[k % (uint32_t)e->pack->nstreams];
+}
 
 int tpx__pack_run_dev(const tpx_xfer_t *x, uint32_t first, uint32_t last)
 {
@@ -84,11 +94,14 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
     tpx_status_t st = tpx__cuda_ctx_retain(dev, NULL);
     if (st != TPX_OK)
         return st;
-    CUstream s = NULL;
+    int ns = TPX_MAX(1, TPX_MIN(e->cfg.pack_streams, TPX_PACK_OPS));
+    CUstream s[TPX_PACK_OPS] = {0};
     void *frags = NULL;
     CUdeviceptr frags_d = 0;
-    if ((st = tpx__cuda_stream_create(dev, &s)) != TPX_OK)
-        goto err_ctx;
+    int made = 0;
+    for (; made < ns; made++)
+        if ((st = tpx__cuda_stream_create(dev, &s[made])) != TPX_OK)
+            goto err_stream;
     if ((st = tpx__cuda_host_alloc(dev, PACK_FRAGS * sizeof(tpx_nccl_load_meta_t), &frags,
                                    &frags_d)) != TPX_OK)
         goto err_stream;
@@ -110,14 +123,15 @@ static tpx_status_t pack_gpu_ready(tpx_engine_t *e, int dev)
                             : "one async copy per block (no kernel: built without it, "
                               "TPX_UNPACK other than kernel, or the driver refused it)");
     e->pack->dev = dev;
-    e->pack->stream = s;
+    e->pack->nstreams = ns;
+    memcpy(e->pack->stream, s, sizeof(s));
     e->pack->frags = frags;
     e->pack->frags_d = (uint64_t)frags_d;
     return TPX_OK;
 
 err_stream:
-    tpx__cuda_stream_destroy(dev, s);
-err_ctx:
+    while (made-- > 0)
+        tpx__cuda_stream_destroy(dev, s[made]);
     tpx__cuda_ctx_release(dev);
     return st;
 }
@@ -151,7 +165,8 @@ void tpx__pack_engine_fini(tpx_engine_t *e)
             tpx__cuda_event_destroy(e->pack->dev, (CUevent)e->pack->ev[i]);
         e->pack->ev[i] = NULL;
     }
-    tpx__cuda_stream_destroy(e->pack->dev, (CUstream)e->pack->stream);
+    for (int i = 0; i < e->pack->nstreams; i++)
+        tpx__cuda_stream_destroy(e->pack->dev, (CUstream)e->pack->stream[i]);
     tpx__cuda_host_free(e->pack->dev, e->pack->frags);
     if (e->pack->kernel) {
         tpx__unpack_gpu_fini(e->pack->dev);
@@ -330,39 +345,56 @@ tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e)
         return TPX_OK;
     int pushed = 0;
     tpx_status_t st = tpx__cuda_ctx_enter(e->pack->dev, &pushed);
-    if (st == TPX_OK) {
-        st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack->stream);
-        tpx__cuda_ctx_leave(pushed);
-    }
+    for (int i = 0; st == TPX_OK && i < e->pack->nstreams; i++)
+        st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack->stream[i]);
+    tpx__cuda_ctx_leave(pushed);
     e->pack->op_done = e->pack->op_next; /* finished, or failed for good */
+    memset(e->pack->fin, 0, sizeof(e->pack->fin));
     return st;
+}
+
+/* Op `op` (queued, at or after op_done) finished: op_done moves past every
+ * op known finished since. */
+static void op_finished(struct tpx_pack_state *ps, uint64_t op)
+{
+    ps->fin[op % TPX_PACK_OPS] = op + 1;
+    while (ps->op_done < ps->op_next && ps->fin[ps->op_done % TPX_PACK_OPS] == ps->op_done + 1)
+        ps->op_done++;
+}
+
+static int op_known_done(const struct tpx_pack_state *ps, uint64_t op)
+{
+    return op < ps->op_done || ps->fin[op % TPX_PACK_OPS] == op + 1;
 }
 
 tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op)
 {
-    if (op < e->pack->op_done)
+    if (op_known_done(e->pack, op))
         return TPX_OK;
     int pushed = 0;
     tpx_status_t st = tpx__cuda_ctx_enter(e->pack->dev, &pushed);
-    while (st == TPX_OK && e->pack->op_done <= op) {
-        st = tpx__cuda_event_query((CUevent)e->pack->ev[e->pack->op_done % TPX_PACK_OPS]);
-        if (st == TPX_OK)
-            e->pack->op_done++;
+    if (st == TPX_OK) {
+        st = tpx__cuda_event_query((CUevent)e->pack->ev[op % TPX_PACK_OPS]);
+        tpx__cuda_ctx_leave(pushed);
     }
-    tpx__cuda_ctx_leave(pushed);
+    if (st == TPX_OK)
+        op_finished(e->pack, op);
     return st; /* TPX_INPROGRESS: still copying */
 }
 
-/* The next op slot, free: the oldest op is waited for when all are busy.
- * In the pack device's context. */
+/* The next op slot, free: the op that used it last is waited for when it
+ * has not finished. In the pack device's context. */
 static tpx_status_t op_slot(tpx_engine_t *e, uint32_t *slot)
 {
     tpx_status_t st;
-    if (e->pack->op_next - e->pack->op_done == TPX_PACK_OPS) {
-        if ((st = tpx__cuda_event_sync((CUevent)e->pack->ev[e->pack->op_done % TPX_PACK_OPS])) !=
-            TPX_OK)
-            return st;
-        e->pack->op_done++;
+    if (e->pack->op_next >= TPX_PACK_OPS) {
+        uint64_t prev = e->pack->op_next - TPX_PACK_OPS;
+        if (!op_known_done(e->pack, prev)) {
+            if ((st = tpx__cuda_event_sync((CUevent)e->pack->ev[prev % TPX_PACK_OPS])) !=
+                TPX_OK)
+                return st;
+            op_finished(e->pack, prev);
+        }
     }
     uint32_t k = (uint32_t)(e->pack->op_next % TPX_PACK_OPS);
     if (e->pack->ev[k] == NULL) {
@@ -379,6 +411,7 @@ static tpx_status_t op_slot(tpx_engine_t *e, uint32_t *slot)
  * fragment lists. */
 typedef struct {
     tpx_engine_t *e;
+    CUstream stream;                         /* the op slot's */
     tpx_unpack_job_t jobs[TPX__UNPACK_GPU_INLINE_JOBS];
     uint32_t njobs, max_frags;
     uint32_t frag0, used;                    /* the slot's first fragment; used since a sync */
@@ -389,15 +422,21 @@ typedef struct {
     uint64_t last_base;                      /* the address its region offsets count from */
 } launch_t;
 
+/* The kernel gives each fragment one warp, which copies 4 KiB a pass: a
+ * 128 KiB block as one fragment took a warp 32 passes while the rest of
+ * the GPU idled. Fragments are cut at this size instead (their
+ * descriptors, 16 bytes each, are read over PCIe once per launch). */
+#define FRAG_MAX (8u * 1024)
+
 /* Grow fragment f by the next block's len bytes when they follow f's on
  * both sides (src_off: where its bytes are read, dst_off: written), within
- * one job: a decode rank's half of the heads lands in 16-token runs, so its
- * scatter is a fragment per run instead of one per 1 KiB element (the
- * kernel gives each fragment a warp; its descriptor is a PCIe read). */
+ * one job, up to FRAG_MAX: a decode rank's half of the heads lands in
+ * 16-token runs, so its scatter is a fragment per 8 KiB of a run instead
+ * of one per 1 KiB element (its descriptor is a PCIe read). */
 static int frag_extend(tpx_nccl_load_meta_t *f, uint64_t src_off, uint64_t dst_off, uint64_t len)
 {
     if ((uint64_t)f->f.src_off + f->f.len != src_off || f->f.dst_off + f->f.len != dst_off ||
-        (uint64_t)f->f.len + len > UINT32_MAX)
+        (uint64_t)f->f.len + len > FRAG_MAX)
         return 0;
     f->f.len += (uint32_t)len;
     return 1;
@@ -409,7 +448,7 @@ static tpx_status_t launch_flush(launch_t *l)
         return TPX_OK;
     tpx_engine_t *e = l->e;
     tpx_status_t st = tpx__unpack_gpu_launch_inline(e->pack->dev, l->jobs, l->njobs,
-                                                    l->max_frags, e->pack->stream);
+                                                    l->max_frags, l->stream);
     l->njobs = l->max_frags = 0;
     l->key_region = NULL;
     l->last = NULL;
@@ -426,7 +465,7 @@ static tpx_status_t launch_room(launch_t *l, int new_job, const char *bounce, ch
     tpx_status_t st;
     if (l->used == PACK_FRAGS_OP) {
         if ((st = launch_flush(l)) != TPX_OK ||
-            (st = TPX_CU(cuStreamSynchronize, (CUstream)e->pack->stream)) != TPX_OK)
+            (st = TPX_CU(cuStreamSynchronize, l->stream)) != TPX_OK)
             return st;
         l->used = 0;
         new_job = 1;
@@ -468,7 +507,7 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
         tpx__cuda_ctx_leave(pushed);
         return st;
     }
-    CUstream stream = (CUstream)e->pack->stream;
+    CUstream stream = slot_stream(e, k);
     /* the span of the pack device's blocks in the chunk, and their lowest address */
     uint64_t span_lo = UINT64_MAX, span_hi = 0, lo = UINT64_MAX;
     for (uint32_t i = first; i <= last; i++) {
@@ -486,7 +525,7 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
     if (e->pack->kernel && !to_stage && span_lo < span_hi)
         st = TPX_CU(cuMemcpyHtoDAsync, (CUdeviceptr)(uintptr_t)(scratch + span_lo), buf + span_lo,
                     span_hi - span_lo, stream);
-    launch_t l = {.e = e, .frag0 = k * PACK_FRAGS_OP};
+    launch_t l = {.e = e, .stream = stream, .frag0 = k * PACK_FRAGS_OP};
     for (uint32_t i = first; i <= last && st == TPX_OK; i++) {
         const tpx_seg_t *g = &x->segs[i];
         if (!on_pack_dev(e, g))
@@ -499,34 +538,43 @@ static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, 
                                    g->len, stream);
             continue;
         }
-        tpx_nccl_load_meta_t *fr;
         /* gather: src_off counts from the block's 2 GiB window of its region */
         uint64_t win = g->off >> 31;
         int fresh = to_stage && (l.key_region != g->region || l.key_win != win);
-        if (!fresh && l.last != NULL && l.last_region == g->region &&
-            frag_extend(l.last, to_stage ? addr - l.last_base : g->pack_off,
-                        to_stage ? g->pack_off : addr - l.last_base, g->len))
-            continue;
-        if (to_stage) {
-            const char *base = (const char *)(uintptr_t)(g->region->base + (win << 31));
-            if ((st = launch_room(&l, fresh, base, scratch, &fr)) != TPX_OK)
-                break;
-            l.key_region = g->region;
-            l.key_win = win;
-            fr->f.src_off = (uint32_t)(addr - (uint64_t)(uintptr_t)base);
-            fr->f.len = (uint32_t)g->len;
-            fr->f.dst_off = g->pack_off;
-            l.last_base = (uint64_t)(uintptr_t)base;
-        } else {
-            if ((st = launch_room(&l, 0, scratch, (char *)(uintptr_t)lo, &fr)) != TPX_OK)
-                break;
-            fr->f.src_off = g->pack_off;
-            fr->f.len = (uint32_t)g->len;
-            fr->f.dst_off = addr - lo;
-            l.last_base = lo;
+        for (uint64_t done = 0; done < g->len && st == TPX_OK;) {
+            uint64_t n = TPX_MIN((uint64_t)FRAG_MAX, g->len - done);
+            uint64_t a = addr + done;
+            uint32_t po = g->pack_off + (uint32_t)done;
+            if (!fresh && l.last != NULL && l.last_region == g->region &&
+                frag_extend(l.last, to_stage ? a - l.last_base : po,
+                            to_stage ? po : a - l.last_base, n)) {
+                done += n;
+                continue;
+            }
+            tpx_nccl_load_meta_t *fr;
+            if (to_stage) {
+                const char *base = (const char *)(uintptr_t)(g->region->base + (win << 31));
+                if ((st = launch_room(&l, fresh, base, scratch, &fr)) != TPX_OK)
+                    break;
+                l.key_region = g->region;
+                l.key_win = win;
+                fr->f.src_off = (uint32_t)(a - (uint64_t)(uintptr_t)base);
+                fr->f.len = (uint32_t)n;
+                fr->f.dst_off = po;
+                l.last_base = (uint64_t)(uintptr_t)base;
+            } else {
+                if ((st = launch_room(&l, 0, scratch, (char *)(uintptr_t)lo, &fr)) != TPX_OK)
+                    break;
+                fr->f.src_off = po;
+                fr->f.len = (uint32_t)n;
+                fr->f.dst_off = a - lo;
+                l.last_base = lo;
+            }
+            l.last = fr;
+            l.last_region = g->region;
+            fresh = 0;
+            done += n;
         }
-        l.last = fr;
-        l.last_region = g->region;
     }
     if (st == TPX_OK)
         st = launch_flush(&l);

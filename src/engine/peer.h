@@ -149,6 +149,8 @@ struct tpx_peer {
     struct tpx_listbuf *listbufs;       /* free registered buffers for incoming lists */
     uint32_t nlistbufs;              /* ... how many */
     uint32_t rma_ntargets;           /* its requests being served here (quota) */
+    struct tpx_rma_expand *rma_expanding; /* its requests whose lists expand a step a pass
+                                             (rma.c) */
     uint64_t list_bytes;             /* list buffers and checked lists (segments) its
                                         requests hold now (quota) */
     int quota_warned;                /* a refusal was logged */

@@ -601,6 +601,8 @@ void tpx__peer_pass(tpx_peer_t *p)
             (void)tpx__comm_pass(p->ctrl_recv);
     }
     (void)tpx__comm_pass(p->ctrl_send);
+    if (p->rma_expanding != NULL && p->state == PEER_READY)
+        tpx__rma_expand_pass(p);
     /* Data channels not open yet (peer.c tpx__peer_chan_drive): their
      * chunks wait on the lanes in the order both sides derive, and are
      * dealt from there once the channels exist. */

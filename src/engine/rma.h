@@ -49,6 +49,10 @@ struct tpx_prep {
 /* The owner got RMA_REQ m: start serving it (list receives queued; with
  * flag INLINE, body holds the list and a WRITE's data: served at once). */
 void tpx__rma_target_begin(tpx_peer_t *p, const tpx_ctrl_t *m, const unsigned char *body);
+/* The owner's lists still expanding into segments (a long list is expanded
+ * a step per pass, its chunks dealt behind a gate as they are covered): one
+ * step each. Called in every pass over a ready peer. */
+void tpx__rma_expand_pass(tpx_peer_t *p);
 /* A list chunk of owner transfer x arrived; the last one checks the list. */
 void tpx__rma_list_chunk_done(tpx_xfer_t *x);
 /* The requester got RMA_RESP m, its body (flag INLINE: a READ's data) in

@@ -172,6 +172,7 @@ typedef struct {
                                from the start until the transfer is done */
     uint32_t want_nent, want_nchunks; /* what the RMA_REQ announced */
     int answer_inline;      /* READ: the requester takes the data in the RMA_RESP */
+    struct tpx_rma_expand *exp; /* its list still expanding into segments (rma.c), or NULL */
 } tpx_xfer_own_t;
 
 struct tpx_xfer {

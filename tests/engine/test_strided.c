@@ -907,6 +907,58 @@ static int t_quota(void)
     TEST_DONE();
 }
 
+/* Lists long enough that the owner expands them a step per pass while the
+ * first chunks move behind the stream's gate (rma.c, EXPAND_STEP): 362,145
+ * elements of 4 and 24 bytes around a 1 MiB block, READ and WRITE, each
+ * posted twice and both of them in flight at once; every byte checked. */
+static int t_long(void)
+{
+    mside_t a, b;
+    EXPECT(mside_open(&a, "A", 8u << 20, 0) == 0);
+    EXPECT(mside_open(&b, "B", 8u << 20, 0) == 0);
+    tpx_remote_t *ab = load(&a.s, &b.s);
+    EXPECT(ab != NULL && tpx_remote_connect(ab, 10000) == TPX_OK);
+    if (test_failed())
+        return 1;
+    tpx_strided_t v[3] = {
+        {.local = a.s.r, .local_offset = 0, .remote = &b.s.d, .remote_offset = 0,
+         .elem_len = 4, .ndims = 1, .dim = {{262144, 4, 12}}},
+        {.local = a.s.r, .local_offset = (1u << 20) + 64, .remote = &b.s.d,
+         .remote_offset = (3u << 20) + 64, .elem_len = (1u << 20) + 3},
+        {.local = a.s.r, .local_offset = 3u << 20, .remote = &b.s.d,
+         .remote_offset = 4200000, .elem_len = 24, .ndims = 2,
+         .dim = {{1000, 2400, 3600}, {100, 24, 36}}}};
+    for (int w = 0; w < 2 && !test_failed(); w++) {
+        tpx_op_t op = w ? TPX_OP_WRITE : TPX_OP_READ;
+        run_checked(&a, &b, ab, op, v, 3, 2, w ? "long WRITE" : "long READ");
+        /* two at once: both lists expanding together on the owner */
+        unsigned char *wa = malloc(a.s.size), *wb = malloc(b.s.size);
+        memcpy(wa, a.s.mem, a.s.size);
+        memcpy(wb, b.s.mem, b.s.size);
+        for (int i = 0; i < 3; i++)
+            ref_apply(&v[i], op, wa, wb);
+        tpx_prep_t *pp = NULL;
+        EXPECT(tpx_xfer_prepare_strided(ab, op, v, 3, &pp) == TPX_OK);
+        tpx_xfer_t *x[2] = {0};
+        for (int i = 0; i < 2 && pp != NULL; i++)
+            EXPECT(tpx_xfer_post(pp, NULL, 0, 30000, &x[i]) == TPX_OK);
+        for (int i = 0; i < 2; i++) {
+            tpx_status_t st = x[i] ? tpx_xfer_wait(x[i], 30000, NULL) : TPX_ERR_INTERNAL;
+            EXPECT(st == TPX_OK, "long, two at once: %s", tpx_status_string(st));
+            tpx_xfer_release(x[i]);
+        }
+        tpx_prep_release(pp);
+        EXPECT(memcmp(a.s.mem, wa, a.s.size) == 0 && memcmp(b.s.mem, wb, b.s.size) == 0,
+               "long, two at once: the bytes");
+        free(wa);
+        free(wb);
+    }
+    tpx_remote_release(ab);
+    mside_close(&a);
+    mside_close(&b);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -914,11 +966,11 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } tests[] = {{"prop", t_prop}, {"kv", t_kv},       {"bad", t_bad},
                  {"wire", t_wire}, {"quota", t_quota}, {"gpu", t_gpu},
-                 {"version", t_version}, {"kvhelper", t_kvhelper}};
+                 {"version", t_version}, {"kvhelper", t_kvhelper}, {"long", t_long}};
     if (argc == 2)
         for (size_t i = 0; i < TPX_ARRAY_SIZE(tests); i++)
             if (strcmp(argv[1], tests[i].name) == 0)
                 return tests[i].fn();
-    fprintf(stderr, "usage: test_strided prop|kv|bad|wire|quota|gpu|version|kvhelper\n");
+    fprintf(stderr, "usage: test_strided prop|kv|bad|wire|quota|gpu|version|kvhelper|long\n");
     return 2;
 }

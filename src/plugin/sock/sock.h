@@ -695,7 +695,7 @@ void tpx__sock_chan_reopen(struct tpx_sock_comm *c, struct tpx_sock_chan *ch);
  * returns the count. */
 int tpx__sock_req_iov(const tpx_sock_req_t *r, uint64_t off, uint64_t len, struct iovec *out,
                       int max, tpx_sock_iov_at_t *at);
-#define SOCK_IOV_BATCH 64 /* iovecs per sendmsg/recvmsg of a vectored request */
+#define SOCK_IOV_BATCH 256 /* iovecs per sendmsg/recvmsg of a vectored request */
 
 /* ---- sock_req.c: the request API ---------------------------------------- */
 tpx_status_t tpx__sock_isend(void *comm, void *data, size_t size, int tag, void *mh,
