@@ -333,7 +333,7 @@ TPX_CONFIG_X(RMA_PACK_CHUNK, INT, "0", 0, 4194304,
              "requester's value governs a transfer (it travels with the request).")
 TPX_CONFIG_X(RMA_PACK_ASYNC, INT, "1", 0, 1,
              "One-sided transfers with GPU blocks: the GPU copies of shared chunks (the gather "
-             "before a send, the scatter after a receive) run on the engine's pack stream while "
+             "before a send, the scatter after a receive) run on the engine's pack streams while "
              "the engine goes on, up to 8 chunks at once, each with a device scratch chunk of its "
              "own (strided KV slices on an H100 host: 1.27x). 0: the engine waits for each "
              "chunk's copy before it goes on. Each side's own setting decides whether it waits.")

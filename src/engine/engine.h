@@ -173,8 +173,8 @@
 
 #define TPX_MAX_CHANNELS 32
 #define TPX_WINDOW_MAX 32
-/* GPU copies of shared chunks on the pack stream at once (pack.c): each op
- * slot has its device scratch chunk, fragment lists and event. */
+/* GPU copies of shared chunks in flight at once (pack.c): each op slot has
+ * its device scratch chunk, fragment lists and event. */
 #define TPX_PACK_OPS 8
 #define TPX_RMA_PACK_AUTO UINT32_MAX /* TPX_RMA_PACK_BYTES=-1 (rma.c pack_bound) */
 /* Chunks when TPX_CHUNK_BYTES is 0: on tpx's own transport 1 MiB (its CUDA
@@ -372,7 +372,7 @@ struct tpx_engine {
                                   failed peers' comms */
     tpx_window_state_t *window; /* window.c: GPU unpack of devmem receives, the engine's
                                   GPU context */
-    tpx_pack_state_t *pack;    /* pack.c: the pack stream, kernel, scratch and op slots of
+    tpx_pack_state_t *pack;    /* pack.c: the pack streams, kernel, scratch and op slots of
                                   shared chunks of GPU blocks */
     tpx_listener_state_t *listener; /* peer.c: the bootstrap thread, the abandoned
                                   connects it drives */

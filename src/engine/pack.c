@@ -337,7 +337,7 @@ static tpx_status_t copy_other_dev(int dev, int to_stage, char *host, uint64_t d
     return st;
 }
 
-/* ---- ops on the pack stream ------------------------------------------------------------ */
+/* ---- ops on the pack streams ----------------------------------------------------------- */
 
 tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e)
 {
@@ -491,7 +491,7 @@ static int on_pack_dev(const tpx_engine_t *e, const tpx_seg_t *g)
 }
 
 /* The GPU blocks of a run on the pack device, to or from the stage at
- * `buf`: queued on the pack stream as one op, *op. */
+ * `buf`: queued on its op slot's pack stream as one op, *op. */
 static tpx_status_t gpu_run(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first, uint32_t last,
                             char *buf, int to_stage, uint64_t *op)
 {

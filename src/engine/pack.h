@@ -10,7 +10,7 @@
  * page-locked host memory (the plugin sees host memory: no
  * per-message staging in the transport; the GPU reaches it by DMA). Both
  * are allocated on first use, registered as internal host regions, and
- * freed with the comm (tpx__pack_comm_fini). The engine's pack stream,
+ * freed with the comm (tpx__pack_comm_fini). The engine's pack streams,
  * kernel, device scratch chunk and fragment buffer (e->pack, a struct
  * tpx_pack_state only pack.c sees inside) live until the engine ends.
  * All under e->lock, on the thread that drives progress.
@@ -74,7 +74,7 @@ tpx_status_t tpx__pack_scatter(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t firs
                                uint32_t last, const char *buf);
 
 /* The same copies without waiting (the run's blocks all in the pack
- * device's memory: tpx__pack_async_ok): queued on the pack stream as op
+ * device's memory: tpx__pack_async_ok): queued on a pack stream as op
  * *op, which tpx__pack_op_test says has finished. buf is the caller's
  * until then: a gather's bytes are not there yet, a scatter still reads
  * them. */
@@ -84,8 +84,8 @@ tpx_status_t tpx__pack_gather_async(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t
                                     uint32_t last, char *buf, uint64_t *op);
 tpx_status_t tpx__pack_scatter_async(tpx_comm_t *c, const tpx_xfer_t *x, uint32_t first,
                                      uint32_t last, const char *buf, uint64_t *op);
-/* TPX_OK: op (and every op before it) has finished; TPX_INPROGRESS: not
- * yet; else the copy failed. Never blocks. */
+/* TPX_OK: op has finished (ops of different slots may finish in any
+ * order); TPX_INPROGRESS: not yet; else the copy failed. Never blocks. */
 tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op);
 /* Wait until every op queued has finished (a comm or peer ends: no copy
  * may touch its staging or a transfer's memory after). */
@@ -97,7 +97,7 @@ void tpx__pack_comm_fini(tpx_comm_t *c);
  * with the engine (waiting for its ops first). */
 tpx_status_t tpx__pack_engine_init(tpx_engine_t *e);
 void tpx__pack_engine_fini(tpx_engine_t *e);
-/* 1: no GPU copy is queued on the pack stream (nothing of pack.c's will
+/* 1: no GPU copy is queued on the pack streams (nothing of pack.c's will
  * finish and wake a sleeper). */
 int tpx__pack_idle(const tpx_engine_t *e);
 

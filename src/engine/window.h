@@ -47,7 +47,7 @@ typedef struct {
 
 #define TPX_SLOT_GOT_UNKNOWN UINT32_MAX
 
-/* A shared chunk whose GPU copy runs on the pack stream (pack.h, async).
+/* A shared chunk whose GPU copy runs on a pack stream (pack.h, async).
  * Send comm: gathered into its staging chunk, posted as `slot` once the
  * copy finished, in the order queued (FIFO plugins pair messages by
  * order). Receive comm: arrived, counted done once its scatter finished.
