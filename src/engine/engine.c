@@ -360,14 +360,14 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more)
  * progress thread takes over this long after its last poll. */
 #define TPX_POLL_LEASE_NS (100 * 1000ull)
 
-void tpx__engine_poll_drive(tpx_engine_t *e)
+int tpx__engine_poll_drive(tpx_engine_t *e)
 {
     if (!e->progress_started || e->cfg.wait_spin_ns == 0 || pthread_mutex_trylock(&e->lock) != 0)
-        return;
+        return 0;
     if (e->cfg.bulk_waits && data_in_flight(e) >= BULK_SLOTS) {
         /* a stream: its cores go to the transport's threads (progress_wait_bulk) */
         pthread_mutex_unlock(&e->lock);
-        return;
+        return 1;
     }
     uint64_t now = tpx__now_ns();
     if (atomic_load_explicit(&e->poll_lease_ns, memory_order_relaxed) < now)
@@ -378,6 +378,7 @@ void tpx__engine_poll_drive(tpx_engine_t *e)
     if (e->nmoves != before || e->ncompleted != seen)
         e->last_move_ns = tpx__now_ns();
     pthread_mutex_unlock(&e->lock);
+    return 0;
 }
 
 /* Between passes the progress thread gives the lock up (yielding the core

@@ -433,8 +433,10 @@ void tpx__engine_drive_end(tpx_engine_t *e, int more);
  * few data requests are in flight (a request/response exchange, not a
  * stream), run one pass on the caller's thread and hold the loop for
  * TPX_POLL_LEASE_NS: a caller that polls in a loop drives, the progress
- * thread stands aside until the polls stop. No lock held; never blocks. */
-void tpx__engine_poll_drive(tpx_engine_t *e);
+ * thread stands aside until the polls stop. 1 when it found a stream in
+ * flight (its cores belong to the transport's threads), else 0. No lock
+ * held; never blocks. */
+int tpx__engine_poll_drive(tpx_engine_t *e);
 /* ---- ident.c: the engine's id, and its key pair where libsodium allows (logs the
  * mode). topo.c: the plugin devices of the engine's GPU, and its NUMA-local CPU. ---- */
 /* The engine's identity (e->ident, ident.c's alone), named `name`: made
