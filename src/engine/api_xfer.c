@@ -61,7 +61,12 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *p, tpx_region_t *r, size_t offset, siz
     return two_post(p, r, offset, len, XK_RECV, out);
 }
 
-#define POLL_NAP_NS 20000
+/* A poll loop's nap while a stream is in flight: doubling from the first
+ * to the last as the polls find it still running, back to the first after
+ * any other poll of the thread. */
+#define POLL_NAP_FIRST_NS 20000
+#define POLL_NAP_MAX_NS 160000
+static _Thread_local long poll_nap_ns;
 
 TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
 {
@@ -75,15 +80,21 @@ TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *x, size_t *bytes)
          * go on: one spinning thread, not two (engine.c). While a stream
          * is in flight, a yield still left the poller its share of the
          * cores (a third of them on 2 CPUs, NIXL+TPX READs of 1000 x 128
-         * KiB at 0.6 x the same READs waited for): it naps POLL_NAP_NS
-         * instead, nothing against a stream's milliseconds. */
+         * KiB at 0.6 x the same READs waited for): it naps instead, 20 us
+         * growing to 160 us, nothing against a stream's milliseconds. */
         int stream = tpx__engine_poll_drive(x->e);
-        if (!tpx__xfer_running(x))
+        if (!tpx__xfer_running(x)) {
+            poll_nap_ns = 0;
             return tpx_xfer_poll(x, bytes);
-        if (stream)
-            nanosleep(&(struct timespec){.tv_nsec = POLL_NAP_NS}, NULL);
-        else
+        }
+        if (stream) {
+            poll_nap_ns = poll_nap_ns == 0 ? POLL_NAP_FIRST_NS
+                                           : TPX_MIN(2 * poll_nap_ns, POLL_NAP_MAX_NS);
+            nanosleep(&(struct timespec){.tv_nsec = poll_nap_ns}, NULL);
+        } else {
+            poll_nap_ns = 0;
             sched_yield();
+        }
         return TPX_INPROGRESS;
     }
     tpx_status_t st = tpx__xfer_lock(x, "tpx_xfer_poll");
