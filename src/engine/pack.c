@@ -65,7 +65,7 @@ struct tpx_pack_state {
     void *scratch;         /* kernel mode: TPX_PACK_OPS chunks of device memory, one per
                               op slot (a tpx__cuda_mem_t) */
     void *ev[TPX_PACK_OPS]; /* CUevent per op slot: its copies finished (lazy) */
-    uint64_t fin[TPX_PACK_OPS]; /* slot k: 1 + the last op of it known finished (0: none) */
+    uint64_t fin[TPX_PACK_OPS]; /* slot k: 1 + the latest op of it known finished (0: none) */
     uint64_t op_next;      /* ops queued so far; op n runs in slot n % TPX_PACK_OPS */
     uint64_t op_done;      /* ... of which the first op_done are known finished */
 };
@@ -353,18 +353,20 @@ tpx_status_t tpx__pack_ops_wait(tpx_engine_t *e)
     return st;
 }
 
-/* Op `op` (queued, at or after op_done) finished: op_done moves past every
- * op known finished since. */
+/* Op `op` finished: op_done moves past every op known finished since. A
+ * slot's next op is queued only once its last one finished, so a slot's
+ * later op finished means its earlier ones did. */
 static void op_finished(struct tpx_pack_state *ps, uint64_t op)
 {
-    ps->fin[op % TPX_PACK_OPS] = op + 1;
-    while (ps->op_done < ps->op_next && ps->fin[ps->op_done % TPX_PACK_OPS] == ps->op_done + 1)
+    if (ps->fin[op % TPX_PACK_OPS] < op + 1)
+        ps->fin[op % TPX_PACK_OPS] = op + 1;
+    while (ps->op_done < ps->op_next && ps->fin[ps->op_done % TPX_PACK_OPS] > ps->op_done)
         ps->op_done++;
 }
 
 static int op_known_done(const struct tpx_pack_state *ps, uint64_t op)
 {
-    return op < ps->op_done || ps->fin[op % TPX_PACK_OPS] == op + 1;
+    return op < ps->op_done || ps->fin[op % TPX_PACK_OPS] > op;
 }
 
 tpx_status_t tpx__pack_op_test(tpx_engine_t *e, uint64_t op)
