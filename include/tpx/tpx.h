@@ -271,8 +271,9 @@ TPX_API tpx_status_t tpx_recv(tpx_peer_t *peer, tpx_region_t *region, size_t off
  * ended it. Never blocks. `bytes` may be NULL. On an engine with a
  * progress thread, a transfer still running is answered without the
  * engine lock and the call yields the CPU (sched_yield; while a stream of
- * data requests is in flight, it naps 20 us instead): a loop of polls does
- * not starve the threads that move the data. */
+ * data requests is in flight, it naps instead, 20 us doubling to 160 us
+ * over a loop's polls): a loop of polls does not starve the threads that
+ * move the data. */
 TPX_API tpx_status_t tpx_xfer_poll(tpx_xfer_t *xfer, size_t *bytes);
 /* Like poll, but waits up to timeout_ms (-1: until the transfer's deadline). */
 TPX_API tpx_status_t tpx_xfer_wait(tpx_xfer_t *xfer, int timeout_ms, size_t *bytes);
