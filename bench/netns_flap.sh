@@ -22,6 +22,8 @@
 # Environment: SECS=60 (the run's length, set by its iterations from the all-up
 # rate)  MODES="fused split tcpx"  FAULTS="flap blackhole two"  LOADS="two-sided read"
 # TPX_SOCK_STALL_MS=1000  TPX_CHANNEL_STALL_MS (1000 split, 3 x TPX_SOCK_STALL_MS fused)
+# LOGS=DIR keeps both sides' output of every run there (MODE-LOAD-FAULT.{server,client}.log:
+# the engine's counters of lost and rejoined channels, chunks dealt again, recovery times)
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 TOOLS=${1:-$here/build/release/bin}
@@ -99,6 +101,11 @@ run() {
     fi
     [ -n "$GBPS" ] || GBPS=0
     [ "$FAILED" = 0 ] || { echo "--- failed run ($load, $fault):"; show_logs | tail -20; }
+    if [ -n "${LOGS:-}" ]; then
+        mkdir -p "$LOGS"
+        cp "$WORK/server.log" "$LOGS/$mode-$load-$fault.server.log"
+        cp "$WORK/client.log" "$LOGS/$mode-$load-$fault.client.log"
+    fi
 }
 
 printf '%-6s %-10s %-10s %8s %8s %7s %14s %14s\n' nics load fault GB/s x_up failed \

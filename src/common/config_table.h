@@ -147,7 +147,11 @@ TPX_CONFIG_X(SOCK_STALL_MS, INT, "2000", 0, 3600000,
              "one: its zero window's probes are answered, however long it lags (no "
              "TCP_USER_TIMEOUT, which Linux trips on such a window). Each I/O worker looks 4 "
              "times per period, and asks the kernel (tcp_info) only about a connection that "
-             "owes something and moved nothing since its last look. 0: no detector (the kernel's "
+             "owes something and moved nothing since its last look. A NIC that loses its link "
+             "(set down, no carrier) is seen sooner: while connections owe something, every "
+             "20 ms each that moved nothing is asked whether its NIC still has its link (one "
+             "ioctl), and one whose NIC has not is failed over at once; a receiver tells its "
+             "sender so on another connection. 0: no detector and no link looks (the kernel's "
              "retransmission limits, many minutes); resets still fail over at once.")
 TPX_CONFIG_X(SOCK_BUF_BYTES, INT, "-1", -1, 1073741824,
              "Socket buffers of the built-in transport's data connections. -1: a 512 KiB send "
@@ -214,7 +218,9 @@ TPX_CONFIG_X(CHANNEL_STALL_MS, INT, "5000", 0, 86400000,
              "stops at once, the transfer deadline applies. A channel that alone holds the "
              "transfers back (every other live one moved since it stopped and has nothing in "
              "flight) is lost at a quarter of this (at least 250 ms), unless a loss is being "
-             "repaired. Over the built-in transport's fused "
+             "repaired; one still for 20 ms whose NIC (its device's interface) lost its link "
+             "while another channel's NIC has its own, at once. Over the built-in transport's "
+             "fused "
              "NICs keep it above 1.25 x `TPX_SOCK_STALL_MS` and a resend (the default 5000 is, "
              "against 2000): a NIC's loss stalls every fused channel at once, the transport's "
              "own failover saves them all, and a verdict before it takes two channels for lost, "

@@ -135,6 +135,10 @@ static tpx_comm_t *comm_new(tpx_peer_t *p, int is_send, int is_ctrl, int chan, i
     c->is_ctrl = is_ctrl;
     c->chan = chan;
     c->dev = dev;
+    tpx_net_props_t props;
+    if (!is_ctrl && !p->e->devs_fused && tpx__net_props(p->e->net, dev, &props) == TPX_OK &&
+        strlen(props.name) < sizeof(c->nic))
+        memcpy(c->nic, props.name, strlen(props.name) + 1);
     c->win.cap = p->e->cfg.window;
     tpx__pack_comm_init(c);
     c->lane = is_ctrl ? -1 : is_send ? chan : p->nchan + chan;
@@ -1223,6 +1227,7 @@ static void rejoin_recv_drive(tpx_peer_t *p, int k, uint64_t now)
             return;
         tpx__net_close_listen(e->net, c->rj_listen);
         c->rj_listen = NULL;
+        c->nic_up = 0; /* its NIC's link flag may lag (peer_sweep.c) */
         if (st == TPX_OK)
             st = tpx__comm_unpack_load(c);
         if (st != TPX_OK) {

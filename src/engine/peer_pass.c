@@ -141,6 +141,25 @@ static int pw_reap(tpx_comm_t *c)
     return p->state == PEER_READY ? n : -1;
 }
 
+/* A data channel's post failed. A connection that ended (the receiver
+ * dropped the channel on its NIC's word, peer_sweep.c, before this side
+ * heard) loses the channel as a failed test does: repaired if the peer
+ * lives (peer_repair.c). Any other failure fails the peer. 0: the peer
+ * lives, nothing was posted; -1: it failed. */
+static int post_failed(tpx_comm_t *c, tpx_status_t st, const char *what)
+{
+    tpx_peer_t *p = c->peer;
+    if (st == TPX_ERR_CONN_RESET && !c->is_ctrl) {
+        char why[160];
+        snprintf(why, sizeof(why), "data channel %d (%s): %s (%s)", c->chan,
+                 c->is_send ? "send" : "receive", what, tpx_status_string(st));
+        tpx__peer_chan_lost(p, c, why);
+    } else {
+        tpx__peer_fail(p, st, what);
+    }
+    return p->state == PEER_READY ? 0 : -1;
+}
+
 /* Send comm: post the head gathered chunk once its copy finished. 1
  * posted, 0 not finished (or the plugin is busy), -1 the peer failed. */
 static int pw_post(tpx_comm_t *c)
@@ -162,10 +181,8 @@ static int pw_post(tpx_comm_t *c)
         st = tpx__window_post(c, w->buf, w->slot.len, mh, &w->slot);
     if (st == TPX_INPROGRESS)
         return 0;
-    if (st != TPX_OK) {
-        tpx__peer_fail(p, st, "posting a send failed");
-        return -1;
-    }
+    if (st != TPX_OK)
+        return post_failed(c, st, "posting a send failed");
     pw_pop(c);
     return 1;
 }
@@ -328,11 +345,9 @@ static int post_data(tpx_comm_t *c)
                               .dst_dev = -1, .t_post_ns = t_post});
             if (st == TPX_INPROGRESS)
                 return 0;
-            if (st != TPX_OK) {
-                tpx__peer_fail(p, st, c->is_send ? "posting a send failed"
-                                                 : "posting a receive failed");
-                return -1;
-            }
+            if (st != TPX_OK)
+                return post_failed(c, st, c->is_send ? "posting a send failed"
+                                                     : "posting a receive failed");
             goto posted;
         }
         /* small blocks packed into a free chunk of the comm's staging
@@ -378,10 +393,8 @@ static int post_data(tpx_comm_t *c)
                                             .dst = discard ? NULL : buf, .t_post_ns = t_post});
     if (st == TPX_INPROGRESS)
         return 0; /* the plugin is busy: retry on the next pass */
-    if (st != TPX_OK) {
-        tpx__peer_fail(p, st, c->is_send ? "posting a send failed" : "posting a receive failed");
-        return -1;
-    }
+    if (st != TPX_OK)
+        return post_failed(c, st, c->is_send ? "posting a send failed" : "posting a receive failed");
     if (at.shared)
         tpx__pack_stage_take(c);
 posted:

@@ -103,6 +103,9 @@ struct tpx_comm {
     int connecting;      /* connect() called, not finished */
     int id;              /* engine-wide id: index into regions' handle arrays */
     int dev;             /* plugin device */
+    char nic[16];        /* the interface its device names, where it names one (NICs not
+                            fused): the sweep asks it for its link (peer_sweep.c); "" else */
+    int nic_up;          /* the sweep saw nic with its link since this plugin comm connected */
     tpx_window_t win;
     /* schedule: SLOT_DATA lanes waiting for window space (intrusive list
      * through the transfers' lane[lane]; xfer.c) */

@@ -11,8 +11,10 @@ TESTBED=$2
 PERF="$TOOLS/tpx-perf"
 [ -x "$PERF" ] || { echo "no tpx-perf in $TOOLS" >&2; exit 1; }
 
+# TESTBED_HOSTS=N before sourcing: N hosts (3 and more meet through a switch
+# namespace: a NIC set down at one host leaves the other end of its link up)
 if [ -z "${TPXTB_PREFIX:-}" ]; then
-    exec "$TESTBED" run bash "$0" "$@"
+    exec "$TESTBED" ${TESTBED_HOSTS:+--hosts "$TESTBED_HOSTS"} run bash "$0" "$@"
 fi
 
 export TPX_SOCKET_IFNAME=eth1,eth2,eth3,eth4 # data NICs only; bootstrap goes over eth0

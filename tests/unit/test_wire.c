@@ -82,7 +82,14 @@ int main(void)
     he.flags = TPX_SOCK_HELLO_REJOIN; /* rejoining without failing over */
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
-    he.flags = 0x0004; /* unknown */
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN | TPX_SOCK_HELLO_TELL; /* tells */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
+    EXPECT(ho.flags == (TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN | TPX_SOCK_HELLO_TELL));
+    he.flags = TPX_SOCK_HELLO_TELL; /* tells without failing over */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.flags = 0x0008; /* unknown */
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
     /* a rejoin: only of a comm that fails over and rejoins */
@@ -97,6 +104,9 @@ int main(void)
     he.flags = 0;
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN | TPX_SOCK_HELLO_TELL; /* its comm's */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
     /* `missing`: a control hello of a comm that rejoins names the data
      * connections it starts without (bytes 14..15, 0 in older builds) */
     he.kind = TPX_SOCK_HELLO_CTRL;
@@ -107,6 +117,13 @@ int main(void)
     EXPECT(hb[14] == 0 && hb[15] == 0x2);
     EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
     EXPECT(ho.missing == 0x2);
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN | TPX_SOCK_HELLO_TELL; /* and tells */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT_EQ(tpx__sock_hello_decode(hb, &ho), TPX_OK);
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_TELL; /* missing ones need rejoins */
+    tpx__sock_hello_encode(&he, hb);
+    EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);
+    he.flags = TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN;
     he.missing = 0xf; /* every one: no comm */
     tpx__sock_hello_encode(&he, hb);
     EXPECT(tpx__sock_hello_decode(hb, &ho) != TPX_OK);

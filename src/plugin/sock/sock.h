@@ -148,6 +148,10 @@ int tpx__sock_ndev(void);
 int tpx__sock_nphys(void);
 /* A device, physical or virtual; NULL if out of range. */
 const tpx_sock_dev_t *tpx__sock_dev(int dev);
+/* The physical device whose address a connected socket's local end has
+ * (the NIC it leaves by); -1 if none matches (an address of no device
+ * found at init, a failed getsockname). */
+int tpx__sock_dev_of_fd(int fd);
 /* makeVDevice: a virtual device of props->devs (distinct physical devices
  * of one address family, 1..4 of them). The same member list asked again
  * gives the same device. Not in strict TCPX mode (TCPX is v7: no vNICs). */
@@ -348,6 +352,18 @@ typedef struct tpx_sock_chan {
     struct tpx_sock_chan *stall_next;
     uint64_t stall_seen;
     uint32_t stall_dead_ms;
+    /* Links (sock_worker.c, "Links"): the physical device this connection
+     * leaves by (-1: unknown; set at start and at a rejoin), the progress
+     * seen at the last look at its link, and why a look ended it
+     * (SOCK_LINK_*: its NIC here lost its link, or the receiver said its
+     * NIC did). fo_told (send): the receiver's word that this connection's
+     * NIC at its end lost its link, read on another connection (that
+     * connection's owner sets it, this one's takes it in its turn). */
+    int nic;
+    uint64_t link_seen;
+    int link_lost;
+    int link_ok; /* a look saw its NIC with its link since it connected (the flag lags) */
+    _Atomic int fo_told;
     /* send: when the receiver last acknowledged pieces of it (monotonic
      * ns, 0: never; the owner writes it, the looks at the comm's other
      * connections read it: sock_stall.c, "A sibling's word"); stall_sib:
@@ -450,6 +466,13 @@ typedef struct tpx_sock_comm {
      * pieces sent again (stats). recv: fo_lock orders the connections'
      * fo_live claims (a spin lock, held for a scan of nsocks entries). */
     int failover;
+    /* Tells (sock_failover.c, "Tells"; a comm that fails over whose hellos
+     * carried TPX_SOCK_HELLO_TELL): the receiver tells the sender, on
+     * another connection, which data connections lost their NIC at its
+     * end. recv: fo_tell, those to tell (bit i: connection i), taken by
+     * the first live connection's acknowledgement flush. */
+    int tell;
+    _Atomic uint32_t fo_tell;
     /* Rejoin (sock_rejoin.c): set at connect/accept for a comm that fails
      * over, whose hellos carried TPX_SOCK_HELLO_REJOIN. send: where data
      * connection i went (bound to rj_local[i] if rj_bind, connected to
@@ -537,6 +560,9 @@ int tpx__sock_recv_eager(tpx_sock_comm_t *c, tpx_sock_req_t *r, uint64_t seq);
  * queued behind them). Never blocks; returns 1 if bytes moved. */
 int tpx__sock_recv_direct(tpx_sock_comm_t *c, tpx_sock_req_t *r);
 #define SOCK_OWNER_WORKER 1
+/* tpx_sock_chan_t.link_lost: why a look at links ended a connection */
+#define SOCK_LINK_HERE 1 /* its NIC on this host lost its link */
+#define SOCK_LINK_TOLD 2 /* the receiver said its NIC there did */
 #define SOCK_OWNER_API 2
 /* irecv, plain mode: after a receive was posted, fail the comm if the
  * sender closed every data connection and none holds the posted ones' data

@@ -303,7 +303,7 @@ tpx_status_t tpx__sock_listen(int dev, void *handle, void **listen_comm)
     h.nonce = l->nonce;
     if (!tpx__sock_params.tcpx) /* strict TCPX: never fails over (sock_failover.c) */
         h.caps = TPX_SOCK_HANDLE_CAP_ACKS | TPX_SOCK_HANDLE_CAP_REJOIN |
-                 TPX_SOCK_HANDLE_CAP_PARTIAL;
+                 TPX_SOCK_HANDLE_CAP_PARTIAL | TPX_SOCK_HANDLE_CAP_TELL;
     tpx__sock_handle_encode(&h, handle);
     SOCK_DEBUG("listening on %s (%s%s)", d->name, tpx__sock_addr_str(&l->addrs[0], a, sizeof(a)),
                l->nfds > 1 ? " and the other members" : "");
@@ -671,6 +671,7 @@ static tpx_status_t group_to_comm(listen_comm_t *l, group_t *g, tpx_sock_comm_t 
     if (c->failover && (g->flags & TPX_SOCK_HELLO_REJOIN) && l->acc == NULL)
         l->acc = tpx__sock_rejoin_acc_new(l->nonce, l->fds, l->nfds);
     c->rejoin = c->failover && (g->flags & TPX_SOCK_HELLO_REJOIN) && l->acc != NULL;
+    c->tell = c->failover && (g->flags & TPX_SOCK_HELLO_TELL); /* sock_failover.c, "Tells" */
     if (g->missing != 0 && c->failover) {
         for (int i = 0; i < g->nsocks; i++)
             if (g->missing & (1u << i))
@@ -1140,10 +1141,15 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
             .kind = i == 0 ? TPX_SOCK_HELLO_CTRL : TPX_SOCK_HELLO_DATA,
             .index = (uint16_t)(i == 0 ? 0 : i - 1),
             .nsocks = (uint16_t)s->nsocks,
-            .flags = (uint16_t)(!s->comm->failover ? 0
-                                : (s->h.caps & TPX_SOCK_HANDLE_CAP_REJOIN)
-                                    ? TPX_SOCK_HELLO_ACKS | TPX_SOCK_HELLO_REJOIN
-                                    : TPX_SOCK_HELLO_ACKS),
+            .flags = (uint16_t)(!s->comm->failover
+                                    ? 0
+                                    : TPX_SOCK_HELLO_ACKS |
+                                          ((s->h.caps & TPX_SOCK_HANDLE_CAP_REJOIN)
+                                               ? TPX_SOCK_HELLO_REJOIN
+                                               : 0) |
+                                          ((s->h.caps & TPX_SOCK_HANDLE_CAP_TELL)
+                                               ? TPX_SOCK_HELLO_TELL
+                                               : 0)),
             .nonce = s->h.nonce,
             .conn_id = s->comm->conn_id,
         };
@@ -1159,6 +1165,7 @@ static tpx_status_t conn_begin(int dev, const void *handle, int nsocks, connecti
         }
     }
     s->comm->rejoin = s->comm->failover && (s->h.caps & TPX_SOCK_HANDLE_CAP_REJOIN);
+    s->comm->tell = s->comm->failover && (s->h.caps & TPX_SOCK_HANDLE_CAP_TELL);
     s->partial = s->comm->rejoin && (s->h.caps & TPX_SOCK_HANDLE_CAP_PARTIAL);
     s->comm->rj_bind = s->bind_local;
     s->comm->rj_nonce = s->h.nonce;

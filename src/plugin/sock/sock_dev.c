@@ -196,6 +196,26 @@ const tpx_sock_dev_t *tpx__sock_dev(int dev)
     return &sock_devs[dev];
 }
 
+int tpx__sock_dev_of_fd(int fd)
+{
+    tpx_sock_addr_t a;
+    socklen_t len = sizeof(a);
+    memset(&a, 0, sizeof(a));
+    if (fd < 0 || getsockname(fd, &a.sa, &len) != 0)
+        return -1;
+    for (int i = 0; i < sock_nphys; i++) {
+        const tpx_sock_addr_t *d = &sock_devs[i].addr;
+        if (d->sa.sa_family != a.sa.sa_family)
+            continue;
+        if (a.sa.sa_family == AF_INET && d->sin.sin_addr.s_addr == a.sin.sin_addr.s_addr)
+            return i;
+        if (a.sa.sa_family == AF_INET6 &&
+            memcmp(&d->sin6.sin6_addr, &a.sin6.sin6_addr, sizeof(a.sin6.sin6_addr)) == 0)
+            return i;
+    }
+    return -1;
+}
+
 tpx_status_t tpx__sock_dev_init(void)
 {
     int n = 0;

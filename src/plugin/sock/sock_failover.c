@@ -56,6 +56,25 @@
  * "Members down at connect") is, from the start, one that failed with
  * nothing to move (tpx__sock_fo_start_missing).
  *
+ * Tells: a NIC that loses its link (set down, its carrier gone) is seen
+ * by the I/O workers of its own host at once (sock_worker.c, "Links"),
+ * but TCP at the other end learns nothing until its retransmission
+ * timeouts (200 ms and more) and then the stall rules, and a sender that
+ * waits for its last pieces on that connection waits that long: READs of
+ * 1000 x 128 KiB with two of four NICs lost 2 s of every 5 at the
+ * requester's end found their owner's connections dead 0.3-0.6 s after the
+ * loss, and 1-2 s after it where the connection held the transfer's last
+ * pieces (no sibling's acknowledgement then to take the word of). So a
+ * receiver whose connection's NIC lost its link tells the sender, on the
+ * first of the comm's other connections whose turn flushes its
+ * acknowledgements: an 8-byte word with TPX_SOCK_ACK_TELL set and bit i
+ * for connection i (sock_wire.h). The sender fails those connections over
+ * as it would on their error (their owners' next turn). Only between
+ * builds that both say so (TPX_SOCK_HANDLE_CAP_TELL, TPX_SOCK_HELLO_TELL);
+ * a tell that comes after its connection was already replaced costs one
+ * more replacement. A sender's own NIC that lost its link is seen by its
+ * own workers the same way.
+ *
  * A comm that does not fail over pays nothing: none of this runs, and its
  * sends complete when the kernel took the bytes, as ever.
  */
@@ -88,8 +107,14 @@ static uint64_t get64(const unsigned char *p)
 
 tpx_status_t tpx__sock_fo_start(tpx_sock_comm_t *c)
 {
-    for (int i = 0; i < c->nsocks; i++)
+    for (int i = 0; i < c->nsocks; i++) {
         c->chans[i].ack_off = sizeof(c->chans[i].ack_buf);
+        /* the NIC whose link the workers look at ("Tells"); a connection
+         * that starts missing learns its own when it joins */
+        c->chans[i].nic = c->failover && !atomic_load(&c->chans[i].fo_dead)
+                              ? tpx__sock_dev_of_fd(c->chans[i].fd)
+                              : -1;
+    }
     if (!c->failover || c->kind != SOCK_COMM_SEND)
         return TPX_OK;
     size_t n = (size_t)c->nsocks * SOCK_FO_LOG;
@@ -165,6 +190,35 @@ static int fo_acked(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, uint64_t acked)
     return CH_IDLE;
 }
 
+/* The receiver's tell ("Tells"): the connections in `word` lost their NIC
+ * at its end; their owners fail them over in their next turn. */
+static int fo_told(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, uint64_t word)
+{
+    uint64_t set = word & ~TPX_SOCK_ACK_TELL;
+    if (!c->tell || set == 0 || set >= (1ull << c->nsocks)) {
+        tpx__sock_comm_fail(c, TPX_ERR_PROTOCOL,
+                            "the receiver told of lost links this comm did not ask about "
+                            "or does not have");
+        return CH_ERROR;
+    }
+    for (int i = 0; i < c->nsocks; i++) {
+        tpx_sock_chan_t *o = &c->chans[i];
+        if (!(set & (1ull << i)) || o == ch || atomic_load(&o->fo_dead))
+            continue;
+        atomic_store(&o->fo_told, 1);
+        tpx__sock_chan_kick(o);
+    }
+    return CH_IDLE;
+}
+
+int tpx__sock_fo_take_told(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
+{
+    if (!atomic_exchange(&ch->fo_told, 0) || atomic_load(&ch->fo_dead))
+        return CH_IDLE;
+    ch->link_lost = SOCK_LINK_TOLD;
+    return tpx__sock_fo_chan_dead(c, ch, ENETDOWN, "told");
+}
+
 int tpx__sock_fo_read_acks(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
     for (;;) {
@@ -193,7 +247,9 @@ int tpx__sock_fo_read_acks(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         ch->ack_len += (uint32_t)n;
         if (ch->ack_len == sizeof(ch->ack_buf)) {
             ch->ack_len = 0;
-            if (fo_acked(c, ch, get64(ch->ack_buf)) == CH_ERROR)
+            uint64_t word = get64(ch->ack_buf);
+            if (((word & TPX_SOCK_ACK_TELL) ? fo_told(c, ch, word) : fo_acked(c, ch, word)) ==
+                CH_ERROR)
                 return CH_ERROR;
         }
     }
@@ -203,8 +259,20 @@ int tpx__sock_fo_chan_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
 {
     if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
         return CH_IDLE;
-    char stalled[128];
-    if (ch->stall_dead_ms != 0) {
+    char stalled[160];
+    if (ch->link_lost != 0) {
+        /* A look at its link ended it (sock_worker.c, "Links"), or the
+         * receiver told ("Tells"). */
+        const tpx_sock_dev_t *d = ch->link_lost == SOCK_LINK_HERE ? tpx__sock_dev(ch->nic) : NULL;
+        if (d != NULL)
+            snprintf(stalled, sizeof(stalled), "its NIC %s lost its link", d->name);
+        else
+            snprintf(stalled, sizeof(stalled),
+                     "its NIC at the receiver's end lost its link (the receiver said so on "
+                     "another connection)");
+        err = ENETDOWN;
+        what = stalled;
+    } else if (ch->stall_dead_ms != 0) {
         /* The stall detector aborted it (sock_worker.c): that is why, not
          * the reset the abort left on the socket. */
         snprintf(stalled, sizeof(stalled), "no answer from the peer's TCP for %u ms%s",
@@ -284,15 +352,23 @@ int tpx__sock_fo_recv_dead(tpx_sock_comm_t *c, tpx_sock_chan_t *ch, int err, con
 
 void tpx__sock_fo_ack_flush(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
 {
-    (void)c;
     if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
         return;
     for (;;) {
         if (ch->ack_off == sizeof(ch->ack_buf)) {
-            if (ch->fo_safe == ch->fo_acked)
-                return;
-            put64(ch->ack_buf, ch->fo_safe);
-            ch->fo_acked = ch->fo_safe;
+            /* a tell first ("Tells"): whichever live connection flushes
+             * first takes it */
+            uint32_t tell = c->tell && atomic_load_explicit(&c->fo_tell, memory_order_relaxed)
+                                ? atomic_exchange(&c->fo_tell, 0)
+                                : 0;
+            if (tell != 0) {
+                put64(ch->ack_buf, TPX_SOCK_ACK_TELL | tell);
+            } else {
+                if (ch->fo_safe == ch->fo_acked)
+                    return;
+                put64(ch->ack_buf, ch->fo_safe);
+                ch->fo_acked = ch->fo_safe;
+            }
             ch->ack_off = 0;
         }
         ssize_t n = send(ch->fd, ch->ack_buf + ch->ack_off, sizeof(ch->ack_buf) - ch->ack_off,

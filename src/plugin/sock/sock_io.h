@@ -157,6 +157,7 @@ typedef struct tpx_sock_worker {
      * when it looks next (monotonic ns). */
     tpx_sock_chan_t *stall_list;
     uint64_t stall_next_ns;
+    uint64_t link_next_ns; /* the next look at their links ("Links") */
 } tpx_sock_worker_t;
 
 static inline uint64_t tpx__sock_mono_ns(void)
@@ -245,6 +246,10 @@ void tpx__sock_req_copy_in(const tpx_sock_req_t *r, const unsigned char *src, ui
 /* ---- sock_failover.c ---- */
 /* The logs of a failover comm's connections (comm start); free them. */
 tpx_status_t tpx__sock_fo_start(tpx_sock_comm_t *c);
+/* send: the receiver told that ch's NIC at its end lost its link
+ * (sock_failover.c, "Tells"): fail it over now (ch's owner). CH_IDLE if
+ * there was no such word, or ch failed already. */
+int tpx__sock_fo_take_told(tpx_sock_comm_t *c, tpx_sock_chan_t *ch);
 void tpx__sock_fo_free(tpx_sock_comm_t *c);
 /* send, under sched_lock: the next piece of a failed connection to send
  * again; 0 if none. */

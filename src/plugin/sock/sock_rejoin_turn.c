@@ -89,6 +89,9 @@ int tpx__sock_rejoin_turn(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         atomic_store(&ch->claim_waiting, 0);
         ch->stall_dead_ms = 0;
         ch->stall_seen = UINT64_MAX;
+        ch->link_lost = 0;
+        ch->nic = tpx__sock_dev_of_fd(fd);
+        ch->link_ok = 0; /* its NIC's link flag may lag (sock_worker.c, "Links") */
         /* The welcome: an acknowledgement of 0 pieces, written at the end
          * of this turn (tpx__sock_fo_ack_flush). */
         memset(ch->ack_buf, 0, sizeof(ch->ack_buf));
@@ -126,6 +129,10 @@ int tpx__sock_rejoin_turn(tpx_sock_comm_t *c, tpx_sock_chan_t *ch)
         ch->stall_dead_ms = 0;
         ch->stall_sib = 0;
         ch->stall_seen = UINT64_MAX;
+        ch->link_lost = 0;
+        ch->nic = tpx__sock_dev_of_fd(fd);
+        ch->link_ok = 0; /* its NIC's link flag may lag (sock_worker.c, "Links") */
+        atomic_store(&ch->fo_told, 0); /* a tell of the connection it replaces */
         atomic_store(&ch->rate, 0);
         ch->rate_ns = 0;
         ch->lowat = TPX_SOCK_VDEV_LOWAT_MAX;

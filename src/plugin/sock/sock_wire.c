@@ -124,17 +124,18 @@ tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out)
         h.kind != TPX_SOCK_HELLO_REJOIN_DATA)
         return TPX_ERR_PROTOCOL;
     if (h.nsocks < 1 || h.nsocks > TPX_SOCK_MAX_SOCKS || h.index >= h.nsocks ||
-        (h.flags & ~both) != 0)
+        (h.flags & ~(both | TPX_SOCK_HELLO_TELL)) != 0)
         return TPX_ERR_PROTOCOL;
-    /* Rejoining is part of failing over; a rejoin names a comm that does. */
-    if ((h.flags & TPX_SOCK_HELLO_REJOIN) && !(h.flags & TPX_SOCK_HELLO_ACKS))
+    /* Rejoins and tells are part of failing over; they name a comm that does. */
+    if ((h.flags & (TPX_SOCK_HELLO_REJOIN | TPX_SOCK_HELLO_TELL)) &&
+        !(h.flags & TPX_SOCK_HELLO_ACKS))
         return TPX_ERR_PROTOCOL;
     if (h.kind == TPX_SOCK_HELLO_REJOIN_DATA && h.flags != both)
         return TPX_ERR_PROTOCOL;
     /* A comm may start without some data connections only if they can
      * join later, and with at least one. */
     if (h.missing != 0 &&
-        (h.kind != TPX_SOCK_HELLO_CTRL || h.flags != both ||
+        (h.kind != TPX_SOCK_HELLO_CTRL || (h.flags & both) != both ||
          h.missing >= (1u << h.nsocks) || h.missing == (1u << h.nsocks) - 1))
         return TPX_ERR_PROTOCOL;
     *out = h;

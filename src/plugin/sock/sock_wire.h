@@ -72,6 +72,11 @@ typedef struct {
  * to a listener without it (an older build would wait for the missing
  * connection until its deadline). */
 #define TPX_SOCK_HANDLE_CAP_PARTIAL 0x00000004u
+/* The listener, as a receiver, tells the sender which data connections
+ * lost their NIC at its end (TPX_SOCK_HELLO_TELL): a connector asks for
+ * tells only where the handle says so (older listeners refuse unknown
+ * hello flags). Only with ACKS. */
+#define TPX_SOCK_HANDLE_CAP_TELL 0x00000008u
 
 /*
  * Handle layout (128 bytes, caller memory):
@@ -144,11 +149,20 @@ typedef struct {
  * sends it only with ACKS, to a listener whose handle has
  * TPX_SOCK_HANDLE_CAP_REJOIN (older listeners refuse unknown flags). */
 #define TPX_SOCK_HELLO_REJOIN 0x0002u
+/* The sender reads tells among the acknowledgements (sock_failover.c,
+ * "Tells"): a word with TPX_SOCK_ACK_TELL set is no count but the set of
+ * data connections (bit i: connection i, below nsocks) whose NIC at the
+ * receiver's end lost its link, which the sender then fails over at once.
+ * Set in CTRL and DATA hellos only with ACKS, to a listener whose handle
+ * has TPX_SOCK_HANDLE_CAP_TELL; a REJOIN_DATA hello carries ACKS and
+ * REJOIN alone (its connection takes its comm's tells). */
+#define TPX_SOCK_HELLO_TELL 0x0004u
+#define TPX_SOCK_ACK_TELL (1ull << 63)
 #define TPX_SOCK_HELLO_WIRE_SIZE 32
 void tpx__sock_hello_encode(const tpx_sock_hello_t *h, void *buf);
 /* Checks magic, version, kind, index < nsocks <= 16, no unknown flag,
- * REJOIN only with ACKS, a REJOIN_DATA hello with both, and `missing`
- * as its field says. */
+ * REJOIN and TELL only with ACKS, a REJOIN_DATA hello with ACKS and REJOIN
+ * alone, and `missing` as its field says. */
 tpx_status_t tpx__sock_hello_decode(const void *buf, tpx_sock_hello_t *out);
 
 /* Header of one piece of a message on a data socket. */

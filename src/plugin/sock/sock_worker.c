@@ -24,6 +24,20 @@
  * (an RST, as a failed connection is), and its next turn fails it over.
  * Nothing of this is on the data path: the look is a timer of the worker,
  * and a connection that moves is never asked.
+ *
+ * Links: a NIC set down or without carrier carries nothing, and TCP learns
+ * it only from retransmission timeouts (then the stall rules above). So,
+ * every SOCK_LINK_LOOK_NS while any of them owes something (else at the
+ * stall looks), the worker asks, of each of those connections that owes
+ * something and moved nothing since its last look, whether its NIC here
+ * has its link (common/iflink.c: one ioctl). One that has not is aborted
+ * now, and a receiver tells its sender (sock_failover.c, "Tells"). A NIC
+ * that only lost its link for an instant costs its connections a
+ * replacement (sock_rejoin.c: tens of ms once it is back). The kernel's
+ * flag lags: a NIC whose link came back shows none for up to a second
+ * (linkwatch; 300 ms on a veth here) while a replacement already moves
+ * over it, so only a connection whose NIC a look saw with its link since
+ * it connected is judged (each look asks until one did).
  */
 #include <errno.h>
 #include <sched.h>
@@ -41,6 +55,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/iflink.h"
 #include "common/sigpipe.h"
 #include "common/trace.h"
 #include "common/tsan.h"
@@ -62,6 +77,8 @@
  * a black hole is found between STALL_MS and STALL_MS + STALL_MS / this
  * after the peer's TCP last answered. */
 #define SOCK_STALL_LOOKS 4
+/* Looks at the links of connections that owe something ("Links"). */
+#define SOCK_LINK_LOOK_NS (20 * 1000000ull)
 
 static struct {
     pthread_mutex_t lock;
@@ -188,6 +205,8 @@ static int chan_run(tpx_sock_chan_t *ch)
             if (ch->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
                 r = c->failover ? tpx__sock_fo_read_acks(c, ch)
                                 : tpx__sock_chan_check_peer(c, ch);
+            if (r != CH_ERROR && c->tell && atomic_load_explicit(&ch->fo_told, memory_order_relaxed))
+                r = tpx__sock_fo_take_told(c, ch); /* sock_failover.c, "Tells" */
             if (atomic_load_explicit(&ch->fo_dead, memory_order_relaxed))
                 r = CH_ERROR; /* failed over: nothing more on it */
             if (r != CH_ERROR) {
@@ -309,6 +328,15 @@ static uint32_t stall_sib_ms(const tpx_sock_chan_t *ch, uint64_t now_ns)
     return now_ns > last ? (uint32_t)TPX_MIN((now_ns - last) / 1000000u, UINT32_MAX - 1) : 0;
 }
 
+/* Abort ch (its owner): an RST, its queues dropped. Its socket's error
+ * wakes its turn (epoll), which fails it over, reported as the look that
+ * ended it says (sock_failover.c). */
+static void stall_abort(tpx_sock_chan_t *ch)
+{
+    struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+    (void)connect(ch->fd, &unspec, sizeof(unspec));
+}
+
 /* One look at each of w's connections of comms that fail over (see the
  * top: "Stalls"). A connection another thread moves right now (isend's
  * direct write, a direct read) is moving: not looked at. */
@@ -323,26 +351,57 @@ static void stall_look(tpx_sock_worker_t *w)
             continue;
         uint64_t seen = ch->bytes + ch->fo_tail;
         int quiet = seen == ch->stall_seen && !ch->eof && ch->stall_dead_ms == 0 &&
+                    ch->link_lost == 0 &&
                     !atomic_load_explicit(&ch->fo_dead, memory_order_relaxed) && stall_owes(ch);
         ch->stall_seen = seen;
         tpx_sock_tcp_seen_t ti;
         int verdict = quiet ? tpx__sock_stall_verdict(ch->fd, stall_ms, stall_sib_ms(ch, now), &ti)
                             : 0;
-        if (verdict) {
-            /* A black hole: abort it (an RST, its queues dropped). Its
-             * socket's error wakes its turn (epoll), which fails it over,
-             * reported as this (sock_failover.c). */
+        if (verdict) { /* a black hole */
             ch->stall_dead_ms = ti.last_ack_recv_ms > 0 ? ti.last_ack_recv_ms : 1;
             ch->stall_sib = verdict == 2;
-            struct sockaddr unspec = {.sa_family = AF_UNSPEC};
-            (void)connect(ch->fd, &unspec, sizeof(unspec));
+            stall_abort(ch);
         }
         tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
     }
 }
 
-/* The stall look, when due; returns the longest the worker may sleep
- * before the next one (UINT64_MAX: no connection to look at). */
+/* One look at the links of w's connections that owe something (see the
+ * top: "Links"). Returns whether any owes something. */
+static int link_look(tpx_sock_worker_t *w)
+{
+    int owes = 0;
+    for (tpx_sock_chan_t *ch = w->stall_list; ch != NULL; ch = ch->stall_next) {
+        tpx_sock_comm_t *c = ch->comm;
+        if (atomic_load(&c->closing) || atomic_load_explicit(&c->error, memory_order_relaxed) ||
+            atomic_load_explicit(&ch->fo_dead, memory_order_relaxed) || !tpx__sock_chan_own(ch))
+            continue;
+        const tpx_sock_dev_t *d = tpx__sock_dev(ch->nic);
+        if (!ch->link_ok && d != NULL)
+            ch->link_ok = tpx__if_link(d->name) == 1;
+        if (stall_owes(ch)) {
+            owes = 1;
+            uint64_t seen = ch->bytes + ch->fo_tail;
+            if (seen == ch->link_seen && d != NULL && ch->link_ok && !ch->eof &&
+                ch->stall_dead_ms == 0 && ch->link_lost == 0 && tpx__if_link(d->name) == 0) {
+                ch->link_lost = SOCK_LINK_HERE;
+                if (c->kind == SOCK_COMM_RECV && c->tell) {
+                    atomic_fetch_or(&c->fo_tell, 1u << (ch - c->chans));
+                    for (int i = 0; i < c->nsocks; i++)
+                        if (&c->chans[i] != ch && !atomic_load(&c->chans[i].fo_dead))
+                            tpx__sock_chan_kick(&c->chans[i]);
+                }
+                stall_abort(ch);
+            }
+            ch->link_seen = seen;
+        }
+        tpx__sock_chan_release(ch, SOCK_OWNER_WORKER);
+    }
+    return owes;
+}
+
+/* The stall and link looks, when due; returns the longest the worker may
+ * sleep before the next one (UINT64_MAX: no connection to look at). */
 static uint64_t stall_tick(tpx_sock_worker_t *w)
 {
     if (w->stall_list == NULL)
@@ -353,8 +412,11 @@ static uint64_t stall_tick(tpx_sock_worker_t *w)
         w->stall_next_ns =
             now + (uint64_t)tpx__sock_params.stall_ms * 1000000u / SOCK_STALL_LOOKS;
     }
+    if (now >= w->link_next_ns) /* while none owes anything, at the stall looks only */
+        w->link_next_ns = link_look(w) ? now + SOCK_LINK_LOOK_NS : w->stall_next_ns;
+    uint64_t next = TPX_MIN(w->stall_next_ns, w->link_next_ns);
     /* Whole milliseconds (a plain epoll_wait), at least one. */
-    return ((w->stall_next_ns - now) / 1000000u + 1) * 1000000u;
+    return ((next - now) / 1000000u + 1) * 1000000u;
 }
 
 static void worker_commands(tpx_sock_worker_t *w)
