@@ -328,7 +328,9 @@ TPX_CONFIG_X(RMA_PACK_BYTES, INT, "-1", -1, 4194304,
              "kernel launch per chunk); 0 sends every block in chunks of its own. -1: a whole "
              "chunk (`TPX_RMA_PACK_CHUNK` when set) where a shared chunk is one vectored message "
              "(host memory on both sides, tpx's own transport, `TPX_RMA_IOV=1`: no copy of "
-             "ours), else 64K (a copy through staging pays only for small blocks). A message "
+             "ours); 256K where every block is GPU memory on both sides and the plugin is no "
+             "devmem one (the GPU's copies through staging cost a block less than a message of "
+             "its own); else 64K (a copy through staging pays only for small blocks). A message "
              "costs the same whatever its size, so with a 64K bound 1000 x 128 KiB READs moved "
              "slower than 1000 x 64 KiB. The requester's value governs a transfer (it travels "
              "with the request).")

@@ -414,21 +414,29 @@ typedef struct {
  * costs no copy of ours, and every message costs the same whatever its
  * size, so blocks just over a smaller bound would each pay a message of
  * their own -- 1000 x 128 KiB READs moved slower than 1000 x 64 KiB.
- * Otherwise (GPU blocks, strict TCPX, other plugins) a shared chunk is
- * copied through staging, worth it only for small blocks: 64 KiB. GPU
- * blocks above it go in messages of their own even with the GPU copies
- * overlapped (TPX_RMA_PACK_ASYNC): the unpack kernel gives each fragment
- * one warp, so a chunk of two 512 KiB blocks gathered at 4 GB/s where the
- * transport's staging moves such blocks at 21 (H100 host, 1000 x 512 KiB
- * READ), and 128 KiB ones came out no faster packed. */
+ * Otherwise a shared chunk is copied through staging: host blocks (strict
+ * TCPX, other plugins) by the CPU, worth it only for small blocks: 64 KiB.
+ * GPU blocks on both sides by the GPU (the gather and scatter kernels, their copies on
+ * TPX_RMA_PACK_STREAMS streams, 8 KiB fragments): up to 256 KiB, since a
+ * message of its own costs a GPU block more than the kernel's copy (H100
+ * host, READs of 1000 GPU blocks, GB/s: 128 KiB 8.1 alone, 14.3 packed;
+ * 256 KiB 11.9 and 15.5; 64 KiB, packed, 13.9: with a 64 KiB bound a
+ * 128 KiB block moved slower than a 64 KiB one). Not with a devmem plugin,
+ * whose packed receives land in its bounce buffer and are unpacked twice
+ * (there, unmeasured). */
 #define PACK_BYTES_STAGED (64u * 1024)
+#define PACK_BYTES_GPU (256u * 1024)
 static uint32_t pack_bound(const tpx_engine_t *e, const centry_t *ce, size_t m)
 {
     if (e->cfg.rma_pack_bytes != TPX_RMA_PACK_AUTO)
         return e->cfg.rma_pack_bytes;
-    int vec = e->cfg.rma_iov && tpx__net_has_vec(e->net);
-    for (size_t i = 0; i < m && vec; i++)
-        vec = ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
+    int vec = e->cfg.rma_iov && tpx__net_has_vec(e->net), gpu = m > 0;
+    for (size_t i = 0; i < m; i++) {
+        vec &= ce[i].remote_host && ce[i].r->type == TPX_MEM_HOST;
+        gpu &= !ce[i].remote_host && ce[i].r->type != TPX_MEM_HOST;
+    }
+    if (gpu && !e->net->is_tcpx && e->props.dev_type != TPX_NCCL_NET_DEVICE_UNPACK)
+        return PACK_BYTES_GPU;
     if (!vec)
         return PACK_BYTES_STAGED;
     return e->cfg.rma_pack_chunk > 0 ? e->cfg.rma_pack_chunk : UINT32_MAX;
